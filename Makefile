@@ -1,0 +1,67 @@
+# kvright: one entry point for people and CI. `make demo` and `make test` are all a newcomer needs.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+export KVRIGHT_TOOLS_DIR ?= $(HOME)/.cache/kvright/tools
+export KVRIGHT_CLUSTER_DIR ?= $(HOME)/.cache/kvright/cluster
+
+.PHONY: help
+help: ## list targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+.PHONY: venv
+venv: $(BIN)/.installed ## create .venv with kvright and its test tools
+
+.PHONY: lint
+lint: venv ## ruff
+	$(BIN)/ruff check capacity kvright tests bench
+
+.PHONY: typecheck
+typecheck: venv ## mypy --strict on both packages
+	$(BIN)/mypy
+
+.PHONY: contracts
+contracts: venv ## import-layer contract: capacity stays pure
+	$(BIN)/lint-imports
+
+.PHONY: tools
+tools: ## build the pinned control-plane binaries into $(KVRIGHT_TOOLS_DIR) (cached)
+	bash deploy/cluster.sh build
+
+.PHONY: cluster-up
+cluster-up: tools ## start etcd, kube-apiserver, controller-manager, scheduler and kwok GPU nodes on loopback
+	bash deploy/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## stop everything cluster-up started (idempotent)
+	bash deploy/cluster.sh down
+
+.PHONY: cluster-env
+cluster-env: ## print the export line for the local cluster's kubeconfig
+	@bash deploy/cluster.sh env
+
+.PHONY: test-unit
+test-unit: venv ## pure tests only (no servers)
+	$(BIN)/pytest -q tests/unit
+
+.PHONY: test
+test: venv lint typecheck contracts tools ## everything: lint, types, contracts, unit, cluster, e2e and conformance tests
+	$(BIN)/pytest -q tests
+
+.PHONY: bench
+bench: venv ## benchmarks; results are ratios measured side by side
+	$(BIN)/python -m bench
+
+.PHONY: demo
+demo: venv ## the main job: plan the built-in sample
+	$(BIN)/kvright plan llama-3.1-70b --gpu h100-sxm --max-model-len 8192 --tpot-ms 50 --concurrency 64
