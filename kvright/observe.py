@@ -1,0 +1,452 @@
+"""Observe: live vLLM numbers for one LLMDeployment from the Prometheus HTTP API.
+
+This is an IO edge (gather only). It asks Prometheus a fixed set of PromQL queries over a window,
+selecting series by the labels every vLLM series carries (`namespace`, `llmdeployment`; see
+docs/interfaces.md), and folds the answers into one typed :class:`Observation`. Nothing here decides
+anything; :mod:`kvright.control` does.
+
+Robustness is the point of this module. vLLM renamed its TPOT and KV-usage metrics between
+releases, Prometheus may be down, a histogram with no traffic yields NaN, and a label may be missing.
+Every such case ends up in the Observation as "unavailable, because ..." with a CamelCase reason
+for the `MetricsAvailable` condition; no exception escapes :func:`observe`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+__all__ = [
+    "KV_USAGE_METRICS",
+    "TPOT_METRICS",
+    "Observation",
+    "PrometheusClient",
+    "PrometheusError",
+    "Sample",
+    "observe",
+    "selector",
+]
+
+# TPOT metrics, best first. `request_time_per_output_token_seconds` is one value per finished request
+# (what a TPOT SLO means); `inter_token_latency_seconds` is per token; the last is the pre-0.11 name.
+TPOT_METRICS: tuple[str, ...] = (
+    "vllm:request_time_per_output_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:time_per_output_token_seconds",
+)
+# KV-cache usage (a fraction 0..1 despite the name), current name first, then the pre-0.10 name.
+KV_USAGE_METRICS: tuple[str, ...] = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+TTFT_METRIC = "vllm:time_to_first_token_seconds"
+RUNNING_METRIC = "vllm:num_requests_running"
+WAITING_METRIC = "vllm:num_requests_waiting"
+PREEMPTIONS_METRIC = "vllm:num_preemptions_total"
+PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
+GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
+SUCCESS_METRIC = "vllm:request_success_total"
+CACHE_CONFIG_METRIC = "vllm:cache_config_info"
+
+# Reasons for the MetricsAvailable condition (CamelCase, API conventions).
+REASON_OK = "MetricsFound"
+REASON_UNREACHABLE = "PrometheusUnreachable"
+REASON_QUERY_FAILED = "PrometheusQueryFailed"
+REASON_NO_SERIES = "NoSeries"
+REASON_TPOT_MISSING = "TPOTMetricMissing"
+REASON_TPOT_INVALID = "TPOTInvalid"
+
+
+class PrometheusError(Exception):
+    """A query could not be answered. `reason` is a CamelCase condition reason; str() is one line."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """One element of an instant-vector answer."""
+
+    labels: Mapping[str, str]
+    """The series' labels (metric name included as `__name__` where Prometheus keeps it)."""
+    value: float
+    """The value as Prometheus sent it: may be NaN or +-Inf."""
+
+
+class PrometheusClient:
+    """A minimal client for `GET /api/v1/query` (instant queries)."""
+
+    def __init__(
+        self, base_url: str, *, timeout_seconds: float = 5.0, session: requests.Session | None = None
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"Prometheus URL {base_url!r} is not an http(s) URL; expected e.g. http://127.0.0.1:9090"
+            )
+        self.base_url = base_url.rstrip("/")
+        self.timeout_seconds = timeout_seconds
+        self.session = session or requests.Session()
+
+    def query(self, promql: str, *, at: float) -> list[Sample]:
+        """Evaluate `promql` at unix time `at`; raise :class:`PrometheusError` on any failure."""
+        url = f"{self.base_url}/api/v1/query"
+        try:
+            response = self.session.get(
+                url, params={"query": promql, "time": f"{at:.3f}"}, timeout=self.timeout_seconds
+            )
+        except requests.RequestException as exc:
+            raise PrometheusError(
+                REASON_UNREACHABLE, f"{url}: {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
+        try:
+            body: Any = response.json()
+        except ValueError as exc:
+            raise PrometheusError(
+                REASON_QUERY_FAILED, f"{url}: HTTP {response.status_code}, answer is not JSON"
+            ) from exc
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error", "no error text") if isinstance(body, dict) else "not an object"
+            raise PrometheusError(
+                REASON_QUERY_FAILED,
+                f"{url}: HTTP {response.status_code}: {_first_line(error)} (query {promql})",
+            )
+        data = body.get("data")
+        if not isinstance(data, dict) or data.get("resultType") not in ("vector", "scalar"):
+            raise PrometheusError(REASON_QUERY_FAILED, f"{url}: unexpected answer shape for query {promql}")
+        if data["resultType"] == "scalar":
+            return [Sample(labels={}, value=_parse_value(data.get("result")))]
+        result = data.get("result")
+        if not isinstance(result, list):
+            raise PrometheusError(REASON_QUERY_FAILED, f"{url}: result is not a list for query {promql}")
+        samples = []
+        for item in result:
+            if not isinstance(item, dict):
+                continue
+            labels = item.get("metric")
+            samples.append(
+                Sample(
+                    labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+                    value=_parse_value(item.get("value")),
+                )
+            )
+        return samples
+
+
+def _parse_value(pair: object) -> float:
+    """Prometheus sends `[timestamp, "value"]`; anything unparsable becomes NaN (treated as unavailable)."""
+    if isinstance(pair, list) and len(pair) == 2:
+        try:
+            return float(pair[1])
+        except (TypeError, ValueError):
+            return math.nan
+    return math.nan
+
+
+def _first_line(obj: object) -> str:
+    text = str(obj).strip()
+    return (text.splitlines() or [""])[0][:300]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    """What one LLMDeployment's vLLM pods did over a window. None means "not measured" (see `problems`)."""
+
+    namespace: str
+    name: str
+    sample_time: float
+    """Unix seconds at which the queries were evaluated."""
+    window_seconds: int
+    percentile: int
+    available: bool
+    """True when Prometheus answered and a TPOT histogram exists for this deployment."""
+    reason: str
+    """CamelCase reason for the MetricsAvailable condition."""
+    message: str
+    tpot_seconds: float | None = None
+    """TPOT at `percentile` over the window, across all replicas; None without finished requests."""
+    tpot_metric: str | None = None
+    """Which of TPOT_METRICS answered."""
+    ttft_seconds: float | None = None
+    kv_cache_usage: float | None = None
+    """Fraction 0..1: the busiest replica's window average."""
+    running: float | None = None
+    """Requests running now, all replicas."""
+    waiting: float | None = None
+    """Requests queued now, all replicas."""
+    preemptions_per_second: float | None = None
+    mean_batch: float | None = None
+    """Mean running requests per replica over the window (the batch actually served)."""
+    mean_context_tokens: float | None = None
+    """Mean context during decode: prompt + output/2 tokens per finished request."""
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    kv_cache_tokens: int | None = None
+    """num_gpu_blocks x block_size of the smallest replica (vLLM's real KV capacity)."""
+    cache_dtype: str | None = None
+    sample_count: int = 0
+    """Finished requests in the window (the TPOT histogram's count)."""
+    replicas_reporting: int = 0
+    problems: tuple[str, ...] = field(default_factory=tuple)
+    """One line per secondary metric that was missing or invalid."""
+
+    def to_status(self) -> dict[str, Any]:
+        """`status.observed` (camelCase, milliseconds and integer percent where the CRD wants them)."""
+        out: dict[str, Any] = {
+            "sampleTime": _rfc3339(self.sample_time),
+            "windowSeconds": self.window_seconds,
+            "sampleCount": self.sample_count,
+            "replicasReporting": self.replicas_reporting,
+        }
+        if self.tpot_seconds is not None:
+            out["tpotMilliseconds"] = round(self.tpot_seconds * 1000.0, 2)
+            out["tpotPercentile"] = self.percentile
+        if self.tpot_metric is not None:
+            out["tpotMetric"] = self.tpot_metric
+        if self.ttft_seconds is not None:
+            out["ttftMilliseconds"] = round(self.ttft_seconds * 1000.0, 2)
+        if self.kv_cache_usage is not None:
+            out["kvCacheUsagePercent"] = round(self.kv_cache_usage * 100.0, 1)
+        for key, value in (
+            ("running", self.running),
+            ("waiting", self.waiting),
+            ("meanBatch", self.mean_batch),
+            ("meanContextTokens", self.mean_context_tokens),
+            ("preemptionsPerSecond", self.preemptions_per_second),
+        ):
+            if value is not None:
+                out[key] = round(value, 3)
+        for key, ivalue in (
+            ("numGPUBlocks", self.num_gpu_blocks),
+            ("blockSize", self.block_size),
+            ("kvCacheTokens", self.kv_cache_tokens),
+        ):
+            if ivalue is not None:
+                out[key] = ivalue
+        if self.cache_dtype is not None:
+            out["cacheDtype"] = self.cache_dtype
+        return out
+
+
+def _rfc3339(unix_seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(unix_seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def selector(namespace: str, name: str) -> str:
+    """The label matcher every query uses: `{namespace="...",llmdeployment="..."}`."""
+    return f'{{namespace="{_escape(namespace)}",llmdeployment="{_escape(name)}"}}'
+
+
+def _finite(samples: Sequence[Sample]) -> float | None:
+    """The single value of an aggregated answer, or None when empty, NaN, infinite or negative."""
+    if not samples:
+        return None
+    value = samples[0].value
+    if not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def observe(
+    client: PrometheusClient,
+    *,
+    namespace: str,
+    name: str,
+    window_seconds: int,
+    percentile: int,
+    now: float,
+) -> Observation:
+    """Query Prometheus for one LLMDeployment; never raises for data or transport problems."""
+    try:
+        return _observe(
+            client,
+            namespace=namespace,
+            name=name,
+            window_seconds=window_seconds,
+            percentile=percentile,
+            now=now,
+        )
+    except PrometheusError as exc:
+        return Observation(
+            namespace=namespace,
+            name=name,
+            sample_time=now,
+            window_seconds=window_seconds,
+            percentile=percentile,
+            available=False,
+            reason=exc.reason,
+            message=str(exc),
+        )
+
+
+def _observe(
+    client: PrometheusClient, *, namespace: str, name: str, window_seconds: int, percentile: int, now: float
+) -> Observation:
+    sel = selector(namespace, name)
+    window = f"[{int(window_seconds)}s]"
+    quantile = percentile / 100.0
+    problems: list[str] = []
+
+    def q(promql: str) -> list[Sample]:
+        return client.query(promql, at=now)
+
+    def hist_quantile(metric: str) -> float | None:
+        return _finite(q(f"histogram_quantile({quantile}, sum by (le) (rate({metric}_bucket{sel}{window})))"))
+
+    replicas = _finite(q(f"count({RUNNING_METRIC}{sel})"))
+    replicas_reporting = int(replicas) if replicas is not None else 0
+
+    # TPOT: the first metric name that has series for this deployment.
+    tpot_metric: str | None = None
+    count: float | None = None
+    for metric in TPOT_METRICS:
+        answer = q(f"sum(increase({metric}_count{sel}{window}))")
+        if answer:
+            tpot_metric = metric
+            count = _finite(answer)
+            break
+    common: dict[str, Any] = {
+        "namespace": namespace,
+        "name": name,
+        "sample_time": now,
+        "window_seconds": window_seconds,
+        "percentile": percentile,
+        "replicas_reporting": replicas_reporting,
+    }
+    if tpot_metric is None:
+        if replicas_reporting == 0:
+            return Observation(
+                **common,
+                available=False,
+                reason=REASON_NO_SERIES,
+                message=(
+                    f"no vLLM series with labels {sel} in Prometheus "
+                    "(scrape target missing or labels not set)"
+                ),
+            )
+        return Observation(
+            **common,
+            available=False,
+            reason=REASON_TPOT_MISSING,
+            message=(
+                f"{replicas_reporting} replica(s) report {RUNNING_METRIC} but none of "
+                f"{', '.join(TPOT_METRICS)} exists (renamed metric?)"
+            ),
+        )
+    if count is None:
+        return Observation(
+            **common,
+            available=False,
+            reason=REASON_TPOT_INVALID,
+            message=f"{tpot_metric}_count over {window_seconds}s is not a finite number",
+            tpot_metric=tpot_metric,
+        )
+    sample_count = round(count)
+    tpot: float | None = None
+    if sample_count > 0:
+        tpot = hist_quantile(tpot_metric)
+        if tpot is None:
+            return Observation(
+                **common,
+                available=False,
+                reason=REASON_TPOT_INVALID,
+                message=(
+                    f"p{percentile} of {tpot_metric} over {window_seconds}s is not a finite number "
+                    f"although {sample_count} request(s) finished"
+                ),
+                tpot_metric=tpot_metric,
+                sample_count=sample_count,
+            )
+
+    ttft = hist_quantile(TTFT_METRIC) if sample_count > 0 else None
+    if sample_count > 0 and ttft is None:
+        problems.append(f"{TTFT_METRIC}: no finite p{percentile}")
+
+    kv_usage: float | None = None
+    for metric in KV_USAGE_METRICS:
+        answer = q(f"max(avg_over_time({metric}{sel}{window}))")
+        if answer:
+            kv_usage = _finite(answer)
+            if kv_usage is not None and kv_usage > 1.0:
+                problems.append(f"{metric}: {kv_usage} is above 1")
+                kv_usage = None
+            break
+    else:
+        problems.append(f"none of {', '.join(KV_USAGE_METRICS)} found")
+
+    running = _finite(q(f"sum({RUNNING_METRIC}{sel})"))
+    waiting = _finite(q(f"sum({WAITING_METRIC}{sel})"))
+    if waiting is None:
+        problems.append(f"{WAITING_METRIC}: missing or invalid")
+    mean_batch = _finite(q(f"avg(avg_over_time({RUNNING_METRIC}{sel}{window}))"))
+    preemptions = _finite(q(f"sum(rate({PREEMPTIONS_METRIC}{sel}{window}))"))
+
+    mean_context: float | None = None
+    finished = _finite(q(f"sum(increase({SUCCESS_METRIC}{sel}{window}))"))
+    if finished is not None and finished > 0:
+        prompt = _finite(q(f"sum(increase({PROMPT_TOKENS_METRIC}{sel}{window}))"))
+        generated = _finite(q(f"sum(increase({GENERATION_TOKENS_METRIC}{sel}{window}))"))
+        if prompt is not None and generated is not None:
+            mean_context = (prompt + generated / 2.0) / finished
+        else:
+            problems.append("token counters missing or invalid")
+
+    blocks, block_size, dtype = _cache_config(q(f"{CACHE_CONFIG_METRIC}{sel}"), problems)
+
+    return Observation(
+        **common,
+        available=True,
+        reason=REASON_OK,
+        message=(
+            f"{tpot_metric}: {sample_count} request(s) in {window_seconds}s "
+            f"from {replicas_reporting} replica(s)" + (f"; {'; '.join(problems)}" if problems else "")
+        ),
+        tpot_seconds=tpot,
+        tpot_metric=tpot_metric,
+        ttft_seconds=ttft,
+        kv_cache_usage=kv_usage,
+        running=running,
+        waiting=waiting,
+        preemptions_per_second=preemptions,
+        mean_batch=mean_batch,
+        mean_context_tokens=mean_context,
+        num_gpu_blocks=blocks,
+        block_size=block_size,
+        kv_cache_tokens=blocks * block_size if blocks is not None and block_size is not None else None,
+        cache_dtype=dtype,
+        sample_count=sample_count,
+        problems=tuple(problems),
+    )
+
+
+def _cache_config(
+    samples: Sequence[Sample], problems: list[str]
+) -> tuple[int | None, int | None, str | None]:
+    """num_gpu_blocks and block_size of the replica with the fewest KV tokens; cache_dtype as labelled."""
+    if not samples:
+        problems.append(f"{CACHE_CONFIG_METRIC}: missing")
+        return None, None, None
+    best: tuple[int, int] | None = None
+    dtype: str | None = None
+    for sample in samples:
+        try:
+            blocks = int(sample.labels["num_gpu_blocks"])
+            size = int(sample.labels["block_size"])
+        except (KeyError, ValueError):
+            continue
+        if blocks <= 0 or size <= 0:
+            continue
+        if best is None or blocks * size < best[0] * best[1]:
+            best = (blocks, size)
+            dtype = sample.labels.get("cache_dtype")
+    if best is None:
+        problems.append(f"{CACHE_CONFIG_METRIC}: no series with integer num_gpu_blocks and block_size labels")
+        return None, None, None
+    return best[0], best[1], dtype
