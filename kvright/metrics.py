@@ -1,0 +1,258 @@
+"""Operator metrics: what kvright planned, per LLMDeployment, and how its reconciles go.
+
+The names are a seam (docs/interfaces.md): the chart's alert rules and Grafana dashboards query them.
+Per-LLMDeployment gauges carry the labels ``namespace`` and ``llmdeployment``; the chart's
+ServiceMonitor sets ``honorLabels: true`` so Prometheus keeps them instead of renaming ``namespace`` to
+``exported_namespace``.
+
+Gather, decide, act: the operator builds a :class:`DeploymentMetrics` value (pure data) from its plan
+result and status, and :meth:`OperatorMetrics.update` only copies it into gauges. Every value that is
+not known yet (no feasible plan, vLLM not observed yet) is ``None`` and its series is removed rather
+than left stale, so an alert never compares against a number from an older plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+__all__ = [
+    "DEFAULT_METRICS_ADDRESS",
+    "DEFAULT_METRICS_PORT",
+    "METRICS",
+    "DeploymentMetrics",
+    "MetricsServer",
+    "OperatorMetrics",
+    "metrics_address_from_env",
+    "metrics_port_from_env",
+    "serve",
+]
+
+DEFAULT_METRICS_PORT: Final = 8080
+"""``KVRIGHT_METRICS_PORT`` when unset; 0 disables the endpoint."""
+
+DEFAULT_METRICS_ADDRESS: Final = "127.0.0.1"
+"""``KVRIGHT_METRICS_ADDRESS`` when unset. Loopback on purpose: only the chart, inside the pod, sets
+``0.0.0.0`` so Prometheus can scrape it; a developer's laptop or a test never exposes it."""
+
+_KEY_LABELS: Final = ("namespace", "llmdeployment")
+_INFO_LABELS: Final = ("kv_cache_dtype", "gpu", "model")
+
+# Reconciles of one LLMDeployment take milliseconds (pure planning, a few API calls) up to tens of
+# seconds (hub fetch, slow API server): buckets cover both ends.
+_RECONCILE_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeploymentMetrics:
+    """What the operator knows about one LLMDeployment, in the units the gauges use.
+
+    ``None`` means "not known": its series is removed (e.g. no feasible plan, so no TP degree).
+    """
+
+    namespace: str
+    """The LLMDeployment's namespace."""
+    name: str
+    """The LLMDeployment's name (the ``llmdeployment`` label)."""
+    feasible: bool
+    """Whether the planner found a plan that meets the SLO within the limits."""
+    model: str = ""
+    """Model name or architecture id, for ``kvright_plan_info``."""
+    gpu: str = ""
+    """GPU product, for ``kvright_plan_info``."""
+    kv_cache_dtype: str | None = None
+    """Planned KV-cache dtype (``auto``, ``fp8``, ...); ``None`` without a plan."""
+    tensor_parallel_size: int | None = None
+    """Planned tensor-parallel degree: GPUs per replica."""
+    max_num_seqs: int | None = None
+    """Planned ``--max-num-seqs``."""
+    replicas: int | None = None
+    """Planned replicas."""
+    predicted_tpot_seconds: float | None = None
+    """Predicted time per output token at the planned batch, calibration applied."""
+    predicted_ttft_seconds: float | None = None
+    """Predicted time to first token."""
+    predicted_kv_cache_tokens: int | None = None
+    """Predicted KV-cache capacity of one replica, in tokens."""
+    predicted_weight_bytes_per_gpu: int | None = None
+    """Predicted model weight bytes on each GPU."""
+    predicted_kv_cache_bytes_per_gpu: int | None = None
+    """Predicted KV-cache bytes on each GPU."""
+    observed_kv_cache_tokens: int | None = None
+    """KV-cache capacity vLLM reported (``num_gpu_blocks * block_size`` from ``cache_config_info``)."""
+    calibration_factor: float | None = None
+    """Observed/predicted TPOT factor the planner multiplies its prediction by."""
+    slo_tpot_seconds: float | None = None
+    """The TPOT target from ``spec.slo``."""
+    slo_ttft_seconds: float | None = None
+    """The TTFT target from ``spec.slo``."""
+
+    @property
+    def gpus(self) -> int | None:
+        """All GPUs the plan uses: ``tensor_parallel_size * replicas``."""
+        if self.tensor_parallel_size is None or self.replicas is None:
+            return None
+        return self.tensor_parallel_size * self.replicas
+
+
+# gauge name -> (help, attribute of DeploymentMetrics). Order is the order of docs/interfaces.md.
+_VALUE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
+    "kvright_plan_tensor_parallel_size": ("Planned tensor-parallel degree (GPUs per replica)",
+                                          "tensor_parallel_size"),
+    "kvright_plan_max_num_seqs": ("Planned vLLM --max-num-seqs", "max_num_seqs"),
+    "kvright_plan_replicas": ("Planned replicas", "replicas"),
+    "kvright_plan_gpus": ("GPUs the plan uses in all (tensor_parallel_size * replicas)", "gpus"),
+    "kvright_predicted_tpot_seconds": ("Predicted time per output token, calibration applied",
+                                       "predicted_tpot_seconds"),
+    "kvright_predicted_ttft_seconds": ("Predicted time to first token", "predicted_ttft_seconds"),
+    "kvright_predicted_kv_cache_tokens": ("Predicted KV-cache capacity of one replica in tokens",
+                                          "predicted_kv_cache_tokens"),
+    "kvright_predicted_weight_bytes_per_gpu": ("Predicted model weight bytes per GPU",
+                                               "predicted_weight_bytes_per_gpu"),
+    "kvright_predicted_kv_cache_bytes_per_gpu": ("Predicted KV-cache bytes per GPU",
+                                                 "predicted_kv_cache_bytes_per_gpu"),
+    "kvright_observed_kv_cache_tokens": ("KV-cache capacity of one replica vLLM reported, in tokens",
+                                         "observed_kv_cache_tokens"),
+    "kvright_calibration_factor": ("Observed/predicted TPOT factor applied to predictions",
+                                   "calibration_factor"),
+    "kvright_slo_tpot_seconds": ("TPOT target from spec.slo", "slo_tpot_seconds"),
+    "kvright_slo_ttft_seconds": ("TTFT target from spec.slo", "slo_ttft_seconds"),
+}
+
+
+class OperatorMetrics:
+    """The operator's metric families in one registry (a fresh registry per instance, so tests and
+    several operators in one process do not collide)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.reconciles = Counter(
+            "kvright_reconcile",
+            "LLMDeployment reconciles by result (success or error)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.reconcile_duration = Histogram(
+            "kvright_reconcile_duration_seconds",
+            "Time one LLMDeployment reconcile took",
+            buckets=_RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
+        # Both results exist from the start: rate() over a counter that appears at its first error
+        # misses that error, and the failing-reconciles alert divides by the total.
+        for result in ("success", "error"):
+            self.reconciles.labels(result=result)
+        self._values = {
+            name: Gauge(name, help_text, _KEY_LABELS, registry=self.registry)
+            for name, (help_text, _) in _VALUE_GAUGES.items()
+        }
+        self._feasible = Gauge(
+            "kvright_plan_feasible", "1 when the planner found a plan that meets the SLO, else 0",
+            _KEY_LABELS, registry=self.registry,
+        )
+        self._info = Gauge(
+            "kvright_plan_info", "Always 1; labels carry the planned KV-cache dtype, GPU and model",
+            (*_KEY_LABELS, *_INFO_LABELS), registry=self.registry,
+        )
+        self._info_labels: dict[tuple[str, str], tuple[str, str, str]] = {}
+
+    def update(self, values: DeploymentMetrics) -> None:
+        """Set every per-LLMDeployment series from ``values``; unknown values remove their series."""
+        key = (values.namespace, values.name)
+        self._feasible.labels(*key).set(1 if values.feasible else 0)
+        for name, (_, attribute) in _VALUE_GAUGES.items():
+            value = getattr(values, attribute)
+            if value is None:
+                self._remove(self._values[name], key)
+            else:
+                self._values[name].labels(*key).set(value)
+        old_info = self._info_labels.pop(key, None)
+        if old_info is not None:
+            self._remove(self._info, (*key, *old_info))
+        if values.kv_cache_dtype is not None:
+            info = (values.kv_cache_dtype, values.gpu, values.model)
+            self._info.labels(*key, *info).set(1)
+            self._info_labels[key] = info
+
+    def remove(self, namespace: str, name: str) -> None:
+        """Drop every series of a deleted LLMDeployment (idempotent)."""
+        key = (namespace, name)
+        self._remove(self._feasible, key)
+        for gauge in self._values.values():
+            self._remove(gauge, key)
+        old_info = self._info_labels.pop(key, None)
+        if old_info is not None:
+            self._remove(self._info, (*key, *old_info))
+
+    @contextmanager
+    def reconcile(self, *, clock: Any = time.monotonic) -> Iterator[None]:
+        """Time one reconcile and count it as ``success``, or ``error`` if the block raises."""
+        start = clock()
+        try:
+            yield
+        except BaseException:
+            self.reconciles.labels(result="error").inc()
+            raise
+        else:
+            self.reconciles.labels(result="success").inc()
+        finally:
+            self.reconcile_duration.observe(max(0.0, clock() - start))
+
+    @staticmethod
+    def _remove(gauge: Gauge, labels: tuple[str, ...]) -> None:
+        with suppress(KeyError):
+            gauge.remove(*labels)
+
+
+METRICS: Final = OperatorMetrics()
+"""The operator's metrics; the kopf handlers update this one."""
+
+
+def metrics_port_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """``KVRIGHT_METRICS_PORT``: 0 (off) or 1-65535; default 8080."""
+    env = os.environ if environ is None else environ
+    raw = env.get("KVRIGHT_METRICS_PORT", "").strip()
+    if not raw:
+        return DEFAULT_METRICS_PORT
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ValueError(f"KVRIGHT_METRICS_PORT={raw!r} is not a port: use 0 (off) or 1-65535")
+    return port
+
+
+def metrics_address_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """``KVRIGHT_METRICS_ADDRESS``: the address to bind; default 127.0.0.1 (the chart sets 0.0.0.0)."""
+    env = os.environ if environ is None else environ
+    return env.get("KVRIGHT_METRICS_ADDRESS", "").strip() or DEFAULT_METRICS_ADDRESS
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsServer:
+    """A running ``/metrics`` endpoint; ``port`` is the bound port (useful when asked for port 0)."""
+
+    address: str
+    port: int
+    _server: Any
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def serve(
+    metrics: OperatorMetrics = METRICS, *, port: int, address: str = DEFAULT_METRICS_ADDRESS
+) -> MetricsServer:
+    """Serve ``metrics`` on ``address:port`` in a daemon thread; port 0 picks a free port."""
+    server, _thread = start_http_server(port, addr=address, registry=metrics.registry)
+    bound_port = int(server.server_address[1])
+    return MetricsServer(address=address, port=bound_port, _server=server)

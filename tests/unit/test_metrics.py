@@ -1,0 +1,187 @@
+"""kvright.metrics: the operator's per-LLMDeployment gauges, reconcile counters and /metrics endpoint.
+
+Nothing is faked: each test uses its own prometheus-client registry, and the endpoint test serves it
+on 127.0.0.1 with a free port and scrapes it over HTTP.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kvright.metrics import (
+    DEFAULT_METRICS_ADDRESS,
+    DeploymentMetrics,
+    OperatorMetrics,
+    metrics_address_from_env,
+    metrics_port_from_env,
+    serve,
+)
+
+
+def full(namespace: str = "team-a", name: str = "llama", **overrides: object) -> DeploymentMetrics:
+    values: dict[str, object] = {
+        "namespace": namespace,
+        "name": name,
+        "feasible": True,
+        "model": "llama-3.1-70b",
+        "gpu": "NVIDIA-H100-80GB-HBM3",
+        "kv_cache_dtype": "fp8",
+        "tensor_parallel_size": 4,
+        "max_num_seqs": 64,
+        "replicas": 2,
+        "predicted_tpot_seconds": 0.031,
+        "predicted_ttft_seconds": 0.4,
+        "predicted_kv_cache_tokens": 1_200_000,
+        "predicted_weight_bytes_per_gpu": 35_000_000_000,
+        "predicted_kv_cache_bytes_per_gpu": 30_000_000_000,
+        "observed_kv_cache_tokens": 1_150_000,
+        "calibration_factor": 1.1,
+        "slo_tpot_seconds": 0.05,
+        "slo_ttft_seconds": 2.0,
+    }
+    values.update(overrides)
+    return DeploymentMetrics(**values)  # type: ignore[arg-type]
+
+
+def sample(m: OperatorMetrics, name: str, **labels: str) -> float | None:
+    value = m.registry.get_sample_value(name, labels)
+    return None if value is None else float(value)
+
+
+KEY = {"namespace": "team-a", "llmdeployment": "llama"}
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        ("kvright_plan_tensor_parallel_size", 4),
+        ("kvright_plan_max_num_seqs", 64),
+        ("kvright_plan_replicas", 2),
+        ("kvright_plan_gpus", 8),
+        ("kvright_plan_feasible", 1),
+        ("kvright_predicted_tpot_seconds", 0.031),
+        ("kvright_predicted_ttft_seconds", 0.4),
+        ("kvright_predicted_kv_cache_tokens", 1_200_000),
+        ("kvright_predicted_weight_bytes_per_gpu", 35_000_000_000),
+        ("kvright_predicted_kv_cache_bytes_per_gpu", 30_000_000_000),
+        ("kvright_observed_kv_cache_tokens", 1_150_000),
+        ("kvright_calibration_factor", 1.1),
+        ("kvright_slo_tpot_seconds", 0.05),
+        ("kvright_slo_ttft_seconds", 2.0),
+    ],
+    ids=lambda v: str(v),
+)
+def test_update_sets_each_gauge_with_namespace_and_llmdeployment(metric: str, expected: float) -> None:
+    m = OperatorMetrics()
+    m.update(full())
+    assert sample(m, metric, **KEY) == pytest.approx(expected)
+
+
+def test_gpus_is_tensor_parallel_times_replicas_and_info_carries_plan_labels() -> None:
+    m = OperatorMetrics()
+    m.update(full(tensor_parallel_size=2, replicas=3))
+    assert sample(m, "kvright_plan_gpus", **KEY) == 6
+    info = {"kv_cache_dtype": "fp8", "gpu": "NVIDIA-H100-80GB-HBM3", "model": "llama-3.1-70b"}
+    assert sample(m, "kvright_plan_info", **KEY, **info) == 1
+
+
+def test_infeasible_plan_keeps_feasible_zero_and_removes_plan_series() -> None:
+    m = OperatorMetrics()
+    m.update(full())
+    m.update(DeploymentMetrics(namespace="team-a", name="llama", feasible=False, slo_tpot_seconds=0.02))
+    assert sample(m, "kvright_plan_feasible", **KEY) == 0
+    assert sample(m, "kvright_slo_tpot_seconds", **KEY) == pytest.approx(0.02)
+    for gone in ("kvright_plan_tensor_parallel_size", "kvright_plan_gpus", "kvright_predicted_tpot_seconds",
+                 "kvright_observed_kv_cache_tokens"):
+        assert sample(m, gone, **KEY) is None, gone
+    families = {f.name: f for f in text_string_to_metric_families(exposition(m))}
+    assert families["kvright_plan_info"].samples == []
+
+
+def test_changed_plan_replaces_info_series_instead_of_adding_one() -> None:
+    m = OperatorMetrics()
+    m.update(full(kv_cache_dtype="auto"))
+    m.update(full(kv_cache_dtype="fp8"))
+    infos = [s for f in text_string_to_metric_families(exposition(m)) if f.name == "kvright_plan_info"
+             for s in f.samples]
+    assert [s.labels["kv_cache_dtype"] for s in infos] == ["fp8"]
+
+
+def test_remove_drops_only_that_llmdeployment_and_is_idempotent() -> None:
+    m = OperatorMetrics()
+    m.update(full(name="llama"))
+    m.update(full(name="qwen"))
+    m.remove("team-a", "llama")
+    m.remove("team-a", "llama")
+    m.remove("team-a", "never-seen")
+    text = exposition(m)
+    assert 'llmdeployment="llama"' not in text
+    assert sample(m, "kvright_plan_gpus", namespace="team-a", llmdeployment="qwen") == 8
+
+
+def test_reconcile_counts_success_and_error_and_observes_duration() -> None:
+    m = OperatorMetrics()
+    ticks = iter([10.0, 10.5, 20.0, 22.0])
+    with m.reconcile(clock=lambda: next(ticks)):
+        pass
+    with pytest.raises(RuntimeError), m.reconcile(clock=lambda: next(ticks)):
+        raise RuntimeError("api server down")
+    assert sample(m, "kvright_reconcile_total", result="success") == 1
+    assert sample(m, "kvright_reconcile_total", result="error") == 1
+    assert sample(m, "kvright_reconcile_duration_seconds_count") == 2
+    assert sample(m, "kvright_reconcile_duration_seconds_sum") == pytest.approx(2.5)
+
+
+def test_both_reconcile_results_exist_before_the_first_reconcile() -> None:
+    m = OperatorMetrics()
+    assert sample(m, "kvright_reconcile_total", result="success") == 0
+    assert sample(m, "kvright_reconcile_total", result="error") == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [({}, 8080), ({"KVRIGHT_METRICS_PORT": "0"}, 0), ({"KVRIGHT_METRICS_PORT": " 9100 "}, 9100)],
+    ids=["unset-default-8080", "zero-disables", "spaces-trimmed"],
+)
+def test_metrics_port_from_env(env: dict[str, str], expected: int) -> None:
+    assert metrics_port_from_env(env) == expected
+
+
+@pytest.mark.parametrize("raw", ["http", "-1", "65536"], ids=["not-a-number", "negative", "too-big"])
+def test_bad_metrics_port_is_one_line_error_naming_what_is_accepted(raw: str) -> None:
+    with pytest.raises(ValueError, match=r"KVRIGHT_METRICS_PORT=.* use 0 \(off\) or 1-65535") as err:
+        metrics_port_from_env({"KVRIGHT_METRICS_PORT": raw})
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [({}, "127.0.0.1"), ({"KVRIGHT_METRICS_ADDRESS": "0.0.0.0"}, "0.0.0.0")],
+    ids=["unset-is-loopback", "chart-sets-all-interfaces"],
+)
+def test_metrics_address_from_env(env: dict[str, str], expected: str) -> None:
+    assert metrics_address_from_env(env) == expected
+    assert DEFAULT_METRICS_ADDRESS == "127.0.0.1"
+
+
+def test_serve_exposes_the_registry_over_http_on_loopback() -> None:
+    m = OperatorMetrics()
+    m.update(full())
+    server = serve(m, port=0, address="127.0.0.1")
+    try:
+        assert server.port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as response:
+            body = response.read().decode()
+    finally:
+        server.close()
+    assert 'kvright_plan_gpus{llmdeployment="llama",namespace="team-a"} 8.0' in body
+    assert 'kvright_reconcile_total{result="success"} 0.0' in body
+
+
+def exposition(m: OperatorMetrics) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(m.registry).decode()
