@@ -1,0 +1,74 @@
+"""Operator settings, read once from the environment at startup (docs/interfaces.md has the table).
+
+:func:`from_env` takes the environment as a mapping so tests pass a dict instead of patching
+``os.environ``; a bad value is one :class:`SettingsError` line naming the variable and what is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["DEFAULT_VLLM_IMAGE", "Settings", "SettingsError", "from_env"]
+
+# The vLLM release the flags kvright renders were checked against (docs/operator.md).
+DEFAULT_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.32.0"
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the operator cannot use."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    prometheus_url: str = ""
+    """Prometheus HTTP API base URL; empty turns feedback off."""
+    metrics_port: int = 8080
+    """Port of the operator's own /metrics; 0 disables it."""
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch; empty means cluster-wide."""
+    hf_endpoint: str = "https://huggingface.co"
+    """Where model config.json files are fetched from."""
+    reconcile_seconds: float = 60.0
+    """Period of the level-based reconcile timer."""
+    vllm_image: str = DEFAULT_VLLM_IMAGE
+    """The vLLM image when a spec names none."""
+    hub_timeout_seconds: float = 10.0
+    """Timeout of one hub request."""
+    hub_attempts: int = 3
+    """Tries of one hub fetch within a reconcile before it is reported and retried later."""
+
+
+def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number; accepted: {lo:g} to {hi:g}") from None
+    if not lo <= value <= hi:
+        raise SettingsError(f"{name}={raw!r} is out of range; accepted: {lo:g} to {hi:g}")
+    return value
+
+
+def from_env(env: Mapping[str, str]) -> Settings:
+    """Settings from environment variables; unset or empty variables take the defaults."""
+    port = _number(env, "KVRIGHT_METRICS_PORT", 8080, 0, 65535)
+    if port != int(port):
+        raise SettingsError(f"KVRIGHT_METRICS_PORT={port!r} is not an integer; accepted: 0 to 65535")
+    namespaces = tuple(ns.strip() for ns in env.get("KVRIGHT_NAMESPACES", "").split(",") if ns.strip())
+    endpoint = env.get("KVRIGHT_HF_ENDPOINT", "").strip() or "https://huggingface.co"
+    if not endpoint.startswith(("http://", "https://")):
+        raise SettingsError(f"KVRIGHT_HF_ENDPOINT={endpoint!r} is not a URL; accepted: http(s)://host[:port]")
+    return Settings(
+        prometheus_url=env.get("KVRIGHT_PROMETHEUS_URL", "").strip().rstrip("/"),
+        metrics_port=int(port),
+        namespaces=namespaces,
+        hf_endpoint=endpoint.rstrip("/"),
+        reconcile_seconds=_number(env, "KVRIGHT_RECONCILE_SECONDS", 60.0, 0.1, 86400),
+        vllm_image=env.get("KVRIGHT_VLLM_IMAGE", "").strip() or DEFAULT_VLLM_IMAGE,
+        hub_timeout_seconds=_number(env, "KVRIGHT_HUB_TIMEOUT_SECONDS", 10.0, 0.1, 600),
+        hub_attempts=int(_number(env, "KVRIGHT_HUB_ATTEMPTS", 3, 1, 20)),
+    )

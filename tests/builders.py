@@ -1,0 +1,168 @@
+"""Builders for test objects: ``llmd("demo").model("llama-3.1-8b").tpot_ms(50).obj()``.
+
+One fluent builder per kind, so a test says only what matters to it and the rest is a valid default.
+``spec()`` gives the spec dict; ``obj()`` the whole custom resource; ``without(path)`` drops a field and
+``set(path, value)`` writes any field, valid or not (for CRD validation tests).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+API_VERSION = "kvright.dev/v1alpha1"
+
+
+class LLMD:
+    def __init__(self, name: str, namespace: str = "default") -> None:
+        self._name = name
+        self._namespace = namespace
+        self._labels: dict[str, str] = {}
+        self._spec: dict[str, Any] = {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "llama-3.1-8b"},
+            "slo": {"tpotMilliseconds": 50},
+        }
+
+    # --- model ------------------------------------------------------------------------------------
+    def model(self, architecture: str, name: str | None = None) -> LLMD:
+        self._spec["model"] = {"name": name or f"org/{architecture}", "architecture": architecture}
+        return self
+
+    def served_as(self, served_model_name: str) -> LLMD:
+        self._spec["model"]["servedModelName"] = served_model_name
+        return self
+
+    def config_map(self, name: str, key: str = "config.json", model_name: str = "org/custom") -> LLMD:
+        self._spec["model"] = {"name": model_name, "configMapRef": {"name": name, "key": key}}
+        return self
+
+    def hub(self, repository: str, revision: str = "main", token_secret: str | None = None) -> LLMD:
+        hub: dict[str, Any] = {"repository": repository, "revision": revision}
+        if token_secret:
+            hub["tokenSecretRef"] = {"name": token_secret, "key": "token"}
+        self._spec["model"] = {"name": repository, "hub": hub}
+        return self
+
+    # --- placement and load -----------------------------------------------------------------------
+    def gpu(self, product: str | None = None, max_gpus: int | None = None) -> LLMD:
+        gpu: dict[str, Any] = {}
+        if product is not None:
+            gpu["product"] = product
+        if max_gpus is not None:
+            gpu["maxGPUs"] = max_gpus
+        self._spec["gpu"] = gpu
+        return self
+
+    def context(self, max_model_len: int, prompt: int | None = None, output: int | None = None) -> LLMD:
+        w = self._spec.setdefault("workload", {})
+        w["maxModelLen"] = max_model_len
+        if prompt is not None:
+            w["promptTokens"] = prompt
+        if output is not None:
+            w["outputTokens"] = output
+        return self
+
+    def concurrency(self, n: int) -> LLMD:
+        self._spec.setdefault("workload", {})["concurrency"] = n
+        return self
+
+    def tpot_ms(self, ms: int) -> LLMD:
+        self._spec["slo"]["tpotMilliseconds"] = ms
+        return self
+
+    def ttft_ms(self, ms: int) -> LLMD:
+        self._spec["slo"]["ttftMilliseconds"] = ms
+        return self
+
+    def percentile(self, p: int) -> LLMD:
+        self._spec["slo"]["percentile"] = p
+        return self
+
+    def tp(self, tp: int | str) -> LLMD:
+        self._spec.setdefault("tuning", {})["tensorParallelSize"] = tp
+        return self
+
+    def max_num_seqs(self, n: int | str) -> LLMD:
+        self._spec.setdefault("tuning", {})["maxNumSeqs"] = n
+        return self
+
+    def kv_dtype(self, dtype: str) -> LLMD:
+        self._spec.setdefault("tuning", {})["kvCacheDtype"] = dtype
+        return self
+
+    def replicas(self, min: int = 1, max: int = 4, count: int | None = None) -> LLMD:
+        r: dict[str, Any] = {"min": min, "max": max}
+        if count is not None:
+            r["count"] = count
+        self._spec["replicas"] = r
+        return self
+
+    def feedback(self, mode: str, window_s: int | None = None, cooldown_s: int | None = None) -> LLMD:
+        f: dict[str, Any] = {"mode": mode}
+        if window_s is not None:
+            f["windowSeconds"] = window_s
+        if cooldown_s is not None:
+            f["cooldownSeconds"] = cooldown_s
+        self._spec["feedback"] = f
+        return self
+
+    def image(self, image: str) -> LLMD:
+        self._spec["image"] = image
+        return self
+
+    def label(self, key: str, value: str) -> LLMD:
+        self._labels[key] = value
+        return self
+
+    # --- raw edits, for invalid objects -------------------------------------------------------------
+    def set(self, path: str, value: Any) -> LLMD:
+        """Write ``value`` at a dotted path under spec (``slo.percentile``), creating objects."""
+        node = self._spec
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+        return self
+
+    def without(self, path: str) -> LLMD:
+        node = self._spec
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[key]
+        node.pop(last, None)
+        return self
+
+    # --- output -------------------------------------------------------------------------------------
+    def spec(self) -> dict[str, Any]:
+        return copy.deepcopy(self._spec)
+
+    def obj(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace}
+        if self._labels:
+            metadata["labels"] = dict(self._labels)
+        return {"apiVersion": API_VERSION, "kind": "LLMDeployment", "metadata": metadata, "spec": self.spec()}
+
+
+def llmd(name: str, namespace: str = "default") -> LLMD:
+    return LLMD(name, namespace)
+
+
+def gpu_node_obj(
+    name: str,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    gpus: int | str = 8,
+    *,
+    unschedulable: bool = False,
+    memory_mib: int | None = 81559,
+) -> dict[str, Any]:
+    """A Node dict labelled the way GPU Feature Discovery labels one."""
+    labels = {"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus)}
+    if memory_mib is not None:
+        labels["nvidia.com/gpu.memory"] = str(memory_mib)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {"allocatable": {"cpu": "128", "memory": "2Ti", "nvidia.com/gpu": str(gpus)}},
+    }

@@ -1,0 +1,199 @@
+"""kvright.render: the vLLM Deployment, Service and PodMonitor dicts, pure.
+
+The plan is given as plain values (the renderer never sees capacity's Plan), so nothing is faked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvright.api import SecretKeyRef
+from kvright.render import (
+    Owner,
+    VLLMWorkload,
+    labels,
+    render_all,
+    render_deployment,
+    render_pod_monitor,
+    render_service,
+    startup_budget_seconds,
+    termination_grace_seconds,
+)
+
+ARGS = (
+    "--tensor-parallel-size",
+    "4",
+    "--max-num-seqs",
+    "64",
+    "--kv-cache-dtype",
+    "fp8",
+    "--max-model-len",
+    "8192",
+    "--gpu-memory-utilization",
+    "0.9",
+)
+
+
+def workload(**overrides: Any) -> VLLMWorkload:
+    values: dict[str, Any] = {
+        "owner": Owner(name="chat", namespace="ml", uid="u-1"),
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "served_model_name": "llama",
+        "image": "vllm/vllm-openai:v0.32.0",
+        "gpu_product": "NVIDIA-H100-80GB-HBM3",
+        "tensor_parallel_size": 4,
+        "replicas": 2,
+        "vllm_args": ARGS,
+        "weight_bytes": 141_000_000_000,
+        "max_request_seconds": 60.0,
+    }
+    values.update(overrides)
+    return VLLMWorkload(**values)
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def test_command_line_is_vllm_serve_model_plus_plan_args() -> None:
+    c = container(render_deployment(workload()))
+    assert c["command"] == ["vllm", "serve"]
+    assert c["args"] == [
+        "meta-llama/Llama-3.1-70B-Instruct",
+        *ARGS,
+        "--served-model-name",
+        "llama",
+        "--port",
+        "8000",
+    ]
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8], ids=["tp1", "tp2", "tp8"])
+def test_gpu_limit_is_tp(tp: int) -> None:
+    res = container(render_deployment(workload(tensor_parallel_size=tp)))["resources"]
+    assert res["limits"] == {"nvidia.com/gpu": str(tp)}
+    assert res["requests"]["nvidia.com/gpu"] == str(tp)
+
+
+def test_pod_placement_affinity_and_toleration() -> None:
+    pod = render_deployment(workload())["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}
+            ]
+        }
+    ]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_shm_probes_lifecycle_and_security() -> None:
+    d = render_deployment(workload())
+    pod = d["spec"]["template"]["spec"]
+    c = container(d)
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    # 141 GB at 100 MB/s = 1410 s + 300 s, in 10 s periods.
+    assert c["startupProbe"]["failureThreshold"] == 171
+    assert c["lifecycle"]["preStop"] == {"sleep": {"seconds": 10}}
+    assert pod["terminationGracePeriodSeconds"] == 75
+    assert c["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_update_strategy_never_takes_capacity_down_first() -> None:
+    spec = render_deployment(workload())["spec"]
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert spec["replicas"] == 2
+
+
+def test_hf_token_only_as_secret_reference() -> None:
+    c = container(render_deployment(workload(hf_token=SecretKeyRef(name="hf", key="token"))))
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in c["env"]
+    assert all(e["name"] != "HF_TOKEN" or "value" not in e for e in c["env"])
+    assert not any(e["name"] == "HF_TOKEN" for e in container(render_deployment(workload()))["env"])
+
+
+def test_every_child_is_labelled_and_owned() -> None:
+    children = render_all(workload(), pod_monitor=True)
+    assert [c["kind"] for c in children] == ["Deployment", "Service", "PodMonitor"]
+    for child in children:
+        meta = child["metadata"]
+        assert (meta["name"], meta["namespace"]) == ("chat", "ml")
+        assert meta["labels"] == labels("chat")
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "kvright.dev/v1alpha1",
+                "kind": "LLMDeployment",
+                "name": "chat",
+                "uid": "u-1",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    pod_labels = children[0]["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels == {
+        "app.kubernetes.io/managed-by": "kvright",
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/instance": "chat",
+        "kvright.dev/llmdeployment": "chat",
+    }
+    assert [c["kind"] for c in render_all(workload(), pod_monitor=False)] == ["Deployment", "Service"]
+
+
+def test_selectors_match_pod_labels() -> None:
+    d = render_deployment(workload())
+    pod_labels = d["spec"]["template"]["metadata"]["labels"]
+    for sel in (
+        d["spec"]["selector"]["matchLabels"],
+        render_service(workload())["spec"]["selector"],
+        render_pod_monitor(workload())["spec"]["selector"]["matchLabels"],
+    ):
+        assert sel.items() <= pod_labels.items()
+
+
+def test_service_and_pod_monitor_ports() -> None:
+    assert render_service(workload())["spec"]["ports"] == [
+        {"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}
+    ]
+    (endpoint,) = render_pod_monitor(workload())["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
+    assert endpoint["relabelings"][0]["targetLabel"] == "llmdeployment"
+    assert endpoint["relabelings"][0]["sourceLabels"] == [
+        "__meta_kubernetes_pod_label_kvright_dev_llmdeployment"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("weight_bytes", "seconds"),
+    [(0, 600), (16_000_000_000, 600), (141_000_000_000, 1710), (1_400_000_000_000, 3600)],
+    ids=["no-weights-floor", "8b-floor", "70b-scales", "huge-capped"],
+)
+def test_startup_budget(weight_bytes: int, seconds: int) -> None:
+    assert startup_budget_seconds(weight_bytes) == seconds
+
+
+@pytest.mark.parametrize(
+    ("request_s", "grace"),
+    [(0.0, 30), (60.0, 75), (100.5, 116), (5000.0, 900)],
+    ids=["floor", "minute", "rounds-up", "capped"],
+)
+def test_termination_grace(request_s: float, grace: int) -> None:
+    assert termination_grace_seconds(request_s) == grace
+
+
+def test_render_is_pure() -> None:
+    assert render_all(workload(), pod_monitor=True) == render_all(workload(), pod_monitor=True)
