@@ -1,0 +1,452 @@
+"""kvright.control: calibration and the control law, table-driven with exact expected moves.
+
+Nothing is faked except the TPOT model: instead of the roofline, a linear stand-in
+``tpot(batch) = 10 ms + 0.5 ms x batch`` makes every expected number checkable by hand
+(batch 70 -> 45 ms = 0.9 x the 50 ms SLO used below).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from kvright.control import Action, Bounds, Current, History, Tuning, calibrate, decide, target_batch
+from kvright.observe import Observation
+
+NOW = 10_000.0
+SLO = 0.050
+
+
+def linear(batch: int) -> float:
+    return 0.010 + 0.0005 * batch
+
+
+def observation(**kw: Any) -> Observation:
+    base: dict[str, Any] = {
+        "namespace": "ns",
+        "name": "chat",
+        "sample_time": NOW,
+        "window_seconds": 60,
+        "percentile": 90,
+        "available": True,
+        "reason": "MetricsFound",
+        "message": "ok",
+        "tpot_seconds": 0.045,
+        "sample_count": 500,
+        "running": 120.0,
+        "waiting": 0.0,
+        "mean_batch": 60.0,
+        "kv_cache_usage": 0.5,
+        "preemptions_per_second": 0.0,
+    }
+    base.update(kw)
+    return Observation(**base)
+
+
+@dataclass
+class Case:
+    obs: dict[str, Any] = field(default_factory=dict)
+    current: dict[str, Any] = field(default_factory=dict)
+    bounds: dict[str, Any] = field(default_factory=dict)
+    history: dict[str, Any] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)
+    slo: float = SLO
+    hpa: bool = False
+
+
+CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
+    (
+        "prometheus-down-keeps-everything",
+        Case(obs={"available": False, "reason": "PrometheusUnreachable", "tpot_seconds": None}),
+        (Action.KEEP, "PrometheusUnreachable", 64, 2),
+    ),
+    (
+        "few-samples-waits-before-the-deadline",
+        Case(obs={"sample_count": 10}, history={"waiting_for_samples_since": NOW - 100}),
+        (Action.WAIT, "InsufficientSamples", 64, 2),
+    ),
+    (
+        "no-traffic-after-the-deadline-removes-one-replica",
+        Case(
+            obs={"sample_count": 0, "tpot_seconds": None, "running": 0.0, "waiting": 0.0, "mean_batch": 0.0},
+            current={"replicas": 3},
+            history={"waiting_for_samples_since": NOW - 1000},
+        ),
+        (Action.REMOVE_REPLICAS, "NoTraffic", 64, 2),
+    ),
+    (
+        "no-traffic-at-min-replicas-keeps",
+        Case(
+            obs={"sample_count": 0, "tpot_seconds": None, "running": 0.0, "waiting": 0.0, "mean_batch": 0.0},
+            current={"replicas": 1},
+            history={"waiting_for_samples_since": NOW - 1000},
+        ),
+        (Action.KEEP, "NoTraffic", 64, 1),
+    ),
+    (
+        "few-samples-after-the-deadline-still-acts-on-a-violation",
+        Case(
+            obs={"sample_count": 5, "tpot_seconds": 0.060, "mean_batch": 64.0, "running": 128.0},
+            history={"waiting_for_samples_since": NOW - 1000},
+        ),
+        # predicted 42 ms at 64 -> calibration 1 + 0.5 x (60/42 - 1) = 1.2143; batch <= 54 fits 45 ms.
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 54, 3),
+    ),
+    (
+        "too-slow-and-demand-exceeds-lowered-seqs-adds-replicas",
+        Case(
+            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 200.0},
+            current={"max_num_seqs": 128, "replicas": 2},
+        ),
+        # predicted 60 ms at 100 -> calibration 1.0833 -> target 63; halving floor 64; 200/64 -> 4.
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
+    ),
+    (
+        "too-slow-but-demand-fits-only-lowers-seqs",
+        Case(
+            obs={"tpot_seconds": 0.060, "mean_batch": 38.0, "running": 150.0},
+            current={"max_num_seqs": 128, "replicas": 4},
+        ),
+        (Action.SET_MAX_NUM_SEQS, "TPOTAboveSLO", 64, 4),
+    ),
+    (
+        "replica-step-is-bounded",
+        Case(
+            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 1000.0},
+            current={"max_num_seqs": 128, "replicas": 2},
+            bounds={"max_replicas": 30, "max_gpus": 30},
+        ),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
+    ),
+    (
+        "batch-one-too-slow-replans-with-fp8-kv",
+        Case(obs={"tpot_seconds": 0.030, "mean_batch": 8.0}, slo=0.010),
+        (Action.REPLAN, "ReplanFP8KVCache", 64, 2),
+    ),
+    (
+        "batch-one-too-slow-with-fp8-replans-with-larger-tp",
+        Case(
+            obs={"tpot_seconds": 0.030, "mean_batch": 8.0},
+            current={"kv_cache_dtype": "fp8"},
+            bounds={"larger_tensor_parallel_size": 2},
+            slo=0.010,
+        ),
+        (Action.REPLAN, "ReplanLargerTP", 64, 2),
+    ),
+    (
+        "batch-one-too-slow-and-nothing-left-says-so",
+        Case(obs={"tpot_seconds": 0.030, "mean_batch": 8.0}, bounds={"fp8_kv_allowed": False}, slo=0.010),
+        (Action.KEEP, "SLOUnattainable", 64, 2),
+    ),
+    (
+        "gpu-budget-binds-adds-what-it-can",
+        Case(
+            obs={"tpot_seconds": 0.070, "mean_batch": 64.0, "running": 400.0},
+            current={"max_num_seqs": 64, "tensor_parallel_size": 2},
+            bounds={"max_gpus": 6},
+        ),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 47, 3),
+    ),
+    (
+        "budget-full-and-seqs-at-target-replans",
+        Case(
+            obs={"tpot_seconds": 0.0505, "mean_batch": 10.0, "running": 90.0, "waiting": 170.0},
+            current={"max_num_seqs": 30, "replicas": 3, "tensor_parallel_size": 2},
+            bounds={"max_gpus": 6},
+            tuning={"calibration_alpha": 0.1},
+        ),
+        (Action.REPLAN, "ReplanFP8KVCache", 30, 3),
+    ),
+    (
+        "violation-inside-cooldown-keeps",
+        Case(obs={"tpot_seconds": 0.070}, history={"last_change_time": NOW - 100}),
+        (Action.KEEP, "Cooldown", 64, 2),
+    ),
+    (
+        "inside-the-deadband-keeps",
+        Case(obs={"tpot_seconds": 0.046, "mean_batch": 64.0}),
+        (Action.KEEP, "SLOMet", 64, 2),
+    ),
+    (
+        "queue-with-headroom-raises-seqs-to-the-target",
+        Case(
+            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            current={"max_num_seqs": 40},
+        ),
+        # predicted 30 ms at 40 -> calibration 1 -> target 70, capped at 2 x 40 = 80 -> 70.
+        (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 70, 2),
+    ),
+    (
+        "queue-at-target-batch-adds-replicas",
+        Case(
+            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 140.0, "waiting": 60.0},
+            current={"max_num_seqs": 70},
+        ),
+        (Action.ADD_REPLICAS, "RequestsWaiting", 70, 3),
+    ),
+    (
+        "queue-at-the-replica-ceiling-keeps",
+        Case(
+            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 280.0, "waiting": 60.0},
+            current={"max_num_seqs": 70, "replicas": 4},
+        ),
+        (Action.KEEP, "ReplicaCeiling", 70, 4),
+    ),
+    (
+        "headroom-and-no-queue-removes-one-replica",
+        Case(obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0}, current={"replicas": 3}),
+        (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO", 64, 2),
+    ),
+    (
+        "headroom-but-rest-cannot-carry-demand-keeps",
+        Case(obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 100.0}, current={"replicas": 2}),
+        (Action.KEEP, "SLOMet", 64, 2),
+    ),
+    (
+        "headroom-at-min-replicas-keeps",
+        Case(obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 20.0}, current={"replicas": 1}),
+        (Action.KEEP, "SLOMet", 64, 1),
+    ),
+    (
+        "hpa-owns-replicas-so-only-seqs-are-written",
+        Case(
+            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 200.0},
+            current={"max_num_seqs": 128, "replicas": 2},
+            hpa=True,
+        ),
+        (Action.SET_MAX_NUM_SEQS, "TPOTAboveSLO", 64, 2),
+    ),
+    (
+        "hpa-owns-replicas-scale-down-is-only-recommended",
+        Case(
+            obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0},
+            current={"replicas": 3},
+            hpa=True,
+        ),
+        (Action.KEEP, "TPOTWellBelowSLO", 64, 3),
+    ),
+    (
+        "kv-exhaustion-lowers-seqs",
+        Case(
+            obs={
+                "tpot_seconds": 0.046,
+                "mean_batch": 64.0,
+                "preemptions_per_second": 0.5,
+                "kv_cache_usage": 0.99,
+            }
+        ),
+        (Action.SET_MAX_NUM_SEQS, "KVCachePreempting", 48, 2),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), [(c, e) for _, c, e in CASES], ids=[i for i, _, _ in CASES])
+def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None:
+    current = Current(
+        **{
+            "tensor_parallel_size": 1,
+            "max_num_seqs": 64,
+            "kv_cache_dtype": "auto",
+            "replicas": 2,
+            "max_num_seqs_limit": 256,
+            **case.current,
+        }
+    )
+    bounds = Bounds(**{"min_replicas": 1, "max_replicas": 4, "max_gpus": 8, **case.bounds})
+    history = History(**case.history)
+    tuning = Tuning(**{"cooldown_seconds": 300.0, "sample_deadline_seconds": 600.0, **case.tuning})
+    decision = decide(
+        current=current,
+        observation=observation(**case.obs),
+        slo_tpot_seconds=case.slo,
+        predict_tpot=linear,
+        bounds=bounds,
+        tuning=tuning,
+        history=history,
+        now=NOW,
+        hpa_present=case.hpa,
+    )
+    action, reason, seqs, replicas = expected
+    assert (decision.action, decision.reason, decision.max_num_seqs, decision.replicas) == (
+        action,
+        reason,
+        seqs,
+        replicas,
+    ), decision.message
+    assert "\n" not in decision.message
+    # Every applied change starts a cooldown; everything else leaves the clock alone.
+    if decision.changes_plan:
+        assert decision.history.last_change_time == NOW
+    else:
+        assert decision.history.last_change_time == history.last_change_time
+    assert 0.5 <= decision.calibration <= 4.0
+
+
+def test_decision_messages_carry_the_numbers() -> None:
+    decision = decide(
+        current=Current(
+            tensor_parallel_size=1,
+            max_num_seqs=128,
+            kv_cache_dtype="auto",
+            replicas=2,
+            max_num_seqs_limit=256,
+        ),
+        observation=observation(tpot_seconds=0.070, mean_batch=100.0, running=200.0),
+        slo_tpot_seconds=SLO,
+        predict_tpot=linear,
+        bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+        tuning=Tuning(),
+        history=History(),
+        now=NOW,
+    )
+    for fragment in (
+        "p90 TPOT 70.0 ms vs SLO 50.0 ms (x1.40)",
+        "max-num-seqs 128 -> 64",
+        "replicas 2 -> 4",
+        "calibration 1.08",
+        "demand 200",
+    ):
+        assert fragment in decision.message
+    assert decision.slo_met is False
+    assert decision.tpot_ratio == pytest.approx(1.4)
+
+
+def test_hpa_recommendation_is_exposed() -> None:
+    decision = decide(
+        current=Current(
+            tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=3, max_num_seqs_limit=256
+        ),
+        observation=observation(tpot_seconds=0.020, mean_batch=20.0, running=60.0),
+        slo_tpot_seconds=SLO,
+        predict_tpot=linear,
+        bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+        tuning=Tuning(),
+        history=History(),
+        now=NOW,
+        hpa_present=True,
+    )
+    assert (decision.replicas, decision.recommended_replicas, decision.recommend_only) == (3, 2, True)
+    assert "an HPA owns replicas: recommending 2" in decision.message
+
+
+def test_waiting_clock_starts_once_and_resets_when_samples_arrive() -> None:
+    args: dict[str, Any] = {
+        "current": Current(
+            tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
+        ),
+        "slo_tpot_seconds": SLO,
+        "predict_tpot": linear,
+        "bounds": Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+        "tuning": Tuning(),
+    }
+    first = decide(observation=observation(sample_count=3), history=History(), now=NOW, **args)
+    assert first.history.waiting_for_samples_since == NOW
+    second = decide(observation=observation(sample_count=3), history=first.history, now=NOW + 30, **args)
+    assert second.history.waiting_for_samples_since == NOW
+    third = decide(observation=observation(sample_count=300), history=second.history, now=NOW + 60, **args)
+    assert third.history.waiting_for_samples_since is None
+
+
+@pytest.mark.parametrize(
+    ("previous", "observed", "predicted", "expected"),
+    [
+        (1.0, 0.060, 0.040, 1.25),
+        (1.0, 0.040, 0.040, 1.0),
+        (2.0, 0.020, 0.040, 1.25),
+        (1.0, 1.000, 0.010, 2.5),
+        (4.0, 1.000, 0.010, 4.0),
+        (1.0, 0.001, 0.040, 0.75),
+        (1.3, math.nan, 0.040, 1.3),
+        (1.3, 0.050, 0.0, 1.3),
+        (9.0, math.inf, 0.040, 4.0),
+    ],
+    ids=[
+        "slower-than-predicted-moves-half-way",
+        "as-predicted-stays",
+        "faster-than-predicted-comes-down",
+        "wild-ratio-is-clamped-before-smoothing",
+        "stays-at-the-upper-bound",
+        "wild-low-ratio-is-clamped",
+        "nan-observation-keeps-previous",
+        "zero-prediction-keeps-previous",
+        "out-of-range-previous-is-clamped",
+    ],
+)
+def test_calibrate(previous: float, observed: float, predicted: float, expected: float) -> None:
+    got = calibrate(
+        previous,
+        observed_tpot_seconds=observed,
+        predicted_tpot_seconds=predicted,
+        alpha=0.5,
+        bounds=(0.5, 4.0),
+    )
+    assert got == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("budget", "limit", "expected"),
+    [(0.045, 256, 70), (0.045, 50, 50), (0.0104, 256, 0), (0.0105, 256, 1), (0.2, 256, 256), (0.045, 0, 0)],
+    ids=["interior", "memory-limit-binds", "batch-one-too-slow", "exactly-batch-one", "all-fit", "no-room"],
+)
+def test_target_batch(budget: float, limit: int, expected: int) -> None:
+    assert target_batch(linear, budget_seconds=budget, limit=limit) == expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"deadband": 1.0}, "deadband 1.0 (accepted: 0 <= deadband < 1)"),
+        ({"min_samples": 0}, "min_samples 0 (accepted: >= 1)"),
+        ({"calibration_bounds": (2.0, 4.0)}, "accepted: 0 < low <= 1 <= high"),
+        ({"max_seqs_step": 1.0}, "max_seqs_step 1.0 (accepted: > 1)"),
+    ],
+    ids=["deadband", "min-samples", "calibration-bounds", "seqs-step"],
+)
+def test_bad_tuning_is_one_line_naming_what_is_accepted(kw: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ValueError, match="invalid control tuning") as info:
+        Tuning(**kw)
+    assert fragment in str(info.value)
+
+
+def test_noisy_tpot_around_the_slo_changes_the_plan_a_bounded_number_of_times() -> None:
+    """A world that answers the plan, with +-8 % noise on TPOT around 0.93 x SLO, for 200 periods.
+
+    Demand is 120 concurrent requests; the true TPOT is 1.1625 x the model, so 2 replicas at batch
+    60 give 46.5 ms. The deadband, the target fraction and the cooldown must keep the plan calm.
+    """
+    current = Current(
+        tensor_parallel_size=1, max_num_seqs=70, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
+    )
+    history = History()
+    changes: list[str] = []
+    demand = 120.0
+    for i in range(200):
+        noise = ((i * 7919) % 17 - 8) / 100.0
+        batch = min(current.max_num_seqs, demand / current.replicas)
+        waiting = max(0.0, demand - batch * current.replicas)
+        obs = observation(
+            tpot_seconds=1.1625 * linear(round(batch)) * (1.0 + noise),
+            mean_batch=batch,
+            running=batch * current.replicas,
+            waiting=waiting,
+        )
+        decision = decide(
+            current=current,
+            observation=obs,
+            slo_tpot_seconds=SLO,
+            predict_tpot=linear,
+            bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+            tuning=Tuning(cooldown_seconds=300.0),
+            history=history,
+            now=NOW + 30.0 * i,
+        )
+        history = decision.history
+        if decision.changes_plan:
+            changes.append(decision.message)
+            current = replace(current, max_num_seqs=decision.max_num_seqs, replicas=decision.replicas)
+    # It may move once or twice to get comfortably inside the SLO, then it must stay put.
+    assert len(changes) <= 3, changes
+    assert 1.1625 * linear(round(min(current.max_num_seqs, demand / current.replicas))) <= SLO
