@@ -1,0 +1,74 @@
+"""kvright's capacity engine: pure math from a Hugging Face config.json to a vLLM plan.
+
+Architecture facts, the GPU catalog, weight / KV-cache / activation memory as vLLM accounts it, vLLM's
+tensor-parallel rules, the roofline decode step and the planner. No IO except reading a config file the
+caller names (:func:`load_architecture`).
+"""
+
+from capacity.architecture import Architecture, AttentionKind, ParameterGroups, architecture_from_config
+from capacity.catalog import catalog_architecture, catalog_ids, catalog_source, load_architecture
+from capacity.errors import CapacityError, ConfigError
+from capacity.gpus import GPU, gpu_ids, gpu_spec
+from capacity.memory import (
+    BLOCK_SIZE_TOKENS,
+    CUDA_GRAPH_RESERVE_BYTES,
+    KV_CACHE_DTYPES,
+    MAX_NUM_SEQS_CAP,
+    NCCL_RESERVE_BYTES,
+    NON_TORCH_OVERHEAD_BYTES,
+    SAMPLER_FP32_LOGIT_COPIES,
+    MemoryBreakdown,
+    kv_cache_bytes_per_sequence,
+    kv_cache_bytes_per_token,
+    memory_per_gpu,
+    weight_bytes,
+    weight_bytes_per_gpu,
+)
+from capacity.parallel import kv_heads_per_gpu, tensor_parallel_error, valid_tensor_parallel_sizes
+from capacity.planner import SLO, Candidate, Limits, Plan, PlanResult, Prediction, Workload, plan
+from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, decode_step, prefill_seconds
+
+__all__ = [
+    "BLOCK_SIZE_TOKENS",
+    "CUDA_GRAPH_RESERVE_BYTES",
+    "DEFAULT_EFFICIENCY",
+    "GPU",
+    "KV_CACHE_DTYPES",
+    "MAX_NUM_SEQS_CAP",
+    "NCCL_RESERVE_BYTES",
+    "NON_TORCH_OVERHEAD_BYTES",
+    "SAMPLER_FP32_LOGIT_COPIES",
+    "SLO",
+    "Architecture",
+    "AttentionKind",
+    "Candidate",
+    "CapacityError",
+    "ConfigError",
+    "DecodeStep",
+    "Efficiency",
+    "Limits",
+    "MemoryBreakdown",
+    "ParameterGroups",
+    "Plan",
+    "PlanResult",
+    "Prediction",
+    "Workload",
+    "architecture_from_config",
+    "catalog_architecture",
+    "catalog_ids",
+    "catalog_source",
+    "decode_step",
+    "gpu_ids",
+    "gpu_spec",
+    "kv_cache_bytes_per_sequence",
+    "kv_cache_bytes_per_token",
+    "kv_heads_per_gpu",
+    "load_architecture",
+    "memory_per_gpu",
+    "plan",
+    "prefill_seconds",
+    "tensor_parallel_error",
+    "valid_tensor_parallel_sizes",
+    "weight_bytes",
+    "weight_bytes_per_gpu",
+]

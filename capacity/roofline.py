@@ -1,0 +1,360 @@
+"""Roofline decode step and prefill time on one TP group.
+
+A decode step reads, on every GPU of the group, its share of the weights (all but the input-embedding table,
+which is a lookup; for MoE only the experts the batch touches) and the KV cache of every sequence in the
+batch, and does ``2 x active parameters x batch`` FLOPs plus attention. The ideal floor is
+``max(bytes / HBM bandwidth, FLOPs / peak)``. The predicted time divides by efficiency factors and adds the
+TP all-reduces and a fixed per-step overhead (:class:`Efficiency`, every factor documented and overridable).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from capacity.architecture import DTYPE_BYTES, Architecture
+from capacity.errors import CapacityError
+from capacity.gpus import GPU
+from capacity.memory import kv_bytes_per_token_per_layer_per_gpu, resolve_kv_cache_dtype
+from capacity.parallel import kv_heads_per_gpu, tensor_parallel_error
+
+__all__ = [
+    "ALLREDUCE_LATENCY_SECONDS",
+    "COMPUTE_EFFICIENCY",
+    "DEFAULT_EFFICIENCY",
+    "HBM_EFFICIENCY",
+    "INTERCONNECT_EFFICIENCY",
+    "STEP_OVERHEAD_SECONDS",
+    "Bottleneck",
+    "DecodeStep",
+    "Efficiency",
+    "StepModel",
+    "decode_step",
+    "prefill_seconds",
+]
+
+Bottleneck = Literal["weights", "kv_cache", "compute"]
+
+#: Fraction of peak HBM bandwidth a decode step's streaming reads achieve (large GEMV and paged-attention
+#: kernels reach 75-85% of the datasheet figure on Hopper).
+HBM_EFFICIENCY = 0.80
+#: Fraction of dense tensor-core peak reached by decode/prefill GEMMs.
+COMPUTE_EFFICIENCY = 0.60
+#: Fraction of the per-direction link bandwidth a ring all-reduce achieves.
+INTERCONNECT_EFFICIENCY = 0.70
+#: Fixed cost per all-reduce (launch and synchronisation of vLLM's custom all-reduce / NCCL), seconds.
+ALLREDUCE_LATENCY_SECONDS = 8e-6
+#: Fixed cost per engine step outside the kernels (scheduling, sampling, detokenisation handoff), seconds.
+STEP_OVERHEAD_SECONDS = 1.5e-3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Efficiency:
+    """Factors that turn the ideal roofline into a predicted time; override any of them."""
+
+    hbm: float = HBM_EFFICIENCY
+    """Achieved fraction of peak HBM bandwidth."""
+    compute: float = COMPUTE_EFFICIENCY
+    """Achieved fraction of dense peak FLOPs."""
+    interconnect: float = INTERCONNECT_EFFICIENCY
+    """Achieved fraction of interconnect bandwidth in all-reduce."""
+    allreduce_latency_seconds: float = ALLREDUCE_LATENCY_SECONDS
+    """Fixed cost of one all-reduce."""
+    step_overhead_seconds: float = STEP_OVERHEAD_SECONDS
+    """Fixed cost of one engine step."""
+
+    def __post_init__(self) -> None:
+        for name in ("hbm", "compute", "interconnect"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise CapacityError(
+                    f"efficiency {name}={value!r} is out of range; expected a fraction in (0, 1]"
+                )
+        for name in ("allreduce_latency_seconds", "step_overhead_seconds"):
+            if getattr(self, name) < 0:
+                raise CapacityError(f"efficiency {name} must be >= 0 seconds")
+
+
+DEFAULT_EFFICIENCY = Efficiency()
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeStep:
+    """Where one decode step's time goes on each GPU of a TP group."""
+
+    batch: int
+    """Sequences decoded in the step."""
+    context_tokens: int
+    """Context length of each sequence."""
+    weight_bytes_read: int
+    """Weight bytes each GPU streams (embedding table excluded; MoE: experts touched)."""
+    kv_cache_bytes_read: int
+    """KV bytes each GPU streams for the batch's contexts."""
+    flops: float
+    """FLOPs each GPU performs."""
+    weight_read_seconds: float
+    """Ideal time to stream the weights at peak HBM bandwidth."""
+    kv_read_seconds: float
+    """Ideal time to stream the KV cache at peak HBM bandwidth."""
+    compute_seconds: float
+    """Ideal time for the FLOPs at dense peak."""
+    communication_seconds: float
+    """Predicted TP all-reduce time (0 at TP 1)."""
+    roofline_floor_seconds: float
+    """``max(weight + KV read, compute)``: no implementation can beat it."""
+    predicted_seconds: float
+    """Predicted TPOT: efficiency-scaled roofline plus communication and per-step overhead."""
+    bottleneck: Bottleneck
+    """The largest of weight reads, KV reads and compute."""
+    crossover_batch: int | None
+    """Smallest batch at which KV reads match or exceed weight reads at this context (None: never)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``kvright tpot --json`` object."""
+        return {
+            "roofline_floor_seconds": self.roofline_floor_seconds,
+            "predicted_seconds": self.predicted_seconds,
+            "weight_read_seconds": self.weight_read_seconds,
+            "kv_read_seconds": self.kv_read_seconds,
+            "compute_seconds": self.compute_seconds,
+            "communication_seconds": self.communication_seconds,
+            "bottleneck": self.bottleneck,
+            "crossover_batch": self.crossover_batch,
+            "batch": self.batch,
+            "context_tokens": self.context_tokens,
+            "weight_bytes_read": self.weight_bytes_read,
+            "kv_cache_bytes_read": self.kv_cache_bytes_read,
+        }
+
+
+class StepModel:
+    """Per-(model, GPU, TP, KV dtype) constants of the decode and prefill roofline, precomputed once so a
+    planner can evaluate thousands of batch sizes cheaply."""
+
+    __slots__ = (
+        "attn_flops_per_ctx_token",
+        "bf_flops",
+        "comm_bytes_per_token",
+        "dense_flops_per_token",
+        "dense_weight_bytes",
+        "efficiency",
+        "expert_bytes",
+        "expert_flops_per_token",
+        "experts",
+        "full_kv_per_token",
+        "hbm",
+        "interconnect",
+        "layers",
+        "moe_layers",
+        "sliding_kv_per_token",
+        "sliding_layers_frac",
+        "top_k",
+        "tp",
+        "window",
+    )
+
+    def __init__(
+        self,
+        arch: Architecture,
+        gpu: GPU,
+        *,
+        tensor_parallel_size: int,
+        kv_cache_dtype: str,
+        efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    ) -> None:
+        error = tensor_parallel_error(arch, tensor_parallel_size)
+        if error is not None:
+            raise CapacityError(error)
+        resolve_kv_cache_dtype(arch, kv_cache_dtype)
+        tp = tensor_parallel_size
+        g = arch.parameter_groups
+        wbpp = arch.weight_bytes_per_parameter
+        emb_bytes = DTYPE_BYTES[arch.dtype]
+        kv_proj = g.kv_projection_per_head * kv_heads_per_gpu(arch, tp) if g.num_kv_heads else 0
+        dense_params = g.sharded / tp + g.replicated + kv_proj
+        # The LM head is streamed every step; the input embedding is a row lookup and is left out.
+        self.dense_weight_bytes = dense_params * wbpp + g.lm_head * emb_bytes / tp
+        if arch.tie_word_embeddings:
+            self.dense_weight_bytes += g.embedding * emb_bytes / tp  # tied: the table is the LM head
+        self.expert_bytes = g.routed_expert * wbpp / tp
+        self.experts = g.num_experts
+        self.top_k = g.experts_per_token
+        self.moe_layers = g.num_moe_layers
+        lm_head_params = g.embedding if arch.tie_word_embeddings else g.lm_head
+        self.dense_flops_per_token = 2.0 * (dense_params + lm_head_params / tp)
+        self.expert_flops_per_token = 2.0 * g.routed_expert * g.experts_per_token * g.num_moe_layers / tp
+        per_layer = kv_bytes_per_token_per_layer_per_gpu(arch, kv_cache_dtype, tp)
+        self.full_kv_per_token = per_layer * arch.num_full_attention_layers
+        self.sliding_kv_per_token = per_layer * arch.num_sliding_window_layers
+        self.window = arch.sliding_window or 0
+        self.layers = arch.num_layers
+        self.sliding_layers_frac = arch.num_sliding_window_layers / arch.num_layers
+        heads_per_gpu = arch.num_attention_heads / tp
+        if arch.attention == "MLA" and arch.kv_lora_rank is not None:
+            # Absorbed MLA: scores over the latent plus rope key, values over the latent.
+            per_head = 2 * (arch.kv_lora_rank + arch.qk_rope_head_dim) + 2 * arch.kv_lora_rank
+        else:
+            per_head = 4 * arch.head_dim  # QK^T and AV
+        self.attn_flops_per_ctx_token = per_head * heads_per_gpu * arch.num_layers
+        self.tp = tp
+        # Two all-reduces per layer of the hidden state (after attention and after the MLP).
+        self.comm_bytes_per_token = 2 * arch.num_layers * arch.hidden_size * emb_bytes
+        self.hbm = gpu.hbm_bytes_per_second
+        fp8_weights = wbpp <= 1 and gpu.supports_fp8
+        self.bf_flops = gpu.fp8_flops_per_second if fp8_weights else gpu.bf16_flops_per_second
+        self.interconnect = gpu.interconnect_bytes_per_second
+        self.efficiency = efficiency
+
+    def weight_bytes(self, batch: int) -> float:
+        """Weight bytes streamed per GPU in a step over ``batch`` tokens: dense part plus the expected number
+        of distinct experts the tokens route to, ``E * (1 - (1 - k/E) ** batch)`` per MoE layer (uniform
+        routing)."""
+        if not self.moe_layers:
+            return self.dense_weight_bytes
+        touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** batch)
+        return self.dense_weight_bytes + touched * self.expert_bytes * self.moe_layers
+
+    def kv_bytes(self, batch: int, context_tokens: int) -> float:
+        """KV bytes per GPU read for ``batch`` sequences of ``context_tokens``; sliding layers read the
+        window."""
+        window = min(context_tokens, self.window) if self.window else 0
+        return batch * (self.full_kv_per_token * context_tokens + self.sliding_kv_per_token * window)
+
+    def flops(self, batch: int, context_tokens: int) -> float:
+        """FLOPs per GPU: ``2 x active parameters x batch`` plus attention over the context."""
+        window = min(context_tokens, self.window) if self.window else context_tokens
+        attended = (1 - self.sliding_layers_frac) * context_tokens + self.sliding_layers_frac * window
+        return batch * (
+            self.dense_flops_per_token
+            + self.expert_flops_per_token
+            + self.attn_flops_per_ctx_token * attended
+        )
+
+    def communication_seconds(self, tokens: int) -> float:
+        """Ring all-reduce: ``2 (tp-1)/tp x bytes / link`` plus a fixed latency, two per layer."""
+        if self.tp == 1:
+            return 0.0
+        eff = self.efficiency
+        volume = 2 * (self.tp - 1) / self.tp * tokens * self.comm_bytes_per_token
+        return (
+            volume / (self.interconnect * eff.interconnect) + 2 * self.layers * eff.allreduce_latency_seconds
+        )
+
+    def predicted_seconds(self, batch: int, context_tokens: int) -> float:
+        """Predicted TPOT of a step (the planner's hot path; same formula as :func:`decode_step`)."""
+        eff = self.efficiency
+        memory = (self.weight_bytes(batch) + self.kv_bytes(batch, context_tokens)) / (self.hbm * eff.hbm)
+        compute = self.flops(batch, context_tokens) / (self.bf_flops * eff.compute)
+        return max(memory, compute) + self.communication_seconds(batch) + eff.step_overhead_seconds
+
+    def crossover_batch(self, context_tokens: int) -> int | None:
+        """Smallest batch whose KV reads reach the weight reads (binary search; KV is linear, weights
+        concave)."""
+        if context_tokens <= 0 or self.kv_bytes(1, context_tokens) <= 0:
+            return None
+        hi = 1
+        while self.kv_bytes(hi, context_tokens) < self.weight_bytes(hi):
+            hi *= 2
+            if hi > 1 << 40:
+                return None
+        lo = hi // 2 + 1 if hi > 1 else 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.kv_bytes(mid, context_tokens) >= self.weight_bytes(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def step(self, batch: int, context_tokens: int) -> DecodeStep:
+        """The full breakdown of one decode step."""
+        w = self.weight_bytes(batch)
+        kv = self.kv_bytes(batch, context_tokens)
+        f = self.flops(batch, context_tokens)
+        w_s = w / self.hbm
+        kv_s = kv / self.hbm
+        c_s = f / self.bf_flops
+        comm = self.communication_seconds(batch)
+        if c_s > w_s + kv_s:
+            bottleneck: Bottleneck = "compute"
+        else:
+            bottleneck = "weights" if w_s >= kv_s else "kv_cache"
+        return DecodeStep(
+            batch=batch,
+            context_tokens=context_tokens,
+            weight_bytes_read=math.ceil(w),
+            kv_cache_bytes_read=math.ceil(kv),
+            flops=f,
+            weight_read_seconds=w_s,
+            kv_read_seconds=kv_s,
+            compute_seconds=c_s,
+            communication_seconds=comm,
+            roofline_floor_seconds=max(w_s + kv_s, c_s),
+            predicted_seconds=self.predicted_seconds(batch, context_tokens),
+            bottleneck=bottleneck,
+            crossover_batch=self.crossover_batch(context_tokens),
+        )
+
+    def prefill_seconds(self, prompt_tokens: int, *, chunk_tokens: int) -> float:
+        """Predicted time to prefill one prompt alone (TTFT without queueing): compute-bound causal attention
+        and GEMMs over the prompt, processed in chunks of ``chunk_tokens`` (each chunk streams the
+        weights)."""
+        eff = self.efficiency
+        chunks = max(1, math.ceil(prompt_tokens / chunk_tokens))
+        # Causal attention: token i attends to i tokens, so the prompt attends to prompt/2 tokens on average.
+        f = self.flops(prompt_tokens, max(1, prompt_tokens // 2))
+        per_chunk_weights = self.weight_bytes(min(prompt_tokens, chunk_tokens))
+        memory = chunks * per_chunk_weights / (self.hbm * eff.hbm)
+        compute = f / (self.bf_flops * eff.compute)
+        return (
+            max(memory, compute)
+            + self.communication_seconds(prompt_tokens)
+            + chunks * eff.step_overhead_seconds
+        )
+
+
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CapacityError(f"{name} {value!r} is not valid; expected an integer >= 1")
+
+
+def decode_step(
+    arch: Architecture,
+    gpu: GPU,
+    *,
+    tensor_parallel_size: int,
+    batch: int,
+    context_tokens: int,
+    kv_cache_dtype: str = "auto",
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> DecodeStep:
+    """Roofline of one decode step of ``batch`` sequences, each ``context_tokens`` long, on a TP group."""
+    _positive("tensor parallel size", tensor_parallel_size)
+    _positive("batch", batch)
+    _positive("context length", context_tokens)
+    model = StepModel(
+        arch,
+        gpu,
+        tensor_parallel_size=tensor_parallel_size,
+        kv_cache_dtype=kv_cache_dtype,
+        efficiency=efficiency,
+    )
+    return model.step(batch, context_tokens)
+
+
+def prefill_seconds(
+    arch: Architecture,
+    gpu: GPU,
+    *,
+    tensor_parallel_size: int,
+    prompt_tokens: int,
+    chunk_tokens: int = 8192,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> float:
+    """Predicted time to first token of one prompt on an idle TP group (compute-bound prefill)."""
+    _positive("prompt length", prompt_tokens)
+    model = StepModel(
+        arch, gpu, tensor_parallel_size=tensor_parallel_size, kv_cache_dtype="auto", efficiency=efficiency
+    )
+    return model.prefill_seconds(prompt_tokens, chunk_tokens=chunk_tokens)

@@ -1,0 +1,199 @@
+"""Parsing Hugging Face config.json into Architecture: families, parameter counts, alternative names, errors.
+
+Configs are the catalog's stored facts or small dicts built here; nothing is faked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import capacity as c
+
+PUBLISHED_TOTALS = [
+    ("llama-3-70b", 70.55e9),
+    ("llama-3-8b", 8.03e9),
+    ("deepseek-v3", 671e9),
+    ("mixtral-8x7b", 46.7e9),
+    ("llama-2-7b", 6.74e9),
+    ("llama-3.1-405b", 405.9e9),
+    ("mistral-7b", 7.25e9),
+    ("mixtral-8x22b", 140.6e9),
+    ("qwen2.5-7b", 7.62e9),
+    ("qwen2.5-72b", 72.7e9),
+    ("qwen2-57b-a14b", 57.4e9),
+    ("qwen3-8b", 8.19e9),
+    ("qwen3-32b", 32.8e9),
+    ("qwen3-30b-a3b", 30.5e9),
+    ("qwen3-235b-a22b", 235e9),
+    ("deepseek-v2", 236e9),
+    ("deepseek-v2-lite", 15.7e9),
+    ("gemma-2-9b", 9.24e9),
+    ("gemma-2-27b", 27.2e9),
+    ("phi-3-mini", 3.82e9),
+    ("phi-3-medium", 14.0e9),
+]
+
+
+@pytest.mark.parametrize(("model", "published"), PUBLISHED_TOTALS, ids=[m for m, _ in PUBLISHED_TOTALS])
+def test_parameter_count_within_one_percent_of_published(model, published):
+    assert c.catalog_architecture(model).parameters == pytest.approx(published, rel=0.01)
+
+
+ACTIVE = [
+    ("mixtral-8x7b", 12.9e9),
+    ("deepseek-v3", 37e9),
+    ("qwen3-30b-a3b", 3.3e9),
+    ("qwen3-235b-a22b", 22e9),
+    ("qwen2-57b-a14b", 14e9),
+    ("llama-3-70b", 70.55e9),
+]
+
+
+@pytest.mark.parametrize(("model", "published"), ACTIVE, ids=[m for m, _ in ACTIVE])
+def test_active_parameters_count_top_k_experts_only(model, published):
+    assert c.catalog_architecture(model).active_parameters == pytest.approx(published, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    ("model", "attention", "kv_elements"),
+    [
+        ("llama-2-7b", "MHA", 2 * 32 * 128),
+        ("llama-3-70b", "GQA", 2 * 8 * 128),
+        ("deepseek-v3", "MLA", 576),
+        ("gemma-2-9b", "GQA", 2 * 8 * 256),  # explicit head_dim 256, not 3584 / 16
+        ("phi-3-mini", "MHA", 2 * 32 * 96),
+    ],
+    ids=["llama2-mha", "llama3-gqa", "deepseek-mla", "gemma2-explicit-head-dim", "phi3-mha"],
+)
+def test_attention_kind_and_cached_elements(model, attention, kv_elements):
+    arch = c.catalog_architecture(model)
+    assert arch.attention == attention
+    assert arch.kv_elements_per_token_per_layer == kv_elements
+
+
+def test_mqa_is_detected():
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 1024,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 1,
+        "intermediate_size": 2048,
+        "vocab_size": 1000,
+        "max_position_embeddings": 512,
+    }
+    assert c.architecture_from_config(cfg).attention == "MQA"
+
+
+@pytest.mark.parametrize(
+    ("model", "window", "sliding_layers"),
+    [
+        ("gemma-2-27b", 4096, 23),
+        ("gemma-2-9b", 4096, 21),
+        ("gemma-3-27b", 1024, 52),
+        ("phi-3-medium", 2047, 40),
+        ("qwen2.5-72b", None, 0),
+        ("llama-3-70b", None, 0),
+    ],
+    ids=["gemma2-alternating", "gemma2-9b", "gemma3-5-of-6", "phi3-all", "qwen-window-off", "llama-none"],
+)
+def test_sliding_window_layers(model, window, sliding_layers):
+    arch = c.catalog_architecture(model)
+    assert (arch.sliding_window, arch.num_sliding_window_layers) == (window, sliding_layers)
+
+
+def test_sliding_window_caps_kv_per_sequence():
+    arch = c.catalog_architecture("gemma-2-27b")
+    per_token_layer = c.kv_cache_bytes_per_token(arch) // arch.num_layers
+    assert c.kv_cache_bytes_per_sequence(arch, 8192) == per_token_layer * (23 * 8192 + 23 * 4096)
+
+
+def test_deepseek_first_k_dense_and_shared_experts():
+    arch = c.catalog_architecture("deepseek-v3")
+    assert (arch.num_moe_layers, arch.num_experts, arch.num_experts_per_token) == (58, 256, 8)
+    assert arch.shared_expert_intermediate_size == 2048
+    assert arch.weight_bytes_per_parameter == 1.0  # fp8 checkpoint
+
+
+def test_gemma3_text_config_is_read_and_embeddings_tied():
+    arch = c.catalog_architecture("gemma-3-27b")
+    assert arch.hidden_size == 5376 and arch.tie_word_embeddings and arch.qk_norm
+
+
+BASE = {
+    "model_type": "llama",
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "intermediate_size": 2048,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+}
+
+
+@pytest.mark.parametrize(
+    ("alt", "value"),
+    [("n_layer", 2), ("num_layers", 2)],
+    ids=["gpt2-n_layer", "chatglm-num_layers"],
+)
+def test_alternative_field_names(alt, value):
+    cfg = {k: v for k, v in BASE.items() if k != "num_hidden_layers"} | {alt: value}
+    assert c.architecture_from_config(cfg).num_layers == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"model_type": "gpt_bigcode"}, "model_type"),
+        ({"model_type": None}, "model_type"),
+        ({"hidden_size": None}, "hidden_size"),
+        ({"hidden_size": -5}, "hidden_size"),
+        ({"hidden_size": "1024"}, "hidden_size"),
+        ({"num_attention_heads": True}, "num_attention_heads"),
+        ({"num_key_value_heads": 3}, "num_key_value_heads"),
+        ({"torch_dtype": "int3"}, "torch_dtype"),
+        ({"tie_word_embeddings": "yes"}, "tie_word_embeddings"),
+        ({"max_position_embeddings": 0}, "max_position_embeddings"),
+        ({"quantization_config": {"quant_method": "awq"}}, "quantization_config.quant_method"),
+    ],
+    ids=[
+        "unknown-arch",
+        "no-arch",
+        "missing-hidden",
+        "negative",
+        "string-int",
+        "bool-int",
+        "kv-not-divisor",
+        "bad-dtype",
+        "bad-bool",
+        "zero-positions",
+        "unsupported-quant",
+    ],
+)
+def test_bad_config_names_the_field(change, field):
+    cfg = {k: v for k, v in (BASE | change).items() if v is not None}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(cfg)
+    assert err.value.field == field
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_catalog_id_lists_accepted():
+    with pytest.raises(c.CapacityError, match=r"llama-3\.1-70b"):
+        c.load_architecture("no-such-model")
+
+
+def test_load_from_file_and_folder(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(BASE))
+    assert c.load_architecture(str(tmp_path)).hidden_size == 1024
+    assert c.load_architecture(str(tmp_path / "config.json")).num_layers == 2
+    (tmp_path / "config.json").write_text(json.dumps(BASE)[:40])
+    with pytest.raises(c.ConfigError, match="not valid JSON"):
+        c.load_architecture(str(tmp_path))
+
+
+def test_catalog_has_at_least_15_models():
+    assert len(c.catalog_ids()) >= 15

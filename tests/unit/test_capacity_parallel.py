@@ -1,0 +1,58 @@
+"""vLLM's tensor-parallel rules and KV-head replication. Pure functions, nothing faked."""
+
+from __future__ import annotations
+
+import pytest
+
+import capacity as c
+
+
+@pytest.mark.parametrize(
+    ("model", "max_tp", "valid"),
+    [
+        ("llama-3-70b", 16, [1, 2, 4, 8, 16]),  # 64 heads, 8 KV heads
+        ("qwen2.5-7b", 8, [1, 2, 4]),  # 28 heads, 4 KV heads: 7 divides 28 but not 4
+        ("phi-3-medium", 10, [1, 2, 5, 10]),  # 40 heads, 10 KV heads
+        ("deepseek-v3", 16, [1, 2, 4, 8, 16]),  # MLA: only attention heads matter
+        ("llama-3-8b", 3, [1, 2]),
+    ],
+    ids=["llama70-kv8", "qwen-28-heads", "phi3-kv10", "mla", "max-3"],
+)
+def test_valid_tensor_parallel_sizes(model, max_tp, valid):
+    assert c.valid_tensor_parallel_sizes(c.catalog_architecture(model), max_tp) == valid
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "fragment"),
+    [
+        ("llama-3-70b", 3, "does not divide the 64 attention heads"),
+        ("qwen2.5-7b", 7, "splits the 4 KV heads"),
+        ("llama-3-70b", 0, "not a positive integer"),
+        ("llama-3-70b", 16, None),
+    ],
+    ids=["tp3-heads", "tp7-kv-fraction", "zero", "tp16-replicated-ok"],
+)
+def test_tensor_parallel_error(model, tp, fragment):
+    error = c.tensor_parallel_error(c.catalog_architecture(model), tp)
+    if fragment is None:
+        assert error is None
+    else:
+        assert error is not None and fragment in error
+
+
+@pytest.mark.parametrize(
+    ("tp", "heads_per_gpu", "replication"),
+    [(1, 8, 1), (2, 4, 1), (8, 1, 1), (16, 1, 2)],
+    ids=["tp1", "tp2", "tp8", "tp16-two-copies"],
+)
+def test_kv_heads_per_gpu_and_replication(tp, heads_per_gpu, replication):
+    arch = c.catalog_architecture("llama-3-70b")
+    assert c.kv_heads_per_gpu(arch, tp) == heads_per_gpu
+    assert c.kv_cache_bytes_per_token(
+        arch, tensor_parallel_size=tp
+    ) == replication * c.kv_cache_bytes_per_token(arch)
+
+
+def test_mla_latent_replicated_on_every_rank():
+    arch = c.catalog_architecture("deepseek-v3")
+    assert c.kv_cache_bytes_per_token(arch, tensor_parallel_size=8) == 8 * c.kv_cache_bytes_per_token(arch)
