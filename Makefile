@@ -66,6 +66,11 @@ test-conformance: venv vllm-env ## the real-vLLM conformance suite alone
 test: venv lint typecheck contracts tools vllm-env ## everything: lint, types, contracts, unit, cluster, e2e and conformance tests
 	$(BIN)/pytest -q tests
 
+.PHONY: chart-sync
+chart-sync: venv ## copy crds/llmdeployment.yaml into the chart and regenerate its Grafana dashboards
+	install -m 0644 crds/llmdeployment.yaml charts/kvright/files/crds/llmdeployment.yaml
+	$(BIN)/python -m kvright.dashboards charts/kvright/files/dashboards
+
 .PHONY: bench
 bench: venv ## benchmarks; results are ratios measured side by side
 	$(BIN)/python -m bench

@@ -92,6 +92,9 @@ class DeploymentMetrics:
     """The TPOT target from ``spec.slo``."""
     slo_ttft_seconds: float | None = None
     """The TTFT target from ``spec.slo``."""
+    slo_percentile: int | None = None
+    """The percentile the targets hold at (``spec.slo.percentile``: 50, 90, 95 or 99); the TPOT burn-rate
+    alert picks the quantile that matches it."""
 
     @property
     def gpus(self) -> int | None:
@@ -123,6 +126,7 @@ _VALUE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
                                    "calibration_factor"),
     "kvright_slo_tpot_seconds": ("TPOT target from spec.slo", "slo_tpot_seconds"),
     "kvright_slo_ttft_seconds": ("TTFT target from spec.slo", "slo_ttft_seconds"),
+    "kvright_slo_percentile": ("Percentile the SLO targets hold at (50, 90, 95 or 99)", "slo_percentile"),
 }
 
 

@@ -41,6 +41,7 @@ def full(namespace: str = "team-a", name: str = "llama", **overrides: object) ->
         "calibration_factor": 1.1,
         "slo_tpot_seconds": 0.05,
         "slo_ttft_seconds": 2.0,
+        "slo_percentile": 90,
     }
     values.update(overrides)
     return DeploymentMetrics(**values)  # type: ignore[arg-type]
@@ -71,6 +72,7 @@ KEY = {"namespace": "team-a", "llmdeployment": "llama"}
         ("kvright_calibration_factor", 1.1),
         ("kvright_slo_tpot_seconds", 0.05),
         ("kvright_slo_ttft_seconds", 2.0),
+        ("kvright_slo_percentile", 90),
     ],
     ids=lambda v: str(v),
 )

@@ -1,0 +1,130 @@
+{{/* Chart name, truncated to 63 characters (a DNS label). */}}
+{{- define "kvright.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: <release>-kvright, or the release name when it already contains the chart name. */}}
+{{- define "kvright.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A name derived from the full name with a suffix, still at most 63 characters. */}}
+{{- define "kvright.suffixed" -}}
+{{- $suffix := index . 1 -}}
+{{- printf "%s-%s" (include "kvright.fullname" (index . 0) | trunc (int (sub 62 (len $suffix))) | trimSuffix "-") $suffix -}}
+{{- end -}}
+
+{{/* Selector labels: stable across upgrades (no chart version). */}}
+{{- define "kvright.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kvright.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Common labels. */}}
+{{- define "kvright.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kvright.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kvright
+{{- end -}}
+
+{{- define "kvright.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "kvright.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kvright.metricsServiceName" -}}
+{{- include "kvright.suffixed" (list . "metrics") -}}
+{{- end -}}
+
+{{/* The job label Prometheus gives the operator's scrape (ServiceMonitor: the Service name). */}}
+{{- define "kvright.operatorJob" -}}
+{{- default (include "kvright.metricsServiceName" .) .Values.prometheusRule.operatorJob -}}
+{{- end -}}
+
+{{- define "kvright.replicas" -}}
+{{- if .Values.ha.enabled -}}{{ .Values.ha.replicas }}{{- else -}}{{ .Values.replicaCount }}{{- end -}}
+{{- end -}}
+
+{{/* What the operator does to LLMDeployments and their children (Deployment, Service, PodMonitor). */}}
+{{- define "kvright.workloadRules" -}}
+- apiGroups: [kvright.dev]
+  resources: [llmdeployments]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [kvright.dev]
+  resources: [llmdeployments/status]
+  verbs: [get, patch, update]
+# ownerReferences with blockOwnerDeletion on children need update on the owner's finalizers.
+- apiGroups: [kvright.dev]
+  resources: [llmdeployments/finalizers]
+  verbs: [update]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, patch, update, delete]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, patch, update, delete]
+- apiGroups: [monitoring.coreos.com]
+  resources: [podmonitors]
+  verbs: [get, list, watch, create, patch, update, delete]
+# config.json from spec.model.configMapRef: read only.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
+# vLLM pods: read only (readiness, which node and GPU they landed on).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}
+
+{{/* Per-second rate of the TPOT histogram buckets by (labels, le), current vLLM name or else the legacy one.
+     Args: list <by> <window>. */}}
+{{- define "kvright.tpotBucketRate" -}}
+{{- $by := index . 0 -}}{{- $w := index . 1 -}}
+sum by ({{ $by }}, le) (rate(vllm:request_time_per_output_token_seconds_bucket[{{ $w }}]))
+    or
+    sum by ({{ $by }}, le) (rate(vllm:time_per_output_token_seconds_bucket[{{ $w }}]))
+{{- end -}}
+
+{{/* Mean of a histogram over a window: rate(sum) / rate(count). Args: list <by> <metric> <window>. */}}
+{{- define "kvright.meanRate" -}}
+{{- $by := index . 0 -}}{{- $m := index . 1 -}}{{- $w := index . 2 -}}
+sum by ({{ $by }}) (rate({{ $m }}_sum[{{ $w }}])) / sum by ({{ $by }}) (rate({{ $m }}_count[{{ $w }}]))
+{{- end -}}
+
+{{/* One alerting rule. Args: dict root name cfg expr summary description. */}}
+{{- define "kvright.alertRule" -}}
+{{- $r := .root.Values.prometheusRule -}}
+- alert: KVRight{{ .name }}
+  expr: |-
+    {{- .expr | nindent 4 }}
+  for: {{ .cfg.for }}
+  labels:
+    severity: {{ .cfg.severity }}
+    {{- with $r.additionalAlertLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    summary: {{ .summary | quote }}
+    description: {{ .description | quote }}
+    runbook_url: {{ printf "%sKVRight%s.md" $r.runbookBaseURL .name | quote }}
+{{- end -}}
