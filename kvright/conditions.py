@@ -55,12 +55,14 @@ class Reason:
     NO_GPU_NODES: Final = "NoGPUNodes"
     TENSOR_PARALLEL_INVALID: Final = "TensorParallelInvalid"
     INFEASIBLE: Final = "Infeasible"
+    PLAN_INPUT_INVALID: Final = "PlanInputInvalid"
     # Deployed
     APPLIED: Final = "Applied"
     APPLY_FAILED: Final = "ApplyFailed"
     NOT_PLANNED: Final = "NotPlanned"
     ROLLING_OUT: Final = "RollingOut"
     ROLLOUT_STALLED: Final = "RolloutStalled"
+    KEPT_LAST_PLAN: Final = "KeptLastPlan"
     # Ready
     REPLICAS_READY: Final = "ReplicasReady"
     REPLICAS_NOT_READY: Final = "ReplicasNotReady"
@@ -68,6 +70,7 @@ class Reason:
     PENDING: Final = "Pending"
     # events only
     PLAN_CHANGED: Final = "PlanChanged"
+    REPLICAS_CAPPED: Final = "ReplicasCapped"
 
 
 @dataclass(frozen=True, kw_only=True)

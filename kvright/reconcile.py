@@ -1,0 +1,483 @@
+"""The reconcile decision, pure: from gathered facts to children, status and events.
+
+The operator (kvright.operator) is three steps: gather (the LLMDeployment, its architecture, the GPU
+inventory, the live Deployment), decide (this module), act (server-side apply the children, patch
+status only when it changed, post events). Splitting decide into two calls keeps it pure around the
+one thing only acting can tell: :func:`desire` says what should exist; after applying,
+:func:`status` folds what the API server answered (the Deployment's rollout) into the new status.
+
+Nothing here raises for any spec the CRD admits (a property test holds it to that): problems become
+conditions with a reason and a message that names the fix.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+import capacity
+from kvright import conditions as cond
+from kvright.api import LLMDeploymentSpec, SpecError, parse_spec
+from kvright.conditions import Condition, Reason
+from kvright.inventory import InventoryError, ProductInventory, choose
+from kvright.render import Owner, VLLMWorkload, render_all, selector
+
+__all__ = [
+    "Desired",
+    "Event",
+    "Facts",
+    "Overrides",
+    "Rollout",
+    "desire",
+    "rollout_from",
+    "status",
+    "status_changed",
+]
+
+KV_DTYPES: Final[Mapping[str, str | None]] = {"Auto": None, "Model": "auto", "FP8": "fp8"}
+"""spec.tuning.kvCacheDtype to vLLM's --kv-cache-dtype (None: the planner chooses)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overrides:
+    """What the feedback loop (kvright.control) feeds back into planning. Defaults change nothing."""
+
+    calibration: float = 1.0
+    """Multiplies predicted TPOT (capacity.plan's ``calibration``)."""
+    max_num_seqs: int | None = None
+    """Pins --max-num-seqs below what the model predicts (a spec pin wins)."""
+    replicas: int | None = None
+    """Replaces the planned replica count (spec.replicas.count wins; clamped to min..max)."""
+    kv_cache_dtype: str | None = None
+    """Pins the KV dtype (vLLM spelling) when spec says Auto."""
+    tensor_parallel_size: int | None = None
+    """Pins TP when spec says Auto."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolveFailure:
+    """Why the architecture is not known (gathered by kvright.resolve)."""
+
+    reason: str
+    message: str
+    retryable: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """Everything gathered for one LLMDeployment."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: Mapping[str, Any]
+    """The raw spec (defaulted by the API server)."""
+    current_status: Mapping[str, Any]
+    architecture: capacity.Architecture | ResolveFailure | None
+    """None when the spec did not parse (resolution was not tried)."""
+    architecture_source: str = ""
+    """Catalog, ConfigMap or Hub, with where exactly, for status."""
+    inventory: Mapping[str, ProductInventory]
+    default_image: str
+    pod_monitor: bool = False
+    """The PodMonitor CRD is installed."""
+    overrides: Overrides = field(default_factory=Overrides)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Desired:
+    """What should exist, before acting."""
+
+    plan_feasible: Condition
+    children: tuple[dict[str, Any], ...] = ()
+    """To server-side apply, Deployment first; empty when nothing should change."""
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Status fields known before acting (architecture, gpu, plan, prediction, selector)."""
+    replicas: int | None = None
+    """Desired vLLM pods (None: not planned)."""
+    events: tuple[Event, ...] = ()
+    retry_seconds: float | None = None
+    """Try again this soon (a transient failure); None: the regular period."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rollout:
+    """The live Deployment as the API server answered the apply (or read it)."""
+
+    replicas: int
+    ready_replicas: int
+    updated_replicas: int
+    up_to_date: bool
+    """The Deployment controller has seen this generation and every replica runs the new template."""
+    stalled: str | None = None
+    """Why the rollout cannot progress (unschedulable pod, progress deadline), or None."""
+
+
+def spec_or_error(spec: Mapping[str, Any]) -> LLMDeploymentSpec | SpecError:
+    try:
+        return parse_spec(spec)
+    except SpecError as exc:
+        return exc
+
+
+def _infeasible(reason: str, message: str, *, retry: float | None = None, warn: bool = True) -> Desired:
+    events = (Event(type="Warning", reason=reason, message=message),) if warn else ()
+    return Desired(
+        plan_feasible=Condition(
+            type=cond.PLAN_FEASIBLE,
+            status="Unknown" if retry is not None else "False",
+            reason=reason,
+            message=message,
+        ),
+        events=events,
+        retry_seconds=retry,
+    )
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 3)
+
+
+def desire(facts: Facts) -> Desired:
+    """Plan and render. Infeasible or unknown plans leave the running children alone.
+
+    Events are posted once per change, not once per reconcile: a warning whose reason and message
+    are already the PlanFeasible condition's is dropped, and so is a repeated ReplicasCapped."""
+    desired = _desire(facts)
+    current = cond.find(facts.current_status.get("conditions"), cond.PLAN_FEASIBLE) or {}
+    same_plan = facts.current_status.get("plan") == desired.fields.get("plan")
+    events = tuple(
+        e
+        for e in desired.events
+        if not (e.reason == current.get("reason") and e.message == current.get("message"))
+        and not (e.reason == Reason.REPLICAS_CAPPED and same_plan)
+    )
+    return replace(desired, events=events)
+
+
+def _desire(facts: Facts) -> Desired:
+    spec = spec_or_error(facts.spec)
+    if isinstance(spec, SpecError):
+        return _infeasible(Reason.INVALID_SPEC, str(spec))
+    arch = facts.architecture
+    if arch is None:
+        return _infeasible(Reason.ARCHITECTURE_UNKNOWN, "the architecture was not resolved")
+    if isinstance(arch, ResolveFailure):
+        return _infeasible(arch.reason, arch.message, retry=30.0 if arch.retryable else None)
+
+    try:
+        product = choose(facts.inventory, spec.gpu.product)
+    except InventoryError as exc:
+        # Nodes may join: the periodic reconcile looks again.
+        return _infeasible(exc.reason, str(exc))
+    try:
+        gpu = capacity.gpu_spec(product.product)
+    except capacity.CapacityError as exc:
+        return _infeasible(Reason.GPU_PRODUCT_UNKNOWN, f"{exc}; kvright cannot size for this GPU")
+
+    overrides = facts.overrides
+    tp = spec.tuning.tensor_parallel_size or overrides.tensor_parallel_size
+    kv_dtype = KV_DTYPES[spec.tuning.kv_cache_dtype] or overrides.kv_cache_dtype
+    max_gpus = product.total_gpus if spec.gpu.max_gpus is None else min(spec.gpu.max_gpus, product.total_gpus)
+    if tp is not None:
+        error = capacity.tensor_parallel_error(arch, tp)
+        if error is not None:
+            valid = capacity.valid_tensor_parallel_sizes(arch, product.max_gpus_per_node)
+            return _infeasible(
+                Reason.TENSOR_PARALLEL_INVALID,
+                f"tuning.tensorParallelSize {tp}: {error}; "
+                f"valid here: {', '.join(map(str, valid)) or 'none'}",
+            )
+        if tp > product.max_gpus_per_node:
+            return _infeasible(
+                Reason.INFEASIBLE,
+                f"tuning.tensorParallelSize {tp} needs {tp} GPUs in one node but the largest "
+                f"{product.product} node has {product.max_gpus_per_node}; lower it or set it to Auto",
+            )
+    workload = capacity.Workload(
+        max_model_len=spec.workload.max_model_len,
+        prompt_tokens=spec.workload.prompt_tokens,
+        output_tokens=spec.workload.output_tokens,
+        concurrency=spec.workload.concurrency,
+    )
+    slo = capacity.SLO(
+        tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
+        ttft_seconds=None if spec.slo.ttft_milliseconds is None else spec.slo.ttft_milliseconds / 1000.0,
+    )
+    limits = capacity.Limits(
+        gpus_per_node=product.max_gpus_per_node,
+        max_gpus=max(1, max_gpus),
+        kv_cache_dtype=kv_dtype,
+        gpu_memory_utilization=spec.tuning.gpu_memory_utilization_percent / 100.0,
+        tensor_parallel_size=tp,
+        max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
+    )
+    try:
+        result = capacity.plan(arch, gpu, workload, slo, limits, calibration=overrides.calibration)
+    except capacity.CapacityError as exc:
+        return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
+    if not result.feasible or result.plan is None or result.prediction is None:
+        return _infeasible(Reason.INFEASIBLE, result.reason)
+
+    chosen = result.plan
+    events: list[Event] = []
+    planned = chosen.replicas
+    if spec.replicas.count is not None:
+        replicas = spec.replicas.count
+    else:
+        replicas = min(spec.replicas.max, max(spec.replicas.min, overrides.replicas or planned))
+        if planned > spec.replicas.max:
+            events.append(
+                Event(
+                    type="Warning",
+                    reason=Reason.REPLICAS_CAPPED,
+                    message=f"concurrency {spec.workload.concurrency} needs {planned} replicas at the "
+                    f"TPOT target; replicas.max is {spec.replicas.max}, so requests will queue; "
+                    "raise replicas.max",
+                )
+            )
+    prediction = result.prediction
+    memory = result.memory
+    weight_total = capacity.weight_bytes(arch)
+    longest_request = prediction.ttft_seconds + spec.workload.output_tokens * max(
+        prediction.tpot_seconds, slo.tpot_seconds or 0.0
+    )
+    token = spec.model.architecture.hub_token
+    workload_render = VLLMWorkload(
+        owner=Owner(name=facts.name, namespace=facts.namespace, uid=facts.uid),
+        model=spec.model.name,
+        served_model_name=spec.model.served_model_name,
+        image=spec.image or facts.default_image,
+        gpu_product=product.product,
+        tensor_parallel_size=chosen.tensor_parallel_size,
+        replicas=replicas,
+        vllm_args=tuple(chosen.vllm_args()),
+        cpu=spec.resources.cpu,
+        memory=spec.resources.memory,
+        hf_token=token,
+        weight_bytes=weight_total,
+        max_request_seconds=2.0 * longest_request,
+    )
+    plan_status: dict[str, Any] = {
+        "gpuProduct": product.product,
+        "tensorParallelSize": chosen.tensor_parallel_size,
+        "maxNumSeqs": chosen.max_num_seqs,
+        "kvCacheDtype": chosen.kv_cache_dtype,
+        "maxModelLen": chosen.max_model_len,
+        "gpuMemoryUtilizationPercent": round(chosen.gpu_memory_utilization * 100),
+        "replicas": replicas,
+        "gpus": chosen.tensor_parallel_size * replicas,
+        "vllmArgs": list(chosen.vllm_args()),
+    }
+    prediction_status: dict[str, Any] = {
+        "tpotMilliseconds": _ms(prediction.tpot_seconds),
+        "ttftMilliseconds": _ms(prediction.ttft_seconds),
+        "outputTokensPerSecond": round(prediction.output_tokens_per_second, 1),
+        "batchPerReplica": prediction.batch_per_replica,
+        "kvCacheTokensPerReplica": result.kv_cache_tokens_per_replica,
+        "maxConcurrencyAtMaxModelLen": round(result.max_concurrency_at_max_model_len, 2),
+        "bottleneck": str(prediction.decode.bottleneck),
+        "calibration": overrides.calibration,
+        "plannedReplicas": planned,
+    }
+    if memory is not None:
+        prediction_status["weightBytesPerGPU"] = memory.weights_bytes
+        prediction_status["kvCacheBytesPerGPU"] = memory.kv_cache_bytes
+    fields: dict[str, Any] = {
+        "architecture": {
+            "source": facts.architecture_source,
+            "name": arch.name,
+            "numLayers": arch.num_layers,
+            "numAttentionHeads": arch.num_attention_heads,
+            "numKVHeads": arch.num_kv_heads,
+            "weightBytes": weight_total,
+        },
+        "gpu": {
+            "product": product.product,
+            "gpusPerNode": product.max_gpus_per_node,
+            "nodes": product.nodes,
+            "allocatableGPUs": product.total_gpus,
+        },
+        "plan": plan_status,
+        "prediction": prediction_status,
+        "selector": ",".join(f"{k}={v}" for k, v in selector(facts.name).items()),
+        "deployment": facts.name,
+    }
+    previous = facts.current_status.get("plan")
+    if isinstance(previous, Mapping) and _plan_key(previous) != _plan_key(plan_status):
+        events.append(
+            Event(
+                type="Normal",
+                reason=Reason.PLAN_CHANGED,
+                message=f"plan changed: {_describe(previous)} -> {_describe(plan_status)}",
+            )
+        )
+    message = result.reason
+    if result.warnings:
+        message += "; warnings: " + "; ".join(result.warnings)
+    return Desired(
+        plan_feasible=Condition(
+            type=cond.PLAN_FEASIBLE, status="True", reason=Reason.PLANNED, message=message
+        ),
+        children=tuple(render_all(workload_render, pod_monitor=facts.pod_monitor)),
+        fields=fields,
+        replicas=replicas,
+        events=tuple(events),
+    )
+
+
+_PLAN_KEYS: Final = (
+    "gpuProduct",
+    "tensorParallelSize",
+    "maxNumSeqs",
+    "kvCacheDtype",
+    "maxModelLen",
+    "replicas",
+)
+
+
+def _plan_key(plan: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(plan.get(k) for k in _PLAN_KEYS)
+
+
+def _describe(plan: Mapping[str, Any]) -> str:
+    return (
+        f"TP {plan.get('tensorParallelSize')} x {plan.get('replicas')} on {plan.get('gpuProduct')}, "
+        f"max-num-seqs {plan.get('maxNumSeqs')}, KV {plan.get('kvCacheDtype')}, "
+        f"context {plan.get('maxModelLen')}"
+    )
+
+
+def rollout_from(deployment: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> Rollout:
+    """The rollout state of a Deployment dict, and why it is stuck if one of its pods cannot be
+    scheduled (the scheduler's message, e.g. "Insufficient nvidia.com/gpu") or the progress deadline
+    passed."""
+    meta = deployment.get("metadata") or {}
+    spec = deployment.get("spec") or {}
+    st = deployment.get("status") or {}
+    desired = int(spec.get("replicas", 1) or 0)
+    updated = int(st.get("updatedReplicas", 0) or 0)
+    seen = int(st.get("observedGeneration", 0) or 0) >= int(meta.get("generation", 0) or 0)
+    total = int(st.get("replicas", 0) or 0)
+    stalled: str | None = None
+    for c in st.get("conditions") or ():
+        if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
+            stalled = f"rollout passed its progress deadline: {c.get('message', '')}"
+    for pod in pods:
+        for c in (pod.get("status") or {}).get("conditions") or ():
+            if (
+                c.get("type") == "PodScheduled"
+                and c.get("status") == "False"
+                and c.get("reason") == "Unschedulable"
+            ):
+                name = (pod.get("metadata") or {}).get("name", "?")
+                stalled = f"pod {name} cannot be scheduled: {c.get('message', '')}"
+                break
+        if stalled and stalled.startswith("pod "):
+            break
+    return Rollout(
+        replicas=total,
+        ready_replicas=int(st.get("readyReplicas", 0) or 0),
+        updated_replicas=updated,
+        up_to_date=seen and updated >= desired and total <= desired,
+        stalled=stalled,
+    )
+
+
+def deployed_condition(desired: Desired, rollout: Rollout | None, apply_error: str | None) -> Condition:
+    """Deployed: True once the children are applied and the Deployment runs the new template everywhere."""
+    if apply_error is not None:
+        return Condition(type=cond.DEPLOYED, status="False", reason=Reason.APPLY_FAILED, message=apply_error)
+    if not desired.children:
+        if rollout is not None:
+            return Condition(
+                type=cond.DEPLOYED,
+                status="True",
+                reason=Reason.KEPT_LAST_PLAN,
+                message="the plan is not feasible now; the last applied Deployment keeps serving",
+            )
+        return Condition(
+            type=cond.DEPLOYED,
+            status="False",
+            reason=Reason.NOT_PLANNED,
+            message="nothing applied: no feasible plan",
+        )
+    if rollout is None:
+        return Condition(type=cond.DEPLOYED, status="Unknown", reason=Reason.ROLLING_OUT, message="applied")
+    if rollout.stalled is not None:
+        return Condition(
+            type=cond.DEPLOYED, status="False", reason=Reason.ROLLOUT_STALLED, message=rollout.stalled
+        )
+    if not rollout.up_to_date:
+        return Condition(
+            type=cond.DEPLOYED,
+            status="False",
+            reason=Reason.ROLLING_OUT,
+            message=f"{rollout.updated_replicas}/{desired.replicas} replicas run the current plan",
+        )
+    return Condition(
+        type=cond.DEPLOYED,
+        status="True",
+        reason=Reason.APPLIED,
+        message=f"{rollout.updated_replicas}/{desired.replicas} replicas run the current plan",
+    )
+
+
+def status(
+    facts: Facts,
+    desired: Desired,
+    *,
+    rollout: Rollout | None,
+    apply_error: str | None,
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    """The status to write: kvright's fields and conditions, merged into the current conditions (the
+    feedback loop's types are kept). Fields the plan did not produce keep their current values, so an
+    infeasible edit does not erase the description of what is still running."""
+    deployed = deployed_condition(desired, rollout, apply_error)
+    if rollout is not None:
+        want = desired.replicas if desired.replicas is not None else rollout.replicas
+    else:
+        want = desired.replicas or 0
+    ready_cond = cond.ready(
+        plan_feasible=desired.plan_feasible,
+        deployed=deployed,
+        desired_replicas=want,
+        ready_replicas=rollout.ready_replicas if rollout else 0,
+    )
+    new: dict[str, Any] = {
+        "observedGeneration": facts.generation,
+        **desired.fields,
+        "replicas": rollout.replicas if rollout else 0,
+        "readyReplicas": rollout.ready_replicas if rollout else 0,
+        "conditions": cond.merge(
+            facts.current_status.get("conditions"),
+            [desired.plan_feasible, deployed, ready_cond],
+            generation=facts.generation,
+            now=now,
+        ),
+    }
+    if "selector" not in new:
+        new["selector"] = ",".join(f"{k}={v}" for k, v in selector(facts.name).items())
+    return new
+
+
+def status_changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether writing ``new`` would change anything kvright owns in ``current``."""
+    return any(current.get(key) != value for key, value in new.items())
+
+
+def retry_delay(attempt: int, *, base: float = 5.0, cap: float = 300.0) -> float:
+    """Exponential backoff for transient failures: base x 2^attempt, capped."""
+    return float(min(cap, base * math.pow(2, max(0, attempt))))

@@ -1,0 +1,235 @@
+"""Architecture resolution: a catalog id, a config.json in a ConfigMap, or one fetched from the hub.
+
+An IO edge: it gathers a ``config.json`` and hands it to :func:`capacity.architecture_from_config`.
+Reading Kubernetes objects goes through the small :class:`KubeReader` protocol (the operator passes
+its API client; unit tests a dict), fetching goes through :class:`HubClient` (``requests``, base URL
+from ``KVRIGHT_HF_ENDPOINT``, optional bearer token, retries with exponential backoff on connection
+errors, 429 and 5xx). Every failure is a :class:`ResolveError` with a condition reason, a one-line
+message with the fix, and whether trying again later may help.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import requests
+
+from capacity import Architecture, CapacityError, architecture_from_config, catalog_architecture, catalog_ids
+from kvright.api import ArchitectureRef
+from kvright.conditions import Reason
+
+__all__ = ["HubClient", "KubeReader", "ResolveError", "Resolved", "resolve"]
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""A config.json is a few KB; anything this large is not one."""
+
+
+class ResolveError(Exception):
+    """The architecture could not be had. ``reason`` is a condition reason; ``retryable`` says whether
+    the same spec may succeed later (a hub outage, a ConfigMap not created yet)."""
+
+    def __init__(self, reason: str, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retryable = retryable
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    architecture: Architecture
+    source: str
+    """Catalog, ConfigMap or Hub."""
+    detail: str
+    """Where exactly: the catalog id, namespace/name[key], or repository@revision."""
+
+
+class KubeReader(Protocol):
+    """What resolution reads from the API server; None means the object does not exist."""
+
+    def config_map_data(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
+
+    def secret_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The Secret's data, base64-decoded."""
+        ...
+
+
+class HubClient:
+    """Fetches ``{endpoint}/{repository}/resolve/{revision}/config.json`` with retries, and caches
+    successful answers for ``cache_seconds`` (an architecture does not change under a revision)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        timeout_seconds: float = 10.0,
+        attempts: int = 3,
+        backoff_seconds: float = 0.5,
+        cache_seconds: float = 3600.0,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.timeout_seconds = timeout_seconds
+        self.attempts = max(1, attempts)
+        self.backoff_seconds = backoff_seconds
+        self.cache_seconds = cache_seconds
+        self._session = session or requests.Session()
+        self._sleep = sleep
+        self._clock = clock
+        self._cache: dict[tuple[str, str], tuple[float, Mapping[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def url(self, repository: str, revision: str) -> str:
+        return f"{self.endpoint}/{repository}/resolve/{quote(revision, safe='')}/config.json"
+
+    def fetch_config(self, repository: str, revision: str, token: str | None = None) -> Mapping[str, Any]:
+        key = (repository, revision)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and self._clock() - cached[0] < self.cache_seconds:
+            return cached[1]
+        config = self._fetch(repository, revision, token)
+        with self._lock:
+            self._cache[key] = (self._clock(), config)
+        return config
+
+    def _fetch(self, repository: str, revision: str, token: str | None) -> Mapping[str, Any]:
+        url = self.url(repository, revision)
+        headers = {"Accept": "application/json", "User-Agent": "kvright"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        last = ""
+        for attempt in range(self.attempts):
+            if attempt:
+                self._sleep(self.backoff_seconds * 2 ** (attempt - 1))
+            try:
+                response = self._session.get(url, headers=headers, timeout=self.timeout_seconds)
+            except requests.RequestException as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            status = response.status_code
+            if status == 200:
+                return _parse_config(response.content, url)
+            if status in (401, 403):
+                raise ResolveError(
+                    Reason.HUB_FETCH_FAILED,
+                    f"GET {url} answered {status}: the repository is gated or private; "
+                    "set model.hub.tokenSecretRef to a Secret holding a token with access",
+                    retryable=False,
+                )
+            if status == 404:
+                raise ResolveError(
+                    Reason.HUB_FETCH_FAILED,
+                    f"GET {url} answered 404: no config.json for {repository} at revision {revision}; "
+                    "check model.hub.repository and revision",
+                    retryable=False,
+                )
+            last = f"HTTP {status}"
+            if status != 429 and status < 500:
+                break
+        raise ResolveError(
+            Reason.HUB_FETCH_FAILED,
+            f"GET {url} failed after {self.attempts} attempt(s) ({last}); kvright retries with backoff",
+            retryable=True,
+        )
+
+
+def _parse_config(content: bytes, where: str) -> Mapping[str, Any]:
+    if len(content) > MAX_CONFIG_BYTES:
+        raise ResolveError(
+            Reason.ARCHITECTURE_INVALID,
+            f"{where} is {len(content)} bytes, not a config.json (accepted: up to {MAX_CONFIG_BYTES})",
+            retryable=False,
+        )
+    try:
+        config = json.loads(content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ResolveError(
+            Reason.ARCHITECTURE_INVALID,
+            f"{where} is not JSON ({exc}); accepted: a Hugging Face config.json",
+            retryable=False,
+        ) from None
+    if not isinstance(config, dict):
+        raise ResolveError(
+            Reason.ARCHITECTURE_INVALID,
+            f"{where} holds a JSON {type(config).__name__}; accepted: a config.json object",
+            retryable=False,
+        )
+    return config
+
+
+def _convert(config: Mapping[str, Any], name: str, where: str) -> Architecture:
+    try:
+        return architecture_from_config(config, name=name)
+    except CapacityError as exc:
+        raise ResolveError(Reason.ARCHITECTURE_INVALID, f"{where}: {exc}", retryable=False) from None
+
+
+def resolve(
+    ref: ArchitectureRef, *, namespace: str, model_name: str, kube: KubeReader, hub: HubClient
+) -> Resolved:
+    """The architecture ``ref`` names. Raises :class:`ResolveError`."""
+    if ref.source == "Catalog":
+        assert ref.catalog_id is not None
+        try:
+            arch = catalog_architecture(ref.catalog_id)
+        except (CapacityError, KeyError):
+            raise ResolveError(
+                Reason.ARCHITECTURE_UNKNOWN,
+                f"model.architecture {ref.catalog_id!r} is not in the catalog; accepted: "
+                f"{', '.join(catalog_ids())}, or use configMapRef or hub",
+                retryable=False,
+            ) from None
+        return Resolved(architecture=arch, source="Catalog", detail=ref.catalog_id)
+
+    if ref.source == "ConfigMap":
+        assert ref.config_map is not None
+        cm = ref.config_map
+        where = f"ConfigMap {namespace}/{cm.name} key {cm.key}"
+        data = kube.config_map_data(namespace, cm.name)
+        if data is None:
+            raise ResolveError(
+                Reason.CONFIG_MAP_MISSING,
+                f"{where}: the ConfigMap does not exist; create it with the model's config.json",
+                retryable=True,
+            )
+        if cm.key not in data:
+            raise ResolveError(
+                Reason.CONFIG_MAP_MISSING,
+                f"{where}: no such key (keys: {', '.join(sorted(data)) or 'none'}); "
+                "set model.configMapRef.key",
+                retryable=True,
+            )
+        config = _parse_config(data[cm.key].encode(), where)
+        return Resolved(
+            architecture=_convert(config, model_name, where),
+            source="ConfigMap",
+            detail=f"{namespace}/{cm.name}[{cm.key}]",
+        )
+
+    assert ref.hub_repository is not None
+    token: str | None = None
+    if ref.hub_token is not None:
+        secret = kube.secret_data(namespace, ref.hub_token.name)
+        if secret is None or ref.hub_token.key not in secret:
+            raise ResolveError(
+                Reason.TOKEN_SECRET_MISSING,
+                f"Secret {namespace}/{ref.hub_token.name} key {ref.hub_token.key} does not exist; "
+                "create it or drop model.hub.tokenSecretRef",
+                retryable=True,
+            )
+        token = secret[ref.hub_token.key].strip()
+    config = hub.fetch_config(ref.hub_repository, ref.hub_revision, token)
+    where = f"{ref.hub_repository}@{ref.hub_revision}"
+    return Resolved(
+        architecture=_convert(config, ref.hub_repository, where),
+        source="Hub",
+        detail=where,
+    )

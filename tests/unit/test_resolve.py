@@ -1,0 +1,262 @@
+"""kvright.resolve: architecture from the catalog, a ConfigMap's config.json, or the hub.
+
+The hub is a real HTTP server on 127.0.0.1 (http.server in a thread) that serves config.json files,
+demands a token for a gated repository, and fails a set number of times before answering; only the
+sleep between retries is replaced (it records the backoff instead of waiting). The Kubernetes reads
+are a dict behind the KubeReader protocol (the unit's edge).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from kvright.api import ArchitectureRef, SecretKeyRef
+from kvright.resolve import HubClient, ResolveError, resolve
+
+LLAMA_CONFIG: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
+
+
+class Hub:
+    """State of the fake hub: what it serves and how it misbehaves."""
+
+    def __init__(self) -> None:
+        self.failures_left = 0
+        self.requests: list[tuple[str, str | None]] = []
+
+
+@pytest.fixture
+def hub() -> Iterator[tuple[Hub, str]]:
+    state = Hub()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            auth = self.headers.get("Authorization")
+            state.requests.append((self.path, auth))
+            if self.path.startswith("/flaky/") and state.failures_left > 0:
+                state.failures_left -= 1
+                return self._send(503, b"busy")
+            if self.path.startswith("/gated/") and auth != "Bearer s3cret":
+                return self._send(401, b"gated")
+            if self.path.endswith("/resolve/main/config.json") and not self.path.startswith("/missing/"):
+                if self.path.startswith("/notjson/"):
+                    return self._send(200, b"<html>")
+                if self.path.startswith("/badconfig/"):
+                    return self._send(200, json.dumps({"model_type": "llama"}).encode())
+                return self._send(200, json.dumps(LLAMA_CONFIG).encode())
+            return self._send(404, b"not found")
+
+        def _send(self, code: int, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Kube:
+    def __init__(
+        self,
+        config_maps: Mapping[str, Mapping[str, str]] | None = None,
+        secrets: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self.config_maps = dict(config_maps or {})
+        self.secrets = dict(secrets or {})
+
+    def config_map_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return self.config_maps.get(f"{namespace}/{name}")
+
+    def secret_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return self.secrets.get(f"{namespace}/{name}")
+
+
+def client(endpoint: str, sleeps: list[float] | None = None, attempts: int = 3) -> HubClient:
+    record = sleeps if sleeps is not None else []
+    return HubClient(endpoint, attempts=attempts, backoff_seconds=0.5, timeout_seconds=5, sleep=record.append)
+
+
+def hub_ref(repo: str, token: SecretKeyRef | None = None) -> ArchitectureRef:
+    return ArchitectureRef(source="Hub", hub_repository=repo, hub_revision="main", hub_token=token)
+
+
+def test_catalog() -> None:
+    r = resolve(
+        ArchitectureRef(source="Catalog", catalog_id="llama-3.1-70b"),
+        namespace="ns",
+        model_name="m",
+        kube=Kube(),
+        hub=client("http://127.0.0.1:9"),
+    )
+    assert (r.source, r.detail, r.architecture.num_layers) == ("Catalog", "llama-3.1-70b", 80)
+
+
+def test_catalog_unknown_lists_ids() -> None:
+    with pytest.raises(ResolveError) as info:
+        resolve(
+            ArchitectureRef(source="Catalog", catalog_id="gpt-9"),
+            namespace="ns",
+            model_name="m",
+            kube=Kube(),
+            hub=client("http://127.0.0.1:9"),
+        )
+    assert info.value.reason == "ArchitectureUnknown"
+    assert "llama-3.1-70b" in str(info.value)
+    assert not info.value.retryable
+
+
+def test_config_map() -> None:
+    kube = Kube(config_maps={"ns/cfg": {"config.json": json.dumps(LLAMA_CONFIG)}})
+    ref = ArchitectureRef(source="ConfigMap", config_map=SecretKeyRef(name="cfg", key="config.json"))
+    r = resolve(ref, namespace="ns", model_name="org/custom", kube=kube, hub=client("http://127.0.0.1:9"))
+    assert (r.source, r.detail) == ("ConfigMap", "ns/cfg[config.json]")
+    assert (r.architecture.num_layers, r.architecture.num_kv_heads) == (32, 8)
+
+
+@pytest.mark.parametrize(
+    ("config_maps", "reason", "text", "retryable"),
+    [
+        ({}, "ConfigMapMissing", "the ConfigMap does not exist", True),
+        ({"ns/cfg": {"other": "{}"}}, "ConfigMapMissing", "keys: other", True),
+        ({"ns/cfg": {"config.json": "not json"}}, "ArchitectureInvalid", "is not JSON", False),
+        ({"ns/cfg": {"config.json": "[1]"}}, "ArchitectureInvalid", "holds a JSON list", False),
+        (
+            {"ns/cfg": {"config.json": '{"model_type": "llama"}'}},
+            "ArchitectureInvalid",
+            "ConfigMap ns/cfg",
+            False,
+        ),
+    ],
+    ids=["missing-configmap", "missing-key", "not-json", "not-an-object", "incomplete-config"],
+)
+def test_config_map_errors(
+    config_maps: dict[str, dict[str, str]], reason: str, text: str, retryable: bool
+) -> None:
+    ref = ArchitectureRef(source="ConfigMap", config_map=SecretKeyRef(name="cfg", key="config.json"))
+    with pytest.raises(ResolveError) as info:
+        resolve(ref, namespace="ns", model_name="m", kube=Kube(config_maps), hub=client("http://127.0.0.1:9"))
+    assert (info.value.reason, info.value.retryable) == (reason, retryable)
+    assert text in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_hub_fetch(hub: tuple[Hub, str]) -> None:
+    state, endpoint = hub
+    r = resolve(
+        hub_ref("meta/llama"), namespace="ns", model_name="meta/llama", kube=Kube(), hub=client(endpoint)
+    )
+    assert (r.source, r.detail, r.architecture.hidden_size) == ("Hub", "meta/llama@main", 4096)
+    assert state.requests == [("/meta/llama/resolve/main/config.json", None)]
+
+
+def test_hub_token_from_secret(hub: tuple[Hub, str]) -> None:
+    state, endpoint = hub
+    kube = Kube(secrets={"ns/hf": {"token": "s3cret\n"}})
+    r = resolve(
+        hub_ref("gated/llama", SecretKeyRef(name="hf", key="token")),
+        namespace="ns",
+        model_name="x",
+        kube=kube,
+        hub=client(endpoint),
+    )
+    assert r.architecture.num_layers == 32
+    assert state.requests == [("/gated/llama/resolve/main/config.json", "Bearer s3cret")]
+
+
+def test_hub_retries_with_backoff_then_succeeds(hub: tuple[Hub, str]) -> None:
+    state, endpoint = hub
+    state.failures_left = 2
+    sleeps: list[float] = []
+    r = resolve(hub_ref("flaky/m"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint, sleeps))
+    assert r.architecture.num_layers == 32
+    assert sleeps == [0.5, 1.0]
+    assert len(state.requests) == 3
+
+
+def test_hub_gives_up_retryably_after_attempts(hub: tuple[Hub, str]) -> None:
+    state, endpoint = hub
+    state.failures_left = 10
+    sleeps: list[float] = []
+    with pytest.raises(ResolveError) as info:
+        resolve(hub_ref("flaky/m"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint, sleeps))
+    assert (info.value.reason, info.value.retryable) == ("HubFetchFailed", True)
+    assert "failed after 3 attempt(s) (HTTP 503)" in str(info.value)
+    assert sleeps == [0.5, 1.0]
+
+
+def test_hub_caches_success(hub: tuple[Hub, str]) -> None:
+    state, endpoint = hub
+    c = client(endpoint)
+    for _ in range(3):
+        resolve(hub_ref("meta/llama"), namespace="ns", model_name="x", kube=Kube(), hub=c)
+    assert len(state.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("repo", "kube", "token", "reason", "text", "retryable"),
+    [
+        ("gated/m", Kube(), None, "HubFetchFailed", "set model.hub.tokenSecretRef", False),
+        ("gated/m", Kube(), SecretKeyRef(name="hf", key="token"), "TokenSecretMissing", "Secret ns/hf", True),
+        ("missing/m", Kube(), None, "HubFetchFailed", "answered 404", False),
+        ("notjson/m", Kube(), None, "ArchitectureInvalid", "is not JSON", False),
+        ("badconfig/m", Kube(), None, "ArchitectureInvalid", "badconfig/m@main", False),
+    ],
+    ids=["gated-without-token", "token-secret-missing", "not-found", "not-json", "incomplete-config"],
+)
+def test_hub_errors(
+    hub: tuple[Hub, str],
+    repo: str,
+    kube: Kube,
+    token: SecretKeyRef | None,
+    reason: str,
+    text: str,
+    retryable: bool,
+) -> None:
+    _, endpoint = hub
+    with pytest.raises(ResolveError) as info:
+        resolve(hub_ref(repo, token), namespace="ns", model_name="x", kube=kube, hub=client(endpoint))
+    assert (info.value.reason, info.value.retryable) == (reason, retryable)
+    assert text in str(info.value)
+
+
+def test_hub_unreachable_is_retryable() -> None:
+    sleeps: list[float] = []
+    # Port 9 (discard) on loopback: nothing listens, the connection is refused.
+    with pytest.raises(ResolveError) as info:
+        resolve(
+            hub_ref("meta/llama"),
+            namespace="ns",
+            model_name="x",
+            kube=Kube(),
+            hub=client("http://127.0.0.1:9", sleeps, attempts=2),
+        )
+    assert (info.value.reason, info.value.retryable) == ("HubFetchFailed", True)
+    assert "ConnectionError" in str(info.value)
+    assert sleeps == [0.5]
