@@ -1,0 +1,399 @@
+"""The simulator process: `vllm serve MODEL <args>` on the outside, :class:`Engine` on the inside.
+
+Serves, on 127.0.0.1 by default:
+- ``POST /v1/completions`` (OpenAI-compatible, non-streaming; ``prompt`` is a string, counted as one
+  token per 4 characters, or a list of token ids; the completion always runs to ``max_tokens``),
+- ``GET /v1/models``, ``GET /health`` (503 while draining), ``GET /metrics`` (vLLM's names).
+
+A time-scale knob runs the virtual clock faster than the wall clock so tests take seconds: latencies
+in responses and metrics are virtual (what a real GPU would show); only the pacing is scaled.
+
+SIGTERM drains like a Kubernetes pod should: /health turns 503, new requests get 503 (a client or a
+Service retries elsewhere), admitted requests finish, then the process exits (bounded by
+``--drain-timeout`` wall seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from kvright.sim.engine import Engine, Finished, SimRequest
+from kvright.sim.metrics import VLLMMetrics
+
+__all__ = ["SimServer", "build_parser", "main", "parse_command_line"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `vllm serve` flags the simulator understands, plus its own (marked "simulator:")."""
+    p = argparse.ArgumentParser(
+        prog="vllm-sim serve", description="vLLM simulator (kvright test and demo tool)"
+    )
+    p.add_argument("model")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--num-gpu-blocks-override", type=int, default=None)
+    p.add_argument("--served-model-name", nargs="+", default=None)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--gpu", default="H100-SXM", help="simulator: GPU product (catalog id or GFD label)")
+    p.add_argument("--architecture", default=None, help="simulator: capacity catalog id or config.json path")
+    p.add_argument(
+        "--efficiency",
+        type=float,
+        default=1.0,
+        help="simulator: speed relative to kvright's roofline prediction (0.7 = steps take 1/0.7 as long)",
+    )
+    p.add_argument(
+        "--noise", type=float, default=0.0, help="simulator: relative std-dev of a step's duration"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-scale", type=float, default=1.0, help="simulator: virtual seconds per wall second")
+    p.add_argument(
+        "--drain-timeout", type=float, default=60.0, help="simulator: wall seconds to drain on SIGTERM"
+    )
+    return p
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeArgs:
+    model: str
+    served_model_name: str
+    tensor_parallel_size: int
+    max_num_seqs: int
+    max_model_len: int | None
+    kv_cache_dtype: str
+    gpu_memory_utilization: float
+    block_size: int
+    num_gpu_blocks_override: int | None
+    host: str
+    port: int
+    gpu: str
+    architecture: str | None
+    efficiency: float
+    noise: float
+    seed: int
+    time_scale: float
+    drain_timeout: float
+    ignored: tuple[str, ...]
+
+
+def parse_command_line(argv: Sequence[str]) -> ServeArgs:
+    """Accept `[vllm] serve MODEL <flags>`; unknown vLLM flags are kept in `ignored`, not fatal."""
+    args = list(argv)
+    if args and args[0] == "vllm":
+        args = args[1:]
+    if args and args[0] == "serve":
+        args = args[1:]
+    ns, unknown = build_parser().parse_known_args(args)
+    problems = []
+    if ns.efficiency <= 0 or ns.efficiency > 10:
+        problems.append(f"--efficiency {ns.efficiency} (accepted: 0 < e <= 10)")
+    if not 0 <= ns.noise < 1:
+        problems.append(f"--noise {ns.noise} (accepted: 0 <= noise < 1)")
+    if ns.time_scale <= 0:
+        problems.append(f"--time-scale {ns.time_scale} (accepted: > 0)")
+    if ns.tensor_parallel_size < 1:
+        problems.append(f"--tensor-parallel-size {ns.tensor_parallel_size} (accepted: >= 1)")
+    if problems:
+        raise SystemExit("vllm-sim: " + "; ".join(problems))
+    return ServeArgs(
+        model=ns.model,
+        served_model_name=(ns.served_model_name or [ns.model])[0],
+        tensor_parallel_size=ns.tensor_parallel_size,
+        max_num_seqs=ns.max_num_seqs if ns.max_num_seqs is not None else 256,
+        max_model_len=ns.max_model_len,
+        kv_cache_dtype=ns.kv_cache_dtype,
+        gpu_memory_utilization=ns.gpu_memory_utilization,
+        block_size=ns.block_size,
+        num_gpu_blocks_override=ns.num_gpu_blocks_override,
+        host=ns.host,
+        port=ns.port,
+        gpu=ns.gpu,
+        architecture=ns.architecture,
+        efficiency=ns.efficiency,
+        noise=ns.noise,
+        seed=ns.seed,
+        time_scale=ns.time_scale,
+        drain_timeout=ns.drain_timeout,
+        ignored=tuple(unknown),
+    )
+
+
+@dataclass
+class _Pending:
+    request: SimRequest
+    done: threading.Event
+    result: Finished | None = None
+
+
+class SimServer:
+    """The engine thread plus the HTTP front end. `start()` returns once it listens."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        metrics: VLLMMetrics,
+        served_model_name: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        time_scale: float = 1.0,
+        drain_timeout: float = 60.0,
+    ) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.served_model_name = served_model_name
+        self.time_scale = time_scale
+        self.drain_timeout = drain_timeout
+        self.lock = threading.Condition()
+        self.pending: dict[int, _Pending] = {}
+        self.draining = False
+        self.stopped = threading.Event()
+        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self._wall0 = time.monotonic()
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        for target in (self._run_engine, lambda: self.httpd.serve_forever(0.1)):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def drain(self) -> None:
+        """Stop taking requests; finish the admitted ones; then stop (see module docstring)."""
+        with self.lock:
+            self.draining = True
+            self.lock.notify_all()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        with self.lock:
+            self.lock.notify_all()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def wait_drained(self) -> None:
+        deadline = time.monotonic() + self.drain_timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if not self.pending:
+                    return
+            time.sleep(0.05)
+
+    def _virtual_now(self) -> float:
+        return (time.monotonic() - self._wall0) * self.time_scale
+
+    # -- engine loop ----------------------------------------------------------------------------
+    def _run_engine(self) -> None:
+        while not self.stopped.is_set():
+            with self.lock:
+                while not self.engine.busy and not self.stopped.is_set():
+                    self.metrics.set_state(running=0, waiting=0, kv_cache_usage=self.engine.kv_cache_usage)
+                    self.lock.wait(0.2)
+                    self.engine.advance_idle(self._virtual_now())
+                if self.stopped.is_set():
+                    return
+                before = self.engine.prompt_tokens_total
+                step = self.engine.step()
+                self.metrics.record_step(step, prompt_tokens=self.engine.prompt_tokens_total - before)
+                self.metrics.set_state(
+                    running=len(self.engine.running),
+                    waiting=len(self.engine.waiting),
+                    kv_cache_usage=self.engine.kv_cache_usage,
+                )
+                for done in step.finished:
+                    pending = self.pending.pop(done.request_id, None)
+                    if pending is not None:
+                        pending.result = done
+                        pending.done.set()
+                target = self.engine.now
+            # Pace: never let the virtual clock run ahead of scaled wall time.
+            ahead = (target - self._virtual_now()) / self.time_scale
+            if ahead > 0:
+                time.sleep(min(ahead, 1.0))
+
+    def submit(self, *, prompt_tokens: int, max_tokens: int) -> _Pending | str:
+        """Queue a request; return the pending handle, or why it was refused (HTTP 400/503)."""
+        with self.lock:
+            if self.draining:
+                return "draining"
+            problem = self.engine.validate(prompt_tokens, max_tokens)
+            if problem is not None:
+                return problem
+            self.engine.advance_idle(self._virtual_now())
+            request = self.engine.submit(prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+            pending = _Pending(request=request, done=threading.Event())
+            self.pending[request.request_id] = pending
+            self.lock.notify_all()
+            return pending
+
+    # -- HTTP -----------------------------------------------------------------------------------
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _json(self, status: int, obj: Any) -> None:
+                self._send(status, json.dumps(obj).encode())
+
+            def _error(self, status: int, message: str, kind: str) -> None:
+                self._json(status, {"object": "error", "message": message, "type": kind, "code": status})
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/health":
+                    self._send(503 if server.draining else 200, b"")
+                elif path == "/metrics":
+                    self._send(200, generate_latest(server.metrics.registry), CONTENT_TYPE_LATEST)
+                elif path == "/v1/models":
+                    self._json(
+                        200,
+                        {"object": "list", "data": [{"id": server.served_model_name, "object": "model"}]},
+                    )
+                else:
+                    self._error(404, f"no route {path}", "NotFound")
+
+            def do_POST(self) -> None:
+                path = self.path.split("?", 1)[0]
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if path != "/v1/completions":
+                    self._error(404, f"no route {path}", "NotFound")
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                    if not isinstance(body, dict):
+                        raise ValueError("body is not a JSON object")
+                    prompt = body.get("prompt", "")
+                    if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+                        prompt_tokens = len(prompt)
+                    elif isinstance(prompt, str):
+                        prompt_tokens = max(1, len(prompt) // 4)
+                    else:
+                        raise ValueError("prompt must be a string or a list of token ids")
+                    max_tokens = int(body.get("max_tokens", 16))
+                    model = body.get("model", server.served_model_name)
+                except (ValueError, TypeError) as exc:
+                    self._error(400, f"invalid request: {exc}", "BadRequestError")
+                    return
+                if model != server.served_model_name:
+                    self._error(404, f"The model `{model}` does not exist.", "NotFoundError")
+                    return
+                outcome = server.submit(prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+                if outcome == "draining":
+                    self._error(503, "server is shutting down", "ServiceUnavailableError")
+                    return
+                if isinstance(outcome, str):
+                    self._error(400, outcome, "BadRequestError")
+                    return
+                while not outcome.done.wait(0.5):
+                    if server.stopped.is_set():
+                        self._error(500, "engine stopped", "InternalServerError")
+                        return
+                done = outcome.result
+                assert done is not None
+                self._json(
+                    200,
+                    {
+                        "id": f"cmpl-{done.request_id}",
+                        "object": "text_completion",
+                        "created": int(time.time()),
+                        "model": server.served_model_name,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "text": " x" * done.output_tokens,
+                                "finish_reason": "length",
+                                "logprobs": None,
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": done.prompt_tokens,
+                            "completion_tokens": done.output_tokens,
+                            "total_tokens": done.prompt_tokens + done.output_tokens,
+                        },
+                        # Virtual latencies, for tests and the load generator's report.
+                        "kvright_sim": {
+                            "ttft_seconds": done.ttft_seconds,
+                            "tpot_seconds": done.tpot_seconds,
+                            "e2e_seconds": done.e2e_seconds,
+                        },
+                    },
+                )
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: `python -m kvright.sim serve MODEL <vllm flags> [--gpu ...]`."""
+    from kvright.sim.physics import build_engine  # capacity-backed; imported here to keep tests light
+
+    args = parse_command_line(sys.argv[1:] if argv is None else argv)
+    try:
+        engine, cache_config = build_engine(args)
+    except ValueError as exc:
+        print(f"vllm-sim: {exc}", file=sys.stderr)
+        return 2
+    metrics = VLLMMetrics(model_name=args.served_model_name, cache_config=cache_config)
+    server = SimServer(
+        engine=engine,
+        metrics=metrics,
+        served_model_name=args.served_model_name,
+        host=args.host,
+        port=args.port,
+        time_scale=args.time_scale,
+        drain_timeout=args.drain_timeout,
+    )
+    stop = threading.Event()
+
+    def on_term(signum: int, frame: object) -> None:
+        server.drain()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    server.start()
+    print(
+        f"vllm-sim: serving {args.served_model_name} on http://{args.host}:{server.port} "
+        f"(tp={args.tensor_parallel_size}, max-num-seqs={args.max_num_seqs}, blocks={engine.num_gpu_blocks}"
+        f"x{engine.block_size}, time-scale={args.time_scale})"
+        + (f"; ignored flags: {' '.join(args.ignored)}" if args.ignored else ""),
+        flush=True,
+    )
+    while not stop.wait(0.5):
+        pass
+    server.wait_drained()
+    server.stop()
+    return 0
