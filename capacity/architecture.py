@@ -426,6 +426,13 @@ def _sliding(cfg: Mapping[str, Any], family: str, num_layers: int) -> tuple[int 
     return window, num_layers  # Mistral v0.1, Phi-3: every layer slides
 
 
+def _count_multiples(start: int, stop: int, step: int) -> int:
+    """How many i in [start, stop) are multiples of step (layer counts without a loop over layers)."""
+    if stop <= start:
+        return 0
+    return (stop - 1) // step - (start - 1) // step if start > 0 else (stop - 1) // step + 1
+
+
 def architecture_from_config(config: Mapping[str, Any], *, name: str | None = None) -> Architecture:
     """Read an :class:`Architecture` from a Hugging Face ``config.json`` mapping.
 
@@ -482,12 +489,14 @@ def architecture_from_config(config: Mapping[str, Any], *, name: str | None = No
             if family == "deepseek":
                 first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
                 freq = _int(cfg, ("moe_layer_freq",), default=1)
-                moe_layers = sum(1 for i in range(layers) if i >= first_dense and i % freq == 0)
+                moe_layers = _count_multiples(first_dense, layers, freq)
                 shared_width = expert_width * _int(cfg, ("n_shared_experts",), minimum=0, default=0)
             else:
                 step = _int(cfg, ("decoder_sparse_step",), default=1)
                 dense_only = set(_int_list(cfg, "mlp_only_layers"))
-                moe_layers = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
+                moe_layers = _count_multiples(1, layers + 1, step) - sum(
+                    1 for i in dense_only if i < layers and (i + 1) % step == 0
+                )
                 shared_width = (
                     _int(cfg, ("shared_expert_intermediate_size",), minimum=0, default=0)
                     if family == "qwen2_moe"

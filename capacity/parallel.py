@@ -47,7 +47,8 @@ def valid_tensor_parallel_sizes(arch: Architecture, max_tp: int) -> list[int]:
     """Every TP degree from 1 to ``max_tp`` that vLLM accepts for ``arch``, ascending."""
     if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
         raise CapacityError(f"maximum tensor parallel size {max_tp!r} is not valid; expected an integer >= 1")
-    return [tp for tp in range(1, max_tp + 1) if _accepted(arch, tp)]
+    # A valid TP divides the attention heads, so nothing above the head count needs checking.
+    return [tp for tp in range(1, min(max_tp, arch.num_attention_heads) + 1) if _accepted(arch, tp)]
 
 
 def _accepted(arch: Architecture, tp: int) -> bool:

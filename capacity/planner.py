@@ -566,15 +566,25 @@ def _evaluate(
             output_tokens_per_second_per_gpu=0.0,
         ), work
 
+    label = _dtype_label(arch, dtype)
+    left = work.budget - work.weights - work.other - work.activation(1)
+    if left <= 0:
+        return refuse(
+            "memory",
+            (
+                f"at TP {tp} the {_gib(work.weights)} of weights per GPU plus "
+                f"{_gib(work.other + work.activation(1))} of activations and reserves exceed the "
+                f"{_gib(work.budget)} budget; {_weight_fixes(arch, tp, limits, max_gpus)}"
+            ),
+        )
     fixes = _memory_fixes(arch, gpu, tp, dtype, limits, max_gpus)
     need_max = work.blocks_per_sequence(max_len)
     have = work.layer_blocks(1)
     if have < need_max:
-        left = max(0, work.budget - work.weights - work.other - work.activation(1))
         return refuse(
             "memory",
             (
-                f"at TP {tp} with {dtype} KV cache one {max_len}-token sequence needs "
+                f"at TP {tp} with {label} KV cache one {max_len}-token sequence needs "
                 f"{_gib(need_max * work.page)} of KV cache per GPU but only {_gib(left)} is left after "
                 f"{_gib(work.weights)} of weights; {fixes}"
             ),
@@ -607,7 +617,7 @@ def _evaluate(
         return refuse(
             "tpot",
             (
-                f"at TP {tp} with {dtype} KV cache the pinned max-num-seqs {pinned} does not "
+                f"at TP {tp} with {label} KV cache the pinned max-num-seqs {pinned} does not "
                 f"{'fit the KV cache' if b_mem < pinned else 'meet the TPOT SLO'} (at most {seqs}); {fixes}"
             ),
             seqs=seqs,
@@ -632,7 +642,7 @@ def _evaluate(
         return refuse(
             "gpus",
             (
-                f"at TP {tp} with {dtype} KV cache one replica serves {seqs} sequences, so concurrency "
+                f"at TP {tp} with {label} KV cache one replica serves {seqs} sequences, so concurrency "
                 f"{concurrency} needs {replicas} replicas = {replicas * tp} GPUs, "
                 f"{replicas * tp - max_gpus} more than "
                 f"the {max_gpus} allowed; raise the GPU limit"
@@ -659,6 +669,23 @@ def _evaluate(
         ttft_seconds=ttft,
         output_tokens_per_second_per_gpu=per_gpu,
     ), work
+
+
+def _dtype_label(arch: Architecture, dtype: str) -> str:
+    """``bfloat16 (auto)`` for auto, the dtype itself otherwise."""
+    return f"{arch.dtype} (auto)" if dtype == "auto" else dtype
+
+
+def _weight_fixes(arch: Architecture, tp: int, limits: Limits, max_gpus: int) -> str:
+    """What makes the weights fit: more TP, else a bigger GPU or a quantized checkpoint."""
+    larger = [t for t in valid_tensor_parallel_sizes(arch, limits.gpus_per_node) if t > tp]
+    if larger:
+        limit = "" if larger[0] <= max_gpus else f", raise the limit of {max_gpus}"
+        return f"needs more GPUs (TP {larger[0]}{limit}) or a GPU with more memory"
+    return (
+        f"needs a GPU with more memory or a quantized checkpoint (TP is capped at the {limits.gpus_per_node} "
+        "GPUs of one node)"
+    )
 
 
 def _memory_fixes(arch: Architecture, gpu: GPU, tp: int, dtype: str, limits: Limits, max_gpus: int) -> str:

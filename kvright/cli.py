@@ -1,0 +1,429 @@
+"""The ``kvright`` command line: plan vLLM deployments offline from the capacity engine.
+
+Four commands, human tables by default and ``--json`` for machines (sizes in bytes, times in seconds)::
+
+    kvright inspect MODEL [--gpus-per-node N]
+    kvright kv MODEL --context L --batch B [--kv-cache-dtype D] [--tensor-parallel-size T]
+    kvright tpot MODEL --gpu G --tensor-parallel-size T --batch B --context L [--kv-cache-dtype D]
+    kvright plan MODEL --gpu G [--gpus-per-node 8] [--max-gpus N] [--max-model-len L] [--tpot-ms X]
+                 [--ttft-ms Y] [--concurrency C] [--kv-cache-dtype D] [--gpu-memory-utilization U]
+
+MODEL is a catalog id, a path to a ``config.json`` or a folder holding one. Bad input prints one line
+(``kvright: error: ...``) and exits 2; nothing here prints a traceback for an input problem.
+
+This module imports only ``capacity`` and the standard library so that a whole ``kvright plan`` process
+stays fast (no kopf, kubernetes or prometheus imports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import capacity as cap
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+#: ``kvright plan`` found no feasible plan (the answer is still printed, with the reason).
+EXIT_INFEASIBLE = 1
+GB = 1e9
+GiB = 2**30
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"kvright: error: {' '.join(message.split())}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; expected an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not >= 1; expected an integer >= 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; expected a positive number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number; expected a positive number")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{text} is above 1; expected a fraction in (0, 1]")
+    return value
+
+
+KV_DTYPE_CHOICES = ("auto", "fp8", "bfloat16", "float16")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog="kvright", description="Right-size vLLM deployments from KV-cache and roofline math."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    models = ", ".join(cap.catalog_ids())
+    gpus = ", ".join(cap.gpu_ids())
+    model_help = f"catalog id ({models}), a config.json or a folder holding one"
+
+    p = sub.add_parser("inspect", help="parameters, attention kind, KV bytes per token, valid TP sizes")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="largest TP to list (default 8)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("kv", help="KV-cache bytes for a batch of sequences, against the weights")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--context", type=_positive_int, required=True, help="tokens per sequence")
+    p.add_argument("--batch", type=_positive_int, required=True, help="sequences")
+    p.add_argument("--kv-cache-dtype", choices=KV_DTYPE_CHOICES, default="auto")
+    p.add_argument("--tensor-parallel-size", type=_positive_int, default=1)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("tpot", help="roofline decode step: where the time goes")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--gpu", required=True, help=f"GPU id ({gpus}) or GFD product label")
+    p.add_argument("--tensor-parallel-size", type=_positive_int, required=True)
+    p.add_argument("--batch", type=_positive_int, required=True, help="sequences decoded together")
+    p.add_argument("--context", type=_positive_int, required=True, help="context tokens per sequence")
+    p.add_argument("--kv-cache-dtype", choices=KV_DTYPE_CHOICES, default="auto")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("plan", help="choose TP, KV dtype, --max-num-seqs and replicas")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--gpu", required=True, help=f"GPU id ({gpus}) or GFD product label")
+    p.add_argument("--gpus-per-node", type=_positive_int, default=8)
+    p.add_argument("--max-gpus", type=_positive_int, default=None, help="GPU budget (default: one node)")
+    p.add_argument("--max-model-len", type=_positive_int, default=None, help="default: the model's maximum")
+    p.add_argument(
+        "--prompt-tokens", type=_positive_int, default=None, help="typical prompt (default: full length)"
+    )
+    p.add_argument("--output-tokens", type=_positive_int, default=None, help="typical output length")
+    p.add_argument("--tpot-ms", type=_positive_float, default=None, help="TPOT SLO in milliseconds")
+    p.add_argument("--ttft-ms", type=_positive_float, default=None, help="TTFT SLO in milliseconds")
+    p.add_argument("--concurrency", type=_positive_int, default=None, help="sequences in flight to serve")
+    p.add_argument(
+        "--kv-cache-dtype",
+        choices=KV_DTYPE_CHOICES,
+        default=None,
+        help="pin the KV dtype (auto = the model's dtype); default: try auto and fp8 where supported",
+    )
+    p.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
+    p.add_argument("--tensor-parallel-size", type=_positive_int, default=None, help="pin TP")
+    p.add_argument("--max-num-seqs", type=_positive_int, default=None, help="pin --max-num-seqs")
+    p.add_argument("--calibration", type=_positive_float, default=1.0, help="multiplies predicted TPOT")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+# ----- commands: each returns (json object, human text) -----------------------------------------------
+
+
+def _check_context(arch: cap.Architecture, context: int) -> None:
+    if context > arch.max_position_embeddings:
+        raise cap.CapacityError(
+            f"context {context} is longer than the {arch.max_position_embeddings} positions of {arch.name}; "
+            f"expected at most {arch.max_position_embeddings}"
+        )
+
+
+def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    arch = cap.load_architecture(args.model)
+    kv = {
+        arch.dtype: cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="auto"),
+        "fp8": cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8"),
+    }
+    valid_tp = cap.valid_tensor_parallel_sizes(arch, args.gpus_per_node)
+    data: dict[str, Any] = {
+        "model": arch.name,
+        "model_type": arch.model_type,
+        "parameters": arch.parameters,
+        "active_parameters": arch.active_parameters,
+        "attention": arch.attention,
+        "kv_cache_bytes_per_token": kv,
+        "valid_tensor_parallel_sizes": valid_tp,
+        "weight_bytes": cap.weight_bytes(arch),
+        "num_layers": arch.num_layers,
+        "num_attention_heads": arch.num_attention_heads,
+        "num_kv_heads": arch.num_kv_heads,
+        "head_dim": arch.head_dim,
+        "max_position_embeddings": arch.max_position_embeddings,
+        "sliding_window": arch.sliding_window,
+        "sliding_window_layers": arch.num_sliding_window_layers,
+        "num_experts": arch.num_experts,
+        "experts_per_token": arch.num_experts_per_token,
+    }
+    heads = "latent" if arch.attention == "MLA" else f"{arch.num_kv_heads} KV heads x {arch.head_dim}"
+    rows = [
+        ("model", f"{arch.name} ({arch.model_type}, {arch.dtype})"),
+        ("parameters", f"{arch.parameters / 1e9:.2f} B"),
+        (
+            "active parameters",
+            f"{arch.active_parameters / 1e9:.2f} B"
+            + (f" ({arch.num_experts_per_token} of {arch.num_experts} experts)" if arch.is_moe else ""),
+        ),
+        ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB"),
+        (
+            "attention",
+            f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {arch.num_layers} layers",
+        ),
+        (
+            "KV bytes/token",
+            ", ".join(f"{k} {v:,} B" for k, v in kv.items()) + " (all layers at full attention)",
+        ),
+        (
+            "sliding window",
+            f"{arch.sliding_window} tokens on {arch.num_sliding_window_layers} layers"
+            if arch.sliding_window
+            else "none",
+        ),
+        ("max positions", f"{arch.max_position_embeddings:,}"),
+        ("valid TP", ", ".join(str(t) for t in valid_tp)),
+    ]
+    return data, _table(rows)
+
+
+def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    arch = cap.load_architecture(args.model)
+    _check_context(arch, args.context)
+    tp = args.tensor_parallel_size
+    error = cap.tensor_parallel_error(arch, tp)
+    if error is not None:
+        raise cap.CapacityError(error)
+    per_seq = cap.kv_cache_bytes_per_sequence(
+        arch, args.context, kv_cache_dtype=args.kv_cache_dtype, tensor_parallel_size=tp
+    )
+    total = per_seq * args.batch
+    weights = cap.weight_bytes(arch)
+    replication = cap.kv_cache_bytes_per_token(arch, tensor_parallel_size=tp) // cap.kv_cache_bytes_per_token(
+        arch
+    )
+    data = {
+        "kv_cache_bytes": total,
+        "kv_cache_bytes_per_sequence": per_seq,
+        "weight_bytes": weights,
+        "kv_to_weight_ratio": total / weights,
+        "kv_cache_bytes_per_gpu": total // tp,
+        "replication": replication,
+        "kv_cache_dtype": args.kv_cache_dtype,
+        "tensor_parallel_size": tp,
+    }
+    rows = [
+        ("KV cache", f"{total / GB:.1f} GB ({args.batch} x {args.context:,} tokens, {args.kv_cache_dtype})"),
+        ("per sequence", f"{per_seq / GB:.2f} GB"),
+        (
+            "per GPU",
+            f"{total / tp / GB:.1f} GB at TP {tp}"
+            + (f" ({replication}x replicated)" if replication > 1 else ""),
+        ),
+        ("weights", f"{weights / GB:.1f} GB"),
+        ("KV / weights", f"{total / weights:.2f}"),
+    ]
+    if arch.sliding_window and arch.num_sliding_window_layers:
+        rows.append(
+            (
+                "sliding window",
+                f"{arch.num_sliding_window_layers} layers hold at most {arch.sliding_window} tokens",
+            )
+        )
+    return data, _table(rows)
+
+
+def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    arch = cap.load_architecture(args.model)
+    gpu = cap.gpu_spec(args.gpu)
+    _check_context(arch, args.context)
+    if args.kv_cache_dtype == "fp8" and not gpu.supports_fp8:
+        raise cap.CapacityError(
+            f"{gpu.id} has no fp8 support; expected --kv-cache-dtype auto, bfloat16 or float16"
+        )
+    step = cap.decode_step(
+        arch,
+        gpu,
+        tensor_parallel_size=args.tensor_parallel_size,
+        batch=args.batch,
+        context_tokens=args.context,
+        kv_cache_dtype=args.kv_cache_dtype,
+    )
+    data = step.to_dict()
+    memory_s = step.weight_read_seconds + step.kv_read_seconds
+    rows = [
+        (
+            "setup",
+            f"{arch.name} on {args.tensor_parallel_size} x {gpu.id}, batch {args.batch}, "
+            f"context {args.context:,}, {args.kv_cache_dtype} KV",
+        ),
+        (
+            "weight reads",
+            f"{_ms(step.weight_read_seconds)} ({_share(step.weight_read_seconds, memory_s)} of HBM time)",
+        ),
+        ("KV reads", f"{_ms(step.kv_read_seconds)} ({_share(step.kv_read_seconds, memory_s)} of HBM time)"),
+        ("compute", _ms(step.compute_seconds)),
+        ("communication", _ms(step.communication_seconds)),
+        ("roofline floor", _ms(step.roofline_floor_seconds)),
+        ("predicted TPOT", _ms(step.predicted_seconds)),
+        ("bottleneck", step.bottleneck),
+        (
+            "crossover batch",
+            f"{step.crossover_batch} (KV reads overtake weight reads)" if step.crossover_batch else "never",
+        ),
+    ]
+    return data, _table(rows)
+
+
+def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    arch = cap.load_architecture(args.model)
+    gpu = cap.gpu_spec(args.gpu)
+    if args.output_tokens is not None and args.prompt_tokens is None:
+        raise cap.CapacityError("--output-tokens needs --prompt-tokens; expected both or neither")
+    result = cap.plan(
+        arch,
+        gpu,
+        cap.Workload(
+            max_model_len=args.max_model_len,
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            concurrency=args.concurrency,
+        ),
+        cap.SLO(
+            tpot_seconds=args.tpot_ms / 1e3 if args.tpot_ms else None,
+            ttft_seconds=args.ttft_ms / 1e3 if args.ttft_ms else None,
+        ),
+        cap.Limits(
+            gpus_per_node=args.gpus_per_node,
+            max_gpus=args.max_gpus,
+            kv_cache_dtype=args.kv_cache_dtype,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            tensor_parallel_size=args.tensor_parallel_size,
+            max_num_seqs=args.max_num_seqs,
+        ),
+        calibration=args.calibration,
+    )
+    return result.to_dict(), _plan_text(arch, gpu, result)
+
+
+def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> str:
+    lines = [f"{arch.name} on {gpu.name}: {'feasible' if result.feasible else 'NOT FEASIBLE'}", result.reason]
+    if result.plan and result.prediction:
+        p, pred = result.plan, result.prediction
+        lines += [
+            "",
+            "plan",
+            _table(
+                [
+                    ("tensor parallel", str(p.tensor_parallel_size)),
+                    ("replicas", f"{p.replicas} ({p.gpus} GPUs)"),
+                    ("max-num-seqs", str(p.max_num_seqs)),
+                    ("KV-cache dtype", p.kv_cache_dtype),
+                    ("max-model-len", f"{p.max_model_len:,}"),
+                    ("KV tokens/replica", f"{result.kv_cache_tokens_per_replica:,}"),
+                    ("max concurrency", f"{result.max_concurrency_at_max_model_len:.2f}x at max-model-len"),
+                    ("vllm args", " ".join(p.vllm_args())),
+                ]
+            ),
+        ]
+        d = pred.decode
+        memory_s = d.weight_read_seconds + d.kv_read_seconds
+        lines += [
+            "",
+            f"decode step at batch {pred.batch_per_replica} (per GPU)",
+            _table(
+                [
+                    (
+                        "weight reads",
+                        f"{_ms(d.weight_read_seconds)} ({_share(d.weight_read_seconds, memory_s)})",
+                    ),
+                    ("KV reads", f"{_ms(d.kv_read_seconds)} ({_share(d.kv_read_seconds, memory_s)})"),
+                    ("compute", _ms(d.compute_seconds)),
+                    ("communication", _ms(d.communication_seconds)),
+                    ("roofline floor", _ms(d.roofline_floor_seconds)),
+                    ("predicted TPOT", _ms(pred.tpot_seconds)),
+                    ("predicted TTFT", _ms(pred.ttft_seconds)),
+                    ("throughput", f"{pred.output_tokens_per_second:,.0f} output tokens/s"),
+                    ("bottleneck", f"{d.bottleneck}; KV reads overtake weights at batch {d.crossover_batch}"),
+                ]
+            ),
+        ]
+        if d.bottleneck == "weights":
+            lines.append(
+                "  (weights dominate each step, so a smaller KV cache mostly buys batch size, not TPOT)"
+            )
+    if result.memory:
+        m = result.memory
+        lines += [
+            "",
+            "memory per GPU",
+            _table(
+                [
+                    ("total", _gib(m.total_bytes)),
+                    ("budget", f"{_gib(m.budget_bytes)} (gpu-memory-utilization)"),
+                    ("weights", _gib(m.weights_bytes)),
+                    ("activation", _gib(m.activation_bytes)),
+                    ("other", f"{_gib(m.other_bytes)} (CUDA graphs, non-torch, NCCL)"),
+                    ("KV cache", _gib(m.kv_cache_bytes)),
+                ]
+            ),
+        ]
+    for warning in result.warnings:
+        lines.append(f"warning: {warning}")
+    if result.candidates:
+        lines += ["", "candidates"]
+        header = (
+            f"  {'TP':>3} {'KV':>8} {'seqs':>5} {'repl':>4} {'GPUs':>4} "
+            f"{'TPOT ms':>8} {'tok/s/GPU':>10}  note"
+        )
+        lines.append(header)
+        for c in result.candidates:
+            lines.append(
+                f"  {c.tensor_parallel_size:>3} {c.kv_cache_dtype:>8} {c.max_num_seqs:>5} {c.replicas:>4} "
+                f"{c.gpus:>4} {c.tpot_seconds * 1e3:>8.1f} {c.output_tokens_per_second_per_gpu:>10.0f}  "
+                f"{'ok' if c.feasible else c.reason}"
+            )
+    return "\n".join(lines)
+
+
+def _table(rows: Sequence[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole else "-"
+
+
+_COMMANDS = {"inspect": _inspect, "kv": _kv, "tpot": _tpot, "plan": _plan}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (0 ok, 1 no feasible plan, 2 bad input)."""
+    args = _parser().parse_args(argv)
+    try:
+        data, text = _COMMANDS[args.command](args)
+    except cap.CapacityError as exc:
+        sys.stderr.write(f"kvright: error: {exc}\n")
+        return EXIT_USAGE
+    sys.stdout.write((json.dumps(data, indent=2) if args.json else text) + "\n")
+    return EXIT_INFEASIBLE if data.get("feasible") is False else 0

@@ -1,0 +1,341 @@
+"""The planner and the roofline: choices, refusals that name the fix, calibration, MoE and MLA behaviour.
+
+Pure functions over catalog models and GPUs; nothing is faked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import capacity as c
+
+H100 = c.gpu_spec("h100-sxm")
+
+
+def plan(model: str, gpu: str = "h100-sxm", *, calibration: float = 1.0, **kw: object) -> c.PlanResult:
+    workload = c.Workload(
+        **{
+            k: kw.pop(k)
+            for k in list(kw)
+            if k in ("max_model_len", "prompt_tokens", "output_tokens", "concurrency")
+        }
+    )
+    slo = c.SLO(**{k: kw.pop(k) for k in list(kw) if k in ("tpot_seconds", "ttft_seconds")})
+    return c.plan(
+        c.catalog_architecture(model), c.gpu_spec(gpu), workload, slo, c.Limits(**kw), calibration=calibration
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"model": "llama-3.1-405b", "gpu": "a100-40gb", "max_model_len": 8192}, "GPU with more memory"),
+        (
+            {
+                "model": "llama-3.1-70b",
+                "max_model_len": 131072,
+                "tensor_parallel_size": 2,
+                "kv_cache_dtype": "auto",
+            },
+            "fp8 KV cache",
+        ),
+        (
+            {
+                "model": "llama-3.1-70b",
+                "max_model_len": 131072,
+                "tensor_parallel_size": 2,
+                "kv_cache_dtype": "auto",
+            },
+            "a shorter max-model-len",
+        ),
+        ({"model": "llama-3.1-70b", "max_model_len": 8192, "max_gpus": 1}, "TP 2, raise the limit of 1"),
+        ({"model": "llama-3.1-70b", "max_model_len": 8192, "concurrency": 4096}, "raise the GPU limit"),
+        (
+            {
+                "model": "llama-3.1-70b",
+                "gpu": "l4",
+                "max_model_len": 4096,
+                "tpot_seconds": 0.01,
+                "gpus_per_node": 8,
+            },
+            "TPOT",
+        ),
+        (
+            {"model": "llama-3.1-8b", "max_model_len": 8192, "prompt_tokens": 8000, "ttft_seconds": 0.001},
+            "TTFT",
+        ),
+    ],
+    ids=[
+        "weights-too-big",
+        "long-context-fp8",
+        "long-context-shorter",
+        "one-gpu-budget",
+        "concurrency",
+        "tpot-slo",
+        "ttft-slo",
+    ],
+)
+def test_infeasible_reason_names_the_fix(kwargs, fragment):
+    kw = dict(kwargs)
+    result = plan(kw.pop("model"), kw.pop("gpu", "h100-sxm"), **kw)
+    assert not result.feasible and result.plan is None
+    assert fragment in result.reason
+    assert "\n" not in result.reason
+
+
+def test_plan_meets_slos_and_uses_one_node():
+    result = plan("llama-3.1-70b", max_model_len=8192, tpot_seconds=0.05, concurrency=64)
+    assert result.feasible and result.plan and result.prediction
+    assert result.prediction.tpot_seconds <= 0.05
+    assert result.plan.gpus <= 8
+    assert result.plan.max_num_seqs * result.plan.replicas >= 64
+    assert result.candidates[0].feasible
+
+
+def test_tighter_tpot_slo_shrinks_max_num_seqs():
+    loose = plan(
+        "llama-3.1-8b",
+        max_model_len=8192,
+        prompt_tokens=1024,
+        output_tokens=256,
+        tensor_parallel_size=1,
+        kv_cache_dtype="auto",
+    )
+    tight = plan(
+        "llama-3.1-8b",
+        max_model_len=8192,
+        prompt_tokens=1024,
+        output_tokens=256,
+        tensor_parallel_size=1,
+        kv_cache_dtype="auto",
+        tpot_seconds=0.012,
+    )
+    assert loose.plan and tight.plan and tight.prediction
+    assert tight.plan.max_num_seqs < loose.plan.max_num_seqs
+    assert tight.prediction.tpot_seconds <= 0.012
+
+
+def test_calibration_multiplies_tpot_and_can_make_a_plan_smaller():
+    base = plan(
+        "llama-3.1-8b",
+        max_model_len=8192,
+        prompt_tokens=1024,
+        output_tokens=256,
+        tensor_parallel_size=1,
+        kv_cache_dtype="auto",
+        tpot_seconds=0.02,
+    )
+    slow = plan(
+        "llama-3.1-8b",
+        max_model_len=8192,
+        prompt_tokens=1024,
+        output_tokens=256,
+        tensor_parallel_size=1,
+        kv_cache_dtype="auto",
+        tpot_seconds=0.02,
+        calibration=1.3,
+    )
+    assert base.plan and slow.plan and slow.prediction
+    assert slow.plan.max_num_seqs < base.plan.max_num_seqs
+    assert slow.prediction.tpot_seconds <= 0.02
+
+
+@pytest.mark.parametrize(
+    "calibration", [0.0, -1.0, float("nan"), float("inf")], ids=["zero", "neg", "nan", "inf"]
+)
+def test_bad_calibration_is_an_input_error(calibration):
+    with pytest.raises(c.CapacityError, match="calibration"):
+        plan("llama-3.1-8b", max_model_len=8192, calibration=calibration)
+
+
+def test_fp8_not_offered_on_a100_and_mla_fp8_is_flagged():
+    a100 = plan("llama-3.1-8b", "a100-80gb", max_model_len=8192)
+    assert {cand.kv_cache_dtype for cand in a100.candidates} == {"auto"}
+    mla = plan("deepseek-v2-lite", max_model_len=8192, kv_cache_dtype="fp8", tensor_parallel_size=1)
+    assert mla.feasible and any("quality risk" in w for w in mla.warnings)
+
+
+def test_vllm_args_are_the_five_flags():
+    result = plan("qwen2.5-7b", max_model_len=16384, tensor_parallel_size=2, kv_cache_dtype="fp8")
+    assert result.plan is not None
+    args = result.plan.vllm_args()
+    assert args[0::2] == [
+        "--tensor-parallel-size",
+        "--max-num-seqs",
+        "--max-model-len",
+        "--kv-cache-dtype",
+        "--gpu-memory-utilization",
+    ]
+    assert args[1::2] == ["2", str(result.plan.max_num_seqs), "16384", "fp8", "0.9"]
+
+
+def test_plan_result_to_dict_round_trips_plan_values():
+    result = plan("mixtral-8x7b", max_model_len=32768, concurrency=32)
+    assert result.plan is not None
+    d = result.to_dict()
+    assert d["plan"] == result.plan.to_dict()
+    assert d["vllm_args"] == result.plan.vllm_args()
+    assert len(d["candidates"]) == len(result.candidates)
+
+
+def test_every_catalog_model_plans_on_h200_without_crashing():
+    for model in c.catalog_ids():
+        arch = c.catalog_architecture(model)
+        result = c.plan(
+            arch,
+            c.gpu_spec("h200"),
+            c.Workload(max_model_len=min(8192, arch.max_position_embeddings)),
+            c.SLO(),
+            c.Limits(),
+        )
+        assert result.reason
+
+
+# ----- roofline --------------------------------------------------------------------------------------------
+
+
+def test_gqa_does_not_cut_tpot_8x_at_small_batch():
+    """Reference note: at batch 1 weights dominate, so MHA -> GQA-8 barely moves TPOT."""
+    import dataclasses
+
+    gqa = c.catalog_architecture("llama-3-70b")
+    mha = dataclasses.replace(gqa, num_kv_heads=64)
+    step = {
+        n: c.decode_step(a, H100, tensor_parallel_size=8, batch=1, context_tokens=8192).roofline_floor_seconds
+        for n, a in (("gqa", gqa), ("mha", mha))
+    }
+    assert 1.0 < step["mha"] / step["gqa"] < 2.0  # 8x fewer KV bytes, not even 2x faster
+
+
+@pytest.mark.parametrize(
+    ("batch", "bottleneck"),
+    [(1, "weights"), (51, "weights"), (52, "kv_cache"), (256, "kv_cache")],
+    ids=["b1", "b51-below-crossover", "b52-crossover", "b256"],
+)
+def test_bottleneck_and_crossover_llama70(batch, bottleneck):
+    step = c.decode_step(
+        c.catalog_architecture("llama-3-70b"), H100, tensor_parallel_size=1, batch=batch, context_tokens=8192
+    )
+    assert step.crossover_batch == 52  # 138.998 GB of streamed weights / 2.684 GB per 8K sequence = 51.8
+    assert step.bottleneck == bottleneck
+
+
+def test_compute_bottleneck_at_long_prefill_sized_batch_of_short_contexts():
+    step = c.decode_step(
+        c.catalog_architecture("llama-3.1-8b"), H100, tensor_parallel_size=1, batch=1024, context_tokens=16
+    )
+    assert step.bottleneck == "compute"
+
+
+def test_moe_reads_only_touched_experts():
+    arch = c.catalog_architecture("mixtral-8x7b")
+    one = c.decode_step(arch, H100, tensor_parallel_size=2, batch=1, context_tokens=1024)
+    many = c.decode_step(arch, H100, tensor_parallel_size=2, batch=256, context_tokens=1024)
+    # batch 1 touches 2 of 8 experts; a big batch touches all 8
+    assert one.weight_bytes_read < 0.4 * many.weight_bytes_read
+    assert many.weight_bytes_read == pytest.approx(
+        c.weight_bytes_per_gpu(arch, 2) - 32000 * 4096 * 2 / 2, rel=1e-3
+    )
+
+
+def test_mla_kv_reads_do_not_shrink_with_tp():
+    arch = c.catalog_architecture("deepseek-v3")
+    kv = [
+        c.decode_step(arch, H100, tensor_parallel_size=tp, batch=8, context_tokens=4096).kv_cache_bytes_read
+        for tp in (1, 8)
+    ]
+    assert kv[0] == kv[1] == 8 * 4096 * 61 * 576 * 2
+
+
+def test_communication_only_with_tp():
+    arch = c.catalog_architecture("llama-3-70b")
+    assert (
+        c.decode_step(arch, H100, tensor_parallel_size=1, batch=8, context_tokens=128).communication_seconds
+        == 0
+    )
+    assert (
+        c.decode_step(arch, H100, tensor_parallel_size=4, batch=8, context_tokens=128).communication_seconds
+        > 0
+    )
+
+
+def test_efficiency_is_overridable_and_validated():
+    arch = c.catalog_architecture("llama-3-8b")
+    ideal = c.Efficiency(
+        hbm=1.0, compute=1.0, interconnect=1.0, allreduce_latency_seconds=0, step_overhead_seconds=0
+    )
+    step = c.decode_step(arch, H100, tensor_parallel_size=1, batch=1, context_tokens=1024, efficiency=ideal)
+    assert step.predicted_seconds == pytest.approx(step.roofline_floor_seconds)
+    with pytest.raises(c.CapacityError, match="fraction"):
+        c.Efficiency(hbm=1.5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"batch": 0}, "batch"),
+        ({"context_tokens": -1}, "context"),
+        ({"tensor_parallel_size": 3}, "does not divide"),
+    ],
+    ids=["zero-batch", "negative-context", "invalid-tp"],
+)
+def test_decode_step_bad_input(kwargs, fragment):
+    args = {"tensor_parallel_size": 1, "batch": 1, "context_tokens": 16} | kwargs
+    with pytest.raises(c.CapacityError, match=fragment):
+        c.decode_step(c.catalog_architecture("llama-3-70b"), H100, **args)
+
+
+# ----- GPUs and memory --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "gpu_id"),
+    [
+        ("h100-sxm", "h100-sxm"),
+        ("NVIDIA-H100-80GB-HBM3", "h100-sxm"),
+        ("nvidia-h100-80gb-hbm3", "h100-sxm"),
+        ("NVIDIA-A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA-L40S", "l40s"),
+        ("NVIDIA-H200", "h200"),
+        ("B200", "b200"),
+        ("AMD-Instinct-MI300X", "mi300x"),
+        ("NVIDIA-H100-80GB-HBM3-SHARED", "h100-sxm"),
+    ],
+    ids=["id", "gfd-label", "lower-case", "a100-label", "l40s", "h200", "upper-id", "amd", "gfd-shared"],
+)
+def test_gpu_lookup(key, gpu_id):
+    assert c.gpu_spec(key).id == gpu_id
+
+
+def test_gpu_catalog_has_the_nine_gpus():
+    assert {"h100-sxm", "h100-pcie", "h200", "a100-80gb", "a100-40gb", "l40s", "l4", "b200", "mi300x"} <= set(
+        c.gpu_ids()
+    )
+    for gpu_id in c.gpu_ids():
+        gpu = c.gpu_spec(gpu_id)
+        assert gpu.supports_fp8 == (gpu.fp8_flops_per_second > 0)
+
+
+def test_unknown_gpu_lists_accepted():
+    with pytest.raises(c.CapacityError, match="h100-sxm"):
+        c.gpu_spec("tpu-v5e")
+
+
+def test_memory_per_gpu_accounts_every_byte():
+    arch = c.catalog_architecture("llama-3.1-70b")
+    m = c.memory_per_gpu(arch, H100, tensor_parallel_size=4, gpu_memory_utilization=0.9, max_num_seqs=256)
+    assert m.budget_bytes == pytest.approx(0.9 * 79.18 * 2**30, rel=1e-4)
+    rest = m.budget_bytes - m.weights_bytes - m.activation_bytes - m.other_bytes - m.kv_cache_bytes
+    block = 16 * 80 * 2 * 2 * 128 * 2  # 16 tokens x 80 layers x K,V x 2 heads per GPU x 128 x bf16
+    assert 0 <= rest < block
+    assert m.num_blocks * block == m.kv_cache_bytes
+    assert m.other_bytes == c.CUDA_GRAPH_RESERVE_BYTES + c.NON_TORCH_OVERHEAD_BYTES + c.NCCL_RESERVE_BYTES
+
+
+def test_weights_per_gpu_split_vocab_and_replicate_kv_projections():
+    arch = c.catalog_architecture("llama-3-70b")
+    tp8, tp16 = c.weight_bytes_per_gpu(arch, 8), c.weight_bytes_per_gpu(arch, 16)
+    kv_proj_one_head = 80 * 2 * 8192 * 128 * 2
+    # at TP16 each GPU still holds one whole KV head's projections, so weights do not halve exactly
+    norms = (80 * 2 * 8192 + 8192) * 2  # replicated on every rank
+    assert tp16 == tp8 // 2 + kv_proj_one_head // 2 + norms // 2

@@ -1,0 +1,261 @@
+"""The ``kvright`` CLI: the JSON keys of the four commands, human output, and bad input (one line, exit 2).
+
+Commands run in-process through ``kvright.cli.main`` (stdout/stderr captured); one test runs the real
+``python -m kvright`` process to check the exit code and that no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvright.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_inspect_json_keys_and_values(capsys):
+    data = run_json(capsys, "inspect", "llama-3-70b")
+    assert {
+        "parameters",
+        "active_parameters",
+        "attention",
+        "kv_cache_bytes_per_token",
+        "valid_tensor_parallel_sizes",
+    } <= data.keys()
+    assert data["attention"] == "GQA"
+    assert data["kv_cache_bytes_per_token"] == {"bfloat16": 327680, "fp8": 163840}
+    assert data["valid_tensor_parallel_sizes"] == [1, 2, 4, 8]
+
+
+def test_inspect_gpus_per_node_widens_tp(capsys):
+    data = run_json(capsys, "inspect", "llama-3-70b", "--gpus-per-node", "16")
+    assert data["valid_tensor_parallel_sizes"] == [1, 2, 4, 8, 16]
+
+
+def test_inspect_mla(capsys):
+    data = run_json(capsys, "inspect", "deepseek-v3")
+    assert data["attention"] == "MLA"
+    assert data["kv_cache_bytes_per_token"]["bfloat16"] == 61 * 576 * 2
+
+
+def test_kv_json(capsys):
+    data = run_json(capsys, "kv", "llama-3.1-70b", "--context", "32768", "--batch", "16")
+    assert {
+        "kv_cache_bytes",
+        "kv_cache_bytes_per_sequence",
+        "weight_bytes",
+        "kv_to_weight_ratio",
+    } <= data.keys()
+    assert round(data["kv_cache_bytes"] / 1e9, 1) == 171.8
+    assert round(data["kv_to_weight_ratio"], 2) == 1.22
+
+
+def test_kv_json_replication_and_sliding_window(capsys):
+    tp16 = run_json(
+        capsys, "kv", "llama-3-70b", "--context", "8192", "--batch", "32", "--tensor-parallel-size", "16"
+    )
+    assert round(tp16["kv_cache_bytes"] / 1e9, 1) == 171.8
+    gemma_short = run_json(capsys, "kv", "gemma-2-27b", "--context", "4096", "--batch", "1")
+    gemma_long = run_json(capsys, "kv", "gemma-2-27b", "--context", "8192", "--batch", "1")
+    # doubling the context doubles only the 23 global layers; the 23 sliding layers stay at 4096 tokens
+    assert gemma_long["kv_cache_bytes"] == gemma_short["kv_cache_bytes"] * 3 // 2
+
+
+def test_tpot_json(capsys):
+    data = run_json(
+        capsys,
+        "tpot",
+        "llama-3-70b",
+        "--gpu",
+        "h100-sxm",
+        "--tensor-parallel-size",
+        "1",
+        "--batch",
+        "1",
+        "--context",
+        "8192",
+    )
+    assert {
+        "roofline_floor_seconds",
+        "predicted_seconds",
+        "weight_read_seconds",
+        "kv_read_seconds",
+        "compute_seconds",
+        "communication_seconds",
+        "bottleneck",
+        "crossover_batch",
+    } <= data.keys()
+    assert round(data["roofline_floor_seconds"] * 1e3, 1) == 42.3
+    assert data["bottleneck"] == "weights"
+    assert data["predicted_seconds"] > data["roofline_floor_seconds"]
+
+
+def test_plan_json_keys(capsys):
+    data = run_json(
+        capsys,
+        "plan",
+        "llama-3.1-70b",
+        "--gpu",
+        "NVIDIA-H100-80GB-HBM3",
+        "--max-model-len",
+        "8192",
+        "--tpot-ms",
+        "50",
+        "--concurrency",
+        "64",
+    )
+    assert {
+        "feasible",
+        "reason",
+        "plan",
+        "memory_per_gpu_bytes",
+        "kv_cache_tokens_per_replica",
+        "max_concurrency_at_max_model_len",
+        "predicted",
+        "vllm_args",
+        "candidates",
+    } <= data.keys()
+    assert data["feasible"] is True
+    assert set(data["plan"]) == {
+        "tensor_parallel_size",
+        "max_num_seqs",
+        "kv_cache_dtype",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "replicas",
+    }
+    assert {"total", "budget", "weights", "kv_cache", "activation", "other"} <= data[
+        "memory_per_gpu_bytes"
+    ].keys()
+    assert {"tpot_seconds", "ttft_seconds", "output_tokens_per_second"} <= data["predicted"].keys()
+    assert data["predicted"]["tpot_seconds"] <= 0.050
+    assert data["vllm_args"][:2] == ["--tensor-parallel-size", str(data["plan"]["tensor_parallel_size"])]
+
+
+def test_plan_human_view_shows_memory_and_decode_breakdown(capsys):
+    code, out, _ = run(capsys, "plan", "llama-3.1-70b", "--gpu", "h100-sxm", "--max-model-len", "8192")
+    assert code == 0
+    for words in ("memory per GPU", "weights", "KV cache", "weight reads", "KV reads", "vllm args"):
+        assert words in out
+
+
+def test_plan_infeasible_exits_1_with_reason(capsys):
+    code, out, _ = run(
+        capsys, "plan", "llama-3.1-405b", "--gpu", "a100-40gb", "--max-model-len", "8192", "--json"
+    )
+    assert code == 1
+    data = json.loads(out)
+    assert data["feasible"] is False and "GPU with more memory" in data["reason"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["inspect", "no-such-model"], "unknown model"),
+        (
+            [
+                "tpot",
+                "llama-3-8b",
+                "--gpu",
+                "tpu-v5",
+                "--tensor-parallel-size",
+                "1",
+                "--batch",
+                "1",
+                "--context",
+                "10",
+            ],
+            "unknown GPU",
+        ),
+        (["kv", "llama-3-8b", "--context", "0", "--batch", "1"], "expected an integer >= 1"),
+        (["kv", "llama-3-8b", "--context", "-5", "--batch", "1"], "expected an integer >= 1"),
+        (["kv", "llama-3-8b", "--context", "9000", "--batch", "1"], "longer than the 8192 positions"),
+        (
+            ["kv", "llama-3-70b", "--context", "10", "--batch", "1", "--tensor-parallel-size", "3"],
+            "does not divide",
+        ),
+        (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--max-model-len", "100000"], "longer than"),
+        (["plan", "llama-3-8b", "--gpu", "a100-80gb", "--kv-cache-dtype", "fp8"], "no fp8 support"),
+        (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "1.5"], "fraction"),
+        (["plan", "llama-3-8b"], "--gpu"),
+        (["frobnicate"], "invalid choice"),
+    ],
+    ids=[
+        "unknown-model",
+        "unknown-gpu",
+        "zero-context",
+        "negative-context",
+        "context-past-positions",
+        "bad-tp",
+        "max-len-past-positions",
+        "fp8-on-a100",
+        "utilization-above-1",
+        "missing-gpu",
+        "unknown-command",
+    ],
+)
+def test_bad_input_one_line_exit_2(capsys, argv, fragment):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("kvright: error: ")
+    assert fragment in err
+
+
+def test_truncated_config_file(capsys, tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "llama", "hidden_size": 40')
+    code, _, err = run(capsys, "inspect", str(tmp_path))
+    assert code == 2 and "not valid JSON" in err and err.count("\n") == 1
+
+
+def test_unknown_architecture_in_config(capsys, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba", "hidden_size": 64}))
+    code, _, err = run(capsys, "inspect", str(tmp_path / "config.json"))
+    assert code == 2 and "'model_type'" in err and "llama" in err
+
+
+def test_real_process_exit_code_and_no_traceback(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvright", "kv", "llama-3-8b", "--context", "-1", "--batch", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvright",
+            "plan",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--max-model-len",
+            "8192",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["feasible"] is True
