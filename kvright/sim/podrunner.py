@@ -1,0 +1,340 @@
+"""The pod runner: a kubelet stand-in that runs a vLLM simulator for each vLLM pod kwok "runs".
+
+Level-based: every period it lists pods labelled ``kvright.dev/llmdeployment``. For each one that is
+scheduled on a node labelled ``nvidia.com/gpu.product``, Running and not being deleted, it starts
+``python -m kvright.sim serve <the pod's vllm args> --gpu <node's product>`` on a free loopback port
+(the architecture comes from the owning LLMDeployment's ``spec.model.architecture`` when set), and
+writes all live simulators to a Prometheus file_sd file with the labels ``namespace``,
+``llmdeployment`` and ``pod`` (docs/interfaces.md). A pod that is deleted or being deleted gets
+SIGTERM: the simulator drains (503 to new requests, admitted ones finish) and exits; its target
+leaves the file once it has.
+
+Run it in-process (:class:`PodRunner`, tests call :meth:`PodRunner.sync` or start :meth:`run` in a
+thread) or as ``python -m kvright.sim.podrunner --kubeconfig K --file-sd F``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PodRunner", "SimOptions", "main"]
+
+LLMD_LABEL = "kvright.dev/llmdeployment"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimOptions:
+    """Simulator flags the runner adds to every pod's command line."""
+
+    efficiency: float = 1.0
+    noise: float = 0.0
+    time_scale: float = 1.0
+    seed: int = 0
+    drain_timeout: float = 60.0
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass
+class _Sim:
+    namespace: str
+    llmdeployment: str
+    pod: str
+    uid: str
+    port: int
+    process: subprocess.Popen[bytes]
+    args: list[str]
+    draining: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PodRunner:
+    """See the module docstring. `core` is a kubernetes CoreV1Api, `custom` a CustomObjectsApi."""
+
+    def __init__(
+        self,
+        *,
+        core: Any,
+        custom: Any,
+        file_sd_path: Path,
+        options: SimOptions | None = None,
+        namespace: str | None = None,
+        log_dir: Path | None = None,
+        efficiency_by_llmdeployment: dict[str, float] | None = None,
+    ) -> None:
+        self.core = core
+        self.custom = custom
+        self.file_sd_path = Path(file_sd_path)
+        self.options = options or SimOptions()
+        self.namespace = namespace
+        self.log_dir = log_dir
+        self.efficiency_by_llmdeployment = dict(efficiency_by_llmdeployment or {})
+        self.sims: dict[str, _Sim] = {}  # by pod uid
+        self.lock = threading.Lock()
+        self.problems: list[str] = []
+        self._stop = threading.Event()
+        self._seed = self.options.seed
+        self._file_sd_text = ""
+        self._write_file_sd()
+
+    # -- what tests and the load generator read -------------------------------------------------
+    def endpoints(self, namespace: str, llmdeployment: str) -> list[str]:
+        """Base URLs of the simulators serving this LLMDeployment that accept requests now."""
+        with self.lock:
+            return [
+                s.url
+                for s in self.sims.values()
+                if s.namespace == namespace and s.llmdeployment == llmdeployment and not s.draining
+            ]
+
+    def running(self, namespace: str, llmdeployment: str) -> list[_Sim]:
+        with self.lock:
+            return [
+                s for s in self.sims.values() if s.namespace == namespace and s.llmdeployment == llmdeployment
+            ]
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self, period: float = 0.5) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sync()
+            except Exception as exc:  # a flaky API server must not kill the kubelet stand-in
+                self._problem(f"sync failed: {type(exc).__name__}: {exc}")
+            self._stop.wait(period)
+
+    def start(self, period: float = 0.5) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(period,), daemon=True, name="pod-runner")
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        """Stop the loop and every simulator (drain first, then kill what is left)."""
+        self._stop.set()
+        with self.lock:
+            sims = list(self.sims.values())
+        for sim in sims:
+            if sim.process.poll() is None:
+                sim.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for sim in sims:
+            try:
+                sim.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                sim.process.kill()
+                sim.process.wait()
+        with self.lock:
+            self.sims.clear()
+        self._write_file_sd()
+
+    def sync(self) -> None:
+        """One level-based pass: start, drain and reap simulators to match the pods."""
+        selector = LLMD_LABEL
+        if self.namespace:
+            pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        else:
+            pods = self.core.list_pod_for_all_namespaces(label_selector=selector).items
+        products: dict[str, str | None] = {}
+        wanted: set[str] = set()
+        for pod in pods:
+            meta, spec, status = pod.metadata, pod.spec, pod.status
+            uid = meta.uid
+            if meta.deletion_timestamp is not None:
+                continue
+            if not spec.node_name or (status is None or status.phase != "Running"):
+                continue
+            if spec.node_name not in products:
+                products[spec.node_name] = self._product(spec.node_name)
+            product = products[spec.node_name]
+            if product is None:
+                continue
+            wanted.add(uid)
+            if uid not in self.sims:
+                self._start(pod, product)
+        with self.lock:
+            sims = list(self.sims.items())
+        changed = False
+        for uid, sim in sims:
+            if uid not in wanted and not sim.draining and sim.process.poll() is None:
+                sim.process.send_signal(signal.SIGTERM)
+                with self.lock:
+                    sim.draining = True
+            if sim.process.poll() is not None:
+                if uid in wanted and not sim.draining:
+                    self._problem(
+                        f"simulator for {sim.namespace}/{sim.pod} exited with {sim.process.returncode}"
+                    )
+                with self.lock:
+                    del self.sims[uid]
+                changed = True
+        if changed:
+            self._write_file_sd()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _product(self, node_name: str) -> str | None:
+        try:
+            node = self.core.read_node(node_name)
+        except Exception as exc:
+            self._problem(f"node {node_name}: {type(exc).__name__}")
+            return None
+        labels = node.metadata.labels or {}
+        product = labels.get(PRODUCT_LABEL)
+        return str(product) if product else None
+
+    def _architecture(self, namespace: str, name: str) -> str | None:
+        if self.custom is None:
+            return None
+        try:
+            obj = self.custom.get_namespaced_custom_object(
+                "kvright.dev", "v1alpha1", namespace, "llmdeployments", name
+            )
+        except Exception:
+            return None
+        arch = obj.get("spec", {}).get("model", {}).get("architecture")
+        return str(arch) if arch else None
+
+    def _start(self, pod: Any, product: str) -> None:
+        meta = pod.metadata
+        llmd = (meta.labels or {}).get(LLMD_LABEL, "")
+        container = next((c for c in pod.spec.containers if c.name == "vllm"), pod.spec.containers[0])
+        command = list(container.command or [])
+        args = list(container.args or [])
+        vllm_args = [*command[1:], *args] if command[:1] == ["vllm"] else args
+        if not vllm_args or vllm_args[0] != "serve":
+            vllm_args = ["serve", *vllm_args]
+        port = _free_port()
+        self._seed += 1
+        opts = self.options
+        efficiency = self.efficiency_by_llmdeployment.get(f"{meta.namespace}/{llmd}", opts.efficiency)
+        cmd = [
+            sys.executable,
+            "-m",
+            "kvright.sim",
+            *vllm_args,
+            "--gpu",
+            product,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--efficiency",
+            str(efficiency),
+            "--noise",
+            str(opts.noise),
+            "--time-scale",
+            str(opts.time_scale),
+            "--seed",
+            str(self._seed),
+            "--drain-timeout",
+            str(opts.drain_timeout),
+            *opts.extra_args,
+        ]
+        arch = self._architecture(meta.namespace, llmd)
+        if arch:
+            cmd += ["--architecture", arch]
+        out: Any = subprocess.DEVNULL
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{meta.namespace}_{meta.name}")
+            out = open(self.log_dir / f"{safe}.log", "ab")  # noqa: SIM115 - owned by the child
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        sim = _Sim(
+            namespace=meta.namespace,
+            llmdeployment=llmd,
+            pod=meta.name,
+            uid=meta.uid,
+            port=port,
+            process=process,
+            args=cmd,
+        )
+        with self.lock:
+            self.sims[meta.uid] = sim
+        self._write_file_sd()
+
+    def _write_file_sd(self) -> None:
+        with self.lock:
+            groups = [
+                {
+                    "targets": [f"127.0.0.1:{s.port}"],
+                    "labels": {"namespace": s.namespace, "llmdeployment": s.llmdeployment, "pod": s.pod},
+                }
+                for s in sorted(self.sims.values(), key=lambda s: (s.namespace, s.pod))
+            ]
+        text = json.dumps(groups, indent=1)
+        if text == self._file_sd_text and self.file_sd_path.exists():
+            return
+        self._file_sd_text = text
+        self.file_sd_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.file_sd_path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.file_sd_path)  # Prometheus must never read half a file
+
+    def _problem(self, text: str) -> None:
+        with self.lock:
+            self.problems.append(text)
+            del self.problems[:-50]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from kubernetes import client, config
+
+    p = argparse.ArgumentParser(prog="python -m kvright.sim.podrunner", description=__doc__.split("\n")[0])
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    p.add_argument("--file-sd", required=True, type=Path, help="Prometheus file_sd JSON file to write")
+    p.add_argument("--namespace", default=None)
+    p.add_argument("--efficiency", type=float, default=1.0)
+    p.add_argument("--noise", type=float, default=0.0)
+    p.add_argument("--time-scale", type=float, default=1.0)
+    p.add_argument("--period", type=float, default=0.5)
+    p.add_argument("--log-dir", type=Path, default=None)
+    ns = p.parse_args(argv)
+    config.load_kube_config(config_file=ns.kubeconfig)  # type: ignore[no-untyped-call]
+    runner = PodRunner(
+        core=client.CoreV1Api(),
+        custom=client.CustomObjectsApi(),
+        file_sd_path=ns.file_sd,
+        namespace=ns.namespace,
+        log_dir=ns.log_dir,
+        options=SimOptions(efficiency=ns.efficiency, noise=ns.noise, time_scale=ns.time_scale),
+    )
+
+    def on_term(signum: int, frame: object) -> None:
+        runner._stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    try:
+        runner.run(ns.period)
+    finally:
+        runner.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""kvright.sim.podrunner: one simulator per running vLLM pod on a GPU node, file_sd kept in step.
+
+Faked: the Kubernetes API (a small in-memory stand-in for CoreV1Api/CustomObjectsApi list/read
+calls, the unit's edge). Real: the simulator subprocesses it starts, their HTTP endpoints, the
+file_sd file and the SIGTERM drain. The cluster version of this runs in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import requests
+
+from kvright.sim.podrunner import PodRunner, SimOptions
+
+
+def pod(name: str, *, node: str | None = "gpu-0", phase: str = "Running", deleting: bool = False) -> Any:
+    return SimpleNamespace(
+        metadata=SimpleNamespace(
+            name=name, namespace="team", uid=f"uid-{name}", labels={"kvright.dev/llmdeployment": "chat"},
+            deletion_timestamp="2026-01-01T00:00:00Z" if deleting else None,
+        ),
+        spec=SimpleNamespace(
+            node_name=node,
+            containers=[
+                SimpleNamespace(
+                    name="vllm", command=["vllm", "serve"],
+                    args=["meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size", "1",
+                          "--max-num-seqs", "24", "--max-model-len", "4096", "--served-model-name", "chat",
+                          "--port", "8000"],
+                )
+            ],
+        ),
+        status=SimpleNamespace(phase=phase),
+    )  # fmt: skip
+
+
+class FakeAPI:
+    def __init__(self) -> None:
+        self.pods: list[Any] = []
+        self.nodes = {
+            "gpu-0": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "cpu-0": {"kubernetes.io/os": "linux"},
+        }
+
+    def list_pod_for_all_namespaces(self, label_selector: str) -> Any:
+        assert label_selector == "kvright.dev/llmdeployment"
+        return SimpleNamespace(items=list(self.pods))
+
+    def read_node(self, name: str) -> Any:
+        return SimpleNamespace(metadata=SimpleNamespace(labels=self.nodes[name]))
+
+    def get_namespaced_custom_object(self, group: str, version: str, ns: str, plural: str, name: str) -> Any:
+        assert (group, version, plural, name) == ("kvright.dev", "v1alpha1", "llmdeployments", "chat")
+        return {
+            "spec": {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "llama-3.1-8b"}}
+        }
+
+
+def wait_for(predicate: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+def healthy(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/health", timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def test_runs_a_simulator_per_gpu_pod_and_stops_it_with_the_pod(tmp_path: Path) -> None:
+    api = FakeAPI()
+    api.pods = [pod("a"), pod("pending", node=None, phase="Pending"), pod("cpu", node="cpu-0")]
+    sd = tmp_path / "sd" / "vllm.json"
+    runner = PodRunner(core=api, custom=api, file_sd_path=sd, options=SimOptions(time_scale=10.0),
+                       log_dir=tmp_path / "logs")  # fmt: skip
+    try:
+        assert json.loads(sd.read_text()) == []
+        runner.sync()
+        [sim] = runner.running("team", "chat")
+        assert sim.pod == "a"
+        # The pod's own args, its node's product, the LLMDeployment's architecture, a loopback port.
+        assert sim.args[3:6] == ["serve", "meta-llama/Llama-3.1-8B-Instruct", "--tensor-parallel-size"]
+        assert sim.args[sim.args.index("--gpu") + 1] == "NVIDIA-H100-80GB-HBM3"
+        assert sim.args[sim.args.index("--architecture") + 1] == "llama-3.1-8b"
+        assert sim.args[sim.args.index("--host") + 1] == "127.0.0.1"
+        assert json.loads(sd.read_text()) == [
+            {
+                "targets": [f"127.0.0.1:{sim.port}"],
+                "labels": {"namespace": "team", "llmdeployment": "chat", "pod": "a"},
+            }
+        ]
+        wait_for(lambda: healthy(sim.url))
+        request = {"model": "chat", "prompt": [1] * 10, "max_tokens": 3}
+        body = requests.post(f"{sim.url}/v1/completions", json=request, timeout=30).json()
+        assert body["usage"]["completion_tokens"] == 3
+        assert "max_num_seqs" not in body
+        assert runner.endpoints("team", "chat") == [sim.url]
+
+        api.pods = [pod("a", deleting=True)]
+        runner.sync()
+        assert runner.endpoints("team", "chat") == []  # draining: no new traffic
+        wait_for(lambda: sim.process.poll() is not None)
+        assert sim.process.returncode == 0
+        runner.sync()
+        assert runner.running("team", "chat") == []
+        assert json.loads(sd.read_text()) == []
+        assert runner.problems == []
+    finally:
+        runner.close()
