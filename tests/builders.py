@@ -1,5 +1,7 @@
 """Builders for test objects: ``llmd("demo").model("llama-3.1-8b").tpot_ms(50).obj()``.
 
+Builders are values: every step returns a new builder, so a shared base can be specialised freely.
+
 One fluent builder per kind, so a test says only what matters to it and the rest is a valid default.
 ``spec()`` gives the spec dict; ``obj()`` the whole custom resource; ``without(path)`` drops a field and
 ``set(path, value)`` writes any field, valid or not (for CRD validation tests).
@@ -23,114 +25,139 @@ class LLMD:
             "slo": {"tpotMilliseconds": 50},
         }
 
+    def _clone(self) -> LLMD:
+        other = LLMD(self._name, self._namespace)
+        other._labels = dict(self._labels)
+        other._spec = copy.deepcopy(self._spec)
+        return other
+
     # --- model ------------------------------------------------------------------------------------
     def model(self, architecture: str, name: str | None = None) -> LLMD:
-        self._spec["model"] = {"name": name or f"org/{architecture}", "architecture": architecture}
-        return self
+        b = self._clone()
+        b._spec["model"] = {"name": name or f"org/{architecture}", "architecture": architecture}
+        return b
 
     def served_as(self, served_model_name: str) -> LLMD:
-        self._spec["model"]["servedModelName"] = served_model_name
-        return self
+        b = self._clone()
+        b._spec["model"]["servedModelName"] = served_model_name
+        return b
 
     def config_map(self, name: str, key: str = "config.json", model_name: str = "org/custom") -> LLMD:
-        self._spec["model"] = {"name": model_name, "configMapRef": {"name": name, "key": key}}
-        return self
+        b = self._clone()
+        b._spec["model"] = {"name": model_name, "configMapRef": {"name": name, "key": key}}
+        return b
 
     def hub(self, repository: str, revision: str = "main", token_secret: str | None = None) -> LLMD:
+        b = self._clone()
         hub: dict[str, Any] = {"repository": repository, "revision": revision}
         if token_secret:
             hub["tokenSecretRef"] = {"name": token_secret, "key": "token"}
-        self._spec["model"] = {"name": repository, "hub": hub}
-        return self
+        b._spec["model"] = {"name": repository, "hub": hub}
+        return b
 
     # --- placement and load -----------------------------------------------------------------------
     def gpu(self, product: str | None = None, max_gpus: int | None = None) -> LLMD:
+        b = self._clone()
         gpu: dict[str, Any] = {}
         if product is not None:
             gpu["product"] = product
         if max_gpus is not None:
             gpu["maxGPUs"] = max_gpus
-        self._spec["gpu"] = gpu
-        return self
+        b._spec["gpu"] = gpu
+        return b
 
     def context(self, max_model_len: int, prompt: int | None = None, output: int | None = None) -> LLMD:
-        w = self._spec.setdefault("workload", {})
+        b = self._clone()
+        w = b._spec.setdefault("workload", {})
         w["maxModelLen"] = max_model_len
         if prompt is not None:
             w["promptTokens"] = prompt
         if output is not None:
             w["outputTokens"] = output
-        return self
+        return b
 
     def concurrency(self, n: int) -> LLMD:
-        self._spec.setdefault("workload", {})["concurrency"] = n
-        return self
+        b = self._clone()
+        b._spec.setdefault("workload", {})["concurrency"] = n
+        return b
 
     def tpot_ms(self, ms: int) -> LLMD:
-        self._spec["slo"]["tpotMilliseconds"] = ms
-        return self
+        b = self._clone()
+        b._spec["slo"]["tpotMilliseconds"] = ms
+        return b
 
     def ttft_ms(self, ms: int) -> LLMD:
-        self._spec["slo"]["ttftMilliseconds"] = ms
-        return self
+        b = self._clone()
+        b._spec["slo"]["ttftMilliseconds"] = ms
+        return b
 
     def percentile(self, p: int) -> LLMD:
-        self._spec["slo"]["percentile"] = p
-        return self
+        b = self._clone()
+        b._spec["slo"]["percentile"] = p
+        return b
 
     def tp(self, tp: int | str) -> LLMD:
-        self._spec.setdefault("tuning", {})["tensorParallelSize"] = tp
-        return self
+        b = self._clone()
+        b._spec.setdefault("tuning", {})["tensorParallelSize"] = tp
+        return b
 
     def max_num_seqs(self, n: int | str) -> LLMD:
-        self._spec.setdefault("tuning", {})["maxNumSeqs"] = n
-        return self
+        b = self._clone()
+        b._spec.setdefault("tuning", {})["maxNumSeqs"] = n
+        return b
 
     def kv_dtype(self, dtype: str) -> LLMD:
-        self._spec.setdefault("tuning", {})["kvCacheDtype"] = dtype
-        return self
+        b = self._clone()
+        b._spec.setdefault("tuning", {})["kvCacheDtype"] = dtype
+        return b
 
     def replicas(self, min: int = 1, max: int = 4, count: int | None = None) -> LLMD:
+        b = self._clone()
         r: dict[str, Any] = {"min": min, "max": max}
         if count is not None:
             r["count"] = count
-        self._spec["replicas"] = r
-        return self
+        b._spec["replicas"] = r
+        return b
 
     def feedback(self, mode: str, window_s: int | None = None, cooldown_s: int | None = None) -> LLMD:
+        b = self._clone()
         f: dict[str, Any] = {"mode": mode}
         if window_s is not None:
             f["windowSeconds"] = window_s
         if cooldown_s is not None:
             f["cooldownSeconds"] = cooldown_s
-        self._spec["feedback"] = f
-        return self
+        b._spec["feedback"] = f
+        return b
 
     def image(self, image: str) -> LLMD:
-        self._spec["image"] = image
-        return self
+        b = self._clone()
+        b._spec["image"] = image
+        return b
 
     def label(self, key: str, value: str) -> LLMD:
-        self._labels[key] = value
-        return self
+        b = self._clone()
+        b._labels[key] = value
+        return b
 
     # --- raw edits, for invalid objects -------------------------------------------------------------
     def set(self, path: str, value: Any) -> LLMD:
+        b = self._clone()
         """Write ``value`` at a dotted path under spec (``slo.percentile``), creating objects."""
-        node = self._spec
+        node = b._spec
         *parents, last = path.split(".")
         for key in parents:
             node = node.setdefault(key, {})
         node[last] = value
-        return self
+        return b
 
     def without(self, path: str) -> LLMD:
-        node = self._spec
+        b = self._clone()
+        node = b._spec
         *parents, last = path.split(".")
         for key in parents:
             node = node[key]
         node.pop(last, None)
-        return self
+        return b
 
     # --- output -------------------------------------------------------------------------------------
     def spec(self) -> dict[str, Any]:

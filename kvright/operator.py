@@ -1,0 +1,430 @@
+"""The kopf operator: thin IO around the pure reconcile decision.
+
+One reconcile, three steps (kvright.reconcile has the decisions):
+
+1. gather: the LLMDeployment, its architecture (kvright.resolve), the GPU inventory (a kopf index of
+   Nodes), whether the PodMonitor CRD exists;
+2. decide: :func:`kvright.reconcile.desire`, then :func:`kvright.reconcile.status` once the API
+   server has answered the apply;
+3. act: server-side apply of the children under the field manager ``kvright`` (force), a status
+   patch only when something changed, events with specific reasons.
+
+It runs on create, on spec update, on resume (operator start), and from a per-object daemon every
+``KVRIGHT_RECONCILE_SECONDS`` (level-based: hand edits are reverted, nodes that joined are used,
+transient failures are retried). One asyncio lock per object keeps the four from overlapping.
+
+Run it with ``kopf run -m kvright.operator --all-namespaces`` or ``python -m kvright.operator``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import quote
+
+import kopf
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from kvright import api, inventory, reconcile
+from kvright import settings as settings_mod
+from kvright.conditions import Reason
+from kvright.render import selector
+from kvright.resolve import HubClient, ResolveError, resolve
+
+__all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_once"]
+
+FIELD_MANAGER: Final = "kvright"
+PREFIX: Final = "kvright.dev"
+POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
+log = logging.getLogger("kvright.operator")
+
+
+class KubeError(Exception):
+    """An API request failed; ``status`` is the HTTP code (0: no answer)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_PLURALS: Final = {
+    ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
+    ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
+    ("monitoring.coreos.com/v1", "PodMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors",
+}
+
+
+class Kube:
+    """The operator's own API calls (kopf does the watching), as plain dicts over the kubernetes
+    client's transport. Implements :class:`kvright.resolve.KubeReader`."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, *, timeout_seconds: float = 30.0) -> None:
+        self.api = api_client
+        self.timeout_seconds = timeout_seconds
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        serialized = self.api.param_serialize(
+            method,
+            path,
+            query_params=list(query),
+            header_params=headers,
+            body=json.dumps(body) if body is not None else None,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api.call_api(*serialized, _request_timeout=self.timeout_seconds)
+            data = response.read()  # type: ignore[no-untyped-call]
+        except k8s_client.ApiException as exc:  # transport-level failures
+            raise KubeError(int(exc.status or 0), f"{method} {path}: {exc.reason}") from None
+        except Exception as exc:  # urllib3 connection errors and the like
+            raise KubeError(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        if 200 <= response.status < 300:
+            return json.loads(data) if data else None
+        try:
+            message = json.loads(data).get("message", "")
+        except (ValueError, AttributeError):
+            message = data[:200].decode(errors="replace") if data else ""
+        raise KubeError(response.status, f"{method} {path}: {response.status} {message}")
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = self.request("GET", path)
+            return result
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    # --- KubeReader ----------------------------------------------------------------------------------
+    def config_map_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        cm = self.get(f"/api/v1/namespaces/{namespace}/configmaps/{quote(name)}")
+        return None if cm is None else dict(cm.get("data") or {})
+
+    def secret_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        import base64
+
+        secret = self.get(f"/api/v1/namespaces/{namespace}/secrets/{quote(name)}")
+        if secret is None:
+            return None
+        decoded = {
+            k: base64.b64decode(v).decode(errors="replace") for k, v in (secret.get("data") or {}).items()
+        }
+        decoded.update(secret.get("stringData") or {})
+        return decoded
+
+    # --- children and status -----------------------------------------------------------------------
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Server-side apply under kvright's field manager, taking ownership of conflicting fields."""
+        meta = obj["metadata"]
+        base = _PLURALS[(obj["apiVersion"], obj["kind"])].format(ns=meta["namespace"])
+        result: dict[str, Any] = self.request(
+            "PATCH",
+            f"{base}/{quote(meta['name'])}",
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
+        return result
+
+    def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{quote(name)}")
+
+    def pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        sel = ",".join(f"{k}={v}" for k, v in labels.items())
+        result = self.request("GET", f"/api/v1/namespaces/{namespace}/pods", query=[("labelSelector", sel)])
+        return list(result.get("items") or [])
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        path = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{namespace}/{api.PLURAL}/{quote(name)}/status"
+        self.request("PATCH", path, body={"status": status}, content_type="application/merge-patch+json")
+
+    def has_crd(self, name: str) -> bool:
+        try:
+            return self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") is not None
+        except KubeError as exc:
+            if exc.status == 403:
+                return False
+            raise
+
+
+@dataclass
+class Runtime:
+    """What the handlers share, built once in the startup hook."""
+
+    settings: settings_mod.Settings
+    kube: Kube
+    hub: HubClient
+    clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _pod_monitor: tuple[float, bool] | None = None
+    _pm_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def lock_for(self, uid: str) -> asyncio.Lock:
+        lock = self.locks.get(uid)
+        if lock is None:
+            lock = self.locks[uid] = asyncio.Lock()
+        return lock
+
+    def pod_monitor_supported(self) -> bool:
+        """Whether the PodMonitor CRD exists, asked at most once a minute."""
+        with self._pm_lock:
+            cached = self._pod_monitor
+        if cached is not None and time.monotonic() - cached[0] < 60:
+            return cached[1]
+        try:
+            present = self.kube.has_crd(POD_MONITOR_CRD)
+        except KubeError as exc:
+            log.warning("cannot tell whether %s exists: %s", POD_MONITOR_CRD, exc)
+            present = cached[1] if cached else False
+        with self._pm_lock:
+            self._pod_monitor = (time.monotonic(), present)
+        return present
+
+
+def api_client() -> k8s_client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig (KUBECONFIG)."""
+    configuration = k8s_client.Configuration()
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        k8s_config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = 32
+    return k8s_client.ApiClient(configuration)
+
+
+def runtime_from_env(env: Mapping[str, str]) -> Runtime:
+    s = settings_mod.from_env(env)
+    return Runtime(
+        settings=s,
+        kube=Kube(api_client()),
+        hub=HubClient(s.hf_endpoint, timeout_seconds=s.hub_timeout_seconds, attempts=s.hub_attempts),
+    )
+
+
+# --- gather, decide, act ---------------------------------------------------------------------------
+
+
+def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> reconcile.Facts:
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    parsed = reconcile.spec_or_error(spec)
+    architecture: Any = None
+    source = ""
+    if not isinstance(parsed, api.SpecError):
+        try:
+            resolved = resolve(
+                parsed.model.architecture,
+                namespace=meta["namespace"],
+                model_name=parsed.model.name,
+                kube=runtime.kube,
+                hub=runtime.hub,
+            )
+            architecture, source = resolved.architecture, f"{resolved.source} {resolved.detail}"
+        except ResolveError as exc:
+            architecture = reconcile.ResolveFailure(
+                reason=exc.reason, message=str(exc), retryable=exc.retryable
+            )
+        except KubeError as exc:
+            architecture = reconcile.ResolveFailure(
+                reason=Reason.ARCHITECTURE_UNKNOWN,
+                message=f"reading the API server failed: {exc}",
+                retryable=True,
+            )
+    return reconcile.Facts(
+        name=meta["name"],
+        namespace=meta["namespace"],
+        uid=meta.get("uid", ""),
+        generation=int(meta.get("generation", 0) or 0),
+        spec=spec,
+        current_status=body.get("status") or {},
+        architecture=architecture,
+        architecture_source=source,
+        inventory=inventory.summarize(nodes),
+        default_image=runtime.settings.vllm_image,
+        pod_monitor=runtime.pod_monitor_supported(),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    desired: reconcile.Desired
+    status: dict[str, Any]
+    events: tuple[reconcile.Event, ...]
+    status_written: bool
+
+
+def reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> Outcome:
+    """Gather, decide and act for one LLMDeployment (blocking IO: run it in a thread)."""
+    facts = gather(body, runtime, nodes)
+    desired = reconcile.desire(facts)
+    apply_error: str | None = None
+    live: dict[str, Any] | None = None
+    for child in desired.children:
+        try:
+            answered = runtime.kube.apply(child)
+        except KubeError as exc:
+            apply_error = f"applying {child['kind']} {facts.name}: {exc}"
+            break
+        if child["kind"] == "Deployment":
+            live = answered
+    if not desired.children:
+        live = runtime.kube.deployment(facts.namespace, facts.name)
+    rollout: reconcile.Rollout | None = None
+    if live is not None:
+        rollout = reconcile.rollout_from(live)
+        want = desired.replicas if desired.replicas is not None else rollout.replicas
+        if not rollout.up_to_date or rollout.ready_replicas < want:
+            pods = runtime.kube.pods(facts.namespace, selector(facts.name))
+            rollout = reconcile.rollout_from(live, pods)
+    new_status = reconcile.status(
+        facts, desired, rollout=rollout, apply_error=apply_error, now=runtime.clock()
+    )
+    written = False
+    if reconcile.status_changed(facts.current_status, new_status):
+        runtime.kube.patch_status(facts.namespace, facts.name, new_status)
+        written = True
+    events = desired.events
+    if apply_error is not None:
+        events += (reconcile.Event(type="Warning", reason=Reason.APPLY_FAILED, message=apply_error),)
+    return Outcome(desired=desired, status=new_status, events=events, status_written=written)
+
+
+def _nodes(index: Any) -> list[inventory.GPUNode]:
+    """All GPU nodes in the kopf index (product -> store of GPUNode)."""
+    return [node for key in list(index) for node in list(index.get(key, ()))]
+
+
+async def _reconcile(body: Any, memo: Any, gpu_nodes: Any, logger: Any) -> Outcome:
+    runtime: Runtime = memo.runtime
+    meta = body.get("metadata") or {}
+    async with runtime.lock_for(meta.get("uid", "")):
+        snapshot = copy.deepcopy(dict(body))
+        nodes = _nodes(gpu_nodes)
+        outcome = await asyncio.to_thread(reconcile_once, snapshot, runtime, nodes)
+    for event in outcome.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+    cond = outcome.desired.plan_feasible
+    logger.debug("reconciled: %s %s (%s)", cond.type, cond.status, cond.reason)
+    return outcome
+
+
+# --- kopf wiring -------------------------------------------------------------------------------------
+
+
+@kopf.on.startup()
+def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, **_: Any) -> None:
+    """Settings in one place: our own prefixes, quiet kopf events, the shared runtime."""
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    # kopf's own per-handler log lines are not worth an Event each; ours are posted explicitly.
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 16
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    if not hasattr(memo, "runtime"):
+        memo.runtime = runtime_from_env(os.environ)
+    logger.info("kvright settings: %s", memo.runtime.settings)
+
+
+@kopf.index("", "v1", "nodes")
+def gpu_nodes(body: kopf.Body, **_: Any) -> dict[str, inventory.GPUNode] | None:
+    """Nodes with GPUs, keyed by product (GFD label)."""
+    node = inventory.gpu_node(body)
+    return None if node is None else {node.product: node}
+
+
+async def _changed(
+    body: kopf.Body, memo: kopf.Memo, gpu_nodes: kopf.Index[Any, Any], logger: Any, retry: int
+) -> None:
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    outcome = await _reconcile(body, memo, gpu_nodes, logger)
+    if outcome.desired.retry_seconds is not None:
+        raise kopf.TemporaryError(outcome.desired.plan_feasible.message, delay=reconcile.retry_delay(retry))
+
+
+@kopf.on.create(api.GROUP, api.VERSION, api.PLURAL)
+async def created(
+    *, body: kopf.Body, memo: Any, gpu_nodes: Any = None, logger: Any, retry: int, **_: Any
+) -> None:
+    await _changed(body, memo, gpu_nodes, logger, retry)
+
+
+@kopf.on.update(api.GROUP, api.VERSION, api.PLURAL, field="spec")
+async def updated(
+    *, body: kopf.Body, memo: Any, gpu_nodes: Any = None, logger: Any, retry: int, **_: Any
+) -> None:
+    await _changed(body, memo, gpu_nodes, logger, retry)
+
+
+@kopf.on.resume(api.GROUP, api.VERSION, api.PLURAL)
+async def resumed(
+    *, body: kopf.Body, memo: Any, gpu_nodes: Any = None, logger: Any, retry: int, **_: Any
+) -> None:
+    await _changed(body, memo, gpu_nodes, logger, retry)
+
+
+@kopf.daemon(api.GROUP, api.VERSION, api.PLURAL, cancellation_timeout=10.0)
+async def level(
+    *,
+    stopped: kopf.DaemonStopped,
+    body: kopf.Body,
+    memo: Any,
+    gpu_nodes: Any = None,
+    logger: Any,
+    **_: Any,
+) -> None:
+    """Level-based reconciliation: every period, the whole reconcile again (idempotent)."""
+    period = memo.runtime.settings.reconcile_seconds
+    while not stopped:
+        await stopped.wait(period)
+        if stopped or body.get("metadata", {}).get("deletionTimestamp"):
+            break
+        try:
+            outcome = await _reconcile(body, memo, gpu_nodes, logger)
+        except Exception as exc:  # a failed round is retried next period; never kill the daemon
+            logger.warning("periodic reconcile failed: %s: %s", type(exc).__name__, exc)
+            continue
+        if outcome.desired.retry_seconds is not None:
+            period = min(memo.runtime.settings.reconcile_seconds, outcome.desired.retry_seconds)
+        else:
+            period = memo.runtime.settings.reconcile_seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the operator (``python -m kvright.operator``): cluster-wide, or the KVRIGHT_NAMESPACES."""
+    s = settings_mod.from_env(os.environ)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kopf.run(
+        clusterwide=not s.namespaces,
+        namespaces=list(s.namespaces),
+        standalone=True,
+        liveness_endpoint=None,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,500 @@
+"""kvright.reconcile: the pure decision from gathered facts to children, status and events.
+
+Nothing is faked: the real capacity planner and catalog run on facts built here (an inventory of GPU
+nodes, a spec from tests.builders). The property test draws specs the CRD admits (bounds, enums and
+CEL rules) and holds the decision to never raise on any of them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import capacity
+from kvright.conditions import Reason
+from kvright.inventory import GPUNode, summarize
+from kvright.reconcile import (
+    Facts,
+    Overrides,
+    ResolveFailure,
+    Rollout,
+    deployed_condition,
+    desire,
+    rollout_from,
+    status,
+    status_changed,
+)
+from tests.builders import llmd
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+H200 = "NVIDIA-H200"
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+def nodes(*groups: tuple[str, int, int]) -> dict[str, Any]:
+    return summarize(
+        GPUNode(name=f"{p}-{i}", product=p, allocatable_gpus=g, memory_mib=None)
+        for p, count, g in groups
+        for i in range(count)
+    )
+
+
+CLUSTER = nodes((H100, 2, 8), (H200, 1, 8))
+
+
+def facts(spec: dict[str, Any], **overrides: Any) -> Facts:
+    arch_id = (spec.get("model") or {}).get("architecture")
+    values: dict[str, Any] = {
+        "name": "chat",
+        "namespace": "ml",
+        "uid": "u-1",
+        "generation": 3,
+        "spec": spec,
+        "current_status": {},
+        "architecture": capacity.catalog_architecture(arch_id) if arch_id in capacity.catalog_ids() else None,
+        "architecture_source": f"Catalog {arch_id}",
+        "inventory": CLUSTER,
+        "default_image": "vllm/vllm-openai:test",
+    }
+    values.update(overrides)
+    return Facts(**values)
+
+
+LLAMA70 = llmd("chat").model("llama-3.1-70b").gpu(H100).context(8192, 2048, 256).concurrency(64).tpot_ms(50)
+
+
+def test_feasible_plan_renders_children_and_status() -> None:
+    d = desire(facts(LLAMA70.spec()))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == ("True", Reason.PLANNED)
+    assert [c["kind"] for c in d.children] == ["Deployment", "Service"]
+    plan = d.fields["plan"]
+    assert plan["gpuProduct"] == H100
+    assert plan["gpus"] == plan["tensorParallelSize"] * plan["replicas"]
+    container = d.children[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": str(plan["tensorParallelSize"])}
+    assert container["args"][0] == "org/llama-3.1-70b"
+    assert container["args"][1:-4] == plan["vllmArgs"]
+    assert container["image"] == "vllm/vllm-openai:test"
+    assert d.fields["selector"] == "app.kubernetes.io/name=vllm,kvright.dev/llmdeployment=chat"
+    assert d.fields["gpu"] == {"product": H100, "gpusPerNode": 8, "nodes": 2, "allocatableGPUs": 16}
+    assert d.fields["architecture"]["numLayers"] == 80
+    assert d.fields["prediction"]["tpotMilliseconds"] <= 50
+    assert d.events == ()
+
+
+def test_pod_monitor_only_when_its_crd_exists() -> None:
+    d = desire(facts(LLAMA70.spec(), pod_monitor=True))
+    assert [c["kind"] for c in d.children] == ["Deployment", "Service", "PodMonitor"]
+
+
+def test_single_gpu_type_needs_no_product() -> None:
+    d = desire(facts(llmd("a").model("llama-3.1-8b").spec(), inventory=nodes((H200, 1, 8))))
+    assert d.fields["plan"]["gpuProduct"] == H200
+
+
+@pytest.mark.parametrize(
+    ("spec", "extra", "status_", "reason", "text"),
+    [
+        (llmd("a").tpot_ms(0).spec(), {}, "False", Reason.INVALID_SPEC, "spec.slo.tpotMilliseconds"),
+        (
+            LLAMA70.spec(),
+            {"architecture": ResolveFailure(reason=Reason.HUB_FETCH_FAILED, message="503", retryable=True)},
+            "Unknown",
+            Reason.HUB_FETCH_FAILED,
+            "503",
+        ),
+        (
+            LLAMA70.spec(),
+            {
+                "architecture": ResolveFailure(
+                    reason=Reason.ARCHITECTURE_INVALID, message="bad", retryable=False
+                )
+            },
+            "False",
+            Reason.ARCHITECTURE_INVALID,
+            "bad",
+        ),
+        (LLAMA70.spec(), {"inventory": {}}, "False", Reason.NO_GPU_NODES, "products present: none"),
+        (
+            llmd("a").model("llama-3.1-70b").spec(),
+            {},
+            "False",
+            Reason.GPU_PRODUCT_AMBIGUOUS,
+            "set spec.gpu.product",
+        ),
+        (LLAMA70.tp(3).spec(), {}, "False", Reason.TENSOR_PARALLEL_INVALID, "valid here: 1, 2, 4, 8"),
+        (LLAMA70.tp(16).spec(), {}, "False", Reason.INFEASIBLE, "largest NVIDIA-H100-80GB-HBM3 node has 8"),
+        (
+            llmd("a").model("llama-3.1-8b").gpu("NVIDIA-FANCY-1").spec(),
+            {"inventory": nodes(("NVIDIA-FANCY-1", 1, 8))},
+            "False",
+            Reason.GPU_PRODUCT_UNKNOWN,
+            "NVIDIA-FANCY-1",
+        ),
+        (
+            llmd("a").model("llama-3.1-405b").gpu(H100).tpot_ms(5).spec(),
+            {},
+            "False",
+            Reason.INFEASIBLE,
+            "needs",
+        ),
+        (
+            llmd("a").model("llama-2-7b").gpu(H100).context(8192).spec(),
+            {},
+            "False",
+            Reason.PLAN_INPUT_INVALID,
+            "4096 positions",
+        ),
+    ],
+    ids=[
+        "invalid-spec",
+        "hub-down-is-unknown-and-retried",
+        "bad-config-is-false",
+        "no-gpu-nodes",
+        "two-products-unnamed",
+        "tp-not-dividing-heads",
+        "tp-larger-than-any-node",
+        "gpu-not-in-catalog",
+        "405b-at-5ms-infeasible",
+        "context-beyond-positions",
+    ],
+)
+def test_not_planned(
+    spec: dict[str, Any], extra: dict[str, Any], status_: str, reason: str, text: str
+) -> None:
+    d = desire(facts(spec, **extra))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == (status_, reason)
+    assert text in d.plan_feasible.message
+    assert d.children == ()
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", reason)]
+    assert (d.retry_seconds is not None) == (status_ == "Unknown")
+
+
+def test_warning_not_repeated_when_condition_already_says_it() -> None:
+    first = desire(facts(LLAMA70.tp(3).spec()))
+    current = status(facts(LLAMA70.tp(3).spec()), first, rollout=None, apply_error=None, now=NOW)
+    again = desire(facts(LLAMA70.tp(3).spec(), current_status=current))
+    assert again.plan_feasible == first.plan_feasible
+    assert again.events == ()
+
+
+@pytest.mark.parametrize(
+    ("builder", "replicas"),
+    [
+        (LLAMA70.replicas(1, 4, count=3), 3),
+        (LLAMA70.replicas(2, 4), 2),
+        (LLAMA70.replicas(0, 4, count=0), 0),
+    ],
+    ids=["pinned-count-wins", "min-raises-plan", "scaled-to-zero"],
+)
+def test_replicas(builder: Any, replicas: int) -> None:
+    d = desire(facts(builder.spec()))
+    assert d.replicas == replicas
+    assert d.children[0]["spec"]["replicas"] == replicas
+    assert d.fields["plan"]["replicas"] == replicas
+
+
+def test_replicas_capped_warns_once() -> None:
+    spec = llmd("a").model("llama-3.1-8b").gpu(H100).concurrency(4000).replicas(1, 2).spec()
+    d = desire(facts(spec))
+    assert d.replicas == 2
+    assert d.fields["prediction"]["plannedReplicas"] > 2
+    assert [e.reason for e in d.events] == [Reason.REPLICAS_CAPPED]
+    again = desire(facts(spec, current_status={"plan": d.fields["plan"]}))
+    assert again.events == ()
+
+
+def test_feedback_overrides_feed_the_planner() -> None:
+    base = desire(facts(LLAMA70.spec()))
+    tuned = desire(facts(LLAMA70.spec(), overrides=Overrides(calibration=2.0, max_num_seqs=16, replicas=3)))
+    assert tuned.fields["plan"]["maxNumSeqs"] == 16
+    assert tuned.fields["plan"]["replicas"] == 3
+    assert tuned.fields["prediction"]["calibration"] == 2.0
+    assert base.fields["plan"]["maxNumSeqs"] != 16
+
+
+def test_plan_change_is_an_event() -> None:
+    old = desire(facts(LLAMA70.spec()))
+    new = desire(facts(LLAMA70.tp(8).spec(), current_status={"plan": old.fields["plan"]}))
+    (event,) = new.events
+    assert (event.type, event.reason) == ("Normal", Reason.PLAN_CHANGED)
+    assert "-> TP 8" in event.message
+
+
+def test_hub_token_reaches_the_pod_as_secret_ref() -> None:
+    spec = llmd("a").hub("meta-llama/Llama-3.1-8B", token_secret="hf").gpu(H100).spec()
+    d = desire(facts(spec, architecture=capacity.catalog_architecture("llama-3.1-8b")))
+    env = d.children[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in env
+
+
+def deployment(
+    *,
+    replicas: int = 2,
+    generation: int = 2,
+    observed: int = 2,
+    updated: int = 2,
+    ready: int = 2,
+    total: int = 2,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"replicas": replicas},
+        "status": {
+            "observedGeneration": observed,
+            "replicas": total,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+        },
+    }
+
+
+UNSCHEDULABLE = {
+    "metadata": {"name": "chat-abc"},
+    "status": {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+            }
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("dep", "pods", "up_to_date", "stalled"),
+    [
+        (deployment(), [], True, None),
+        (deployment(observed=1), [], False, None),
+        (deployment(updated=1, total=3), [], False, None),
+        (
+            deployment(updated=1, total=3),
+            [UNSCHEDULABLE],
+            False,
+            "pod chat-abc cannot be scheduled: 0/3 nodes",
+        ),
+        (
+            {
+                **deployment(updated=1),
+                "status": {
+                    **deployment(updated=1)["status"],
+                    "conditions": [
+                        {"type": "Progressing", "reason": "ProgressDeadlineExceeded", "message": "late"}
+                    ],
+                },
+            },
+            [],
+            False,
+            "rollout passed its progress deadline: late",
+        ),
+    ],
+    ids=["done", "controller-not-caught-up", "surging", "new-pod-unschedulable", "deadline-exceeded"],
+)
+def test_rollout_from(
+    dep: dict[str, Any], pods: list[dict[str, Any]], up_to_date: bool, stalled: str | None
+) -> None:
+    r = rollout_from(dep, pods)
+    assert r.up_to_date is up_to_date
+    if stalled is None:
+        assert r.stalled is None
+    else:
+        assert r.stalled is not None and r.stalled.startswith(stalled)
+
+
+PLANNED = desire(facts(LLAMA70.replicas(2, 4).spec()))
+NOT_PLANNED = desire(facts(LLAMA70.tp(3).spec()))
+
+
+@pytest.mark.parametrize(
+    ("desired", "rollout", "error", "expected"),
+    [
+        (
+            PLANNED,
+            Rollout(replicas=2, ready_replicas=2, updated_replicas=2, up_to_date=True),
+            None,
+            ("True", "Applied"),
+        ),
+        (
+            PLANNED,
+            Rollout(replicas=3, ready_replicas=2, updated_replicas=1, up_to_date=False),
+            None,
+            ("False", "RollingOut"),
+        ),
+        (
+            PLANNED,
+            Rollout(replicas=3, ready_replicas=2, updated_replicas=1, up_to_date=False, stalled="no GPUs"),
+            None,
+            ("False", "RolloutStalled"),
+        ),
+        (PLANNED, None, "422 invalid", ("False", "ApplyFailed")),
+        (NOT_PLANNED, None, None, ("False", "NotPlanned")),
+        (
+            NOT_PLANNED,
+            Rollout(replicas=2, ready_replicas=2, updated_replicas=2, up_to_date=True),
+            None,
+            ("True", "KeptLastPlan"),
+        ),
+    ],
+    ids=[
+        "rolled-out",
+        "rolling",
+        "stalled-keeps-old-pods",
+        "apply-failed",
+        "nothing-to-apply",
+        "infeasible-edit-keeps-old",
+    ],
+)
+def test_deployed_condition(
+    desired: Any, rollout: Rollout | None, error: str | None, expected: tuple[str, str]
+) -> None:
+    c = deployed_condition(desired, rollout, error)
+    assert (c.status, c.reason) == expected
+
+
+def test_status_keeps_feedback_conditions_and_last_plan() -> None:
+    foreign = {"type": "SLOMet", "status": "True", "reason": "TPOTWithinTarget", "message": "ok"}
+    current = {
+        "plan": {"tensorParallelSize": 4},
+        "observed": {"tpotMilliseconds": 40.0},
+        "conditions": [foreign],
+    }
+    new = status(
+        facts(LLAMA70.tp(3).spec(), current_status=current),
+        NOT_PLANNED,
+        rollout=Rollout(replicas=2, ready_replicas=2, updated_replicas=2, up_to_date=True),
+        apply_error=None,
+        now=NOW,
+    )
+    assert "plan" not in new  # not overwritten: the running plan stays described
+    assert new["conditions"][0] == foreign
+    assert [c["type"] for c in new["conditions"]] == ["SLOMet", "PlanFeasible", "Deployed", "Ready"]
+    assert all(c["observedGeneration"] == 3 for c in new["conditions"][1:])
+    assert (new["replicas"], new["readyReplicas"], new["observedGeneration"]) == (2, 2, 3)
+    ready = new["conditions"][3]
+    assert (ready["status"], ready["reason"]) == ("False", Reason.TENSOR_PARALLEL_INVALID)
+
+
+def test_status_ready_when_rolled_out_and_unchanged_status_not_rewritten() -> None:
+    f = facts(LLAMA70.replicas(2, 4).spec())
+    rollout = Rollout(replicas=2, ready_replicas=2, updated_replicas=2, up_to_date=True)
+    first = status(f, PLANNED, rollout=rollout, apply_error=None, now=NOW)
+    ready = first["conditions"][2]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", Reason.REPLICAS_READY)
+    later = NOW + datetime.timedelta(minutes=10)
+    second = status(
+        facts(LLAMA70.replicas(2, 4).spec(), current_status=first),
+        PLANNED,
+        rollout=rollout,
+        apply_error=None,
+        now=later,
+    )
+    assert second == first
+    assert not status_changed(first, second)
+    assert status_changed({}, second)
+
+
+# --- property: no spec the CRD admits crashes the decision ----------------------------------------
+
+PRODUCTS = [H100, H200, "NVIDIA-A100-SXM4-80GB", "NVIDIA-L4", "Tesla-T4", "NVIDIA-UNKNOWN-9000"]
+
+
+@st.composite
+def crd_valid_specs(draw: st.DrawFn) -> dict[str, Any]:
+    name = draw(st.text(min_size=1, max_size=40).filter(lambda s: s.strip() == s and s != ""))
+    source = draw(st.sampled_from(["architecture", "configMapRef", "hub"]))
+    model: dict[str, Any] = {"name": name}
+    if source == "architecture":
+        model["architecture"] = draw(st.sampled_from([*capacity.catalog_ids(), "not-a-model"]))
+    elif source == "configMapRef":
+        model["configMapRef"] = {"name": "cfg", "key": "config.json"}
+    else:
+        model["hub"] = {"repository": "org/model", "revision": "main"}
+    max_len = draw(st.integers(128, 1_048_576))
+    prompt = draw(st.integers(1, max_len - 1))
+    output = draw(st.integers(1, max_len - prompt))
+    spec: dict[str, Any] = {
+        "model": model,
+        "workload": {
+            "maxModelLen": max_len,
+            "promptTokens": prompt,
+            "outputTokens": output,
+            "concurrency": draw(st.integers(1, 1_000_000)),
+        },
+        "slo": {
+            "tpotMilliseconds": draw(st.integers(1, 10_000)),
+            "percentile": draw(st.sampled_from([50, 90, 95, 99])),
+        },
+    }
+    if draw(st.booleans()):
+        spec["slo"]["ttftMilliseconds"] = draw(st.integers(1, 600_000))
+    gpu: dict[str, Any] = {}
+    if draw(st.booleans()):
+        gpu["product"] = draw(st.sampled_from(PRODUCTS))
+    max_gpus = draw(st.none() | st.integers(1, 4096))
+    if max_gpus is not None:
+        gpu["maxGPUs"] = max_gpus
+    spec["gpu"] = gpu
+    tp = draw(st.sampled_from(["Auto"]) | st.integers(1, min(64, max_gpus or 64)))
+    spec["tuning"] = {
+        "tensorParallelSize": tp,
+        "maxNumSeqs": draw(st.sampled_from(["Auto"]) | st.integers(1, 4096)),
+        "kvCacheDtype": draw(st.sampled_from(["Auto", "Model", "FP8"])),
+        "gpuMemoryUtilizationPercent": draw(st.integers(50, 98)),
+    }
+    lo = draw(st.integers(0, 1000))
+    hi = draw(st.integers(max(1, lo), 1000))
+    replicas: dict[str, Any] = {"min": lo, "max": hi}
+    if draw(st.booleans()):
+        replicas["count"] = draw(st.integers(lo, hi))
+    spec["replicas"] = replicas
+    spec["feedback"] = {
+        "mode": draw(st.sampled_from(["Off", "Observe", "Adjust"])),
+        "windowSeconds": 300,
+        "cooldownSeconds": 0,
+    }
+    return spec
+
+
+@st.composite
+def inventories(draw: st.DrawFn) -> dict[str, Any]:
+    groups = draw(
+        st.lists(st.tuples(st.sampled_from(PRODUCTS), st.integers(1, 3), st.integers(1, 16)), max_size=3)
+    )
+    return nodes(*groups)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spec=crd_valid_specs(), inventory=inventories(), calibration=st.floats(0.5, 4.0), resolved=st.booleans()
+)
+def test_no_crd_valid_spec_crashes_the_decision(
+    spec: dict[str, Any], inventory: dict[str, Any], calibration: float, resolved: bool
+) -> None:
+    arch_id = spec["model"].get("architecture")
+    if arch_id in capacity.catalog_ids():
+        arch: Any = capacity.catalog_architecture(arch_id)
+    elif resolved:
+        arch = capacity.catalog_architecture("llama-3.1-8b")
+    else:
+        arch = ResolveFailure(reason=Reason.ARCHITECTURE_UNKNOWN, message="unknown", retryable=False)
+    f = facts(spec, architecture=arch, inventory=inventory, overrides=Overrides(calibration=calibration))
+    d = desire(f)
+    new = status(f, d, rollout=None, apply_error=None, now=NOW)
+    assert [c["type"] for c in new["conditions"]] == ["PlanFeasible", "Deployed", "Ready"]
+    if d.children:
+        plan = d.fields["plan"]
+        limits = d.children[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+        assert limits == {"nvidia.com/gpu": str(plan["tensorParallelSize"])}
+        product = inventory[plan["gpuProduct"]]
+        assert plan["tensorParallelSize"] <= product.max_gpus_per_node
+        r = spec["replicas"]
+        assert r["min"] <= plan["replicas"] <= r["max"]
+    else:
+        assert d.plan_feasible.status in ("False", "Unknown")
