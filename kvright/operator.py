@@ -420,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     kopf.run(
         clusterwide=not s.namespaces,
         namespaces=list(s.namespaces),
-        standalone=True,
+        standalone=not s.peering,
+        peering_name=s.peering or None,
         liveness_endpoint=None,
     )
     return 0

@@ -38,6 +38,8 @@ class Settings:
     """Timeout of one hub request."""
     hub_attempts: int = 3
     """Tries of one hub fetch within a reconcile before it is reported and retried later."""
+    peering: str = ""
+    """kopf peering object name for HA (KVRIGHT_PEERING); empty: standalone."""
 
 
 def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
@@ -71,4 +73,5 @@ def from_env(env: Mapping[str, str]) -> Settings:
         vllm_image=env.get("KVRIGHT_VLLM_IMAGE", "").strip() or DEFAULT_VLLM_IMAGE,
         hub_timeout_seconds=_number(env, "KVRIGHT_HUB_TIMEOUT_SECONDS", 10.0, 0.1, 600),
         hub_attempts=int(_number(env, "KVRIGHT_HUB_ATTEMPTS", 3, 1, 20)),
+        peering=env.get("KVRIGHT_PEERING", "").strip(),
     )
