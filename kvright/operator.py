@@ -87,7 +87,7 @@ class Kube:
             path,
             query_params=list(query),
             header_params=headers,
-            body=json.dumps(body) if body is not None else None,
+            body=body,
             auth_settings=["BearerToken"],
         )
         try:
