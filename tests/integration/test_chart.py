@@ -1,0 +1,256 @@
+"""The Helm chart, rendered and linted by the real pinned helm (no cluster needed).
+
+Covers: `helm lint` with the default and a non-default values file (charts/kvright/ci/), rendering both,
+the schema rejecting a typo, secure pod defaults, RBAC without wildcards and without Secret or Node-delete
+rights, namespaced mode (Roles per namespace, node inventory still a read-only ClusterRole), HA (kopf
+peering object and CRDs), the CRD behind crds.enabled with resource-policy keep, names truncated to 63
+characters, and dashboards as sidecar-labelled ConfigMaps. A missing helm fails with the reason.
+tests/integration/test_chart_cluster.py installs the chart into the local control plane.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.helm
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "kvright"
+NONDEFAULT = CHART / "ci" / "namespaced-ha-values.yaml"
+KUBE_VERSION = "1.37.2"
+
+
+def helm() -> str:
+    tools_dir = Path(os.environ.get("KVRIGHT_TOOLS_DIR", Path.home() / ".cache" / "kvright" / "tools"))
+    for candidate in (tools_dir / "helm", tools_dir / "bin" / "helm"):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("helm")
+    if found is None:
+        pytest.fail(f"helm not found in {tools_dir} or on PATH: run `make tools` (deploy/cluster.sh build)")
+    return found
+
+
+def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm(), *args], capture_output=True, text=True, timeout=180, check=False)
+
+
+def render(*args: str, release: str = "kvright", namespace: str = "kvright-system") -> list[dict[str, Any]]:
+    done = run_helm("template", release, str(CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION,
+                    *args)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = by_kind(docs, kind)
+    assert len(found) == 1, f"{len(found)} {kind}s"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def default() -> list[dict[str, Any]]:
+    return render()
+
+
+@pytest.fixture(scope="module")
+def nondefault() -> list[dict[str, Any]]:
+    return render("-f", str(NONDEFAULT))
+
+
+@pytest.mark.parametrize("values", [None, NONDEFAULT], ids=["default-values", "namespaced-ha-values"])
+def test_helm_lint_strict_passes(values: Path | None) -> None:
+    extra = ["-f", str(values)] if values else []
+    done = run_helm("lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--set", "prometheusRules.enabled=true"], "prometheusRules"),
+        (["--set", "operator.watchNamespace={a}"], "watchNamespace"),
+        (["--set", "prometheusRule.alerts.KVCacheSaturated.treshold=0.9"], "treshold"),
+        (["--set", "prometheusRule.alerts.KVCacheSaturated.threshold=90"], "threshold"),
+        (["--set", "prometheusRule.alerts.Preemptions.for=15 minutes"], "for"),
+        (["--set", "replicaCount=2"], "replicaCount"),
+    ],
+    ids=["typo-top-level", "typo-nested", "typo-in-alert", "percent-not-fraction", "bad-duration",
+         "two-replicas-without-ha"],
+)
+def test_schema_rejects_bad_values(args: list[str], complaint: str) -> None:
+    done = run_helm("template", "kvright", str(CHART), "--kube-version", KUBE_VERSION, *args)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert complaint in done.stderr
+
+
+def test_default_render_has_the_operator_pieces(default: list[dict[str, Any]]) -> None:
+    kinds = sorted({d["kind"] for d in default})
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CustomResourceDefinition",
+                     "Deployment", "Service", "ServiceAccount"]
+
+
+def test_pod_is_locked_down(default: list[dict[str, Any]]) -> None:
+    pod = one(default, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container["securityContext"]
+    assert (sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"], sc["capabilities"]["drop"]) == (
+        True, False, ["ALL"])
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+
+
+def test_operator_env_binds_metrics_on_all_interfaces_only_in_the_pod(default: list[dict[str, Any]]) -> None:
+    env = {e["name"]: e.get("value") for e in one(default, "Deployment")["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert env["KVRIGHT_METRICS_ADDRESS"] == "0.0.0.0"
+    assert (env["KVRIGHT_METRICS_PORT"], env["KVRIGHT_NAMESPACES"], env["KVRIGHT_PEERING"]) == (
+        "8080", "", "")
+
+
+def test_selector_labels_carry_no_chart_version(default: list[dict[str, Any]]) -> None:
+    selector = one(default, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert selector == {"app.kubernetes.io/name": "kvright", "app.kubernetes.io/instance": "kvright"}
+    assert one(default, "Service")["spec"]["selector"] == selector
+
+
+def _rules(docs: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(d["kind"], d["metadata"].get("namespace", ""), rule) for d in docs
+            if d["kind"] in ("ClusterRole", "Role") for rule in d["rules"]]
+
+
+@pytest.mark.parametrize("which", ["default", "nondefault"])
+def test_rbac_enumerates_resources_and_verbs(which: str, request: pytest.FixtureRequest) -> None:
+    docs = request.getfixturevalue(which)
+    for kind, _, rule in _rules(docs):
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"], (
+            kind, rule)
+
+
+@pytest.mark.parametrize("which", ["default", "nondefault"])
+def test_no_cluster_wide_secret_access_and_nodes_read_only(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    docs = request.getfixturevalue(which)
+    for kind, namespace, rule in _rules(docs):
+        if "secrets" in rule["resources"]:
+            assert (kind, rule["verbs"]) == ("Role", ["get"]), rule
+            assert namespace == "team-a"
+        if "nodes" in rule["resources"]:
+            assert rule["verbs"] == ["get", "list", "watch"]
+
+
+def test_namespaced_mode_uses_roles_per_namespace_and_keeps_node_inventory_cluster_wide(
+    nondefault: list[dict[str, Any]],
+) -> None:
+    roles = by_kind(nondefault, "Role")
+    workload = sorted(r["metadata"]["namespace"] for r in roles if r["metadata"]["name"] == "kv-workload")
+    assert workload == ["team-a", "team-b"]
+    cluster_roles = by_kind(nondefault, "ClusterRole")
+    assert [r["metadata"]["name"] for r in cluster_roles] == ["kv-inventory"]
+    cluster_resources = {res for r in cluster_roles for rule in r["rules"] for res in rule["resources"]}
+    assert cluster_resources == {"nodes", "namespaces", "customresourcedefinitions"}
+    bindings = by_kind(nondefault, "RoleBinding")
+    assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": "kv", "namespace": "kvright-system"}]
+               for b in bindings)
+    env = {e["name"]: e.get("value") for e in one(nondefault, "Deployment")["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert env["KVRIGHT_NAMESPACES"] == "team-a,team-b"
+
+
+def test_cluster_mode_workload_is_a_cluster_role(default: list[dict[str, Any]]) -> None:
+    names = sorted(r["metadata"]["name"] for r in by_kind(default, "ClusterRole"))
+    assert names == ["kvright-inventory", "kvright-workload"]
+    assert by_kind(default, "Role") == []
+
+
+def test_ha_runs_peered_replicas_with_a_disruption_budget(nondefault: list[dict[str, Any]]) -> None:
+    deployment = one(nondefault, "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert "strategy" not in deployment["spec"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KVRIGHT_PEERING"] == "kv-peers"
+    peerings = by_kind(nondefault, "KopfPeering")
+    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
+    assert all(p["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade" for p in peerings)
+    assert one(nondefault, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    crds = {c["metadata"]["name"] for c in by_kind(nondefault, "CustomResourceDefinition")}
+    assert {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"} <= crds
+
+
+def test_ha_cluster_wide_uses_a_cluster_peering() -> None:
+    docs = render("--set", "ha.enabled=true")
+    assert one(docs, "ClusterKopfPeering")["metadata"]["name"] == "kvright"
+    assert one(docs, "Deployment")["spec"]["replicas"] == 2
+
+
+def test_without_ha_one_replica_recreated(default: list[dict[str, Any]]) -> None:
+    spec = one(default, "Deployment")["spec"]
+    assert (spec["replicas"], spec["strategy"]) == (1, {"type": "Recreate"})
+
+
+def test_crd_is_the_one_source_kept_on_uninstall(default: list[dict[str, Any]]) -> None:
+    crd = next(c for c in by_kind(default, "CustomResourceDefinition")
+               if c["metadata"]["name"] == "llmdeployments.kvright.dev")
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    source = yaml.safe_load((ROOT / "crds" / "llmdeployment.yaml").read_text(encoding="utf-8"))
+    assert crd["spec"] == source["spec"]
+
+
+def test_crds_off() -> None:
+    assert by_kind(render("--set", "crds.enabled=false"), "CustomResourceDefinition") == []
+
+
+def test_names_are_truncated_to_63_characters() -> None:
+    docs = render("--set", "ha.enabled=true", "--set", "prometheusRule.enabled=true",
+                  "--set", "serviceMonitor.enabled=true", release="a" * 53)
+    too_long = [(d["kind"], d["metadata"]["name"]) for d in docs if len(d["metadata"]["name"]) > 63]
+    assert too_long == []
+    names = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert len(names) == len(set(names))
+
+
+def test_dashboards_are_sidecar_configmaps_with_valid_json(nondefault: list[dict[str, Any]]) -> None:
+    maps = by_kind(nondefault, "ConfigMap")
+    assert [m["metadata"]["name"] for m in maps] == ["kv-dashboard-capacity"]
+    cm = maps[0]
+    assert (cm["metadata"]["namespace"], cm["metadata"]["labels"]["grafana_dashboard"]) == ("monitoring", "1")
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "LLM serving"}
+    board = json.loads(cm["data"]["kvright-capacity.json"])
+    assert board["uid"] == "kvright-capacity"
+
+
+def test_servicemonitor_honours_the_per_llmdeployment_namespace_label(
+    nondefault: list[dict[str, Any]],
+) -> None:
+    monitor = one(nondefault, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    service = one(nondefault, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+
+
+def test_nondefault_alert_tuning_is_rendered(nondefault: list[dict[str, Any]]) -> None:
+    rules = {r["alert"]: r for g in one(nondefault, "PrometheusRule")["spec"]["groups"] for r in g["rules"]}
+    assert "KVRightTPOTPredictionDrift" not in rules
+    saturated = rules["KVRightKVCacheSaturated"]
+    assert (saturated["for"], saturated["labels"]) == ("5m", {"severity": "critical", "team": "ml-platform"})
+    assert "> 0.9" in saturated["expr"]
+    assert "kvright_slo_percentile) == 50" not in rules["KVRightTPOTSLOBurn"]["expr"]
+    assert 'job="kv-metrics"' in rules["KVRightOperatorDown"]["expr"]
