@@ -147,8 +147,10 @@ class Prediction:
     """Output tokens/s over all replicas at the operating batch."""
     batch_per_replica: int
     """Sequences each replica decodes together at the target concurrency."""
+    prefill_tokens_per_step: float
+    """Prompt tokens mixed into each step in steady state (batch x prompt / output; 0 without a mix)."""
     decode: DecodeStep
-    """Breakdown of one decode step at the operating batch (uncalibrated)."""
+    """Breakdown of the decode-only part of a step at the operating batch (uncalibrated, no prefill)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``predicted`` object."""
@@ -157,6 +159,7 @@ class Prediction:
             "ttft_seconds": self.ttft_seconds,
             "output_tokens_per_second": self.output_tokens_per_second,
             "batch_per_replica": self.batch_per_replica,
+            "prefill_tokens_per_step": self.prefill_tokens_per_step,
             "bottleneck": self.decode.bottleneck,
             "weight_read_seconds": self.decode.weight_read_seconds,
             "kv_read_seconds": self.decode.kv_read_seconds,
@@ -383,9 +386,12 @@ def plan(
             )
         decode_context = workload.prompt_tokens + (workload.output_tokens or 0) // 2
         prompt = workload.prompt_tokens
+        # Steady state: every output token's share of prefill work rides in the same engine steps.
+        prefill_ratio = workload.prompt_tokens / workload.output_tokens if workload.output_tokens else 0.0
     else:
         seq_tokens = decode_context = max_len
         prompt = max_len
+        prefill_ratio = 0.0  # no prompt/output mix given: decode steps only
     max_gpus = limits.max_gpus or limits.gpus_per_node
     mnbt = limits.max_num_batched_tokens or default_max_num_batched_tokens(gpu)
 
@@ -422,6 +428,7 @@ def plan(
                     seq_tokens,
                     decode_context,
                     prompt,
+                    prefill_ratio,
                     workload.concurrency,
                     slo,
                     calibration,
@@ -467,12 +474,13 @@ def plan(
         op_batch = math.ceil(workload.concurrency / best.replicas) if workload.concurrency else batch
         op_batch = min(op_batch, batch)
         decode = work.step.step(op_batch, decode_context)
-        tpot = decode.predicted_seconds * calibration
+        tpot = best.tpot_seconds  # decode plus its share of chunked prefill, calibrated
         prediction = Prediction(
             tpot_seconds=tpot,
             ttft_seconds=best.ttft_seconds,
             output_tokens_per_second=best.replicas * op_batch / tpot,
             batch_per_replica=op_batch,
+            prefill_tokens_per_step=op_batch * prefill_ratio,
             decode=decode,
         )
         chosen = Plan(
@@ -535,6 +543,7 @@ def _evaluate(
     seq_tokens: int,
     decode_context: int,
     prompt: int,
+    prefill_ratio: float,
     concurrency: int | None,
     slo: SLO,
     calibration: float,
@@ -598,9 +607,11 @@ def _evaluate(
     if slo.tpot_seconds is not None:
         target = slo.tpot_seconds / calibration
         step = work.step
-        b_slo = _largest(1, b_mem, lambda b: step.predicted_seconds(b, decode_context) <= target)
+        b_slo = _largest(
+            1, b_mem, lambda b: step.predicted_seconds(b, decode_context, b * prefill_ratio, prompt) <= target
+        )
         if b_slo < 1:
-            t1 = step.predicted_seconds(1, decode_context) * calibration
+            t1 = step.predicted_seconds(1, decode_context, prefill_ratio, prompt) * calibration
             return refuse(
                 "tpot",
                 (
@@ -637,7 +648,9 @@ def _evaluate(
         )
     replicas = math.ceil(concurrency / seqs) if concurrency else 1
     op_batch = math.ceil(concurrency / replicas) if concurrency else seqs
-    tpot = work.step.predicted_seconds(op_batch, decode_context) * calibration
+    tpot = (
+        work.step.predicted_seconds(op_batch, decode_context, op_batch * prefill_ratio, prompt) * calibration
+    )
     if replicas * tp > max_gpus:
         return refuse(
             "gpus",

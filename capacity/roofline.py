@@ -241,12 +241,27 @@ class StepModel:
             volume / (self.interconnect * eff.interconnect) + 2 * self.layers * eff.allreduce_latency_seconds
         )
 
-    def predicted_seconds(self, batch: int, context_tokens: int) -> float:
-        """Predicted TPOT of a step (the planner's hot path; same formula as :func:`decode_step`)."""
+    def predicted_seconds(
+        self, batch: int, context_tokens: int, prefill_tokens: float = 0.0, prompt_tokens: int = 0
+    ) -> float:
+        """Predicted TPOT of a step (the planner's hot path; same formula as :func:`decode_step`).
+
+        ``prefill_tokens`` mixes that many prompt tokens (of prompts ``prompt_tokens`` long) into the step, as
+        vLLM's chunked prefill does in steady state: their GEMM and causal-attention FLOPs and all-reduce
+        volume are added; the weights are streamed once for both.
+        """
         eff = self.efficiency
         memory = (self.weight_bytes(batch) + self.kv_bytes(batch, context_tokens)) / (self.hbm * eff.hbm)
-        compute = self.flops(batch, context_tokens) / (self.bf_flops * eff.compute)
-        return max(memory, compute) + self.communication_seconds(batch) + eff.step_overhead_seconds
+        flops = self.flops(batch, context_tokens)
+        if prefill_tokens:
+            flops += prefill_tokens * (
+                self.dense_flops_per_token
+                + self.expert_flops_per_token
+                + self.attn_flops_per_ctx_token * max(1, prompt_tokens // 2)
+            )
+        compute = flops / (self.bf_flops * eff.compute)
+        comm = self.communication_seconds(batch + math.ceil(prefill_tokens))
+        return max(memory, compute) + comm + eff.step_overhead_seconds
 
     def crossover_batch(self, context_tokens: int) -> int | None:
         """Smallest batch whose KV reads reach the weight reads (binary search; KV is linear, weights

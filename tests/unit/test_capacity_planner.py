@@ -339,3 +339,25 @@ def test_weights_per_gpu_split_vocab_and_replicate_kv_projections():
     # at TP16 each GPU still holds one whole KV head's projections, so weights do not halve exactly
     norms = (80 * 2 * 8192 + 8192) * 2  # replicated on every rank
     assert tp16 == tp8 // 2 + kv_proj_one_head // 2 + norms // 2
+
+
+def test_prefill_share_slows_steps_and_shrinks_the_batch():
+    """With 4 prompt tokens per output token, chunked prefill rides in the decode steps and costs compute."""
+    arch = c.catalog_architecture("llama-3.1-70b")
+    step = c.roofline.StepModel(arch, H100, tensor_parallel_size=8, kv_cache_dtype="auto")
+    decode_only = step.predicted_seconds(256, 4608)
+    mixed = step.predicted_seconds(256, 4608, 256 * 4.0, 4096)
+    assert mixed > 1.5 * decode_only
+    with_mix = plan(
+        "llama-3.1-70b",
+        max_model_len=8192,
+        prompt_tokens=4096,
+        output_tokens=1024,
+        tpot_seconds=0.05,
+        tensor_parallel_size=8,
+        kv_cache_dtype="fp8",
+    )
+    assert with_mix.plan and with_mix.prediction
+    assert with_mix.prediction.prefill_tokens_per_step == with_mix.prediction.batch_per_replica * 4.0
+    assert with_mix.prediction.tpot_seconds <= 0.05
+    assert with_mix.plan.max_num_seqs < 521  # decode-only sizing would allow 521 at this SLO
