@@ -6,21 +6,24 @@ Pure: no IO, no clock (``now`` is an argument), no Kubernetes. The operator gath
 
 The law, in the order it is applied (docs/feedback.md explains it with tuning advice):
 
-1. No usable metrics -> keep everything (reason from the observation).
+1. No usable metrics -> keep everything (reason from the observation). A rollout still in progress
+   -> keep, and restart the cooldown (the window must only see the plan being judged).
 2. Fewer than ``min_samples`` finished requests in the window -> wait, but only until
    ``sample_deadline_seconds``: after that act on what there is, and with no traffic at all scale
    down one replica at a time towards ``min_replicas`` (the loop never stalls for lack of data).
-3. Calibrate: smooth (EWMA) the ratio of observed TPOT to the roofline prediction at the batch that
-   was actually served, bounded to ``calibration_bounds``. The calibrated model is
-   ``tpot(batch) = calibration x predict_tpot(batch)``.
+3. Calibrate: smooth (EWMA) the ratio of observed mean TPOT to the prediction at the batch that
+   was actually served, bounded to ``calibration_bounds``. The calibrated model of the percentile is
+   ``tpot(batch) = spread x calibration x predict_tpot(batch)`` where spread = percentile / mean,
+   measured, within [1, 2].
 4. The target batch per replica is the largest batch whose calibrated TPOT stays within
    ``target_fraction x SLO`` (and within the memory limit on max-num-seqs).
 5. Cooldown: no change within ``cooldown_seconds`` of the last one.
 6. TPOT above the SLO: lower max-num-seqs to the target batch (at most a factor ``max_seqs_step``
-   per move) and add replicas for the demand that no longer fits (at most ``max_replicas_step`` per
-   move), within min/max replicas and the GPU budget. When even that cannot meet the SLO (batch 1 too
-   slow, or the budget cannot hold the demand) ask for a re-plan: fp8 KV cache first, then a larger
-   tensor-parallel degree.
+   per move; one such step when the calibrated model says even batch 1 misses) and add replicas for
+   the demand that no longer fits (at most ``max_replicas_step`` per move), within min/max replicas
+   and the GPU budget. When that cannot meet the SLO (the uncalibrated roofline says batch 1 is too
+   slow, or the budget cannot hold the demand at the target batch) ask for a re-plan: fp8 KV cache
+   first, then a larger tensor-parallel degree.
 7. KV cache exhausted (preemptions while usage is near 1): lower max-num-seqs one step.
 8. TPOT below ``(1 - deadband) x SLO``: with requests waiting, raise max-num-seqs towards the target
    batch or add replicas; with none waiting, remove one replica if the rest can carry the demand at
@@ -51,6 +54,7 @@ __all__ = [
     "calibrate",
     "decide",
     "target_batch",
+    "tpot_with_prefill",
 ]
 
 
@@ -148,7 +152,7 @@ class History:
 
     calibration: float = 1.0
     last_change_time: float | None = None
-    """When the last change was applied (unix seconds)."""
+    """When the last change was applied, or last seen still rolling out (unix seconds)."""
     waiting_for_samples_since: float | None = None
     """When the loop started waiting for min_samples; None when it is not waiting."""
 
@@ -233,6 +237,25 @@ def target_batch(predict: Callable[[int], float], *, budget_seconds: float, limi
     return low
 
 
+def tpot_with_prefill(
+    decode_seconds: Callable[[int], float], *, prefill_seconds_per_request: float, output_tokens: float
+) -> Callable[[int], float]:
+    """TPOT model under continuous batching: ``tpot(b) = decode(b) + (b / output_tokens) x prefill``.
+
+    In steady state a replica running b sequences finishes, and so admits, b / output_tokens of them
+    per decode step; vLLM prefills their prompts inside those steps (chunked prefill), so each step
+    carries that much prefill work on top of the decode. Roofline decode alone underestimates TPOT by
+    this term at long prompts and short outputs; leaving it to the calibration factor would make the
+    calibration depend on the batch.
+    """
+    per_step = prefill_seconds_per_request / max(1.0, output_tokens)
+
+    def tpot(batch: int) -> float:
+        return decode_seconds(batch) + batch * per_step
+
+    return tpot
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000.0:.1f} ms"
 
@@ -248,6 +271,7 @@ def decide(
     history: History,
     now: float,
     hpa_present: bool = False,
+    rollout_in_progress: bool = False,
 ) -> Decision:
     """One period of the control law (see the module docstring). Pure and total: never raises on data."""
     obs = observation
@@ -299,9 +323,19 @@ def decide(
             history=hist,
         )
 
-    # 1. Metrics.
+    # 1. Metrics, and a plan that is actually in place.
     if not obs.available:
         return out(Action.KEEP, obs.reason, f"no action: {obs.message}")
+    if rollout_in_progress:
+        # The window mixes old and new pods: measuring now would judge a plan that is not running yet.
+        # The cooldown restarts, so the next decision sees a window taken after the rollout.
+        return out(
+            Action.KEEP,
+            "RolloutInProgress",
+            f"the Deployment is still rolling out max-num-seqs {seqs} x {reps} replica(s); "
+            f"the cooldown of {tuning.cooldown_seconds:.0f}s starts when it is done",
+            hist=replace(history, last_change_time=now),
+        )
 
     in_cooldown = (
         history.last_change_time is not None and now - history.last_change_time < tuning.cooldown_seconds
@@ -359,20 +393,24 @@ def decide(
     if observed is None:  # available with enough samples always carries TPOT; stay total anyway
         return out(Action.KEEP, "TPOTUnavailable", "TPOT not measured", hist=hist_after)
 
-    # 3. Calibrate at the batch actually served.
+    # 3. Calibrate at the batch actually served. The roofline predicts a mean step, so the mean TPOT
+    # (exact from the histogram's _sum/_count) is what is compared with it; the percentile's spread over
+    # the mean is measured separately and applied on top.
     served_batch = obs.mean_batch if obs.mean_batch is not None and obs.mean_batch >= 1 else None
+    mean = obs.tpot_mean_seconds if obs.tpot_mean_seconds is not None and obs.tpot_mean_seconds > 0 else None
+    spread = min(2.0, max(1.0, observed / mean)) if mean is not None else 1.0
     calibration = history.calibration
     if served_batch is not None:
         calibration = calibrate(
             history.calibration,
-            observed_tpot_seconds=observed,
+            observed_tpot_seconds=mean if mean is not None else observed,
             predicted_tpot_seconds=predict_tpot(max(1, round(served_batch))),
             alpha=tuning.calibration_alpha,
             bounds=tuning.calibration_bounds,
         )
 
     def model(batch: int) -> float:
-        return calibration * predict_tpot(batch)
+        return spread * calibration * predict_tpot(batch)
 
     ratio = observed / slo_tpot_seconds
     slo_met = ratio <= 1.0
@@ -409,7 +447,7 @@ def decide(
         model, budget_seconds=tuning.target_fraction * slo_tpot_seconds, limit=current.max_num_seqs_limit
     )
     detail = (
-        f"calibration {calibration:.2f}, target batch {target}, demand {demand:.0f} "
+        f"calibration {calibration:.2f}, p/mean {spread:.2f}, target batch {target}, demand {demand:.0f} "
         f"({running:.0f} running, {waiting:.0f} waiting), max-num-seqs {seqs}, replicas {reps}"
     )
 
@@ -451,9 +489,13 @@ def decide(
 
     # 6. Too slow.
     if ratio > 1.0:
-        if target < 1:
-            return replan(f"even batch 1 is predicted at {_ms(model(1))}")
-        new_seqs = max(min(target, seqs), min_step)
+        floor = predict_tpot(1)
+        if floor > tuning.target_fraction * slo_tpot_seconds:
+            # The roofline itself (no calibration) says one sequence is too slow: only a new plan helps.
+            return replan(f"even batch 1 is predicted at {_ms(floor)} by the roofline")
+        # When only the calibrated model says batch 1 misses, the calibration (learned at a large batch)
+        # may overstate small batches: step down one bounded step and measure again.
+        new_seqs = max(min(target, seqs), min_step) if target >= 1 else min_step
         needed = math.ceil(demand / new_seqs) if demand > 0 else reps
         new_reps = max(min(max(needed, reps), reps + tuning.max_replicas_step, ceiling), bounds.min_replicas)
         short = (

@@ -168,6 +168,8 @@ class Observation:
     message: str
     tpot_seconds: float | None = None
     """TPOT at `percentile` over the window, across all replicas; None without finished requests."""
+    tpot_mean_seconds: float | None = None
+    """Mean TPOT over the window (histogram _sum / _count: exact, unlike the bucketed percentile)."""
     tpot_metric: str | None = None
     """Which of TPOT_METRICS answered."""
     ttft_seconds: float | None = None
@@ -204,6 +206,8 @@ class Observation:
         if self.tpot_seconds is not None:
             out["tpotMilliseconds"] = round(self.tpot_seconds * 1000.0, 2)
             out["tpotPercentile"] = self.percentile
+        if self.tpot_mean_seconds is not None:
+            out["tpotMeanMilliseconds"] = round(self.tpot_mean_seconds * 1000.0, 2)
         if self.tpot_metric is not None:
             out["tpotMetric"] = self.tpot_metric
         if self.ttft_seconds is not None:
@@ -365,6 +369,13 @@ def _observe(
                 sample_count=sample_count,
             )
 
+    tpot_mean: float | None = None
+    if sample_count > 0:
+        tpot_mean = _finite(
+            q(f"sum(rate({tpot_metric}_sum{sel}{window})) / sum(rate({tpot_metric}_count{sel}{window}))")
+        )
+        if tpot_mean is None:
+            problems.append(f"{tpot_metric}: no finite mean over the window")
     ttft = hist_quantile(TTFT_METRIC) if sample_count > 0 else None
     if sample_count > 0 and ttft is None:
         problems.append(f"{TTFT_METRIC}: no finite p{percentile}")
@@ -409,6 +420,7 @@ def _observe(
             f"from {replicas_reporting} replica(s)" + (f"; {'; '.join(problems)}" if problems else "")
         ),
         tpot_seconds=tpot,
+        tpot_mean_seconds=tpot_mean,
         tpot_metric=tpot_metric,
         ttft_seconds=ttft,
         kv_cache_usage=kv_usage,

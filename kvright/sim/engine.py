@@ -10,6 +10,9 @@ The scheduling model follows vLLM V1 in the respects that matter for latency and
   (blocks of ``block_size`` tokens, allocated as the sequence grows);
 - each step decodes one token for every running request; a newly admitted request has its prompt
   prefilled in that step (the step takes longer by the prefill time) and emits its first token;
+  a step admits prompts only while they fit ``max_num_batched_tokens`` together with the decodes
+  (vLLM's per-step token budget; a prompt larger than the budget is admitted alone, where vLLM would
+  chunk it over several steps);
 - when a running request needs a new block and none is free, the most recently admitted request is
   preempted (recompute mode: its blocks are freed, it goes back to the head of the queue, and its
   prompt plus the tokens it already produced are prefilled again on readmission).
@@ -89,6 +92,7 @@ class Engine:
         num_gpu_blocks: int,
         block_size: int = 16,
         max_model_len: int,
+        max_num_batched_tokens: int = 8192,
         noise: float = 0.0,
         seed: int = 0,
     ) -> None:
@@ -101,6 +105,8 @@ class Engine:
             problems.append(f"block_size {block_size} (accepted: >= 1)")
         if max_model_len < 2:
             problems.append(f"max_model_len {max_model_len} (accepted: >= 2)")
+        if max_num_batched_tokens < 1:
+            problems.append(f"max_num_batched_tokens {max_num_batched_tokens} (accepted: >= 1)")
         if not 0.0 <= noise < 1.0:
             problems.append(f"noise {noise} (accepted: 0 <= noise < 1)")
         if problems:
@@ -111,6 +117,7 @@ class Engine:
         self.num_gpu_blocks = num_gpu_blocks
         self.block_size = block_size
         self.max_model_len = max_model_len
+        self.max_num_batched_tokens = max_num_batched_tokens
         self.noise = noise
         self.rng = random.Random(seed)
         self.now = 0.0
@@ -200,11 +207,14 @@ class Engine:
         # Admit from the head of the queue while seats and blocks last.
         prefill_tokens = 0
         admitted: list[SimRequest] = []
+        token_budget = self.max_num_batched_tokens - len(self.running)
         while self.waiting and len(self.running) < self.max_num_seqs:
             head = self.waiting[0]
             need = self._blocks_for(head.context_tokens + 1)
             if need > self.free_blocks:
                 break
+            if admitted and prefill_tokens + head.context_tokens > token_budget:
+                break  # the step's token budget is spent; the rest waits for the next step
             self.waiting.popleft()
             self.free_blocks -= need
             head.blocks = need

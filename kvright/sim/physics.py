@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import capacity
+from capacity.memory import default_max_num_batched_tokens  # vLLM's default; not in capacity.__all__
 from kvright.sim.engine import Engine
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
         num_gpu_blocks=blocks,
         block_size=args.block_size,
         max_model_len=max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens or default_max_num_batched_tokens(gpu),
         noise=args.noise,
         seed=args.seed,
     )

@@ -79,6 +79,7 @@ class ServeArgs:
     tensor_parallel_size: int
     max_num_seqs: int
     max_model_len: int | None
+    max_num_batched_tokens: int | None
     kv_cache_dtype: str
     gpu_memory_utilization: float
     block_size: int
@@ -120,6 +121,7 @@ def parse_command_line(argv: Sequence[str]) -> ServeArgs:
         tensor_parallel_size=ns.tensor_parallel_size,
         max_num_seqs=ns.max_num_seqs if ns.max_num_seqs is not None else 256,
         max_model_len=ns.max_model_len,
+        max_num_batched_tokens=ns.max_num_batched_tokens,
         kv_cache_dtype=ns.kv_cache_dtype,
         gpu_memory_utilization=ns.gpu_memory_utilization,
         block_size=ns.block_size,

@@ -13,7 +13,17 @@ from typing import Any
 
 import pytest
 
-from kvright.control import Action, Bounds, Current, History, Tuning, calibrate, decide, target_batch
+from kvright.control import (
+    Action,
+    Bounds,
+    Current,
+    History,
+    Tuning,
+    calibrate,
+    decide,
+    target_batch,
+    tpot_with_prefill,
+)
 from kvright.observe import Observation
 
 NOW = 10_000.0
@@ -48,6 +58,7 @@ def observation(**kw: Any) -> Observation:
 
 @dataclass
 class Case:
+    rollout: bool = False
     obs: dict[str, Any] = field(default_factory=dict)
     current: dict[str, Any] = field(default_factory=dict)
     bounds: dict[str, Any] = field(default_factory=dict)
@@ -62,6 +73,11 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         "prometheus-down-keeps-everything",
         Case(obs={"available": False, "reason": "PrometheusUnreachable", "tpot_seconds": None}),
         (Action.KEEP, "PrometheusUnreachable", 64, 2),
+    ),
+    (
+        "rollout-in-progress-keeps-and-restarts-the-cooldown",
+        Case(obs={"tpot_seconds": 0.090}, rollout=True),
+        (Action.KEEP, "RolloutInProgress", 64, 2),
     ),
     (
         "few-samples-waits-before-the-deadline",
@@ -105,6 +121,13 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
     ),
     (
+        "percentile-spread-over-an-accurate-mean-still-lowers-the-batch",
+        # Mean 40 ms at batch 60 is exactly the roofline (calibration stays 1), but p90 is 1.5x the mean:
+        # 1.5 x (10 + 0.5 b) ms <= 45 ms -> b <= 40; 120 requests need 3 replicas.
+        Case(obs={"tpot_seconds": 0.060, "tpot_mean_seconds": 0.040, "mean_batch": 60.0, "running": 120.0}),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 40, 3),
+    ),
+    (
         "too-slow-but-demand-fits-only-lowers-seqs",
         Case(
             obs={"tpot_seconds": 0.060, "mean_batch": 38.0, "running": 150.0},
@@ -120,6 +143,13 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
             bounds={"max_replicas": 30, "max_gpus": 30},
         ),
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
+    ),
+    (
+        "calibrated-model-too-pessimistic-at-batch-one-steps-down",
+        # Observed 150 ms at batch 60 (3.6x the 40 ms roofline): calibration 2.3 says batch 1 takes 24 ms,
+        # over the 22.5 ms budget, but the roofline alone says 10.5 ms, so halve and measure again.
+        Case(obs={"tpot_seconds": 0.150, "mean_batch": 60.0, "running": 120.0}, slo=0.025),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 32, 4),
     ),
     (
         "batch-one-too-slow-replans-with-fp8-kv",
@@ -268,6 +298,7 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         history=history,
         now=NOW,
         hpa_present=case.hpa,
+        rollout_in_progress=case.rollout,
     )
     action, reason, seqs, replicas = expected
     assert (decision.action, decision.reason, decision.max_num_seqs, decision.replicas) == (
@@ -277,8 +308,8 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         replicas,
     ), decision.message
     assert "\n" not in decision.message
-    # Every applied change starts a cooldown; everything else leaves the clock alone.
-    if decision.changes_plan:
+    # Every applied change, and every period spent rolling out, starts a cooldown.
+    if decision.changes_plan or case.rollout:
         assert decision.history.last_change_time == NOW
     else:
         assert decision.history.last_change_time == history.last_change_time
@@ -450,3 +481,10 @@ def test_noisy_tpot_around_the_slo_changes_the_plan_a_bounded_number_of_times() 
     # It may move once or twice to get comfortably inside the SLO, then it must stay put.
     assert len(changes) <= 3, changes
     assert 1.1625 * linear(round(min(current.max_num_seqs, demand / current.replicas))) <= SLO
+
+
+def test_tpot_with_prefill_adds_the_admissions_each_step_carries() -> None:
+    # 256 running with 128-token outputs: 2 admissions per step, each a 50 ms prefill.
+    model = tpot_with_prefill(linear, prefill_seconds_per_request=0.050, output_tokens=128)
+    assert model(256) == pytest.approx(linear(256) + 2 * 0.050)
+    assert model(1) == pytest.approx(linear(1) + 0.050 / 128)

@@ -89,6 +89,7 @@ def healthy(tpot_metric: str = RTPOT, kv_metric: str = "vllm:kv_cache_usage_perc
         "count:vllm:num_requests_running": 2,
         f"sum:{tpot_metric}_count": 120,
         f"histogram_quantile:{tpot_metric}_bucket": 0.042,
+        f"sum:{tpot_metric}_sum": 0.036,
         "histogram_quantile:vllm:time_to_first_token_seconds_bucket": 0.35,
         f"max:{kv_metric}": 0.61,
         "sum:vllm:num_requests_running": 40,
@@ -115,6 +116,7 @@ def test_healthy_deployment_maps_every_metric(prom: FakePrometheus) -> None:
     obs = run(prom)
     assert obs.available and obs.reason == "MetricsFound"
     assert obs.tpot_seconds == pytest.approx(0.042)
+    assert obs.tpot_mean_seconds == pytest.approx(0.036)
     assert obs.tpot_metric == RTPOT
     assert obs.ttft_seconds == pytest.approx(0.35)
     assert obs.kv_cache_usage == pytest.approx(0.61)
@@ -128,6 +130,7 @@ def test_healthy_deployment_maps_every_metric(prom: FakePrometheus) -> None:
     assert obs.problems == ()
     status = obs.to_status()
     assert status["tpotMilliseconds"] == 42.0
+    assert status["tpotMeanMilliseconds"] == 36.0
     assert status["kvCacheUsagePercent"] == 61.0
     assert status["numGPUBlocks"] == 8800
     assert status["sampleCount"] == 120
@@ -140,6 +143,7 @@ def test_queries_select_the_deployment_labels_and_window(prom: FakePrometheus) -
     sel = '{namespace="team-a",llmdeployment="chat"}'
     assert all(sel in query for query in prom.queries), prom.queries
     assert f"histogram_quantile(0.95, sum by (le) (rate({RTPOT}_bucket{sel}[60s])))" in prom.queries
+    assert f"sum(rate({RTPOT}_sum{sel}[60s])) / sum(rate({RTPOT}_count{sel}[60s]))" in prom.queries
 
 
 @pytest.mark.parametrize(
