@@ -9,9 +9,10 @@ One reconcile, three steps (kvright.reconcile has the decisions):
 3. act: server-side apply of the children under the field manager ``kvright`` (force), a status
    patch only when something changed, events with specific reasons.
 
-It runs on create, on spec update, on resume (operator start), and from a per-object daemon every
+It runs on create, on spec update, on resume (operator start), and from one operator-wide sweep every
 ``KVRIGHT_RECONCILE_SECONDS`` (level-based: hand edits are reverted, nodes that joined are used,
-transient failures are retried). One asyncio lock per object keeps the four from overlapping.
+transient failures are retried). One asyncio lock per object keeps these from overlapping. No
+finalizer is needed: children are garbage-collected through their owner references.
 
 Run it with ``kopf run -m kvright.operator --all-namespaces`` or ``python -m kvright.operator``.
 """
@@ -19,7 +20,10 @@ Run it with ``kopf run -m kvright.operator --all-namespaces`` or ``python -m kvr
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import copy
+import dataclasses
 import datetime
 import json
 import logging
@@ -35,9 +39,10 @@ import kopf
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from kvright import api, inventory, reconcile
+from kvright import api, feedback, inventory, reconcile
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
+from kvright.observe import PrometheusClient
 from kvright.render import selector
 from kvright.resolve import HubClient, ResolveError, resolve
 
@@ -174,7 +179,14 @@ class Runtime:
     kube: Kube
     hub: HubClient
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
+    prometheus: PrometheusClient | None = None
+    """The feedback loop's Prometheus (KVRIGHT_PROMETHEUS_URL); None turns feedback off."""
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    executor: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
+            max_workers=16, thread_name_prefix="reconcile"
+        )
+    )
     _pod_monitor: tuple[float, bool] | None = None
     _pm_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -183,6 +195,21 @@ class Runtime:
         if lock is None:
             lock = self.locks[uid] = asyncio.Lock()
         return lock
+
+    def forget(self, uid: str) -> None:
+        self.locks.pop(uid, None)
+
+    def list_all(self) -> tuple[list[dict[str, Any]], list[inventory.GPUNode]]:
+        """Every watched LLMDeployment and every GPU node, for the periodic sweep."""
+        namespaces = self.settings.namespaces or ("",)
+        bodies: list[dict[str, Any]] = []
+        for ns in namespaces:
+            where = f"/namespaces/{ns}" if ns else ""
+            listing = self.kube.request("GET", f"/apis/{api.GROUP}/{api.VERSION}{where}/{api.PLURAL}")
+            bodies.extend(listing.get("items") or [])
+        node_list = self.kube.request("GET", "/api/v1/nodes").get("items") or []
+        nodes = [n for n in (inventory.gpu_node(item) for item in node_list) if n is not None]
+        return bodies, nodes
 
     def pod_monitor_supported(self) -> bool:
         """Whether the PodMonitor CRD exists, asked at most once a minute."""
@@ -217,6 +244,7 @@ def runtime_from_env(env: Mapping[str, str]) -> Runtime:
         settings=s,
         kube=Kube(api_client()),
         hub=HubClient(s.hf_endpoint, timeout_seconds=s.hub_timeout_seconds, attempts=s.hub_attempts),
+        prometheus=PrometheusClient(s.prometheus_url) if s.prometheus_url else None,
     )
 
 
@@ -275,6 +303,10 @@ class Outcome:
 def reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> Outcome:
     """Gather, decide and act for one LLMDeployment (blocking IO: run it in a thread)."""
     facts = gather(body, runtime, nodes)
+    now = runtime.clock()
+    # The feedback loop (kvright.feedback): observe, decide, and feed its overrides into planning.
+    loop = feedback.run(facts, kube=runtime.kube, prometheus=runtime.prometheus, now=now)
+    facts = dataclasses.replace(facts, overrides=loop.overrides)
     desired = reconcile.desire(facts)
     apply_error: str | None = None
     live: dict[str, Any] | None = None
@@ -295,14 +327,13 @@ def reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[in
         if not rollout.up_to_date or rollout.ready_replicas < want:
             pods = runtime.kube.pods(facts.namespace, selector(facts.name))
             rollout = reconcile.rollout_from(live, pods)
-    new_status = reconcile.status(
-        facts, desired, rollout=rollout, apply_error=apply_error, now=runtime.clock()
-    )
+    new_status = reconcile.status(facts, desired, rollout=rollout, apply_error=apply_error, now=now)
+    new_status = loop.into_status(new_status, generation=facts.generation, now=now)
     written = False
     if reconcile.status_changed(facts.current_status, new_status):
         runtime.kube.patch_status(facts.namespace, facts.name, new_status)
         written = True
-    events = desired.events
+    events = desired.events + loop.events
     if apply_error is not None:
         events += (reconcile.Event(type="Warning", reason=Reason.APPLY_FAILED, message=apply_error),)
     return Outcome(desired=desired, status=new_status, events=events, status_written=written)
@@ -313,15 +344,15 @@ def _nodes(index: Any) -> list[inventory.GPUNode]:
     return [node for key in list(index) for node in list(index.get(key, ()))]
 
 
-async def _reconcile(body: Any, memo: Any, gpu_nodes: Any, logger: Any) -> Outcome:
-    runtime: Runtime = memo.runtime
+async def _reconcile(body: Any, runtime: Runtime, nodes: list[inventory.GPUNode], logger: Any) -> Outcome:
     meta = body.get("metadata") or {}
     async with runtime.lock_for(meta.get("uid", "")):
         snapshot = copy.deepcopy(dict(body))
-        nodes = _nodes(gpu_nodes)
-        outcome = await asyncio.to_thread(reconcile_once, snapshot, runtime, nodes)
+        loop = asyncio.get_running_loop()
+        outcome = await loop.run_in_executor(runtime.executor, reconcile_once, snapshot, runtime, nodes)
+    ref = {"apiVersion": api.API_VERSION, "kind": api.KIND, **snapshot}
     for event in outcome.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+        kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1024])
     cond = outcome.desired.plan_feasible
     logger.debug("reconciled: %s %s (%s)", cond.type, cond.status, cond.reason)
     return outcome
@@ -331,8 +362,8 @@ async def _reconcile(body: Any, memo: Any, gpu_nodes: Any, logger: Any) -> Outco
 
 
 @kopf.on.startup()
-def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, **_: Any) -> None:
-    """Settings in one place: our own prefixes, quiet kopf events, the shared runtime."""
+async def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, **_: Any) -> None:
+    """Settings in one place: our own prefixes, quiet kopf events, the shared runtime, the sweep."""
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -346,6 +377,7 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, **_: A
     if not hasattr(memo, "runtime"):
         memo.runtime = runtime_from_env(os.environ)
     logger.info("kvright settings: %s", memo.runtime.settings)
+    memo.sweeper = asyncio.get_running_loop().create_task(sweep(memo.runtime, logger=logger))
 
 
 @kopf.index("", "v1", "nodes")
@@ -360,7 +392,7 @@ async def _changed(
 ) -> None:
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
-    outcome = await _reconcile(body, memo, gpu_nodes, logger)
+    outcome = await _reconcile(body, memo.runtime, _nodes(gpu_nodes), logger)
     if outcome.desired.retry_seconds is not None:
         raise kopf.TemporaryError(outcome.desired.plan_feasible.message, delay=reconcile.retry_delay(retry))
 
@@ -386,31 +418,56 @@ async def resumed(
     await _changed(body, memo, gpu_nodes, logger, retry)
 
 
-@kopf.daemon(api.GROUP, api.VERSION, api.PLURAL, cancellation_timeout=10.0)
-async def level(
-    *,
-    stopped: kopf.DaemonStopped,
-    body: kopf.Body,
-    memo: Any,
-    gpu_nodes: Any = None,
-    logger: Any,
-    **_: Any,
-) -> None:
-    """Level-based reconciliation: every period, the whole reconcile again (idempotent)."""
-    period = memo.runtime.settings.reconcile_seconds
-    while not stopped:
-        await stopped.wait(period)
-        if stopped or body.get("metadata", {}).get("deletionTimestamp"):
-            break
+async def sweep(runtime: Runtime, *, logger: Any) -> None:
+    """Level-based reconciliation: every period, list the LLMDeployments and the Nodes and reconcile
+    each object again (idempotent: SSA re-asserts owned fields, status is written only on change).
+
+    One operator-wide loop rather than a kopf timer or daemon per object, because those need a
+    finalizer on every LLMDeployment (a delete would then wait for the operator) and an extra write and
+    round trip on every create."""
+    limit = asyncio.Semaphore(8)
+
+    async def one(body: dict[str, Any], nodes: list[inventory.GPUNode]) -> None:
+        async with limit:
+            try:
+                await _reconcile(body, runtime, nodes, logger)
+            except Exception as exc:  # one object's failure must not stop the others or the loop
+                meta = body.get("metadata") or {}
+                logger.warning(
+                    "periodic reconcile of %s/%s failed: %s: %s",
+                    meta.get("namespace"),
+                    meta.get("name"),
+                    type(exc).__name__,
+                    exc,
+                )
+
+    while True:
+        await asyncio.sleep(runtime.settings.reconcile_seconds)
         try:
-            outcome = await _reconcile(body, memo, gpu_nodes, logger)
-        except Exception as exc:  # a failed round is retried next period; never kill the daemon
-            logger.warning("periodic reconcile failed: %s: %s", type(exc).__name__, exc)
+            bodies, nodes = await asyncio.get_running_loop().run_in_executor(
+                runtime.executor, runtime.list_all
+            )
+        except KubeError as exc:
+            logger.warning("periodic reconcile: listing failed: %s", exc)
             continue
-        if outcome.desired.retry_seconds is not None:
-            period = min(memo.runtime.settings.reconcile_seconds, outcome.desired.retry_seconds)
-        else:
-            period = memo.runtime.settings.reconcile_seconds
+        live = [b for b in bodies if not (b.get("metadata") or {}).get("deletionTimestamp")]
+        await asyncio.gather(*(one(b, nodes) for b in live))
+
+
+@kopf.on.cleanup()
+async def stop_sweep(*, memo: Any, **_: Any) -> None:
+    task = getattr(memo, "sweeper", None)
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    memo.runtime.executor.shutdown(wait=False, cancel_futures=True)
+
+
+@kopf.on.delete(api.GROUP, api.VERSION, api.PLURAL, optional=True)
+async def deleted(*, uid: str, memo: Any, **_: Any) -> None:
+    """Forget the object's lock (optional: no finalizer; the garbage collector removes the children)."""
+    memo.runtime.forget(uid)
 
 
 def main(argv: list[str] | None = None) -> int:
