@@ -1,0 +1,315 @@
+"""`helm install` into the local control plane, then the operator runs as the chart's ServiceAccount.
+
+Real parts: the pinned helm, kube-apiserver with RBAC, etcd, controller-manager, kwok GPU nodes, and the
+kvright operator itself (in-process with kopf.testing.KopfRunner). The operator authenticates with a token
+the API server issued for the chart's ServiceAccount (TokenRequest, `kubectl create token`): a real SA
+identity rather than impersonation, which neither the kubernetes client nor kopf read from a kubeconfig.
+Access checks are SelfSubjectAccessReviews made with that token (`kubectl auth can-i`).
+Faked at the edge: the Hugging Face hub, a loopback HTTP server that serves one config.json only to a
+request bearing the test's token, so the test can prove the token went through the operator's Secret
+reader Role and nowhere else.
+
+Every object is named with a random suffix: the control plane is shared with other tests. The CRD is
+cluster-wide and may already exist (applied by other tests), so the install takes ownership of it; its
+resource-policy keep leaves it in place on uninstall.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.builders import llmd
+
+pytestmark = [pytest.mark.helm, pytest.mark.cluster]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "kvright"
+SUFFIX = secrets.token_hex(3)
+SYSTEM_NS, TEAM_NS, OTHER_NS = f"kvr-sys-{SUFFIX}", f"kvr-team-{SUFFIX}", f"kvr-other-{SUFFIX}"
+RELEASE = f"kvr-{SUFFIX}"
+SA = f"{RELEASE}-kvright"  # the chart's ServiceAccount: its full name, <release>-kvright
+TOKEN_VALUE = f"hf_never_log_me_{secrets.token_hex(12)}"
+REPOSITORY = "meta-llama/Llama-3.1-8B-Instruct"
+LLAMA_31_8B = {  # the public config.json facts of Llama 3.1 8B that capacity reads
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16", "head_dim": 128, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+}
+WAIT_SECONDS = 120.0
+
+
+def tool(name: str) -> str:
+    tools_dir = Path(os.environ.get("KVRIGHT_TOOLS_DIR", Path.home() / ".cache" / "kvright" / "tools"))
+    for candidate in (tools_dir / name, tools_dir / "bin" / name):
+        if candidate.is_file():
+            return str(candidate)
+    pytest.fail(f"{name} not found in {tools_dir}: run `make tools`")
+
+
+@functools.cache
+def admin_kubeconfig() -> str:
+    """The admin kubeconfig, resolved once (before the operator's run points KUBECONFIG at the SA's)."""
+    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
+    path = os.environ.get("KUBECONFIG") or str(cluster_dir / "kubeconfig")
+    if not Path(path).is_file():
+        pytest.fail(f"no kubeconfig at {path}: start the local control plane with `make cluster-up`")
+    return path
+
+
+def run(cmd: list[str], *, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, input=stdin, check=False)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd[:4])}... failed: {done.stderr.strip()}")
+    return done
+
+
+def kubectl(*args: str, kubeconfig: str | None = None, check: bool = True,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return run(["kubectl", "--kubeconfig", kubeconfig or admin_kubeconfig(), *args], check=check, stdin=stdin)
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run([tool("helm"), "--kubeconfig", admin_kubeconfig(), *args], check=check)
+
+
+def sa_kubeconfig(tmp: Path, namespace: str, service_account: str) -> str:
+    """A kubeconfig for the ServiceAccount: the admin one's cluster, a token the API server issued."""
+    token = kubectl("create", "token", service_account, "-n", namespace, "--duration", "1h").stdout.strip()
+    admin = yaml.safe_load(Path(admin_kubeconfig()).read_text(encoding="utf-8"))
+    current = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+    cluster = next(c for c in admin["clusters"] if c["name"] == current["context"]["cluster"])
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [cluster],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "sa"}}],
+    }
+    path = tmp / f"{service_account}.kubeconfig"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return str(path)
+
+
+def can_i(kubeconfig: str, verb: str, resource: str, *scope: str) -> bool:
+    done = kubectl("auth", "can-i", verb, resource, *scope, kubeconfig=kubeconfig, check=False)
+    assert done.stdout.strip() in ("yes", "no"), done.stderr
+    return done.stdout.strip() == "yes"
+
+
+@pytest.fixture(scope="module")
+def cluster_ready() -> None:
+    done = kubectl("get", "--raw", "/readyz", check=False)
+    if done.returncode != 0:
+        pytest.fail(f"the local control plane does not answer ({done.stderr.strip()}): run `make cluster-up`")
+
+
+@pytest.fixture(scope="module")
+def namespaced_release(cluster_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The chart in namespaced mode for TEAM_NS, allowed to read Secrets there; yields the SA kubeconfig."""
+    for ns in (TEAM_NS, OTHER_NS):
+        kubectl("create", "namespace", ns)
+    try:
+        helm("install", RELEASE, str(CHART), "--namespace", SYSTEM_NS, "--create-namespace",
+             "--take-ownership",
+             "--set", f"operator.watchNamespaces={{{TEAM_NS}}}",
+             "--set", f"rbac.secretReaderNamespaces={{{TEAM_NS}}}",
+             "--set", "replicaCount=0")  # the in-process operator below is the only one running
+        yield sa_kubeconfig(tmp_path_factory.mktemp("sa"), SYSTEM_NS, SA)
+    finally:
+        helm("uninstall", RELEASE, "--namespace", SYSTEM_NS, "--wait", "--timeout", "2m", check=False)
+        for ns in (TEAM_NS, OTHER_NS, SYSTEM_NS):
+            kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def clusterwide_release(cluster_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The chart in its default cluster-wide mode (CRDs already installed by the other release)."""
+    release, namespace = f"kvr-cw-{SUFFIX}", f"kvr-cwsys-{SUFFIX}"
+    try:
+        helm("install", release, str(CHART), "--namespace", namespace, "--create-namespace",
+             "--set", "crds.enabled=false", "--set", "replicaCount=0")
+        yield sa_kubeconfig(tmp_path_factory.mktemp("sa-cw"), namespace, f"{release}-kvright")
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout", "2m", check=False)
+        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_install_is_deployed_with_the_crd_kept_and_owned(namespaced_release: str) -> None:
+    status = json.loads(helm("status", RELEASE, "-n", SYSTEM_NS, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed"
+    crd = json.loads(kubectl("get", "crd", "llmdeployments.kvright.dev", "-o", "json").stdout)
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert kubectl("get", "crd", "kopfpeerings.kopf.dev", check=False).returncode == 0
+
+
+NAMESPACED_ACCESS = [
+    ("list", "llmdeployments.kvright.dev", ("-n", TEAM_NS), True),
+    ("patch", "llmdeployments.kvright.dev/status", ("-n", TEAM_NS), True),
+    ("create", "deployments.apps", ("-n", TEAM_NS), True),
+    ("patch", "services", ("-n", TEAM_NS), True),
+    ("create", "events", ("-n", TEAM_NS), True),
+    ("get", "secrets", ("-n", TEAM_NS), True),
+    ("list", "nodes", (), True),
+    ("list", "secrets", ("-n", TEAM_NS), False),
+    ("get", "secrets", ("-n", OTHER_NS), False),
+    ("list", "secrets", ("--all-namespaces",), False),
+    ("create", "deployments.apps", ("-n", OTHER_NS), False),
+    ("list", "llmdeployments.kvright.dev", ("-n", OTHER_NS), False),
+    ("delete", "nodes", (), False),
+    ("patch", "nodes", (), False),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", (), False),
+    ("delete", "pods", ("-n", TEAM_NS), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "scope", "allowed"), NAMESPACED_ACCESS,
+    ids=[f"{v}-{r.split('.')[0]}-{'in-' + s[-1] if s else 'cluster'}-{'yes' if a else 'no'}"
+         for v, r, s, a in NAMESPACED_ACCESS],
+)
+def test_namespaced_service_account_can_do_exactly_its_job(
+    namespaced_release: str, verb: str, resource: str, scope: tuple[str, ...], allowed: bool
+) -> None:
+    assert can_i(namespaced_release, verb, resource, *scope) is allowed
+
+
+CLUSTERWIDE_ACCESS = [
+    ("list", "llmdeployments.kvright.dev", ("--all-namespaces",), True),
+    ("create", "deployments.apps", ("-n", "default"), True),
+    ("list", "nodes", (), True),
+    ("get", "secrets", ("-n", "default"), False),
+    ("list", "secrets", ("--all-namespaces",), False),
+    ("delete", "nodes", (), False),
+    ("create", "pods", ("-n", "default"), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "scope", "allowed"), CLUSTERWIDE_ACCESS,
+    ids=[f"{v}-{r.split('.')[0]}-{'yes' if a else 'no'}" for v, r, _, a in CLUSTERWIDE_ACCESS],
+)
+def test_clusterwide_service_account_reads_no_secret_and_deletes_no_node(
+    clusterwide_release: str, verb: str, resource: str, scope: tuple[str, ...], allowed: bool
+) -> None:
+    assert can_i(clusterwide_release, verb, resource, *scope) is allowed
+
+
+class FakeHub(http.server.ThreadingHTTPServer):
+    """Serves config.json to requests with the right bearer token; remembers what it was asked."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.authorized: list[str] = []
+        self.refused: list[str] = []
+        hub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.headers.get("Authorization") != f"Bearer {hub.token}":
+                    hub.refused.append(self.path)
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                hub.authorized.append(self.path)
+                body = json.dumps(LLAMA_31_8B).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+@pytest.fixture(scope="module")
+def reconciled(namespaced_release: str) -> Iterator[dict[str, Any]]:
+    """Run the operator as the ServiceAccount until it has reconciled a gated hub model; collect what a
+    user or an attacker could read afterwards."""
+    from kopf.testing import KopfRunner
+
+    hub = FakeHub(TOKEN_VALUE)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    kubectl("create", "secret", "generic", "hf-token", "-n", TEAM_NS, f"--from-literal=token={TOKEN_VALUE}")
+    sample = (llmd("gated", TEAM_NS).hub(REPOSITORY, token_secret="hf-token")
+              .gpu("NVIDIA-H100-80GB-HBM3", 8).tpot_ms(50).obj())
+    env = {
+        "KUBECONFIG": namespaced_release, "KVRIGHT_NAMESPACES": TEAM_NS, "KVRIGHT_METRICS_PORT": "0",
+        "KVRIGHT_HF_ENDPOINT": f"http://127.0.0.1:{hub.server_address[1]}", "KVRIGHT_RECONCILE_SECONDS": "5",
+        "KVRIGHT_PROMETHEUS_URL": "",
+    }
+    collected: dict[str, Any] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        with KopfRunner(["run", "--standalone", "--namespace", TEAM_NS, "-m", "kvright.operator"],
+                        timeout=60) as runner:
+            kubectl("apply", "-f", "-", stdin=json.dumps(sample))
+            deadline = time.monotonic() + WAIT_SECONDS
+            status: dict[str, Any] = {}
+            while time.monotonic() < deadline:
+                obj = json.loads(kubectl("get", "llmdeployment", "gated", "-n", TEAM_NS, "-o", "json").stdout)
+                status = obj.get("status") or {}
+                deployed = kubectl("get", "deployments", "-n", TEAM_NS,
+                                   "-l", "kvright.dev/llmdeployment=gated", "-o", "json").stdout
+                if status.get("conditions") and json.loads(deployed)["items"]:
+                    break
+                time.sleep(1)
+            collected["status"] = status
+            collected["deployments"] = json.loads(deployed)["items"]
+            collected["events"] = kubectl("get", "events", "-n", TEAM_NS, "-o", "json").stdout
+            collected["object"] = kubectl("get", "llmdeployment", "gated", "-n", TEAM_NS, "-o", "json").stdout
+            kubectl("delete", "llmdeployment", "gated", "-n", TEAM_NS, "--wait=false")
+            time.sleep(2)  # let the finalizer run while the operator is still up
+        collected["logs"] = runner.output
+        collected["exception"] = runner.exception
+    hub.shutdown()
+    collected["hub"] = hub
+    yield collected
+
+
+def test_operator_as_the_service_account_reconciles_the_sample(reconciled: dict[str, Any]) -> None:
+    conditions = {c["type"]: c for c in reconciled["status"].get("conditions", [])}
+    assert conditions, f"no status written; operator log tail:\n{reconciled['logs'][-3000:]}"
+    assert conditions["PlanFeasible"]["status"] == "True", conditions["PlanFeasible"]
+    assert len(reconciled["deployments"]) == 1
+    assert reconciled["exception"] is None
+
+
+def test_rbac_was_sufficient(reconciled: dict[str, Any]) -> None:
+    logs = reconciled["logs"]
+    forbidden = [line for line in logs.splitlines() if "403" in line or "forbidden" in line.lower()]
+    assert forbidden == []
+
+
+def test_the_hub_token_was_read_through_the_secret_reader_role(reconciled: dict[str, Any]) -> None:
+    hub: FakeHub = reconciled["hub"]
+    assert hub.authorized and hub.authorized[0].startswith(f"/{REPOSITORY}/resolve/")
+    assert hub.refused == []
+
+
+def test_the_token_reaches_vllm_only_as_a_secret_reference(reconciled: dict[str, Any]) -> None:
+    container = reconciled["deployments"][0]["spec"]["template"]["spec"]["containers"][0]
+    hf = [e for e in container.get("env", []) if e["name"] == "HF_TOKEN"]
+    assert hf == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
+
+
+@pytest.mark.parametrize("where", ["logs", "events", "object", "deployments"], ids=str)
+def test_no_secret_value_in_logs_events_status_or_children(reconciled: dict[str, Any], where: str) -> None:
+    text = reconciled[where] if isinstance(reconciled[where], str) else json.dumps(reconciled[where])
+    assert TOKEN_VALUE not in text
