@@ -1,0 +1,522 @@
+"""The feedback seam of a reconcile: gather (Prometheus, HPAs, the rollout) -> decide (pure) -> overrides.
+
+The operator calls, once per reconcile of an LLMDeployment (level-based, every
+``KVRIGHT_RECONCILE_SECONDS``):
+
+1. :func:`gather` (IO): the :class:`~kvright.observe.Observation` over ``spec.feedback.windowSeconds``,
+   whether an HPA targets the workload, and whether the Deployment is still rolling out;
+2. :func:`decide` (pure): runs :func:`kvright.control.decide` against the plan in status and returns
+   the :class:`kvright.reconcile.Overrides` for this reconcile's planning, the ``observed`` and
+   ``calibration`` status fields, the ``MetricsAvailable`` and ``SLOMet`` conditions and the events;
+3. the operator plans with those overrides, applies, and merges :meth:`FeedbackResult.into_status`.
+
+The loop's memory lives in ``status.calibration`` (the factor, the pins it set, the time of the last
+change, the last decision), so it survives operator restarts and is visible to users.
+
+Modes (``spec.feedback.mode``): ``Off`` reports nothing and pins nothing; ``Observe`` measures,
+calibrates and shows what it *would* do (``status.calibration.lastDecision``) without changing the
+plan; ``Adjust`` also applies it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import capacity
+from kvright import conditions as cond
+from kvright.api import LLMDeploymentSpec, SpecError, parse_spec
+from kvright.conditions import Condition
+from kvright.control import Action, Bounds, Current, Decision, History, Tuning, tpot_with_prefill
+from kvright.control import decide as control_decide
+from kvright.observe import Observation, PrometheusClient, observe
+from kvright.reconcile import Event, Facts, Overrides, desire
+
+__all__ = ["FeedbackFacts", "FeedbackResult", "decide", "gather", "run"]
+
+KV_GAP_WARN = 0.2
+"""Relative gap between vLLM's real KV capacity and the predicted one that earns a warning event."""
+
+REASON_FEEDBACK_OFF = "FeedbackOff"
+REASON_NOT_CONFIGURED = "PrometheusNotConfigured"
+REASON_NO_PLAN = "NoPlanYet"
+REASON_NOT_MEASURED = "NotMeasured"
+REASON_WITHIN = "TPOTWithinSLO"
+REASON_ABOVE = "TPOTAboveSLO"
+REASON_KV_MISMATCH = "KVCapacityMismatch"
+
+
+class Reader(Protocol):
+    """What gather needs from the API server (kvright.operator.Kube provides it)."""
+
+    def get(self, path: str) -> dict[str, Any] | None: ...
+
+    def deployment(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedbackFacts:
+    """What the loop gathered for one LLMDeployment."""
+
+    observation: Observation | None
+    """None when feedback is off or Prometheus is not configured."""
+    hpa: str | None = None
+    """Name of an HPA targeting the LLMDeployment or its Deployment, if any."""
+    rollout_in_progress: bool = False
+    prometheus_configured: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedbackResult:
+    overrides: Overrides
+    observed: dict[str, Any] | None
+    calibration: dict[str, Any] | None
+    conditions: tuple[Condition, ...]
+    events: tuple[Event, ...] = ()
+    decision: Decision | None = None
+
+    def into_status(
+        self, status: dict[str, Any], *, generation: int, now: datetime.datetime
+    ) -> dict[str, Any]:
+        """``status`` with observed, calibration and the feedback conditions merged in."""
+        out = dict(status)
+        if self.observed is not None:
+            out["observed"] = self.observed
+        if self.calibration is not None:
+            out["calibration"] = self.calibration
+        out["conditions"] = cond.merge(out.get("conditions"), self.conditions, generation=generation, now=now)
+        return out
+
+
+def run(
+    facts: Facts, *, kube: Reader, prometheus: PrometheusClient | None, now: datetime.datetime
+) -> FeedbackResult:
+    """Gather and decide for one reconcile. A bug here must not stop reconciling: it becomes an Unknown
+    MetricsAvailable condition with the error, and the last pins stay in force."""
+    try:
+        return decide(facts, gather(facts, kube=kube, prometheus=prometheus, now=now), now=now)
+    except Exception as exc:
+        history, pins = _memory(facts.current_status)
+        return FeedbackResult(
+            overrides=_overrides(history, pins),
+            observed=None,
+            calibration=None,
+            conditions=(
+                Condition(
+                    type=cond.METRICS_AVAILABLE,
+                    status="Unknown",
+                    reason="FeedbackFailed",
+                    message=f"the feedback loop failed: {type(exc).__name__}: {exc}",
+                ),
+            ),
+        )
+
+
+# -- gather (IO) ----------------------------------------------------------------------------------------
+
+
+def gather(
+    facts: Facts, *, kube: Reader, prometheus: PrometheusClient | None, now: datetime.datetime
+) -> FeedbackFacts:
+    """Observe Prometheus and read the HPAs and the Deployment; never raises for their failures."""
+    try:
+        spec = parse_spec(facts.spec)
+    except SpecError:
+        return FeedbackFacts(observation=None, prometheus_configured=prometheus is not None)
+    if spec.feedback.mode == "Off" or prometheus is None:
+        return FeedbackFacts(observation=None, prometheus_configured=prometheus is not None)
+    observation = observe(
+        prometheus,
+        namespace=facts.namespace,
+        name=facts.name,
+        window_seconds=spec.feedback.window_seconds,
+        percentile=spec.slo.percentile,
+        now=now.timestamp(),
+    )
+    return FeedbackFacts(
+        observation=observation,
+        hpa=_hpa_targeting(kube, facts.namespace, facts.name),
+        rollout_in_progress=_rolling_out(kube, facts.namespace, facts.name),
+    )
+
+
+def _hpa_targeting(kube: Reader, namespace: str, name: str) -> str | None:
+    try:
+        listing = kube.get(f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers")
+    except Exception:  # no RBAC or no API: behave as without an HPA (spec.replicas.count still counts)
+        return None
+    for hpa in (listing or {}).get("items") or []:
+        ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        if ref.get("name") == name and ref.get("kind") in ("LLMDeployment", "Deployment"):
+            return str((hpa.get("metadata") or {}).get("name", "?"))
+    return None
+
+
+def _rolling_out(kube: Reader, namespace: str, name: str) -> bool:
+    try:
+        live = kube.deployment(namespace, name)
+    except Exception:
+        return False
+    if live is None:
+        return False
+    meta, spec, status = live.get("metadata") or {}, live.get("spec") or {}, live.get("status") or {}
+    want = int(spec.get("replicas", 1) or 0)
+    seen = int(status.get("observedGeneration", 0) or 0) >= int(meta.get("generation", 0) or 0)
+    updated = int(status.get("updatedReplicas", 0) or 0)
+    ready = int(status.get("readyReplicas", 0) or 0)
+    total = int(status.get("replicas", 0) or 0)
+    return not seen or updated < want or ready < want or total > want
+
+
+# -- decide (pure) ------------------------------------------------------------------------------------
+
+
+def _time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return (
+            datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC).timestamp()
+        )
+    except ValueError:
+        return None
+
+
+def _stamp(unix: float | None) -> str | None:
+    if unix is None:
+        return None
+    return datetime.datetime.fromtimestamp(unix, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
+    """The loop's memory from status.calibration: its History and the pins it set."""
+    saved = status.get("calibration")
+    saved = saved if isinstance(saved, Mapping) else {}
+    factor = saved.get("factor", 1.0)
+    factor = (
+        float(factor) if isinstance(factor, int | float) and math.isfinite(factor) and factor > 0 else 1.0
+    )
+    history = History(
+        calibration=factor,
+        last_change_time=_time(saved.get("lastChangeTime")),
+        waiting_for_samples_since=_time(saved.get("waitingForSamplesSince")),
+    )
+    pins = {
+        key: saved[key]
+        for key in ("maxNumSeqs", "replicas", "kvCacheDtype", "tensorParallelSize")
+        if key in saved and saved[key] is not None
+    }
+    return history, pins
+
+
+def _overrides(history: History, pins: Mapping[str, Any]) -> Overrides:
+    dtype = pins.get("kvCacheDtype")
+    return Overrides(
+        calibration=history.calibration,
+        max_num_seqs=_int(pins.get("maxNumSeqs")),
+        replicas=_int(pins.get("replicas")),
+        kv_cache_dtype=dtype if isinstance(dtype, str) and dtype else None,
+        tensor_parallel_size=_int(pins.get("tensorParallelSize")),
+    )
+
+
+def _metrics_condition(facts: FeedbackFacts, spec: LLMDeploymentSpec) -> Condition:
+    if spec.feedback.mode == "Off":
+        return Condition(
+            type=cond.METRICS_AVAILABLE,
+            status="Unknown",
+            reason=REASON_FEEDBACK_OFF,
+            message="spec.feedback.mode is Off",
+        )
+    if not facts.prometheus_configured or facts.observation is None:
+        return Condition(
+            type=cond.METRICS_AVAILABLE,
+            status="Unknown",
+            reason=REASON_NOT_CONFIGURED,
+            message="the operator has no KVRIGHT_PROMETHEUS_URL; feedback is off",
+        )
+    obs = facts.observation
+    return Condition(
+        type=cond.METRICS_AVAILABLE,
+        status="True" if obs.available else "False",
+        reason=obs.reason,
+        message=obs.message,
+    )
+
+
+def decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) -> FeedbackResult:
+    """One period of the loop for one LLMDeployment (pure). See the module docstring."""
+    history, saved_pins = _memory(facts.current_status)
+    pins: dict[str, Any] = dict(saved_pins)
+    try:
+        spec = parse_spec(facts.spec)
+    except SpecError:
+        return FeedbackResult(overrides=Overrides(), observed=None, calibration=None, conditions=())
+    metrics = _metrics_condition(feedback, spec)
+    unknown_slo = Condition(
+        type=cond.SLO_MET, status="Unknown", reason=REASON_NOT_MEASURED, message="TPOT is not measured"
+    )
+    if feedback.observation is None:
+        return FeedbackResult(
+            overrides=Overrides(), observed=None, calibration=None, conditions=(metrics, unknown_slo)
+        )
+    obs = feedback.observation
+    events: list[Event] = []
+    previous = cond.find(facts.current_status.get("conditions"), cond.METRICS_AVAILABLE) or {}
+    if not obs.available and previous.get("status") != "False":
+        events.append(Event(type="Warning", reason=obs.reason, message=f"metrics unavailable: {obs.message}"))
+
+    observed = obs.to_status()
+    prediction = facts.current_status.get("prediction") or {}
+    predicted_kv = prediction.get("kvCacheTokensPerReplica")
+    if obs.kv_cache_tokens is not None and isinstance(predicted_kv, int) and predicted_kv > 0:
+        gap = obs.kv_cache_tokens / predicted_kv - 1.0
+        observed["kvCacheTokensPredicted"] = predicted_kv
+        observed["kvCapacityGapPercent"] = round(gap * 100.0, 1)
+        before = (facts.current_status.get("observed") or {}).get("kvCapacityGapPercent")
+        was_large = isinstance(before, int | float) and abs(before) >= KV_GAP_WARN * 100
+        if abs(gap) >= KV_GAP_WARN and not was_large:
+            events.append(
+                Event(
+                    type="Warning",
+                    reason=REASON_KV_MISMATCH,
+                    message=f"vLLM reports {obs.kv_cache_tokens} KV tokens per replica "
+                    f"({obs.num_gpu_blocks} blocks x {obs.block_size}); kvright predicted {predicted_kv} "
+                    f"({gap * 100:+.0f}%): the memory model is off for this deployment",
+                )
+            )
+
+    plan = facts.current_status.get("plan") or {}
+    arch = facts.architecture
+    decision: Decision | None = None
+    if not isinstance(arch, capacity.Architecture) or not plan.get("maxNumSeqs"):
+        slo = unknown_slo if not plan else _slo_condition(None, obs, spec)
+        calibration = {**_calibration_status(history, pins, None, spec, feedback), "note": REASON_NO_PLAN}
+        overrides = _overrides(history, pins) if spec.feedback.mode == "Adjust" else Overrides()
+        return FeedbackResult(
+            overrides=overrides,
+            observed=observed,
+            calibration=calibration,
+            conditions=(metrics, slo),
+            events=tuple(events),
+        )
+
+    decision = _control(facts, spec, arch, plan, prediction, obs, history, feedback, now)
+    slo_condition = _slo_condition(decision, obs, spec)
+    adjust = spec.feedback.mode == "Adjust"
+    if adjust and decision.changes_plan:
+        pins = {
+            "maxNumSeqs": decision.max_num_seqs,
+            "replicas": decision.replicas,
+            "kvCacheDtype": decision.kv_cache_dtype or plan.get("kvCacheDtype"),
+            "tensorParallelSize": decision.tensor_parallel_size or plan.get("tensorParallelSize"),
+        }
+        if decision.action == Action.REPLAN:
+            # A new plan: the planner sizes batch and replicas again with the new dtype or TP.
+            pins = {k: v for k, v in pins.items() if k in ("kvCacheDtype", "tensorParallelSize")}
+        events.append(Event(type="Normal", reason=decision.reason, message=decision.message))
+    elif decision.recommend_only and decision.recommended_replicas != decision.replicas:
+        last = ((facts.current_status.get("calibration") or {}).get("lastDecision") or {}).get("reason")
+        if last != decision.reason:
+            events.append(Event(type="Normal", reason="ReplicasRecommended", message=decision.message))
+    elif decision.reason == "SLOUnattainable":
+        last = ((facts.current_status.get("calibration") or {}).get("lastDecision") or {}).get("reason")
+        if last != decision.reason:
+            events.append(Event(type="Warning", reason=decision.reason, message=decision.message))
+    new_history = (
+        decision.history
+        if adjust
+        else History(
+            calibration=decision.calibration,
+            last_change_time=history.last_change_time,
+            waiting_for_samples_since=decision.history.waiting_for_samples_since,
+        )
+    )
+    overrides = _overrides(new_history, pins) if adjust else Overrides()
+    overrides, pins = _planner_accepts(facts, overrides, pins)
+    calibration = _calibration_status(new_history, pins if adjust else {}, decision, spec, feedback)
+    return FeedbackResult(
+        overrides=overrides,
+        observed=observed,
+        calibration=calibration,
+        conditions=(metrics, slo_condition),
+        events=tuple(events),
+        decision=decision,
+    )
+
+
+def _planner_accepts(
+    facts: Facts, overrides: Overrides, pins: dict[str, Any]
+) -> tuple[Overrides, dict[str, Any]]:
+    """Overrides the planner can honour. A max-num-seqs pin only ever lowers the batch below what the
+    calibrated planner would choose (docs/interfaces.md); when the calibrated planner already chooses
+    less (the pin was a bounded step from a larger batch), the pin is dropped and the planner's batch
+    runs instead."""
+    if overrides.max_num_seqs is None:
+        return overrides, pins
+    if desire(replace(facts, overrides=overrides)).plan_feasible.status == "True":
+        return overrides, pins
+    relaxed = replace(overrides, max_num_seqs=None)
+    if desire(replace(facts, overrides=relaxed)).plan_feasible.status == "True":
+        return relaxed, {k: v for k, v in pins.items() if k != "maxNumSeqs"}
+    return overrides, pins
+
+
+def _slo_condition(decision: Decision | None, obs: Observation, spec: LLMDeploymentSpec) -> Condition:
+    slo_ms = spec.slo.tpot_milliseconds
+    if obs.tpot_seconds is None or decision is None or decision.slo_met is None:
+        why = obs.message if not obs.available else f"{obs.sample_count} finished request(s) in the window"
+        return Condition(
+            type=cond.SLO_MET,
+            status="Unknown",
+            reason=REASON_NOT_MEASURED,
+            message=f"p{spec.slo.percentile} TPOT not measured: {why}",
+        )
+    tpot_ms = obs.tpot_seconds * 1000.0
+    if decision.slo_met:
+        return Condition(
+            type=cond.SLO_MET,
+            status="True",
+            reason=REASON_WITHIN,
+            message=f"p{spec.slo.percentile} TPOT {tpot_ms:.1f} ms <= {slo_ms} ms over "
+            f"{obs.window_seconds}s ({obs.sample_count} requests)",
+        )
+    return Condition(
+        type=cond.SLO_MET,
+        status="False",
+        reason=REASON_ABOVE,
+        message=f"p{spec.slo.percentile} TPOT {tpot_ms:.1f} ms > {slo_ms} ms over "
+        f"{obs.window_seconds}s ({obs.sample_count} requests)",
+    )
+
+
+def _calibration_status(
+    history: History,
+    pins: Mapping[str, Any],
+    decision: Decision | None,
+    spec: LLMDeploymentSpec,
+    feedback: FeedbackFacts,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "factor": round(history.calibration, 4),
+        "mode": spec.feedback.mode,
+        **{k: v for k, v in pins.items() if v is not None},
+    }
+    for key, value in (
+        ("lastChangeTime", _stamp(history.last_change_time)),
+        ("waitingForSamplesSince", _stamp(history.waiting_for_samples_since)),
+    ):
+        if value is not None:
+            out[key] = value
+    if decision is not None:
+        out["lastDecision"] = {
+            "action": str(decision.action),
+            "reason": decision.reason,
+            "message": decision.message[:1024],
+            "applied": spec.feedback.mode == "Adjust" and decision.changes_plan,
+        }
+        out["recommendedReplicas"] = decision.recommended_replicas
+        out["recommendedMaxNumSeqs"] = decision.max_num_seqs
+    if feedback.hpa is not None or spec.replicas.count is not None:
+        out["replicasOwnedBy"] = (
+            f"HorizontalPodAutoscaler/{feedback.hpa}" if feedback.hpa else "spec.replicas.count"
+        )
+    return out
+
+
+def _control(
+    facts: Facts,
+    spec: LLMDeploymentSpec,
+    arch: capacity.Architecture,
+    plan: Mapping[str, Any],
+    prediction: Mapping[str, Any],
+    obs: Observation,
+    history: History,
+    feedback: FeedbackFacts,
+    now: datetime.datetime,
+) -> Decision:
+    tp = int(plan.get("tensorParallelSize", 1) or 1)
+    dtype = str(plan.get("kvCacheDtype", "auto") or "auto")
+    product = str(plan.get("gpuProduct", ""))
+    gpu = capacity.gpu_spec(product)
+    prompt = spec.workload.prompt_tokens
+    output = spec.workload.output_tokens
+    context = obs.mean_context_tokens or (prompt + output / 2.0)
+    context_tokens = max(1, round(context))
+
+    @functools.lru_cache(maxsize=512)
+    def decode(batch: int) -> float:
+        step = capacity.decode_step(
+            arch,
+            gpu,
+            tensor_parallel_size=tp,
+            batch=batch,
+            context_tokens=context_tokens,
+            kv_cache_dtype=dtype,
+        )
+        return step.predicted_seconds
+
+    prefill = capacity.prefill_seconds(arch, gpu, tensor_parallel_size=tp, prompt_tokens=max(1, prompt))
+    predict = tpot_with_prefill(decode, prefill_seconds_per_request=prefill, output_tokens=max(1, output))
+    kv_tokens = prediction.get("kvCacheTokensPerReplica")
+    per_sequence = max(1, prompt + output)
+    limit = (
+        max(1, min(1024, kv_tokens // per_sequence)) if isinstance(kv_tokens, int) and kv_tokens > 0 else 256
+    )
+    product_inventory = facts.inventory.get(product)
+    cluster_gpus = product_inventory.total_gpus if product_inventory is not None else tp * spec.replicas.max
+    max_gpus = cluster_gpus if spec.gpu.max_gpus is None else min(spec.gpu.max_gpus, cluster_gpus)
+    larger: int | None = None
+    if spec.tuning.tensor_parallel_size is None and product_inventory is not None:
+        bigger = [
+            t
+            for t in capacity.valid_tensor_parallel_sizes(arch, product_inventory.max_gpus_per_node)
+            if t > tp
+        ]
+        larger = min(bigger) if bigger else None
+    replicas = int(plan.get("replicas", 1) or 1)
+    current = Current(
+        tensor_parallel_size=tp,
+        max_num_seqs=int(plan["maxNumSeqs"]),
+        kv_cache_dtype=dtype,
+        replicas=replicas,
+        max_num_seqs_limit=max(limit, int(plan["maxNumSeqs"])),
+    )
+    bounds = Bounds(
+        min_replicas=spec.replicas.min,
+        max_replicas=spec.replicas.max,
+        max_gpus=max(tp, max_gpus),
+        fp8_kv_allowed=spec.tuning.kv_cache_dtype == "Auto",
+        larger_tensor_parallel_size=larger,
+    )
+    window = spec.feedback.window_seconds
+    tuning = Tuning(
+        cooldown_seconds=float(spec.feedback.cooldown_seconds),
+        sample_deadline_seconds=float(max(3 * window, 60)),
+        min_samples=_min_samples(window),
+    )
+    return control_decide(
+        current=current,
+        observation=obs,
+        slo_tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
+        predict_tpot=predict,
+        bounds=bounds,
+        tuning=tuning,
+        history=history,
+        now=now.timestamp(),
+        hpa_present=feedback.hpa is not None or spec.replicas.count is not None,
+        rollout_in_progress=feedback.rollout_in_progress,
+    )
+
+
+def _min_samples(window_seconds: int) -> int:
+    """Finished requests needed per window: 50 for production windows, fewer for test-sized ones."""
+    return max(10, min(50, window_seconds // 6))

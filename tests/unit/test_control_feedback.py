@@ -1,0 +1,229 @@
+"""kvright.feedback.decide: the loop's seam between an Observation, the plan in status and planning.
+
+Nothing is faked on the decision side: the real planner (kvright.reconcile.desire) produces the first
+plan and then re-plans with the overrides the loop returns, so these tests hold both sides of the
+seam. The Observation is built by hand (the Prometheus side is tests/unit/test_observe.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import capacity
+from kvright.feedback import FeedbackFacts, decide
+from kvright.inventory import GPUNode, summarize
+from kvright.observe import Observation
+from kvright.reconcile import Facts, desire
+from tests.builders import llmd
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
+CLUSTER = summarize(
+    GPUNode(name=f"n{i}", product=H100, allocatable_gpus=8, memory_mib=None) for i in range(2)
+)
+BASE = (
+    llmd("chat", "ml")
+    .model("llama-3.1-8b")
+    .gpu(H100)
+    .context(4096, 1000, 200)
+    .concurrency(64)
+    .tpot_ms(50)
+    .replicas(min=1, max=6)
+)
+
+
+def facts(builder: Any = BASE, status: dict[str, Any] | None = None) -> Facts:
+    spec = builder.spec()
+    return Facts(
+        name="chat",
+        namespace="ml",
+        uid="u-1",
+        generation=2,
+        spec=spec,
+        current_status=status or {},
+        architecture=capacity.catalog_architecture("llama-3.1-8b"),
+        architecture_source="Catalog llama-3.1-8b",
+        inventory=CLUSTER,
+        default_image="vllm/vllm-openai:test",
+    )
+
+
+def planned_status(builder: Any = BASE) -> dict[str, Any]:
+    """The status a first reconcile writes: plan and prediction from the real planner."""
+    d = desire(facts(builder))
+    assert d.plan_feasible.status == "True", d.plan_feasible.message
+    return {"plan": d.fields["plan"], "prediction": d.fields["prediction"]}
+
+
+def obs(**kw: Any) -> Observation:
+    values: dict[str, Any] = {
+        "namespace": "ml",
+        "name": "chat",
+        "sample_time": NOW.timestamp(),
+        "window_seconds": 30,
+        "percentile": 90,
+        "available": True,
+        "reason": "MetricsFound",
+        "message": "ok",
+        "tpot_seconds": 0.090,
+        "tpot_mean_seconds": 0.080,
+        "sample_count": 400,
+        "running": 64.0,
+        "waiting": 10.0,
+        "mean_batch": 60.0,
+        "mean_context_tokens": 1100.0,
+        "kv_cache_usage": 0.4,
+        "preemptions_per_second": 0.0,
+    }
+    values.update(kw)
+    return Observation(**values)
+
+
+def conditions(result: Any) -> dict[str, tuple[str, str]]:
+    return {c.type: (c.status, c.reason) for c in result.conditions}
+
+
+def test_adjust_lowers_the_batch_and_the_next_plan_obeys() -> None:
+    builder = BASE.feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    seqs, replicas = status["plan"]["maxNumSeqs"], status["plan"]["replicas"]
+    result = decide(
+        facts(builder, status), FeedbackFacts(observation=obs(running=float(seqs * replicas))), now=NOW
+    )
+    d = result.decision
+    assert d is not None and d.changes_plan, d
+    assert conditions(result) == {
+        "MetricsAvailable": ("True", "MetricsFound"),
+        "SLOMet": ("False", "TPOTAboveSLO"),
+    }
+    assert d.max_num_seqs < seqs
+    assert result.overrides.calibration > 1.0
+    [event] = result.events
+    assert (event.type, event.reason) == ("Normal", "TPOTAboveSLO")
+    assert "p90 TPOT 90.0 ms vs SLO 50.0 ms" in event.message
+    assert result.calibration is not None
+    assert result.calibration["lastChangeTime"] == "2026-01-01T12:00:00Z"
+    assert result.calibration["lastDecision"]["applied"] is True
+    assert result.observed is not None and result.observed["tpotMilliseconds"] == 90.0
+    # The other side of the seam: planning with the overrides runs what the loop decided, or less where
+    # the calibrated planner already chooses a smaller batch than the loop's bounded step.
+    again = desire(replace(facts(builder, status), overrides=result.overrides))
+    assert again.plan_feasible.status == "True", again.plan_feasible.message
+    assert again.fields["plan"]["maxNumSeqs"] <= d.max_num_seqs
+    assert again.fields["plan"]["replicas"] == d.replicas == result.overrides.replicas
+    assert again.fields["prediction"]["calibration"] == result.overrides.calibration
+
+
+def test_memory_in_status_holds_the_cooldown_and_the_pins() -> None:
+    builder = BASE.feedback("Adjust", 30, 600)
+    status = planned_status(builder)
+    first = decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
+    assert first.calibration is not None
+    later = {**status, "calibration": first.calibration}
+    second = decide(
+        facts(builder, later), FeedbackFacts(observation=obs()), now=NOW + datetime.timedelta(seconds=60)
+    )
+    assert second.decision is not None and second.decision.reason == "Cooldown"
+    assert second.overrides == replace(first.overrides, calibration=second.overrides.calibration)
+    assert second.events == ()
+
+
+def test_observe_mode_reports_but_does_not_pin() -> None:
+    builder = BASE.feedback("Observe", 30, 30)
+    status = planned_status(builder)
+    result = decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
+    assert result.overrides.max_num_seqs is None and result.overrides.replicas is None
+    assert result.overrides.calibration == 1.0
+    assert result.calibration is not None
+    assert result.calibration["lastDecision"]["applied"] is False
+    assert result.calibration["factor"] > 1.0
+    assert result.events == ()
+    assert conditions(result)["SLOMet"] == ("False", "TPOTAboveSLO")
+
+
+@pytest.mark.parametrize(
+    ("builder", "feedback", "expected"),
+    [
+        (BASE.feedback("Off"), FeedbackFacts(observation=None), ("Unknown", "FeedbackOff")),
+        (
+            BASE.feedback("Adjust"),
+            FeedbackFacts(observation=None, prometheus_configured=False),
+            ("Unknown", "PrometheusNotConfigured"),
+        ),
+    ],
+    ids=["mode-off", "no-prometheus-url"],
+)
+def test_feedback_off_says_why_and_pins_nothing(builder: Any, feedback: FeedbackFacts, expected: Any) -> None:
+    result = decide(facts(builder, planned_status(builder)), feedback, now=NOW)
+    assert conditions(result)["MetricsAvailable"] == expected
+    assert conditions(result)["SLOMet"] == ("Unknown", "NotMeasured")
+    assert result.overrides.max_num_seqs is None and result.overrides.calibration == 1.0
+    assert result.observed is None
+
+
+def test_metrics_unavailable_warns_once_and_changes_nothing() -> None:
+    builder = BASE.feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    down = obs(available=False, reason="PrometheusUnreachable", message="http://p:9090: ConnectionError",
+               tpot_seconds=None, sample_count=0)  # fmt: skip
+    first = decide(facts(builder, status), FeedbackFacts(observation=down), now=NOW)
+    assert conditions(first)["MetricsAvailable"] == ("False", "PrometheusUnreachable")
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", "PrometheusUnreachable")]
+    assert first.decision is not None and first.decision.changes_plan is False
+    status_after = {**status, "conditions": [{"type": "MetricsAvailable", "status": "False"}]}
+    second = decide(facts(builder, status_after), FeedbackFacts(observation=down), now=NOW)
+    assert second.events == ()
+
+
+def test_kv_capacity_gap_is_shown_and_warned_once() -> None:
+    builder = BASE.feedback("Observe", 30, 30)
+    status = planned_status(builder)
+    predicted = status["prediction"]["kvCacheTokensPerReplica"]
+    small = obs(
+        kv_cache_tokens=predicted // 2, num_gpu_blocks=predicted // 32, block_size=16, tpot_seconds=0.040
+    )
+    first = decide(facts(builder, status), FeedbackFacts(observation=small), now=NOW)
+    assert first.observed is not None
+    assert first.observed["kvCapacityGapPercent"] == pytest.approx(-50.0, abs=0.1)
+    assert [e.reason for e in first.events] == ["KVCapacityMismatch"]
+    again = decide(
+        facts(builder, {**status, "observed": first.observed}), FeedbackFacts(observation=small), now=NOW
+    )
+    assert again.events == ()
+
+
+def test_an_hpa_owns_replicas_so_kvright_only_recommends() -> None:
+    builder = BASE.feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    seqs, replicas = status["plan"]["maxNumSeqs"], status["plan"]["replicas"]
+    result = decide(
+        facts(builder, status),
+        FeedbackFacts(observation=obs(running=float(seqs * replicas), waiting=200.0), hpa="chat-hpa"),
+        now=NOW,
+    )
+    assert result.calibration is not None
+    assert result.calibration["replicasOwnedBy"] == "HorizontalPodAutoscaler/chat-hpa"
+    assert result.calibration["recommendedReplicas"] > replicas
+    assert result.overrides.replicas in (None, replicas)
+
+
+def test_rollout_in_progress_holds_the_decision() -> None:
+    builder = BASE.feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    result = decide(
+        facts(builder, status), FeedbackFacts(observation=obs(), rollout_in_progress=True), now=NOW
+    )
+    assert result.decision is not None and result.decision.reason == "RolloutInProgress"
+    assert result.events == ()
+
+
+def test_no_plan_yet_still_reports_metrics() -> None:
+    builder = BASE.feedback("Adjust", 30, 30)
+    result = decide(facts(builder, {}), FeedbackFacts(observation=obs()), now=NOW)
+    assert conditions(result)["MetricsAvailable"] == ("True", "MetricsFound")
+    assert result.decision is None
+    assert result.calibration is not None and result.calibration["note"] == "NoPlanYet"
