@@ -29,6 +29,7 @@ __all__ = [
     "DeploymentMetrics",
     "MetricsServer",
     "OperatorMetrics",
+    "from_llmdeployment",
     "metrics_address_from_env",
     "metrics_port_from_env",
     "serve",
@@ -212,6 +213,71 @@ class OperatorMetrics:
     def _remove(gauge: Gauge, labels: tuple[str, ...]) -> None:
         with suppress(KeyError):
             gauge.remove(*labels)
+
+
+def _number(source: Mapping[str, Any], key: str, scale: float = 1.0) -> float | None:
+    value = source.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) * scale
+
+
+def _integer(source: Mapping[str, Any], key: str) -> int | None:
+    value = source.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _mapping(source: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = source.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
+    """The gauges' values from an LLMDeployment as the operator and the feedback loop wrote it (pure).
+
+    Reads ``spec.model.name``, ``spec.slo`` (milliseconds, percentile default 90), ``status.plan``,
+    ``status.prediction``, ``status.observed.kvCacheTokens``, ``status.calibration.factor`` and the
+    ``PlanFeasible`` condition. ``None`` before the operator has written ``PlanFeasible`` (nothing to
+    report yet). Plan values count only while ``PlanFeasible`` is True, so an infeasible object shows
+    ``kvright_plan_feasible 0`` and no stale plan.
+    """
+    meta = _mapping(obj, "metadata")
+    spec = _mapping(obj, "spec")
+    status = _mapping(obj, "status")
+    conditions = status.get("conditions")
+    feasible_condition = next(
+        (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "PlanFeasible"), None
+    ) if isinstance(conditions, list) else None
+    if feasible_condition is None:
+        return None
+    feasible = feasible_condition.get("status") == "True"
+    slo = _mapping(spec, "slo")
+    plan = _mapping(status, "plan") if feasible else {}
+    prediction = _mapping(status, "prediction") if feasible else {}
+    percentile = _integer(slo, "percentile")
+    return DeploymentMetrics(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        feasible=feasible,
+        model=str(_mapping(spec, "model").get("name", "")),
+        gpu=str(plan.get("gpuProduct", "")),
+        kv_cache_dtype=str(plan["kvCacheDtype"]) if "kvCacheDtype" in plan else None,
+        tensor_parallel_size=_integer(plan, "tensorParallelSize"),
+        max_num_seqs=_integer(plan, "maxNumSeqs"),
+        replicas=_integer(plan, "replicas"),
+        predicted_tpot_seconds=_number(prediction, "tpotMilliseconds", 1e-3),
+        predicted_ttft_seconds=_number(prediction, "ttftMilliseconds", 1e-3),
+        predicted_kv_cache_tokens=_integer(prediction, "kvCacheTokensPerReplica"),
+        predicted_weight_bytes_per_gpu=_integer(prediction, "weightBytesPerGPU"),
+        predicted_kv_cache_bytes_per_gpu=_integer(prediction, "kvCacheBytesPerGPU"),
+        observed_kv_cache_tokens=_integer(_mapping(status, "observed"), "kvCacheTokens"),
+        calibration_factor=_number(_mapping(status, "calibration"), "factor"),
+        slo_tpot_seconds=_number(slo, "tpotMilliseconds", 1e-3),
+        slo_ttft_seconds=_number(slo, "ttftMilliseconds", 1e-3),
+        slo_percentile=percentile if percentile is not None else 90,
+    )
 
 
 METRICS: Final = OperatorMetrics()

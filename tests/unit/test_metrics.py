@@ -15,6 +15,7 @@ from kvright.metrics import (
     DEFAULT_METRICS_ADDRESS,
     DeploymentMetrics,
     OperatorMetrics,
+    from_llmdeployment,
     metrics_address_from_env,
     metrics_port_from_env,
     serve,
@@ -187,3 +188,69 @@ def exposition(m: OperatorMetrics) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(m.registry).decode()
+
+
+def llmd_obj(*, feasible: str | None = "True", **status: object) -> dict[str, object]:
+    conditions = [] if feasible is None else [{"type": "PlanFeasible", "status": feasible}]
+    return {
+        "metadata": {"namespace": "team-a", "name": "llama"},
+        "spec": {"model": {"name": "meta-llama/Llama-3.1-70B-Instruct"},
+                 "slo": {"tpotMilliseconds": 50, "ttftMilliseconds": 2000, "percentile": 95}},
+        "status": {
+            "conditions": conditions,
+            "plan": {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "tensorParallelSize": 4, "maxNumSeqs": 64,
+                     "kvCacheDtype": "fp8", "replicas": 2, "gpus": 8},
+            "prediction": {"tpotMilliseconds": 31.0, "ttftMilliseconds": 400.0,
+                           "kvCacheTokensPerReplica": 1_200_000, "weightBytesPerGPU": 35_000_000_000,
+                           "kvCacheBytesPerGPU": 30_000_000_000},
+            **status,
+        },
+    }
+
+
+FEASIBLE = {
+    "feasible": True, "tensor_parallel_size": 4, "max_num_seqs": 64, "replicas": 2,
+    "kv_cache_dtype": "fp8", "gpu": "NVIDIA-H100-80GB-HBM3", "model": "meta-llama/Llama-3.1-70B-Instruct",
+    "predicted_tpot_seconds": 0.031, "predicted_ttft_seconds": 0.4,
+    "predicted_kv_cache_tokens": 1_200_000, "predicted_weight_bytes_per_gpu": 35_000_000_000,
+    "predicted_kv_cache_bytes_per_gpu": 30_000_000_000, "slo_tpot_seconds": 0.05, "slo_ttft_seconds": 2.0,
+    "slo_percentile": 95, "observed_kv_cache_tokens": None, "calibration_factor": None,
+}
+FROM_STATUS = [
+    ("feasible-plan-and-prediction", llmd_obj(), FEASIBLE),
+    ("feedback-observed-and-calibrated",
+     llmd_obj(observed={"kvCacheTokens": 1_100_000}, calibration={"factor": 1.25}),
+     {"observed_kv_cache_tokens": 1_100_000, "calibration_factor": 1.25}),
+    ("infeasible-hides-the-stale-plan", llmd_obj(feasible="False"),
+     {"feasible": False, "tensor_parallel_size": None, "predicted_tpot_seconds": None,
+      "kv_cache_dtype": None, "slo_tpot_seconds": 0.05}),
+    ("unknown-feasibility-counts-as-not-feasible", llmd_obj(feasible="Unknown"), {"feasible": False}),
+    ("garbage-numbers-are-unknown",
+     llmd_obj(observed={"kvCacheTokens": "many"}, calibration={"factor": True}),
+     {"observed_kv_cache_tokens": None, "calibration_factor": None}),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"), [(o, e) for _, o, e in FROM_STATUS], ids=[i for i, _, _ in FROM_STATUS]
+)
+def test_from_llmdeployment_reads_spec_and_status(
+    obj: dict[str, object], expected: dict[str, object]
+) -> None:
+    values = from_llmdeployment(obj)
+    assert values is not None
+    for key, want in expected.items():
+        got = getattr(values, key)
+        assert (got == pytest.approx(want)) if isinstance(want, float) else (got == want), (key, got, want)
+
+
+def test_from_llmdeployment_is_none_before_the_operator_reported_feasibility() -> None:
+    assert from_llmdeployment(llmd_obj(feasible=None)) is None
+    assert from_llmdeployment({"metadata": {"name": "x"}}) is None
+
+
+def test_percentile_defaults_to_the_crd_default() -> None:
+    obj = llmd_obj()
+    del obj["spec"]["slo"]["percentile"]  # type: ignore[index]
+    values = from_llmdeployment(obj)
+    assert values is not None and values.slo_percentile == 90
