@@ -71,6 +71,11 @@ chart-sync: venv ## copy crds/llmdeployment.yaml into the chart and regenerate i
 	install -m 0644 crds/llmdeployment.yaml charts/kvright/files/crds/llmdeployment.yaml
 	$(BIN)/python -m kvright.dashboards charts/kvright/files/dashboards
 
+.PHONY: chart-install
+chart-install: tools ## helm upgrade --install charts/kvright into the local control plane (after cluster-up)
+	$(KVRIGHT_TOOLS_DIR)/helm --kubeconfig $(KVRIGHT_CLUSTER_DIR)/kubeconfig upgrade --install kvright \
+	  charts/kvright --namespace kvright-system --create-namespace --take-ownership $(HELM_ARGS)
+
 .PHONY: bench
 bench: venv ## benchmarks; results are ratios measured side by side
 	$(BIN)/python -m bench

@@ -126,7 +126,9 @@ def namespaced_release(cluster_ready: None, tmp_path_factory: pytest.TempPathFac
              "--take-ownership",
              "--set", f"operator.watchNamespaces={{{TEAM_NS}}}",
              "--set", f"rbac.secretReaderNamespaces={{{TEAM_NS}}}",
-             "--set", "replicaCount=0")  # the in-process operator below is the only one running
+             # HA objects are installed (peering CRDs, KopfPeering hook, PDB); the Deployment's pods are
+             # kwok fakes, so the in-process operator below is the only one that runs.
+             "--set", "ha.enabled=true", "--set", "ha.peeringName=kvright-test")
         yield sa_kubeconfig(tmp_path_factory.mktemp("sa"), SYSTEM_NS, SA)
     finally:
         helm("uninstall", RELEASE, "--namespace", SYSTEM_NS, "--wait", "--timeout", "2m", check=False)
@@ -153,6 +155,14 @@ def test_install_is_deployed_with_the_crd_kept_and_owned(namespaced_release: str
     crd = json.loads(kubectl("get", "crd", "llmdeployments.kvright.dev", "-o", "json").stdout)
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert kubectl("get", "crd", "kopfpeerings.kopf.dev", check=False).returncode == 0
+
+
+def test_ha_peering_object_exists_in_each_watched_namespace(namespaced_release: str) -> None:
+    got = kubectl("get", "kopfpeerings.kopf.dev", "kvright-test", "-n", TEAM_NS, "-o", "json")
+    peering = json.loads(got.stdout)
+    assert peering["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+    assert can_i(namespaced_release, "patch", "kopfpeerings.kopf.dev", "-n", TEAM_NS)
+    assert not can_i(namespaced_release, "patch", "kopfpeerings.kopf.dev", "-n", OTHER_NS)
 
 
 NAMESPACED_ACCESS = [
