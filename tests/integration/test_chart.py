@@ -254,3 +254,15 @@ def test_nondefault_alert_tuning_is_rendered(nondefault: list[dict[str, Any]]) -
     assert "> 0.9" in saturated["expr"]
     assert "kvright_slo_percentile) == 50" not in rules["KVRightTPOTSLOBurn"]["expr"]
     assert 'job="kv-metrics"' in rules["KVRightOperatorDown"]["expr"]
+
+
+def test_packaged_chart_carries_the_crd_and_dashboards(tmp_path: Path) -> None:
+    done = run_helm("package", str(CHART), "--destination", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (package,) = tmp_path.glob("kvright-*.tgz")
+    packaged = run_helm("template", "kvright", str(package), "--kube-version", KUBE_VERSION)
+    assert packaged.returncode == 0, packaged.stderr
+    docs = [d for d in yaml.safe_load_all(packaged.stdout) if d]
+    assert {c["metadata"]["name"] for c in by_kind(docs, "CustomResourceDefinition")} == {
+        "llmdeployments.kvright.dev", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    assert [m["metadata"]["name"] for m in by_kind(docs, "ConfigMap")] == ["kvright-dashboard-capacity"]
