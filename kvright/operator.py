@@ -103,7 +103,12 @@ class Kube:
         except Exception as exc:  # urllib3 connection errors and the like
             raise KubeError(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
         if 200 <= response.status < 300:
-            return json.loads(data) if data else None
+            if not data:
+                return None
+            try:
+                return json.loads(data)
+            except ValueError:  # /readyz and friends answer text
+                return data.decode(errors="replace")
         try:
             message = json.loads(data).get("message", "")
         except (ValueError, AttributeError):
@@ -233,7 +238,9 @@ def api_client() -> k8s_client.ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        k8s_config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        # The path is read now, not at import (the client caches $KUBECONFIG when it is imported).
+        path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        k8s_config.load_kube_config(config_file=path, client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = 32
     return k8s_client.ApiClient(configuration)
 

@@ -1,0 +1,153 @@
+"""Helpers shared by the operator's integration tests: the admin client, namespaces, the CRD, the
+operator in-process (kopf.testing.KopfRunner), and polling for a state instead of sleeping.
+
+The control plane is the real one from ``deploy/cluster.sh`` (kube-apiserver, etcd, controller-manager,
+scheduler, kwok GPU nodes). Its kubeconfig is ``$KUBECONFIG`` or ``$KVRIGHT_CLUSTER_DIR/kubeconfig``; a
+test fails (never skips) when it does not answer, saying how to start it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from kopf.testing import KopfRunner
+
+from kvright import api
+from kvright.operator import Kube, KubeError, api_client
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "llmdeployment.yaml"
+T = TypeVar("T")
+
+
+def kubeconfig() -> str:
+    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
+    path = os.environ.get("KUBECONFIG") or str(cluster_dir / "kubeconfig")
+    if not Path(path).is_file():
+        pytest.fail(f"no kubeconfig at {path}: start the local control plane with `make cluster-up`")
+    return path
+
+
+def admin() -> Kube:
+    """The admin client; fails the test when the API server does not answer /readyz."""
+    os.environ["KUBECONFIG"] = kubeconfig()
+    kube = Kube(api_client(), timeout_seconds=30)
+    try:
+        kube.request("GET", "/readyz")
+    except (KubeError, ValueError) as exc:
+        pytest.fail(f"the local control plane does not answer ({exc}): run `make cluster-up`")
+    return kube
+
+
+def install_crd(kube: Kube) -> None:
+    """Server-side apply the CRD and wait until it is Established."""
+    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
+    name = crd["metadata"]["name"]
+    kube.request(
+        "PATCH",
+        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
+        query=[("fieldManager", "kvright-tests"), ("force", "true")],
+        body=crd,
+        content_type="application/apply-patch+yaml",
+    )
+
+    def established() -> bool:
+        got = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
+        conditions = (got.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    poll(established, what="the LLMDeployment CRD to be Established", timeout=60)
+
+
+def poll(predicate: Callable[[], T], *, what: str, timeout: float = 90.0, interval: float = 0.25) -> T:
+    """Call ``predicate`` until it returns something truthy; fail with ``what`` and the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = predicate()
+        except KubeError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}"[:2000])
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def namespace(kube: Kube, prefix: str) -> Iterator[str]:
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    kube.request(
+        "POST",
+        "/api/v1/namespaces",
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+    )
+    # The ServiceAccount admission plugin rejects pods until the namespace's default SA exists.
+    poll(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), what=f"{name}/default SA")
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(KubeError):
+            kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@contextlib.contextmanager
+def operator(
+    ns: str, *, reconcile_seconds: float = 2.0, env: dict[str, str] | None = None
+) -> Iterator[KopfRunner]:
+    """The kvright operator in this process (kopf.testing.KopfRunner), watching one namespace."""
+    values = {"KVRIGHT_RECONCILE_SECONDS": str(reconcile_seconds), "KVRIGHT_METRICS_PORT": "0", **(env or {})}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in values.items():
+            mp.setenv(key, value)
+        args = ["run", "--standalone", "--namespace", ns, "-m", "kvright.operator"]
+        with KopfRunner(args, timeout=60) as runner:
+            yield runner
+    assert runner.exception is None, runner.output[-4000:]
+
+
+def llmd_path(ns: str, name: str = "") -> str:
+    base = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{ns}/{api.PLURAL}"
+    return f"{base}/{name}" if name else base
+
+
+def create(kube: Kube, obj: dict[str, Any], ns: str) -> dict[str, Any]:
+    obj = {**obj, "metadata": {**obj["metadata"], "namespace": ns}}
+    result: dict[str, Any] = kube.request("POST", llmd_path(ns), body=obj)
+    return result
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return dict(c)
+    return {}
+
+
+def reconciled(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    """The LLMDeployment once its status describes its current generation, else None."""
+    obj = kube.get(llmd_path(ns, name))
+    if obj is None:
+        return None
+    gen = obj["metadata"].get("generation")
+    pf = condition(obj, "PlanFeasible")
+    if (obj.get("status") or {}).get("observedGeneration") == gen and pf.get("observedGeneration") == gen:
+        return obj
+    return None
+
+
+def events(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    got = kube.request(
+        "GET", f"/api/v1/namespaces/{ns}/events", query=[("fieldSelector", f"involvedObject.name={name}")]
+    )
+    return list(got.get("items") or [])
