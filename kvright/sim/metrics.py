@@ -7,6 +7,7 @@ gauge (value 1) whose labels carry the cache configuration as strings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -51,7 +52,8 @@ LABELS = ("model_name", "engine")
 class VLLMMetrics:
     """One registry holding the metrics one vLLM server exposes."""
 
-    def __init__(self, *, model_name: str, cache_config: Mapping[str, str]) -> None:
+    def __init__(self, *, model_name: str, cache_config: Mapping[str, str], fault: str = "none") -> None:
+        self.fault = fault
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         values = (model_name, "0")
@@ -126,6 +128,8 @@ class VLLMMetrics:
             self.record_finished(done)
 
     def record_finished(self, done: Finished) -> None:
+        if self.fault == "nan":
+            self.tpot.observe(math.nan)  # in no bucket, but _sum turns NaN, as a broken exporter would
         self.ttft.observe(done.ttft_seconds)
         if done.output_tokens > 1:
             self.tpot.observe(done.tpot_seconds)
@@ -136,4 +140,4 @@ class VLLMMetrics:
     def set_state(self, *, running: int, waiting: int, kv_cache_usage: float) -> None:
         self.running.set(running)
         self.waiting.set(waiting)
-        self.kv_usage.set(kv_cache_usage)
+        self.kv_usage.set(math.nan if self.fault == "nan" else kv_cache_usage)

@@ -84,6 +84,7 @@ class PodRunner:
         namespace: str | None = None,
         log_dir: Path | None = None,
         efficiency_by_llmdeployment: dict[str, float] | None = None,
+        extra_args_by_llmdeployment: dict[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.core = core
         self.custom = custom
@@ -92,6 +93,7 @@ class PodRunner:
         self.namespace = namespace
         self.log_dir = log_dir
         self.efficiency_by_llmdeployment = dict(efficiency_by_llmdeployment or {})
+        self.extra_args_by_llmdeployment = dict(extra_args_by_llmdeployment or {})
         self.sims: dict[str, _Sim] = {}  # by pod uid
         self.lock = threading.Lock()
         self.problems: list[str] = []
@@ -250,6 +252,7 @@ class PodRunner:
             "--drain-timeout",
             str(opts.drain_timeout),
             *opts.extra_args,
+            *self.extra_args_by_llmdeployment.get(f"{meta.namespace}/{llmd}", ()),
         ]
         arch = self._architecture(meta.namespace, llmd)
         if arch:

@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--noise", type=float, default=0.0, help="simulator: relative std-dev of a step's duration"
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--fault",
+        choices=("none", "nan"),
+        default="none",
+        help="simulator: 'nan' exports NaN KV usage and poisons the TPOT histogram's sum (tests)",
+    )
     p.add_argument("--time-scale", type=float, default=1.0, help="simulator: virtual seconds per wall second")
     p.add_argument(
         "--drain-timeout", type=float, default=60.0, help="simulator: wall seconds to drain on SIGTERM"
@@ -93,6 +99,7 @@ class ServeArgs:
     seed: int
     time_scale: float
     drain_timeout: float
+    fault: str
     ignored: tuple[str, ...]
 
 
@@ -135,6 +142,7 @@ def parse_command_line(argv: Sequence[str]) -> ServeArgs:
         seed=ns.seed,
         time_scale=ns.time_scale,
         drain_timeout=ns.drain_timeout,
+        fault=ns.fault,
         ignored=tuple(unknown),
     )
 
@@ -368,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"vllm-sim: {exc}", file=sys.stderr)
         return 2
-    metrics = VLLMMetrics(model_name=args.served_model_name, cache_config=cache_config)
+    metrics = VLLMMetrics(model_name=args.served_model_name, cache_config=cache_config, fault=args.fault)
     server = SimServer(
         engine=engine,
         metrics=metrics,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from prometheus_client import generate_latest
 
 from kvright.sim.engine import Engine
 from kvright.sim.metrics import TPOT_BUCKETS, VLLMMetrics
@@ -246,3 +247,20 @@ def test_cli_serves_with_capacity_physics_and_drains_on_sigterm(tmp_path: Path) 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_nan_fault_poisons_kv_usage_and_the_tpot_sum() -> None:
+    metrics = VLLMMetrics(model_name="tiny", cache_config={"block_size": "16"}, fault="nan")
+    metrics.set_state(running=1, waiting=0, kv_cache_usage=0.5)
+    engine = Engine(decode_seconds=lambda b, c: 0.02, prefill_seconds=lambda t: 0.0, max_num_seqs=1,
+                    num_gpu_blocks=100, max_model_len=1024)  # fmt: skip
+    engine.submit(prompt_tokens=4, max_tokens=3)
+    while engine.busy:
+        metrics.record_step(engine.step(), prompt_tokens=0)
+    _, values = parse_metrics(generate_latest(metrics.registry).decode())
+    labels = '{engine="0",model_name="tiny"}'
+    assert values[f"vllm:kv_cache_usage_perc{labels}"] != values[f"vllm:kv_cache_usage_perc{labels}"]  # NaN
+    # prometheus_client puts a NaN observation in no bucket (so not in _count) but adds it to _sum.
+    assert values[f"vllm:request_time_per_output_token_seconds_count{labels}"] == 1
+    total = values[f"vllm:request_time_per_output_token_seconds_sum{labels}"]
+    assert total != total  # NaN
