@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -28,6 +29,11 @@ MODELS_DIR = CACHE / "tiny-models"
 # Bump when build_tiny_model.py changes what it writes, so cached models are rebuilt.
 BUILDER_REVISION = 1
 SERVER_START_TIMEOUT_SECONDS = 300.0
+# A KV budget per worker that is deliberately not a whole number of blocks for any shape.
+BIG_KV_BYTES = 48 * 2**20 + 12_345
+# A KV cache of a dozen blocks for the gqa shape (64 KiB per 128-token block), so that a few
+# concurrent requests fill it and force preemptions; max_model_len 1024 (8 blocks) still fits.
+SMALL_KV_BYTES = 800_000
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -80,9 +86,15 @@ SHAPES: dict[str, Shape] = {
         Shape(name="mha", layers=3, heads=4, kv_heads=4, head_dim=64, hidden=256),
         # One KV head: at TP=2 each rank holds a replica of it.
         Shape(name="mqa", layers=2, heads=8, kv_heads=1, head_dim=32, hidden=256),
-        # head_dim 64 with hidden 512 and 12 heads (12 x 64 != 512); TP=3 divides the attention heads
-        # but not the 4 KV heads, which vLLM only notices while building layers.
-        Shape(name="gqa12-wide", layers=4, heads=12, kv_heads=4, head_dim=64, hidden=512),
+        # head_dim 64 although hidden / heads is 32 (capacity must read head_dim, not derive it);
+        # TP=3 divides the 12 attention heads but not the 4 KV heads, which vLLM only notices while
+        # building layers.
+        # (vocab 576 = 9 x 64: vLLM pads the vocab to a multiple of 64 and splits it over TP ranks, so
+        # this keeps TP=3 about KV heads alone.)
+        Shape(name="gqa12-wide", layers=4, heads=12, kv_heads=4, head_dim=64, hidden=384, vocab=576),
+        # TP=3 divides the 12 attention and 6 KV heads, but not the vocab: 512 (already a multiple
+        # of 64) is split over the TP ranks by VocabParallelEmbedding. Used by the TP tests only.
+        Shape(name="gqa12-v512", layers=2, heads=12, kv_heads=6, head_dim=32, hidden=384, vocab=512),
     )
 }
 
@@ -196,6 +208,10 @@ class ServerSpec:
     kv_cache_memory_bytes: int
     max_model_len: int = 1024
     extra_args: tuple[str, ...] = ()
+
+
+# The server test_metrics.py and test_sim_dialect.py load; test_kv_capacity.py checks it last.
+METRICS_SERVER = ServerSpec(shape="gqa", tensor_parallel_size=1, kv_cache_memory_bytes=SMALL_KV_BYTES)
 
 
 class VllmServer:
@@ -352,3 +368,116 @@ KV_LOG_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 def kv_tokens_from_log(log: str) -> list[int]:
     """Every "... KV cache size: N tokens" figure vLLM logged (one per engine)."""
     return [int(m.group(1).replace(",", "")) for m in KV_LOG_LINE.finditer(log)]
+
+
+def cache_config_labels(metrics_text: str) -> dict[str, str]:
+    """The labels of the single `vllm:cache_config_info` series in a /metrics page."""
+    found = [
+        dict(sample.labels)
+        for family in text_string_to_metric_families(metrics_text)
+        for sample in family.samples
+        if sample.name == "vllm:cache_config_info"
+    ]
+    assert len(found) == 1, f"expected one vllm:cache_config_info series, found {len(found)}"
+    return found[0]
+
+
+def cpu_supports_fp8_kv() -> bool:
+    """vLLM's CPU attention runs an fp8 KV cache only with AVX-512 or AMX (cpu_attn._get_attn_isa)."""
+    flags: set[str] = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags.update(line.split(":", 1)[1].split())
+                break
+    return "avx512f" in flags or "amx_tile" in flags
+
+
+# ---------------------------------------------------------------------------------------------------
+# Prometheus
+
+
+class PrometheusServer:
+    """A real Prometheus (Debian's /usr/bin/prometheus or KVRIGHT_PROMETHEUS) scraping given targets.
+
+    Scrapes every second on 127.0.0.1, with the `namespace` / `llmdeployment` labels kvright's
+    queries select on written into the static target, as the chart's PodMonitor relabelling does.
+    """
+
+    def __init__(self, workdir: Path, targets: Mapping[str, Mapping[str, str]]) -> None:
+        self.binary = os.environ.get("KVRIGHT_PROMETHEUS", "prometheus")
+        self.workdir = workdir
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        static = [{"targets": [addr], "labels": dict(labels)} for addr, labels in targets.items()]
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "vllm", "scrape_timeout": "1s", "static_configs": static}],
+        }
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+        self.log_path = workdir / "prometheus.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [
+            self.binary,
+            f"--config.file={self.workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
+        try:
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+        except FileNotFoundError:
+            pytest.fail(
+                f"Prometheus binary {self.binary!r} not found; install Debian's `prometheus` package "
+                "or set KVRIGHT_PROMETHEUS",
+                pytrace=False,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(
+                    f"prometheus exited {self.proc.returncode}:\n{tail(self.log(), 20)}", pytrace=False
+                )
+            try:
+                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        pytest.fail(f"prometheus not ready after 60 s:\n{tail(self.log(), 20)}", pytrace=False)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def query_value(self, promql: str) -> float | None:
+        """The single value of an instant query, or None when the answer is empty."""
+        response = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+        response.raise_for_status()
+        result = response.json()["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+def metric_samples(metrics_text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of every sample called `name` in a /metrics page."""
+    return [
+        (dict(sample.labels), float(sample.value))
+        for family in text_string_to_metric_families(metrics_text)
+        for sample in family.samples
+        if sample.name == name
+    ]

@@ -1,0 +1,165 @@
+"""Metrics: real Prometheus scrapes a real vLLM server under load; kvright.observe reads it back.
+
+The server is the gqa tiny model with a KV cache of about a dozen blocks (METRICS_SERVER), so a
+bounded burst of concurrent long generations fills the cache, queues requests and forces
+preemptions. Prometheus (the real binary) scrapes vLLM's /metrics every second with the
+`namespace` / `llmdeployment` labels kvright selects on. Then the operator's observation code,
+unchanged, answers: TPOT (the per-request histogram), TTFT, KV usage, running / waiting,
+preemptions and vLLM's real KV capacity. Nothing is faked; there are no timing assertions, only
+"moved" / "equals vLLM's own number" checks, and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from kvright.observe import Observation, PrometheusClient, observe
+
+from .harness import (
+    METRICS_SERVER,
+    PrometheusServer,
+    ServerPool,
+    VllmServer,
+    cache_config_labels,
+    metric_samples,
+)
+
+pytestmark = pytest.mark.conformance
+
+NAMESPACE = "conformance"
+NAME = "tiny-gqa"
+REQUESTS = 12
+CONCURRENCY = 8
+OUTPUT_TOKENS = 384
+PROMPT = " ".join(["the kv cache block token head layer tensor parallel"] * 12)
+LOAD_DEADLINE_SECONDS = 300.0
+
+
+@pytest.fixture(scope="module")
+def server(vllm_servers: ServerPool) -> VllmServer:
+    return vllm_servers.get(METRICS_SERVER)
+
+
+@pytest.fixture(scope="module")
+def prometheus(server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    prom = PrometheusServer(
+        tmp_path_factory.mktemp("prometheus"),
+        {f"127.0.0.1:{server.port}": {"namespace": NAMESPACE, "llmdeployment": NAME}},
+    )
+    prom.start()
+    yield prom
+    prom.stop()
+
+
+def _observe(prom: PrometheusServer) -> Observation:
+    return observe(
+        PrometheusClient(prom.url),
+        namespace=NAMESPACE,
+        name=NAME,
+        window_seconds=300,
+        percentile=90,
+        now=time.time(),
+    )
+
+
+def _wait_for(what: str, predicate: object, deadline_seconds: float) -> None:
+    """Poll `predicate()` (a callable returning bool) twice a second until true or the deadline."""
+    assert callable(predicate)
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    pytest.fail(f"gave up after {deadline_seconds:.0f} s waiting for {what}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def loaded(server: VllmServer, prometheus: PrometheusServer) -> dict[str, object]:
+    """Run the bounded burst; observe once while it is queued up and once after it drained."""
+    sel = f'{{namespace="{NAMESPACE}",llmdeployment="{NAME}"}}'
+    _wait_for("Prometheus to scrape vLLM", lambda: prometheus.query_value(f"up{sel}") == 1.0, 60)
+    during: list[Observation] = []
+    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+        futures = [
+            pool.submit(server.complete, PROMPT, max_tokens=OUTPUT_TOKENS, timeout=LOAD_DEADLINE_SECONDS)
+            for _ in range(REQUESTS)
+        ]
+
+        def queued_up() -> bool:
+            if all(f.done() for f in futures):
+                return True  # too late; the assertions below will say what was missed
+            obs = _observe(prometheus)
+            if obs.running and obs.waiting:
+                during.append(obs)
+                return True
+            return False
+
+        _wait_for("observe() to see requests running and waiting", queued_up, LOAD_DEADLINE_SECONDS)
+        answers = [f.result(timeout=LOAD_DEADLINE_SECONDS) for f in futures]
+    finished = sum(1 for a in answers if a["choices"][0]["finish_reason"] == "length")
+    _wait_for(
+        "Prometheus to see every request finish",
+        lambda: prometheus.query_value(f"sum(vllm:request_success_total{sel})") == float(REQUESTS),
+        60,
+    )
+    direct = server.metrics_text()
+    return {"during": during, "after": _observe(prometheus), "finished": finished, "direct": direct}
+
+
+def test_every_request_generated_its_tokens(loaded: dict[str, object]) -> None:
+    assert loaded["finished"] == REQUESTS
+
+
+def test_observe_sees_requests_running_and_waiting_under_load(loaded: dict[str, object]) -> None:
+    during = loaded["during"]
+    assert isinstance(during, list) and during, "observe() never saw running and waiting requests together"
+    obs = during[-1]
+    assert obs.running is not None and obs.running >= 1
+    assert obs.waiting is not None and obs.waiting >= 1
+
+
+def test_observe_reads_tpot_ttft_and_counts_from_real_vllm(loaded: dict[str, object]) -> None:
+    obs = loaded["after"]
+    assert isinstance(obs, Observation)
+    assert (obs.available, obs.reason) == (True, "MetricsFound"), obs.message
+    assert obs.tpot_metric == "vllm:request_time_per_output_token_seconds"
+    # increase() extrapolates the last sample towards `now` (up to 1.1 scrape intervals), so a count of
+    # 12 finished requests can read 12.x and round to 13; it never reads fewer.
+    assert REQUESTS <= obs.sample_count <= REQUESTS + 1
+    assert obs.replicas_reporting == 1
+    assert obs.tpot_seconds is not None and math.isfinite(obs.tpot_seconds) and obs.tpot_seconds > 0
+    assert obs.ttft_seconds is not None and math.isfinite(obs.ttft_seconds) and obs.ttft_seconds > 0
+    assert obs.mean_context_tokens is not None and obs.mean_context_tokens > OUTPUT_TOKENS / 2
+    assert (obs.running, obs.waiting) == (0.0, 0.0)
+    assert obs.problems == ()
+
+
+def test_observe_reads_kv_usage_and_preemptions_that_moved(loaded: dict[str, object]) -> None:
+    obs = loaded["after"]
+    assert isinstance(obs, Observation)
+    direct = loaded["direct"]
+    assert isinstance(direct, str)
+    [(_, preempted)] = metric_samples(direct, "vllm:num_preemptions_total")
+    assert preempted > 0, "the small KV cache did not force a single preemption"
+    assert obs.preemptions_per_second is not None and obs.preemptions_per_second > 0
+    assert obs.kv_cache_usage is not None and 0 < obs.kv_cache_usage <= 1
+    assert obs.mean_batch is not None and obs.mean_batch > 0
+
+
+def test_observe_reports_vllms_real_kv_capacity(loaded: dict[str, object]) -> None:
+    obs = loaded["after"]
+    assert isinstance(obs, Observation)
+    direct = loaded["direct"]
+    assert isinstance(direct, str)
+    labels = cache_config_labels(direct)
+    assert (obs.num_gpu_blocks, obs.block_size, obs.cache_dtype) == (
+        int(labels["num_gpu_blocks"]),
+        int(labels["block_size"]),
+        labels["cache_dtype"],
+    )
+    assert obs.kv_cache_tokens == int(labels["kv_cache_size_tokens"])
