@@ -175,7 +175,8 @@ def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, A
 # Servers
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -222,7 +223,7 @@ class VllmServer:
         self.spec = spec
         self.model = model
         self.log_path = log_path
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.served_name = spec.shape
         self.argv = [
@@ -407,7 +408,7 @@ class PrometheusServer:
     def __init__(self, workdir: Path, targets: Mapping[str, Mapping[str, str]]) -> None:
         self.binary = os.environ.get("KVRIGHT_PROMETHEUS", "prometheus")
         self.workdir = workdir
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         static = [{"targets": [addr], "labels": dict(labels)} for addr, labels in targets.items()]
         config = {
