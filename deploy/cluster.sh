@@ -1,0 +1,629 @@
+#!/usr/bin/env bash
+# kvright's local control plane: real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+# kwok-managed fake GPU nodes, all on 127.0.0.1, no container engine needed.
+#
+#   deploy/cluster.sh build    build the pinned binaries into $KVRIGHT_TOOLS_DIR (skips what is built)
+#   deploy/cluster.sh up       start everything, wait until nodes are Ready, print the KUBECONFIG line
+#   deploy/cluster.sh down     stop what `up` started, by PID (idempotent)
+#   deploy/cluster.sh env      print `export KUBECONFIG=...`
+#   deploy/cluster.sh status   say what runs, what died, and the memory it uses (exit 1 unless all up)
+#
+# With Docker and kind on PATH and KVRIGHT_CLUSTER=kind, up/down/env use kind and deploy/kind.yaml instead.
+# Documentation: docs/local-control-plane.md.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLCHAIN="$REPO_ROOT/deploy/toolchain"
+TOOLS_DIR="${KVRIGHT_TOOLS_DIR:-$HOME/.cache/kvright/tools}"
+CLUSTER_DIR="${KVRIGHT_CLUSTER_DIR:-$HOME/.cache/kvright/cluster}"
+PY="${KVRIGHT_PYTHON:-$(command -v python3.11 || command -v python3 || true)}"
+START_TIMEOUT="${KVRIGHT_CLUSTER_START_TIMEOUT:-120}"   # seconds, per readiness wait
+SERVICE_CIDR="10.96.0.0/16"
+SERVICE_FIRST_IP="10.96.0.1"
+POD_CIDR="10.244.0.0/16"
+NODE_LABEL_SELECTOR="type=kwok"
+GPU_TAINT_KEY="nvidia.com/gpu"
+GPU_TAINT_VALUE="present"
+# start order; `down` goes in reverse
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
+
+K8S_VERSION="$(cat "$TOOLCHAIN/kubernetes/VERSION")"
+# The pinned version of a module, read from the wrapper module's go.mod (one source of truth).
+mod_version() { # moddir module
+  local v
+  v="$(awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' \
+    "$TOOLCHAIN/$1/go.mod")"
+  [[ -n "$v" ]] || die "$2 is not required in deploy/toolchain/$1/go.mod"
+  printf '%s' "$v"
+}
+
+# ---------------------------------------------------------------------------------------------- build
+
+stamp_of() { # version moddir ldflags -> what a binary's stamp must say to be reused
+  local sum
+  sum="$(cat "$TOOLCHAIN/$2/go.mod" "$TOOLCHAIN/$2/go.sum" <(printf '%s' "$3") | sha256sum | cut -c1-16)"
+  printf '%s module=%s' "$1" "$sum"
+}
+
+# Build the binaries of one wrapper module unless every one is present with a matching stamp.
+# A binary without its stamp (an interrupted build) is rebuilt.
+build_group() { # moddir version ldflags bin=pkg...
+  local moddir="$1" version="$2" ldflags="$3"; shift 3
+  local want missing=() pair bin pkg
+  want="$(stamp_of "$version" "$moddir" "$ldflags")"
+  for pair in "$@"; do
+    bin="${pair%%=*}"
+    if [[ -x "$TOOLS_DIR/$bin" && -f "$TOOLS_DIR/$bin.stamp" && "$(cat "$TOOLS_DIR/$bin.stamp")" == "$want" ]]; then
+      continue
+    fi
+    [[ -e "$TOOLS_DIR/$bin" && ! -f "$TOOLS_DIR/$bin.stamp" ]] && log "$bin: binary without stamp (interrupted build?), rebuilding"
+    missing+=("$pair")
+  done
+  if ((${#missing[@]} == 0)); then
+    log "$moddir $version: cached in $TOOLS_DIR"
+    return 0
+  fi
+  command -v go >/dev/null || die "go is not on PATH; Go >= 1.26 is needed to build the control plane (https://go.dev/dl)"
+  local tmp blog started pid elapsed next=30 pkgs=()
+  tmp="$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")"
+  blog="$TOOLS_DIR/build-$moddir.log"
+  for pair in "${missing[@]}"; do pkgs+=("${pair#*=}"); done
+  log "building $moddir $version: ${missing[*]%%=*} (log: $blog)"
+  started=$SECONDS
+  # -v prints each package as it is compiled: the heartbeat below counts them so a long build shows progress.
+  # One package: -o names the file. Several: -o dir/ names each after its package's last path element.
+  local out="$tmp/"
+  ((${#missing[@]} == 1)) && out="$tmp/${missing[0]%%=*}"
+  (cd "$TOOLCHAIN/$moddir" && CGO_ENABLED=0 exec go build -v -p "${KVRIGHT_BUILD_JOBS:-2}" -trimpath \
+    -ldflags "$ldflags" -o "$out" "${pkgs[@]}") >"$blog" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    elapsed=$((SECONDS - started))
+    if ((elapsed >= next)); then
+      log "  ... still building $moddir: $(grep -cv '^go: ' "$blog" || true) packages compiled, ${elapsed}s"
+      next=$((next + 30))
+    fi
+    sleep 1
+  done
+  if ! wait "$pid"; then
+    tail -n 30 "$blog" >&2
+    rm -rf "$tmp"
+    die "building $moddir $version failed; full log: $blog"
+  fi
+  for pair in "${missing[@]}"; do
+    bin="${pair%%=*}"; pkg="${pair#*=}"
+    if ((${#missing[@]} == 1)); then mv -f "$tmp/$bin" "$TOOLS_DIR/$bin"; else mv -f "$tmp/${pkg##*/}" "$TOOLS_DIR/$bin"; fi
+    printf '%s' "$want" >"$TOOLS_DIR/$bin.stamp"
+  done
+  rm -rf "$tmp"
+  printf '%s %s %s %ss\n' "$(date -u +%FT%TZ)" "$moddir" "$version" "$((SECONDS - started))" >>"$TOOLS_DIR/build-times.log"
+  log "built $moddir $version in $((SECONDS - started))s"
+}
+
+k8s_ldflags() {
+  local minor="${K8S_VERSION#v1.}" f="-s -w" p
+  minor="${minor%%.*}"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    f+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  printf '%s' "$f"
+}
+
+# kwok v0.8.0 has no built-in stages; assemble its --config from the files named in deploy/kwok/stages.list,
+# read from the pinned kwok module in the Go module cache.
+build_kwok_stages() {
+  local version="$1" dir out="$TOOLS_DIR/kwok-stages.yaml" f
+  local want="kwok $version $(sha256sum "$REPO_ROOT/deploy/kwok/stages.list" | cut -c1-16)"
+  [[ -f "$out" && -f "$out.stamp" && "$(cat "$out.stamp")" == "$want" ]] && return 0
+  dir="$(cd "$TOOLCHAIN/kwok" && go mod download -json "sigs.k8s.io/kwok@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$dir" ]] || die "sigs.k8s.io/kwok@$version is not in the Go module cache (go mod download failed?)"
+  local files
+  mapfile -t files < <(grep -v '^[[:space:]]*\(#\|$\)' "$REPO_ROOT/deploy/kwok/stages.list")
+  for f in "${files[@]}"; do
+    [[ -f "$dir/$f" ]] || die "kwok $version has no $f (deploy/kwok/stages.list is out of date)"
+  done
+  {
+    printf '# Generated by deploy/cluster.sh build from sigs.k8s.io/kwok@%s (see deploy/kwok/stages.list).\n' "$version"
+    for f in "${files[@]}"; do printf -- '---\n'; cat "$dir/$f"; done
+  } >"$out.tmp"
+  mv -f "$out.tmp" "$out"
+  printf '%s' "$want" >"$out.stamp"
+}
+
+# Debian's prometheus package, with its service kept from starting (policy-rc.d) and checked afterwards.
+ensure_prometheus() {
+  if command -v prometheus >/dev/null && command -v promtool >/dev/null; then
+    log "prometheus: $(prometheus --version 2>&1 | head -n1)"
+    return 0
+  fi
+  local cmd="apt-get update && apt-get install -y --no-install-recommends prometheus"
+  if [[ "$(id -u)" != 0 ]]; then
+    die "prometheus/promtool are missing and this is not root; run: sudo sh -c '$cmd'"
+  fi
+  command -v apt-get >/dev/null || die "prometheus/promtool are missing and there is no apt-get; install Prometheus >= 2.40 so that prometheus and promtool are on PATH"
+  local made_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+  fi
+  log "installing Debian's prometheus package (service start suppressed)"
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends prometheus >&2 || rc=$?
+  ((made_policy)) && rm -f /usr/sbin/policy-rc.d
+  ((rc == 0)) || die "apt-get install prometheus failed (exit $rc)"
+  # If the package started its service anyway, stop it: nothing of ours may listen beyond loopback.
+  if command -v service >/dev/null && service prometheus status >/dev/null 2>&1; then
+    log "the prometheus package started its service; stopping it"
+    service prometheus stop >&2 || true
+  fi
+  command -v promtool >/dev/null || die "apt installed prometheus but promtool is not on PATH"
+}
+
+# build [group...]: all of etcd kwok helm kubernetes prometheus, or only the named ones.
+cmd_build() {
+  mkdir -p "$TOOLS_DIR"
+  local groups=" ${*:-etcd kwok helm kubernetes prometheus} " g
+  for g in $groups; do
+    [[ " etcd kwok helm kubernetes prometheus " == *" $g "* ]] || die "unknown build group '$g': want etcd, kwok, helm, kubernetes or prometheus"
+  done
+  local etcd_v kwok_v helm_v helm_minor
+  etcd_v="$(mod_version etcd go.etcd.io/etcd/server/v3)"
+  kwok_v="$(mod_version kwok sigs.k8s.io/kwok)"
+  helm_v="$(mod_version helm helm.sh/helm/v3)"
+  helm_minor="${K8S_VERSION#v1.}"; helm_minor="${helm_minor%%.*}"
+  [[ "$groups" == *" etcd "* ]] && build_group etcd "$etcd_v" "-s -w" etcd=go.etcd.io/etcd/server/v3
+  if [[ "$groups" == *" kwok "* ]]; then
+    build_group kwok "$kwok_v" "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_v#v}" kwok=sigs.k8s.io/kwok/cmd/kwok
+    build_kwok_stages "$kwok_v"
+  fi
+  [[ "$groups" == *" helm "* ]] && build_group helm "$helm_v" "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_v \
+-X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$helm_minor \
+-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$helm_minor" \
+    helm=helm.sh/helm/v3/cmd/helm
+  [[ "$groups" == *" kubernetes "* ]] && build_group kubernetes "$K8S_VERSION" "$(k8s_ldflags)" \
+    kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+    kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+  [[ "$groups" == *" prometheus "* ]] && ensure_prometheus
+  log "tools ready in $TOOLS_DIR: kubernetes $K8S_VERSION, etcd $etcd_v, kwok $kwok_v, helm $helm_v"
+}
+
+# ---------------------------------------------------------------------------------------------- runtime
+
+PKI="$CLUSTER_DIR/pki"
+RUN="$CLUSTER_DIR/run"
+LOGS="$CLUSTER_DIR/logs"
+KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig"
+
+pidfile() { printf '%s/%s.pid' "$RUN" "$1"; }
+
+# A PID is ours when it is alive and its command line is our binary with our cluster directory in it;
+# a recycled PID (some other process now) is never signalled.
+is_ours() { # pid component
+  local cmdline
+  [[ -r "/proc/$1/cmdline" ]] || return 1
+  cmdline="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == "$TOOLS_DIR/$2 "* && "$cmdline" == *"$CLUSTER_DIR"* ]]
+}
+
+# Echo the component's state: running <pid> | dead <pid> | foreign <pid> | absent
+component_state() {
+  local f pid
+  f="$(pidfile "$1")"
+  [[ -f "$f" ]] || { echo absent; return; }
+  pid="$(cat "$f")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || { echo "dead garbage"; return; }
+  if is_ours "$pid" "$1"; then echo "running $pid"
+  elif [[ -d "/proc/$pid" ]] && ! awk '{exit ($3 == "Z") ? 0 : 1}' "/proc/$pid/stat" 2>/dev/null; then echo "foreign $pid"
+  else echo "dead $pid"; fi
+}
+
+stop_component() {
+  local name="$1" state pid f
+  f="$(pidfile "$name")"
+  read -r state pid <<<"$(component_state "$name")"
+  case "$state" in
+    absent) return 0 ;;
+    dead) log "$name: stale pid file (pid $pid is not running; it died or was killed: see $LOGS/$name.log)" ;;
+    foreign) log "$name: stale pid file (pid $pid is now another process: $(tr '\0' ' ' </proc/"$pid"/cmdline | cut -c1-80)); not touching it" ;;
+    running)
+      kill -TERM "$pid" 2>/dev/null || true
+      local i
+      for ((i = 0; i < 150; i++)); do is_ours "$pid" "$name" || break; sleep 0.1; done
+      if is_ours "$pid" "$name"; then
+        log "$name (pid $pid) ignored SIGTERM for 15s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        for ((i = 0; i < 50; i++)); do is_ours "$pid" "$name" || break; sleep 0.1; done
+      fi
+      log "stopped $name (pid $pid)"
+      ;;
+  esac
+  rm -f "$f"
+}
+
+cmd_down() {
+  [[ -d "$CLUSTER_DIR" ]] || { log "nothing to stop ($CLUSTER_DIR does not exist)"; return 0; }
+  mkdir -p "$RUN"
+  local i
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop_component "${COMPONENTS[$i]}"; done
+  # etcd data and ports are per run; certificates and the last logs stay for the next `up` and for reading.
+  rm -rf "$CLUSTER_DIR/etcd-data" "$RUN" "$CLUSTER_DIR/ports.env"
+  log "down ($CLUSTER_DIR)"
+}
+
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+port_in_use() { # port
+  "$PY" -c 'import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+sys.exit(1)' "$1"
+}
+
+ensure_pki() {
+  mkdir -p "$PKI"
+  # Reuse certificates while they are valid for another day; otherwise make a new set.
+  if [[ -f "$PKI/ca.crt" && -f "$PKI/apiserver.crt" && -f "$PKI/admin.crt" && -f "$PKI/sa.key" && -f "$PKI/sa.pub" ]] &&
+    openssl x509 -checkend 86400 -noout -in "$PKI/apiserver.crt" >/dev/null 2>&1 &&
+    openssl x509 -checkend 86400 -noout -in "$PKI/admin.crt" >/dev/null 2>&1; then
+    return 0
+  fi
+  log "generating certificates in $PKI"
+  local d="$PKI" ec=(-algorithm EC -pkeyopt ec_paramgen_curve:P-256)
+  (
+    umask 077
+    openssl genpkey "${ec[@]}" -out "$d/ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$d/ca.key" -subj "/CN=kvright-local-ca" -days 365 -out "$d/ca.crt" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    sign() { # name subject extensions
+      openssl genpkey "${ec[@]}" -out "$d/$1.key" 2>/dev/null
+      openssl req -new -key "$d/$1.key" -subj "$2" -out "$d/$1.csr" 2>/dev/null
+      printf '%s\n' "$3" >"$d/$1.ext"
+      openssl x509 -req -in "$d/$1.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 365 \
+        -extfile "$d/$1.ext" -out "$d/$1.crt" 2>/dev/null
+      rm -f "$d/$1.csr" "$d/$1.ext"
+    }
+    sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:$SERVICE_FIRST_IP"
+    sign admin "/O=system:masters/CN=kvright-admin" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+    # service-account token signing keys (RS256, what every client expects)
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$d/sa.key" 2>/dev/null
+    openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+  ) || die "openssl failed to generate certificates in $PKI"
+}
+
+write_kubeconfig() { # port
+  local b64="base64 -w0"
+  umask 077
+  cat >"$KUBECONFIG_PATH.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kvright-local
+  cluster:
+    server: https://127.0.0.1:$1
+    certificate-authority-data: $($b64 <"$PKI/ca.crt")
+users:
+- name: kvright-admin
+  user:
+    client-certificate-data: $($b64 <"$PKI/admin.crt")
+    client-key-data: $($b64 <"$PKI/admin.key")
+contexts:
+- name: kvright-local
+  context:
+    cluster: kvright-local
+    user: kvright-admin
+current-context: kvright-local
+EOF
+  mv -f "$KUBECONFIG_PATH.tmp" "$KUBECONFIG_PATH"
+}
+
+start_component() { # name args...
+  local name="$1"; shift
+  printf '\n==== %s started %s\n' "$name" "$(date -u +%FT%TZ)" >>"$LOGS/$name.log"
+  # setsid: its own session, so a terminal's or a test runner's signals to our group do not reach it.
+  # 9>&-: the long-running process must not inherit (and hold) the up/down lock.
+  setsid "$TOOLS_DIR/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
+  echo "$!" >"$(pidfile "$name")"
+}
+
+# Fail with the component's log tail if it died while we wait for something.
+check_alive() { # name...
+  local n state pid
+  for n in "$@"; do
+    read -r state pid <<<"$(component_state "$n")"
+    if [[ "$state" != running ]]; then
+      log "$n exited during startup; last lines of $LOGS/$n.log:"
+      tail -n 20 "$LOGS/$n.log" >&2
+      return 1
+    fi
+  done
+}
+
+api() { # method path [curl args...]: talk to the apiserver as admin
+  local m="$1" p="$2"; shift 2
+  curl -sS --max-time 10 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+    -X "$m" "https://127.0.0.1:$APISERVER_PORT$p" "$@"
+}
+
+# Poll until `$@` succeeds; between polls make sure the listed components still run.
+wait_until() { # what timeout "components" cmd...
+  local what="$1" timeout="$2" comps="$3"; shift 3
+  local deadline=$((SECONDS + timeout))
+  # shellcheck disable=SC2086
+  until "$@" >/dev/null 2>&1; do
+    check_alive $comps || return 1
+    if ((SECONDS >= deadline)); then
+      log "timed out after ${timeout}s waiting for $what"
+      return 1
+    fi
+    sleep 0.25
+  done
+}
+
+etcd_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
+apiserver_ready() { [[ "$(api GET /readyz)" == ok ]]; }
+default_namespace() { api GET /api/v1/namespaces/default -f -o /dev/null; }
+default_service_account() { api GET /api/v1/namespaces/default/serviceaccounts/default -f -o /dev/null; }
+
+# All kwok nodes Ready and free of the not-ready/unreachable taints (KCM's node lifecycle controller
+# removes those, and the scheduler will not place pods before it has).
+nodes_ready() {
+  api GET "/api/v1/nodes?labelSelector=$NODE_LABEL_SELECTOR" -f | "$PY" -c '
+import json, sys
+want = int(sys.argv[1])
+nodes = json.load(sys.stdin)["items"]
+ok = [n for n in nodes
+      if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+      and not any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints", []))]
+sys.exit(0 if len(nodes) == want and len(ok) == want else 1)' "$1"
+}
+
+# Rows of the node table: prefix count product gpus gpu_mem_mib [cpu memory pods]
+node_rows() {
+  if [[ -n "${KVRIGHT_GPU_NODES:-}" ]]; then
+    printf '%s\n' "$KVRIGHT_GPU_NODES" | tr ';' '\n'
+  else
+    local f="${KVRIGHT_GPU_NODES_FILE:-$REPO_ROOT/deploy/kwok/gpu-nodes.conf}"
+    [[ -f "$f" ]] || die "KVRIGHT_GPU_NODES_FILE=$f does not exist"
+    cat "$f"
+  fi | sed 's/#.*//' | awk 'NF'
+}
+
+node_json() { # name product gpus gpu_mem_mib cpu memory pods
+  local name="$1" product="$2" gpus="$3" mem="$4" cpu="$5" memory="$6" pods="$7" labels taints res
+  labels="\"type\": \"kwok\", \"kubernetes.io/hostname\": \"$name\", \"kubernetes.io/os\": \"linux\", \"kubernetes.io/arch\": \"amd64\", \"kubernetes.io/role\": \"agent\""
+  res="\"cpu\": \"$cpu\", \"memory\": \"$memory\", \"pods\": \"$pods\""
+  taints=""
+  if ((gpus > 0)); then
+    labels+=", \"nvidia.com/gpu.present\": \"true\", \"nvidia.com/gpu.product\": \"$product\", \"nvidia.com/gpu.count\": \"$gpus\", \"nvidia.com/gpu.memory\": \"$mem\""
+    res+=", \"nvidia.com/gpu\": \"$gpus\""
+    taints="{\"key\": \"$GPU_TAINT_KEY\", \"value\": \"$GPU_TAINT_VALUE\", \"effect\": \"NoSchedule\"}"
+  fi
+  cat <<EOF
+{"apiVersion": "v1", "kind": "Node",
+ "metadata": {"name": "$name", "labels": {$labels},
+              "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+ "spec": {"taints": [$taints]},
+ "status": {"capacity": {$res}, "allocatable": {$res}}}
+EOF
+}
+
+create_nodes() { # -> echoes the number of nodes
+  local prefix count product gpus mem cpu memory pods i n=0 out
+  while read -r prefix count product gpus mem cpu memory pods; do
+    [[ "$count" =~ ^[0-9]+$ && "$gpus" =~ ^[0-9]+$ && "${mem:-}" =~ ^[0-9]+$ && "$prefix" =~ ^[a-z0-9-]+$ ]] ||
+      die "bad GPU node row '$prefix $count $product $gpus ${mem:-}': want 'prefix count gpu-product gpus/node gpu-memory-MiB [cpu memory pods]', e.g. 'h100 2 NVIDIA-H100-80GB-HBM3 8 81559'"
+    for ((i = 0; i < count; i++)); do
+      out="$(node_json "kwok-$prefix-$i" "$product" "$gpus" "$mem" "${cpu:-192}" "${memory:-2000Gi}" "${pods:-110}" |
+        api POST /api/v1/nodes -H 'Content-Type: application/json' --data-binary @- -w '%{http_code}' -o "$LOGS/node-create.json")"
+      [[ "$out" == 201 || "$out" == 409 ]] || die "creating node kwok-$prefix-$i failed (HTTP $out): $(cat "$LOGS/node-create.json")"
+      n=$((n + 1))
+    done
+  done < <(node_rows)
+  ((n > 0)) || die "no nodes configured (KVRIGHT_GPU_NODES / KVRIGHT_GPU_NODES_FILE is empty)"
+  echo "$n"
+}
+
+memory_report() {
+  local n state pid rss total=0 parts=()
+  for n in "${COMPONENTS[@]}"; do
+    read -r state pid <<<"$(component_state "$n")"
+    [[ "$state" == running ]] || continue
+    rss="$(awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$pid/status" 2>/dev/null || echo 0)"
+    total=$((total + rss)); parts+=("$n ${rss}MiB")
+  done
+  printf 'memory (RSS): %s MiB total (%s)' "$total" "$(IFS=,; echo "${parts[*]}" | sed 's/,/, /g')"
+}
+
+check_runtime_tools() {
+  local b
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+    [[ -x "$TOOLS_DIR/$b" && -f "$TOOLS_DIR/$b.stamp" ]] || die "$TOOLS_DIR/$b is not built; run: make tools (or bash deploy/cluster.sh build)"
+  done
+  [[ -f "$TOOLS_DIR/kwok-stages.yaml" ]] || die "$TOOLS_DIR/kwok-stages.yaml is missing; run: make tools"
+  [[ -n "$PY" ]] || die "python3 is needed (JSON parsing and port checks); set KVRIGHT_PYTHON"
+  command -v curl >/dev/null || die "curl is needed"
+  command -v openssl >/dev/null || die "openssl is needed"
+}
+
+# 0 when a previous `up` is fully running and ready; otherwise say what is wrong and return 1.
+existing_healthy() {
+  local n state pid bad=0 any=0
+  for n in "${COMPONENTS[@]}"; do
+    read -r state pid <<<"$(component_state "$n")"
+    case "$state" in
+      running) any=1 ;;
+      absent) bad=1 ;;
+      dead) any=1; bad=1; log "$n (pid $pid) is not running: it died or was killed (log: $LOGS/$n.log)" ;;
+      foreign) any=1; bad=1; log "$n: stale pid file, pid $pid is now another process" ;;
+    esac
+  done
+  ((any)) || return 1
+  if ((bad == 0)) && [[ -f "$CLUSTER_DIR/ports.env" ]]; then
+    # shellcheck disable=SC1091
+    source "$CLUSTER_DIR/ports.env"
+    apiserver_ready && return 0
+    log "all processes run but the apiserver on port $APISERVER_PORT is not ready"
+  fi
+  log "the previous cluster in $CLUSTER_DIR is broken; stopping what is left and starting fresh"
+  return 1
+}
+
+cmd_up() {
+  check_runtime_tools
+  mkdir -p "$CLUSTER_DIR" "$LOGS"
+  if existing_healthy; then
+    log "already up: https://127.0.0.1:$APISERVER_PORT ($(memory_report))"
+    echo "export KUBECONFIG=$KUBECONFIG_PATH"
+    return 0
+  fi
+  cmd_down >/dev/null 2>&1 || true
+  mkdir -p "$RUN" "$LOGS"
+  local t0=$SECONDS
+  ensure_pki
+
+  if [[ -n "${KVRIGHT_APISERVER_PORT:-}" ]]; then
+    [[ "$KVRIGHT_APISERVER_PORT" =~ ^[0-9]+$ ]] && ((KVRIGHT_APISERVER_PORT > 0 && KVRIGHT_APISERVER_PORT < 65536)) ||
+      die "KVRIGHT_APISERVER_PORT=$KVRIGHT_APISERVER_PORT is not a port; want 1-65535, or unset for a free one"
+    port_in_use "$KVRIGHT_APISERVER_PORT" &&
+      die "KVRIGHT_APISERVER_PORT=$KVRIGHT_APISERVER_PORT is already in use on 127.0.0.1 (see: ss -ltnp 'sport = :$KVRIGHT_APISERVER_PORT'); pick another or unset it for a free one"
+    APISERVER_PORT="$KVRIGHT_APISERVER_PORT"
+  else
+    APISERVER_PORT="$(free_port)"
+  fi
+  ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
+  while [[ "$ETCD_PORT" == "$APISERVER_PORT" || "$ETCD_PEER_PORT" == "$ETCD_PORT" || "$ETCD_PEER_PORT" == "$APISERVER_PORT" ]]; do
+    ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
+  done
+  printf 'APISERVER_PORT=%s\nETCD_PORT=%s\nETCD_PEER_PORT=%s\n' "$APISERVER_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" >"$CLUSTER_DIR/ports.env"
+
+  # Any failure from here on (set -e, die, a timed-out wait) stops what was started.
+  UP_DONE=0
+  trap 'if ((UP_DONE == 0)); then log "startup failed; stopping what was started (logs stay in $LOGS)"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
+
+  start_component etcd --name=kvright --data-dir="$CLUSTER_DIR/etcd-data" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="kvright=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync=true --auto-compaction-retention=1 --quota-backend-bytes=2147483648 --log-level=warn
+  wait_until "etcd health on 127.0.0.1:$ETCD_PORT" "$START_TIMEOUT" etcd etcd_healthy
+
+  start_component kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" --etcd-prefix=/registry \
+    --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" --advertise-address=127.0.0.1 \
+    --cert-dir="$PKI" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --endpoint-reconciler-type=none --allow-privileged=true \
+    --profiling=false
+  wait_until "kube-apiserver /readyz on 127.0.0.1:$APISERVER_PORT" "$START_TIMEOUT" "etcd kube-apiserver" apiserver_ready
+  write_kubeconfig "$APISERVER_PORT"
+  wait_until "the default namespace" "$START_TIMEOUT" "etcd kube-apiserver" default_namespace
+
+  start_component kube-controller-manager --kubeconfig="$KUBECONFIG_PATH" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port=0 --root-ca-file="$PKI/ca.crt" \
+    --service-account-private-key-file="$PKI/sa.key" \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --node-monitor-period=5s --node-monitor-grace-period=40s --kube-api-qps=100 --kube-api-burst=200
+  start_component kube-scheduler --kubeconfig="$KUBECONFIG_PATH" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port=0 --kube-api-qps=100 --kube-api-burst=200
+  start_component kwok --kubeconfig="$KUBECONFIG_PATH" --config="$TOOLS_DIR/kwok-stages.yaml" \
+    --manage-nodes-with-label-selector="$NODE_LABEL_SELECTOR" --cidr="$POD_CIDR" --node-ip=127.0.0.1 \
+    --node-lease-duration-seconds=40
+
+  local nodes
+  nodes="$(create_nodes)"
+  local all="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+  wait_until "$nodes kwok nodes Ready and untainted by the node lifecycle controller" "$START_TIMEOUT" "$all" nodes_ready "$nodes"
+  wait_until "the default ServiceAccount (controller-manager's service-account controller)" "$START_TIMEOUT" "$all" default_service_account
+  UP_DONE=1
+  log "up in $((SECONDS - t0))s: https://127.0.0.1:$APISERVER_PORT, $nodes nodes; $(memory_report)"
+  echo "export KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+cmd_status() {
+  local n state pid rc=0
+  for n in "${COMPONENTS[@]}"; do
+    read -r state pid <<<"$(component_state "$n")"
+    case "$state" in
+      running) printf '%-24s running (pid %s)\n' "$n" "$pid" ;;
+      absent) printf '%-24s not started\n' "$n"; rc=1 ;;
+      dead) printf '%-24s DEAD (pid %s is gone; log: %s)\n' "$n" "$pid" "$LOGS/$n.log"; rc=1 ;;
+      foreign) printf '%-24s stale pid file (pid %s is another process)\n' "$n" "$pid"; rc=1 ;;
+    esac
+  done
+  if [[ -f "$CLUSTER_DIR/ports.env" ]]; then
+    # shellcheck disable=SC1091
+    source "$CLUSTER_DIR/ports.env"
+    if apiserver_ready; then printf 'apiserver                https://127.0.0.1:%s ready\n' "$APISERVER_PORT"
+    else printf 'apiserver                https://127.0.0.1:%s NOT ready\n' "$APISERVER_PORT"; rc=1; fi
+  fi
+  memory_report; echo
+  echo "kubeconfig: $KUBECONFIG_PATH"
+  return "$rc"
+}
+
+cmd_env() { echo "export KUBECONFIG=$KUBECONFIG_PATH"; }
+
+# ---------------------------------------------------------------------------------------------- kind
+
+use_kind() { [[ "${KVRIGHT_CLUSTER:-}" == kind ]]; }
+KIND_NAME="${KVRIGHT_KIND_NAME:-kvright}"
+kind_up() {
+  command -v kind >/dev/null && command -v docker >/dev/null || die "KVRIGHT_CLUSTER=kind needs kind and docker on PATH"
+  mkdir -p "$CLUSTER_DIR"
+  kind get clusters 2>/dev/null | grep -qx "$KIND_NAME" ||
+    kind create cluster --name "$KIND_NAME" --config "$REPO_ROOT/deploy/kind.yaml" --kubeconfig "$KUBECONFIG_PATH" --wait 120s
+  kind get kubeconfig --name "$KIND_NAME" >"$KUBECONFIG_PATH"
+  # kind's nodes are real kubelets without GPUs: advertise nvidia.com/gpu through the status subresource
+  # (the GFD labels come from deploy/kind.yaml). No device plugin runs, so pods only schedule, never use GPUs.
+  local node
+  for node in $(KUBECONFIG="$KUBECONFIG_PATH" kubectl get nodes -l nvidia.com/gpu.present=true -o name); do
+    KUBECONFIG="$KUBECONFIG_PATH" kubectl patch "$node" --subresource=status --type=merge \
+      -p '{"status":{"capacity":{"nvidia.com/gpu":"8"},"allocatable":{"nvidia.com/gpu":"8"}}}' >/dev/null
+  done
+  echo "export KUBECONFIG=$KUBECONFIG_PATH"
+}
+kind_down() { command -v kind >/dev/null || { log "kind not on PATH; nothing to stop"; return 0; }; kind delete cluster --name "$KIND_NAME"; }
+
+# ---------------------------------------------------------------------------------------------- main
+
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+main() {
+  local cmd="${1:-}"
+  case "$cmd" in
+    build) shift; cmd_build "$@" ;;
+    up | down | status | env)
+      if use_kind; then
+        case "$cmd" in up) kind_up ;; down) kind_down ;; env) cmd_env ;; status) kubectl --kubeconfig "$KUBECONFIG_PATH" get nodes ;; esac
+        return
+      fi
+      mkdir -p "$CLUSTER_DIR"
+      if [[ "$cmd" == up || "$cmd" == down ]]; then
+        # one up/down at a time per cluster directory
+        exec 9>"$CLUSTER_DIR/.lock"
+        flock -w 300 9 || die "another cluster.sh up/down holds $CLUSTER_DIR/.lock"
+      fi
+      "cmd_$cmd"
+      ;;
+    -h | --help | help) usage ;;
+    *) usage >&2; die "unknown subcommand '${cmd}': want build, up, down, env or status" ;;
+  esac
+}
+
+main "$@"
