@@ -387,6 +387,15 @@ async def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, 
     memo.sweeper = asyncio.get_running_loop().create_task(sweep(memo.runtime, logger=logger))
 
 
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod, the ServiceAccount; else $KUBECONFIG, read when the operator starts (the kubernetes
+    client's own default is fixed when it is imported, which breaks in-process test runners)."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return kopf.login_with_service_account(**kwargs)
+    return kopf.login_with_kubeconfig(**kwargs)
+
+
 @kopf.index("", "v1", "nodes")
 def gpu_nodes(body: kopf.Body, **_: Any) -> dict[str, inventory.GPUNode] | None:
     """Nodes with GPUs, keyed by product (GFD label)."""

@@ -10,6 +10,7 @@ message with the fix, and whether trying again later may help.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -83,14 +84,16 @@ class HubClient:
         self._session = session or requests.Session()
         self._sleep = sleep
         self._clock = clock
-        self._cache: dict[tuple[str, str], tuple[float, Mapping[str, Any]]] = {}
+        self._cache: dict[tuple[str, str, str], tuple[float, Mapping[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def url(self, repository: str, revision: str) -> str:
         return f"{self.endpoint}/{repository}/resolve/{quote(revision, safe='')}/config.json"
 
     def fetch_config(self, repository: str, revision: str, token: str | None = None) -> Mapping[str, Any]:
-        key = (repository, revision)
+        # The token is part of the key: a gated config fetched with one namespace's token must not be
+        # served to a spec that has none.
+        key = (repository, revision, hashlib.sha256((token or "").encode()).hexdigest())
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and self._clock() - cached[0] < self.cache_seconds:

@@ -106,7 +106,12 @@ def operator(
     ns: str, *, reconcile_seconds: float = 2.0, env: dict[str, str] | None = None
 ) -> Iterator[KopfRunner]:
     """The kvright operator in this process (kopf.testing.KopfRunner), watching one namespace."""
-    values = {"KVRIGHT_RECONCILE_SECONDS": str(reconcile_seconds), "KVRIGHT_METRICS_PORT": "0", **(env or {})}
+    values = {
+        "KVRIGHT_NAMESPACES": ns,
+        "KVRIGHT_RECONCILE_SECONDS": str(reconcile_seconds),
+        "KVRIGHT_METRICS_PORT": "0",
+        **(env or {}),
+    }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in values.items():
             mp.setenv(key, value)

@@ -219,6 +219,22 @@ def test_hub_caches_success(hub: tuple[Hub, str]) -> None:
     assert len(state.requests) == 1
 
 
+def test_hub_cache_does_not_lend_a_token_fetch_to_a_tokenless_spec(hub: tuple[Hub, str]) -> None:
+    _, endpoint = hub
+    c = client(endpoint)
+    kube = Kube(secrets={"ns/hf": {"token": "s3cret"}})
+    resolve(
+        hub_ref("gated/m", SecretKeyRef(name="hf", key="token")),
+        namespace="ns",
+        model_name="x",
+        kube=kube,
+        hub=c,
+    )
+    with pytest.raises(ResolveError) as info:
+        resolve(hub_ref("gated/m"), namespace="other", model_name="x", kube=Kube(), hub=c)
+    assert "answered 401" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("repo", "kube", "token", "reason", "text", "retryable"),
     [
