@@ -187,7 +187,8 @@ cmd_build() {
   [[ "$groups" == *" kubernetes "* ]] && build_group kubernetes "$K8S_VERSION" "$(k8s_ldflags)" \
     kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
     kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
-    kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+    kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+    kubectl=k8s.io/kubernetes/cmd/kubectl
   [[ "$groups" == *" prometheus "* ]] && ensure_prometheus
   log "tools ready in $TOOLS_DIR: kubernetes $K8S_VERSION, etcd $etcd_v, kwok $kwok_v, helm $helm_v"
 }
@@ -422,11 +423,23 @@ node_json() { # name product gpus gpu_mem_mib cpu memory pods
 EOF
 }
 
+# Check every row before anything starts: one line naming the bad row and the accepted form.
+validate_nodes() {
+  local prefix count product gpus mem rest n=0
+  if [[ -z "${KVRIGHT_GPU_NODES:-}" && -n "${KVRIGHT_GPU_NODES_FILE:-}" && ! -f "$KVRIGHT_GPU_NODES_FILE" ]]; then
+    die "KVRIGHT_GPU_NODES_FILE=$KVRIGHT_GPU_NODES_FILE does not exist; want a file of rows like deploy/kwok/gpu-nodes.conf"
+  fi
+  while read -r prefix count product gpus mem rest; do
+    [[ "$count" =~ ^[0-9]+$ && "$gpus" =~ ^[0-9]+$ && "${mem:-}" =~ ^[0-9]+$ && "$prefix" =~ ^[a-z0-9-]+$ ]] ||
+      die "bad GPU node row '$prefix $count $product $gpus ${mem:-}': want 'prefix count gpu-product gpus/node gpu-memory-MiB [cpu memory pods]', e.g. 'h100 2 NVIDIA-H100-80GB-HBM3 8 81559'"
+    n=$((n + count))
+  done < <(node_rows)
+  ((n > 0)) || die "no nodes configured (KVRIGHT_GPU_NODES / KVRIGHT_GPU_NODES_FILE is empty or all counts are 0)"
+}
+
 create_nodes() { # -> echoes the number of nodes
   local prefix count product gpus mem cpu memory pods i n=0 out
   while read -r prefix count product gpus mem cpu memory pods; do
-    [[ "$count" =~ ^[0-9]+$ && "$gpus" =~ ^[0-9]+$ && "${mem:-}" =~ ^[0-9]+$ && "$prefix" =~ ^[a-z0-9-]+$ ]] ||
-      die "bad GPU node row '$prefix $count $product $gpus ${mem:-}': want 'prefix count gpu-product gpus/node gpu-memory-MiB [cpu memory pods]', e.g. 'h100 2 NVIDIA-H100-80GB-HBM3 8 81559'"
     for ((i = 0; i < count; i++)); do
       out="$(node_json "kwok-$prefix-$i" "$product" "$gpus" "$mem" "${cpu:-192}" "${memory:-2000Gi}" "${pods:-110}" |
         api POST /api/v1/nodes -H 'Content-Type: application/json' --data-binary @- -w '%{http_code}' -o "$LOGS/node-create.json")"
@@ -434,7 +447,6 @@ create_nodes() { # -> echoes the number of nodes
       n=$((n + 1))
     done
   done < <(node_rows)
-  ((n > 0)) || die "no nodes configured (KVRIGHT_GPU_NODES / KVRIGHT_GPU_NODES_FILE is empty)"
   echo "$n"
 }
 
@@ -485,6 +497,7 @@ existing_healthy() {
 
 cmd_up() {
   check_runtime_tools
+  validate_nodes
   mkdir -p "$CLUSTER_DIR" "$LOGS"
   if existing_healthy; then
     log "already up: https://127.0.0.1:$APISERVER_PORT ($(memory_report))"

@@ -34,6 +34,7 @@ out="$here/kubernetes/go.mod"
   echo "	k8s.io/kubernetes/cmd/kube-apiserver"
   echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
   echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+  echo "	k8s.io/kubernetes/cmd/kubectl"
   echo ")"
   echo
   echo "require k8s.io/kubernetes ${K8S_VERSION}"

@@ -1,0 +1,21 @@
+"""Shared fixtures. The control-plane fixtures live in tests/fixtures/cluster.py (``cluster``, ``kube``,
+``namespace``; ``wait_for`` for polling) and the Prometheus one in tests/fixtures/prometheus.py
+(``prometheus``, ``start_prometheus``); they are imported here so every test can request them."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.fixtures.cluster import _cluster_for_marked_tests, cluster, kube, namespace, tools_dir
+from tests.fixtures.prometheus import prometheus
+
+__all__ = ["_cluster_for_marked_tests", "cluster", "kube", "namespace", "prometheus"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The pinned kubectl and helm from `make tools` come first on PATH, so subprocesses use them
+    # rather than whatever version the machine has.
+    if tools_dir().is_dir():
+        os.environ["PATH"] = f"{tools_dir()}{os.pathsep}{os.environ.get('PATH', '')}"
