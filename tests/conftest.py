@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from tests.fixtures.cluster import _cluster_for_marked_tests, cluster, kube, namespace, tools_dir
+from tests.fixtures.cluster import cluster, kube, namespace, request_cluster_for_marked, tools_dir
 from tests.fixtures.prometheus import prometheus
 
-__all__ = ["_cluster_for_marked_tests", "cluster", "kube", "namespace", "prometheus"]
+__all__ = ["cluster", "kube", "namespace", "prometheus"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -19,3 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # rather than whatever version the machine has.
     if tools_dir().is_dir():
         os.environ["PATH"] = f"{tools_dir()}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    request_cluster_for_marked(items)
