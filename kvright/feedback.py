@@ -24,7 +24,7 @@ import datetime
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import capacity
@@ -78,16 +78,20 @@ class FeedbackResult:
     conditions: tuple[Condition, ...]
     events: tuple[Event, ...] = ()
     decision: Decision | None = None
+    previous: Mapping[str, Any] = field(default_factory=dict)
+    """The status this was decided on (to null out keys that are gone)."""
 
     def into_status(
         self, status: dict[str, Any], *, generation: int, now: datetime.datetime
     ) -> dict[str, Any]:
         """``status`` with observed, calibration and the feedback conditions merged in."""
         out = dict(status)
+        # Status is written as a JSON merge patch: a key that is no longer reported must be sent as null,
+        # or the API server keeps the stale value (e.g. a TPOT from before Prometheus went away).
         if self.observed is not None:
-            out["observed"] = self.observed
+            out["observed"] = _nulls_for_gone(self.observed, self.previous.get("observed"))
         if self.calibration is not None:
-            out["calibration"] = self.calibration
+            out["calibration"] = _nulls_for_gone(self.calibration, self.previous.get("calibration"))
         out["conditions"] = cond.merge(out.get("conditions"), self.conditions, generation=generation, now=now)
         return out
 
@@ -114,6 +118,12 @@ def run(
                 ),
             ),
         )
+
+
+def _nulls_for_gone(new: dict[str, Any], previous: Any) -> dict[str, Any]:
+    if not isinstance(previous, Mapping):
+        return new
+    return {**{key: None for key in previous if key not in new}, **new}
 
 
 # -- gather (IO) ----------------------------------------------------------------------------------------
@@ -254,6 +264,11 @@ def _metrics_condition(facts: FeedbackFacts, spec: LLMDeploymentSpec) -> Conditi
 
 def decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) -> FeedbackResult:
     """One period of the loop for one LLMDeployment (pure). See the module docstring."""
+    result = _decide(facts, feedback, now=now)
+    return replace(result, previous=facts.current_status)
+
+
+def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) -> FeedbackResult:
     history, saved_pins = _memory(facts.current_status)
     pins: dict[str, Any] = dict(saved_pins)
     try:

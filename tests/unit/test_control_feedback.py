@@ -227,3 +227,18 @@ def test_no_plan_yet_still_reports_metrics() -> None:
     assert conditions(result)["MetricsAvailable"] == ("True", "MetricsFound")
     assert result.decision is None
     assert result.calibration is not None and result.calibration["note"] == "NoPlanYet"
+
+
+def test_keys_no_longer_reported_are_nulled_for_the_merge_patch() -> None:
+    builder = BASE.feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    first = decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
+    written = first.into_status(dict(status), generation=2, now=NOW)
+    assert written["observed"]["tpotMilliseconds"] == 90.0
+    down = obs(
+        available=False, reason="PrometheusUnreachable", message="down", tpot_seconds=None, sample_count=0
+    )
+    second = decide(facts(builder, written), FeedbackFacts(observation=down), now=NOW)
+    again = second.into_status(dict(status), generation=2, now=NOW)
+    assert again["observed"]["tpotMilliseconds"] is None  # a merge patch deletes it
+    assert "sampleTime" in again["observed"] and again["observed"]["sampleTime"] is not None
