@@ -354,3 +354,26 @@ def test_down_is_idempotent_and_never_signals_a_process_it_did_not_start(tmp_pat
     assert "kwok: stale pid file (pid 2147483646 is not running" in done.stderr
     assert not (run / "etcd.pid").exists()
     assert script(tmp_path, "down").returncode == 0
+
+
+@pytest.mark.cluster
+def test_a_killed_etcd_is_reported_and_up_recovers_then_down_leaves_nothing(tmp_path: Path) -> None:
+    first = script(tmp_path, "up")
+    assert first.returncode == 0, first.stderr[-2000:]
+    etcd_pid = int((tmp_path / "run" / "etcd.pid").read_text())
+    os.kill(etcd_pid, 9)
+    wait_for(lambda: etcd_pid not in our_processes(tmp_path), 30, what="etcd to die")
+
+    status = script(tmp_path, "status")
+    assert status.returncode == 1
+    assert f"DEAD (pid {etcd_pid} is gone" in status.stdout
+
+    again = script(tmp_path, "up")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"etcd (pid {etcd_pid}) is not running: it died or was killed" in again.stderr
+    assert "stopping what is left and starting fresh" in again.stderr
+    assert script(tmp_path, "status").returncode == 0
+
+    assert script(tmp_path, "down").returncode == 0
+    assert our_processes(tmp_path) == []
+    assert not (tmp_path / "etcd-data").exists()
