@@ -175,6 +175,8 @@ class SimServer:
         self.drain_timeout = drain_timeout
         self.lock = threading.Condition()
         self.pending: dict[int, _Pending] = {}
+        self.inflight = 0
+        """Completion requests whose HTTP answer is not written yet."""
         self.draining = False
         self.stopped = threading.Event()
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
@@ -204,10 +206,11 @@ class SimServer:
         self.httpd.server_close()
 
     def wait_drained(self) -> None:
+        """Until every admitted request has been answered (written to its client), or the timeout."""
         deadline = time.monotonic() + self.drain_timeout
         while time.monotonic() < deadline:
             with self.lock:
-                if not self.pending:
+                if not self.pending and self.inflight == 0:
                     return
             time.sleep(0.05)
 
@@ -269,8 +272,13 @@ class SimServer:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
+                if server.draining:
+                    # No keep-alive into a server that is about to exit: the client reconnects elsewhere.
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
                 self.wfile.write(body)
+                self.wfile.flush()
 
             def _json(self, status: int, obj: Any) -> None:
                 self._send(status, json.dumps(obj).encode())
@@ -293,6 +301,15 @@ class SimServer:
                     self._error(404, f"no route {path}", "NotFound")
 
             def do_POST(self) -> None:
+                with server.lock:
+                    server.inflight += 1
+                try:
+                    self._post()
+                finally:
+                    with server.lock:
+                        server.inflight -= 1
+
+            def _post(self) -> None:
                 path = self.path.split("?", 1)[0]
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
