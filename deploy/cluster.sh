@@ -116,7 +116,8 @@ k8s_ldflags() {
 # read from the pinned kwok module in the Go module cache.
 build_kwok_stages() {
   local version="$1" dir out="$TOOLS_DIR/kwok-stages.yaml" f
-  local want="kwok $version $(sha256sum "$REPO_ROOT/deploy/kwok/stages.list" | cut -c1-16)"
+  local want
+  want="kwok $version $(sha256sum "$REPO_ROOT/deploy/kwok/stages.list" | cut -c1-16)"
   [[ -f "$out" && -f "$out.stamp" && "$(cat "$out.stamp")" == "$want" ]] && return 0
   dir="$(cd "$TOOLCHAIN/kwok" && go mod download -json "sigs.k8s.io/kwok@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
   [[ -d "$dir" ]] || die "sigs.k8s.io/kwok@$version is not in the Go module cache (go mod download failed?)"
@@ -458,7 +459,9 @@ memory_report() {
     rss="$(awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$pid/status" 2>/dev/null || echo 0)"
     total=$((total + rss)); parts+=("$n ${rss}MiB")
   done
-  printf 'memory (RSS): %s MiB total (%s)' "$total" "$(IFS=,; echo "${parts[*]}" | sed 's/,/, /g')"
+  local joined
+  joined="$(printf '%s, ' "${parts[@]}")"
+  printf 'memory (RSS): %s MiB total (%s)' "$total" "${joined%, }"
 }
 
 check_runtime_tools() {
@@ -510,6 +513,7 @@ cmd_up() {
   ensure_pki
 
   if [[ -n "${KVRIGHT_APISERVER_PORT:-}" ]]; then
+    # shellcheck disable=SC2015  # die is the else branch of both tests
     [[ "$KVRIGHT_APISERVER_PORT" =~ ^[0-9]+$ ]] && ((KVRIGHT_APISERVER_PORT > 0 && KVRIGHT_APISERVER_PORT < 65536)) ||
       die "KVRIGHT_APISERVER_PORT=$KVRIGHT_APISERVER_PORT is not a port; want 1-65535, or unset for a free one"
     port_in_use "$KVRIGHT_APISERVER_PORT" &&
@@ -563,6 +567,7 @@ cmd_up() {
   local all="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
   wait_until "$nodes kwok nodes Ready and untainted by the node lifecycle controller" "$START_TIMEOUT" "$all" nodes_ready "$nodes"
   wait_until "the default ServiceAccount (controller-manager's service-account controller)" "$START_TIMEOUT" "$all" default_service_account
+  # shellcheck disable=SC2034  # read by the EXIT trap
   UP_DONE=1
   log "up in $((SECONDS - t0))s: https://127.0.0.1:$APISERVER_PORT, $nodes nodes; $(memory_report)"
   echo "export KUBECONFIG=$KUBECONFIG_PATH"
@@ -597,6 +602,7 @@ cmd_env() { echo "export KUBECONFIG=$KUBECONFIG_PATH"; }
 use_kind() { [[ "${KVRIGHT_CLUSTER:-}" == kind ]]; }
 KIND_NAME="${KVRIGHT_KIND_NAME:-kvright}"
 kind_up() {
+  # shellcheck disable=SC2015
   command -v kind >/dev/null && command -v docker >/dev/null || die "KVRIGHT_CLUSTER=kind needs kind and docker on PATH"
   mkdir -p "$CLUSTER_DIR"
   kind get clusters 2>/dev/null | grep -qx "$KIND_NAME" ||
