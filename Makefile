@@ -81,5 +81,7 @@ bench: venv ## benchmarks; results are ratios measured side by side
 	$(BIN)/python -m bench
 
 .PHONY: demo
-demo: venv ## the main job: plan the built-in sample
+demo: venv tools ## the main job: plan offline, then the operator on the local control plane with deploy/samples
 	$(BIN)/kvright plan llama-3.1-70b --gpu h100-sxm --max-model-len 8192 --tpot-ms 50 --concurrency 64
+	bash deploy/cluster.sh up
+	$(BIN)/python -m kvright.demo

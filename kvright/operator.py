@@ -85,8 +85,9 @@ class Kube:
         query: Iterable[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         serialized = self.api.param_serialize(
             method,
             path,

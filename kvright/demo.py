@@ -1,0 +1,171 @@
+"""``python -m kvright.demo``: the operator on the local control plane, end to end, in one command.
+
+Installs the CRD, starts the operator in the background (``python -m kvright.operator`` watching the
+``kvright-demo`` namespace), applies ``deploy/samples/*.yaml``, waits until each is reconciled (and the
+feasible ones Ready: their pods scheduled on kwok's fake GPU nodes), prints the LLMDeployments the way
+``kubectl get llmdeployments`` does (the API server's own Table, with the CRD's printer columns), one
+status in full and the infeasible one's event, then stops the operator. The cluster stays up
+(``make cluster-down`` stops it). Re-running is safe: everything is applied server-side.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvright import api
+from kvright.operator import Kube, KubeError, api_client
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMESPACE = "kvright-demo"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+def _apply(kube: Kube, path: str, obj: dict[str, Any]) -> None:
+    kube.request(
+        "PATCH",
+        path,
+        query=[("fieldManager", "kvright-demo"), ("force", "true")],
+        body=obj,
+        content_type="application/apply-patch+yaml",
+    )
+
+
+def _wait(what: str, check: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except KubeError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.5)
+    raise SystemExit(f"demo: timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return dict(c)
+    return {}
+
+
+def _done(kube: Kube, name: str) -> dict[str, Any] | None:
+    obj = kube.get(f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{NAMESPACE}/{api.PLURAL}/{name}")
+    if obj is None or (obj.get("status") or {}).get("observedGeneration") != obj["metadata"]["generation"]:
+        return None
+    feasible = _condition(obj, "PlanFeasible").get("status") == "True"
+    if feasible and _condition(obj, "Ready").get("status") != "True":
+        return None
+    return obj
+
+
+def print_table(kube: Kube) -> None:
+    table = kube.request(
+        "GET", f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{NAMESPACE}/{api.PLURAL}", accept=TABLE
+    )
+    columns = [
+        (i, c["name"].upper()) for i, c in enumerate(table["columnDefinitions"]) if c.get("priority", 0) == 0
+    ]
+    rows = [
+        [str(r["cells"][i]) if r["cells"][i] is not None else "" for i, _ in columns] for r in table["rows"]
+    ]
+    widths = [max(len(h), *(len(row[j]) for row in rows)) for j, (_, h) in enumerate(columns)]
+    print("   ".join(h.ljust(w) for (_, h), w in zip(columns, widths, strict=True)).rstrip())
+    for row in rows:
+        print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def main() -> int:
+    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
+    kubeconfig = os.environ.get("KUBECONFIG") or str(cluster_dir / "kubeconfig")
+    os.environ["KUBECONFIG"] = kubeconfig
+    kube = Kube(api_client())
+    crd = yaml.safe_load((ROOT / "crds" / "llmdeployment.yaml").read_text(encoding="utf-8"))
+    crd_path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+    _apply(kube, crd_path, crd)
+    _wait(
+        "the CRD to be Established",
+        lambda: any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in ((kube.get(crd_path) or {}).get("status") or {}).get("conditions") or []
+        ),
+        60,
+    )
+    _apply(
+        kube,
+        f"/api/v1/namespaces/{NAMESPACE}",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+    )
+    _wait(
+        "the namespace's default ServiceAccount",
+        lambda: kube.get(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"),
+        60,
+    )
+
+    log_fd, log_name = tempfile.mkstemp(prefix="kvright-demo-operator-", suffix=".log")
+    env = {
+        **os.environ,
+        "KVRIGHT_NAMESPACES": NAMESPACE,
+        "KVRIGHT_RECONCILE_SECONDS": "5",
+        "KVRIGHT_METRICS_PORT": "0",
+    }
+    print(f"demo: operator starting (python -m kvright.operator, log {log_name})", flush=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvright.operator"], env=env, stdout=log_fd, stderr=subprocess.STDOUT
+    )
+    os.close(log_fd)
+    try:
+        names = []
+        for path in sorted((ROOT / "deploy" / "samples").glob("*.yaml")):
+            obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+            name = obj["metadata"]["name"]
+            names.append(name)
+            obj["metadata"]["namespace"] = NAMESPACE
+            _apply(kube, f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{NAMESPACE}/{api.PLURAL}/{name}", obj)
+            print(f"demo: applied {path.relative_to(ROOT)}", flush=True)
+        done = {}
+        for name in names:
+            done[name] = _wait(f"{name} to be reconciled", lambda name=name: _done(kube, name), 180)
+            if proc.poll() is not None:
+                raise SystemExit(f"demo: the operator exited with {proc.returncode}; see {log_name}")
+        print("\n$ kubectl get llmdeployments -n kvright-demo")
+        print_table(kube)
+        full = next(
+            (done[n] for n in names if _condition(done[n], "Ready").get("status") == "True"), done[names[0]]
+        )
+        print(f"\n$ kubectl get llmdeployment {full['metadata']['name']} -n kvright-demo -o yaml   # status")
+        print(yaml.safe_dump({"status": full["status"]}, sort_keys=False, width=120).rstrip())
+        for name in names:
+            pf = _condition(done[name], "PlanFeasible")
+            if pf.get("status") != "True":
+                print(f"\n{name}: PlanFeasible={pf.get('status')} ({pf.get('reason')}): {pf.get('message')}")
+        pods = kube.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods").get("items") or []
+        print("\nvLLM pods on the fake GPU nodes:")
+        for pod in pods:
+            limits = pod["spec"]["containers"][0]["resources"]["limits"]
+            print(
+                f"  {pod['metadata']['name']:<40} {pod['spec'].get('nodeName', '-'):<14} "
+                f"{pod['status'].get('phase', '?'):<8} nvidia.com/gpu={limits.get('nvidia.com/gpu')}"
+            )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    print("\ndemo: operator stopped. The cluster is still up: `make cluster-down` stops it;")
+    print(f"      `export KUBECONFIG={kubeconfig}` to look around (objects are in namespace {NAMESPACE}).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
