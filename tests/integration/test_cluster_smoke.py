@@ -23,7 +23,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fixtures.cluster import SCRIPT, Cluster, tool, tools_dir, wait_for
+from tests.fixtures.cluster import (
+    OWNER_FILE,
+    SCRIPT,
+    Cluster,
+    reap_orphaned_clusters,
+    tool,
+    tools_dir,
+    wait_for,
+)
 from tests.fixtures.prometheus import Prometheus, free_port
 
 GPU_PRODUCTS = {"NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"}
@@ -377,3 +385,23 @@ def test_a_killed_etcd_is_reported_and_up_recovers_then_down_leaves_nothing(tmp_
     assert script(tmp_path, "down").returncode == 0
     assert our_processes(tmp_path) == []
     assert not (tmp_path / "etcd-data").exists()
+
+
+@pytest.mark.cluster
+def test_a_private_cluster_whose_test_session_died_is_stopped_by_the_next_session(tmp_path: Path) -> None:
+    private = tmp_path / "pytest-7" / "cluster0"
+    alive = tmp_path / "pytest-8" / "cluster0"
+    for d in (private, alive):
+        d.mkdir(parents=True)
+        assert script(d, "up").returncode == 0
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (private / OWNER_FILE).write_text(str(gone.pid))  # a session that was killed before its teardown
+    (alive / OWNER_FILE).write_text(str(os.getppid()))  # a session still running
+    try:
+        assert reap_orphaned_clusters(tmp_path) == [private]
+        assert our_processes(private) == []
+        assert len(our_processes(alive)) == 5
+    finally:
+        script(alive, "down")
+        script(private, "down")
