@@ -25,6 +25,8 @@ from kvright.operator import Kube, KubeError, api_client
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kvright-demo"
+SHOWN = "llama-70b-chat"
+"""The sample whose status is printed in full."""
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
@@ -139,9 +141,7 @@ def main() -> int:
                 raise SystemExit(f"demo: the operator exited with {proc.returncode}; see {log_name}")
         print("\n$ kubectl get llmdeployments -n kvright-demo")
         print_table(kube)
-        full = next(
-            (done[n] for n in names if _condition(done[n], "Ready").get("status") == "True"), done[names[0]]
-        )
+        full = done.get(SHOWN) or done[names[0]]
         print(f"\n$ kubectl get llmdeployment {full['metadata']['name']} -n kvright-demo -o yaml   # status")
         print(yaml.safe_dump({"status": full["status"]}, sort_keys=False, width=120).rstrip())
         for name in names:
