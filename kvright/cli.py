@@ -128,6 +128,10 @@ def _parser() -> _Parser:
     p.add_argument("--max-num-seqs", type=_positive_int, default=None, help="pin --max-num-seqs")
     p.add_argument("--calibration", type=_positive_float, default=1.0, help="multiplies predicted TPOT")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sub.add_parser(
+        "operator", help="run the operator (kopf; settings from KVRIGHT_* variables, see docs/operator.md)"
+    )
     return parser
 
 
@@ -420,6 +424,10 @@ _COMMANDS = {"inspect": _inspect, "kv": _kv, "tpot": _tpot, "plan": _plan}
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 no feasible plan, 2 bad input)."""
     args = _parser().parse_args(argv)
+    if args.command == "operator":
+        from kvright.operator import main as run_operator  # kopf and the API client only when asked
+
+        return run_operator()
     try:
         data, text = _COMMANDS[args.command](args)
     except cap.CapacityError as exc:
