@@ -1,4 +1,14 @@
-"""``python -m bench``: run the planner benchmark and print the machine, timings and ratios."""
+"""``python -m bench``: run the planner benchmark and print the machine, timings and ratios.
+
+``python -m bench --operator [--count N --rate R]``: the operator scale benchmark (bench/operator_scale.py).
+"""
+
+import sys
+
+if sys.argv[1:2] == ["--operator"]:  # the operator at scale against the local control plane (minutes)
+    from bench.operator_scale import report as operator_report
+
+    raise SystemExit(operator_report(sys.argv[2:]))
 
 from bench.planner import report
 
