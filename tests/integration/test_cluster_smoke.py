@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import secrets
 import subprocess
 import threading
@@ -405,3 +406,22 @@ def test_a_private_cluster_whose_test_session_died_is_stopped_by_the_next_sessio
     finally:
         script(alive, "down")
         script(private, "down")
+
+
+@pytest.mark.cluster
+def test_build_skips_a_stamped_binary_and_rebuilds_one_without_its_stamp(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "etcd").write_bytes(b"#!/bin/sh\nexit 1\n")  # what an interrupted build leaves: no stamp
+    (tools / "etcd").chmod(0o755)
+    env = {"KVRIGHT_TOOLS_DIR": str(tools)}
+    first = subprocess.run(["bash", str(SCRIPT), "build", "etcd"], env={**os.environ, **env},
+                           capture_output=True, text=True, timeout=1800, check=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "etcd: binary without stamp (interrupted build?), rebuilding" in first.stderr
+    version = subprocess.run([str(tools / "etcd"), "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("etcd Version: 3.")
+    again = subprocess.run(["bash", str(SCRIPT), "build", "etcd"], env={**os.environ, **env},
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert re.search(r"etcd v3\.[0-9.]+: cached in ", again.stderr), again.stderr[-2000:]
