@@ -4,7 +4,8 @@ Real: kube-scheduler binding a GPU pod to a kwok GPU node by its nvidia.com/gpu 
 reporting the pod Ready, the controller-manager (Deployment -> ReplicaSet -> Pod, default
 ServiceAccounts), kube-apiserver's CEL validation, RBAC and service-account tokens, the pinned helm
 installing and uninstalling a chart, Debian's Prometheus scraping a loopback target. Also the script's
-own fault handling: a port in use, a bad node row, a stale pid file, an idempotent down.
+own fault handling: a port in use, a bad node row, a stale pid file, an idempotent down, a killed etcd, a
+half-built tools cache, and a private cluster whose test session died.
 
 Faked (by design): the GPU nodes (kwok), and the scrape target (a tiny HTTP server in this process).
 """
