@@ -39,7 +39,7 @@ import kopf
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from kvright import api, feedback, inventory, reconcile
+from kvright import api, feedback, inventory, metrics, reconcile
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
 from kvright.observe import PrometheusClient
@@ -309,7 +309,17 @@ class Outcome:
 
 
 def reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> Outcome:
-    """Gather, decide and act for one LLMDeployment (blocking IO: run it in a thread)."""
+    """Gather, decide and act for one LLMDeployment (blocking IO: run it in a thread), counted and
+    timed in the operator's metrics, whose per-object gauges then show the status just written."""
+    with metrics.METRICS.reconcile():
+        outcome = _reconcile_once(body, runtime, nodes)
+    gauges = metrics.from_llmdeployment({**body, "status": outcome.status})
+    if gauges is not None:
+        metrics.METRICS.update(gauges)
+    return outcome
+
+
+def _reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> Outcome:
     facts = gather(body, runtime, nodes)
     now = runtime.clock()
     # The feedback loop (kvright.feedback): observe, decide, and feed its overrides into planning.
@@ -386,6 +396,11 @@ async def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, 
         memo.runtime = runtime_from_env(os.environ)
     logger.info("kvright settings: %s", memo.runtime.settings)
     memo.sweeper = asyncio.get_running_loop().create_task(sweep(memo.runtime, logger=logger))
+    port = memo.runtime.settings.metrics_port
+    if port and getattr(memo, "metrics_server", None) is None:
+        address = metrics.metrics_address_from_env(os.environ)
+        memo.metrics_server = metrics.serve(port=port, address=address)
+        logger.info("operator metrics on http://%s:%d/metrics", address, memo.metrics_server.port)
 
 
 @kopf.on.login()
@@ -479,12 +494,18 @@ async def stop_sweep(*, memo: Any, **_: Any) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     memo.runtime.executor.shutdown(wait=False, cancel_futures=True)
+    server = getattr(memo, "metrics_server", None)
+    if server is not None:
+        server.close()
+        memo.metrics_server = None
 
 
 @kopf.on.delete(api.GROUP, api.VERSION, api.PLURAL, optional=True)
-async def deleted(*, uid: str, memo: Any, **_: Any) -> None:
-    """Forget the object's lock (optional: no finalizer; the garbage collector removes the children)."""
+async def deleted(*, uid: str, name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    """Forget the object's lock and metrics (optional: no finalizer; the garbage collector removes
+    the children)."""
     memo.runtime.forget(uid)
+    metrics.METRICS.remove(namespace or "", name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -498,3 +498,32 @@ def test_restart_mid_reconcile_resumes_without_duplicates_or_lost_status(kube: K
         assert done[n]["status"]["plan"]["replicas"] == 0
         if (before[n] or {}).get("status", {}).get("observedGeneration"):
             assert done[n]["status"]["plan"] == before[n]["status"]["plan"]  # type: ignore[index]
+
+
+# --- operator metrics ------------------------------------------------------------------------------------
+
+
+def test_operator_metrics_show_the_plan(kube: Kube, ns: str) -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with operator(ns, env={"KVRIGHT_METRICS_PORT": str(port)}):
+        create(kube, BASE.obj(), ns)
+        got = poll(lambda: reconciled(kube, ns, "chat"), what="chat reconciled")
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                return str(r.read().decode())
+
+        labels = f'llmdeployment="chat",namespace="{ns}"'
+        text = poll(
+            lambda: (t := scrape()) and f"kvright_plan_tensor_parallel_size{{{labels}}}" in t and t,
+            what="the plan gauges",
+        )
+    tp = got["status"]["plan"]["tensorParallelSize"]
+    assert f"kvright_plan_tensor_parallel_size{{{labels}}} {float(tp)}" in text
+    assert f"kvright_plan_feasible{{{labels}}} 1.0" in text
+    assert 'kvright_reconcile_total{result="success"}' in text
