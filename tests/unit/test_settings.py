@@ -1,0 +1,65 @@
+"""kvright.settings: operator settings from an environment mapping (no os.environ patching)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvright.settings import DEFAULT_VLLM_IMAGE, Settings, SettingsError, from_env
+
+
+def test_defaults() -> None:
+    assert from_env({}) == Settings()
+    assert from_env({}).vllm_image == DEFAULT_VLLM_IMAGE
+
+
+def test_values() -> None:
+    s = from_env(
+        {
+            "KVRIGHT_PROMETHEUS_URL": "http://127.0.0.1:9090/",
+            "KVRIGHT_METRICS_PORT": "0",
+            "KVRIGHT_NAMESPACES": " a, b ,,",
+            "KVRIGHT_HF_ENDPOINT": "http://127.0.0.1:8080/",
+            "KVRIGHT_RECONCILE_SECONDS": "2.5",
+            "KVRIGHT_VLLM_IMAGE": "registry.local/vllm:1",
+            "KVRIGHT_HUB_ATTEMPTS": "5",
+            "KVRIGHT_PEERING": "kvright",
+        }
+    )
+    assert (s.prometheus_url, s.metrics_port, s.namespaces) == ("http://127.0.0.1:9090", 0, ("a", "b"))
+    assert (s.hf_endpoint, s.reconcile_seconds, s.vllm_image) == (
+        "http://127.0.0.1:8080",
+        2.5,
+        "registry.local/vllm:1",
+    )
+    assert (s.hub_attempts, s.peering) == (5, "kvright")
+
+
+@pytest.mark.parametrize(
+    ("env", "text"),
+    [
+        (
+            {"KVRIGHT_RECONCILE_SECONDS": "soon"},
+            "KVRIGHT_RECONCILE_SECONDS='soon' is not a number; accepted: 0.1 to 86400",
+        ),
+        ({"KVRIGHT_RECONCILE_SECONDS": "0"}, "is out of range; accepted: 0.1 to 86400"),
+        (
+            {"KVRIGHT_METRICS_PORT": "70000"},
+            "KVRIGHT_METRICS_PORT='70000' is out of range; accepted: 0 to 65535",
+        ),
+        ({"KVRIGHT_METRICS_PORT": "80.5"}, "is not an integer; accepted: 0 to 65535"),
+        ({"KVRIGHT_HF_ENDPOINT": "huggingface.co"}, "is not a URL; accepted: http(s)://host[:port]"),
+        ({"KVRIGHT_HUB_ATTEMPTS": "0"}, "KVRIGHT_HUB_ATTEMPTS='0' is out of range; accepted: 1 to 20"),
+    ],
+    ids=[
+        "period-not-a-number",
+        "period-zero",
+        "port-too-big",
+        "port-fraction",
+        "endpoint-no-scheme",
+        "no-attempts",
+    ],
+)
+def test_bad_values_are_one_line_errors(env: dict[str, str], text: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        from_env(env)
+    assert text in str(info.value)
