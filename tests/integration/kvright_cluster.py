@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from kopf.testing import KopfRunner
 
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
+from tests.fixtures.cluster import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "llmdeployment.yaml"
@@ -67,21 +67,9 @@ def install_crd(kube: Kube) -> None:
     poll(established, what="the LLMDeployment CRD to be Established", timeout=60)
 
 
-def poll(predicate: Callable[[], T], *, what: str, timeout: float = 90.0, interval: float = 0.25) -> T:
-    """Call ``predicate`` until it returns something truthy; fail with ``what`` and the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = predicate()
-        except KubeError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}"[:2000])
-        time.sleep(interval)
+def poll(predicate: Callable[[], T], *, what: str, timeout: float = 90.0) -> T:
+    """Poll until ``predicate`` returns something truthy (tests.fixtures.cluster.wait_for)."""
+    return wait_for(predicate, timeout, what=what)
 
 
 @contextlib.contextmanager
