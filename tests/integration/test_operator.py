@@ -12,6 +12,10 @@ scheduling, not the planner's numbers.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -464,14 +468,30 @@ def test_what_the_schema_cannot_know_is_a_condition(
 
 
 def test_restart_mid_reconcile_resumes_without_duplicates_or_lost_status(kube: Kube, ns: str) -> None:
-    names = [f"m{i:02d}" for i in range(12)]
-    with operator(ns, reconcile_seconds=60):
-        for name in names[:6]:
+    names = [f"m{i:02d}" for i in range(24)]
+    env = {
+        **os.environ,
+        "KVRIGHT_NAMESPACES": ns,
+        "KVRIGHT_RECONCILE_SECONDS": "60",
+        "KVRIGHT_METRICS_PORT": "0",
+    }
+    # The first operator is a process killed with SIGKILL while objects are still arriving and being
+    # reconciled: no graceful shutdown, some reconciles cut between applying children and writing status.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvright.operator"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for name in names[:8]:
             create(kube, BASE.replicas(0, 1, count=0).obj() | {"metadata": {"name": name}}, ns)
         first = poll(lambda: reconciled(kube, ns, names[0]), what="the first one reconciled")
-        # Stop while the rest are arriving: some are reconciled, some are not yet.
-        for name in names[6:]:
+        for name in names[8:]:
             create(kube, BASE.replicas(0, 1, count=0).obj() | {"metadata": {"name": name}}, ns)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
     before = {n: kube.get(llmd_path(ns, n)) for n in names}
     with operator(ns, reconcile_seconds=60):
         done = {
@@ -527,3 +547,40 @@ def test_operator_metrics_show_the_plan(kube: Kube, ns: str) -> None:
     assert f"kvright_plan_tensor_parallel_size{{{labels}}} {float(tp)}" in text
     assert f"kvright_plan_feasible{{{labels}}} 1.0" in text
     assert 'kvright_reconcile_total{result="success"}' in text
+
+
+# --- a rollout that needs GPUs the cluster does not have ---------------------------------------------
+
+
+def test_rollout_needing_missing_gpus_keeps_the_old_pods_serving(kube: Kube, running: str) -> None:
+    ns = running
+    # Two replicas at TP 8 take all 16 H100 GPUs; any template change then needs an 8-GPU surge pod.
+    full = BASE.tp(8).replicas(1, 2, count=2)
+    create(kube, full.obj(), ns)
+    before = poll(
+        lambda: (o := ready(kube, ns, "chat")) and o["status"]["readyReplicas"] == 2 and o,
+        what="2 x TP 8 Ready",
+        timeout=120,
+    )
+    old_pods = {p["metadata"]["name"] for p in pods(kube, ns, "chat")}
+    _patch_spec(kube, ns, "chat", {"tuning": {"maxNumSeqs": 8}})
+    stalled = poll(
+        lambda: (
+            (o := reconciled(kube, ns, "chat"))
+            and condition(o, "Deployed")["reason"] == "RolloutStalled"
+            and o
+        ),
+        what="Deployed=False RolloutStalled",
+    )
+    deployed = condition(stalled, "Deployed")
+    assert deployed["status"] == "False"
+    assert "Insufficient nvidia.com/gpu" in deployed["message"]
+    assert stalled["status"]["plan"]["maxNumSeqs"] == 8 != before["status"]["plan"]["maxNumSeqs"]
+    # maxSurge 1 / maxUnavailable 0: both old pods still run and are Ready; the new one waits.
+    now = pods(kube, ns, "chat")
+    still = [p for p in now if p["metadata"]["name"] in old_pods]
+    assert len(still) == 2
+    assert all(p["status"]["phase"] == "Running" for p in still)
+    waiting = [p for p in now if p["metadata"]["name"] not in old_pods]
+    assert len(waiting) == 1 and waiting[0]["status"]["phase"] == "Pending"
+    assert stalled["status"]["readyReplicas"] == 2
