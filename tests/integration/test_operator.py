@@ -584,3 +584,75 @@ def test_rollout_needing_missing_gpus_keeps_the_old_pods_serving(kube: Kube, run
     waiting = [p for p in now if p["metadata"]["name"] not in old_pods]
     assert len(waiting) == 1 and waiting[0]["status"]["phase"] == "Pending"
     assert stalled["status"]["readyReplicas"] == 2
+
+
+# --- PodMonitor only when its CRD exists ----------------------------------------------------------------
+
+POD_MONITOR_CRD = {
+    # A stand-in for prometheus-operator's CRD (same group, names and scope; schema left open): what
+    # kvright looks for is that the API serves podmonitors.monitoring.coreos.com.
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podmonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "PodMonitor",
+            "listKind": "PodMonitorList",
+            "plural": "podmonitors",
+            "singular": "podmonitor",
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+def test_pod_monitor_is_created_only_when_its_crd_exists(kube: Kube, ns: str) -> None:
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podmonitors.monitoring.coreos.com"
+    pm_path = f"/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors/chat"
+    existed = kube.get(crd_path) is not None
+    if not existed:
+        with operator(ns):
+            create(kube, BASE.obj(), ns)
+            poll(lambda: reconciled(kube, ns, "chat"), what="chat reconciled")
+        assert deployment(kube, ns, "chat") is not None
+        assert kube.get(pm_path) is None
+        kube.request(
+            "PATCH",
+            crd_path,
+            query=[("fieldManager", "kvright-tests"), ("force", "true")],
+            body=POD_MONITOR_CRD,
+            content_type="application/apply-patch+yaml",
+        )
+    try:
+        poll(
+            lambda: any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in ((kube.get(crd_path) or {}).get("status") or {}).get("conditions") or []
+            ),
+            what="the PodMonitor CRD Established",
+        )
+        with operator(ns):
+            if existed:
+                create(kube, BASE.obj(), ns)
+            pm = poll(lambda: kube.get(pm_path), what="the PodMonitor")
+        assert pm["metadata"]["ownerReferences"][0]["kind"] == "LLMDeployment"
+        assert pm["spec"]["selector"]["matchLabels"] == {
+            "app.kubernetes.io/name": "vllm",
+            "kvright.dev/llmdeployment": "chat",
+        }
+        endpoint = pm["spec"]["podMetricsEndpoints"][0]
+        assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
+    finally:
+        if not existed:
+            kube.request("DELETE", crd_path)
