@@ -130,7 +130,10 @@ class LoadGenerator:
             if claim is None:
                 self._stop.wait(0.05)
                 continue
-            self._one(session, *claim)
+            try:
+                self._one(session, *claim)
+            except Exception as exc:  # a worker must never die silently: that would quietly lower the load
+                self._record("dropped", f"{type(exc).__name__}: {str(exc)[:200]}")
 
     def _one(self, session: requests.Session, prompt_tokens: int, output_tokens: int) -> None:
         body = {"model": self.model, "prompt": [1] * prompt_tokens, "max_tokens": output_tokens}

@@ -421,6 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     while not stop.wait(0.5):
         pass
+    print(f"vllm-sim: draining {len(server.pending)} admitted request(s)", flush=True)
     server.wait_drained()
+    with server.lock:
+        left = (len(server.pending), server.inflight)
+    print(f"vllm-sim: drained; {left[0]} pending and {left[1]} unanswered at exit", flush=True)
     server.stop()
     return 0
