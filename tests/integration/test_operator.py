@@ -554,16 +554,13 @@ def test_operator_metrics_show_the_plan(kube: Kube, ns: str) -> None:
 
 def test_rollout_needing_missing_gpus_keeps_the_old_pods_serving(kube: Kube, running: str) -> None:
     ns = running
-    # Two replicas at TP 8 take all 16 H100 GPUs; any template change then needs an 8-GPU surge pod.
-    full = BASE.tp(8).replicas(1, 2, count=2)
-    create(kube, full.obj(), ns)
-    before = poll(
-        lambda: (o := ready(kube, ns, "chat")) and o["status"]["readyReplicas"] == 2 and o,
-        what="2 x TP 8 Ready",
-        timeout=120,
-    )
+    # One TP 1 replica on the only H200 node (8 GPUs); pinning TP 8 needs an 8-GPU surge pod, which
+    # cannot fit beside the old pod's GPU, whatever else runs there.
+    create(kube, BASE.gpu(H200).tp(1).replicas(1, 2, count=1).obj(), ns)
+    before = poll(lambda: ready(kube, ns, "chat"), what="1 x TP 1 Ready on the H200 node", timeout=120)
     old_pods = {p["metadata"]["name"] for p in pods(kube, ns, "chat")}
-    _patch_spec(kube, ns, "chat", {"tuning": {"maxNumSeqs": 8}})
+    assert len(old_pods) == 1
+    _patch_spec(kube, ns, "chat", {"tuning": {"tensorParallelSize": 8}})
     stalled = poll(
         lambda: (
             (o := reconciled(kube, ns, "chat"))
@@ -575,15 +572,17 @@ def test_rollout_needing_missing_gpus_keeps_the_old_pods_serving(kube: Kube, run
     deployed = condition(stalled, "Deployed")
     assert deployed["status"] == "False"
     assert "Insufficient nvidia.com/gpu" in deployed["message"]
-    assert stalled["status"]["plan"]["maxNumSeqs"] == 8 != before["status"]["plan"]["maxNumSeqs"]
-    # maxSurge 1 / maxUnavailable 0: both old pods still run and are Ready; the new one waits.
+    assert (
+        stalled["status"]["plan"]["tensorParallelSize"] == 8 != before["status"]["plan"]["tensorParallelSize"]
+    )
+    # maxSurge 1 / maxUnavailable 0: the old pod still runs and is Ready; the new one waits.
     now = pods(kube, ns, "chat")
     still = [p for p in now if p["metadata"]["name"] in old_pods]
-    assert len(still) == 2
-    assert all(p["status"]["phase"] == "Running" for p in still)
+    assert len(still) == 1 and still[0]["status"]["phase"] == "Running"
     waiting = [p for p in now if p["metadata"]["name"] not in old_pods]
     assert len(waiting) == 1 and waiting[0]["status"]["phase"] == "Pending"
-    assert stalled["status"]["readyReplicas"] == 2
+    assert waiting[0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert stalled["status"]["readyReplicas"] == 1
 
 
 # --- PodMonitor only when its CRD exists ----------------------------------------------------------------
