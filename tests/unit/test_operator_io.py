@@ -1,0 +1,142 @@
+"""kvright.operator.reconcile_once: the act step around the pure decision, with the API server faked at
+the unit's edge (a recording Kube: applies, status patches, reads). What is checked is the acting:
+apply order, stopping at a refused apply, writing status only when it changed, events, and leaving the
+running Deployment alone when an edit is not feasible. The real API server is in tests/integration.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from kvright.inventory import GPUNode
+from kvright.operator import KubeError, Runtime, reconcile_once
+from kvright.resolve import HubClient
+from kvright.settings import Settings
+from tests.builders import llmd
+
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+class FakeKube:
+    """Records what the operator does to the API server; answers reads from dicts."""
+
+    def __init__(self, *, refuse: str | None = None, deployment: dict[str, Any] | None = None) -> None:
+        self.refuse = refuse
+        self.live_deployment = deployment
+        self.applied: list[tuple[str, str]] = []
+        self.status_patches: list[dict[str, Any]] = []
+
+    # resolve.KubeReader
+    def config_map_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return None
+
+    def secret_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return None
+
+    # feedback.Reader and the operator's reads
+    def get(self, path: str) -> dict[str, Any] | None:
+        return None
+
+    def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.live_deployment
+
+    def pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        return []
+
+    def has_crd(self, name: str) -> bool:
+        return False
+
+    # acting
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        if obj["kind"] == self.refuse:
+            raise KubeError(422, f"PATCH {obj['kind']}: 422 admission webhook said no")
+        self.applied.append((obj["kind"], obj["metadata"]["name"]))
+        return {**obj, "metadata": {**obj["metadata"], "generation": 1}, "status": {}}
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.status_patches.append(dict(status))
+
+
+def runtime(kube: FakeKube) -> Runtime:
+    return Runtime(
+        settings=Settings(metrics_port=0),
+        kube=kube,  # type: ignore[arg-type]
+        hub=HubClient("http://127.0.0.1:9", attempts=1, sleep=lambda _: None),
+        clock=lambda: NOW,
+    )
+
+
+def body(builder: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj = builder.obj()
+    obj["metadata"].update({"uid": "u-1", "generation": 1})
+    if status is not None:
+        obj["status"] = status
+    return dict(obj)
+
+
+NODES = [GPUNode(name=f"h{i}", product=H100, allocatable_gpus=8, memory_mib=None) for i in range(2)]
+SPEC = llmd("chat").model("llama-3.1-8b").gpu(H100).tpot_ms(50)
+
+
+def cond(status: Mapping[str, Any], type_: str) -> tuple[str, str]:
+    c = next(c for c in status["conditions"] if c["type"] == type_)
+    return c["status"], c["reason"]
+
+
+def test_applies_deployment_then_service_and_writes_status_once() -> None:
+    kube = FakeKube()
+    first = reconcile_once(body(SPEC), runtime(kube), NODES)
+    assert kube.applied == [("Deployment", "chat"), ("Service", "chat")]
+    assert len(kube.status_patches) == 1 and first.status_written
+    assert cond(first.status, "PlanFeasible") == ("True", "Planned")
+    assert cond(first.status, "Deployed") == ("False", "RollingOut")
+    again = reconcile_once(body(SPEC, status=first.status), runtime(kube), NODES)
+    assert kube.applied[2:] == [("Deployment", "chat"), ("Service", "chat")]  # level-based: applied again
+    assert not again.status_written and len(kube.status_patches) == 1  # nothing changed, nothing written
+
+
+def test_a_refused_apply_stops_and_is_reported() -> None:
+    kube = FakeKube(refuse="Deployment")
+    out = reconcile_once(body(SPEC), runtime(kube), NODES)
+    assert kube.applied == []
+    assert cond(out.status, "Deployed") == ("False", "ApplyFailed")
+    assert cond(out.status, "Ready") == ("False", "ApplyFailed")
+    assert [(e.type, e.reason) for e in out.events] == [("Warning", "ApplyFailed")]
+    assert "admission webhook said no" in out.events[0].message
+
+
+@pytest.mark.parametrize(
+    ("live", "deployed"),
+    [
+        (None, ("False", "NotPlanned")),
+        (
+            {
+                "metadata": {"generation": 1},
+                "spec": {"replicas": 1},
+                "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1},
+            },
+            ("True", "KeptLastPlan"),
+        ),
+    ],
+    ids=["nothing-running", "last-plan-keeps-serving"],
+)
+def test_an_infeasible_edit_applies_nothing(live: dict[str, Any] | None, deployed: tuple[str, str]) -> None:
+    kube = FakeKube(deployment=live)
+    out = reconcile_once(body(SPEC.tp(3)), runtime(kube), NODES)
+    assert kube.applied == []
+    assert cond(out.status, "PlanFeasible") == ("False", "TensorParallelInvalid")
+    assert cond(out.status, "Deployed") == deployed
+    assert out.status["replicas"] == (1 if live else 0)
+
+
+def test_a_missing_config_map_is_unknown_and_retried() -> None:
+    kube = FakeKube()
+    out = reconcile_once(body(llmd("chat").config_map("cfg").gpu(H100)), runtime(kube), NODES)
+    assert kube.applied == []
+    assert cond(out.status, "PlanFeasible") == ("Unknown", "ConfigMapMissing")
+    assert out.desired.retry_seconds is not None
