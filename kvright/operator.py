@@ -479,8 +479,8 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
             bodies, nodes = await asyncio.get_running_loop().run_in_executor(
                 runtime.executor, runtime.list_all
             )
-        except KubeError as exc:
-            logger.warning("periodic reconcile: listing failed: %s", exc)
+        except Exception as exc:  # the API server away, or anything else: try again next period
+            logger.warning("periodic reconcile: listing failed: %s: %s", type(exc).__name__, exc)
             continue
         live = [b for b in bodies if not (b.get("metadata") or {}).get("deletionTimestamp")]
         await asyncio.gather(*(one(b, nodes) for b in live))
