@@ -221,16 +221,23 @@ def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
     )
     pins = {
         key: saved[key]
-        for key in ("maxNumSeqs", "replicas", "kvCacheDtype", "tensorParallelSize")
+        for key in ("maxNumSeqs", "replicas", "kvCacheDtype", "tensorParallelSize", "appliedFactor")
         if key in saved and saved[key] is not None
     }
     return history, pins
 
 
 def _overrides(history: History, pins: Mapping[str, Any]) -> Overrides:
+    """What planning uses. The calibration is the factor committed with the last applied move
+    (``appliedFactor``), not the one learned this period: feeding a factor that moves every period into
+    the planner would re-plan, and roll the pods, on every reconcile, bypassing deadband and cooldown."""
     dtype = pins.get("kvCacheDtype")
+    applied = pins.get("appliedFactor", 1.0)
+    applied = (
+        float(applied) if isinstance(applied, int | float) and math.isfinite(applied) and applied > 0 else 1.0
+    )
     return Overrides(
-        calibration=history.calibration,
+        calibration=applied,
         max_num_seqs=_int(pins.get("maxNumSeqs")),
         replicas=_int(pins.get("replicas")),
         kv_cache_dtype=dtype if isinstance(dtype, str) and dtype else None,
@@ -333,10 +340,12 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
             "replicas": decision.replicas,
             "kvCacheDtype": decision.kv_cache_dtype or plan.get("kvCacheDtype"),
             "tensorParallelSize": decision.tensor_parallel_size or plan.get("tensorParallelSize"),
+            "appliedFactor": round(decision.calibration, 4),
         }
         if decision.action == Action.REPLAN:
             # A new plan: the planner sizes batch and replicas again with the new dtype or TP.
-            pins = {k: v for k, v in pins.items() if k in ("kvCacheDtype", "tensorParallelSize")}
+            keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor")
+            pins = {k: v for k, v in pins.items() if k in keep}
         events.append(Event(type="Normal", reason=decision.reason, message=decision.message))
     elif decision.recommend_only and decision.recommended_replicas != decision.replicas:
         last = ((facts.current_status.get("calibration") or {}).get("lastDecision") or {}).get("reason")

@@ -177,6 +177,7 @@ class SimServer:
         self.pending: dict[int, _Pending] = {}
         self.inflight = 0
         """Completion requests whose HTTP answer is not written yet."""
+        self.last_request = time.monotonic()
         self.draining = False
         self.stopped = threading.Event()
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
@@ -205,12 +206,16 @@ class SimServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def wait_drained(self) -> None:
-        """Until every admitted request has been answered (written to its client), or the timeout."""
+    def wait_drained(self, quiet_seconds: float = 1.0) -> None:
+        """Until every admitted request has been answered (written to its client) and no request has
+        arrived for ``quiet_seconds``, or the drain timeout. The quiet period is the simulator's preStop:
+        a client that picked this endpoint just before it was withdrawn still gets its 503 (and retries
+        elsewhere) instead of a reset from a process that already exited."""
         deadline = time.monotonic() + self.drain_timeout
         while time.monotonic() < deadline:
             with self.lock:
-                if not self.pending and self.inflight == 0:
+                idle = time.monotonic() - self.last_request >= quiet_seconds
+                if not self.pending and self.inflight == 0 and idle:
                     return
             time.sleep(0.05)
 
@@ -303,6 +308,7 @@ class SimServer:
             def do_POST(self) -> None:
                 with server.lock:
                     server.inflight += 1
+                    server.last_request = time.monotonic()
                 try:
                     self._post()
                 finally:

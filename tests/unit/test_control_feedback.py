@@ -242,3 +242,20 @@ def test_keys_no_longer_reported_are_nulled_for_the_merge_patch() -> None:
     again = second.into_status(dict(status), generation=2, now=NOW)
     assert again["observed"]["tpotMilliseconds"] is None  # a merge patch deletes it
     assert "sampleTime" in again["observed"] and again["observed"]["sampleTime"] is not None
+
+
+def test_the_planner_sees_the_factor_committed_with_the_last_move_not_every_new_estimate() -> None:
+    """Otherwise the planner would re-size, and roll every pod, on each reconcile as the EWMA moves."""
+    builder = BASE.feedback("Adjust", 30, 600)
+    status = planned_status(builder)
+    first = decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
+    assert first.decision is not None and first.decision.changes_plan
+    committed = first.overrides.calibration
+    later = {**status, "calibration": first.calibration}
+    slower = obs(tpot_seconds=0.150, tpot_mean_seconds=0.140)
+    second = decide(
+        facts(builder, later), FeedbackFacts(observation=slower), now=NOW + datetime.timedelta(seconds=60)
+    )
+    assert second.decision is not None and second.decision.reason == "Cooldown"
+    assert second.calibration is not None and second.calibration["factor"] > committed
+    assert second.overrides.calibration == committed
