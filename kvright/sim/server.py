@@ -147,6 +147,13 @@ def parse_command_line(argv: Sequence[str]) -> ServeArgs:
     )
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a burst of clients (a load generator, a Service after a
+    # rollout) overflows it and connections get reset. uvicorn, which serves vLLM, listens with 2048.
+    request_queue_size = 2048
+    daemon_threads = True
+
+
 @dataclass
 class _Pending:
     request: SimRequest
@@ -180,7 +187,7 @@ class SimServer:
         self.last_request = time.monotonic()
         self.draining = False
         self.stopped = threading.Event()
-        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd = _Server((host, port), self._handler())
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
         self._wall0 = time.monotonic()

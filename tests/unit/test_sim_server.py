@@ -264,3 +264,21 @@ def test_nan_fault_poisons_kv_usage_and_the_tpot_sum() -> None:
     assert values[f"vllm:request_time_per_output_token_seconds_count{labels}"] == 1
     total = values[f"vllm:request_time_per_output_token_seconds_sum{labels}"]
     assert total != total  # NaN
+
+
+def test_a_burst_of_connections_is_not_reset(sim: SimServer) -> None:
+    """socketserver's default listen backlog (5) resets bursts; the simulator listens like uvicorn."""
+    errors: list[str] = []
+
+    def one() -> None:
+        try:
+            complete(sim, [1] * 16, 2)
+        except requests.RequestException as exc:
+            errors.append(repr(exc)[:120])
+
+    threads = [threading.Thread(target=one) for _ in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
