@@ -332,9 +332,6 @@ def test_load_up_adds_capacity_and_load_down_removes_it_without_dropping_a_reque
         stats = load.stop()
     assert stats.completed > 100
     assert stats.dropped == 0, stats.errors
-    reasons = [e.split(":")[0] for e in feedback_events(loop, "elastic")]
-    assert any(r in ("RequestsWaiting", "TPOTAboveSLO", "QueueWithHeadroom") for r in reasons), reasons
-    assert any(r in ("TPOTWellBelowSLO", "NoTraffic") for r in reasons), reasons
     loop.delete("elastic")
 
 
