@@ -16,7 +16,9 @@ Waits poll the LLMDeployment's status with deadlines; nothing asserts on elapsed
 
 from __future__ import annotations
 
+import collections
 import json
+import logging
 import os
 import secrets
 import subprocess
@@ -181,6 +183,17 @@ class Loop:
         ).start()
 
 
+class Collect(logging.Handler):
+    """Keeps the operator's recent log lines, readable while it runs."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.lines: collections.deque[str] = collections.deque(maxlen=400)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+
 @pytest.fixture(scope="module")
 def loop(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loop]:
     from kopf.testing import KopfRunner
@@ -217,12 +230,19 @@ def loop(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loo
         with pytest.MonkeyPatch.context() as mp:
             for key, value in env.items():
                 mp.setenv(key, value)
-            with KopfRunner(
-                ["run", "--standalone", "--namespace", NS, "-m", "kvright.operator"], timeout=60
-            ) as kopf:
-                yield Loop(runner, prometheus, lambda: kopf.output)
-                kubectl("delete", "llmdeployments", "--all", "-n", NS, "--wait=false", check=False)
-                time.sleep(2)
+            # KopfRunner.output is only readable after the operator stops; keep its log lines as they come.
+            handler = Collect()
+            lines = handler.lines
+            logging.getLogger().addHandler(handler)
+            try:
+                with KopfRunner(
+                    ["run", "--standalone", "--namespace", NS, "-m", "kvright.operator"], timeout=60
+                ):
+                    yield Loop(runner, prometheus, lambda: "\n".join(lines))
+                    kubectl("delete", "llmdeployments", "--all", "-n", NS, "--wait=false", check=False)
+                    time.sleep(2)
+            finally:
+                logging.getLogger().removeHandler(handler)
     finally:
         runner.close()
         prometheus.stop()
@@ -255,6 +275,7 @@ def feedback_events(loop: Loop, name: str) -> list[str]:
     return [f"{e['reason']}: {e['message']}" for e in loop.events(name) if e.get("reason") in changes]
 
 
+@pytest.mark.timeout(1200)
 def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loop) -> None:
     loop.create("tight")
     first = loop.wait("a first plan", lambda: plan_of(loop.status("tight")), timeout=120)
@@ -298,6 +319,7 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
     loop.delete("tight")
 
 
+@pytest.mark.timeout(1800)
 def test_load_up_adds_capacity_and_load_down_removes_it_without_dropping_a_request(loop: Loop) -> None:
     loop.create("elastic", BASE.replicas(min=1, max=4))
     loop.wait("a first plan", lambda: plan_of(loop.status("elastic")), timeout=120)
