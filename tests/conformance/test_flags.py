@@ -6,8 +6,9 @@ against tiny locally built checkpoints. The plans are capacity's, made for the t
 catalog GPU (the GPU only steers the planner; vLLM on CPU validates the flags the same way).
 
 What `create_engine_config` does not check, the engine checks while building layers: a TP degree
-that divides the attention heads but splits KV heads into fractions. Those cases are listed in
-LOAD_TIME_ONLY and one of them is proven by starting a real server that must refuse it.
+that divides the attention heads but splits KV heads into fractions, or does not divide the
+vocabulary padded to a multiple of 64. Those cases are listed in LOAD_TIME_ONLY, and one of each kind
+is proven by starting a real server that must refuse it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ pytestmark = pytest.mark.conformance
 
 MAX_TP = 8
 # vLLM's config validation accepts these (attention heads divide), capacity rejects them (KV heads
-# would split), and vLLM refuses them only when QKVParallelLinear is built.
-LOAD_TIME_ONLY = {("gqa12-wide", 3), ("gqa12-wide", 6), ("gqa12-v512", 4)}
+# would split, or the padded vocabulary would), and vLLM refuses them only when QKVParallelLinear or
+# VocabParallelEmbedding is built.
+LOAD_TIME_ONLY = {
+    ("gqa12-wide", 3): "KV heads",
+    ("gqa12-wide", 6): "KV heads",
+    ("gqa12-v512", 3): "padded vocabulary",
+    ("gqa12-v512", 4): "KV heads",
+    ("gqa12-v512", 6): "padded vocabulary",
+}
 # The GPU the planner plans for; the tiny models fit anywhere.
 PLAN_GPU = "h100-sxm"
 MAX_MODEL_LEN = 1024
@@ -109,8 +117,8 @@ def test_tensor_parallel_verdict_matches_vllm(
     ours = capacity.tensor_parallel_error(arch, tp)
     theirs = verdicts[f"tp:{shape}:{tp}"]
     if (shape, tp) in LOAD_TIME_ONLY:
-        assert ours is not None and "KV heads" in ours, ours
-        assert theirs["accepted"], "vLLM's config validation now checks KV heads: move this case out"
+        assert ours is not None and LOAD_TIME_ONLY[shape, tp] in ours, ours
+        assert theirs["accepted"], "vLLM's config validation now checks this: move the case out"
         return
     if ours is None:
         assert theirs["accepted"], f"capacity accepts TP {tp}, vLLM says: {theirs['error']}"
@@ -123,7 +131,7 @@ def test_tensor_parallel_verdict_matches_vllm(
         assert "must be divisible by tensor parallel size" in theirs["error"]
 
 
-def test_load_time_only_cases_are_exactly_where_kv_heads_split(
+def test_load_time_only_cases_are_exactly_where_kv_heads_or_the_vocabulary_split(
     archs: dict[str, capacity.Architecture],
 ) -> None:
     found = {
@@ -131,7 +139,7 @@ def test_load_time_only_cases_are_exactly_where_kv_heads_split(
         for shape, tp in TP_CASES
         if archs[shape].num_attention_heads % tp == 0 and capacity.tensor_parallel_error(archs[shape], tp)
     }
-    assert found == LOAD_TIME_ONLY
+    assert found == set(LOAD_TIME_ONLY)
 
 
 # TP degrees vLLM's config validation lets through and the engine refuses while building layers:
