@@ -116,6 +116,9 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
         "num_gpu_blocks": str(blocks),
         "num_gpu_blocks_override": str(args.num_gpu_blocks_override),
         "enable_prefix_caching": "False",
-        "swap_space": "4",
+        # vLLM 0.28+ also exports its capacity figures, and (like every series) the engine index.
+        "kv_cache_size_tokens": str(blocks * args.block_size),
+        "kv_cache_max_concurrency": str(blocks / -(-max_model_len // args.block_size)),
+        "engine": "0",
     }
     return engine, cache_config
