@@ -182,6 +182,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class ServerFailed(Exception):
+    """A server process exited, or did not answer its readiness URL, before its deadline."""
+
+
+def wait_until_ready(
+    proc: subprocess.Popen[bytes], url: str, *, name: str, log_path: Path, timeout: float, interval: float
+) -> None:
+    """Poll `url` until it answers 200 while `proc` runs, for at most `timeout` seconds.
+
+    Otherwise raise ServerFailed naming `name`, why, its command and the tail of its log (where
+    the caller sent its output). The caller stops the process; once it has exited that is a no-op.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            why = f"exited with status {proc.returncode} before it was ready"
+            break
+        try:
+            if requests.get(url, timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(interval)
+    else:
+        why = f"not ready ({url}) after {timeout:.0f} s"
+    command = " ".join(str(arg) for arg in proc.args) if isinstance(proc.args, list) else str(proc.args)
+    log = log_path.read_text(errors="replace")
+    raise ServerFailed(f"{name} {why}; command: {command}\nlog {log_path} (tail):\n{tail(log, 40)}")
+
+
 def omp_threads_bind(tensor_parallel_size: int) -> str:
     """VLLM_CPU_OMP_THREADS_BIND: one CPU list per rank, from the CPUs this process may use.
 
@@ -252,18 +282,18 @@ class VllmServer:
                 cwd=str(self.env.scratch),
                 start_new_session=True,  # its own process group: stop() ends the engine and workers too
             )
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerFailed(self, f"exited with status {self.proc.returncode} before it was healthy")
-            try:
-                if requests.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(1.0)
-        self.stop()
-        raise ServerFailed(self, f"not healthy after {SERVER_START_TIMEOUT_SECONDS:.0f} s")
+        try:
+            wait_until_ready(
+                self.proc,
+                f"{self.url}/health",
+                name=f"vLLM server {self.spec}",
+                log_path=self.log_path,
+                timeout=SERVER_START_TIMEOUT_SECONDS,
+                interval=1.0,
+            )
+        except ServerFailed:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -300,15 +330,6 @@ class VllmServer:
         response.raise_for_status()
         body: dict[str, Any] = response.json()
         return body
-
-
-class ServerFailed(Exception):
-    def __init__(self, server: VllmServer, what: str) -> None:
-        self.server = server
-        super().__init__(
-            f"vLLM server {server.spec} {what}; command: {' '.join(server.argv)}\n"
-            f"log {server.log_path} (tail):\n{tail(server.log(), 40)}"
-        )
 
 
 class ServerPool:
@@ -392,86 +413,6 @@ def cpu_supports_fp8_kv() -> bool:
                 flags.update(line.split(":", 1)[1].split())
                 break
     return "avx512f" in flags or "amx_tile" in flags
-
-
-# ---------------------------------------------------------------------------------------------------
-# Prometheus
-
-
-class PrometheusServer:
-    """A real Prometheus (Debian's /usr/bin/prometheus or KVRIGHT_PROMETHEUS) scraping given targets.
-
-    Scrapes every second on 127.0.0.1, with the `namespace` / `llmdeployment` labels kvright's
-    queries select on written into the static target, as the chart's PodMonitor relabelling does.
-    """
-
-    def __init__(self, workdir: Path, targets: Mapping[str, Mapping[str, str]]) -> None:
-        self.binary = os.environ.get("KVRIGHT_PROMETHEUS", "prometheus")
-        self.workdir = workdir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        static = [{"targets": [addr], "labels": dict(labels)} for addr, labels in targets.items()]
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "vllm", "scrape_timeout": "1s", "static_configs": static}],
-        }
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
-        self.log_path = workdir / "prometheus.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        argv = [
-            self.binary,
-            f"--config.file={self.workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={self.workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-        ]
-        try:
-            with open(self.log_path, "wb") as log:
-                self.proc = subprocess.Popen(
-                    argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-        except FileNotFoundError:
-            pytest.fail(
-                f"Prometheus binary {self.binary!r} not found; install Debian's `prometheus` package "
-                "or set KVRIGHT_PROMETHEUS",
-                pytrace=False,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(
-                    f"prometheus exited {self.proc.returncode}:\n{tail(self.log(), 20)}", pytrace=False
-                )
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        pytest.fail(f"prometheus not ready after 60 s:\n{tail(self.log(), 20)}", pytrace=False)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def query_value(self, promql: str) -> float | None:
-        """The single value of an instant query, or None when the answer is empty."""
-        response = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
-        response.raise_for_status()
-        result = response.json()["data"]["result"]
-        return float(result[0]["value"][1]) if result else None
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
 
 
 def metric_samples(metrics_text: str, name: str) -> list[tuple[dict[str, str], float]]:

@@ -19,15 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kvright.observe import Observation, PrometheusClient, observe
+from tests.fixtures.prometheus import Prometheus, start_prometheus
 
-from .harness import (
-    METRICS_SERVER,
-    PrometheusServer,
-    ServerPool,
-    VllmServer,
-    cache_config_labels,
-    metric_samples,
-)
+from .harness import METRICS_SERVER, ServerPool, VllmServer, cache_config_labels, metric_samples
 
 pytestmark = pytest.mark.conformance
 
@@ -46,17 +40,17 @@ def server(vllm_servers: ServerPool) -> VllmServer:
 
 
 @pytest.fixture(scope="module")
-def prometheus(server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    prom = PrometheusServer(
-        tmp_path_factory.mktemp("prometheus"),
-        {f"127.0.0.1:{server.port}": {"namespace": NAMESPACE, "llmdeployment": NAME}},
-    )
-    prom.start()
-    yield prom
-    prom.stop()
+def prometheus(server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """One Prometheus for the module (overriding the function-scoped fixture of tests/conftest.py), from
+    the shared launcher; the target carries the labels kvright's queries select on, as the chart's
+    PodMonitor relabelling writes them."""
+    with start_prometheus(tmp_path_factory.mktemp("prometheus")) as prom:
+        labels = {"namespace": NAMESPACE, "llmdeployment": NAME}
+        prom.add_targets("vllm", [f"127.0.0.1:{server.port}"], labels)
+        yield prom
 
 
-def _observe(prom: PrometheusServer) -> Observation:
+def _observe(prom: Prometheus) -> Observation:
     return observe(
         PrometheusClient(prom.url),
         namespace=NAMESPACE,
@@ -79,7 +73,7 @@ def _wait_for(what: str, predicate: object, deadline_seconds: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def loaded(server: VllmServer, prometheus: PrometheusServer) -> dict[str, object]:
+def loaded(server: VllmServer, prometheus: Prometheus) -> dict[str, object]:
     """Run the bounded burst; observe once while it is queued up and once after it drained."""
     sel = f'{{namespace="{NAMESPACE}",llmdeployment="{NAME}"}}'
     _wait_for("Prometheus to scrape vLLM", lambda: prometheus.query_value(f"up{sel}") == 1.0, 60)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvright import observe
 
-from .harness import METRICS_SERVER, ServerPool, VllmServer, free_port, tail
+from .harness import METRICS_SERVER, ServerFailed, ServerPool, VllmServer, free_port, wait_until_ready
 
 pytestmark = pytest.mark.conformance
 
@@ -87,23 +86,13 @@ class SimProcess:
         ]  # fmt: skip
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(
-                    f"simulator exited {self.proc.returncode}:\n{tail(self.log(), 20)}", pytrace=False
-                )
-            try:
-                if requests.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        pytest.fail(f"simulator not healthy after 60 s:\n{tail(self.log(), 20)}", pytrace=False)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        try:
+            wait_until_ready(
+                self.proc, f"{self.url}/health", name="simulator", log_path=log_path, timeout=60, interval=0.2
+            )
+        except ServerFailed as exc:
+            self.stop()
+            pytest.fail(str(exc), pytrace=False)
 
     def complete(self, prompt: str, *, max_tokens: int) -> None:
         response = requests.post(
