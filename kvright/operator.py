@@ -362,6 +362,39 @@ def _nodes(index: Any) -> list[inventory.GPUNode]:
     return [node for key in list(index) for node in list(index.get(key, ()))]
 
 
+def _post_event(kube: Kube, ref: Mapping[str, Any], event: reconcile.Event, now: datetime.datetime) -> None:
+    """A core/v1 Event about ``ref`` through the API (what kopf.event does inside handlers)."""
+    meta = ref.get("metadata") or {}
+    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "generateName": f"{meta.get('name', 'llmdeployment')}.",
+            "namespace": meta.get("namespace"),
+        },
+        "involvedObject": {
+            "apiVersion": ref.get("apiVersion"),
+            "kind": ref.get("kind"),
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        },
+        "type": event.type,
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "source": {"component": "kvright"},
+        "reportingComponent": "kvright",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+    try:
+        kube.request("POST", f"/api/v1/namespaces/{meta.get('namespace')}/events", body=body)
+    except KubeError as exc:
+        log.warning("posting event %s about %s failed: %s", event.reason, meta.get("name"), exc)
+
+
 async def _reconcile(body: Any, runtime: Runtime, nodes: list[inventory.GPUNode], logger: Any) -> Outcome:
     meta = body.get("metadata") or {}
     async with runtime.lock_for(meta.get("uid", "")):
@@ -370,7 +403,13 @@ async def _reconcile(body: Any, runtime: Runtime, nodes: list[inventory.GPUNode]
         outcome = await loop.run_in_executor(runtime.executor, reconcile_once, snapshot, runtime, nodes)
     ref = {"apiVersion": api.API_VERSION, "kind": api.KIND, **snapshot}
     for event in outcome.events:
-        kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1024])
+        try:
+            kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1024])
+        except LookupError:
+            # kopf.event only works inside kopf's handler context; the sweep task runs outside it.
+            await loop.run_in_executor(
+                runtime.executor, _post_event, runtime.kube, ref, event, runtime.clock()
+            )
     cond = outcome.desired.plan_feasible
     logger.debug("reconciled: %s %s (%s)", cond.type, cond.status, cond.reason)
     return outcome

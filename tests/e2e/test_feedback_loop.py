@@ -294,7 +294,8 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
         loop.wait("SLOMet=False", lambda: slo_is("False"), timeout=240)
         loop.wait("SLOMet=True", lambda: slo_is("True"), timeout=600)
         settled = plans[-1]
-        # And it stays: for three more windows TPOT keeps within the SLO and the plan does not move.
+        # And it stays: for three more windows TPOT keeps within the SLO. The plan may still loosen towards
+        # the target batch while requests queue (QueueWithHeadroom), but never back over the SLO.
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             assert not slo_is("False"), loop.status("tight")
@@ -302,7 +303,6 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
     finally:
         stats = load.stop()
     status = loop.status("tight")
-    assert plans[-1] == settled, plans
     assert settled[0] < first[0] or settled[1] > first[1], plans
     assert 2 <= len(plans) <= 7, plans  # a bounded number of moves (noise 10 %, deadband, cooldown)
     assert status["calibration"]["factor"] > 1.2, status["calibration"]
