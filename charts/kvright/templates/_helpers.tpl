@@ -91,6 +91,10 @@ app.kubernetes.io/part-of: kvright
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
+# An HPA that targets the LLMDeployment or its Deployment owns replicas: read only, to step aside.
+- apiGroups: [autoscaling]
+  resources: [horizontalpodautoscalers]
+  verbs: [get, list]
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
