@@ -77,11 +77,18 @@ chart-install: tools ## helm upgrade --install charts/kvright into the local con
 	  charts/kvright --namespace kvright-system --create-namespace --take-ownership $(HELM_ARGS)
 
 .PHONY: bench
-bench: venv ## benchmarks; results are ratios measured side by side
+bench: venv ## benchmarks; results are ratios measured side by side (planner, control loop)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.control_loop
+
+.PHONY: bench-operator
+bench-operator: venv tools ## 500 LLMDeployments against the local control plane (after cluster-up)
+	$(BIN)/python -m bench --operator
 
 .PHONY: demo
-demo: venv tools ## the main job: plan offline, then the operator on the local control plane with deploy/samples
+demo: venv tools ## the main job: plan offline; kvright installed with Helm on the local control plane; the samples; the feedback loop acting
 	$(BIN)/kvright plan llama-3.1-70b --gpu h100-sxm --max-model-len 8192 --tpot-ms 50 --concurrency 64
 	bash deploy/cluster.sh up
+	$(MAKE) --no-print-directory chart-install HELM_ARGS="--set replicaCount=0 --wait"
 	$(BIN)/python -m kvright.demo
+	$(BIN)/python -m kvright.sim.demo

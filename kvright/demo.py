@@ -1,7 +1,11 @@
 """``python -m kvright.demo``: the operator on the local control plane, end to end, in one command.
 
-Installs the CRD, starts the operator in the background (``python -m kvright.operator`` watching the
-``kvright-demo`` namespace), applies ``deploy/samples/*.yaml``, waits until each is reconciled (and the
+Expects the chart installed (``make chart-install``: the CRD, the ServiceAccount and its RBAC, the
+alert rules and dashboards). The chart's own operator Deployment is scaled to 0 here, because kwok
+runs no containers; instead the demo starts the operator from this checkout (``python -m
+kvright.operator`` watching the ``kvright-demo`` namespace) with a token the API server issues for the
+chart's ServiceAccount, so it works with exactly the chart's permissions. It then applies
+``deploy/samples/*.yaml``, waits until each is reconciled (and the
 feasible ones Ready: their pods scheduled on kwok's fake GPU nodes), prints the LLMDeployments the way
 ``kubectl get llmdeployments`` does (the API server's own Table, with the CRD's printer columns), one
 status in full and the infeasible one's event, then stops the operator. The cluster stays up
@@ -28,6 +32,36 @@ NAMESPACE = "kvright-demo"
 SHOWN = "llama-70b-chat"
 """The sample whose status is printed in full."""
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+SERVICE_ACCOUNT = os.environ.get("KVRIGHT_DEMO_SERVICE_ACCOUNT", "kvright-system/kvright")
+"""namespace/name of the chart's ServiceAccount, whose identity the demo's operator runs with."""
+
+
+def _service_account_kubeconfig(kube: Kube, admin_kubeconfig: str, namespace: str, name: str) -> Path:
+    """A private kubeconfig: the admin one's cluster and a one-hour token issued for the ServiceAccount.
+
+    The token goes only into this 0600 file (deleted when the demo ends), never to the terminal.
+    """
+    review = kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+              "spec": {"expirationSeconds": 3600}},
+    )
+    admin = yaml.safe_load(Path(admin_kubeconfig).read_text(encoding="utf-8"))
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": name, "user": {"token": review["status"]["token"]}}],
+        "contexts": [{"name": name, "context": {"cluster": cluster["name"], "user": name}}],
+        "current-context": name,
+    }
+    fd, path = tempfile.mkstemp(prefix="kvright-demo-sa-", suffix=".kubeconfig")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        yaml.safe_dump(config, f)
+    return Path(path)
 
 
 def _apply(kube: Kube, path: str, obj: dict[str, Any]) -> None:
@@ -93,9 +127,8 @@ def main() -> int:
     kube = Kube(api_client())
     crd = yaml.safe_load((ROOT / "crds" / "llmdeployment.yaml").read_text(encoding="utf-8"))
     crd_path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-    _apply(kube, crd_path, crd)
     _wait(
-        "the CRD to be Established",
+        "the chart's CRD to be Established (install the chart first: make chart-install)",
         lambda: any(
             c["type"] == "Established" and c["status"] == "True"
             for c in ((kube.get(crd_path) or {}).get("status") or {}).get("conditions") or []
@@ -113,14 +146,21 @@ def main() -> int:
         60,
     )
 
+    sa_namespace, _, sa_name = SERVICE_ACCOUNT.partition("/")
+    operator_kubeconfig = _service_account_kubeconfig(kube, kubeconfig, sa_namespace, sa_name)
     log_fd, log_name = tempfile.mkstemp(prefix="kvright-demo-operator-", suffix=".log")
     env = {
         **os.environ,
+        "KUBECONFIG": str(operator_kubeconfig),
         "KVRIGHT_NAMESPACES": NAMESPACE,
         "KVRIGHT_RECONCILE_SECONDS": "5",
         "KVRIGHT_METRICS_PORT": "0",
     }
-    print(f"demo: operator starting (python -m kvright.operator, log {log_name})", flush=True)
+    print(
+        f"demo: operator starting as the chart's ServiceAccount {SERVICE_ACCOUNT} "
+        f"(python -m kvright.operator, log {log_name})",
+        flush=True,
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvright.operator"], env=env, stdout=log_fd, stderr=subprocess.STDOUT
     )
@@ -162,6 +202,7 @@ def main() -> int:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        operator_kubeconfig.unlink(missing_ok=True)
     print("\ndemo: operator stopped. The cluster is still up: `make cluster-down` stops it;")
     print(f"      `export KUBECONFIG={kubeconfig}` to look around (objects are in namespace {NAMESPACE}).")
     return 0
