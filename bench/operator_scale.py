@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -161,40 +161,59 @@ def make_namespace(kube: Kube, prefix: str) -> str:
     return name
 
 
+def create_paced(
+    kube: Kube,
+    base: str,
+    *,
+    count: int,
+    rate: float,
+    timeout: float,
+    label: str,
+    then: Callable[[str, str], None] | None = None,
+) -> tuple[float, dict[str, float]]:
+    """POST ``count`` LLMDeployments m0000.. at ``rate`` per second (0: as fast as possible); ``then(name,
+    uid)`` runs after each. Returns the start time and each object's create time (monotonic)."""
+    start = time.monotonic()
+    created: dict[str, float] = {}
+    for i in range(count):
+        pace(start, i, rate)
+        name = f"m{i:04d}"
+        created[name] = time.monotonic()
+        obj = {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name},
+               "spec": MODEL_SPEC}
+        uid = kube.request("POST", base, body=obj)["metadata"]["uid"]
+        if then is not None:
+            then(name, uid)
+        if time.monotonic() - start > timeout:
+            raise RuntimeError(f"{label}: {i} creates took over {timeout:.0f} s")
+    return start, created
+
+
 def floor_run(kube: Kube, count: int, timeout: float, rate: float) -> dict[str, Any]:
     """Without the operator, the client creates what the operator run ends with: per object the
     LLMDeployment, then its Deployment and Service (the bodies kvright renders, owned by it)."""
     ns = make_namespace(kube, "bench-floor")
     base = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{ns}/{api.PLURAL}"
+
+    def children(name: str, uid: str) -> None:
+        w = VLLMWorkload(
+            owner=Owner(name=name, namespace=ns, uid=uid),
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            served_model_name=name,
+            image="vllm/vllm-openai:v0.32.0",
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            tensor_parallel_size=1,
+            replicas=0,
+            vllm_args=("--tensor-parallel-size", "1"),
+        )
+        kube.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=render_deployment(w))
+        kube.request("POST", f"/api/v1/namespaces/{ns}/services", body=render_service(w))
+
     with Watcher(kube, ns) as watcher:
         time.sleep(0.5)
-        start = time.monotonic()
-        created: dict[str, float] = {}
-        for i in range(count):
-            pace(start, i, rate)
-            name = f"m{i:04d}"
-            created[name] = time.monotonic()
-            obj = {
-                "apiVersion": api.API_VERSION,
-                "kind": api.KIND,
-                "metadata": {"name": name},
-                "spec": MODEL_SPEC,
-            }
-            uid = kube.request("POST", base, body=obj)["metadata"]["uid"]
-            w = VLLMWorkload(
-                owner=Owner(name=name, namespace=ns, uid=uid),
-                model="meta-llama/Llama-3.1-8B-Instruct",
-                served_model_name=name,
-                image="vllm/vllm-openai:v0.32.0",
-                gpu_product="NVIDIA-H100-80GB-HBM3",
-                tensor_parallel_size=1,
-                replicas=0,
-                vllm_args=("--tensor-parallel-size", "1"),
-            )
-            kube.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=render_deployment(w))
-            kube.request("POST", f"/api/v1/namespaces/{ns}/services", body=render_service(w))
-            if time.monotonic() - start > timeout:
-                raise RuntimeError(f"floor: {i} creates took over {timeout:.0f} s")
+        start, created = create_paced(
+            kube, base, count=count, rate=rate, timeout=timeout, label="floor", then=children
+        )
         watcher.wait_for(list(created), start + timeout)
         end = max(watcher.seen.get(n, time.monotonic()) for n in created)
         latencies = [watcher.seen[n] - created[n] for n in created if n in watcher.seen]
@@ -242,21 +261,9 @@ def operator_run(kube: Kube, count: int, timeout: float, kubeconfig: str, rate: 
         cpu_before = proc_cpu_seconds(proc.pid)
         with Watcher(kube, ns) as watcher:
             time.sleep(0.5)
-            start = time.monotonic()
-            created: dict[str, float] = {}
-            for i in range(count):
-                pace(start, i, rate)
-                name = f"m{i:04d}"
-                created[name] = time.monotonic()
-                obj = {
-                    "apiVersion": api.API_VERSION,
-                    "kind": api.KIND,
-                    "metadata": {"name": name},
-                    "spec": MODEL_SPEC,
-                }
-                kube.request("POST", base, body=obj)
-                if time.monotonic() - start > timeout:
-                    raise RuntimeError(f"kvright: {i} creates took over {timeout:.0f} s")
+            start, created = create_paced(
+                kube, base, count=count, rate=rate, timeout=timeout, label="kvright"
+            )
             creates_done = time.monotonic()
             complete = watcher.wait_for(list(created), start + timeout)
             end = max(watcher.seen.get(n, time.monotonic()) for n in created)
