@@ -90,5 +90,5 @@ demo: venv tools ## the main job: plan offline; kvright installed with Helm on t
 	$(BIN)/kvright plan llama-3.1-70b --gpu h100-sxm --max-model-len 8192 --tpot-ms 50 --concurrency 64
 	bash deploy/cluster.sh up
 	$(MAKE) --no-print-directory chart-install HELM_ARGS="--set replicaCount=0 --wait"
-	$(BIN)/python -m kvright.demo
-	$(BIN)/python -m kvright.sim.demo
+	$(BIN)/python -m kvright_dev.demo
+	$(BIN)/python -m kvright_dev.sim.demo

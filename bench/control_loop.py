@@ -1,7 +1,7 @@
 """kvright's control law against a queue-length autoscaler, side by side on one simulated trace.
 
 What runs: an in-process, discrete-time model of a vLLM fleet built from the simulator's engine
-(:mod:`kvright.sim.engine` with capacity's roofline as physics, no cluster, no HTTP). Both policies
+(:mod:`kvright_dev.sim.engine` with capacity's roofline as physics, no cluster, no HTTP). Both policies
 see the same seeded arrivals (a ramp, a spike, a slow decline), the same GPUs and the same rollout
 mechanics (a Deployment with maxSurge 1 / maxUnavailable 0: a new or replacement replica costs GPUs
 from the moment it is scheduled, serves after a start-up delay, and a removed replica drains).
@@ -36,9 +36,9 @@ import capacity
 from capacity.memory import default_max_num_batched_tokens
 from kvright.control import Action, Bounds, Current, History, Tuning, decide, target_batch, tpot_with_prefill
 from kvright.observe import Observation
-from kvright.sim.engine import Engine
-from kvright.sim.metrics import TPOT_BUCKETS
-from kvright.sim.physics import step_models
+from kvright_dev.sim.engine import Engine
+from kvright_dev.sim.metrics import TPOT_BUCKETS
+from kvright_dev.sim.physics import step_models
 
 DECISIONS = False  # --decisions: print every kvright decision to stderr
 TICK = 1.0  # seconds of virtual time per simulation tick
@@ -519,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": s.seed,
             "trace": f"ramp {s.base_rate:g}->{s.peak_rate:g} req/s (25%), spike {s.spike_rate:g} req/s (5%), "
             f"decline to {s.base_rate:g} req/s (70%)",
-            "mode": "in-process discrete-time fleet of kvright.sim engines (no cluster)",
+            "mode": "in-process discrete-time fleet of kvright_dev.sim engines (no cluster)",
         },
         "kvright": k,
         "queue_autoscaler": q,

@@ -1,8 +1,8 @@
 """The simulator speaks real vLLM's metrics dialect: families, types and label names match.
 
-kvright's end-to-end tests run kvright.sim instead of vLLM on fake GPU nodes; they prove something
+kvright's end-to-end tests run kvright_dev.sim instead of vLLM on fake GPU nodes; they prove something
 only if the simulator's `/metrics` looks like vLLM's to Prometheus and to kvright.observe. This module
-starts the simulator (kvright's venv, `python -m kvright.sim serve`, the same tiny gqa config.json)
+starts the simulator (kvright's venv, `python -m kvright_dev.sim serve`, the same tiny gqa config.json)
 next to the real vLLM CPU server, sends both the same few requests, and diffs the two pages:
 every `vllm:` family the simulator exports must exist in vLLM 0.32 with the same type, the same
 sample suffixes (`_bucket`/`_count`/`_sum`/`_total`) and the same label names; `vllm:cache_config_info`
@@ -69,7 +69,7 @@ def dialect(metrics_text: str) -> dict[str, Family]:
 
 
 class SimProcess:
-    """`python -m kvright.sim serve` on 127.0.0.1, from kvright's own venv."""
+    """`python -m kvright_dev.sim serve` on 127.0.0.1, from kvright's own venv."""
 
     def __init__(self, config_json: Path, served_name: str, log_path: Path) -> None:
         self.port = free_port()
@@ -77,7 +77,7 @@ class SimProcess:
         self.served_name = served_name
         self.log_path = log_path
         self.argv = [
-            sys.executable, "-m", "kvright.sim", "serve", served_name,
+            sys.executable, "-m", "kvright_dev.sim", "serve", served_name,
             "--served-model-name", served_name,
             "--architecture", str(config_json),
             "--max-model-len", "1024",

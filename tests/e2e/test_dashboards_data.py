@@ -1,7 +1,7 @@
 """Every panel query of the shipped dashboards returns data from a real Prometheus.
 
 Real parts: Prometheus (Debian's binary, on 127.0.0.1 with a temporary TSDB) scrapes the vLLM simulator
-(`python -m kvright.sim serve`, under load from kvright.sim.loadgen) and the operator's real /metrics
+(`python -m kvright_dev.sim serve`, under load from kvright_dev.sim.loadgen) and the operator's real /metrics
 endpoint (kvright.metrics.serve on 127.0.0.1, filled with one LLMDeployment's plan as the operator would).
 Faked: the plan numbers themselves (no API server here; the operator's own tests cover how it computes
 them), and the namespace/llmdeployment target labels, which the PodMonitor or the pod runner's file
@@ -27,7 +27,7 @@ import yaml
 
 from kvright.dashboards import DASHBOARDS, panel_queries
 from kvright.metrics import DeploymentMetrics, OperatorMetrics, serve
-from kvright.sim.loadgen import LoadGenerator
+from kvright_dev.sim.loadgen import LoadGenerator
 
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
 
@@ -87,7 +87,7 @@ def operator_metrics() -> Iterator[int]:
 def simulator() -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kvright.sim", "serve", MODEL, "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "kvright_dev.sim", "serve", MODEL, "--host", "127.0.0.1", "--port", str(port),
          "--gpu", "h100-sxm", "--max-num-seqs", "16", "--max-model-len", "4096", "--time-scale", "5"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

@@ -3,7 +3,7 @@
 Real parts: the local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok GPU
 nodes; the session's ``cluster`` fixture), the kvright operator in-process (kopf.testing.KopfRunner) with
 KVRIGHT_PROMETHEUS_URL set, Debian's Prometheus scraping through file service discovery, the pod
-runner (kvright.sim.podrunner) running one vLLM simulator per pod kwok "runs", and the load
+runner (kvright_dev.sim.podrunner) running one vLLM simulator per pod kwok "runs", and the load
 generator sending OpenAI completions to those simulators.
 
 Faked (by design, these are the test's subject): the GPUs. Each simulator's decode step is capacity's
@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from kvright.sim.loadgen import LoadGenerator
-from kvright.sim.podrunner import PodRunner, SimOptions
-from kvright.sim.prometheus import LocalPrometheus, PrometheusMissing
+from kvright_dev.sim.loadgen import LoadGenerator
+from kvright_dev.sim.podrunner import PodRunner, SimOptions
+from kvright_dev.sim.prometheus import LocalPrometheus, PrometheusMissing
 from tests.builders import llmd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.prometheus]

@@ -1,4 +1,4 @@
-"""kvright.sim.engine: continuous batching, the queue, KV blocks and preemption.
+"""kvright_dev.sim.engine: continuous batching, the queue, KV blocks and preemption.
 
 Pure: the engine runs on its virtual clock with a hand-checkable step model
 (decode 10 ms + 1 ms per sequence; prefill 1 ms per 100 prompt tokens). Nothing is faked.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvright.sim.engine import Engine, Finished
+from kvright_dev.sim.engine import Engine, Finished
 
 
 def decode(batch: int, context: float) -> float:

@@ -1,4 +1,4 @@
-"""kvright.sim.loadgen against real in-process simulators over HTTP.
+"""kvright_dev.sim.loadgen against real in-process simulators over HTTP.
 
 Nothing is faked: two SimServers on loopback with a linear step model. Covers bounded counts,
 changing concurrency while running, and the retried/dropped accounting when a server drains.
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from kvright.sim.engine import Engine
-from kvright.sim.loadgen import LoadGenerator
-from kvright.sim.metrics import VLLMMetrics
-from kvright.sim.server import SimServer
+from kvright_dev.sim.engine import Engine
+from kvright_dev.sim.loadgen import LoadGenerator
+from kvright_dev.sim.metrics import VLLMMetrics
+from kvright_dev.sim.server import SimServer
 
 
 def server(max_num_seqs: int = 64) -> SimServer:

@@ -1,4 +1,4 @@
-"""kvright.sim.podrunner: one simulator per running vLLM pod on a GPU node, file_sd kept in step.
+"""kvright_dev.sim.podrunner: one simulator per running vLLM pod on a GPU node, file_sd kept in step.
 
 Faked: the Kubernetes API (a small in-memory stand-in for CoreV1Api/CustomObjectsApi list/read
 calls, the unit's edge). Real: the simulator subprocesses it starts, their HTTP endpoints, the
@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from kvright.sim.podrunner import PodRunner, SimOptions
+from kvright_dev.sim.podrunner import PodRunner, SimOptions
 
 
 def pod(name: str, *, node: str | None = "gpu-0", phase: str = "Running", deleting: bool = False) -> Any:

@@ -1,7 +1,7 @@
-"""kvright.sim.server: the OpenAI-compatible endpoint, /metrics with vLLM's names, and draining.
+"""kvright_dev.sim.server: the OpenAI-compatible endpoint, /metrics with vLLM's names, and draining.
 
 Real HTTP on 127.0.0.1 with a real engine thread; the in-process tests use a linear step model so
-numbers are checkable, and one test runs the real CLI (`python -m kvright.sim serve ...`) with
+numbers are checkable, and one test runs the real CLI (`python -m kvright_dev.sim serve ...`) with
 capacity's physics as a subprocess and drains it with SIGTERM. Nothing is faked.
 """
 
@@ -22,9 +22,9 @@ import pytest
 import requests
 from prometheus_client import generate_latest
 
-from kvright.sim.engine import Engine
-from kvright.sim.metrics import TPOT_BUCKETS, VLLMMetrics
-from kvright.sim.server import SimServer, parse_command_line
+from kvright_dev.sim.engine import Engine
+from kvright_dev.sim.metrics import TPOT_BUCKETS, VLLMMetrics
+from kvright_dev.sim.server import SimServer, parse_command_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -213,7 +213,7 @@ def test_cli_serves_with_capacity_physics_and_drains_on_sigterm(tmp_path: Path) 
         [
             sys.executable,
             *shlex.split(
-                "-m kvright.sim serve llama-3.1-8b --max-num-seqs 16 --max-model-len 4096 "
+                "-m kvright_dev.sim serve llama-3.1-8b --max-num-seqs 16 --max-model-len 4096 "
                 "--gpu NVIDIA-H100-80GB-HBM3 --port 0 --time-scale 20 --efficiency 0.5"
             ),
         ],

@@ -2,7 +2,7 @@
 
 Level-based: every period it lists pods labelled ``kvright.dev/llmdeployment``. For each one that is
 scheduled on a node labelled ``nvidia.com/gpu.product``, Running and not being deleted, it starts
-``python -m kvright.sim serve <the pod's vllm args> --gpu <node's product>`` on a free loopback port
+``python -m kvright_dev.sim serve <the pod's vllm args> --gpu <node's product>`` on a free loopback port
 (the architecture comes from the owning LLMDeployment's ``spec.model.architecture`` when set), and
 writes all live simulators to a Prometheus file_sd file with the labels ``namespace``,
 ``llmdeployment`` and ``pod`` (docs/interfaces.md). A pod that is deleted or being deleted gets
@@ -10,7 +10,7 @@ SIGTERM: the simulator drains (503 to new requests, admitted ones finish) and ex
 leaves the file once it has.
 
 Run it in-process (:class:`PodRunner`, tests call :meth:`PodRunner.sync` or start :meth:`run` in a
-thread) or as ``python -m kvright.sim.podrunner --kubeconfig K --file-sd F``.
+thread) or as ``python -m kvright_dev.sim.podrunner --kubeconfig K --file-sd F``.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ class PodRunner:
         cmd = [
             sys.executable,
             "-m",
-            "kvright.sim",
+            "kvright_dev.sim",
             *vllm_args,
             "--gpu",
             product,
@@ -307,7 +307,7 @@ class PodRunner:
 def main(argv: Sequence[str] | None = None) -> int:
     from kubernetes import client, config
 
-    p = argparse.ArgumentParser(prog="python -m kvright.sim.podrunner", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m kvright_dev.sim.podrunner", description=__doc__.split("\n")[0])
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     p.add_argument("--file-sd", required=True, type=Path, help="Prometheus file_sd JSON file to write")
     p.add_argument("--namespace", default=None)

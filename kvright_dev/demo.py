@@ -1,4 +1,4 @@
-"""``python -m kvright.demo``: the operator on the local control plane, end to end, in one command.
+"""``python -m kvright_dev.demo``: the operator on the local control plane, end to end, in one command.
 
 Expects the chart installed (``make chart-install``: the CRD, the ServiceAccount and its RBAC, the
 alert rules and dashboards). The chart's own operator Deployment is scaled to 0 here, because kwok

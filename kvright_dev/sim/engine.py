@@ -1,7 +1,7 @@
 """The simulated vLLM engine core: continuous batching, a FCFS queue, KV blocks and preemption.
 
 Pure and deterministic given its inputs: time is a virtual clock advanced by the modelled step
-durations (seeded noise included), never read from the system. :mod:`kvright.sim.server` drives it
+durations (seeded noise included), never read from the system. :mod:`kvright_dev.sim.server` drives it
 from a thread and paces it against the wall clock; :mod:`bench.control_loop` drives it directly.
 
 The scheduling model follows vLLM V1 in the respects that matter for latency and capacity:

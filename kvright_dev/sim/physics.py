@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import capacity
 from capacity.memory import default_max_num_batched_tokens  # vLLM's default; not in capacity.__all__
-from kvright.sim.engine import Engine
+from kvright_dev.sim.engine import Engine
 
 if TYPE_CHECKING:
-    from kvright.sim.server import ServeArgs
+    from kvright_dev.sim.server import ServeArgs
 
 __all__ = ["build_engine", "step_models"]
 

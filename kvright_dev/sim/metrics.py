@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from kvright.sim.engine import Finished, StepResult
+from kvright_dev.sim.engine import Finished, StepResult
 
 __all__ = ["TPOT_BUCKETS", "TTFT_BUCKETS", "VLLMMetrics"]
 

@@ -1,4 +1,4 @@
-"""``python -m kvright.sim.demo``: watch the feedback loop correct a plan on the local control plane.
+"""``python -m kvright_dev.sim.demo``: watch the feedback loop correct a plan on the local control plane.
 
 Needs the local control plane (``make cluster-up``; KUBECONFIG or ~/.cache/kvright/cluster/kubeconfig)
 and Debian's ``prometheus``. It starts Prometheus, the pod runner (one vLLM simulator per pod, on GPUs
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kvright.sim.loadgen import LoadGenerator
-from kvright.sim.podrunner import PodRunner, SimOptions
-from kvright.sim.prometheus import LocalPrometheus, PrometheusMissing
+from kvright_dev.sim.loadgen import LoadGenerator
+from kvright_dev.sim.podrunner import PodRunner, SimOptions
+from kvright_dev.sim.prometheus import LocalPrometheus, PrometheusMissing
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION, PLURAL = "kvright.dev", "v1alpha1", "llmdeployments"
@@ -64,7 +64,7 @@ def _summary(obj: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from kubernetes import client, config
 
-    p = argparse.ArgumentParser(prog="python -m kvright.sim.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m kvright_dev.sim.demo", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=8.0, help="give up after this long")
     p.add_argument(
         "--efficiency", type=float, default=0.6, help="simulated GPU speed vs kvright's prediction"

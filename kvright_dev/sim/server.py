@@ -28,8 +28,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kvright.sim.engine import Engine, Finished, SimRequest
-from kvright.sim.metrics import VLLMMetrics
+from kvright_dev.sim.engine import Engine, Finished, SimRequest
+from kvright_dev.sim.metrics import VLLMMetrics
 
 __all__ = ["SimServer", "build_parser", "main", "parse_command_line"]
 
@@ -397,8 +397,8 @@ class SimServer:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: `python -m kvright.sim serve MODEL <vllm flags> [--gpu ...]`."""
-    from kvright.sim.physics import build_engine  # capacity-backed; imported here to keep tests light
+    """Entry point: `python -m kvright_dev.sim serve MODEL <vllm flags> [--gpu ...]`."""
+    from kvright_dev.sim.physics import build_engine  # capacity-backed; imported here to keep tests light
 
     args = parse_command_line(sys.argv[1:] if argv is None else argv)
     try:
