@@ -33,12 +33,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import capacity
-from capacity.memory import default_max_num_batched_tokens
-from kvright.control import Action, Bounds, Current, History, Tuning, decide, target_batch, tpot_with_prefill
+from kvright.control import Action, Bounds, Current, History, Tuning, decide, target_batch
 from kvright.observe import Observation
 from kvright_dev.sim.engine import Engine
 from kvright_dev.sim.metrics import TPOT_BUCKETS
-from kvright_dev.sim.physics import step_models
+from kvright_dev.sim.physics import step_model
 
 DECISIONS = False  # --decisions: print every kvright decision to stderr
 TICK = 1.0  # seconds of virtual time per simulation tick
@@ -219,41 +218,35 @@ class WindowStats:
 def simulate(s: Scenario, policy_name: str) -> Outcome:
     arch = capacity.load_architecture(s.architecture)
     gpu = capacity.gpu_spec(s.gpu)
-    decode, prefill = step_models(
-        arch, gpu, tensor_parallel_size=s.tensor_parallel_size, kv_cache_dtype="auto", efficiency=s.efficiency
+    mnbt = capacity.default_max_num_batched_tokens(gpu)
+    model = capacity.ServingModel(
+        arch,
+        gpu,
+        tensor_parallel_size=s.tensor_parallel_size,
+        kv_cache_dtype="auto",
+        max_num_batched_tokens=mnbt,
     )
-    predicted_decode, predicted_prefill = step_models(
-        arch, gpu, tensor_parallel_size=s.tensor_parallel_size, kv_cache_dtype="auto", efficiency=1.0
-    )
-    blocks = capacity.memory_per_gpu(arch, gpu, tensor_parallel_size=s.tensor_parallel_size).num_blocks
+    step_seconds = step_model(model, efficiency=s.efficiency)
     context = s.prompt_tokens + s.output_tokens / 2
-    seqs_limit = max(1, blocks * 16 // (s.prompt_tokens + s.output_tokens))
+    curve = capacity.Curve(
+        model, capacity.Shape(prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens), s.percentile
+    )
+    blocks = model.memory.breakdown(capacity.MAX_NUM_SEQS_CAP).num_blocks
+    seqs_limit = max(1, model.memory.max_batch(s.prompt_tokens + s.output_tokens, capacity.MAX_NUM_SEQS_CAP))
     # The first plan: the largest batch whose *predicted* TPOT meets the SLO (no calibration yet).
     first_seqs = max(
-        1,
-        min(
-            512,
-            target_batch(
-                lambda b: predicted_decode(b, context), budget_seconds=s.slo_tpot_seconds, limit=seqs_limit
-            ),
-        ),
-    )
-    predict = tpot_with_prefill(
-        lambda b: predicted_decode(b, context),
-        prefill_seconds_per_request=predicted_prefill(s.prompt_tokens),
-        output_tokens=s.output_tokens,
+        1, min(512, target_batch(curve.tpot_seconds, budget_seconds=s.slo_tpot_seconds, limit=seqs_limit))
     )
     peak_concurrency = arrival_rate(s, 0.0, 1.0) * (s.output_tokens * s.slo_tpot_seconds + 1.0)
     first_replicas = max(s.min_replicas, math.ceil(peak_concurrency / first_seqs))
 
     def make_engine(seqs: int, serial: int) -> Engine:
         return Engine(
-            decode_seconds=decode,
-            prefill_seconds=prefill,
+            step_seconds=step_seconds,
             max_num_seqs=seqs,
             num_gpu_blocks=blocks,
             max_model_len=s.max_model_len,
-            max_num_batched_tokens=default_max_num_batched_tokens(gpu),
+            max_num_batched_tokens=mnbt,
             noise=s.noise,
             seed=s.seed * 1000 + serial,
         )
@@ -336,7 +329,7 @@ def simulate(s: Scenario, policy_name: str) -> Outcome:
                 mean_context=context,
             )
             if policy_name == "kvright":
-                history = _kvright(s, t, fleet, stats, history, tuning, bounds, predict, seqs_limit, out)
+                history = _kvright(s, t, fleet, stats, history, tuning, bounds, curve, seqs_limit, out)
                 next_control += s.period_seconds
             else:
                 _queue(s, t, fleet, stats, queue_history, out)
@@ -373,7 +366,7 @@ def _kvright(
     history: History,
     tuning: Tuning,
     bounds: Bounds,
-    predict: Callable[[int], float],
+    curve: capacity.Curve,
     seqs_limit: int,
     out: Outcome,
 ) -> History:
@@ -409,7 +402,7 @@ def _kvright(
         current=current,
         observation=obs,
         slo_tpot_seconds=s.slo_tpot_seconds,
-        predict_tpot=predict,
+        model=curve,
         bounds=bounds,
         tuning=tuning,
         history=history,

@@ -1,7 +1,8 @@
 """kvright's capacity engine: pure math from a Hugging Face config.json to a vLLM plan.
 
 Architecture facts, the GPU catalog, weight / KV-cache / activation memory as vLLM accounts it, vLLM's
-tensor-parallel rules, the roofline decode step and the planner. No IO except reading a config file the
+tensor-parallel rules, the roofline step, the serving model (:mod:`capacity.serving`, the one place that says
+how long an engine step takes and how much fits) and the planner. No IO except reading a config file the
 caller names (:func:`load_architecture`).
 """
 
@@ -17,7 +18,9 @@ from capacity.memory import (
     NCCL_RESERVE_BYTES,
     NON_TORCH_OVERHEAD_BYTES,
     SAMPLER_FP32_LOGIT_COPIES,
+    KVMemory,
     MemoryBreakdown,
+    default_max_num_batched_tokens,
     kv_cache_bytes_per_sequence,
     kv_cache_bytes_per_token,
     memory_per_gpu,
@@ -30,8 +33,29 @@ from capacity.parallel import (
     tensor_parallel_error,
     valid_tensor_parallel_sizes,
 )
-from capacity.planner import SLO, Candidate, Limits, Plan, PlanResult, Prediction, Workload, plan
-from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, decode_step, prefill_seconds
+from capacity.planner import (
+    SLO,
+    BatchLimit,
+    Candidate,
+    Limits,
+    Plan,
+    PlanResult,
+    Prediction,
+    Workload,
+    plan,
+)
+from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, decode_step
+from capacity.serving import (
+    PERCENTILES,
+    UNCALIBRATED,
+    Calibration,
+    Curve,
+    ServingModel,
+    ServingPoint,
+    Shape,
+    learn,
+    percentile_z,
+)
 
 __all__ = [
     "BLOCK_SIZE_TOKENS",
@@ -42,37 +66,48 @@ __all__ = [
     "MAX_NUM_SEQS_CAP",
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
+    "PERCENTILES",
     "SAMPLER_FP32_LOGIT_COPIES",
     "SLO",
+    "UNCALIBRATED",
     "Architecture",
     "AttentionKind",
+    "BatchLimit",
+    "Calibration",
     "Candidate",
     "CapacityError",
     "ConfigError",
+    "Curve",
     "DecodeStep",
     "Efficiency",
+    "KVMemory",
     "Limits",
     "MemoryBreakdown",
     "ParameterGroups",
     "Plan",
     "PlanResult",
     "Prediction",
+    "ServingModel",
+    "ServingPoint",
+    "Shape",
     "Workload",
     "architecture_from_config",
     "catalog_architecture",
     "catalog_ids",
     "catalog_source",
     "decode_step",
+    "default_max_num_batched_tokens",
     "gpu_ids",
     "gpu_spec",
     "kv_cache_bytes_per_sequence",
     "kv_cache_bytes_per_token",
     "kv_heads_per_gpu",
+    "learn",
     "load_architecture",
     "memory_per_gpu",
     "padded_vocab_size",
+    "percentile_z",
     "plan",
-    "prefill_seconds",
     "tensor_parallel_error",
     "valid_tensor_parallel_sizes",
     "weight_bytes",

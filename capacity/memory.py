@@ -28,8 +28,10 @@ __all__ = [
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
     "SAMPLER_FP32_LOGIT_COPIES",
+    "KVMemory",
     "MemoryBreakdown",
     "activation_bytes",
+    "blocks_per_sequence",
     "default_max_num_batched_tokens",
     "kv_cache_bytes_per_sequence",
     "kv_cache_bytes_per_token",
@@ -126,23 +128,21 @@ def kv_bytes_per_token_per_layer_per_gpu(arch: Architecture, kv_cache_dtype: str
 
 
 def kv_cache_bytes_per_sequence(
-    arch: Architecture, context_tokens: int, *, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1
+    arch: Architecture,
+    context_tokens: int,
+    *,
+    kv_cache_dtype: str = "auto",
+    tensor_parallel_size: int = 1,
+    max_num_batched_tokens: int = 8192,
 ) -> int:
-    """Cache one sequence of ``context_tokens`` holds over all GPUs; sliding-window layers keep at most the
-    window."""
+    """Cache one sequence of ``context_tokens`` reserves over all GPUs, replication included: the pages of
+    :func:`blocks_per_sequence` (whole 16-token blocks; sliding-window layers their window plus the
+    batched tokens' lookahead) times the page size, on every rank."""
     _check_tp(tensor_parallel_size)
-    per_layer_token = (
-        kv_cache_bytes_per_token(
-            arch, kv_cache_dtype=kv_cache_dtype, tensor_parallel_size=tensor_parallel_size
-        )
-        // arch.num_layers
-    )
-    window_tokens = (
-        context_tokens if arch.sliding_window is None else min(context_tokens, arch.sliding_window)
-    )
-    return per_layer_token * (
-        arch.num_full_attention_layers * context_tokens + arch.num_sliding_window_layers * window_tokens
-    )
+    tp = tensor_parallel_size
+    page = BLOCK_SIZE_TOKENS * kv_bytes_per_token_per_layer_per_gpu(arch, kv_cache_dtype, tp)
+    blocks = blocks_per_sequence(arch, context_tokens, max_num_batched_tokens=max_num_batched_tokens)
+    return blocks * page * tp
 
 
 def _embedding_bytes(arch: Architecture) -> int:
@@ -244,6 +244,113 @@ class MemoryBreakdown:
         }
 
 
+class KVMemory:
+    """vLLM's memory accounting for one GPU of a replica, computed once per (TP, KV dtype, batched tokens,
+    memory utilization): bytes, then blocks, then tokens, then sequences.
+
+    ``budget - weights - reserves - activation(max_num_seqs)`` is cut into per-layer pages of
+    ``BLOCK_SIZE_TOKENS`` tokens; one sequence needs :meth:`blocks_per_sequence` of them (sliding-window
+    layers only their window plus the batched tokens' lookahead). The activation peak grows with
+    ``--max-num-seqs`` (the dummy sampler's rows), so the sequences that fit depend on it.
+    """
+
+    __slots__ = ("arch", "budget", "forward", "gpu", "mnbt", "other", "page", "sampler_per_row", "weights")
+
+    def __init__(
+        self,
+        arch: Architecture,
+        gpu: GPU,
+        *,
+        tensor_parallel_size: int,
+        kv_cache_dtype: str,
+        max_num_batched_tokens: int,
+        gpu_memory_utilization: float = 0.9,
+    ) -> None:
+        _check_tp(tensor_parallel_size)
+        tp = tensor_parallel_size
+        self.arch = arch
+        self.gpu = gpu
+        self.mnbt = max_num_batched_tokens
+        self.budget = math.ceil(gpu.cuda_total_bytes * gpu_memory_utilization)
+        self.weights = weight_bytes_per_gpu(arch, tp)
+        self.other = other_reserve_bytes(tp)
+        self.forward = activation_bytes(
+            arch, tensor_parallel_size=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=0
+        )
+        self.sampler_per_row = SAMPLER_FP32_LOGIT_COPIES * arch.vocab_size * 4
+        self.page = BLOCK_SIZE_TOKENS * kv_bytes_per_token_per_layer_per_gpu(arch, kv_cache_dtype, tp)
+
+    def activation(self, max_num_seqs: int) -> int:
+        """Peak activation of the profile run with ``--max-num-seqs max_num_seqs``."""
+        return max(self.forward, math.ceil(self.sampler_per_row * min(max_num_seqs, self.mnbt)))
+
+    def free_bytes(self, max_num_seqs: int) -> int:
+        """What is left for the KV cache (negative when the weights and reserves do not fit)."""
+        return self.budget - self.weights - self.other - self.activation(max_num_seqs)
+
+    def layer_blocks(self, max_num_seqs: int) -> int:
+        """Per-layer pages of ``BLOCK_SIZE_TOKENS`` tokens the GPU holds."""
+        return max(0, self.free_bytes(max_num_seqs) // self.page)
+
+    def blocks_per_sequence(self, tokens: int) -> int:
+        """Per-layer pages one sequence of ``tokens`` reserves. Sliding-window layers need
+        ``cdiv(min(W - 1 + T, tokens), 16) + 1`` with ``T = 2 x max_num_batched_tokens`` (vLLM >= 0.26)."""
+        return blocks_per_sequence(self.arch, tokens, max_num_batched_tokens=self.mnbt)
+
+    def sequences(self, tokens: int, max_num_seqs: int) -> int:
+        """Sequences of ``tokens`` that fit at once with ``--max-num-seqs max_num_seqs``."""
+        return self.layer_blocks(max_num_seqs) // self.blocks_per_sequence(tokens)
+
+    def max_batch(self, tokens: int, cap: int) -> int:
+        """Largest ``--max-num-seqs`` b <= cap whose b sequences of ``tokens`` fit beside the activation
+        peak that b itself sets (0 when not one fits)."""
+        need = self.blocks_per_sequence(tokens)
+        lo, hi = 1, cap
+        if hi < 1 or need > self.layer_blocks(1):
+            return 0
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if mid * need <= self.layer_blocks(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def max_concurrency(self, max_model_len: int, max_num_seqs: int) -> float:
+        """vLLM's logged "Maximum concurrency": sequences of ``max_model_len`` the cache holds."""
+        return self.layer_blocks(max_num_seqs) / self.blocks_per_sequence(max_model_len)
+
+    def kv_cache_tokens(self, max_model_len: int, max_num_seqs: int) -> int:
+        """vLLM's "GPU KV cache size" in tokens: ``int(max_concurrency x max_model_len)``."""
+        return int(self.max_concurrency(max_model_len, max_num_seqs) * max_model_len)
+
+    def breakdown(self, max_num_seqs: int) -> MemoryBreakdown:
+        """Where the GPU's memory goes with ``--max-num-seqs max_num_seqs``."""
+        layers = self.arch.num_layers
+        blocks = self.layer_blocks(max_num_seqs) // layers  # vLLM: avail // page // layers
+        return MemoryBreakdown(
+            total_bytes=self.gpu.memory_bytes,
+            budget_bytes=self.budget,
+            weights_bytes=self.weights,
+            activation_bytes=self.activation(max_num_seqs),
+            other_bytes=self.other,
+            kv_cache_bytes=blocks * layers * self.page,
+            num_blocks=blocks,
+        )
+
+
+def blocks_per_sequence(arch: Architecture, tokens: int, *, max_num_batched_tokens: int) -> int:
+    """Per-layer KV pages (summed over layers) one sequence of ``tokens`` reserves in vLLM: full attention
+    ``cdiv(tokens, 16)`` per layer; sliding window ``cdiv(min(W - 1 + 2 x mnbt, tokens), 16) + 1`` (never
+    more than full attention)."""
+    full = -(-tokens // BLOCK_SIZE_TOKENS)
+    if arch.sliding_window is None or not arch.num_sliding_window_layers:
+        return full * arch.num_layers
+    span = min(arch.sliding_window - 1 + 2 * max_num_batched_tokens, tokens)
+    sliding = min(full, -(-span // BLOCK_SIZE_TOKENS) + 1)
+    return full * arch.num_full_attention_layers + sliding * arch.num_sliding_window_layers
+
+
 def memory_per_gpu(
     arch: Architecture,
     gpu: GPU,
@@ -255,30 +362,15 @@ def memory_per_gpu(
     max_num_batched_tokens: int | None = None,
 ) -> MemoryBreakdown:
     """vLLM's per-GPU KV budget: budget minus weights, peak activation and reserves, in whole 16-token
-    blocks."""
-    _check_tp(tensor_parallel_size)
-    mnbt = max_num_batched_tokens or default_max_num_batched_tokens(gpu)
-    budget = math.ceil(gpu.cuda_total_bytes * gpu_memory_utilization)
-    weights = weight_bytes_per_gpu(arch, tensor_parallel_size)
-    act = activation_bytes(
+    blocks (:class:`KVMemory`)."""
+    return KVMemory(
         arch,
+        gpu,
         tensor_parallel_size=tensor_parallel_size,
-        max_num_batched_tokens=mnbt,
-        max_num_seqs=max_num_seqs,
-    )
-    other = other_reserve_bytes(tensor_parallel_size)
-    block = block_bytes_per_gpu(arch, kv_cache_dtype, tensor_parallel_size)
-    free = budget - weights - act - other
-    blocks = max(0, free // block)
-    return MemoryBreakdown(
-        total_bytes=gpu.memory_bytes,
-        budget_bytes=budget,
-        weights_bytes=weights,
-        activation_bytes=act,
-        other_bytes=other,
-        kv_cache_bytes=blocks * block,
-        num_blocks=blocks,
-    )
+        kv_cache_dtype=kv_cache_dtype,
+        max_num_batched_tokens=max_num_batched_tokens or default_max_num_batched_tokens(gpu),
+        gpu_memory_utilization=gpu_memory_utilization,
+    ).breakdown(max_num_seqs)
 
 
 def block_bytes_per_gpu(arch: Architecture, kv_cache_dtype: str, tp: int) -> int:

@@ -1,10 +1,13 @@
-"""The planner: which TP degree, KV dtype, --max-num-seqs and replica count serve a workload within its SLOs.
+"""The planner: which TP degree, KV dtype, --max-num-seqs, --max-num-batched-tokens and replica count serve
+a workload within its SLOs.
 
-For every candidate (valid TP degree up to the node and the GPU budget) x (KV dtype the GPU supports) it
-computes vLLM's KV capacity per replica, the largest batch that both fits the cache at the workload's
-context and keeps the predicted TPOT within the SLO, the TTFT of one prompt, and the replicas the target
-concurrency needs. The objective is output tokens/s per GPU within the SLOs, fewer GPUs on ties. Refusals
-name the fix. Pure: no IO, no clock.
+For every candidate (valid TP degree up to the node and the GPU budget) x (KV dtype the GPU supports) x
+(batched-token budget) it builds the :class:`~capacity.serving.ServingModel` and asks it, rule by rule, how
+many sequences one replica may run: the memory rule (sequences whose KV reservations fit), the prefill
+rule (prompts prefilled as fast as they arrive), the TPOT rule (TPOT at the SLO's percentile within the
+SLO), the TTFT rule, vLLM's own cap and any pinned value. The smallest wins and is named as the binding
+constraint. Replicas follow from the concurrency. The objective is output tokens/s per GPU within the SLOs,
+fewer GPUs on ties. Refusals name the constraint that binds and the fix. Pure: no IO, no clock.
 """
 
 from __future__ import annotations
@@ -16,28 +19,47 @@ from typing import Any
 from capacity.architecture import Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
-from capacity.memory import (
-    BLOCK_SIZE_TOKENS,
-    KV_CACHE_DTYPES,
-    MAX_NUM_SEQS_CAP,
-    SAMPLER_FP32_LOGIT_COPIES,
-    MemoryBreakdown,
-    activation_bytes,
-    default_max_num_batched_tokens,
-    kv_bytes_per_token_per_layer_per_gpu,
-    other_reserve_bytes,
-    weight_bytes_per_gpu,
-)
+from capacity.memory import KV_CACHE_DTYPES, MAX_NUM_SEQS_CAP, MemoryBreakdown, default_max_num_batched_tokens
 from capacity.parallel import tensor_parallel_error, valid_tensor_parallel_sizes
-from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, StepModel
+from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency
+from capacity.serving import (
+    UNCALIBRATED,
+    Calibration,
+    Curve,
+    ServingModel,
+    ServingPoint,
+    Shape,
+    largest,
+    percentile_z,
+)
 
-__all__ = ["SLO", "Candidate", "Limits", "Plan", "PlanResult", "Prediction", "Workload", "plan"]
+__all__ = [
+    "BATCHED_TOKEN_CHOICES",
+    "SLO",
+    "BatchLimit",
+    "Candidate",
+    "Limits",
+    "Plan",
+    "PlanResult",
+    "Prediction",
+    "Workload",
+    "plan",
+]
 
 GiB = 2**30
 
 #: Order in which a candidate can fail; the planner explains an infeasible request with the candidate
 #: that got furthest.
-_STAGES = ("memory", "tpot", "ttft", "gpus", "ok")
+_STAGES = ("memory", "batch", "gpus", "ok")
+
+#: --max-num-batched-tokens values the planner weighs besides vLLM's default for the GPU: the chunk of
+#: prefill a step may carry. Smaller chunks ride along memory-bound decode steps almost for free (lower
+#: TPOT) but take more steps per prompt (higher TTFT) and, for sliding-window models, reserve less KV.
+BATCHED_TOKEN_CHOICES = (2048, 4096, 8192, 16384)
+
+#: A --max-num-batched-tokens other than vLLM's default must buy at least this much more output tokens/s per
+#: GPU to be chosen.
+BATCHED_TOKENS_GAIN = 0.03
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,12 +78,14 @@ class Workload:
 
 @dataclass(frozen=True, kw_only=True)
 class SLO:
-    """Latency targets; None means unconstrained."""
+    """Latency targets at a percentile; None means unconstrained."""
 
     tpot_seconds: float | None = None
-    """Time per output token each sequence must stay within."""
+    """Time per output token that ``percentile`` percent of requests must stay within."""
     ttft_seconds: float | None = None
-    """Time to first token of one prompt on an idle replica (queueing not modelled)."""
+    """Time to first token that ``percentile`` percent of requests must stay within (slot wait included)."""
+    percentile: int = 90
+    """50, 90, 95 or 99."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +105,8 @@ class Limits:
     max_num_seqs: int | None = None
     """Pinned --max-num-seqs; None: choose."""
     max_num_batched_tokens: int | None = None
-    """vLLM's --max-num-batched-tokens; None: vLLM's default for the GPU."""
+    """Pinned --max-num-batched-tokens; None: choose among vLLM's default and
+    :data:`BATCHED_TOKEN_CHOICES`."""
     efficiency: Efficiency = DEFAULT_EFFICIENCY
     """Factors from roofline to predicted time."""
 
@@ -100,6 +125,8 @@ class Plan:
     """--max-model-len."""
     gpu_memory_utilization: float
     """--gpu-memory-utilization."""
+    max_num_batched_tokens: int
+    """--max-num-batched-tokens: the step's token budget (decodes plus prefill chunks)."""
     replicas: int
     """vLLM instances (each on ``tensor_parallel_size`` GPUs)."""
 
@@ -121,6 +148,8 @@ class Plan:
             self.kv_cache_dtype,
             "--gpu-memory-utilization",
             f"{self.gpu_memory_utilization:g}",
+            "--max-num-batched-tokens",
+            str(self.max_num_batched_tokens),
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,65 +160,111 @@ class Plan:
             "kv_cache_dtype": self.kv_cache_dtype,
             "max_model_len": self.max_model_len,
             "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
             "replicas": self.replicas,
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchLimit:
+    """One rule's cap on the sequences a replica runs."""
+
+    constraint: str
+    """memory, prefill, tpot, ttft, vllm-cap or pinned."""
+    sequences: int
+    """Largest batch the rule allows (0: not even one)."""
+    detail: str
+    """The numbers behind it, one phrase."""
+    at_least: bool = False
+    """The rule was searched only up to a cheaper cap and holds there: it allows at least ``sequences``."""
+
+    @property
+    def label(self) -> str:
+        """``tpot >=116`` or ``memory 116``."""
+        return f"{self.constraint} {'>=' if self.at_least else ''}{self.sequences}"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Prediction:
     """What a plan is expected to do at the workload's load."""
 
+    percentile: int
+    """The percentile ``tpot_seconds`` and ``ttft_seconds`` hold at."""
     tpot_seconds: float
-    """Predicted TPOT at the operating batch (calibration applied)."""
+    """Predicted TPOT at ``percentile`` at the operating batch (calibration applied)."""
+    tpot_mean_seconds: float
+    """Predicted mean TPOT at the operating batch."""
     ttft_seconds: float
-    """Predicted TTFT of one prompt on an idle replica."""
+    """Predicted TTFT at ``percentile`` at the operating batch (slot wait, chunks, a prompt ahead)."""
     output_tokens_per_second: float
     """Output tokens/s over all replicas at the operating batch."""
     batch_per_replica: int
     """Sequences each replica decodes together at the target concurrency."""
     prefill_tokens_per_step: float
-    """Prompt tokens mixed into each step in steady state (batch x prompt / output; 0 without a mix)."""
+    """Prompt tokens per step on average in steady state (batch x prompt / output; 0 without a mix)."""
+    point: ServingPoint
+    """The serving model's steady state at the operating batch."""
     decode: DecodeStep
     """Breakdown of the decode-only part of a step at the operating batch (uncalibrated, no prefill)."""
+    limits: tuple[BatchLimit, ...]
+    """Every rule's cap on max-num-seqs; the smallest binds."""
+    calibration: Calibration = UNCALIBRATED
+    """The calibration applied."""
+
+    @property
+    def binding(self) -> BatchLimit:
+        """The rule that sets max-num-seqs."""
+        return _binding(self.limits)
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``predicted`` object."""
         return {
+            "percentile": self.percentile,
             "tpot_seconds": self.tpot_seconds,
+            "tpot_mean_seconds": self.tpot_mean_seconds,
             "ttft_seconds": self.ttft_seconds,
             "output_tokens_per_second": self.output_tokens_per_second,
             "batch_per_replica": self.batch_per_replica,
             "prefill_tokens_per_step": self.prefill_tokens_per_step,
+            "prefill_step_fraction": self.point.prefill_step_fraction,
             "bottleneck": self.decode.bottleneck,
             "weight_read_seconds": self.decode.weight_read_seconds,
             "kv_read_seconds": self.decode.kv_read_seconds,
+            "max_num_seqs_limits": {limit.constraint: limit.sequences for limit in self.limits},
+            "max_num_seqs_limits_at_least": [limit.constraint for limit in self.limits if limit.at_least],
+            "max_num_seqs_bound_by": self.binding.constraint,
+            "calibration": self.calibration.to_dict(),
         }
 
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """One (TP, KV dtype) option the planner weighed."""
+    """One (TP, KV dtype, batched tokens) option the planner weighed."""
 
     tensor_parallel_size: int
     """TP degree."""
     kv_cache_dtype: str
     """KV dtype."""
+    max_num_batched_tokens: int
+    """--max-num-batched-tokens."""
     feasible: bool
     """Meets memory, SLOs and the GPU budget."""
     reason: str
     """Why not, or empty."""
     stage: str
-    """How far it got: memory, tpot, ttft, gpus or ok."""
+    """How far it got: memory, batch, gpus or ok."""
     max_num_seqs: int
-    """Largest batch that fits and meets the TPOT SLO (0 when none)."""
+    """Largest batch every rule allows (0 when none)."""
+    bound_by: str
+    """The rule that sets max_num_seqs (empty when memory refused the candidate)."""
     replicas: int
     """Replicas for the target concurrency."""
     kv_cache_tokens_per_replica: int
     """vLLM's "GPU KV cache size" in tokens."""
     tpot_seconds: float
-    """Predicted TPOT at the operating batch (0 when not reached)."""
+    """Predicted TPOT at the SLO's percentile at the operating batch (0 when not reached)."""
     ttft_seconds: float
-    """Predicted TTFT (0 when not reached)."""
+    """Predicted TTFT at the percentile (0 when not reached)."""
     output_tokens_per_second_per_gpu: float
     """The objective (0 when infeasible)."""
 
@@ -203,9 +278,11 @@ class Candidate:
         return {
             "tensor_parallel_size": self.tensor_parallel_size,
             "kv_cache_dtype": self.kv_cache_dtype,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
             "feasible": self.feasible,
             "reason": self.reason,
             "max_num_seqs": self.max_num_seqs,
+            "bound_by": self.bound_by,
             "replicas": self.replicas,
             "gpus": self.gpus,
             "kv_cache_tokens_per_replica": self.kv_cache_tokens_per_replica,
@@ -222,7 +299,7 @@ class PlanResult:
     feasible: bool
     """A plan meets every constraint."""
     reason: str
-    """Why not (names the fix), or a one-line summary of the choice."""
+    """Why not (names the binding constraint and the fix), or a one-line summary of the choice."""
     plan: Plan | None
     """The chosen configuration (None when infeasible)."""
     prediction: Prediction | None
@@ -263,86 +340,25 @@ def _positive_int(name: str, value: int | None) -> None:
         raise CapacityError(f"{name} {value!r} is not valid; expected an integer >= 1")
 
 
-class _Candidate:
-    """Working state for one (TP, dtype): the memory constants and the step model."""
+@dataclass(frozen=True, kw_only=True)
+class _Request:
+    """The validated request, derived once."""
 
-    def __init__(self, arch: Architecture, gpu: GPU, tp: int, dtype: str, limits: Limits, mnbt: int) -> None:
-        self.arch = arch
-        self.gpu = gpu
-        self.tp = tp
-        self.dtype = dtype
-        self.mnbt = mnbt
-        self.budget = math.ceil(gpu.cuda_total_bytes * limits.gpu_memory_utilization)
-        self.weights = weight_bytes_per_gpu(arch, tp)
-        self.other = other_reserve_bytes(tp)
-        self.forward = activation_bytes(
-            arch, tensor_parallel_size=tp, max_num_batched_tokens=mnbt, max_num_seqs=0
-        )
-        self.sampler_per_row = SAMPLER_FP32_LOGIT_COPIES * arch.vocab_size * 4
-        self.page = BLOCK_SIZE_TOKENS * kv_bytes_per_token_per_layer_per_gpu(arch, dtype, tp)
-        self.step = StepModel(
-            arch, gpu, tensor_parallel_size=tp, kv_cache_dtype=dtype, efficiency=limits.efficiency
-        )
-
-    def activation(self, batch: int) -> int:
-        return max(self.forward, math.ceil(self.sampler_per_row * min(batch, self.mnbt)))
-
-    def layer_blocks(self, batch: int) -> int:
-        """Per-layer blocks of 16 tokens the GPU holds with ``--max-num-seqs batch``."""
-        free = self.budget - self.weights - self.other - self.activation(batch)
-        return max(0, free // self.page)
-
-    def blocks_per_sequence(self, tokens: int) -> int:
-        """Per-layer blocks one sequence of ``tokens`` needs. Sliding-window layers need
-        ``cdiv(min(W - 1 + T, tokens), 16) + 1`` with ``T = 2 x max_num_batched_tokens`` (vLLM >= 0.26)."""
-        full = -(-tokens // BLOCK_SIZE_TOKENS)
-        a = self.arch
-        if a.sliding_window is None or not a.num_sliding_window_layers:
-            return full * a.num_layers
-        span = min(a.sliding_window - 1 + 2 * self.mnbt, tokens)
-        sliding = min(full, -(-span // BLOCK_SIZE_TOKENS) + 1)
-        return full * a.num_full_attention_layers + sliding * a.num_sliding_window_layers
-
-    def memory(self, batch: int) -> MemoryBreakdown:
-        blocks = self.layer_blocks(batch)
-        return MemoryBreakdown(
-            total_bytes=self.gpu.memory_bytes,
-            budget_bytes=self.budget,
-            weights_bytes=self.weights,
-            activation_bytes=self.activation(batch),
-            other_bytes=self.other,
-            kv_cache_bytes=blocks * self.page,
-            num_blocks=blocks // self.arch.num_layers,
-        )
+    arch: Architecture
+    gpu: GPU
+    workload: Workload
+    slo: SLO
+    limits: Limits
+    calibration: Calibration
+    max_len: int
+    seq_tokens: int
+    shape: Shape
+    max_gpus: int
 
 
-def _largest(lo: int, hi: int, ok: Any) -> int:
-    """Largest n in [lo, hi] with ok(n), assuming ok is monotone (true then false); lo - 1 if none."""
-    if hi < lo or not ok(lo):
-        return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def plan(
-    arch: Architecture,
-    gpu: GPU,
-    workload: Workload,
-    slo: SLO,
-    limits: Limits,
-    *,
-    calibration: float = 1.0,
-) -> PlanResult:
-    """Choose TP, KV dtype, --max-num-seqs and replicas; ``calibration`` multiplies every predicted TPOT."""
-    if not isinstance(calibration, int | float) or not math.isfinite(calibration) or calibration <= 0:
-        raise CapacityError(
-            f"calibration {calibration!r} is not valid; expected a positive number (1.0 = none)"
-        )
+def _validate(
+    arch: Architecture, gpu: GPU, workload: Workload, slo: SLO, limits: Limits, calibration: Calibration
+) -> _Request:
     _positive_int("gpus per node", limits.gpus_per_node)
     _positive_int("max GPUs", limits.max_gpus)
     _positive_int("max-model-len", workload.max_model_len)
@@ -364,36 +380,69 @@ def plan(
             not isinstance(value, int | float) or not math.isfinite(value) or value <= 0
         ):
             raise CapacityError(f"{name} {value!r} is not valid; expected a positive number of seconds")
+    percentile_z(slo.percentile)
     if limits.kv_cache_dtype is not None and limits.kv_cache_dtype not in KV_CACHE_DTYPES:
         raise CapacityError(
             f"KV-cache dtype {limits.kv_cache_dtype!r} is not supported; expected one of "
             f"{', '.join(KV_CACHE_DTYPES)}"
         )
-
     max_len = workload.max_model_len or arch.max_position_embeddings
     if max_len > arch.max_position_embeddings:
         raise CapacityError(
             f"max-model-len {max_len} is longer than the {arch.max_position_embeddings} positions "
-            f"of {arch.name}; "
-            f"expected at most {arch.max_position_embeddings}"
+            f"of {arch.name}; expected at most {arch.max_position_embeddings}"
         )
     if workload.prompt_tokens is not None:
-        seq_tokens = workload.prompt_tokens + (workload.output_tokens or 0)
+        output = workload.output_tokens or 0
+        seq_tokens = workload.prompt_tokens + output
         if seq_tokens > max_len:
             raise CapacityError(
                 f"prompt + output tokens ({seq_tokens}) exceed max-model-len {max_len}; expected at "
                 f"most {max_len}"
             )
-        decode_context = workload.prompt_tokens + (workload.output_tokens or 0) // 2
-        prompt = workload.prompt_tokens
         # Steady state: every output token's share of prefill work rides in the same engine steps.
-        prefill_ratio = workload.prompt_tokens / workload.output_tokens if workload.output_tokens else 0.0
+        shape = Shape(prompt_tokens=workload.prompt_tokens, output_tokens=output, mixed=output > 0)
     else:
-        seq_tokens = decode_context = max_len
-        prompt = max_len
-        prefill_ratio = 0.0  # no prompt/output mix given: decode steps only
-    max_gpus = limits.max_gpus or limits.gpus_per_node
-    mnbt = limits.max_num_batched_tokens or default_max_num_batched_tokens(gpu)
+        seq_tokens = max_len
+        shape = Shape(prompt_tokens=max_len, output_tokens=0, context_tokens=max_len, mixed=False)
+    return _Request(
+        arch=arch,
+        gpu=gpu,
+        workload=workload,
+        slo=slo,
+        limits=limits,
+        calibration=calibration,
+        max_len=max_len,
+        seq_tokens=seq_tokens,
+        shape=shape,
+        max_gpus=limits.max_gpus or limits.gpus_per_node,
+    )
+
+
+def plan(
+    arch: Architecture,
+    gpu: GPU,
+    workload: Workload,
+    slo: SLO,
+    limits: Limits,
+    *,
+    calibration: Calibration | float = 1.0,
+) -> PlanResult:
+    """Choose TP, KV dtype, --max-num-seqs, --max-num-batched-tokens and replicas.
+
+    ``calibration`` is the serving model's :class:`~capacity.serving.Calibration` (a number is its
+    ``scale``: it multiplies every predicted step time)."""
+    if not isinstance(calibration, Calibration):
+        if isinstance(calibration, bool) or not isinstance(calibration, int | float):
+            raise CapacityError(
+                f"calibration {calibration!r} is not valid; expected a positive number (1.0 = none)"
+            )
+        if not math.isfinite(calibration) or calibration <= 0:
+            raise CapacityError(
+                f"calibration {calibration!r} is not valid; expected a positive number (1.0 = none)"
+            )
+        calibration = Calibration(scale=float(calibration))
+    req = _validate(arch, gpu, workload, slo, limits, calibration)
 
     if limits.tensor_parallel_size is not None:
         error = tensor_parallel_error(arch, limits.tensor_parallel_size)
@@ -401,7 +450,7 @@ def plan(
             raise CapacityError(error)
         tps = [limits.tensor_parallel_size]
     else:
-        tps = valid_tensor_parallel_sizes(arch, min(limits.gpus_per_node, max_gpus))
+        tps = valid_tensor_parallel_sizes(arch, min(limits.gpus_per_node, req.max_gpus))
     if limits.kv_cache_dtype is not None:
         dtypes = [limits.kv_cache_dtype]
         if limits.kv_cache_dtype.startswith("fp8") and not gpu.supports_fp8:
@@ -410,41 +459,19 @@ def plan(
             )
     else:
         dtypes = ["auto", "fp8"] if gpu.supports_fp8 else ["auto"]
+    default_mnbt = default_max_num_batched_tokens(gpu)
+    if limits.max_num_batched_tokens is not None:
+        budgets = [limits.max_num_batched_tokens]
+    else:
+        budgets = [default_mnbt] + [t for t in BATCHED_TOKEN_CHOICES if t != default_mnbt]
 
-    cap = min(MAX_NUM_SEQS_CAP, mnbt)
-    rows: list[tuple[Candidate, _Candidate | None]] = []
-    for tp in tps:
-        for dtype in dtypes:
-            rows.append(
-                _evaluate(
-                    arch,
-                    gpu,
-                    tp,
-                    dtype,
-                    limits,
-                    mnbt,
-                    cap,
-                    max_len,
-                    seq_tokens,
-                    decode_context,
-                    prompt,
-                    prefill_ratio,
-                    workload.concurrency,
-                    slo,
-                    calibration,
-                    max_gpus,
-                )
-            )
-
-    warnings: list[str] = []
-    feasible = [r for r in rows if r[0].feasible]
-    if not rows:
+    if not tps:
         return PlanResult(
             feasible=False,
             reason=(
-                f"no tensor parallel size up to {min(limits.gpus_per_node, max_gpus)} is valid for "
-                f"{arch.name} "
-                f"({arch.num_attention_heads} heads, {arch.num_kv_heads} KV heads); allow more GPUs per node"
+                f"no tensor parallel size up to {min(limits.gpus_per_node, req.max_gpus)} is valid for "
+                f"{arch.name} ({arch.num_attention_heads} heads, {arch.num_kv_heads} KV heads); allow more "
+                "GPUs per node"
             ),
             plan=None,
             prediction=None,
@@ -453,235 +480,373 @@ def plan(
             max_concurrency_at_max_model_len=0.0,
             candidates=(),
         )
+    rows = [_evaluate(req, tp, dtype, mnbt) for tp in tps for dtype in dtypes for mnbt in budgets]
     ordered = sorted(
         rows,
         key=lambda r: (
-            not r[0].feasible,
-            -round(r[0].output_tokens_per_second_per_gpu, 6),
-            r[0].gpus,
-            r[0].tensor_parallel_size,
-            r[0].kv_cache_dtype != "auto",
+            not r.candidate.feasible,
+            -round(r.candidate.output_tokens_per_second_per_gpu, 6),
+            r.candidate.gpus,
+            r.candidate.tensor_parallel_size,
+            r.candidate.kv_cache_dtype != "auto",
+            r.candidate.max_num_batched_tokens != default_mnbt,
+            -r.candidate.max_num_batched_tokens,
         ),
     )
-    candidates = tuple(r[0] for r in ordered)
-    if feasible:
-        best, work = ordered[0]
-        assert work is not None
-        batch = best.max_num_seqs
-        memory = work.memory(batch)
-        per_seq_max = work.blocks_per_sequence(max_len)
-        concurrency_at_max = work.layer_blocks(batch) / per_seq_max
-        op_batch = math.ceil(workload.concurrency / best.replicas) if workload.concurrency else batch
-        op_batch = min(op_batch, batch)
-        decode = work.step.step(op_batch, decode_context)
-        tpot = best.tpot_seconds  # decode plus its share of chunked prefill, calibrated
-        prediction = Prediction(
-            tpot_seconds=tpot,
-            ttft_seconds=best.ttft_seconds,
-            output_tokens_per_second=best.replicas * op_batch / tpot,
-            batch_per_replica=op_batch,
-            prefill_tokens_per_step=op_batch * prefill_ratio,
-            decode=decode,
-        )
-        chosen = Plan(
-            tensor_parallel_size=best.tensor_parallel_size,
-            max_num_seqs=batch,
-            kv_cache_dtype=best.kv_cache_dtype,
-            max_model_len=max_len,
-            gpu_memory_utilization=util,
-            replicas=best.replicas,
-        )
-        if arch.attention == "MLA" and best.kv_cache_dtype.startswith("fp8"):
-            warnings.append(
-                "fp8 KV cache on MLA quantizes the shared latent: a quality risk, check long-context recall"
-            )
-        reason = (
-            f"TP {chosen.tensor_parallel_size} x {chosen.replicas} replica(s) with "
-            f"{chosen.kv_cache_dtype} KV cache: "
-            f"{prediction.output_tokens_per_second / chosen.gpus:.0f} output tokens/s per GPU"
-        )
-        return PlanResult(
-            feasible=True,
-            reason=reason,
-            plan=chosen,
-            prediction=prediction,
-            memory=memory,
-            kv_cache_tokens_per_replica=int(concurrency_at_max * max_len),
-            max_concurrency_at_max_model_len=concurrency_at_max,
-            candidates=candidates,
-            warnings=tuple(warnings),
-        )
+    candidates = tuple(r.candidate for r in ordered)
+    best = ordered[0]
+    if best.candidate.feasible:
+        return _chosen(req, _prefer_default_budget(best, rows, default_mnbt), candidates)
     # Infeasible: explain with the candidate that got furthest (largest TP and fp8 break ties).
-    closest, work = max(
+    closest = max(
         rows,
-        key=lambda r: (_STAGES.index(r[0].stage), r[0].tensor_parallel_size, r[0].kv_cache_dtype != "auto"),
+        key=lambda r: (
+            _STAGES.index(r.candidate.stage),
+            r.candidate.max_num_seqs,
+            r.candidate.tensor_parallel_size,
+            r.candidate.kv_cache_dtype != "auto",
+            r.candidate.max_num_batched_tokens == default_mnbt,
+        ),
     )
-    closest_memory = work.memory(max(1, closest.max_num_seqs)) if work else None
-    blocks = work.layer_blocks(max(1, closest.max_num_seqs)) if work else 0
-    conc = blocks / work.blocks_per_sequence(max_len) if work else 0.0
+    seqs = max(1, closest.candidate.max_num_seqs)
+    memory = closest.model.memory
     return PlanResult(
         feasible=False,
-        reason=closest.reason,
+        reason=closest.candidate.reason,
         plan=None,
         prediction=None,
-        memory=closest_memory,
-        kv_cache_tokens_per_replica=int(conc * max_len),
-        max_concurrency_at_max_model_len=conc,
+        memory=memory.breakdown(seqs),
+        kv_cache_tokens_per_replica=memory.kv_cache_tokens(req.max_len, seqs),
+        max_concurrency_at_max_model_len=memory.max_concurrency(req.max_len, seqs),
         candidates=candidates,
     )
 
 
-def _evaluate(
-    arch: Architecture,
-    gpu: GPU,
-    tp: int,
-    dtype: str,
-    limits: Limits,
-    mnbt: int,
-    cap: int,
-    max_len: int,
-    seq_tokens: int,
-    decode_context: int,
-    prompt: int,
-    prefill_ratio: float,
-    concurrency: int | None,
-    slo: SLO,
-    calibration: float,
-    max_gpus: int,
-) -> tuple[Candidate, _Candidate | None]:
-    work = _Candidate(arch, gpu, tp, dtype, limits, mnbt)
+def _prefer_default_budget(best: _Row, rows: list[_Row], default_mnbt: int) -> _Row:
+    """vLLM's default --max-num-batched-tokens for the same TP and dtype, unless another budget buys at
+    least :data:`BATCHED_TOKENS_GAIN` more output tokens/s per GPU (a flag changed for noise is not worth
+    its TTFT and memory trade-offs)."""
+    b = best.candidate
+    for row in rows:
+        c = row.candidate
+        if (
+            c.feasible
+            and c.max_num_batched_tokens == default_mnbt
+            and c.tensor_parallel_size == b.tensor_parallel_size
+            and c.kv_cache_dtype == b.kv_cache_dtype
+            and c.output_tokens_per_second_per_gpu * (1.0 + BATCHED_TOKENS_GAIN)
+            >= b.output_tokens_per_second_per_gpu
+        ):
+            return row
+    return best
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Row:
+    candidate: Candidate
+    model: ServingModel
+    limits: tuple[BatchLimit, ...] = ()
+    op_batch: int = 0
+    point: ServingPoint | None = None
+
+
+def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> PlanResult:
+    best, model = row.candidate, row.model
+    assert row.point is not None
+    batch, point = best.max_num_seqs, row.point
+    chosen = Plan(
+        tensor_parallel_size=best.tensor_parallel_size,
+        max_num_seqs=batch,
+        kv_cache_dtype=best.kv_cache_dtype,
+        max_model_len=req.max_len,
+        gpu_memory_utilization=req.limits.gpu_memory_utilization,
+        max_num_batched_tokens=best.max_num_batched_tokens,
+        replicas=best.replicas,
+    )
+    shape = req.shape
+    prediction = Prediction(
+        percentile=req.slo.percentile,
+        tpot_seconds=best.tpot_seconds,
+        tpot_mean_seconds=point.tpot_mean_seconds,
+        ttft_seconds=best.ttft_seconds,
+        output_tokens_per_second=best.replicas * row.op_batch / point.tpot_mean_seconds,
+        batch_per_replica=row.op_batch,
+        prefill_tokens_per_step=(
+            row.op_batch * shape.prompt_tokens / shape.output_tokens if shape.mixed else 0.0
+        ),
+        point=point,
+        decode=model.roofline.step(row.op_batch, shape.decode_context_tokens),
+        limits=row.limits,
+        calibration=req.calibration,
+    )
+    warnings = []
+    if req.arch.attention == "MLA" and best.kv_cache_dtype.startswith("fp8"):
+        warnings.append(
+            "fp8 KV cache on MLA quantizes the shared latent: a quality risk, check long-context recall"
+        )
+    reason = (
+        f"TP {chosen.tensor_parallel_size} x {chosen.replicas} replica(s) with {chosen.kv_cache_dtype} KV "
+        f"cache: {prediction.output_tokens_per_second / chosen.gpus:.0f} output tokens/s per GPU; "
+        f"max-num-seqs {batch} set by {_describe(prediction.binding)}"
+    )
+    return PlanResult(
+        feasible=True,
+        reason=reason,
+        plan=chosen,
+        prediction=prediction,
+        memory=model.memory.breakdown(batch),
+        kv_cache_tokens_per_replica=model.memory.kv_cache_tokens(req.max_len, batch),
+        max_concurrency_at_max_model_len=model.memory.max_concurrency(req.max_len, batch),
+        candidates=candidates,
+        warnings=tuple(warnings),
+    )
+
+
+def _binding(limits: tuple[BatchLimit, ...]) -> BatchLimit:
+    """The rule that sets max-num-seqs: the smallest cap (a searched one over an "at least" on ties)."""
+    return min(limits, key=lambda limit: (limit.sequences, limit.at_least))
+
+
+def _describe(limit: BatchLimit) -> str:
+    return f"the {limit.constraint} limit ({limit.detail})"
+
+
+def _batch_limits(req: _Request, model: ServingModel, dtype: str) -> tuple[BatchLimit, ...]:
+    """Every rule's cap on the sequences one replica runs, each found by bisection over the batch."""
+    arch, slo, shape, cal = req.arch, req.slo, req.shape, req.calibration
+    mem = model.memory
+    mnbt = model.max_num_batched_tokens
+    cap = min(MAX_NUM_SEQS_CAP, mnbt)
+    p = slo.percentile
+    out = [
+        BatchLimit(
+            constraint="vllm-cap",
+            sequences=cap,
+            detail=f"max-num-seqs is at most {MAX_NUM_SEQS_CAP} and at most max-num-batched-tokens {mnbt}",
+        )
+    ]
+    if req.limits.max_num_seqs is not None:
+        out.append(
+            BatchLimit(
+                constraint="pinned",
+                sequences=req.limits.max_num_seqs,
+                detail=f"max-num-seqs pinned to {req.limits.max_num_seqs}",
+            )
+        )
+    b_mem = mem.max_batch(req.seq_tokens, cap)
+    out.append(
+        BatchLimit(
+            constraint="memory",
+            sequences=max(0, b_mem),
+            detail=f"{_dtype_label(arch, dtype)} KV cache holds {max(0, b_mem)} sequences of "
+            f"{req.seq_tokens} tokens",
+        )
+    )
+    if shape.mixed:
+        # Prompt tokens arrive at b x prompt / output per step and must fit the mnbt - b left by the decodes.
+        b_pre = min(cap, mnbt * shape.output_tokens // (shape.prompt_tokens + shape.output_tokens))
+        out.append(
+            BatchLimit(
+                constraint="prefill",
+                sequences=max(0, b_pre),
+                detail=f"prompts of {shape.prompt_tokens} tokens arriving every {shape.output_tokens} "
+                f"steps fit {mnbt} batched tokens up to batch {max(0, b_pre)}",
+            )
+        )
+    # The latency rules are searched only up to the cheaper caps: beyond them they cannot bind.
+    hi = max(1, min(limit.sequences for limit in out))
+    curve = Curve(model, shape, p)
+
+    def at(b: int) -> ServingPoint:
+        return curve.point(b, cal)
+
+    if slo.tpot_seconds is not None:
+        slo_tpot = slo.tpot_seconds
+        b_tpot = largest(1, hi, lambda b: at(b).tpot_seconds(p) <= slo_tpot)
+        one = at(1).tpot_seconds(p)
+        out.append(
+            BatchLimit(
+                constraint="tpot",
+                sequences=max(0, b_tpot),
+                at_least=b_tpot == hi,
+                detail=(
+                    f"p{p} TPOT {at(max(1, b_tpot)).tpot_seconds(p) * 1e3:.1f} ms <= "
+                    f"{slo_tpot * 1e3:.1f} ms up to batch {b_tpot}{' at least' if b_tpot == hi else ''}"
+                    if b_tpot >= 1
+                    else f"p{p} TPOT at batch 1 is {one * 1e3:.1f} ms, above the {slo_tpot * 1e3:.1f} ms SLO"
+                ),
+            )
+        )
+    if slo.ttft_seconds is not None:
+        slo_ttft = slo.ttft_seconds
+        b_ttft = largest(1, hi, lambda b: at(b).ttft_seconds(p) <= slo_ttft)
+        one = at(1).ttft_seconds(p)
+        prompt = f"a {shape.prompt_tokens}-token prompt"
+        out.append(
+            BatchLimit(
+                constraint="ttft",
+                sequences=max(0, b_ttft),
+                at_least=b_ttft == hi,
+                detail=(
+                    f"p{p} TTFT of {prompt} {at(max(1, b_ttft)).ttft_seconds(p):.3f} s"
+                    f" <= {slo_ttft:.3f} s up to batch {b_ttft}{' at least' if b_ttft == hi else ''}"
+                    if b_ttft >= 1
+                    else f"p{p} TTFT of {prompt} is {one:.3f} s at batch 1, above the {slo_ttft:.3f} s SLO"
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int) -> _Row:
+    arch, gpu, limits = req.arch, req.gpu, req.limits
+    model = ServingModel(
+        arch,
+        gpu,
+        tensor_parallel_size=tp,
+        kv_cache_dtype=dtype,
+        max_num_batched_tokens=mnbt,
+        gpu_memory_utilization=limits.gpu_memory_utilization,
+        efficiency=limits.efficiency,
+    )
+    mem = model.memory
 
     def refuse(
         stage: str,
         reason: str,
         *,
         seqs: int = 0,
+        bound_by: str = "",
         replicas: int = 1,
-        tokens: int = 0,
         tpot: float = 0.0,
         ttft: float = 0.0,
-    ) -> tuple[Candidate, _Candidate]:
-        return Candidate(
-            tensor_parallel_size=tp,
-            kv_cache_dtype=dtype,
-            feasible=False,
-            reason=reason,
-            stage=stage,
-            max_num_seqs=seqs,
-            replicas=replicas,
-            kv_cache_tokens_per_replica=tokens,
-            tpot_seconds=tpot,
-            ttft_seconds=ttft,
-            output_tokens_per_second_per_gpu=0.0,
-        ), work
+        limits_: tuple[BatchLimit, ...] = (),
+    ) -> _Row:
+        return _Row(
+            candidate=Candidate(
+                tensor_parallel_size=tp,
+                kv_cache_dtype=dtype,
+                max_num_batched_tokens=mnbt,
+                feasible=False,
+                reason=reason,
+                stage=stage,
+                max_num_seqs=seqs,
+                bound_by=bound_by,
+                replicas=replicas,
+                kv_cache_tokens_per_replica=mem.kv_cache_tokens(req.max_len, max(1, seqs)),
+                tpot_seconds=tpot,
+                ttft_seconds=ttft,
+                output_tokens_per_second_per_gpu=0.0,
+            ),
+            model=model,
+            limits=limits_,
+        )
 
     label = _dtype_label(arch, dtype)
-    left = work.budget - work.weights - work.other - work.activation(1)
+    left = mem.free_bytes(1)
     if left <= 0:
         return refuse(
             "memory",
-            (
-                f"at TP {tp} the {_gib(work.weights)} of weights per GPU plus "
-                f"{_gib(work.other + work.activation(1))} of activations and reserves exceed the "
-                f"{_gib(work.budget)} budget; {_weight_fixes(arch, tp, limits, max_gpus)}"
-            ),
+            f"at TP {tp} the {_gib(mem.weights)} of weights per GPU plus "
+            f"{_gib(mem.other + mem.activation(1))} of activations and reserves exceed the "
+            f"{_gib(mem.budget)} budget; {_weight_fixes(arch, tp, limits, req.max_gpus)}",
         )
-    fixes = _memory_fixes(arch, gpu, tp, dtype, limits, max_gpus)
-    need_max = work.blocks_per_sequence(max_len)
-    have = work.layer_blocks(1)
-    if have < need_max:
+    need_max = mem.blocks_per_sequence(req.max_len)
+    if mem.layer_blocks(1) < need_max:
         return refuse(
             "memory",
-            (
-                f"at TP {tp} with {label} KV cache one {max_len}-token sequence needs "
-                f"{_gib(need_max * work.page)} of KV cache per GPU but only {_gib(left)} is left after "
-                f"{_gib(work.weights)} of weights; {fixes}"
-            ),
+            f"at TP {tp} with {label} KV cache one {req.max_len}-token sequence needs "
+            f"{_gib(need_max * mem.page)} of KV cache per GPU but only {_gib(left)} is left after "
+            f"{_gib(mem.weights)} of weights; {_memory_fixes(arch, gpu, tp, dtype, limits, req.max_gpus)}",
         )
-    pinned = limits.max_num_seqs
-    upper = min(cap, pinned) if pinned else cap
-    need = work.blocks_per_sequence(seq_tokens)
-    b_mem = _largest(1, upper, lambda b: b * need <= work.layer_blocks(b))
-    tokens = int(work.layer_blocks(max(1, b_mem)) / need_max * max_len)
-    b_slo = b_mem
-    if slo.tpot_seconds is not None:
-        target = slo.tpot_seconds / calibration
-        step = work.step
-        b_slo = _largest(
-            1, b_mem, lambda b: step.predicted_seconds(b, decode_context, b * prefill_ratio, prompt) <= target
-        )
-        if b_slo < 1:
-            t1 = step.predicted_seconds(1, decode_context, prefill_ratio, prompt) * calibration
-            return refuse(
-                "tpot",
-                (
-                    f"at TP {tp} the predicted TPOT at batch 1 is {t1 * 1e3:.1f} ms, above the "
-                    f"{slo.tpot_seconds * 1e3:.1f} ms SLO; use more GPUs per replica (higher TP), a "
-                    f"GPU with more "
-                    f"memory bandwidth, or relax the TPOT SLO"
-                ),
-                tokens=tokens,
-                tpot=t1,
-            )
-    seqs = min(b_mem, b_slo)
-    if pinned and seqs < pinned:
+    batch_limits = _batch_limits(req, model, dtype)
+    binding = _binding(batch_limits)
+    seqs = binding.sequences
+    others = ", ".join(limit.label for limit in batch_limits if limit is not binding)
+    if limits.max_num_seqs is not None and seqs < limits.max_num_seqs:
         return refuse(
-            "tpot",
-            (
-                f"at TP {tp} with {label} KV cache the pinned max-num-seqs {pinned} does not "
-                f"{'fit the KV cache' if b_mem < pinned else 'meet the TPOT SLO'} (at most {seqs}); {fixes}"
-            ),
+            "batch",
+            f"at TP {tp} with {label} KV cache the pinned max-num-seqs {limits.max_num_seqs} breaks "
+            f"{_describe(binding)}; {_batch_fixes(binding, req, tp, dtype)}",
             seqs=seqs,
-            tokens=tokens,
+            bound_by=binding.constraint,
+            limits_=batch_limits,
         )
-    ttft = work.step.prefill_seconds(prompt, chunk_tokens=mnbt)
-    if slo.ttft_seconds is not None and ttft > slo.ttft_seconds:
+    if seqs < 1:
         return refuse(
-            "ttft",
-            (
-                f"at TP {tp} the predicted TTFT of a {prompt}-token prompt is {ttft:.3f} s, above the "
-                f"{slo.ttft_seconds:.3f} s SLO; use higher TP, a faster GPU or shorter prompts"
-            ),
-            seqs=seqs,
-            tokens=tokens,
-            ttft=ttft,
+            "batch",
+            f"at TP {tp} with {label} KV cache not one sequence meets {_describe(binding)}; "
+            f"{_batch_fixes(binding, req, tp, dtype)}",
+            bound_by=binding.constraint,
+            limits_=batch_limits,
         )
+    concurrency = req.workload.concurrency
     replicas = math.ceil(concurrency / seqs) if concurrency else 1
     op_batch = math.ceil(concurrency / replicas) if concurrency else seqs
-    tpot = (
-        work.step.predicted_seconds(op_batch, decode_context, op_batch * prefill_ratio, prompt) * calibration
-    )
-    if replicas * tp > max_gpus:
+    point = model.at(op_batch, req.shape).calibrated(req.calibration)
+    p = req.slo.percentile
+    tpot = point.tpot_seconds(p)
+    ttft = point.ttft_seconds(p)
+    if replicas * tp > req.max_gpus:
         return refuse(
             "gpus",
-            (
-                f"at TP {tp} with {label} KV cache one replica serves {seqs} sequences, so concurrency "
-                f"{concurrency} needs {replicas} replicas = {replicas * tp} GPUs, "
-                f"{replicas * tp - max_gpus} more than "
-                f"the {max_gpus} allowed; raise the GPU limit"
-                + (", use fp8 KV cache" if dtype != "fp8" and gpu.supports_fp8 else "")
-                + " or lower the concurrency"
-            ),
+            f"at TP {tp} with {label} KV cache one replica serves {seqs} sequences (set by "
+            f"{_describe(binding)}; the other limits: {others}), so concurrency {concurrency} needs "
+            f"{replicas} replicas = {replicas * tp} GPUs, {replicas * tp - req.max_gpus} more than the "
+            f"{req.max_gpus} allowed; raise the GPU limit"
+            + (
+                ", use fp8 KV cache"
+                if dtype != "fp8" and gpu.supports_fp8 and binding.constraint == "memory"
+                else ""
+            )
+            + " or lower the concurrency",
             seqs=seqs,
+            bound_by=binding.constraint,
             replicas=replicas,
-            tokens=tokens,
             tpot=tpot,
             ttft=ttft,
+            limits_=batch_limits,
         )
-    per_gpu = replicas * op_batch / tpot / (replicas * tp)
-    return Candidate(
-        tensor_parallel_size=tp,
-        kv_cache_dtype=dtype,
-        feasible=True,
-        reason="",
-        stage="ok",
-        max_num_seqs=seqs,
-        replicas=replicas,
-        kv_cache_tokens_per_replica=tokens,
-        tpot_seconds=tpot,
-        ttft_seconds=ttft,
-        output_tokens_per_second_per_gpu=per_gpu,
-    ), work
+    per_gpu = op_batch / point.tpot_mean_seconds / tp
+    return _Row(
+        candidate=Candidate(
+            tensor_parallel_size=tp,
+            kv_cache_dtype=dtype,
+            max_num_batched_tokens=mnbt,
+            feasible=True,
+            reason="",
+            stage="ok",
+            max_num_seqs=seqs,
+            bound_by=binding.constraint,
+            replicas=replicas,
+            kv_cache_tokens_per_replica=mem.kv_cache_tokens(req.max_len, seqs),
+            tpot_seconds=tpot,
+            ttft_seconds=ttft,
+            output_tokens_per_second_per_gpu=per_gpu,
+        ),
+        model=model,
+        limits=batch_limits,
+        op_batch=op_batch,
+        point=point,
+    )
+
+
+def _batch_fixes(binding: BatchLimit, req: _Request, tp: int, dtype: str) -> str:
+    """What relaxes the binding rule."""
+    match binding.constraint:
+        case "memory":
+            return _memory_fixes(req.arch, req.gpu, tp, dtype, req.limits, req.max_gpus)
+        case "tpot":
+            return (
+                "use more GPUs per replica (higher TP), a GPU with more memory bandwidth, a lower "
+                "percentile or relax the TPOT SLO"
+            )
+        case "ttft":
+            return "use higher TP, a faster GPU, shorter prompts or relax the TTFT SLO"
+        case "prefill":
+            return "raise --max-num-batched-tokens, use shorter prompts or longer outputs"
+        case _:
+            return "lower the pinned max-num-seqs or set it to Auto"
 
 
 def _dtype_label(arch: Architecture, dtype: str) -> str:

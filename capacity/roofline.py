@@ -1,4 +1,4 @@
-"""Roofline decode step and prefill time on one TP group.
+"""The roofline of one engine step on one TP group (decodes plus an optional prefill chunk).
 
 A decode step reads, on every GPU of the group, its share of the weights (all but the input-embedding table,
 which is a lookup; for MoE only the experts the batch touches) and the KV cache of every sequence in the
@@ -25,28 +25,37 @@ __all__ = [
     "DEFAULT_EFFICIENCY",
     "HBM_EFFICIENCY",
     "INTERCONNECT_EFFICIENCY",
+    "SEQUENCE_LAYER_OVERHEAD_SECONDS",
     "STEP_OVERHEAD_SECONDS",
     "Bottleneck",
     "DecodeStep",
     "Efficiency",
     "StepModel",
     "decode_step",
-    "prefill_seconds",
 ]
 
 Bottleneck = Literal["weights", "kv_cache", "compute"]
 
-#: Fraction of peak HBM bandwidth a decode step's streaming reads achieve (large GEMV and paged-attention
-#: kernels reach 75-85% of the datasheet figure on Hopper).
-HBM_EFFICIENCY = 0.80
+# The five constants below are fitted, together, to the 18 published TPOT measurements in
+# tests/data/published_tpot.json (vLLM's CI latency table on H200, Argonne's LLM-Inference-Bench vLLM runs on
+# H100 at TP 1-4 and batch 1-64, NVIDIA NIM on 2 x H100 fp8 at concurrency 1-50): every row is predicted
+# within 15% (docs/capacity.md has the table). A single efficiency factor cannot fit them: small models at
+# batch 1 and TP > 1 are dominated by fixed costs (the step, the all-reduces), large batches of short
+# contexts by a per-sequence cost in the attention kernels.
+
+#: Fraction of peak HBM bandwidth a decode step's streaming reads achieve.
+HBM_EFFICIENCY = 0.875
 #: Fraction of dense tensor-core peak reached by decode/prefill GEMMs.
-COMPUTE_EFFICIENCY = 0.60
+COMPUTE_EFFICIENCY = 0.70
 #: Fraction of the per-direction link bandwidth a ring all-reduce achieves.
 INTERCONNECT_EFFICIENCY = 0.70
 #: Fixed cost per all-reduce (launch and synchronisation of vLLM's custom all-reduce / NCCL), seconds.
-ALLREDUCE_LATENCY_SECONDS = 8e-6
+ALLREDUCE_LATENCY_SECONDS = 15e-6
 #: Fixed cost per engine step outside the kernels (scheduling, sampling, detokenisation handoff), seconds.
-STEP_OVERHEAD_SECONDS = 1.5e-3
+STEP_OVERHEAD_SECONDS = 3.0e-3
+#: Fixed cost per sequence per layer in a decode step (the paged-attention kernel's per-sequence work:
+#: block-table walk, softmax reduction and launch tail, which short contexts do not amortise), seconds.
+SEQUENCE_LAYER_OVERHEAD_SECONDS = 1.5e-6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +72,8 @@ class Efficiency:
     """Fixed cost of one all-reduce."""
     step_overhead_seconds: float = STEP_OVERHEAD_SECONDS
     """Fixed cost of one engine step."""
+    sequence_layer_overhead_seconds: float = SEQUENCE_LAYER_OVERHEAD_SECONDS
+    """Fixed cost per decoded sequence per layer."""
 
     def __post_init__(self) -> None:
         for name in ("hbm", "compute", "interconnect"):
@@ -71,7 +82,7 @@ class Efficiency:
                 raise CapacityError(
                     f"efficiency {name}={value!r} is out of range; expected a fraction in (0, 1]"
                 )
-        for name in ("allreduce_latency_seconds", "step_overhead_seconds"):
+        for name in ("allreduce_latency_seconds", "step_overhead_seconds", "sequence_layer_overhead_seconds"):
             if getattr(self, name) < 0:
                 raise CapacityError(f"efficiency {name} must be >= 0 seconds")
 
@@ -261,7 +272,8 @@ class StepModel:
             )
         compute = flops / (self.bf_flops * eff.compute)
         comm = self.communication_seconds(batch + math.ceil(prefill_tokens))
-        return max(memory, compute) + comm + eff.step_overhead_seconds
+        per_sequence = batch * self.layers * eff.sequence_layer_overhead_seconds
+        return max(memory, compute) + comm + eff.step_overhead_seconds + per_sequence
 
     def crossover_batch(self, context_tokens: int) -> int | None:
         """Smallest batch whose KV reads reach the weight reads (binary search; KV is linear, weights
@@ -311,23 +323,6 @@ class StepModel:
             crossover_batch=self.crossover_batch(context_tokens),
         )
 
-    def prefill_seconds(self, prompt_tokens: int, *, chunk_tokens: int) -> float:
-        """Predicted time to prefill one prompt alone (TTFT without queueing): compute-bound causal attention
-        and GEMMs over the prompt, processed in chunks of ``chunk_tokens`` (each chunk streams the
-        weights)."""
-        eff = self.efficiency
-        chunks = max(1, math.ceil(prompt_tokens / chunk_tokens))
-        # Causal attention: token i attends to i tokens, so the prompt attends to prompt/2 tokens on average.
-        f = self.flops(prompt_tokens, max(1, prompt_tokens // 2))
-        per_chunk_weights = self.weight_bytes(min(prompt_tokens, chunk_tokens))
-        memory = chunks * per_chunk_weights / (self.hbm * eff.hbm)
-        compute = f / (self.bf_flops * eff.compute)
-        return (
-            max(memory, compute)
-            + self.communication_seconds(prompt_tokens)
-            + chunks * eff.step_overhead_seconds
-        )
-
 
 def _positive(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -356,20 +351,3 @@ def decode_step(
         efficiency=efficiency,
     )
     return model.step(batch, context_tokens)
-
-
-def prefill_seconds(
-    arch: Architecture,
-    gpu: GPU,
-    *,
-    tensor_parallel_size: int,
-    prompt_tokens: int,
-    chunk_tokens: int = 8192,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> float:
-    """Predicted time to first token of one prompt on an idle TP group (compute-bound prefill)."""
-    _positive("prompt length", prompt_tokens)
-    model = StepModel(
-        arch, gpu, tensor_parallel_size=tensor_parallel_size, kv_cache_dtype="auto", efficiency=efficiency
-    )
-    return model.prefill_seconds(prompt_tokens, chunk_tokens=chunk_tokens)

@@ -93,6 +93,12 @@ def _parser() -> _Parser:
     p.add_argument("--batch", type=_positive_int, required=True, help="sequences")
     p.add_argument("--kv-cache-dtype", choices=KV_DTYPE_CHOICES, default="auto")
     p.add_argument("--tensor-parallel-size", type=_positive_int, default=1)
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=_positive_int,
+        default=8192,
+        help="vLLM's step token budget; sliding layers reserve their window plus twice it (default 8192)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("tpot", help="roofline decode step: where the time goes")
@@ -116,6 +122,13 @@ def _parser() -> _Parser:
     p.add_argument("--output-tokens", type=_positive_int, default=None, help="typical output length")
     p.add_argument("--tpot-ms", type=_positive_float, default=None, help="TPOT SLO in milliseconds")
     p.add_argument("--ttft-ms", type=_positive_float, default=None, help="TTFT SLO in milliseconds")
+    p.add_argument(
+        "--percentile",
+        type=int,
+        choices=sorted(cap.PERCENTILES),
+        default=90,
+        help="percentile the TPOT and TTFT SLOs hold at (default 90, as the CRD)",
+    )
     p.add_argument("--concurrency", type=_positive_int, default=None, help="sequences in flight to serve")
     p.add_argument(
         "--kv-cache-dtype",
@@ -126,7 +139,12 @@ def _parser() -> _Parser:
     p.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
     p.add_argument("--tensor-parallel-size", type=_positive_int, default=None, help="pin TP")
     p.add_argument("--max-num-seqs", type=_positive_int, default=None, help="pin --max-num-seqs")
-    p.add_argument("--calibration", type=_positive_float, default=1.0, help="multiplies predicted TPOT")
+    p.add_argument(
+        "--calibration",
+        type=_positive_float,
+        default=1.0,
+        help="the serving model's calibration scale: multiplies every predicted step time (default 1)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     sub.add_parser(
@@ -210,7 +228,11 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if error is not None:
         raise cap.CapacityError(error)
     per_seq = cap.kv_cache_bytes_per_sequence(
-        arch, args.context, kv_cache_dtype=args.kv_cache_dtype, tensor_parallel_size=tp
+        arch,
+        args.context,
+        kv_cache_dtype=args.kv_cache_dtype,
+        tensor_parallel_size=tp,
+        max_num_batched_tokens=args.max_num_batched_tokens,
     )
     total = per_seq * args.batch
     weights = cap.weight_bytes(arch)
@@ -307,6 +329,7 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         cap.SLO(
             tpot_seconds=args.tpot_ms / 1e3 if args.tpot_ms else None,
             ttft_seconds=args.ttft_ms / 1e3 if args.ttft_ms else None,
+            percentile=args.percentile,
         ),
         cap.Limits(
             gpus_per_node=args.gpus_per_node,
@@ -332,7 +355,15 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                 [
                     ("tensor parallel", str(p.tensor_parallel_size)),
                     ("replicas", f"{p.replicas} ({p.gpus} GPUs)"),
-                    ("max-num-seqs", str(p.max_num_seqs)),
+                    (
+                        "max-num-seqs",
+                        f"{p.max_num_seqs} (set by {pred.binding.constraint}: {pred.binding.detail})",
+                    ),
+                    (
+                        "limits",
+                        ", ".join(limit.label for limit in pred.limits),
+                    ),
+                    ("batched tokens", str(p.max_num_batched_tokens)),
                     ("KV-cache dtype", p.kv_cache_dtype),
                     ("max-model-len", f"{p.max_model_len:,}"),
                     ("KV tokens/replica", f"{result.kv_cache_tokens_per_replica:,}"),
@@ -356,8 +387,12 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                     ("compute", _ms(d.compute_seconds)),
                     ("communication", _ms(d.communication_seconds)),
                     ("roofline floor", _ms(d.roofline_floor_seconds)),
-                    ("predicted TPOT", _ms(pred.tpot_seconds)),
-                    ("predicted TTFT", _ms(pred.ttft_seconds)),
+                    (
+                        "predicted TPOT",
+                        f"{_ms(pred.tpot_seconds)} at p{pred.percentile} "
+                        f"(mean {_ms(pred.tpot_mean_seconds)})",
+                    ),
+                    ("predicted TTFT", f"{_ms(pred.ttft_seconds)} at p{pred.percentile}"),
                     ("throughput", f"{pred.output_tokens_per_second:,.0f} output tokens/s"),
                     ("bottleneck", f"{d.bottleneck}; KV reads overtake weights at batch {d.crossover_batch}"),
                 ]
@@ -388,13 +423,14 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
     if result.candidates:
         lines += ["", "candidates"]
         header = (
-            f"  {'TP':>3} {'KV':>8} {'seqs':>5} {'repl':>4} {'GPUs':>4} "
+            f"  {'TP':>3} {'KV':>8} {'mnbt':>6} {'seqs':>5} {'repl':>4} {'GPUs':>4} "
             f"{'TPOT ms':>8} {'tok/s/GPU':>10}  note"
         )
         lines.append(header)
         for c in result.candidates:
             lines.append(
-                f"  {c.tensor_parallel_size:>3} {c.kv_cache_dtype:>8} {c.max_num_seqs:>5} {c.replicas:>4} "
+                f"  {c.tensor_parallel_size:>3} {c.kv_cache_dtype:>8} {c.max_num_batched_tokens:>6} "
+                f"{c.max_num_seqs:>5} {c.replicas:>4} "
                 f"{c.gpus:>4} {c.tpot_seconds * 1e3:>8.1f} {c.output_tokens_per_second_per_gpu:>10.0f}  "
                 f"{'ok' if c.feasible else c.reason}"
             )

@@ -11,10 +11,10 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
 2. Fewer than ``min_samples`` finished requests in the window -> wait, but only until
    ``sample_deadline_seconds``: after that act on what there is, and with no traffic at all scale
    down one replica at a time towards ``min_replicas`` (the loop never stalls for lack of data).
-3. Calibrate: smooth (EWMA) the ratio of observed mean TPOT to the prediction at the batch that
-   was actually served, bounded to ``calibration_bounds``. The calibrated model of the percentile is
-   ``tpot(batch) = spread x calibration x predict_tpot(batch)`` where spread = percentile / mean,
-   measured, within [1, 2].
+3. Calibrate the serving model (:func:`capacity.learn`) at the batch that was actually served: the
+   scale is an EWMA of observed over predicted mean TPOT, bounded to ``calibration_bounds``; the tail
+   is the window's percentile-over-mean against the predicted one. The law then judges every batch
+   by ``model.tpot_seconds(batch, calibration)``, the curve the planner sized the plan with.
 4. The target batch per replica is the largest batch whose calibrated TPOT stays within
    ``target_fraction x SLO`` (and within the memory limit on max-num-seqs).
 5. Cooldown: no change within ``cooldown_seconds`` of the last one.
@@ -39,7 +39,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from capacity import UNCALIBRATED, Calibration, learn
 
 if TYPE_CHECKING:  # a typed value only; importing the IO module at runtime would drag `requests` in
     from kvright.observe import Observation
@@ -50,11 +52,10 @@ __all__ = [
     "Current",
     "Decision",
     "History",
+    "TPOTModel",
     "Tuning",
-    "calibrate",
     "decide",
     "target_batch",
-    "tpot_with_prefill",
 ]
 
 
@@ -117,6 +118,23 @@ class Tuning:
             raise ValueError("invalid control tuning: " + "; ".join(problems))
 
 
+class TPOTModel(Protocol):
+    """TPOT as a function of the batch: :class:`capacity.Curve`, the serving model the planner sized the
+    plan with (same shape, same percentile), so the planner and the law agree by construction."""
+
+    def mean_seconds(self, batch: int) -> float:
+        """Uncalibrated mean TPOT at ``batch``."""
+        ...
+
+    def percentile_seconds(self, batch: int) -> float:
+        """Uncalibrated TPOT at the SLO's percentile at ``batch``."""
+        ...
+
+    def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+        """Calibrated TPOT at the SLO's percentile at ``batch``."""
+        ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Current:
     """The plan that is deployed now."""
@@ -150,7 +168,8 @@ class Bounds:
 class History:
     """What the loop remembers between periods (kept in status by the operator)."""
 
-    calibration: float = 1.0
+    calibration: Calibration = UNCALIBRATED
+    """The serving model's calibration learned so far."""
     last_change_time: float | None = None
     """When the last change was applied, or last seen still rolling out (unix seconds)."""
     waiting_for_samples_since: float | None = None
@@ -180,7 +199,7 @@ class Decision:
     """True/False when TPOT was measured; None when unknown."""
     tpot_ratio: float | None = None
     """Observed TPOT / SLO."""
-    calibration: float = 1.0
+    calibration: Calibration = UNCALIBRATED
     history: History = field(default_factory=History)
 
     @property
@@ -191,30 +210,6 @@ class Decision:
             Action.REMOVE_REPLICAS,
             Action.REPLAN,
         )
-
-
-def calibrate(
-    previous: float,
-    *,
-    observed_tpot_seconds: float,
-    predicted_tpot_seconds: float,
-    alpha: float,
-    bounds: tuple[float, float],
-) -> float:
-    """EWMA of observed/predicted TPOT, clamped: ``clamp((1-alpha) x previous + alpha x observed/predicted)``.
-
-    A non-finite or non-positive input leaves the previous value (clamped) unchanged.
-    """
-    low, high = bounds
-    if (
-        not math.isfinite(observed_tpot_seconds)
-        or not math.isfinite(predicted_tpot_seconds)
-        or observed_tpot_seconds <= 0
-        or predicted_tpot_seconds <= 0
-    ):
-        return min(high, max(low, previous))
-    raw = min(high, max(low, observed_tpot_seconds / predicted_tpot_seconds))
-    return min(high, max(low, (1.0 - alpha) * previous + alpha * raw))
 
 
 def target_batch(predict: Callable[[int], float], *, budget_seconds: float, limit: int) -> int:
@@ -237,25 +232,6 @@ def target_batch(predict: Callable[[int], float], *, budget_seconds: float, limi
     return low
 
 
-def tpot_with_prefill(
-    decode_seconds: Callable[[int], float], *, prefill_seconds_per_request: float, output_tokens: float
-) -> Callable[[int], float]:
-    """TPOT model under continuous batching: ``tpot(b) = decode(b) + (b / output_tokens) x prefill``.
-
-    In steady state a replica running b sequences finishes, and so admits, b / output_tokens of them
-    per decode step; vLLM prefills their prompts inside those steps (chunked prefill), so each step
-    carries that much prefill work on top of the decode. Roofline decode alone underestimates TPOT by
-    this term at long prompts and short outputs; leaving it to the calibration factor would make the
-    calibration depend on the batch.
-    """
-    per_step = prefill_seconds_per_request / max(1.0, output_tokens)
-
-    def tpot(batch: int) -> float:
-        return decode_seconds(batch) + batch * per_step
-
-    return tpot
-
-
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000.0:.1f} ms"
 
@@ -265,7 +241,7 @@ def decide(
     current: Current,
     observation: Observation,
     slo_tpot_seconds: float,
-    predict_tpot: Callable[[int], float],
+    model: TPOTModel,
     bounds: Bounds,
     tuning: Tuning,
     history: History,
@@ -286,7 +262,7 @@ def decide(
         new_seqs: int = seqs,
         new_reps: int = reps,
         hist: History = history,
-        calibration: float = history.calibration,
+        calibration: Calibration = history.calibration,
         slo_met: bool | None = None,
         ratio: float | None = None,
         kv_cache_dtype: str | None = None,
@@ -393,24 +369,26 @@ def decide(
     if observed is None:  # available with enough samples always carries TPOT; stay total anyway
         return out(Action.KEEP, "TPOTUnavailable", "TPOT not measured", hist=hist_after)
 
-    # 3. Calibrate at the batch actually served. The roofline predicts a mean step, so the mean TPOT
-    # (exact from the histogram's _sum/_count) is what is compared with it; the percentile's spread over
-    # the mean is measured separately and applied on top.
+    # 3. Calibrate at the batch actually served (capacity.learn: the mean TPOT, exact from the histogram's
+    # _sum/_count, against the predicted mean; the percentile's spread over the mean against the predicted
+    # spread), then judge every batch by the same calibrated curve the planner sized the plan with.
     served_batch = obs.mean_batch if obs.mean_batch is not None and obs.mean_batch >= 1 else None
     mean = obs.tpot_mean_seconds if obs.tpot_mean_seconds is not None and obs.tpot_mean_seconds > 0 else None
-    spread = min(2.0, max(1.0, observed / mean)) if mean is not None else 1.0
     calibration = history.calibration
     if served_batch is not None:
-        calibration = calibrate(
+        served = max(1, round(served_batch))
+        calibration = learn(
             history.calibration,
-            observed_tpot_seconds=mean if mean is not None else observed,
-            predicted_tpot_seconds=predict_tpot(max(1, round(served_batch))),
+            predicted_mean_seconds=model.mean_seconds(served),
+            predicted_percentile_seconds=model.percentile_seconds(served),
+            observed_mean_seconds=mean,
+            observed_percentile_seconds=observed,
             alpha=tuning.calibration_alpha,
             bounds=tuning.calibration_bounds,
         )
 
-    def model(batch: int) -> float:
-        return spread * calibration * predict_tpot(batch)
+    def calibrated(batch: int) -> float:
+        return model.tpot_seconds(batch, calibration)
 
     ratio = observed / slo_tpot_seconds
     slo_met = ratio <= 1.0
@@ -444,10 +422,11 @@ def decide(
 
     # 4. Target batch per replica under the calibrated model.
     target = target_batch(
-        model, budget_seconds=tuning.target_fraction * slo_tpot_seconds, limit=current.max_num_seqs_limit
+        calibrated, budget_seconds=tuning.target_fraction * slo_tpot_seconds, limit=current.max_num_seqs_limit
     )
     detail = (
-        f"calibration {calibration:.2f}, p/mean {spread:.2f}, target batch {target}, demand {demand:.0f} "
+        f"calibration x{calibration.scale:.2f} (tail x{calibration.tail:.2f}), target batch {target}, "
+        f"demand {demand:.0f} "
         f"({running:.0f} running, {waiting:.0f} waiting), max-num-seqs {seqs}, replicas {reps}"
     )
 
@@ -489,7 +468,7 @@ def decide(
 
     # 6. Too slow.
     if ratio > 1.0:
-        floor = predict_tpot(1)
+        floor = model.tpot_seconds(1)
         if floor > tuning.target_fraction * slo_tpot_seconds:
             # The roofline itself (no calibration) says one sequence is too slow: only a new plan helps.
             return replan(f"even batch 1 is predicted at {_ms(floor)} by the roofline")
@@ -578,7 +557,7 @@ def decide(
                     Action.REMOVE_REPLICAS,
                     "TPOTWellBelowSLO",
                     f"{head}; demand fits {reps - 1} replica(s) at batch {per_replica_after:.1f} "
-                    f"(predicted {_ms(model(max(1, math.ceil(per_replica_after))))}); "
+                    f"(predicted {_ms(calibrated(max(1, math.ceil(per_replica_after))))}); "
                     f"replicas {reps} -> {reps - 1}; {detail}",
                     new_reps=reps - 1,
                 )

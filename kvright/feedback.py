@@ -21,7 +21,6 @@ plan; ``Adjust`` also applies it.
 from __future__ import annotations
 
 import datetime
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -31,7 +30,7 @@ import capacity
 from kvright import conditions as cond
 from kvright.api import LLMDeploymentSpec, SpecError, parse_spec
 from kvright.conditions import Condition
-from kvright.control import Action, Bounds, Current, Decision, History, Tuning, tpot_with_prefill
+from kvright.control import Action, Bounds, Current, Decision, History, Tuning
 from kvright.control import decide as control_decide
 from kvright.observe import Observation, PrometheusClient, observe
 from kvright.reconcile import Event, Facts, Overrides, desire
@@ -206,38 +205,46 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _positive(value: Any, default: float = 1.0) -> float:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else default
+
+
 def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
     """The loop's memory from status.calibration: its History and the pins it set."""
     saved = status.get("calibration")
     saved = saved if isinstance(saved, Mapping) else {}
-    factor = saved.get("factor", 1.0)
-    factor = (
-        float(factor) if isinstance(factor, int | float) and math.isfinite(factor) and factor > 0 else 1.0
-    )
     history = History(
-        calibration=factor,
+        calibration=capacity.Calibration(
+            scale=_positive(saved.get("factor")), tail=_positive(saved.get("tail"))
+        ),
         last_change_time=_time(saved.get("lastChangeTime")),
         waiting_for_samples_since=_time(saved.get("waitingForSamplesSince")),
     )
     pins = {
         key: saved[key]
-        for key in ("maxNumSeqs", "replicas", "kvCacheDtype", "tensorParallelSize", "appliedFactor")
+        for key in (
+            "maxNumSeqs",
+            "replicas",
+            "kvCacheDtype",
+            "tensorParallelSize",
+            "appliedFactor",
+            "appliedTail",
+        )
         if key in saved and saved[key] is not None
     }
     return history, pins
 
 
 def _overrides(history: History, pins: Mapping[str, Any]) -> Overrides:
-    """What planning uses. The calibration is the factor committed with the last applied move
-    (``appliedFactor``), not the one learned this period: feeding a factor that moves every period into
-    the planner would re-plan, and roll the pods, on every reconcile, bypassing deadband and cooldown."""
+    """What planning uses. The calibration is the one committed with the last applied move
+    (``appliedFactor``, ``appliedTail``), not the one learned this period: feeding a calibration that
+    moves every period into the planner would re-plan, and roll the pods, on every reconcile, bypassing
+    deadband and cooldown."""
     dtype = pins.get("kvCacheDtype")
-    applied = pins.get("appliedFactor", 1.0)
-    applied = (
-        float(applied) if isinstance(applied, int | float) and math.isfinite(applied) and applied > 0 else 1.0
-    )
     return Overrides(
-        calibration=applied,
+        calibration=capacity.Calibration(
+            scale=_positive(pins.get("appliedFactor")), tail=_positive(pins.get("appliedTail"))
+        ),
         max_num_seqs=_int(pins.get("maxNumSeqs")),
         replicas=_int(pins.get("replicas")),
         kv_cache_dtype=dtype if isinstance(dtype, str) and dtype else None,
@@ -340,11 +347,12 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
             "replicas": decision.replicas,
             "kvCacheDtype": decision.kv_cache_dtype or plan.get("kvCacheDtype"),
             "tensorParallelSize": decision.tensor_parallel_size or plan.get("tensorParallelSize"),
-            "appliedFactor": round(decision.calibration, 4),
+            "appliedFactor": round(decision.calibration.scale, 4),
+            "appliedTail": round(decision.calibration.tail, 4),
         }
         if decision.action == Action.REPLAN:
             # A new plan: the planner sizes batch and replicas again with the new dtype or TP.
-            keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor")
+            keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor", "appliedTail")
             pins = {k: v for k, v in pins.items() if k in keep}
         events.append(Event(type="Normal", reason=decision.reason, message=decision.message))
     elif decision.recommend_only and decision.recommended_replicas != decision.replicas:
@@ -430,7 +438,8 @@ def _calibration_status(
     feedback: FeedbackFacts,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "factor": round(history.calibration, 4),
+        "factor": round(history.calibration.scale, 4),
+        "tail": round(history.calibration.tail, 4),
         "mode": spec.feedback.mode,
         **{k: v for k, v in pins.items() if v is not None},
     }
@@ -471,30 +480,28 @@ def _control(
     dtype = str(plan.get("kvCacheDtype", "auto") or "auto")
     product = str(plan.get("gpuProduct", ""))
     gpu = capacity.gpu_spec(product)
+    mnbt = plan.get("maxNumBatchedTokens")
+    util = plan.get("gpuMemoryUtilizationPercent")
     prompt = spec.workload.prompt_tokens
     output = spec.workload.output_tokens
-    context = obs.mean_context_tokens or (prompt + output / 2.0)
-    context_tokens = max(1, round(context))
-
-    @functools.lru_cache(maxsize=512)
-    def decode(batch: int) -> float:
-        step = capacity.decode_step(
-            arch,
-            gpu,
-            tensor_parallel_size=tp,
-            batch=batch,
-            context_tokens=context_tokens,
-            kv_cache_dtype=dtype,
-        )
-        return step.predicted_seconds
-
-    prefill = capacity.prefill_seconds(arch, gpu, tensor_parallel_size=tp, prompt_tokens=max(1, prompt))
-    predict = tpot_with_prefill(decode, prefill_seconds_per_request=prefill, output_tokens=max(1, output))
-    kv_tokens = prediction.get("kvCacheTokensPerReplica")
-    per_sequence = max(1, prompt + output)
-    limit = (
-        max(1, min(1024, kv_tokens // per_sequence)) if isinstance(kv_tokens, int) and kv_tokens > 0 else 256
+    # The plan's own serving model: the curve the planner sized max-num-seqs with, same shape and
+    # percentile, so a deployment that behaves exactly as predicted is left alone.
+    model = capacity.ServingModel(
+        arch,
+        gpu,
+        tensor_parallel_size=tp,
+        kv_cache_dtype=dtype,
+        max_num_batched_tokens=(
+            mnbt if isinstance(mnbt, int) and mnbt > 0 else capacity.default_max_num_batched_tokens(gpu)
+        ),
+        gpu_memory_utilization=util / 100.0 if isinstance(util, int) and 0 < util <= 100 else 0.9,
     )
+    curve = capacity.Curve(
+        model,
+        capacity.Shape(prompt_tokens=max(1, prompt), output_tokens=output, mixed=output > 0),
+        spec.slo.percentile,
+    )
+    memory_bound = model.memory.max_batch(prompt + output, capacity.MAX_NUM_SEQS_CAP)
     product_inventory = facts.inventory.get(product)
     cluster_gpus = product_inventory.total_gpus if product_inventory is not None else tp * spec.replicas.max
     max_gpus = cluster_gpus if spec.gpu.max_gpus is None else min(spec.gpu.max_gpus, cluster_gpus)
@@ -512,7 +519,7 @@ def _control(
         max_num_seqs=int(plan["maxNumSeqs"]),
         kv_cache_dtype=dtype,
         replicas=replicas,
-        max_num_seqs_limit=max(limit, int(plan["maxNumSeqs"])),
+        max_num_seqs_limit=max(memory_bound, int(plan["maxNumSeqs"])),
     )
     bounds = Bounds(
         min_replicas=spec.replicas.min,
@@ -531,7 +538,7 @@ def _control(
         current=current,
         observation=obs,
         slo_tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
-        predict_tpot=predict,
+        model=curve,
         bounds=bounds,
         tuning=tuning,
         history=history,

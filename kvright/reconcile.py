@@ -45,8 +45,8 @@ KV_DTYPES: Final[Mapping[str, str | None]] = {"Auto": None, "Model": "auto", "FP
 class Overrides:
     """What the feedback loop (kvright.control) feeds back into planning. Defaults change nothing."""
 
-    calibration: float = 1.0
-    """Multiplies predicted TPOT (capacity.plan's ``calibration``)."""
+    calibration: capacity.Calibration = capacity.UNCALIBRATED
+    """The serving model's calibration the plan is made with (capacity.plan's ``calibration``)."""
     max_num_seqs: int | None = None
     """Pins --max-num-seqs below what the model predicts (a spec pin wins)."""
     replicas: int | None = None
@@ -214,6 +214,7 @@ def _desire(facts: Facts) -> Desired:
     slo = capacity.SLO(
         tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
         ttft_seconds=None if spec.slo.ttft_milliseconds is None else spec.slo.ttft_milliseconds / 1000.0,
+        percentile=spec.slo.percentile,
     )
     limits = capacity.Limits(
         gpus_per_node=product.max_gpus_per_node,
@@ -275,20 +276,25 @@ def _desire(facts: Facts) -> Desired:
         "maxNumSeqs": chosen.max_num_seqs,
         "kvCacheDtype": chosen.kv_cache_dtype,
         "maxModelLen": chosen.max_model_len,
+        "maxNumBatchedTokens": chosen.max_num_batched_tokens,
         "gpuMemoryUtilizationPercent": round(chosen.gpu_memory_utilization * 100),
         "replicas": replicas,
         "gpus": chosen.tensor_parallel_size * replicas,
         "vllmArgs": list(chosen.vllm_args()),
     }
     prediction_status: dict[str, Any] = {
+        "percentile": prediction.percentile,
         "tpotMilliseconds": _ms(prediction.tpot_seconds),
+        "tpotMeanMilliseconds": _ms(prediction.tpot_mean_seconds),
         "ttftMilliseconds": _ms(prediction.ttft_seconds),
         "outputTokensPerSecond": round(prediction.output_tokens_per_second, 1),
         "batchPerReplica": prediction.batch_per_replica,
         "kvCacheTokensPerReplica": result.kv_cache_tokens_per_replica,
         "maxConcurrencyAtMaxModelLen": round(result.max_concurrency_at_max_model_len, 2),
         "bottleneck": str(prediction.decode.bottleneck),
-        "calibration": overrides.calibration,
+        "calibration": overrides.calibration.scale,
+        "calibrationTail": overrides.calibration.tail,
+        "maxNumSeqsBoundBy": prediction.binding.constraint,
         "plannedReplicas": planned,
     }
     if memory is not None:

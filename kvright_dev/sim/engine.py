@@ -78,16 +78,15 @@ class StepResult:
 class Engine:
     """Continuous batching over a virtual clock.
 
-    ``decode_seconds(batch, mean_context_tokens)`` is one decode step without noise;
-    ``prefill_seconds(tokens)`` is the extra time to prefill that many prompt tokens in a step.
+    ``step_seconds(batch, mean_context_tokens, prefill_tokens)`` is one engine step without noise:
+    ``batch`` decodes at that mean context plus ``prefill_tokens`` of prompts in the same step.
     ``noise`` is the relative standard deviation of a step's duration (Gaussian, clipped at +-3 sigma).
     """
 
     def __init__(
         self,
         *,
-        decode_seconds: Callable[[int, float], float],
-        prefill_seconds: Callable[[int], float],
+        step_seconds: Callable[[int, float, int], float],
         max_num_seqs: int,
         num_gpu_blocks: int,
         block_size: int = 16,
@@ -111,8 +110,7 @@ class Engine:
             problems.append(f"noise {noise} (accepted: 0 <= noise < 1)")
         if problems:
             raise ValueError("invalid simulator engine: " + "; ".join(problems))
-        self.decode_seconds = decode_seconds
-        self.prefill_seconds = prefill_seconds
+        self.step_seconds = step_seconds
         self.max_num_seqs = max_num_seqs
         self.num_gpu_blocks = num_gpu_blocks
         self.block_size = block_size
@@ -229,9 +227,7 @@ class Engine:
                 duration_seconds=0.0, batch=0, prefill_tokens=0, new_tokens=0, preempted=preempted
             )
         mean_context = sum(r.context_tokens for r in self.running) / batch
-        duration = self.decode_seconds(batch, mean_context)
-        if prefill_tokens:
-            duration += self.prefill_seconds(prefill_tokens)
+        duration = self.step_seconds(batch, mean_context, prefill_tokens)
         if self.noise > 0:
             jitter = max(-3.0, min(3.0, self.rng.gauss(0.0, 1.0)))
             duration *= max(0.05, 1.0 + self.noise * jitter)

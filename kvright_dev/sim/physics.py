@@ -1,9 +1,10 @@
-"""The simulator's physics, from kvright's own capacity model.
+"""The simulator's physics, from kvright's serving model.
 
-Decode step time is ``capacity.decode_step(...).predicted_seconds / efficiency``; prefill time is
-``capacity.prefill_seconds(...) / efficiency``; the KV cache holds ``capacity.memory_per_gpu(...)``'s
-blocks unless ``--num-gpu-blocks-override`` says otherwise (as in vLLM). ``efficiency`` < 1 makes the
-simulated GPU slower than kvright predicts, which is how tests create "a plan that is too aggressive".
+A step takes ``capacity.ServingModel.step_seconds(batch, context, prefill_tokens) / efficiency`` (the same
+step the planner and the control law price); the KV cache holds ``capacity.KVMemory``'s blocks unless
+``--num-gpu-blocks-override`` says otherwise (as in vLLM). ``efficiency`` < 1 makes the simulated GPU
+slower than kvright predicts, which is how tests create "a plan that is too aggressive". (Physics of its
+own, independent of the model it checks, is issue 13's work.)
 """
 
 from __future__ import annotations
@@ -14,56 +15,29 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import capacity
-from capacity.memory import default_max_num_batched_tokens  # vLLM's default; not in capacity.__all__
 from kvright_dev.sim.engine import Engine
 
 if TYPE_CHECKING:
     from kvright_dev.sim.server import ServeArgs
 
-__all__ = ["build_engine", "step_models"]
+__all__ = ["build_engine", "step_model"]
 
-_CONTEXT_GRAIN = 64  # tokens; step times are cached per (batch, context rounded up to this)
+_GRAIN = 64  # tokens; step times are cached per (batch, context and prefill rounded up to this)
 
 
-def step_models(
-    arch: capacity.Architecture,
-    gpu: capacity.GPU,
-    *,
-    tensor_parallel_size: int,
-    kv_cache_dtype: str,
-    efficiency: float,
-) -> tuple[Callable[[int, float], float], Callable[[int], float]]:
-    """(decode_seconds(batch, mean_context), prefill_seconds(tokens)) for the engine."""
+def step_model(model: capacity.ServingModel, *, efficiency: float) -> Callable[[int, float, int], float]:
+    """``step_seconds(batch, mean_context, prefill_tokens)`` for the engine, cached on a 64-token grain."""
 
     @functools.lru_cache(maxsize=65_536)
-    def decode(batch: int, context: int) -> float:
-        step = capacity.decode_step(
-            arch,
-            gpu,
-            tensor_parallel_size=tensor_parallel_size,
-            batch=batch,
-            context_tokens=context,
-            kv_cache_dtype=kv_cache_dtype,
-        )
-        return step.predicted_seconds / efficiency
+    def step(batch: int, context: int, prefill: int) -> float:
+        return model.step_seconds(batch, context, prefill) / efficiency
 
-    @functools.lru_cache(maxsize=4096)
-    def prefill(tokens: int) -> float:
-        return (
-            capacity.prefill_seconds(
-                arch, gpu, tensor_parallel_size=tensor_parallel_size, prompt_tokens=tokens
-            )
-            / efficiency
-        )
+    def step_seconds(batch: int, mean_context: float, prefill_tokens: int) -> float:
+        context = max(1, math.ceil(mean_context / _GRAIN) * _GRAIN)
+        prefill = math.ceil(prefill_tokens / _GRAIN) * _GRAIN if prefill_tokens > 0 else 0
+        return step(batch, context, prefill)
 
-    def decode_seconds(batch: int, mean_context: float) -> float:
-        context = max(1, math.ceil(mean_context / _CONTEXT_GRAIN) * _CONTEXT_GRAIN)
-        return decode(batch, context)
-
-    def prefill_seconds(tokens: int) -> float:
-        return prefill(max(1, math.ceil(tokens / _CONTEXT_GRAIN) * _CONTEXT_GRAIN))
-
-    return decode_seconds, prefill_seconds
+    return step_seconds
 
 
 def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
@@ -77,21 +51,19 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
     error = capacity.tensor_parallel_error(arch, tp)
     if error is not None:
         raise ValueError(error)
-    decode, prefill = step_models(
-        arch, gpu, tensor_parallel_size=tp, kv_cache_dtype=args.kv_cache_dtype, efficiency=args.efficiency
+    mnbt = args.max_num_batched_tokens or capacity.default_max_num_batched_tokens(gpu)
+    model = capacity.ServingModel(
+        arch,
+        gpu,
+        tensor_parallel_size=tp,
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_num_batched_tokens=mnbt,
+        gpu_memory_utilization=args.gpu_memory_utilization,
     )
     if args.num_gpu_blocks_override is not None:
         blocks = args.num_gpu_blocks_override
     else:
-        memory = capacity.memory_per_gpu(
-            arch,
-            gpu,
-            tensor_parallel_size=tp,
-            kv_cache_dtype=args.kv_cache_dtype,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_num_seqs=args.max_num_seqs,
-        )
-        blocks = memory.num_blocks
+        blocks = model.memory.breakdown(args.max_num_seqs).num_blocks
     if blocks < 1:
         raise ValueError(
             f"no room for the KV cache: {arch.name} with tensor-parallel {tp} on {gpu.id} at "
@@ -99,13 +71,12 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
         )
     max_model_len = args.max_model_len or arch.max_position_embeddings
     engine = Engine(
-        decode_seconds=decode,
-        prefill_seconds=prefill,
+        step_seconds=step_model(model, efficiency=args.efficiency),
         max_num_seqs=args.max_num_seqs,
         num_gpu_blocks=blocks,
         block_size=args.block_size,
         max_model_len=max_model_len,
-        max_num_batched_tokens=args.max_num_batched_tokens or default_max_num_batched_tokens(gpu),
+        max_num_batched_tokens=mnbt,
         noise=args.noise,
         seed=args.seed,
     )

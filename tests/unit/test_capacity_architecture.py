@@ -102,10 +102,18 @@ def test_sliding_window_layers(model, window, sliding_layers):
     assert (arch.sliding_window, arch.num_sliding_window_layers) == (window, sliding_layers)
 
 
-def test_sliding_window_caps_kv_per_sequence():
+@pytest.mark.parametrize(
+    ("mnbt", "sliding_tokens"),
+    [(1024, 16 * (-(-(4095 + 2 * 1024) // 16) + 1)), (8192, 8192)],
+    ids=["window-plus-lookahead-plus-a-block", "lookahead-reaches-the-context"],
+)
+def test_sliding_window_caps_kv_per_sequence(mnbt, sliding_tokens):
+    """vLLM reserves ``cdiv(min(W - 1 + 2 x mnbt, tokens), 16) + 1`` blocks per sliding layer: the window
+    caps a sequence only when the batched tokens' lookahead does not already reach its length."""
     arch = c.catalog_architecture("gemma-2-27b")
     per_token_layer = c.kv_cache_bytes_per_token(arch) // arch.num_layers
-    assert c.kv_cache_bytes_per_sequence(arch, 8192) == per_token_layer * (23 * 8192 + 23 * 4096)
+    got = c.kv_cache_bytes_per_sequence(arch, 8192, max_num_batched_tokens=mnbt)
+    assert got == per_token_layer * (23 * 8192 + 23 * sliding_tokens)
 
 
 def test_deepseek_first_k_dense_and_shared_experts():

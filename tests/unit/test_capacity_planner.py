@@ -155,7 +155,7 @@ def test_fp8_not_offered_on_a100_and_mla_fp8_is_flagged():
     assert mla.feasible and any("quality risk" in w for w in mla.warnings)
 
 
-def test_vllm_args_are_the_five_flags():
+def test_vllm_args_are_the_six_flags():
     result = plan("qwen2.5-7b", max_model_len=16384, tensor_parallel_size=2, kv_cache_dtype="fp8")
     assert result.plan is not None
     args = result.plan.vllm_args()
@@ -165,8 +165,16 @@ def test_vllm_args_are_the_five_flags():
         "--max-model-len",
         "--kv-cache-dtype",
         "--gpu-memory-utilization",
+        "--max-num-batched-tokens",
     ]
-    assert args[1::2] == ["2", str(result.plan.max_num_seqs), "16384", "fp8", "0.9"]
+    assert args[1::2] == [
+        "2",
+        str(result.plan.max_num_seqs),
+        "16384",
+        "fp8",
+        "0.9",
+        str(result.plan.max_num_batched_tokens),
+    ]
 
 
 def test_plan_result_to_dict_round_trips_plan_values():
@@ -262,7 +270,12 @@ def test_communication_only_with_tp():
 def test_efficiency_is_overridable_and_validated():
     arch = c.catalog_architecture("llama-3-8b")
     ideal = c.Efficiency(
-        hbm=1.0, compute=1.0, interconnect=1.0, allreduce_latency_seconds=0, step_overhead_seconds=0
+        hbm=1.0,
+        compute=1.0,
+        interconnect=1.0,
+        allreduce_latency_seconds=0,
+        step_overhead_seconds=0,
+        sequence_layer_overhead_seconds=0,
     )
     step = c.decode_step(arch, H100, tensor_parallel_size=1, batch=1, context_tokens=1024, efficiency=ideal)
     assert step.predicted_seconds == pytest.approx(step.roofline_floor_seconds)
@@ -347,7 +360,8 @@ def test_prefill_share_slows_steps_and_shrinks_the_batch():
     step = c.roofline.StepModel(arch, H100, tensor_parallel_size=8, kv_cache_dtype="auto")
     decode_only = step.predicted_seconds(256, 4608)
     mixed = step.predicted_seconds(256, 4608, 256 * 4.0, 4096)
-    assert mixed > 1.5 * decode_only
+    # 1024 prompt tokens of a 70B model over 8 GPUs are ~18 ms of ideal tensor-core time on top of the step
+    assert mixed - decode_only > 0.015
     with_mix = plan(
         "llama-3.1-70b",
         max_model_len=8192,

@@ -72,10 +72,12 @@ def test_kv_json_replication_and_sliding_window(capsys):
         capsys, "kv", "llama-3-70b", "--context", "8192", "--batch", "32", "--tensor-parallel-size", "16"
     )
     assert round(tp16["kv_cache_bytes"] / 1e9, 1) == 171.8
-    gemma_short = run_json(capsys, "kv", "gemma-2-27b", "--context", "4096", "--batch", "1")
-    gemma_long = run_json(capsys, "kv", "gemma-2-27b", "--context", "8192", "--batch", "1")
-    # doubling the context doubles only the 23 global layers; the 23 sliding layers stay at 4096 tokens
-    assert gemma_long["kv_cache_bytes"] == gemma_short["kv_cache_bytes"] * 3 // 2
+    small_budget = ("--batch", "1", "--max-num-batched-tokens", "1024")
+    gemma_short = run_json(capsys, "kv", "gemma-2-27b", "--context", "4096", *small_budget)
+    gemma_long = run_json(capsys, "kv", "gemma-2-27b", "--context", "8192", *small_budget)
+    # doubling the context doubles only the 23 global layers; the 23 sliding layers reserve vLLM's
+    # cdiv(min(4095 + 2 x 1024, 8192), 16) + 1 = 385 blocks = 6160 tokens, not 8192
+    assert gemma_long["kv_cache_bytes"] * (4096 + 4096) == gemma_short["kv_cache_bytes"] * (8192 + 6160)
 
 
 def test_tpot_json(capsys):
@@ -139,6 +141,7 @@ def test_plan_json_keys(capsys):
         "kv_cache_dtype",
         "max_model_len",
         "gpu_memory_utilization",
+        "max_num_batched_tokens",
         "replicas",
     }
     assert {"total", "budget", "weights", "kv_cache", "activation", "other"} <= data[

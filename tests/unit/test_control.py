@@ -1,8 +1,9 @@
 """kvright.control: calibration and the control law, table-driven with exact expected moves.
 
-Nothing is faked except the TPOT model: instead of the roofline, a linear stand-in
-``tpot(batch) = 10 ms + 0.5 ms x batch`` makes every expected number checkable by hand
-(batch 70 -> 45 ms = 0.9 x the 50 ms SLO used below).
+Nothing is faked except the TPOT model at the law's edge: instead of the serving model's curve, a linear
+stand-in ``tpot(batch) = 10 ms + 0.5 ms x batch`` (mean and percentile alike) makes every expected number
+checkable by hand (batch 70 -> 45 ms = 0.9 x the 50 ms SLO used below). The real curve is exercised by
+tests/unit/test_serving.py, which checks that the law leaves a plan alone that behaves as predicted.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ from typing import Any
 
 import pytest
 
+from capacity import UNCALIBRATED, Calibration, learn
 from kvright.control import (
     Action,
     Bounds,
     Current,
     History,
     Tuning,
-    calibrate,
     decide,
     target_batch,
-    tpot_with_prefill,
 )
 from kvright.observe import Observation
 
@@ -32,6 +32,22 @@ SLO = 0.050
 
 def linear(batch: int) -> float:
     return 0.010 + 0.0005 * batch
+
+
+class LinearModel:
+    """The stand-in curve: no predicted spread, calibration applied as capacity.Calibration applies it."""
+
+    def mean_seconds(self, batch: int) -> float:
+        return linear(batch)
+
+    def percentile_seconds(self, batch: int) -> float:
+        return linear(batch)
+
+    def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+        return calibration.percentile_seconds(linear(batch))
+
+
+LINEAR = LinearModel()
 
 
 def observation(**kw: Any) -> Observation:
@@ -292,7 +308,7 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         current=current,
         observation=observation(**case.obs),
         slo_tpot_seconds=case.slo,
-        predict_tpot=linear,
+        model=LINEAR,
         bounds=bounds,
         tuning=tuning,
         history=history,
@@ -313,7 +329,7 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         assert decision.history.last_change_time == NOW
     else:
         assert decision.history.last_change_time == history.last_change_time
-    assert 0.5 <= decision.calibration <= 4.0
+    assert 0.5 <= decision.calibration.scale <= 4.0
 
 
 def test_decision_messages_carry_the_numbers() -> None:
@@ -327,7 +343,7 @@ def test_decision_messages_carry_the_numbers() -> None:
         ),
         observation=observation(tpot_seconds=0.070, mean_batch=100.0, running=200.0),
         slo_tpot_seconds=SLO,
-        predict_tpot=linear,
+        model=LINEAR,
         bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
         tuning=Tuning(),
         history=History(),
@@ -337,7 +353,7 @@ def test_decision_messages_carry_the_numbers() -> None:
         "p90 TPOT 70.0 ms vs SLO 50.0 ms (x1.40)",
         "max-num-seqs 128 -> 64",
         "replicas 2 -> 4",
-        "calibration 1.08",
+        "calibration x1.08",
         "demand 200",
     ):
         assert fragment in decision.message
@@ -352,7 +368,7 @@ def test_hpa_recommendation_is_exposed() -> None:
         ),
         observation=observation(tpot_seconds=0.020, mean_batch=20.0, running=60.0),
         slo_tpot_seconds=SLO,
-        predict_tpot=linear,
+        model=LINEAR,
         bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
         tuning=Tuning(),
         history=History(),
@@ -369,7 +385,7 @@ def test_waiting_clock_starts_once_and_resets_when_samples_arrive() -> None:
             tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
         ),
         "slo_tpot_seconds": SLO,
-        "predict_tpot": linear,
+        "model": LINEAR,
         "bounds": Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
         "tuning": Tuning(),
     }
@@ -406,15 +422,18 @@ def test_waiting_clock_starts_once_and_resets_when_samples_arrive() -> None:
         "out-of-range-previous-is-clamped",
     ],
 )
-def test_calibrate(previous: float, observed: float, predicted: float, expected: float) -> None:
-    got = calibrate(
-        previous,
-        observed_tpot_seconds=observed,
-        predicted_tpot_seconds=predicted,
+def test_learn_scale(previous: float, observed: float, predicted: float, expected: float) -> None:
+    got = learn(
+        Calibration(scale=previous),
+        predicted_mean_seconds=predicted,
+        predicted_percentile_seconds=predicted,
+        observed_mean_seconds=observed,
+        observed_percentile_seconds=None,
         alpha=0.5,
         bounds=(0.5, 4.0),
     )
-    assert got == pytest.approx(expected)
+    assert got.scale == pytest.approx(expected)
+    assert got.tail == 1.0
 
 
 @pytest.mark.parametrize(
@@ -468,7 +487,7 @@ def test_noisy_tpot_around_the_slo_changes_the_plan_a_bounded_number_of_times() 
             current=current,
             observation=obs,
             slo_tpot_seconds=SLO,
-            predict_tpot=linear,
+            model=LINEAR,
             bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
             tuning=Tuning(cooldown_seconds=300.0),
             history=history,
@@ -481,10 +500,3 @@ def test_noisy_tpot_around_the_slo_changes_the_plan_a_bounded_number_of_times() 
     # It may move once or twice to get comfortably inside the SLO, then it must stay put.
     assert len(changes) <= 3, changes
     assert 1.1625 * linear(round(min(current.max_num_seqs, demand / current.replicas))) <= SLO
-
-
-def test_tpot_with_prefill_adds_the_admissions_each_step_carries() -> None:
-    # 256 running with 128-token outputs: 2 admissions per step, each a 50 ms prefill.
-    model = tpot_with_prefill(linear, prefill_seconds_per_request=0.050, output_tokens=128)
-    assert model(256) == pytest.approx(linear(256) + 2 * 0.050)
-    assert model(1) == pytest.approx(linear(1) + 0.050 / 128)

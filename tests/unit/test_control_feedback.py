@@ -101,7 +101,7 @@ def test_adjust_lowers_the_batch_and_the_next_plan_obeys() -> None:
         "SLOMet": ("False", "TPOTAboveSLO"),
     }
     assert d.max_num_seqs < seqs
-    assert result.overrides.calibration > 1.0
+    assert result.overrides.calibration.scale > 1.0
     [event] = result.events
     assert (event.type, event.reason) == ("Normal", "TPOTAboveSLO")
     assert "p90 TPOT 90.0 ms vs SLO 50.0 ms" in event.message
@@ -115,7 +115,7 @@ def test_adjust_lowers_the_batch_and_the_next_plan_obeys() -> None:
     assert again.plan_feasible.status == "True", again.plan_feasible.message
     assert again.fields["plan"]["maxNumSeqs"] <= d.max_num_seqs
     assert again.fields["plan"]["replicas"] == d.replicas == result.overrides.replicas
-    assert again.fields["prediction"]["calibration"] == result.overrides.calibration
+    assert again.fields["prediction"]["calibration"] == result.overrides.calibration.scale
 
 
 def test_memory_in_status_holds_the_cooldown_and_the_pins() -> None:
@@ -137,7 +137,7 @@ def test_observe_mode_reports_but_does_not_pin() -> None:
     status = planned_status(builder)
     result = decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
     assert result.overrides.max_num_seqs is None and result.overrides.replicas is None
-    assert result.overrides.calibration == 1.0
+    assert result.overrides.calibration == capacity.UNCALIBRATED
     assert result.calibration is not None
     assert result.calibration["lastDecision"]["applied"] is False
     assert result.calibration["factor"] > 1.0
@@ -161,7 +161,7 @@ def test_feedback_off_says_why_and_pins_nothing(builder: Any, feedback: Feedback
     result = decide(facts(builder, planned_status(builder)), feedback, now=NOW)
     assert conditions(result)["MetricsAvailable"] == expected
     assert conditions(result)["SLOMet"] == ("Unknown", "NotMeasured")
-    assert result.overrides.max_num_seqs is None and result.overrides.calibration == 1.0
+    assert result.overrides.max_num_seqs is None and result.overrides.calibration == capacity.UNCALIBRATED
     assert result.observed is None
 
 
@@ -257,5 +257,5 @@ def test_the_planner_sees_the_factor_committed_with_the_last_move_not_every_new_
         facts(builder, later), FeedbackFacts(observation=slower), now=NOW + datetime.timedelta(seconds=60)
     )
     assert second.decision is not None and second.decision.reason == "Cooldown"
-    assert second.calibration is not None and second.calibration["factor"] > committed
+    assert second.calibration is not None and second.calibration["factor"] > committed.scale
     assert second.overrides.calibration == committed

@@ -23,8 +23,7 @@ def engine(**kw: int | float) -> Engine:
     args: dict[str, int | float] = {"max_num_seqs": 4, "num_gpu_blocks": 1000, "max_model_len": 4096}
     args.update(kw)
     return Engine(
-        decode_seconds=decode,
-        prefill_seconds=prefill,
+        step_seconds=lambda batch, context, tokens: decode(batch, context) + prefill(tokens),
         max_num_seqs=int(args["max_num_seqs"]),
         num_gpu_blocks=int(args["num_gpu_blocks"]),
         max_model_len=int(args["max_model_len"]),

@@ -1,0 +1,432 @@
+"""The serving model: how long a vLLM engine step takes, how much fits, and what a request sees.
+
+This is the one place kvright says how vLLM serves. The planner, the control law, the feedback seam, the
+status and the CLI call it; nothing else derives a step time or a memory bound. Its parts:
+
+* **Memory** (:class:`~capacity.memory.KVMemory`): bytes, then blocks, then tokens, then sequences, as
+  vLLM 0.32 accounts them (sliding-window reservations included).
+* **One engine step** (:meth:`ServingModel.step_seconds`): ``batch`` decodes at a context plus a
+  chunk of prefill tokens (chunked prefill, up to ``--max-num-batched-tokens`` per step), priced by the
+  roofline in :class:`~capacity.roofline.StepModel`.
+* **The steady state at a batch** (:meth:`ServingModel.at`): with ``b`` sequences running, ``b /
+  output_tokens`` of them finish, and as many prompts arrive, per step. Each prompt is prefilled in
+  ``m = ceil(prompt / (mnbt - b))`` chunk steps, so a fraction ``f = min(1, (b / output) x m)`` of
+  steps carries a prefill chunk and takes ``t1``; the rest take ``t0``. A request's TPOT is the mean of
+  its ``n = output - 1`` steps after the first token: ``mean = t0 + f (t1 - t0)`` and, as the number of
+  chunk steps it meets is binomial, ``sd = (t1 - t0) sqrt(f (1 - f) / n)``. The TPOT at percentile
+  ``p`` is ``mean + z_p sd`` (normal approximation; ``z_50 = 0``), so a wider tail shows at p99, not at
+  p50, and shrinks for long outputs.
+* **Time to first token**: the prompt's ``m`` chunk steps, plus the wait for a slot when more
+  sequences are in flight than ``--max-num-seqs`` (a closed loop: ``wait = service x (n / seqs - 1)``),
+  plus, at a percentile above ``1 - f``, one more prompt's chunks ahead in the queue.
+* **Calibration** (:class:`Calibration`): what the feedback loop learns, applied by the same formula
+  that predicts: ``scale`` multiplies every step time (bandwidth the engine actually reaches), ``tail``
+  multiplies the percentile over the mean (jitter the model does not see). :func:`learn` updates it from
+  an observed mean and percentile at the batch that was served.
+
+Pure: no IO, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from capacity.architecture import Architecture
+from capacity.errors import CapacityError
+from capacity.gpus import GPU
+from capacity.memory import KVMemory
+from capacity.roofline import DEFAULT_EFFICIENCY, Efficiency, StepModel
+
+__all__ = [
+    "PERCENTILES",
+    "UNCALIBRATED",
+    "Calibration",
+    "Curve",
+    "ServingModel",
+    "ServingPoint",
+    "Shape",
+    "learn",
+    "percentile_z",
+]
+
+#: Percentiles an SLO may be stated at, with the standard normal quantile of each.
+PERCENTILES: dict[int, float] = {50: 0.0, 90: 1.2815516, 95: 1.6448536, 99: 2.3263479}
+
+
+def percentile_z(percentile: int) -> float:
+    """The standard normal quantile of ``percentile`` (one of :data:`PERCENTILES`)."""
+    if percentile not in PERCENTILES:
+        raise CapacityError(
+            f"percentile {percentile!r} is not supported; expected one of {', '.join(map(str, PERCENTILES))}"
+        )
+    return PERCENTILES[percentile]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """The correction learned from a live engine; ``Calibration()`` is the uncorrected model."""
+
+    scale: float = 1.0
+    """Observed mean TPOT over the predicted mean at the served batch: multiplies every step time."""
+    tail: float = 1.0
+    """Observed percentile-over-mean over the predicted one: multiplies the percentile's spread."""
+
+    def __post_init__(self) -> None:
+        for name in ("scale", "tail"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise CapacityError(f"calibration {name} {value!r} is not valid; expected a positive number")
+            if value <= 0:
+                raise CapacityError(f"calibration {name} {value!r} is not valid; expected a positive number")
+
+    def mean_seconds(self, predicted_mean_seconds: float) -> float:
+        """A calibrated mean TPOT (or any step time): ``scale x predicted``."""
+        return self.scale * predicted_mean_seconds
+
+    def percentile_seconds(self, predicted_percentile_seconds: float) -> float:
+        """A calibrated percentile TPOT: ``scale x tail x predicted``."""
+        return self.scale * self.tail * predicted_percentile_seconds
+
+    def to_dict(self) -> dict[str, float]:
+        return {"scale": self.scale, "tail": self.tail}
+
+
+UNCALIBRATED = Calibration()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shape:
+    """The request mix a replica serves."""
+
+    prompt_tokens: int
+    """Prompt length of each request."""
+    output_tokens: int
+    """Output length of each request (0: prefill only)."""
+    context_tokens: int | None = None
+    """Mean context over a request's decode steps; None: ``prompt + output / 2``."""
+    mixed: bool = True
+    """False: price decode steps only (no prompt/output mix was stated)."""
+
+    @property
+    def decode_context_tokens(self) -> int:
+        if self.context_tokens is not None:
+            return max(1, self.context_tokens)
+        return max(1, self.prompt_tokens + self.output_tokens // 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingPoint:
+    """What a replica does in steady state at one batch."""
+
+    batch: int
+    """Sequences decoding together."""
+    decode_step_seconds: float
+    """``t0``: a step with no prefill chunk."""
+    prefill_step_seconds: float
+    """``t1``: a step that also carries a prefill chunk."""
+    prefill_chunk_tokens: float
+    """Prompt tokens in a step that carries prefill."""
+    prefill_steps_per_prompt: int
+    """``m``: chunk steps one prompt takes."""
+    prefill_step_fraction: float
+    """``f``: share of steps carrying a prefill chunk."""
+    prefill_saturated: bool
+    """Prompts arrive faster than the chunk budget prefills them: the queue grows without bound."""
+    tpot_mean_seconds: float
+    """Mean TPOT over requests."""
+    tpot_sd_seconds: float
+    """Standard deviation of a request's TPOT."""
+    ttft_service_seconds: float
+    """Time to first token once a slot is free (the prompt's chunk steps)."""
+    tail: float
+    """The calibration's tail factor, applied to TPOT percentiles (TTFT takes the scale only)."""
+    output_tokens: int
+    """Tokens each request decodes."""
+
+    def calibrated(self, calibration: Calibration) -> ServingPoint:
+        """This point with a calibration applied: every time times ``scale``, percentiles times ``tail``."""
+        if calibration == UNCALIBRATED:
+            return self
+        k = calibration.scale
+        return replace(
+            self,
+            decode_step_seconds=k * self.decode_step_seconds,
+            prefill_step_seconds=k * self.prefill_step_seconds,
+            tpot_mean_seconds=k * self.tpot_mean_seconds,
+            tpot_sd_seconds=k * self.tpot_sd_seconds,
+            ttft_service_seconds=k * self.ttft_service_seconds,
+            tail=self.tail * calibration.tail,
+        )
+
+    def tpot_seconds(self, percentile: int) -> float:
+        """TPOT at ``percentile``: ``tail x (mean + z_p sd)`` (the mean at p50 with tail 1)."""
+        return self.tail * (self.tpot_mean_seconds + percentile_z(percentile) * self.tpot_sd_seconds)
+
+    def queue_seconds(self, in_flight: float, max_num_seqs: int) -> float:
+        """Mean wait for a slot with ``in_flight`` requests per replica and ``max_num_seqs`` slots.
+
+        A closed loop at its slots: throughput ``X = seqs / service`` and Little's law give
+        ``wait = service x (in_flight / seqs - 1)``, where service is TTFT plus the decode steps."""
+        if in_flight <= max_num_seqs:
+            return 0.0
+        service = self.ttft_service_seconds + max(0, self.output_tokens - 1) * self.tpot_mean_seconds
+        return service * (in_flight / max_num_seqs - 1.0)
+
+    def ttft_seconds(
+        self, percentile: int, *, in_flight: float | None = None, max_num_seqs: int = 0
+    ) -> float:
+        """TTFT at ``percentile``: the slot wait, the prompt's chunk steps and, when ``p`` falls in the
+        share of arrivals that find another prompt being prefilled, that prompt's chunks too."""
+        wait = self.queue_seconds(in_flight, max_num_seqs) if in_flight is not None else 0.0
+        ahead = self.ttft_service_seconds if percentile / 100.0 > 1.0 - self.prefill_step_fraction else 0.0
+        return wait + self.ttft_service_seconds + ahead
+
+    def to_dict(self, percentile: int) -> dict[str, Any]:
+        return {
+            "batch": self.batch,
+            "percentile": percentile,
+            "tpot_seconds": self.tpot_seconds(percentile),
+            "tpot_mean_seconds": self.tpot_mean_seconds,
+            "decode_step_seconds": self.decode_step_seconds,
+            "prefill_step_seconds": self.prefill_step_seconds,
+            "prefill_step_fraction": self.prefill_step_fraction,
+            "prefill_steps_per_prompt": self.prefill_steps_per_prompt,
+        }
+
+
+class ServingModel:
+    """One replica of a model on a TP group of one GPU product, with its flags: memory and time.
+
+    Built once per (TP, KV dtype, max-num-batched-tokens, gpu-memory-utilization) and evaluated at many
+    batches; every method is cheap.
+    """
+
+    __slots__ = ("arch", "gpu", "max_num_batched_tokens", "memory", "roofline", "tensor_parallel_size")
+
+    def __init__(
+        self,
+        arch: Architecture,
+        gpu: GPU,
+        *,
+        tensor_parallel_size: int,
+        kv_cache_dtype: str,
+        max_num_batched_tokens: int,
+        gpu_memory_utilization: float = 0.9,
+        efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    ) -> None:
+        self.arch = arch
+        self.gpu = gpu
+        self.tensor_parallel_size = tensor_parallel_size
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.roofline = StepModel(
+            arch,
+            gpu,
+            tensor_parallel_size=tensor_parallel_size,
+            kv_cache_dtype=kv_cache_dtype,
+            efficiency=efficiency,
+        )
+        self.memory = KVMemory(
+            arch,
+            gpu,
+            tensor_parallel_size=tensor_parallel_size,
+            kv_cache_dtype=kv_cache_dtype,
+            max_num_batched_tokens=max_num_batched_tokens,
+            gpu_memory_utilization=gpu_memory_utilization,
+        )
+
+    # -- one step -------------------------------------------------------------------------------------
+
+    def step_seconds(
+        self,
+        batch: int,
+        context_tokens: float,
+        prefill_tokens: float = 0.0,
+        *,
+        prompt_tokens: int = 0,
+    ) -> float:
+        """One engine step: ``batch`` decodes at ``context_tokens`` plus ``prefill_tokens`` of prompts
+        ``prompt_tokens`` long (the simulator and the steady state below both price steps here)."""
+        seconds = self.roofline.predicted_seconds(
+            max(0, batch),
+            max(1, round(context_tokens)),
+            prefill_tokens,
+            prompt_tokens or round(prefill_tokens),
+        )
+        return seconds
+
+    # -- steady state ---------------------------------------------------------------------------------
+
+    def at(self, batch: int, shape: Shape) -> ServingPoint:
+        """The steady state of a replica decoding ``batch`` sequences of ``shape`` (module docstring),
+        uncalibrated; :meth:`ServingPoint.calibrated` applies a calibration."""
+        b = max(1, batch)
+        context = shape.decode_context_tokens
+        t0 = self.step_seconds(b, context)
+        prompt = max(1, shape.prompt_tokens)
+        chunk_budget = max(1, self.max_num_batched_tokens - b)
+        steps_per_prompt = max(1, math.ceil(prompt / chunk_budget))
+        if not shape.mixed or shape.output_tokens <= 0:
+            # Decode steps only; a lone prompt still needs its chunks for TTFT.
+            t_chunk = self.step_seconds(0, context, min(prompt, chunk_budget), prompt_tokens=prompt)
+            return ServingPoint(
+                batch=b,
+                decode_step_seconds=t0,
+                prefill_step_seconds=t0,
+                prefill_chunk_tokens=0.0,
+                prefill_steps_per_prompt=steps_per_prompt,
+                prefill_step_fraction=0.0,
+                prefill_saturated=False,
+                tpot_mean_seconds=t0,
+                tpot_sd_seconds=0.0,
+                ttft_service_seconds=steps_per_prompt * t_chunk,
+                tail=1.0,
+                output_tokens=max(1, shape.output_tokens),
+            )
+        # Prompts arrive (as sequences finish) at b / output per step, each split into m equal chunks;
+        # the chunks a step carries are Poisson with mean mu = arrivals x m, at most what the budget holds.
+        arrivals = b / shape.output_tokens
+        chunk = prompt / steps_per_prompt
+        mu = arrivals * steps_per_prompt
+        most = max(1, int(chunk_budget // chunk))
+        top = min(most, math.ceil(mu + 6.0 * math.sqrt(mu) + 3.0))
+        weights = _poisson(mu, top)
+        times = [self.step_seconds(b, context, k * chunk, prompt_tokens=prompt) for k in range(top + 1)]
+        mean = sum(w * t for w, t in zip(weights, times, strict=True))
+        second = sum(w * t * t for w, t in zip(weights, times, strict=True))
+        variance = max(0.0, second - mean * mean)
+        carrying = 1.0 - weights[0]
+        t1 = (mean - weights[0] * t0) / carrying if carrying > 0 else t0
+        # A prompt's own chunk steps also carry the other prompts' chunks in flight (mean mu, capped).
+        own = min(float(chunk_budget), chunk * (1.0 + mu))
+        t_own = self.step_seconds(b, context, own, prompt_tokens=prompt)
+        n = max(1, shape.output_tokens - 1)
+        return ServingPoint(
+            batch=b,
+            decode_step_seconds=t0,
+            prefill_step_seconds=t1,
+            prefill_chunk_tokens=chunk,
+            prefill_steps_per_prompt=steps_per_prompt,
+            prefill_step_fraction=carrying,
+            prefill_saturated=arrivals * prompt > chunk_budget,
+            tpot_mean_seconds=mean,
+            tpot_sd_seconds=math.sqrt(variance / n),
+            ttft_service_seconds=steps_per_prompt * t_own,
+            tail=1.0,
+            output_tokens=shape.output_tokens,
+        )
+
+
+def _poisson(mu: float, top: int) -> list[float]:
+    """Chunks per step: Poisson(mu) probabilities of 0..top-1 with the rest of the mass at ``top`` (the
+    step's cap). Work the cap turns away is not lost but carried into later steps, so that much more
+    probability moves from "no chunk" to "a full step" until the mean is ``mu`` again."""
+    weights = []
+    term = math.exp(-mu)
+    for k in range(top):
+        weights.append(term)
+        term *= mu / (k + 1)
+    weights.append(max(0.0, 1.0 - sum(weights)))
+    carried = sum(k * w for k, w in enumerate(weights))
+    if top > 0 and carried < mu:
+        shift = min(weights[0], (mu - carried) / top)
+        weights[0] -= shift
+        weights[top] += shift
+    return weights
+
+
+def largest(lo: int, hi: int, ok: Any) -> int:
+    """Largest n in [lo, hi] with ok(n), assuming ok is monotone (true then false); lo - 1 if none."""
+    if hi < lo or not ok(lo):
+        return lo - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class Curve:
+    """A serving model at one request shape and percentile: TPOT as a function of the batch.
+
+    What the planner sizes ``--max-num-seqs`` with and what the control law targets, so the two agree
+    by construction. Points are memoized (uncalibrated); a calibration is applied on read.
+    """
+
+    __slots__ = ("_points", "model", "percentile", "shape")
+
+    def __init__(self, model: ServingModel, shape: Shape, percentile: int) -> None:
+        percentile_z(percentile)
+        self.model = model
+        self.shape = shape
+        self.percentile = percentile
+        self._points: dict[int, ServingPoint] = {}
+
+    def point(self, batch: int, calibration: Calibration = UNCALIBRATED) -> ServingPoint:
+        """The steady state at ``batch``."""
+        b = max(1, batch)
+        point = self._points.get(b)
+        if point is None:
+            point = self._points[b] = self.model.at(b, self.shape)
+        return point.calibrated(calibration)
+
+    def mean_seconds(self, batch: int) -> float:
+        """Uncalibrated mean TPOT at ``batch``."""
+        return self.point(batch).tpot_mean_seconds
+
+    def percentile_seconds(self, batch: int) -> float:
+        """Uncalibrated TPOT at the curve's percentile at ``batch``."""
+        return self.point(batch).tpot_seconds(self.percentile)
+
+    def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+        """Calibrated TPOT at the curve's percentile: ``calibration.percentile_seconds(...)``."""
+        return calibration.percentile_seconds(self.percentile_seconds(batch))
+
+
+def learn(
+    previous: Calibration,
+    *,
+    predicted_mean_seconds: float,
+    predicted_percentile_seconds: float,
+    observed_mean_seconds: float | None,
+    observed_percentile_seconds: float | None,
+    alpha: float,
+    bounds: tuple[float, float],
+    tail_bounds: tuple[float, float] = (0.5, 2.0),
+) -> Calibration:
+    """The calibration after one window, from the uncalibrated prediction at the batch that was served.
+
+    ``scale`` is an EWMA towards ``observed mean / predicted mean`` (towards ``observed p / predicted p``
+    when only the percentile was measured), clamped to ``bounds``: a wilder ratio is a broken metric,
+    not physics. ``tail`` is the window's ``(observed p / observed mean) / (predicted p / predicted
+    mean)``, clamped to ``tail_bounds`` (a percentile over a mean from the same window needs no
+    smoothing). Non-finite or non-positive inputs leave the previous values (clamped).
+    """
+    low, high = bounds
+
+    def good(x: float | None) -> bool:
+        return x is not None and math.isfinite(x) and x > 0
+
+    def ewma(prev: float, ratio: float) -> float:
+        clamped = min(high, max(low, ratio))
+        return min(high, max(low, (1.0 - alpha) * prev + alpha * clamped))
+
+    scale = min(high, max(low, previous.scale))
+    tail = previous.tail
+    if not (good(predicted_mean_seconds) and good(predicted_percentile_seconds)):
+        return Calibration(scale=scale, tail=tail)
+    if good(observed_mean_seconds):
+        assert observed_mean_seconds is not None
+        scale = ewma(scale, observed_mean_seconds / predicted_mean_seconds)
+        if good(observed_percentile_seconds):
+            assert observed_percentile_seconds is not None
+            observed_spread = observed_percentile_seconds / observed_mean_seconds
+            predicted_spread = predicted_percentile_seconds / predicted_mean_seconds
+            tail = min(tail_bounds[1], max(tail_bounds[0], observed_spread / predicted_spread))
+    elif good(observed_percentile_seconds):
+        assert observed_percentile_seconds is not None
+        scale = ewma(scale, observed_percentile_seconds / (predicted_percentile_seconds * tail))
+    return Calibration(scale=scale, tail=tail)
