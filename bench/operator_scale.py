@@ -41,6 +41,7 @@ import yaml
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
 from kvright.render import Owner, VLLMWorkload, render_deployment, render_service
+from kvright_dev.procs import WaitFailed, stop_processes, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_SPEC: dict[str, Any] = {
@@ -103,10 +104,15 @@ class Watcher:
                 self.seen.setdefault(event["object"]["metadata"]["name"], time.monotonic())
 
     def wait_for(self, names: list[str], deadline: float) -> bool:
-        while time.monotonic() < deadline:
-            if all(n in self.seen for n in names):
-                return True
-            time.sleep(0.05)
+        return before(deadline, lambda: all(n in self.seen for n in names), what="every Deployment to appear")
+
+
+def before(deadline: float, predicate: Callable[[], bool], *, what: str, interval: float = 0.05) -> bool:
+    """Whether ``predicate`` came true before the monotonic ``deadline`` (polling every ``interval``)."""
+    try:
+        return bool(wait_until(predicate, max(0.05, deadline - time.monotonic()), what=what,
+                               interval=interval, transient=()))
+    except WaitFailed:
         return False
 
 
@@ -141,14 +147,13 @@ def ensure_crd(kube: Kube) -> None:
         body=crd,
         content_type="application/apply-patch+yaml",
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def established() -> bool:
         got = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
         conditions = ((got or {}).get("status") or {}).get("conditions") or []
-        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-            return
-        time.sleep(0.2)
-    raise RuntimeError("the LLMDeployment CRD did not become Established within 60 s")
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_until(established, 60, what="the LLMDeployment CRD to be Established", interval=0.2, transient=())
 
 
 def make_namespace(kube: Kube, prefix: str) -> str:
@@ -250,14 +255,13 @@ def operator_run(kube: Kube, count: int, timeout: float, kubeconfig: str, rate: 
             "spec": MODEL_SPEC,
         }
         kube.request("POST", base, body=probe)
-        deadline = time.monotonic() + 120
-        while (
-            time.monotonic() < deadline
-            and kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/probe") is None
-        ):
-            if proc.poll() is not None:
-                raise RuntimeError(f"the operator exited with {proc.returncode}; log: {log_name}")
-            time.sleep(0.2)
+
+        def exited() -> str | None:
+            code = proc.poll()
+            return None if code is None else f"the operator exited with {code}; log: {log_name}"
+
+        wait_until(lambda: kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/probe") is not None, 120,
+                   what="the operator to deploy the probe", interval=0.2, transient=(), give_up=exited)
         cpu_before = proc_cpu_seconds(proc.pid)
         with Watcher(kube, ns) as watcher:
             time.sleep(0.5)
@@ -269,22 +273,19 @@ def operator_run(kube: Kube, count: int, timeout: float, kubeconfig: str, rate: 
             end = max(watcher.seen.get(n, time.monotonic()) for n in created)
             latencies = [watcher.seen[n] - created[n] for n in created if n in watcher.seen]
         # Status written for all (observedGeneration set and the PlanFeasible condition present).
-        status_done = None
-        while time.monotonic() < start + timeout:
+        def all_have_status() -> bool:
             items = kube.request("GET", base).get("items") or []
-            done = sum(1 for o in items if (o.get("status") or {}).get("observedGeneration"))
-            if done >= count + 1:
-                status_done = time.monotonic()
-                break
-            time.sleep(0.25)
+            return sum(1 for o in items if (o.get("status") or {}).get("observedGeneration")) >= count + 1
+
+        status_done = (
+            time.monotonic()
+            if before(start + timeout, all_have_status, what="every status written", interval=0.25)
+            else None
+        )
         cpu = proc_cpu_seconds(proc.pid) - cpu_before
         rss = proc_peak_rss_bytes(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_processes([proc], timeout=20)
     with contextlib.suppress(KubeError):  # children go with their owners
         kube.request("DELETE", f"/api/v1/namespaces/{ns}")
     return {

@@ -18,14 +18,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
+from kvright_dev.procs import WaitFailed, stop_processes, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kvright-demo"
@@ -34,6 +35,7 @@ SHOWN = "llama-70b-chat"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 SERVICE_ACCOUNT = os.environ.get("KVRIGHT_DEMO_SERVICE_ACCOUNT", "kvright-system/kvright")
 """namespace/name of the chart's ServiceAccount, whose identity the demo's operator runs with."""
+T = TypeVar("T")
 
 
 def _service_account_kubeconfig(kube: Kube, admin_kubeconfig: str, namespace: str, name: str) -> Path:
@@ -74,17 +76,20 @@ def _apply(kube: Kube, path: str, obj: dict[str, Any]) -> None:
     )
 
 
-def _wait(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except KubeError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.5)
-    raise SystemExit(f"demo: timed out after {timeout:.0f} s waiting for {what}")
+def _wait(what: str, check: Callable[[], T], timeout: float, *,
+          operator: subprocess.Popen[bytes] | None = None, log: str = "") -> T:
+    """``check()`` until truthy (an API error counts as not yet); SystemExit naming ``what`` on a timeout
+    or when ``operator`` exits first."""
+
+    def exited() -> str | None:
+        if operator is None or operator.poll() is None:
+            return None
+        return f"the operator exited with {operator.returncode}; see {log}"
+
+    try:
+        return wait_until(check, timeout, what=what, interval=0.5, transient=(KubeError,), give_up=exited)
+    except WaitFailed as exc:
+        raise SystemExit(f"demo: {exc}") from None
 
 
 def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -176,9 +181,8 @@ def main() -> int:
             print(f"demo: applied {path.relative_to(ROOT)}", flush=True)
         done = {}
         for name in names:
-            done[name] = _wait(f"{name} to be reconciled", lambda name=name: _done(kube, name), 180)
-            if proc.poll() is not None:
-                raise SystemExit(f"demo: the operator exited with {proc.returncode}; see {log_name}")
+            done[name] = _wait(f"{name} to be reconciled", lambda name=name: _done(kube, name), 180,
+                               operator=proc, log=log_name)
         print("\n$ kubectl get llmdeployments -n kvright-demo")
         print_table(kube)
         full = done.get(SHOWN) or done[names[0]]
@@ -197,11 +201,7 @@ def main() -> int:
                 f"{pod['status'].get('phase', '?'):<8} nvidia.com/gpu={limits.get('nvidia.com/gpu')}"
             )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_processes([proc], timeout=20)
         operator_kubeconfig.unlink(missing_ok=True)
     print("\ndemo: operator stopped. The cluster is still up: `make cluster-down` stops it;")
     print(f"      `export KUBECONFIG={kubeconfig}` to look around (objects are in namespace {NAMESPACE}).")

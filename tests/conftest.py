@@ -1,6 +1,7 @@
 """Shared fixtures. The control-plane fixtures live in tests/fixtures/cluster.py (``cluster``, ``kube``,
-``namespace``; ``wait_for`` for polling) and the Prometheus one in tests/fixtures/prometheus.py
-(``prometheus``, ``start_prometheus``); they are imported here so every test can request them."""
+``namespace``) and the Prometheus one in tests/fixtures/prometheus.py (``prometheus``); they are imported
+here so every test can request them. Polling, ports and Prometheus itself come from kvright_dev.procs and
+kvright_dev.prometheus."""
 
 from __future__ import annotations
 

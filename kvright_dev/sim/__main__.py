@@ -1,4 +1,5 @@
-"""`python -m kvright_dev.sim serve MODEL <vllm serve flags> [--gpu ... --efficiency ... --time-scale ...]`."""
+"""`python -m kvright_dev.sim serve MODEL <vllm serve flags> [--gpu ... --efficiency ... --time-scale ...]`
+"""
 
 from kvright_dev.sim.server import main
 

@@ -17,13 +17,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kvright_dev.procs import WaitFailed, dev_environ, stop_processes, wait_until
+from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
-from kvright_dev.sim.prometheus import LocalPrometheus, PrometheusMissing
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION, PLURAL = "kvright.dev", "v1alpha1", "llmdeployments"
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runner = PodRunner(
         core=core,
         custom=custom,
-        file_sd_path=work / "sd.json",
+        file_sd_path=work / "prometheus" / "sd" / "pods.json",
         namespace=namespace,
         options=SimOptions(efficiency=ns.efficiency, noise=0.1, time_scale=2.0),
         log_dir=work / "sims",
@@ -92,22 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     operator: subprocess.Popen[bytes] | None = None
     load: LoadGenerator | None = None
     try:
-        prometheus = LocalPrometheus(work / "prometheus", work / "sd.json")
+        prometheus = Prometheus(work / "prometheus", job="vllm")
     except PrometheusMissing as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
     try:
         runner.start()
         prometheus.start()
-        env = {
-            **os.environ,
+        env = dev_environ({
             "KUBECONFIG": path,
             "KVRIGHT_NAMESPACES": namespace,
             "KVRIGHT_METRICS_PORT": "0",
             "KVRIGHT_RECONCILE_SECONDS": "3",
             "KVRIGHT_PROMETHEUS_URL": prometheus.url,
-            "PYTHONPATH": str(ROOT),
-        }
+        })
         operator = subprocess.Popen(
             [sys.executable, "-m", "kvright.operator"],
             env=env,
@@ -141,7 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"demo: LLMDeployment {namespace}/chat created; "
             f"GPUs run at {ns.efficiency:.0%} of kvright's prediction"
         )
-        deadline = time.monotonic() + ns.minutes * 60
+        end = time.monotonic() + ns.minutes * 60
+
+        def until(what: str, predicate: Callable[[], object], interval: float) -> None:
+            """Wait for ``predicate`` within the demo's time; on a timeout say so and go on."""
+            try:
+                wait_until(predicate, max(1.0, end - time.monotonic()), what=what, interval=interval,
+                           transient=())
+            except WaitFailed as exc:
+                print(f"demo: {exc}", file=sys.stderr)
 
         def get() -> dict[str, Any]:
             obj: Any = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "chat")
@@ -153,8 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return str(c.get("status"))
             return None
 
-        while time.monotonic() < deadline and not (get().get("status") or {}).get("plan"):
-            time.sleep(1)
+        until("a first plan", lambda: (get().get("status") or {}).get("plan"), 1)
         print("\nfirst plan (from the roofline, before any measurement):")
         print(_summary(get()).split("\n")[0])
         load = LoadGenerator(
@@ -165,12 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             output_tokens=128,
             max_seconds=ns.minutes * 60,
         ).start()
-        while time.monotonic() < deadline and slo(get()) != "False":
-            time.sleep(2)
+        until("SLOMet=False", lambda: slo(get()) == "False", 2)
         print("\nbefore (SLO first seen violated):")
         print(_summary(get()))
-        while time.monotonic() < deadline and slo(get()) != "True":
-            time.sleep(2)
+        until("SLOMet=True", lambda: slo(get()) == "True", 2)
         time.sleep(10)
         print("\nafter (corrected by the feedback loop):")
         print(_summary(get()))
@@ -188,11 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if load is not None:
             load.stop(timeout=10)
         if operator is not None:
-            operator.terminate()
-            try:
-                operator.wait(20)
-            except subprocess.TimeoutExpired:
-                operator.kill()
+            stop_processes([operator], timeout=20)
         runner.close()
         prometheus.stop()
         try:

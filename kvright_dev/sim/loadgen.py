@@ -20,8 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import requests
+
+from kvright_dev.procs import WaitFailed, wait_until
 
 __all__ = ["LoadGenerator", "LoadStats"]
 
@@ -137,47 +140,43 @@ class LoadGenerator:
 
     def _one(self, session: requests.Session, prompt_tokens: int, output_tokens: int) -> None:
         body = {"model": self.model, "prompt": [1] * prompt_tokens, "max_tokens": output_tokens}
-        give_up = time.monotonic() + self.retry_seconds
-        while True:
-            targets = list(self.endpoints())
-            if targets:
-                base = targets[next(self._round_robin) % len(targets)]
-                try:
-                    response = session.post(f"{base}/v1/completions", json=body, timeout=self.timeout_seconds)
-                except requests.ConnectionError as exc:
-                    if _never_connected(exc):
-                        outcome = "retry"
-                    else:
-                        self._record("dropped", f"{base}: {type(exc).__name__}: {str(exc)[:200]}")
-                        return
-                except requests.RequestException as exc:
-                    self._record("dropped", f"{base}: {type(exc).__name__}: {str(exc)[:200]}")
-                    return
-                else:
-                    if response.status_code == 200:
-                        tpot = response.json().get("kvright_sim", {}).get("tpot_seconds")
-                        with self._lock:
-                            self.stats.completed += 1
-                            if isinstance(tpot, float):
-                                self.stats.tpot_seconds.append(tpot)
-                        return
-                    if response.status_code == 503:
-                        outcome = "retry"
-                    elif 400 <= response.status_code < 500:
-                        self._record(
-                            "rejected", f"{base}: HTTP {response.status_code}: {response.text[:200]}"
-                        )
-                        return
-                    else:
-                        self._record("dropped", f"{base}: HTTP {response.status_code}: {response.text[:200]}")
-                        return
-                if outcome == "retry":
-                    with self._lock:
-                        self.stats.retried += 1
-            if time.monotonic() > give_up:
-                self._record("dropped", f"no endpoint accepted the request within {self.retry_seconds:.0f}s")
-                return
-            time.sleep(0.05)
+        try:
+            wait_until(lambda: self._attempt(session, body), self.retry_seconds,
+                       what="an endpoint to accept the request", interval=0.05, transient=())
+        except WaitFailed:
+            self._record("dropped", f"no endpoint accepted the request within {self.retry_seconds:.0f}s")
+
+    def _attempt(self, session: requests.Session, body: dict[str, Any]) -> bool:
+        """Send once to the next endpoint; True when the request is settled (completed, dropped or
+        rejected), False when it should be retried (no endpoint yet, never connected, or a 503)."""
+        targets = list(self.endpoints())
+        if not targets:
+            return False
+        base = targets[next(self._round_robin) % len(targets)]
+        try:
+            response = session.post(f"{base}/v1/completions", json=body, timeout=self.timeout_seconds)
+        except requests.ConnectionError as exc:
+            if not _never_connected(exc):
+                self._record("dropped", f"{base}: {type(exc).__name__}: {str(exc)[:200]}")
+                return True
+        except requests.RequestException as exc:
+            self._record("dropped", f"{base}: {type(exc).__name__}: {str(exc)[:200]}")
+            return True
+        else:
+            if response.status_code == 200:
+                tpot = response.json().get("kvright_sim", {}).get("tpot_seconds")
+                with self._lock:
+                    self.stats.completed += 1
+                    if isinstance(tpot, float):
+                        self.stats.tpot_seconds.append(tpot)
+                return True
+            if response.status_code != 503:
+                kind = "rejected" if 400 <= response.status_code < 500 else "dropped"
+                self._record(kind, f"{base}: HTTP {response.status_code}: {response.text[:200]}")
+                return True
+        with self._lock:
+            self.stats.retried += 1
+        return False
 
     def _record(self, kind: str, error: str) -> None:
         with self._lock:

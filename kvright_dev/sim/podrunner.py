@@ -20,21 +20,20 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvright_dev.procs import dev_environ, free_port, stop_processes
+
 __all__ = ["PodRunner", "SimOptions", "main"]
 
 LLMD_LABEL = "kvright.dev/llmdeployment"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,12 +62,6 @@ class _Sim:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class PodRunner:
@@ -137,16 +130,7 @@ class PodRunner:
         self._stop.set()
         with self.lock:
             sims = list(self.sims.values())
-        for sim in sims:
-            if sim.process.poll() is None:
-                sim.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for sim in sims:
-            try:
-                sim.process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                sim.process.kill()
-                sim.process.wait()
+        stop_processes([sim.process for sim in sims], timeout=10)
         with self.lock:
             self.sims.clear()
         self._write_file_sd()
@@ -226,7 +210,7 @@ class PodRunner:
         vllm_args = [*command[1:], *args] if command[:1] == ["vllm"] else args
         if not vllm_args or vllm_args[0] != "serve":
             vllm_args = ["serve", *vllm_args]
-        port = _free_port()
+        port = free_port()
         self._seed += 1
         opts = self.options
         efficiency = self.efficiency_by_llmdeployment.get(f"{meta.namespace}/{llmd}", opts.efficiency)
@@ -262,11 +246,9 @@ class PodRunner:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{meta.namespace}_{meta.name}")
             out = open(self.log_dir / f"{safe}.log", "ab")  # noqa: SIM115 - owned by the child
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        }
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        process = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=dev_environ(), start_new_session=True
+        )
         sim = _Sim(
             namespace=meta.namespace,
             llmdeployment=llmd,
@@ -307,7 +289,9 @@ class PodRunner:
 def main(argv: Sequence[str] | None = None) -> int:
     from kubernetes import client, config
 
-    p = argparse.ArgumentParser(prog="python -m kvright_dev.sim.podrunner", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m kvright_dev.sim.podrunner", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     p.add_argument("--file-sd", required=True, type=Path, help="Prometheus file_sd JSON file to write")
     p.add_argument("--namespace", default=None)

@@ -16,6 +16,7 @@ Service retries elsewhere), admitted requests finish, then the process exits (bo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -28,6 +29,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from kvright_dev.procs import WaitFailed, wait_until
 from kvright_dev.sim.engine import Engine, Finished, SimRequest
 from kvright_dev.sim.metrics import VLLMMetrics
 
@@ -218,13 +220,16 @@ class SimServer:
         arrived for ``quiet_seconds``, or the drain timeout. The quiet period is the simulator's preStop:
         a client that picked this endpoint just before it was withdrawn still gets its 503 (and retries
         elsewhere) instead of a reset from a process that already exited."""
-        deadline = time.monotonic() + self.drain_timeout
-        while time.monotonic() < deadline:
+
+        def drained() -> bool:
             with self.lock:
                 idle = time.monotonic() - self.last_request >= quiet_seconds
-                if not self.pending and self.inflight == 0 and idle:
-                    return
-            time.sleep(0.05)
+                return not self.pending and self.inflight == 0 and idle
+
+        if self.drain_timeout > 0:
+            with contextlib.suppress(WaitFailed):  # out of drain time: stop anyway, as vLLM does
+                wait_until(drained, self.drain_timeout, what="the simulator to drain", interval=0.05,
+                           transient=())
 
     def _virtual_now(self) -> float:
         return (time.monotonic() - self._wall0) * self.time_scale

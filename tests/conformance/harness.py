@@ -9,10 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +18,8 @@ from typing import Any
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+
+from kvright_dev.procs import LOOPBACK, LoopbackServer, ServerFailed, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -175,43 +174,6 @@ def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, A
 # Servers
 
 
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServerFailed(Exception):
-    """A server process exited, or did not answer its readiness URL, before its deadline."""
-
-
-def wait_until_ready(
-    proc: subprocess.Popen[bytes], url: str, *, name: str, log_path: Path, timeout: float, interval: float
-) -> None:
-    """Poll `url` until it answers 200 while `proc` runs, for at most `timeout` seconds.
-
-    Otherwise raise ServerFailed naming `name`, why, its command and the tail of its log (where
-    the caller sent its output). The caller stops the process; once it has exited that is a no-op.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            why = f"exited with status {proc.returncode} before it was ready"
-            break
-        try:
-            if requests.get(url, timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(interval)
-    else:
-        why = f"not ready ({url}) after {timeout:.0f} s"
-    command = " ".join(str(arg) for arg in proc.args) if isinstance(proc.args, list) else str(proc.args)
-    log = log_path.read_text(errors="replace")
-    raise ServerFailed(f"{name} {why}; command: {command}\nlog {log_path} (tail):\n{tail(log, 40)}")
-
-
 def omp_threads_bind(tensor_parallel_size: int) -> str:
     """VLLM_CPU_OMP_THREADS_BIND: one CPU list per rank, from the CPUs this process may use.
 
@@ -254,7 +216,7 @@ class VllmServer:
         self.model = model
         self.log_path = log_path
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{LOOPBACK}:{self.port}"
         self.served_name = spec.shape
         self.argv = [
             str(env.python), "-m", "vllm.entrypoints.openai.api_server",
@@ -268,44 +230,28 @@ class VllmServer:
             "--enforce-eager",  # ~30 s start instead of ~70 s; torch.compile has nothing to do with KV
             *spec.extra_args,
         ]  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.server = LoopbackServer(
+            self.argv,
+            name=f"vLLM server {spec}",
+            port=self.port,
+            ready_path="/health",
+            log_path=log_path,
+            env=env.environ({"VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(spec.tensor_parallel_size)}),
+            cwd=env.scratch,
+            own_group=True,  # its own process group: stop() ends the engine and workers too
+        )
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.server.proc
 
     def start(self) -> None:
-        bind = omp_threads_bind(self.spec.tensor_parallel_size)
-        env = self.env.environ({"VLLM_CPU_OMP_THREADS_BIND": bind})
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=str(self.env.scratch),
-                start_new_session=True,  # its own process group: stop() ends the engine and workers too
-            )
-        try:
-            wait_until_ready(
-                self.proc,
-                f"{self.url}/health",
-                name=f"vLLM server {self.spec}",
-                log_path=self.log_path,
-                timeout=SERVER_START_TIMEOUT_SECONDS,
-                interval=1.0,
-            )
-        except ServerFailed:
-            self.stop()
-            raise
+        """Start with a fresh log; ServerFailed (after stopping it) if it exits or is not healthy in time."""
+        self.log_path.unlink(missing_ok=True)
+        self.server.start(SERVER_START_TIMEOUT_SECONDS, interval=1.0)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-        except ProcessLookupError:
-            pass
+        self.server.stop()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from kvright.observe import Observation, PrometheusClient, observe
-from tests.fixtures.prometheus import Prometheus, start_prometheus
+from kvright_dev.procs import WaitFailed, wait_until
+from kvright_dev.prometheus import Prometheus
 
 from .harness import METRICS_SERVER, ServerPool, VllmServer, cache_config_labels, metric_samples
 
@@ -44,7 +45,7 @@ def prometheus(server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> 
     """One Prometheus for the module (overriding the function-scoped fixture of tests/conftest.py), from
     the shared launcher; the target carries the labels kvright's queries select on, as the chart's
     PodMonitor relabelling writes them."""
-    with start_prometheus(tmp_path_factory.mktemp("prometheus")) as prom:
+    with Prometheus(tmp_path_factory.mktemp("prometheus")).start() as prom:
         labels = {"namespace": NAMESPACE, "llmdeployment": NAME}
         prom.add_targets("vllm", [f"127.0.0.1:{server.port}"], labels)
         yield prom
@@ -61,15 +62,12 @@ def _observe(prom: Prometheus) -> Observation:
     )
 
 
-def _wait_for(what: str, predicate: object, deadline_seconds: float) -> None:
-    """Poll `predicate()` (a callable returning bool) twice a second until true or the deadline."""
-    assert callable(predicate)
-    deadline = time.monotonic() + deadline_seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    pytest.fail(f"gave up after {deadline_seconds:.0f} s waiting for {what}", pytrace=False)
+def _wait_for(what: str, predicate: Callable[[], bool], deadline_seconds: float) -> None:
+    """Poll ``predicate()`` twice a second until true; fail the test naming ``what`` at the deadline."""
+    try:
+        wait_until(predicate, deadline_seconds, what=what, interval=0.5, transient=())
+    except WaitFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(scope="module")

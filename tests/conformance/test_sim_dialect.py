@@ -12,7 +12,6 @@ kvright.observe queries must be exported by both. Nothing is faked.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvright import observe
+from kvright_dev.procs import LoopbackServer, ServerFailed, dev_environ, free_port
 
-from .harness import METRICS_SERVER, ServerFailed, ServerPool, VllmServer, free_port, wait_until_ready
+from .harness import METRICS_SERVER, ServerPool, VllmServer
 
 pytestmark = pytest.mark.conformance
 
@@ -84,14 +84,11 @@ class SimProcess:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--time-scale", "50",
         ]  # fmt: skip
-        with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+        self.server = LoopbackServer(self.argv, name="simulator", port=self.port, ready_path="/health",
+                                     log_path=log_path, env=dev_environ())
         try:
-            wait_until_ready(
-                self.proc, f"{self.url}/health", name="simulator", log_path=log_path, timeout=60, interval=0.2
-            )
+            self.server.start(60)
         except ServerFailed as exc:
-            self.stop()
             pytest.fail(str(exc), pytrace=False)
 
     def complete(self, prompt: str, *, max_tokens: int) -> None:
@@ -108,13 +105,7 @@ class SimProcess:
         return response.text
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
+        self.server.stop()
 
 
 @pytest.fixture(scope="module")

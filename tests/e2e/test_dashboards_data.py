@@ -12,9 +12,7 @@ tests/promtool (rule tests with legacy series) and parse-checked in tests/unit/t
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
+import contextlib
 import sys
 import threading
 import time
@@ -23,33 +21,17 @@ from typing import Any
 
 import pytest
 import requests
-import yaml
 
 from kvright.dashboards import DASHBOARDS, panel_queries
 from kvright.metrics import DeploymentMetrics, OperatorMetrics, serve
+from kvright_dev.procs import LoopbackServer, WaitFailed, dev_environ, free_port, wait_until
+from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
 
 NAMESPACE, NAME, MODEL = "ml", "demo", "llama-3.1-8b"
 DEADLINE_SECONDS = 120.0  # bounded wait for every query to have data; polling, not a timing assertion
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_http(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(url, timeout=2).status_code == 200:
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer 200 in time")
 
 
 @pytest.fixture(scope="module")
@@ -84,65 +66,34 @@ def operator_metrics() -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
-def simulator() -> Iterator[str]:
+def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvright_dev.sim", "serve", MODEL, "--host", "127.0.0.1", "--port", str(port),
-         "--gpu", "h100-sxm", "--max-num-seqs", "16", "--max-model-len", "4096", "--time-scale", "5"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/metrics", time.monotonic() + 60)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    argv = [sys.executable, "-m", "kvright_dev.sim", "serve", MODEL, "--host", "127.0.0.1",
+            "--port", str(port), "--gpu", "h100-sxm", "--max-num-seqs", "16", "--max-model-len", "4096",
+            "--time-scale", "5"]
+    log = tmp_path_factory.mktemp("sim") / "sim.log"
+    with LoopbackServer(argv, name="simulator", port=port, ready_path="/metrics", log_path=log,
+                        env=dev_environ()).start(60) as sim:
+        yield sim.url
 
 
 @pytest.fixture(scope="module")
 def prometheus(
     tmp_path_factory: pytest.TempPathFactory, simulator: str, operator_metrics: int
 ) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("prometheus not found on PATH: install Debian's prometheus package (apt-get install "
-                    "prometheus)")
-    work = tmp_path_factory.mktemp("prometheus")
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {"job_name": "vllm", "static_configs": [{
-                "targets": [simulator.removeprefix("http://")],
-                "labels": {"namespace": NAMESPACE, "llmdeployment": NAME, "pod": f"{NAME}-0"}}]},
-            {"job_name": "kvright-metrics", "honor_labels": True,
-             "static_configs": [{"targets": [f"127.0.0.1:{operator_metrics}"]}]},
-        ],
-    }
-    (work / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    port = free_port()
-    log = (work / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [binary, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    scrape_configs = [
+        {"job_name": "vllm", "static_configs": [{
+            "targets": [simulator.removeprefix("http://")],
+            "labels": {"namespace": NAMESPACE, "llmdeployment": NAME, "pod": f"{NAME}-0"}}]},
+        {"job_name": "kvright-metrics", "honor_labels": True,
+         "static_configs": [{"targets": [f"127.0.0.1:{operator_metrics}"]}]},
+    ]
     try:
-        wait_http(f"{url}/-/ready", time.monotonic() + 60)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+        prom = Prometheus(tmp_path_factory.mktemp("prometheus"), extra_scrape_configs=scrape_configs)
+    except PrometheusMissing as exc:
+        pytest.fail(str(exc))
+    with prom.start():
+        yield prom.url
 
 
 def instant(prometheus: str, expr: str) -> list[dict[str, Any]]:
@@ -163,21 +114,21 @@ def test_every_panel_query_returns_data_under_load(uid: str, prometheus: str, si
     load = LoadGenerator(lambda: [simulator], model=MODEL, concurrency=6, prompt_tokens=256, output_tokens=64,
                          max_requests=5000, max_seconds=DEADLINE_SECONDS + 30, max_concurrency=6)
     empty = [title for title, _ in queries]
-    with load:
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while empty and time.monotonic() < deadline:
-            time.sleep(2)
-            empty = [title for title, expr in queries if not instant(prometheus, expr)]
+
+    def all_have_data() -> bool:
+        empty[:] = [title for title, expr in queries if not instant(prometheus, expr)]
+        return not empty
+
+    with load, contextlib.suppress(WaitFailed):  # the asserts below say what is missing
+        wait_until(all_have_data, DEADLINE_SECONDS, what="every panel to have data", interval=2, transient=())
     assert load.stats.completed > 0, load.stats.errors[:3]
     assert empty == [], f"panels without data: {empty}"
 
 
 def test_variables_list_the_llmdeployment(prometheus: str) -> None:
-    deadline = time.monotonic() + 30
-    values: list[str] = []
-    while time.monotonic() < deadline and NAME not in values:
-        time.sleep(1)
-        values = requests.get(f"{prometheus}/api/v1/label/llmdeployment/values",
-                              params={"match[]": f'kvright_plan_feasible{{namespace="{NAMESPACE}"}}'},
-                              timeout=10).json()["data"]
-    assert values == [NAME]
+    def values() -> list[str]:
+        return list(requests.get(f"{prometheus}/api/v1/label/llmdeployment/values",
+                                 params={"match[]": f'kvright_plan_feasible{{namespace="{NAMESPACE}"}}'},
+                                 timeout=10).json()["data"])
+
+    assert wait_until(values, 30, what="the llmdeployment label's values", interval=1, transient=()) == [NAME]

@@ -17,6 +17,7 @@ Waits poll the LLMDeployment's status with deadlines; nothing asserts on elapsed
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -29,9 +30,10 @@ from typing import Any
 
 import pytest
 
+from kvright_dev.procs import WaitFailed, wait_until
+from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
-from kvright_dev.sim.prometheus import LocalPrometheus, PrometheusMissing
 from tests.builders import llmd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.prometheus]
@@ -77,14 +79,14 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> str:
     return done.stdout
 
 
-def prometheus_for(work: Path, file_sd: Path) -> LocalPrometheus:
+def prometheus_for(work: Path) -> Prometheus:
     """Prometheus with two deliberate breakages for the wrong-metrics test: the "nolabel" deployment's
     targets lose their llmdeployment label, and the "renamed" one's TPOT histograms get a new name (as
     a vLLM upgrade once did to dashboards)."""
     try:
-        return LocalPrometheus(
+        return Prometheus(
             work,
-            file_sd,
+            job="vllm",
             relabel_configs=[
                 {
                     "source_labels": ["llmdeployment"],
@@ -111,7 +113,7 @@ class Loop:
     """The running system, as the tests drive it."""
 
     def __init__(
-        self, runner: PodRunner, prometheus: LocalPrometheus, operator_output: Callable[[], str]
+        self, runner: PodRunner, prometheus: Prometheus, operator_output: Callable[[], str]
     ) -> None:
         self.runner = runner
         self.prometheus = prometheus
@@ -147,20 +149,14 @@ class Loop:
     def wait(
         self, what: str, predicate: Callable[[], Any], timeout: float = 300.0, every: float = 2.0
     ) -> Any:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            try:
-                last = predicate()
-            except AssertionError:
-                last = None
-            if last:
-                return last
-            time.sleep(every)
+        try:
+            return wait_until(predicate, timeout, what=what, interval=every, transient=(AssertionError,))
+        except WaitFailed as exc:
+            failed = str(exc)
         names = [n for n in ("tight", "elastic", "steady", "renamed", "nolabel", "nan") if self._exists(n)]
         dump = {n: self.status(n) for n in names}
         raise AssertionError(
-            f"timed out waiting for {what}\nstatus: {json.dumps(dump, indent=1)[-4000:]}\n"
+            f"{failed}\nstatus: {json.dumps(dump, indent=1)[-4000:]}\n"
             f"pod runner problems: {self.runner.problems}\n"
             f"operator log tail:\n{self.operator_output()[-3000:]}"
         )
@@ -204,11 +200,11 @@ def loop(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loo
     kubectl("apply", "-f", str(Path(__file__).resolve().parents[2] / "crds" / "llmdeployment.yaml"))
     kubectl("create", "namespace", NS)
     api = config.new_client_from_config(config_file=path)  # type: ignore[no-untyped-call]
-    file_sd = work / "sd" / "vllm.json"
+    prometheus = prometheus_for(work / "prometheus")
     runner = PodRunner(
         core=client.CoreV1Api(api),
         custom=client.CustomObjectsApi(api),
-        file_sd_path=file_sd,
+        file_sd_path=prometheus.sd_dir / "pods.json",
         namespace=NS,
         options=SimOptions(time_scale=TIME_SCALE, noise=0.1, drain_timeout=120.0),
         log_dir=work / "sims",
@@ -217,7 +213,6 @@ def loop(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loo
         extra_args_by_llmdeployment={f"{NS}/nan": ("--fault", "nan")},
     )
     runner.start(period=0.5)
-    prometheus = prometheus_for(work / "prometheus", file_sd)
     prometheus.start()
     env = {
         "KUBECONFIG": path,
@@ -296,10 +291,9 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
         settled = plans[-1]
         # And it stays: for three more windows TPOT keeps within the SLO. The plan may still loosen towards
         # the target batch while requests queue (QueueWithHeadroom), but never back over the SLO.
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            assert not slo_is("False"), loop.status("tight")
-            time.sleep(5)
+        with contextlib.suppress(WaitFailed):  # 90 s of SLOMet never False is the pass
+            wait_until(lambda: slo_is("False"), 90, what="SLOMet=False again", interval=5, transient=())
+            raise AssertionError(f"SLOMet fell back to False: {loop.status('tight')}")
     finally:
         stats = load.stop()
     status = loop.status("tight")

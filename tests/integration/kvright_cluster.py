@@ -21,7 +21,7 @@ from kopf.testing import KopfRunner
 
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
-from tests.fixtures.cluster import wait_for
+from kvright_dev.procs import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "llmdeployment.yaml"
@@ -68,8 +68,8 @@ def install_crd(kube: Kube) -> None:
 
 
 def poll(predicate: Callable[[], T], *, what: str, timeout: float = 90.0) -> T:
-    """Poll until ``predicate`` returns something truthy (tests.fixtures.cluster.wait_for)."""
-    return wait_for(predicate, timeout, what=what)
+    """Poll until ``predicate`` returns something truthy (kvright_dev.procs.wait_until)."""
+    return wait_until(predicate, timeout, what=what)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ resource-policy keep leaves it in place on uninstall.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import json
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kvright_dev.procs import WaitFailed, wait_until
 from tests.builders import llmd
 
 pytestmark = [pytest.mark.helm, pytest.mark.cluster]
@@ -270,18 +272,19 @@ def reconciled(namespaced_release: str) -> Iterator[dict[str, Any]]:
         with KopfRunner(["run", "--standalone", "--namespace", TEAM_NS, "-m", "kvright.operator"],
                         timeout=60) as runner:
             kubectl("apply", "-f", "-", stdin=json.dumps(sample))
-            deadline = time.monotonic() + WAIT_SECONDS
-            status: dict[str, Any] = {}
-            while time.monotonic() < deadline:
+
+            def deployed() -> bool:
                 obj = json.loads(kubectl("get", "llmdeployment", "gated", "-n", TEAM_NS, "-o", "json").stdout)
-                status = obj.get("status") or {}
-                deployed = kubectl("get", "deployments", "-n", TEAM_NS,
-                                   "-l", "kvright.dev/llmdeployment=gated", "-o", "json").stdout
-                if status.get("conditions") and json.loads(deployed)["items"]:
-                    break
-                time.sleep(1)
-            collected["status"] = status
-            collected["deployments"] = json.loads(deployed)["items"]
+                collected["status"] = obj.get("status") or {}
+                collected["deployments"] = json.loads(kubectl(
+                    "get", "deployments", "-n", TEAM_NS, "-l", "kvright.dev/llmdeployment=gated", "-o", "json"
+                ).stdout)["items"]
+                return bool(collected["status"].get("conditions") and collected["deployments"])
+
+            # On a timeout the tests below say what is missing, with the operator's log.
+            with contextlib.suppress(WaitFailed):
+                wait_until(deployed, WAIT_SECONDS, what="gated to have conditions and a Deployment",
+                           interval=1, transient=())
             collected["events"] = kubectl("get", "events", "-n", TEAM_NS, "-o", "json").stdout
             collected["object"] = kubectl("get", "llmdeployment", "gated", "-n", TEAM_NS, "-o", "json").stdout
             kubectl("delete", "llmdeployment", "gated", "-n", TEAM_NS, "--wait=false")

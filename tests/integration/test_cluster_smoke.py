@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kvright_dev.procs import wait_until
+from kvright_dev.prometheus import Prometheus
 from tests.fixtures.cluster import (
     OWNER_FILE,
     SCRIPT,
@@ -32,9 +34,7 @@ from tests.fixtures.cluster import (
     reap_orphaned_clusters,
     tool,
     tools_dir,
-    wait_for,
 )
-from tests.fixtures.prometheus import Prometheus, free_port
 
 GPU_PRODUCTS = {"NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -87,7 +87,7 @@ def test_gpu_pod_is_bound_by_the_scheduler_to_a_gpu_node_and_kwok_makes_it_ready
         ready = condition(pods[0], "Ready") if pods else None
         return pods[0] if ready is not None and ready.status == "True" else None
 
-    pod = wait_for(ready_pod, WAIT, what="the 4-GPU pod to be Ready")
+    pod = wait_until(ready_pod, WAIT, what="the 4-GPU pod to be Ready")
     assert pod.status.phase == "Running"
     assert condition(pod, "PodScheduled").status == "True"
     core: Any = client.CoreV1Api(kube)
@@ -113,7 +113,7 @@ def test_scheduler_refuses_more_gpus_than_a_node_has(kube: Any, namespace: str) 
             return str(scheduled.message)
         return ""
 
-    message = wait_for(unschedulable, WAIT, what="the 9-GPU pod to be reported Unschedulable")
+    message = wait_until(unschedulable, WAIT, what="the 9-GPU pod to be reported Unschedulable")
     assert "Insufficient nvidia.com/gpu" in message
     assert pods_of(kube, namespace, "gpu9")[0].spec.node_name is None
 
@@ -150,7 +150,7 @@ def cel_crd(kube: Any) -> Iterator[tuple[str, str]]:
             got = ext.read_custom_resource_definition(f"widgets.{group}")
             return any(c.type == "Established" and c.status == "True" for c in got.status.conditions or [])
 
-        wait_for(established, WAIT, what=f"CRD widgets.{group} to be Established")
+        wait_until(established, WAIT, what=f"CRD widgets.{group} to be Established")
         yield group, "widgets"
     finally:
         ext.delete_custom_resource_definition(f"widgets.{group}")
@@ -171,8 +171,10 @@ def test_crd_cel_rule_rejects_a_violating_object_with_its_message(
                 "spec": {"minReplicas": lo, "maxReplicas": hi}}
 
     # The first create may race the CRD's discovery; poll until the valid object is accepted.
-    wait_for(lambda: api.create_namespaced_custom_object(group, "v1", namespace, plural, widget("ok", 1, 3)),
-             WAIT, what="a valid Widget to be accepted")
+    wait_until(
+        lambda: api.create_namespaced_custom_object(group, "v1", namespace, plural, widget("ok", 1, 3)),
+        WAIT, what="a valid Widget to be accepted",
+    )
     with pytest.raises(ApiException) as rejected:
         api.create_namespaced_custom_object(group, "v1", namespace, plural, widget("bad", 5, 2))
     assert rejected.value.status == 422
@@ -269,7 +271,7 @@ class _Metrics(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def metrics_target() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Metrics)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -289,14 +291,14 @@ def test_prometheus_scrapes_a_local_target_and_answers_a_query(
     def scraped() -> list[dict[str, Any]]:
         return prometheus.query('kvright_smoke_value{job="smoke"}')
 
-    [series] = wait_for(scraped, 60, what="kvright_smoke_value in Prometheus")
+    [series] = wait_until(scraped, 60, what="kvright_smoke_value in Prometheus")
     assert series["value"][1] == "42"
     assert series["metric"]["namespace"] == "ns1"
     assert series["metric"]["llmdeployment"] == "demo"
     assert series["metric"]["instance"] == metrics_target
     prometheus.remove_targets("smoke")
-    wait_for(lambda: not [t for t in prometheus.targets() if t["labels"].get("job") == "smoke"], 30,
-             what="the removed target to disappear")
+    wait_until(lambda: not [t for t in prometheus.targets() if t["labels"].get("job") == "smoke"], 30,
+               what="the removed target to disappear")
 
 
 # -- the script's fault handling, each in its own cluster directory (nothing shared with the session) --
@@ -372,7 +374,7 @@ def test_a_killed_etcd_is_reported_and_up_recovers_then_down_leaves_nothing(tmp_
     assert first.returncode == 0, first.stderr[-2000:]
     etcd_pid = int((tmp_path / "run" / "etcd.pid").read_text())
     os.kill(etcd_pid, 9)
-    wait_for(lambda: etcd_pid not in our_processes(tmp_path), 30, what="etcd to die")
+    wait_until(lambda: etcd_pid not in our_processes(tmp_path), 30, what="etcd to die")
 
     status = script(tmp_path, "status")
     assert status.returncode == 1

@@ -28,6 +28,7 @@ import yaml
 
 import capacity
 from kvright.operator import Kube
+from kvright_dev.procs import free_port
 from tests.builders import llmd
 from tests.integration.kvright_cluster import (
     admin,
@@ -524,12 +525,9 @@ def test_restart_mid_reconcile_resumes_without_duplicates_or_lost_status(kube: K
 
 
 def test_operator_metrics_show_the_plan(kube: Kube, ns: str) -> None:
-    import socket
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     with operator(ns, env={"KVRIGHT_METRICS_PORT": str(port)}):
         create(kube, BASE.obj(), ns)
         got = poll(lambda: reconciled(kube, ns, "chat"), what="chat reconciled")

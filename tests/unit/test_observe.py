@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +20,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from kvright.observe import Observation, PrometheusClient, observe, selector
+from kvright_dev.procs import free_port
 
 NOW = 1_800_000_000.0
 RTPOT = "vllm:request_time_per_output_token_seconds"
@@ -234,12 +234,6 @@ def test_bad_secondary_metric_is_dropped_and_named(
     if problem is not None:
         assert any(problem in line for line in obs.problems), obs.problems
         assert problem in obs.message
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_prometheus_down_is_unreachable_not_an_exception() -> None:

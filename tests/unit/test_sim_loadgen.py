@@ -7,11 +7,11 @@ changing concurrency while running, and the retried/dropped accounting when a se
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from kvright_dev.procs import wait_until as _wait_until
 from kvright_dev.sim.engine import Engine
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.metrics import VLLMMetrics
@@ -20,8 +20,7 @@ from kvright_dev.sim.server import SimServer
 
 def server(max_num_seqs: int = 64) -> SimServer:
     engine = Engine(
-        decode_seconds=lambda batch, context: 0.020 + 0.0005 * batch,
-        prefill_seconds=lambda tokens: tokens / 200_000.0,
+        step_seconds=lambda batch, context, tokens: 0.020 + 0.0005 * batch + tokens / 200_000.0,
         max_num_seqs=max_num_seqs,
         num_gpu_blocks=5000,
         max_model_len=4096,
@@ -44,20 +43,16 @@ def urls(servers: list[SimServer]) -> list[str]:
     return [f"http://127.0.0.1:{s.port}" for s in servers if not s.draining]
 
 
-def wait_until(predicate: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(predicate) and predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached")
+def wait_until(predicate: Callable[[], object], timeout: float, *, what: str) -> object:
+    """Poll every 20 ms: the running count under a short load changes from one engine step to the next."""
+    return _wait_until(predicate, timeout, what=what, interval=0.02)
 
 
 def test_bounded_by_count_and_spread_over_endpoints(two: list[SimServer]) -> None:
     gen = LoadGenerator(lambda: urls(two), model="m", concurrency=4, prompt_tokens=50, output_tokens=5,
                         max_requests=40, max_seconds=60)  # fmt: skip
     with gen:
-        wait_until(lambda: gen.stats.completed == 40)
+        wait_until(lambda: gen.stats.completed == 40, 30, what="40 requests completed")
     assert (gen.stats.sent, gen.stats.completed, gen.stats.dropped) == (40, 40, 0)
     served = [s.metrics.success_length._value.get() for s in two]
     assert sum(served) == 40 and min(served) >= 10
@@ -67,11 +62,11 @@ def test_concurrency_changes_while_running(two: list[SimServer]) -> None:
     gen = LoadGenerator(lambda: urls(two[:1]), model="m", concurrency=2, prompt_tokens=20, output_tokens=200,
                         max_seconds=60)  # fmt: skip
     with gen:
-        wait_until(lambda: len(two[0].engine.running) == 2)
+        wait_until(lambda: len(two[0].engine.running) == 2, 30, what="2 sequences running")
         gen.set(concurrency=12, output_tokens=100)
-        wait_until(lambda: len(two[0].engine.running) == 12)
+        wait_until(lambda: len(two[0].engine.running) == 12, 30, what="12 sequences running")
         gen.set(concurrency=0)
-        wait_until(lambda: not two[0].engine.busy)
+        wait_until(lambda: not two[0].engine.busy, 30, what="the engine to go idle")
     assert gen.stats.dropped == 0
 
 
@@ -81,12 +76,13 @@ def test_a_draining_server_costs_retries_not_requests(two: list[SimServer]) -> N
     gen = LoadGenerator(lambda: every, model="m", concurrency=8, prompt_tokens=20, output_tokens=100,
                         max_seconds=60)  # fmt: skip
     gen.start()
-    wait_until(lambda: two[0].pending and two[1].pending)
+    wait_until(lambda: two[0].pending and two[1].pending, 30, what="requests pending on both servers")
     two[0].drain()
     stopper = threading.Thread(target=two[0].wait_drained)
     stopper.start()
     stopper.join(30)
-    wait_until(lambda: gen.stats.completed > 30 and gen.stats.retried > 0)
+    wait_until(lambda: gen.stats.completed > 30 and gen.stats.retried > 0, 30,
+               what="30 requests completed, some retried")
     stats = gen.stop()
     assert stats.dropped == 0, stats.errors
     assert stats.retried > 0

@@ -8,13 +8,13 @@ file_sd file and the SIGTERM drain. The cluster version of this runs in tests/e2
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import requests
 
+from kvright_dev.procs import answers_200, wait_until
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
 
 
@@ -61,22 +61,6 @@ class FakeAPI:
         }
 
 
-def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
-
-
-def healthy(url: str) -> bool:
-    try:
-        return requests.get(f"{url}/health", timeout=1).status_code == 200
-    except requests.RequestException:
-        return False
-
-
 def test_runs_a_simulator_per_gpu_pod_and_stops_it_with_the_pod(tmp_path: Path) -> None:
     api = FakeAPI()
     api.pods = [pod("a"), pod("pending", node=None, phase="Pending"), pod("cpu", node="cpu-0")]
@@ -99,7 +83,7 @@ def test_runs_a_simulator_per_gpu_pod_and_stops_it_with_the_pod(tmp_path: Path) 
                 "labels": {"namespace": "team", "llmdeployment": "chat", "pod": "a"},
             }
         ]
-        wait_for(lambda: healthy(sim.url))
+        wait_until(lambda: answers_200(f"{sim.url}/health"), 60, what="the simulator to answer /health")
         request = {"model": "chat", "prompt": [1] * 10, "max_tokens": 3}
         body = requests.post(f"{sim.url}/v1/completions", json=request, timeout=30).json()
         assert body["usage"]["completion_tokens"] == 3
@@ -109,7 +93,7 @@ def test_runs_a_simulator_per_gpu_pod_and_stops_it_with_the_pod(tmp_path: Path) 
         api.pods = [pod("a", deleting=True)]
         runner.sync()
         assert runner.endpoints("team", "chat") == []  # draining: no new traffic
-        wait_for(lambda: sim.process.poll() is not None)
+        wait_until(lambda: sim.process.poll() is not None, 60, what="the simulator to drain and exit")
         assert sim.process.returncode == 0
         runner.sync()
         assert runner.running("team", "chat") == []
