@@ -256,6 +256,18 @@ class ServingModel:
         )
         return seconds
 
+    def batch_latency_seconds(self, batch: int, *, prompt_tokens: int, output_tokens: int) -> float:
+        """One static batch end to end, as vLLM's latency benchmark runs it: the ``batch`` prompts
+        prefilled together (in chunks of the step budget), then ``output_tokens - 1`` decode steps at the
+        mean context of the decode."""
+        prefill = batch * prompt_tokens
+        chunks = max(1, math.ceil(prefill / self.max_num_batched_tokens))
+        prefill_seconds = chunks * self.step_seconds(
+            0, prompt_tokens, prefill / chunks, prompt_tokens=prompt_tokens
+        )
+        decode_context = prompt_tokens + output_tokens / 2
+        return prefill_seconds + max(0, output_tokens - 1) * self.step_seconds(batch, decode_context)
+
     # -- steady state ---------------------------------------------------------------------------------
 
     def at(self, batch: int, shape: Shape) -> ServingPoint:

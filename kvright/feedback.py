@@ -35,7 +35,7 @@ from kvright.control import decide as control_decide
 from kvright.observe import Observation, PrometheusClient, observe
 from kvright.reconcile import Event, Facts, Overrides, desire
 
-__all__ = ["FeedbackFacts", "FeedbackResult", "decide", "gather", "run"]
+__all__ = ["FeedbackFacts", "FeedbackResult", "decide", "gather", "run", "serving_curve"]
 
 KV_GAP_WARN = 0.2
 """Relative gap between vLLM's real KV capacity and the predicted one that earns a warning event."""
@@ -465,6 +465,35 @@ def _calibration_status(
     return out
 
 
+def serving_curve(
+    spec: LLMDeploymentSpec, arch: capacity.Architecture, plan: Mapping[str, Any]
+) -> tuple[capacity.Curve, int]:
+    """The plan's own serving model, rebuilt from ``status.plan``: the curve the planner sized
+    max-num-seqs with (same flags, request shape and percentile), so a deployment that behaves exactly
+    as predicted is left alone; and the memory rule's bound on max-num-seqs at the workload's length."""
+    gpu = capacity.gpu_spec(str(plan.get("gpuProduct", "")))
+    mnbt = plan.get("maxNumBatchedTokens")
+    util = plan.get("gpuMemoryUtilizationPercent")
+    prompt = spec.workload.prompt_tokens
+    output = spec.workload.output_tokens
+    model = capacity.ServingModel(
+        arch,
+        gpu,
+        tensor_parallel_size=int(plan.get("tensorParallelSize", 1) or 1),
+        kv_cache_dtype=str(plan.get("kvCacheDtype", "auto") or "auto"),
+        max_num_batched_tokens=(
+            mnbt if isinstance(mnbt, int) and mnbt > 0 else capacity.default_max_num_batched_tokens(gpu)
+        ),
+        gpu_memory_utilization=util / 100.0 if isinstance(util, int) and 0 < util <= 100 else 0.9,
+    )
+    curve = capacity.Curve(
+        model,
+        capacity.Shape(prompt_tokens=max(1, prompt), output_tokens=output, mixed=output > 0),
+        spec.slo.percentile,
+    )
+    return curve, model.memory.max_batch(prompt + output, capacity.MAX_NUM_SEQS_CAP)
+
+
 def _control(
     facts: Facts,
     spec: LLMDeploymentSpec,
@@ -479,29 +508,7 @@ def _control(
     tp = int(plan.get("tensorParallelSize", 1) or 1)
     dtype = str(plan.get("kvCacheDtype", "auto") or "auto")
     product = str(plan.get("gpuProduct", ""))
-    gpu = capacity.gpu_spec(product)
-    mnbt = plan.get("maxNumBatchedTokens")
-    util = plan.get("gpuMemoryUtilizationPercent")
-    prompt = spec.workload.prompt_tokens
-    output = spec.workload.output_tokens
-    # The plan's own serving model: the curve the planner sized max-num-seqs with, same shape and
-    # percentile, so a deployment that behaves exactly as predicted is left alone.
-    model = capacity.ServingModel(
-        arch,
-        gpu,
-        tensor_parallel_size=tp,
-        kv_cache_dtype=dtype,
-        max_num_batched_tokens=(
-            mnbt if isinstance(mnbt, int) and mnbt > 0 else capacity.default_max_num_batched_tokens(gpu)
-        ),
-        gpu_memory_utilization=util / 100.0 if isinstance(util, int) and 0 < util <= 100 else 0.9,
-    )
-    curve = capacity.Curve(
-        model,
-        capacity.Shape(prompt_tokens=max(1, prompt), output_tokens=output, mixed=output > 0),
-        spec.slo.percentile,
-    )
-    memory_bound = model.memory.max_batch(prompt + output, capacity.MAX_NUM_SEQS_CAP)
+    curve, memory_bound = serving_curve(spec, arch, plan)
     product_inventory = facts.inventory.get(product)
     cluster_gpus = product_inventory.total_gpus if product_inventory is not None else tp * spec.replicas.max
     max_gpus = cluster_gpus if spec.gpu.max_gpus is None else min(spec.gpu.max_gpus, cluster_gpus)
