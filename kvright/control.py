@@ -25,9 +25,10 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    slow, or the budget cannot hold the demand at the target batch) ask for a re-plan: fp8 KV cache
    first, then a larger tensor-parallel degree.
 7. KV cache exhausted (preemptions while usage is near 1): lower max-num-seqs one step.
-8. TPOT below ``(1 - deadband) x SLO``: with requests waiting, raise max-num-seqs towards the target
-   batch or add replicas; with none waiting, remove one replica if the rest can carry the demand at
-   the target batch. Never scale down while requests wait.
+8. TPOT below ``(1 - deadband) x SLO``: with requests queued (waiting while the slots or the KV cache
+   are full), raise max-num-seqs towards the target batch or add replicas; with none waiting, remove
+   one replica if the rest can carry the demand at the target batch. Never scale down while requests
+   wait.
 9. Otherwise (inside the deadband) keep.
 
 If an HPA targets the workload, replica changes become recommendations (``recommend_only``).
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Protocol
 from capacity import UNCALIBRATED, Calibration, learn
 
 if TYPE_CHECKING:  # a typed value only; importing the IO module at runtime would drag `requests` in
-    from kvright.observe import Observation
+    from kvright.observation import Observation
 
 __all__ = [
     "Action",
@@ -319,6 +320,10 @@ def decide(
     waiting = obs.waiting if obs.waiting is not None else 0.0
     running = obs.running if obs.running is not None else (obs.mean_batch or 0.0) * reps
     demand = running + waiting
+    # A queue is a capacity signal only when the slots or the KV cache are full: a request that arrived
+    # between two steps waits for the next one while seats are free, and must not buy a replica.
+    slots_full = running >= 0.9 * seqs * reps or (obs.kv_cache_usage or 0.0) >= 0.9
+    queued = waiting >= 1.0 and slots_full
 
     # 2. Samples, with a deadline.
     waiting_since = history.waiting_for_samples_since
@@ -454,7 +459,7 @@ def decide(
         )
 
     # 5. Cooldown.
-    if in_cooldown and (ratio > 1.0 or ratio < 1.0 - tuning.deadband or waiting > 0):
+    if in_cooldown and (ratio > 1.0 or ratio < 1.0 - tuning.deadband or queued):
         assert history.last_change_time is not None
         left = tuning.cooldown_seconds - (now - history.last_change_time)
         return act(
@@ -526,7 +531,7 @@ def decide(
 
     # 8. Headroom.
     if ratio < 1.0 - tuning.deadband:
-        if waiting > 0:
+        if queued:
             if target > seqs:
                 new_seqs = min(target, max_step, current.max_num_seqs_limit)
                 return act(
@@ -550,7 +555,7 @@ def decide(
                 "ReplicaCeiling",
                 f"{head}; {waiting:.0f} waiting but replicas are at the ceiling {ceiling}; {detail}",
             )
-        if reps > bounds.min_replicas and target >= 1:
+        if reps > bounds.min_replicas and target >= 1 and waiting == 0:
             per_replica_after = demand / (reps - 1)
             if per_replica_after <= min(target, seqs):
                 return act(
@@ -568,7 +573,7 @@ def decide(
         )
 
     # 9. Deadband.
-    if waiting > 0 and not in_cooldown and target > seqs:
+    if queued and not in_cooldown and target > seqs:
         # Within the band but queueing: loosen max-num-seqs only as far as the target allows.
         new_seqs = min(target, max_step, current.max_num_seqs_limit)
         if new_seqs > seqs:

@@ -86,6 +86,12 @@ class Case:
 
 CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
+        "waiting-with-free-seats-is-admission-not-a-queue",
+        # 2 requests between two steps while 40 of 128 seats run: no replica is bought, none removed.
+        Case(obs={"tpot_seconds": 0.020, "waiting": 2.0, "running": 40.0, "mean_batch": 20.0}),
+        (Action.KEEP, "SLOMet", 64, 2),
+    ),
+    (
         "prometheus-down-keeps-everything",
         Case(obs={"available": False, "reason": "PrometheusUnreachable", "tpot_seconds": None}),
         (Action.KEEP, "PrometheusUnreachable", 64, 2),
