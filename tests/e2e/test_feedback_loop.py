@@ -313,6 +313,36 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
     loop.delete("tight")
 
 
+@pytest.mark.timeout(900)
+def test_a_first_plan_that_runs_exactly_as_predicted_is_not_changed(loop: Loop) -> None:
+    """GPUs exactly as fast as kvright predicts (efficiency 1) under the planned concurrency: the loop
+    measures, calibrates near 1 and leaves the first plan alone for several windows."""
+    loop.create("exact")
+    first = loop.wait("a first plan", lambda: plan_of(loop.status("exact")), timeout=120)
+    load = loop.load("exact", 48)
+    try:
+        loop.wait(
+            "SLOMet=True", lambda: loop.condition("exact", "SLOMet").get("status") == "True", timeout=300
+        )
+        seen: set[str] = set()
+
+        def decided_several_windows() -> bool:
+            last = (loop.status("exact").get("calibration") or {}).get("lastDecision") or {}
+            if last.get("message"):
+                seen.add(str(last["message"]))
+            return len(seen) >= 4
+
+        loop.wait("four decisions on measured windows", decided_several_windows, timeout=300)
+        status = loop.status("exact")
+        assert plan_of(status) == first, (first, status.get("calibration"))
+        assert feedback_events(loop, "exact") == []
+        calibration = status.get("calibration") or {}
+        assert 0.8 <= float(calibration.get("factor", 0.0)) <= 1.25, calibration
+        assert calibration.get("lastDecision", {}).get("applied") is False, calibration
+    finally:
+        load.stop()
+
+
 @pytest.mark.timeout(1800)
 def test_load_up_adds_capacity_and_load_down_removes_it_without_dropping_a_request(loop: Loop) -> None:
     loop.create("elastic", BASE.replicas(min=1, max=4))
