@@ -349,6 +349,7 @@ _PLAN_KEYS: Final = (
     "maxNumSeqs",
     "kvCacheDtype",
     "maxModelLen",
+    "maxNumBatchedTokens",
     "replicas",
 )
 
@@ -361,7 +362,7 @@ def _describe(plan: Mapping[str, Any]) -> str:
     return (
         f"TP {plan.get('tensorParallelSize')} x {plan.get('replicas')} on {plan.get('gpuProduct')}, "
         f"max-num-seqs {plan.get('maxNumSeqs')}, KV {plan.get('kvCacheDtype')}, "
-        f"context {plan.get('maxModelLen')}"
+        f"context {plan.get('maxModelLen')}, batched tokens {plan.get('maxNumBatchedTokens')}"
     )
 
 
