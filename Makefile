@@ -24,7 +24,7 @@ venv: $(BIN)/.installed ## create .venv with kvright and its test tools
 
 .PHONY: lint
 lint: venv ## ruff
-	$(BIN)/ruff check capacity kvright tests bench
+	$(BIN)/ruff check capacity kvright kvright_dev tests bench
 
 .PHONY: typecheck
 typecheck: venv ## mypy --strict on both packages

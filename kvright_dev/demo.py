@@ -14,6 +14,7 @@ status in full and the infeasible one's event, then stops the operator. The clus
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def _apply(kube: Kube, path: str, obj: dict[str, Any]) -> None:
     )
 
 
-def _wait(what: str, check: Callable[[], T], timeout: float, *,
+def _wait(what: str, check: Callable[[], T | None], timeout: float, *,
           operator: subprocess.Popen[bytes] | None = None, log: str = "") -> T:
     """``check()`` until truthy (an API error counts as not yet); SystemExit naming ``what`` on a timeout
     or when ``operator`` exits first."""
@@ -181,7 +182,7 @@ def main() -> int:
             print(f"demo: applied {path.relative_to(ROOT)}", flush=True)
         done = {}
         for name in names:
-            done[name] = _wait(f"{name} to be reconciled", lambda name=name: _done(kube, name), 180,
+            done[name] = _wait(f"{name} to be reconciled", functools.partial(_done, kube, name), 180,
                                operator=proc, log=log_name)
         print("\n$ kubectl get llmdeployments -n kvright-demo")
         print_table(kube)

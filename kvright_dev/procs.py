@@ -63,7 +63,7 @@ def free_port() -> int:
 
 
 def wait_until(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     timeout: float,
     *,
     what: str,
@@ -71,7 +71,7 @@ def wait_until(
     transient: tuple[type[BaseException], ...] = (Exception,),
     give_up: Callable[[], str | None] | None = None,
 ) -> T:
-    """Call ``predicate`` until it returns something truthy, and return that.
+    """Call ``predicate`` until it returns something truthy (not None, False, 0 or empty), and return that.
 
     An exception of a ``transient`` type is a value to report, not a reason to stop (an API server
     restarting, a port not yet open). ``give_up`` is asked before each poll; a non-empty answer (say,
