@@ -36,11 +36,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
 from kvright.render import Owner, VLLMWorkload, render_deployment, render_service
+from kvright_dev.cluster import install_crd
 from kvright_dev.procs import WaitFailed, stop_processes, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -138,22 +137,7 @@ def proc_peak_rss_bytes(pid: int) -> int:
 
 
 def ensure_crd(kube: Kube) -> None:
-    with open(REPO / "crds" / "llmdeployment.yaml") as f:
-        crd = yaml.safe_load(f)
-    kube.request(
-        "PATCH",
-        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}",
-        query=[("fieldManager", "kvright-bench"), ("force", "true")],
-        body=crd,
-        content_type="application/apply-patch+yaml",
-    )
-
-    def established() -> bool:
-        got = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
-        conditions = ((got or {}).get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    wait_until(established, 60, what="the LLMDeployment CRD to be Established", interval=0.2, transient=())
+    install_crd(kube, field_manager="kvright-bench")
 
 
 def make_namespace(kube: Kube, prefix: str) -> str:

@@ -27,6 +27,7 @@ import yaml
 
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
+from kvright_dev.cluster import CRD, apply, crd_established, local_kubeconfig
 from kvright_dev.procs import WaitFailed, stop_processes, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,13 +69,7 @@ def _service_account_kubeconfig(kube: Kube, admin_kubeconfig: str, namespace: st
 
 
 def _apply(kube: Kube, path: str, obj: dict[str, Any]) -> None:
-    kube.request(
-        "PATCH",
-        path,
-        query=[("fieldManager", "kvright-demo"), ("force", "true")],
-        body=obj,
-        content_type="application/apply-patch+yaml",
-    )
+    apply(kube, path, obj, field_manager="kvright-demo")
 
 
 def _wait(what: str, check: Callable[[], T | None], timeout: float, *,
@@ -127,18 +122,13 @@ def print_table(kube: Kube) -> None:
 
 
 def main() -> int:
-    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
-    kubeconfig = os.environ.get("KUBECONFIG") or str(cluster_dir / "kubeconfig")
+    kubeconfig = str(local_kubeconfig())
     os.environ["KUBECONFIG"] = kubeconfig
     kube = Kube(api_client())
-    crd = yaml.safe_load((ROOT / "crds" / "llmdeployment.yaml").read_text(encoding="utf-8"))
-    crd_path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+    crd_name = yaml.safe_load(CRD.read_text(encoding="utf-8"))["metadata"]["name"]
     _wait(
         "the chart's CRD to be Established (install the chart first: make chart-install)",
-        lambda: any(
-            c["type"] == "Established" and c["status"] == "True"
-            for c in ((kube.get(crd_path) or {}).get("status") or {}).get("conditions") or []
-        ),
+        lambda: crd_established(kube, crd_name),
         60,
     )
     _apply(

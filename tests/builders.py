@@ -193,3 +193,11 @@ def gpu_node_obj(
         "spec": {"unschedulable": True} if unschedulable else {},
         "status": {"allocatable": {"cpu": "128", "memory": "2Ti", "nvidia.com/gpu": str(gpus)}},
     }
+
+
+def llama_8b_config() -> dict[str, Any]:
+    """Llama-3.1-8B's config.json as the Hugging Face hub serves it (for ConfigMap and hub sources)."""
+    shape = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                 intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072)
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **shape, "torch_dtype": "bfloat16",
+            "tie_word_embeddings": False}

@@ -11,7 +11,6 @@ it started is stopped and its namespace deleted at the end.
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kvright_dev.cluster import local_kubeconfig
 from kvright_dev.procs import WaitFailed, dev_environ, stop_processes, wait_until
 from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
@@ -31,13 +31,10 @@ GROUP, VERSION, PLURAL = "kvright.dev", "v1alpha1", "llmdeployments"
 
 
 def _kubeconfig() -> str:
-    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
-    path = os.environ.get("KUBECONFIG") or str(cluster_dir / "kubeconfig")
-    if not Path(path).is_file():
-        raise SystemExit(
-            f"demo: no kubeconfig at {path}; start the local control plane with `make cluster-up`"
-        )
-    return path
+    path = local_kubeconfig()
+    if not path.is_file():
+        raise SystemExit(f"demo: no kubeconfig at {path}; start the control plane with `make cluster-up`")
+    return str(path)
 
 
 def _summary(obj: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ gauge (value 1) whose labels carry the cache configuration as strings.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -57,49 +57,35 @@ class VLLMMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         values = (model_name, "0")
-        self.tpot = Histogram(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            LABELS, registry=r, buckets=TPOT_BUCKETS,
-        ).labels(*values)  # fmt: skip
-        self.itl = Histogram(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-            LABELS, registry=r, buckets=TPOT_BUCKETS,
-        ).labels(*values)  # fmt: skip
-        self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-            LABELS, registry=r, buckets=TTFT_BUCKETS,
-        ).labels(*values)  # fmt: skip
-        self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-            LABELS, registry=r, buckets=REQUEST_LATENCY_BUCKETS,
-        ).labels(*values)  # fmt: skip
-        self.queue = Histogram(
-            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-            LABELS, registry=r, buckets=REQUEST_LATENCY_BUCKETS,
-        ).labels(*values)  # fmt: skip
-        self.kv_usage = Gauge(
-            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", LABELS, registry=r,
-            multiprocess_mode="mostrecent",
-        ).labels(*values)  # fmt: skip
-        self.running = Gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches.", LABELS, registry=r,
-            multiprocess_mode="mostrecent",
-        ).labels(*values)  # fmt: skip
-        self.waiting = Gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", LABELS, registry=r,
-            multiprocess_mode="mostrecent",
-        ).labels(*values)  # fmt: skip
-        # prometheus_client appends _total to counters, so these expose vllm:num_preemptions_total etc.
-        self.preemptions = Counter(
-            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", LABELS, registry=r
-        ).labels(*values)
-        self.prompt_tokens = Counter(
-            "vllm:prompt_tokens", "Number of prefill tokens processed.", LABELS, registry=r
-        ).labels(*values)
-        self.generation_tokens = Counter(
-            "vllm:generation_tokens", "Number of generation tokens processed.", LABELS, registry=r
-        ).labels(*values)
+
+        def histogram(name: str, doc: str, buckets: Sequence[float]) -> Histogram:
+            return Histogram(name, doc, LABELS, registry=r, buckets=buckets).labels(*values)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, LABELS, registry=r, multiprocess_mode="mostrecent").labels(*values)
+
+        def counter(name: str, doc: str) -> Counter:
+            # prometheus_client appends _total to counters: vllm:num_preemptions is exposed as
+            # vllm:num_preemptions_total, as vLLM exposes it.
+            return Counter(name, doc, LABELS, registry=r).labels(*values)
+
+        self.tpot = histogram("vllm:request_time_per_output_token_seconds",
+                              "Histogram of time_per_output_token_seconds per request.", TPOT_BUCKETS)
+        self.itl = histogram("vllm:inter_token_latency_seconds",
+                             "Histogram of inter-token latency in seconds.", TPOT_BUCKETS)
+        self.ttft = histogram("vllm:time_to_first_token_seconds",
+                              "Histogram of time to first token in seconds.", TTFT_BUCKETS)
+        self.e2e = histogram("vllm:e2e_request_latency_seconds",
+                             "Histogram of e2e request latency in seconds.", REQUEST_LATENCY_BUCKETS)
+        self.queue = histogram("vllm:request_queue_time_seconds",
+                               "Histogram of time spent in WAITING phase for request.",
+                               REQUEST_LATENCY_BUCKETS)
+        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
+        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
         success = Counter(
             "vllm:request_success", "Count of successfully processed requests.", (*LABELS, "finished_reason"),
             registry=r,

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import yaml
 from kopf.testing import KopfRunner
 
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
+from kvright_dev import cluster
+from kvright_dev.cluster import local_kubeconfig
 from kvright_dev.procs import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,11 +30,10 @@ T = TypeVar("T")
 
 
 def kubeconfig() -> str:
-    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
-    path = os.environ.get("KUBECONFIG") or str(cluster_dir / "kubeconfig")
-    if not Path(path).is_file():
+    path = local_kubeconfig()
+    if not path.is_file():
         pytest.fail(f"no kubeconfig at {path}: start the local control plane with `make cluster-up`")
-    return path
+    return str(path)
 
 
 def admin() -> Kube:
@@ -49,22 +49,7 @@ def admin() -> Kube:
 
 def install_crd(kube: Kube) -> None:
     """Server-side apply the CRD and wait until it is Established."""
-    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
-    name = crd["metadata"]["name"]
-    kube.request(
-        "PATCH",
-        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
-        query=[("fieldManager", "kvright-tests"), ("force", "true")],
-        body=crd,
-        content_type="application/apply-patch+yaml",
-    )
-
-    def established() -> bool:
-        got = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
-        conditions = (got.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    poll(established, what="the LLMDeployment CRD to be Established", timeout=60)
+    cluster.install_crd(kube, field_manager="kvright-tests")
 
 
 def poll(predicate: Callable[[], T], *, what: str, timeout: float = 90.0) -> T:

@@ -34,6 +34,7 @@ import yaml
 
 from kvright_dev.procs import WaitFailed, wait_until
 from tests.builders import llmd
+from tests.integration.kvright_cluster import kubeconfig
 
 pytestmark = [pytest.mark.helm, pytest.mark.cluster]
 
@@ -65,11 +66,7 @@ def tool(name: str) -> str:
 @functools.cache
 def admin_kubeconfig() -> str:
     """The admin kubeconfig, resolved once (before the operator's run points KUBECONFIG at the SA's)."""
-    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
-    path = os.environ.get("KUBECONFIG") or str(cluster_dir / "kubeconfig")
-    if not Path(path).is_file():
-        pytest.fail(f"no kubeconfig at {path}: start the local control plane with `make cluster-up`")
-    return path
+    return kubeconfig()
 
 
 def run(cmd: list[str], *, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

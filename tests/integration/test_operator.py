@@ -28,8 +28,9 @@ import yaml
 
 import capacity
 from kvright.operator import Kube
+from kvright_dev.cluster import apply
 from kvright_dev.procs import free_port
-from tests.builders import llmd
+from tests.builders import llama_8b_config, llmd
 from tests.integration.kvright_cluster import (
     admin,
     condition,
@@ -344,19 +345,7 @@ def test_deleting_garbage_collects_the_children(kube: Kube, running: str) -> Non
 
 # --- architecture sources ------------------------------------------------------------------------------
 
-LLAMA_8B_CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "intermediate_size": 14336,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "torch_dtype": "bfloat16",
-    "tie_word_embeddings": False,
-}
+LLAMA_8B_CONFIG = llama_8b_config()
 
 
 def test_config_map_source_waits_for_the_config_map_then_plans(kube: Kube, running: str) -> None:
@@ -624,13 +613,7 @@ def test_pod_monitor_is_created_only_when_its_crd_exists(kube: Kube, ns: str) ->
             poll(lambda: reconciled(kube, ns, "chat"), what="chat reconciled")
         assert deployment(kube, ns, "chat") is not None
         assert kube.get(pm_path) is None
-        kube.request(
-            "PATCH",
-            crd_path,
-            query=[("fieldManager", "kvright-tests"), ("force", "true")],
-            body=POD_MONITOR_CRD,
-            content_type="application/apply-patch+yaml",
-        )
+        apply(kube, crd_path, POD_MONITOR_CRD, field_manager="kvright-tests")
     try:
         poll(
             lambda: any(

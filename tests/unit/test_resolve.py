@@ -18,20 +18,9 @@ import pytest
 
 from kvright.api import ArchitectureRef, SecretKeyRef
 from kvright.resolve import HubClient, ResolveError, resolve
+from tests.builders import llama_8b_config
 
-LLAMA_CONFIG: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "intermediate_size": 14336,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "torch_dtype": "bfloat16",
-    "tie_word_embeddings": False,
-}
+LLAMA_CONFIG = llama_8b_config()
 
 
 class Hub:

@@ -1,0 +1,53 @@
+"""The local control plane as tests, demos and benches reach it: where its kubeconfig is, server-side
+apply, and the LLMDeployment CRD installed and Established.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvright.operator import Kube
+from kvright_dev.procs import ROOT, wait_until
+
+__all__ = ["CRD", "apply", "crd_established", "install_crd", "local_kubeconfig"]
+
+CRD = ROOT / "crds" / "llmdeployment.yaml"
+CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def local_kubeconfig() -> Path:
+    """``$KUBECONFIG``, else the one ``make cluster-up`` wrote (``$KVRIGHT_CLUSTER_DIR/kubeconfig``,
+    by default under ~/.cache/kvright/cluster). It may not exist: callers say how to start one."""
+    cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
+    return Path(os.environ.get("KUBECONFIG") or cluster_dir / "kubeconfig")
+
+
+def apply(kube: Kube, path: str, obj: dict[str, Any], *, field_manager: str) -> Any:
+    """Server-side apply ``obj`` at ``path`` (forcing conflicts: the caller owns these fields)."""
+    return kube.request(
+        "PATCH",
+        path,
+        query=[("fieldManager", field_manager), ("force", "true")],
+        body=obj,
+        content_type="application/apply-patch+yaml",
+    )
+
+
+def crd_established(kube: Kube, name: str) -> bool:
+    got = kube.get(f"{CRDS_PATH}/{name}") or {}
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in (got.get("status") or {}).get("conditions") or []
+    )
+
+
+def install_crd(kube: Kube, *, field_manager: str, timeout: float = 60) -> None:
+    """Apply the repository's LLMDeployment CRD and wait until it is Established."""
+    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
+    name = crd["metadata"]["name"]
+    apply(kube, f"{CRDS_PATH}/{name}", crd, field_manager=field_manager)
+    wait_until(lambda: crd_established(kube, name), timeout, what=f"the CRD {name} to be Established")
