@@ -161,6 +161,14 @@ class Loop:
             f"operator log tail:\n{self.operator_output()[-3000:]}"
         )
 
+    def wait_condition(self, name: str, type_: str, status: str, timeout: float, what: str = "") -> Any:
+        """Until ``name``'s condition ``type_`` has ``status``; returns that condition."""
+        return self.wait(
+            what or f"{type_}={status}",
+            lambda: (c := self.condition(name, type_)).get("status") == status and c,
+            timeout=timeout,
+        )
+
     def _exists(self, name: str) -> bool:
         return bool(
             kubectl("get", "llmdeployment", name, "-n", NS, "--ignore-not-found", "-o", "name", check=False)
@@ -349,11 +357,7 @@ def test_load_up_adds_capacity_and_load_down_removes_it_without_dropping_a_reque
     loop.wait("a first plan", lambda: plan_of(loop.status("elastic")), timeout=120)
     load = loop.load("elastic", 16)
     try:
-        loop.wait(
-            "SLOMet=True at low load",
-            lambda: loop.condition("elastic", "SLOMet").get("status") == "True",
-            timeout=300,
-        )
+        loop.wait_condition("elastic", "SLOMet", "True", 300, what="SLOMet=True at low load")
         low = plan_of(loop.status("elastic"))
         assert low is not None
         load.set(concurrency=150)
@@ -386,17 +390,9 @@ def test_prometheus_gone_means_metrics_unavailable_no_action_and_recovery(loop: 
     loop.wait("a first plan", lambda: plan_of(loop.status("steady")), timeout=120)
     load = loop.load("steady", 8)
     try:
-        loop.wait(
-            "MetricsAvailable=True",
-            lambda: loop.condition("steady", "MetricsAvailable").get("status") == "True",
-            timeout=180,
-        )
+        loop.wait_condition("steady", "MetricsAvailable", "True", 180)
         loop.prometheus.stop()
-        down = loop.wait(
-            "MetricsAvailable=False",
-            lambda: (c := loop.condition("steady", "MetricsAvailable")).get("status") == "False" and c,
-            timeout=120,
-        )
+        down = loop.wait_condition("steady", "MetricsAvailable", "False", 120)
         assert down["reason"] == "PrometheusUnreachable", down
         before = plan_of(loop.status("steady"))
         time.sleep(4 * float(RECONCILE_SECONDS))  # several reconciles without metrics
@@ -404,11 +400,7 @@ def test_prometheus_gone_means_metrics_unavailable_no_action_and_recovery(loop: 
         assert loop.condition("steady", "MetricsAvailable")["status"] == "False"
         assert any(e.get("reason") == "PrometheusUnreachable" for e in loop.events("steady"))
         loop.prometheus.start()
-        loop.wait(
-            "MetricsAvailable=True again",
-            lambda: loop.condition("steady", "MetricsAvailable").get("status") == "True",
-            timeout=180,
-        )
+        loop.wait_condition("steady", "MetricsAvailable", "True", 180, what="MetricsAvailable=True again")
     finally:
         if not loop.prometheus.running:
             loop.prometheus.start()
