@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from kvright.reasons import Reason
+
 __all__ = [
     "DEPLOYED",
     "METRICS_AVAILABLE",
@@ -37,40 +39,6 @@ SLO_MET: Final = "SLOMet"
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 MESSAGE_MAX: Final = 1024
-
-
-class Reason:
-    """CamelCase reasons, shared by conditions and events. Each says what happened, specifically."""
-
-    # PlanFeasible
-    PLANNED: Final = "Planned"
-    INVALID_SPEC: Final = "InvalidSpec"
-    ARCHITECTURE_UNKNOWN: Final = "ArchitectureUnknown"
-    ARCHITECTURE_INVALID: Final = "ArchitectureInvalid"
-    CONFIG_MAP_MISSING: Final = "ConfigMapMissing"
-    HUB_FETCH_FAILED: Final = "HubFetchFailed"
-    TOKEN_SECRET_MISSING: Final = "TokenSecretMissing"
-    GPU_PRODUCT_AMBIGUOUS: Final = "GPUProductAmbiguous"
-    GPU_PRODUCT_UNKNOWN: Final = "GPUProductUnknown"
-    NO_GPU_NODES: Final = "NoGPUNodes"
-    TENSOR_PARALLEL_INVALID: Final = "TensorParallelInvalid"
-    INFEASIBLE: Final = "Infeasible"
-    PLAN_INPUT_INVALID: Final = "PlanInputInvalid"
-    # Deployed
-    APPLIED: Final = "Applied"
-    APPLY_FAILED: Final = "ApplyFailed"
-    NOT_PLANNED: Final = "NotPlanned"
-    ROLLING_OUT: Final = "RollingOut"
-    ROLLOUT_STALLED: Final = "RolloutStalled"
-    KEPT_LAST_PLAN: Final = "KeptLastPlan"
-    # Ready
-    REPLICAS_READY: Final = "ReplicasReady"
-    REPLICAS_NOT_READY: Final = "ReplicasNotReady"
-    SCALED_TO_ZERO: Final = "ScaledToZero"
-    PENDING: Final = "Pending"
-    # events only
-    PLAN_CHANGED: Final = "PlanChanged"
-    REPLICAS_CAPPED: Final = "ReplicasCapped"
 
 
 @dataclass(frozen=True, kw_only=True)

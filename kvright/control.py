@@ -43,20 +43,36 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from capacity import UNCALIBRATED, Calibration, learn
+from kvright.reasons import Reason
 
 if TYPE_CHECKING:  # a typed value only; importing the IO module at runtime would drag `requests` in
     from kvright.observation import Observation
 
 __all__ = [
+    "MEASURED",
+    "PRE_MEASUREMENT",
     "Action",
     "Bounds",
     "Current",
     "Decision",
     "History",
+    "Measured",
+    "Period",
     "TPOTModel",
     "Tuning",
+    "cooling_down",
     "decide",
+    "headroom",
+    "kv_cache_preempting",
+    "measure",
+    "metrics_unavailable",
+    "queue_in_deadband",
+    "rolling_out",
     "target_batch",
+    "too_few_samples",
+    "tpot_above_slo",
+    "tpot_unmeasured",
+    "within_deadband",
 ]
 
 
@@ -237,6 +253,506 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000.0:.1f} ms"
 
 
+# -- the law as ordered rules ---------------------------------------------------------------------------
+#
+# decide() builds a Period (everything the rules read, computed once) and asks the rules in order; the
+# first one that answers decides. Rules before calibration (PRE_MEASUREMENT) see no TPOT model; the rest
+# (MEASURED) see a Measured period with the calibrated curve. Each rule is a small pure function, tested
+# on its own in tests/unit/test_control.py.
+
+
+@dataclass(frozen=True, kw_only=True)
+class Period:
+    """One period's inputs and the facts every rule reads, derived once."""
+
+    current: Current
+    observation: Observation
+    slo_tpot_seconds: float
+    bounds: Bounds
+    tuning: Tuning
+    history: History
+    now: float
+    hpa_present: bool = False
+    rollout_in_progress: bool = False
+
+    @property
+    def ceiling(self) -> int:
+        return self.bounds.replica_ceiling(self.current.tensor_parallel_size)
+
+    @property
+    def in_cooldown(self) -> bool:
+        last = self.history.last_change_time
+        return last is not None and self.now - last < self.tuning.cooldown_seconds
+
+    @property
+    def waiting(self) -> float:
+        return self.observation.waiting if self.observation.waiting is not None else 0.0
+
+    @property
+    def running(self) -> float:
+        obs = self.observation
+        return obs.running if obs.running is not None else (obs.mean_batch or 0.0) * self.current.replicas
+
+    @property
+    def demand(self) -> float:
+        return self.running + self.waiting
+
+    @property
+    def queued(self) -> bool:
+        """Requests wait while the seats or the KV cache are full. A request that arrived between two steps
+        waits for the next one while seats are free: that is admission, not a queue, and buys nothing."""
+        seats = self.current.max_num_seqs * self.current.replicas
+        full = self.running >= 0.9 * seats or (self.observation.kv_cache_usage or 0.0) >= 0.9
+        return self.waiting >= 1.0 and full
+
+    @property
+    def samples_short(self) -> bool:
+        return self.observation.sample_count < self.tuning.min_samples
+
+    @property
+    def waiting_for_samples_since(self) -> float:
+        since = self.history.waiting_for_samples_since
+        return since if since is not None else self.now
+
+    @property
+    def history_after(self) -> History:
+        """The history a measured decision starts from: the samples clock runs only while short."""
+        since = self.waiting_for_samples_since if self.samples_short else None
+        return replace(self.history, waiting_for_samples_since=since)
+
+    def decision(
+        self,
+        action: Action,
+        reason: str,
+        message: str,
+        *,
+        new_seqs: int | None = None,
+        new_reps: int | None = None,
+        hist: History | None = None,
+        calibration: Calibration | None = None,
+        slo_met: bool | None = None,
+        ratio: float | None = None,
+        kv_cache_dtype: str | None = None,
+        tensor_parallel_size: int | None = None,
+    ) -> Decision:
+        """A Decision, with an HPA's ownership of replicas and the cooldown clock applied."""
+        seqs, reps = self.current.max_num_seqs, self.current.replicas
+        new_seqs = seqs if new_seqs is None else new_seqs
+        new_reps = reps if new_reps is None else new_reps
+        calibration = self.history.calibration if calibration is None else calibration
+        recommend_only = self.hpa_present and new_reps != reps
+        if recommend_only:
+            message += f"; an HPA owns replicas: recommending {new_reps}, not writing it"
+            if action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS):
+                action = Action.SET_MAX_NUM_SEQS if new_seqs != seqs else Action.KEEP
+        hist = replace(hist if hist is not None else self.history, calibration=calibration)
+        if action in _CHANGES:
+            hist = replace(hist, last_change_time=self.now)
+        return Decision(
+            action=action,
+            reason=reason,
+            message=message,
+            max_num_seqs=new_seqs,
+            replicas=reps if self.hpa_present else new_reps,
+            recommended_replicas=new_reps,
+            recommend_only=recommend_only,
+            kv_cache_dtype=kv_cache_dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            slo_met=slo_met,
+            tpot_ratio=ratio,
+            calibration=calibration,
+            history=hist,
+        )
+
+
+_CHANGES = (Action.SET_MAX_NUM_SEQS, Action.ADD_REPLICAS, Action.REMOVE_REPLICAS, Action.REPLAN)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """A period with a measured TPOT: the calibrated curve and the numbers every message carries."""
+
+    period: Period
+    observed_tpot_seconds: float
+    calibration: Calibration
+    model: TPOTModel
+    target: int
+    """The largest batch whose calibrated TPOT stays within ``target_fraction x SLO``."""
+
+    @property
+    def ratio(self) -> float:
+        return self.observed_tpot_seconds / self.period.slo_tpot_seconds
+
+    def calibrated(self, batch: int) -> float:
+        return self.model.tpot_seconds(batch, self.calibration)
+
+    @property
+    def head(self) -> str:
+        p = self.period
+        obs = p.observation
+        if p.samples_short:
+            note = (
+                f" (only {obs.sample_count} samples; deadline of {p.tuning.sample_deadline_seconds:.0f}s "
+                "passed)"
+            )
+        else:
+            note = f" ({obs.sample_count} samples)"
+        return (
+            f"p{obs.percentile} TPOT {_ms(self.observed_tpot_seconds)} vs SLO {_ms(p.slo_tpot_seconds)} "
+            f"(x{self.ratio:.2f}){note}"
+        )
+
+    @property
+    def detail(self) -> str:
+        p, c = self.period, self.calibration
+        return (
+            f"calibration x{c.scale:.2f} (tail x{c.tail:.2f}), target batch {self.target}, "
+            f"demand {p.demand:.0f} ({p.running:.0f} running, {p.waiting:.0f} waiting), "
+            f"max-num-seqs {p.current.max_num_seqs}, replicas {p.current.replicas}"
+        )
+
+    @property
+    def min_step(self) -> int:
+        """The smallest max-num-seqs one move may go to."""
+        return max(1, math.floor(self.period.current.max_num_seqs / self.period.tuning.max_seqs_step))
+
+    @property
+    def max_step(self) -> int:
+        """The largest max-num-seqs one move may go to."""
+        seqs = self.period.current.max_num_seqs
+        return max(seqs + 1, math.ceil(seqs * self.period.tuning.max_seqs_step))
+
+    def act(
+        self,
+        action: Action,
+        reason: str,
+        message: str,
+        *,
+        new_seqs: int | None = None,
+        new_reps: int | None = None,
+        kv_cache_dtype: str | None = None,
+        tensor_parallel_size: int | None = None,
+    ) -> Decision:
+        return self.period.decision(
+            action,
+            reason,
+            message,
+            new_seqs=new_seqs,
+            new_reps=new_reps,
+            hist=self.period.history_after,
+            calibration=self.calibration,
+            slo_met=self.ratio <= 1.0,
+            ratio=self.ratio,
+            kv_cache_dtype=kv_cache_dtype,
+            tensor_parallel_size=tensor_parallel_size,
+        )
+
+
+# -- rules before a measurement --------------------------------------------------------------------------
+
+
+def metrics_unavailable(p: Period) -> Decision | None:
+    """No usable metrics: keep everything, with the observation's reason."""
+    obs = p.observation
+    if obs.available:
+        return None
+    return p.decision(Action.KEEP, obs.reason, f"no action: {obs.message}")
+
+
+def rolling_out(p: Period) -> Decision | None:
+    """A rollout in progress: the window mixes old and new pods and would judge a plan that is not running
+    yet. Keep, and restart the cooldown so the next decision sees a window taken after the rollout."""
+    if not p.rollout_in_progress:
+        return None
+    c = p.current
+    return p.decision(
+        Action.KEEP,
+        Reason.ROLLOUT_IN_PROGRESS,
+        f"the Deployment is still rolling out max-num-seqs {c.max_num_seqs} x {c.replicas} replica(s); "
+        f"the cooldown of {p.tuning.cooldown_seconds:.0f}s starts when it is done",
+        hist=replace(p.history, last_change_time=p.now),
+    )
+
+
+def too_few_samples(p: Period) -> Decision | None:
+    """Fewer than ``min_samples`` finished requests: wait, but only until ``sample_deadline_seconds``;
+    after that act on what there is, and with no traffic at all step replicas down towards the minimum."""
+    if not p.samples_short:
+        return None
+    obs, tuning = p.observation, p.tuning
+    since = p.waiting_for_samples_since
+    waited = p.now - since
+    hist = replace(p.history, waiting_for_samples_since=since)
+    if waited < tuning.sample_deadline_seconds:
+        return p.decision(
+            Action.WAIT,
+            Reason.INSUFFICIENT_SAMPLES,
+            f"{obs.sample_count} of {tuning.min_samples} requests in {obs.window_seconds}s; "
+            f"waiting {waited:.0f}s of at most {tuning.sample_deadline_seconds:.0f}s",
+            hist=hist,
+        )
+    if obs.tpot_seconds is not None:
+        return None  # the deadline passed and there is something to measure: the measured rules decide
+    reps = p.current.replicas
+    if p.demand == 0 and reps > p.bounds.min_replicas:
+        if p.in_cooldown:
+            return p.decision(
+                Action.KEEP,
+                Reason.COOLDOWN,
+                "no traffic, but a change was made within the cooldown",
+                hist=hist,
+            )
+        return p.decision(
+            Action.REMOVE_REPLICAS,
+            Reason.NO_TRAFFIC,
+            f"no finished requests for {waited:.0f}s and none running or waiting; "
+            f"replicas {reps} -> {reps - 1} (min {p.bounds.min_replicas})",
+            new_reps=reps - 1,
+            hist=hist,
+        )
+    return p.decision(
+        Action.KEEP,
+        Reason.NO_TRAFFIC if p.demand == 0 else Reason.INSUFFICIENT_SAMPLES,
+        f"no finished requests in {obs.window_seconds}s after waiting {waited:.0f}s; "
+        f"{p.running:.0f} running, {p.waiting:.0f} waiting; nothing to measure",
+        hist=hist,
+    )
+
+
+def tpot_unmeasured(p: Period) -> Decision | None:
+    """Available metrics with enough samples always carry TPOT; stay total anyway."""
+    if p.observation.tpot_seconds is not None:
+        return None
+    return p.decision(Action.KEEP, Reason.TPOT_UNAVAILABLE, "TPOT not measured", hist=p.history_after)
+
+
+PRE_MEASUREMENT: tuple[Callable[[Period], Decision | None], ...] = (
+    metrics_unavailable,
+    rolling_out,
+    too_few_samples,
+    tpot_unmeasured,
+)
+
+
+# -- rules on a measurement -------------------------------------------------------------------------------
+
+
+def cooling_down(m: Measured) -> Decision | None:
+    """No change within ``cooldown_seconds`` of the last one (when there is anything to change)."""
+    p = m.period
+    if not p.in_cooldown:
+        return None
+    if not (m.ratio > 1.0 or m.ratio < 1.0 - p.tuning.deadband or p.queued):
+        return None
+    assert p.history.last_change_time is not None
+    left = p.tuning.cooldown_seconds - (p.now - p.history.last_change_time)
+    return m.act(Action.KEEP, Reason.COOLDOWN, f"{m.head}; cooldown {left:.0f}s left; {m.detail}")
+
+
+def _replan(m: Measured, why: str) -> Decision:
+    """The next cheaper re-plan: fp8 KV cache, then the next valid larger TP, else SLOUnattainable."""
+    p = m.period
+    c, b = p.current, p.bounds
+    if b.fp8_kv_allowed and not c.kv_cache_dtype.startswith("fp8"):
+        return m.act(
+            Action.REPLAN,
+            Reason.REPLAN_FP8_KV_CACHE,
+            f"{m.head}; {why}; re-plan with fp8 KV cache; {m.detail}",
+            kv_cache_dtype="fp8",
+        )
+    larger = b.larger_tensor_parallel_size
+    if larger is not None and larger <= b.max_gpus:
+        return m.act(
+            Action.REPLAN,
+            Reason.REPLAN_LARGER_TP,
+            f"{m.head}; {why}; re-plan with tensor-parallel {c.tensor_parallel_size} -> {larger}; {m.detail}",
+            tensor_parallel_size=larger,
+        )
+    return m.act(
+        Action.KEEP,
+        Reason.SLO_UNATTAINABLE,
+        f"{m.head}; {why}; no cheaper move left (KV dtype {c.kv_cache_dtype}, TP {c.tensor_parallel_size}, "
+        f"{p.ceiling} replica(s) max); {m.detail}",
+    )
+
+
+def tpot_above_slo(m: Measured) -> Decision | None:
+    """Too slow: lower max-num-seqs towards the target batch (one bounded step) and add replicas for the
+    demand that no longer fits; re-plan when the uncalibrated model says batch 1 misses or the budget
+    cannot hold the demand."""
+    if m.ratio <= 1.0:
+        return None
+    p = m.period
+    seqs, reps, tuning = p.current.max_num_seqs, p.current.replicas, p.tuning
+    floor = m.model.tpot_seconds(1)
+    if floor > tuning.target_fraction * p.slo_tpot_seconds:
+        # The model itself (no calibration) says one sequence is too slow: only a new plan helps.
+        return _replan(m, f"even batch 1 is predicted at {_ms(floor)} by the serving model")
+    # When only the calibrated model says batch 1 misses, the calibration (learned at a large batch)
+    # may overstate small batches: step down one bounded step and measure again.
+    new_seqs = max(min(m.target, seqs), m.min_step) if m.target >= 1 else m.min_step
+    needed = math.ceil(p.demand / new_seqs) if p.demand > 0 else reps
+    new_reps = max(min(max(needed, reps), reps + tuning.max_replicas_step, p.ceiling), p.bounds.min_replicas)
+    short = (
+        f"demand {p.demand:.0f} needs {needed} replicas at batch {new_seqs}, the budget allows {p.ceiling}"
+        if needed > p.ceiling
+        else ""
+    )
+    note = f" ({short})" if short else ""
+    if new_reps > reps:
+        return m.act(
+            Action.ADD_REPLICAS,
+            Reason.TPOT_ABOVE_SLO,
+            f"{m.head}; max-num-seqs {seqs} -> {new_seqs}, replicas {reps} -> {new_reps}{note}; {m.detail}",
+            new_seqs=new_seqs,
+            new_reps=new_reps,
+        )
+    if new_seqs < seqs:
+        return m.act(
+            Action.SET_MAX_NUM_SEQS,
+            Reason.TPOT_ABOVE_SLO,
+            f"{m.head}; max-num-seqs {seqs} -> {new_seqs}{note}; {m.detail}",
+            new_seqs=new_seqs,
+        )
+    if short:
+        return _replan(m, short)
+    return m.act(
+        Action.KEEP,
+        Reason.TPOT_ABOVE_SLO,
+        f"{m.head}; the plan already fits the calibrated model (target batch {m.target}); "
+        f"recalibrating before moving; {m.detail}",
+    )
+
+
+def kv_cache_preempting(m: Measured) -> Decision | None:
+    """KV cache exhausted (preemptions while usage is near 1): lower max-num-seqs one step."""
+    p = m.period
+    obs, seqs = p.observation, p.current.max_num_seqs
+    preempting = (
+        obs.preemptions_per_second is not None
+        and obs.preemptions_per_second >= p.tuning.preemption_threshold_per_second
+        and obs.kv_cache_usage is not None
+        and obs.kv_cache_usage >= 0.95
+    )
+    if not preempting or seqs <= 1 or p.in_cooldown:
+        return None
+    new_seqs = max(m.min_step, math.floor(seqs * 0.75), 1)
+    return m.act(
+        Action.SET_MAX_NUM_SEQS,
+        Reason.KV_CACHE_PREEMPTING,
+        f"{m.head}; {obs.preemptions_per_second:.2f} preemptions/s at KV usage "
+        f"{(obs.kv_cache_usage or 0) * 100:.0f}%; max-num-seqs {seqs} -> {new_seqs}; {m.detail}",
+        new_seqs=new_seqs,
+    )
+
+
+def headroom(m: Measured) -> Decision | None:
+    """TPOT below ``(1 - deadband) x SLO``: serve a queue with more seats or replicas; with nothing
+    waiting, release one replica if the rest carry the demand at the target batch."""
+    p = m.period
+    if m.ratio >= 1.0 - p.tuning.deadband:
+        return None
+    seqs, reps = p.current.max_num_seqs, p.current.replicas
+    if p.queued:
+        if m.target > seqs:
+            new_seqs = min(m.target, m.max_step, p.current.max_num_seqs_limit)
+            return m.act(
+                Action.SET_MAX_NUM_SEQS,
+                Reason.QUEUE_WITH_HEADROOM,
+                f"{m.head}; {p.waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}; {m.detail}",
+                new_seqs=new_seqs,
+            )
+        needed = math.ceil(p.demand / max(1, seqs))
+        new_reps = min(max(needed, reps + 1), reps + p.tuning.max_replicas_step, p.ceiling)
+        if new_reps > reps:
+            return m.act(
+                Action.ADD_REPLICAS,
+                Reason.REQUESTS_WAITING,
+                f"{m.head}; {p.waiting:.0f} waiting at max-num-seqs {seqs}; replicas {reps} -> {new_reps}; "
+                f"{m.detail}",
+                new_reps=new_reps,
+            )
+        return m.act(
+            Action.KEEP,
+            Reason.REPLICA_CEILING,
+            f"{m.head}; {p.waiting:.0f} waiting but replicas are at the ceiling {p.ceiling}; {m.detail}",
+        )
+    if reps > p.bounds.min_replicas and m.target >= 1 and p.waiting == 0:
+        per_replica_after = p.demand / (reps - 1)
+        if per_replica_after <= min(m.target, seqs):
+            return m.act(
+                Action.REMOVE_REPLICAS,
+                Reason.TPOT_WELL_BELOW_SLO,
+                f"{m.head}; demand fits {reps - 1} replica(s) at batch {per_replica_after:.1f} "
+                f"(predicted {_ms(m.calibrated(max(1, math.ceil(per_replica_after))))}); "
+                f"replicas {reps} -> {reps - 1}; {m.detail}",
+                new_reps=reps - 1,
+            )
+    return m.act(Action.KEEP, Reason.SLO_MET, f"{m.head}; headroom but nothing to release; {m.detail}")
+
+
+def queue_in_deadband(m: Measured) -> Decision | None:
+    """Inside the deadband but queueing: loosen max-num-seqs only as far as the target allows."""
+    p = m.period
+    seqs = p.current.max_num_seqs
+    if not p.queued or p.in_cooldown or m.target <= seqs:
+        return None
+    new_seqs = min(m.target, m.max_step, p.current.max_num_seqs_limit)
+    if new_seqs <= seqs:
+        return None
+    return m.act(
+        Action.SET_MAX_NUM_SEQS,
+        Reason.QUEUE_WITH_HEADROOM,
+        f"{m.head}; {p.waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}; {m.detail}",
+        new_seqs=new_seqs,
+    )
+
+
+def within_deadband(m: Measured) -> Decision | None:
+    """Otherwise keep: the SLO is met and nothing is worth a restart."""
+    return m.act(Action.KEEP, Reason.SLO_MET, f"{m.head}; within the deadband; {m.detail}")
+
+
+MEASURED: tuple[Callable[[Measured], Decision | None], ...] = (
+    cooling_down,
+    tpot_above_slo,
+    kv_cache_preempting,
+    headroom,
+    queue_in_deadband,
+    within_deadband,
+)
+
+
+def measure(p: Period, model: TPOTModel) -> Measured:
+    """Calibrate the serving model at the batch actually served (``capacity.learn``: the mean TPOT, exact
+    from the histogram's ``_sum/_count``, against the predicted mean; the percentile's spread over the mean
+    against the predicted spread) and size the target batch on the calibrated curve."""
+    obs = p.observation
+    assert obs.tpot_seconds is not None
+    served_batch = obs.mean_batch if obs.mean_batch is not None and obs.mean_batch >= 1 else None
+    mean = obs.tpot_mean_seconds if obs.tpot_mean_seconds is not None and obs.tpot_mean_seconds > 0 else None
+    calibration = p.history.calibration
+    if served_batch is not None:
+        served = max(1, round(served_batch))
+        calibration = learn(
+            p.history.calibration,
+            predicted_mean_seconds=model.mean_seconds(served),
+            predicted_percentile_seconds=model.percentile_seconds(served),
+            observed_mean_seconds=mean,
+            observed_percentile_seconds=obs.tpot_seconds,
+            alpha=p.tuning.calibration_alpha,
+            bounds=p.tuning.calibration_bounds,
+        )
+    target = target_batch(
+        lambda batch: model.tpot_seconds(batch, calibration),
+        budget_seconds=p.tuning.target_fraction * p.slo_tpot_seconds,
+        limit=p.current.max_num_seqs_limit,
+    )
+    return Measured(
+        period=p, observed_tpot_seconds=obs.tpot_seconds, calibration=calibration, model=model, target=target
+    )
+
+
 def decide(
     *,
     current: Current,
@@ -250,337 +766,26 @@ def decide(
     hpa_present: bool = False,
     rollout_in_progress: bool = False,
 ) -> Decision:
-    """One period of the control law (see the module docstring). Pure and total: never raises on data."""
-    obs = observation
-    seqs, reps, tp = current.max_num_seqs, current.replicas, current.tensor_parallel_size
-    ceiling = bounds.replica_ceiling(tp)
-
-    def out(
-        action: Action,
-        reason: str,
-        message: str,
-        *,
-        new_seqs: int = seqs,
-        new_reps: int = reps,
-        hist: History = history,
-        calibration: Calibration = history.calibration,
-        slo_met: bool | None = None,
-        ratio: float | None = None,
-        kv_cache_dtype: str | None = None,
-        tensor_parallel_size: int | None = None,
-    ) -> Decision:
-        recommend_only = hpa_present and new_reps != reps
-        applied_reps = reps if hpa_present else new_reps
-        if recommend_only:
-            message += f"; an HPA owns replicas: recommending {new_reps}, not writing it"
-            if action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS):
-                action = Action.SET_MAX_NUM_SEQS if new_seqs != seqs else Action.KEEP
-        changed = action in (
-            Action.SET_MAX_NUM_SEQS,
-            Action.ADD_REPLICAS,
-            Action.REMOVE_REPLICAS,
-            Action.REPLAN,
-        )
-        hist = replace(hist, calibration=calibration)
-        if changed:
-            hist = replace(hist, last_change_time=now)
-        return Decision(
-            action=action,
-            reason=reason,
-            message=message,
-            max_num_seqs=new_seqs,
-            replicas=applied_reps,
-            recommended_replicas=new_reps,
-            recommend_only=recommend_only,
-            kv_cache_dtype=kv_cache_dtype,
-            tensor_parallel_size=tensor_parallel_size,
-            slo_met=slo_met,
-            tpot_ratio=ratio,
-            calibration=calibration,
-            history=hist,
-        )
-
-    # 1. Metrics, and a plan that is actually in place.
-    if not obs.available:
-        return out(Action.KEEP, obs.reason, f"no action: {obs.message}")
-    if rollout_in_progress:
-        # The window mixes old and new pods: measuring now would judge a plan that is not running yet.
-        # The cooldown restarts, so the next decision sees a window taken after the rollout.
-        return out(
-            Action.KEEP,
-            "RolloutInProgress",
-            f"the Deployment is still rolling out max-num-seqs {seqs} x {reps} replica(s); "
-            f"the cooldown of {tuning.cooldown_seconds:.0f}s starts when it is done",
-            hist=replace(history, last_change_time=now),
-        )
-
-    in_cooldown = (
-        history.last_change_time is not None and now - history.last_change_time < tuning.cooldown_seconds
+    """One period of the control law: the first of :data:`PRE_MEASUREMENT`, then of :data:`MEASURED`,
+    that answers (see the module docstring). Pure and total: never raises on data."""
+    period = Period(
+        current=current,
+        observation=observation,
+        slo_tpot_seconds=slo_tpot_seconds,
+        bounds=bounds,
+        tuning=tuning,
+        history=history,
+        now=now,
+        hpa_present=hpa_present,
+        rollout_in_progress=rollout_in_progress,
     )
-    waiting = obs.waiting if obs.waiting is not None else 0.0
-    running = obs.running if obs.running is not None else (obs.mean_batch or 0.0) * reps
-    demand = running + waiting
-    # A queue is a capacity signal only when the slots or the KV cache are full: a request that arrived
-    # between two steps waits for the next one while seats are free, and must not buy a replica.
-    slots_full = running >= 0.9 * seqs * reps or (obs.kv_cache_usage or 0.0) >= 0.9
-    queued = waiting >= 1.0 and slots_full
-
-    # 2. Samples, with a deadline.
-    waiting_since = history.waiting_for_samples_since
-    if obs.sample_count < tuning.min_samples:
-        since = waiting_since if waiting_since is not None else now
-        waited = now - since
-        if waited < tuning.sample_deadline_seconds:
-            return out(
-                Action.WAIT,
-                "InsufficientSamples",
-                f"{obs.sample_count} of {tuning.min_samples} requests in {obs.window_seconds}s; "
-                f"waiting {waited:.0f}s of at most {tuning.sample_deadline_seconds:.0f}s",
-                hist=replace(history, waiting_for_samples_since=since),
-            )
-        hist_after = replace(history, waiting_for_samples_since=since)
-        if obs.tpot_seconds is None:
-            if demand == 0 and reps > bounds.min_replicas:
-                if in_cooldown:
-                    return out(
-                        Action.KEEP,
-                        "Cooldown",
-                        "no traffic, but a change was made within the cooldown",
-                        hist=hist_after,
-                    )
-                return out(
-                    Action.REMOVE_REPLICAS,
-                    "NoTraffic",
-                    f"no finished requests for {waited:.0f}s and none running or waiting; "
-                    f"replicas {reps} -> {reps - 1} (min {bounds.min_replicas})",
-                    new_reps=reps - 1,
-                    hist=hist_after,
-                )
-            return out(
-                Action.KEEP,
-                "NoTraffic" if demand == 0 else "InsufficientSamples",
-                f"no finished requests in {obs.window_seconds}s after waiting {waited:.0f}s; "
-                f"{running:.0f} running, {waiting:.0f} waiting; nothing to measure",
-                hist=hist_after,
-            )
-        sample_note = (
-            f" (only {obs.sample_count} samples; deadline of {tuning.sample_deadline_seconds:.0f}s passed)"
-        )
-    else:
-        hist_after = replace(history, waiting_for_samples_since=None)
-        sample_note = f" ({obs.sample_count} samples)"
-
-    observed = obs.tpot_seconds
-    if observed is None:  # available with enough samples always carries TPOT; stay total anyway
-        return out(Action.KEEP, "TPOTUnavailable", "TPOT not measured", hist=hist_after)
-
-    # 3. Calibrate at the batch actually served (capacity.learn: the mean TPOT, exact from the histogram's
-    # _sum/_count, against the predicted mean; the percentile's spread over the mean against the predicted
-    # spread), then judge every batch by the same calibrated curve the planner sized the plan with.
-    served_batch = obs.mean_batch if obs.mean_batch is not None and obs.mean_batch >= 1 else None
-    mean = obs.tpot_mean_seconds if obs.tpot_mean_seconds is not None and obs.tpot_mean_seconds > 0 else None
-    calibration = history.calibration
-    if served_batch is not None:
-        served = max(1, round(served_batch))
-        calibration = learn(
-            history.calibration,
-            predicted_mean_seconds=model.mean_seconds(served),
-            predicted_percentile_seconds=model.percentile_seconds(served),
-            observed_mean_seconds=mean,
-            observed_percentile_seconds=observed,
-            alpha=tuning.calibration_alpha,
-            bounds=tuning.calibration_bounds,
-        )
-
-    def calibrated(batch: int) -> float:
-        return model.tpot_seconds(batch, calibration)
-
-    ratio = observed / slo_tpot_seconds
-    slo_met = ratio <= 1.0
-    head = (
-        f"p{obs.percentile} TPOT {_ms(observed)} vs SLO {_ms(slo_tpot_seconds)} (x{ratio:.2f}){sample_note}"
-    )
-
-    def act(
-        action: Action,
-        reason: str,
-        message: str,
-        *,
-        new_seqs: int = seqs,
-        new_reps: int = reps,
-        kv_cache_dtype: str | None = None,
-        tensor_parallel_size: int | None = None,
-    ) -> Decision:
-        return out(
-            action,
-            reason,
-            message,
-            new_seqs=new_seqs,
-            new_reps=new_reps,
-            hist=hist_after,
-            calibration=calibration,
-            slo_met=slo_met,
-            ratio=ratio,
-            kv_cache_dtype=kv_cache_dtype,
-            tensor_parallel_size=tensor_parallel_size,
-        )
-
-    # 4. Target batch per replica under the calibrated model.
-    target = target_batch(
-        calibrated, budget_seconds=tuning.target_fraction * slo_tpot_seconds, limit=current.max_num_seqs_limit
-    )
-    detail = (
-        f"calibration x{calibration.scale:.2f} (tail x{calibration.tail:.2f}), target batch {target}, "
-        f"demand {demand:.0f} "
-        f"({running:.0f} running, {waiting:.0f} waiting), max-num-seqs {seqs}, replicas {reps}"
-    )
-
-    def replan(why: str) -> Decision:
-        if bounds.fp8_kv_allowed and not current.kv_cache_dtype.startswith("fp8"):
-            return act(
-                Action.REPLAN,
-                "ReplanFP8KVCache",
-                f"{head}; {why}; re-plan with fp8 KV cache; {detail}",
-                kv_cache_dtype="fp8",
-            )
-        larger = bounds.larger_tensor_parallel_size
-        if larger is not None and larger <= bounds.max_gpus:
-            return act(
-                Action.REPLAN,
-                "ReplanLargerTP",
-                f"{head}; {why}; re-plan with tensor-parallel {tp} -> {larger}; {detail}",
-                tensor_parallel_size=larger,
-            )
-        return act(
-            Action.KEEP,
-            "SLOUnattainable",
-            f"{head}; {why}; no cheaper move left (KV dtype {current.kv_cache_dtype}, TP {tp}, "
-            f"{ceiling} replica(s) max); {detail}",
-        )
-
-    # 5. Cooldown.
-    if in_cooldown and (ratio > 1.0 or ratio < 1.0 - tuning.deadband or queued):
-        assert history.last_change_time is not None
-        left = tuning.cooldown_seconds - (now - history.last_change_time)
-        return act(
-            Action.KEEP,
-            "Cooldown",
-            f"{head}; cooldown {left:.0f}s left; {detail}",
-        )
-
-    min_step = max(1, math.floor(seqs / tuning.max_seqs_step))
-    max_step = max(seqs + 1, math.ceil(seqs * tuning.max_seqs_step))
-
-    # 6. Too slow.
-    if ratio > 1.0:
-        floor = model.tpot_seconds(1)
-        if floor > tuning.target_fraction * slo_tpot_seconds:
-            # The roofline itself (no calibration) says one sequence is too slow: only a new plan helps.
-            return replan(f"even batch 1 is predicted at {_ms(floor)} by the roofline")
-        # When only the calibrated model says batch 1 misses, the calibration (learned at a large batch)
-        # may overstate small batches: step down one bounded step and measure again.
-        new_seqs = max(min(target, seqs), min_step) if target >= 1 else min_step
-        needed = math.ceil(demand / new_seqs) if demand > 0 else reps
-        new_reps = max(min(max(needed, reps), reps + tuning.max_replicas_step, ceiling), bounds.min_replicas)
-        short = (
-            f"demand {demand:.0f} needs {needed} replicas at batch {new_seqs}, the budget allows {ceiling}"
-            if needed > ceiling
-            else ""
-        )
-        note = f" ({short})" if short else ""
-        if new_reps > reps:
-            return act(
-                Action.ADD_REPLICAS,
-                "TPOTAboveSLO",
-                f"{head}; max-num-seqs {seqs} -> {new_seqs}, replicas {reps} -> {new_reps}{note}; {detail}",
-                new_seqs=new_seqs,
-                new_reps=new_reps,
-            )
-        if new_seqs < seqs:
-            return act(
-                Action.SET_MAX_NUM_SEQS,
-                "TPOTAboveSLO",
-                f"{head}; max-num-seqs {seqs} -> {new_seqs}{note}; {detail}",
-                new_seqs=new_seqs,
-            )
-        if short:
-            return replan(short)
-        return act(
-            Action.KEEP,
-            "TPOTAboveSLO",
-            f"{head}; the plan already fits the calibrated model (target batch {target}); "
-            f"recalibrating before moving; {detail}",
-        )
-
-    # 7. KV exhaustion.
-    preempting = (
-        obs.preemptions_per_second is not None
-        and obs.preemptions_per_second >= tuning.preemption_threshold_per_second
-        and obs.kv_cache_usage is not None
-        and obs.kv_cache_usage >= 0.95
-    )
-    if preempting and seqs > 1 and not in_cooldown:
-        new_seqs = max(min_step, math.floor(seqs * 0.75), 1)
-        return act(
-            Action.SET_MAX_NUM_SEQS,
-            "KVCachePreempting",
-            f"{head}; {obs.preemptions_per_second:.2f} preemptions/s at KV usage "
-            f"{(obs.kv_cache_usage or 0) * 100:.0f}%; max-num-seqs {seqs} -> {new_seqs}; {detail}",
-            new_seqs=new_seqs,
-        )
-
-    # 8. Headroom.
-    if ratio < 1.0 - tuning.deadband:
-        if queued:
-            if target > seqs:
-                new_seqs = min(target, max_step, current.max_num_seqs_limit)
-                return act(
-                    Action.SET_MAX_NUM_SEQS,
-                    "QueueWithHeadroom",
-                    f"{head}; {waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}; {detail}",
-                    new_seqs=new_seqs,
-                )
-            needed = math.ceil(demand / max(1, seqs))
-            new_reps = min(max(needed, reps + 1), reps + tuning.max_replicas_step, ceiling)
-            if new_reps > reps:
-                return act(
-                    Action.ADD_REPLICAS,
-                    "RequestsWaiting",
-                    f"{head}; {waiting:.0f} waiting at max-num-seqs {seqs}; replicas {reps} -> {new_reps}; "
-                    f"{detail}",
-                    new_reps=new_reps,
-                )
-            return act(
-                Action.KEEP,
-                "ReplicaCeiling",
-                f"{head}; {waiting:.0f} waiting but replicas are at the ceiling {ceiling}; {detail}",
-            )
-        if reps > bounds.min_replicas and target >= 1 and waiting == 0:
-            per_replica_after = demand / (reps - 1)
-            if per_replica_after <= min(target, seqs):
-                return act(
-                    Action.REMOVE_REPLICAS,
-                    "TPOTWellBelowSLO",
-                    f"{head}; demand fits {reps - 1} replica(s) at batch {per_replica_after:.1f} "
-                    f"(predicted {_ms(calibrated(max(1, math.ceil(per_replica_after))))}); "
-                    f"replicas {reps} -> {reps - 1}; {detail}",
-                    new_reps=reps - 1,
-                )
-        return act(
-            Action.KEEP,
-            "SLOMet",
-            f"{head}; headroom but nothing to release; {detail}",
-        )
-
-    # 9. Deadband.
-    if queued and not in_cooldown and target > seqs:
-        # Within the band but queueing: loosen max-num-seqs only as far as the target allows.
-        new_seqs = min(target, max_step, current.max_num_seqs_limit)
-        if new_seqs > seqs:
-            return act(
-                Action.SET_MAX_NUM_SEQS,
-                "QueueWithHeadroom",
-                f"{head}; {waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}; {detail}",
-                new_seqs=new_seqs,
-            )
-    return act(Action.KEEP, "SLOMet", f"{head}; within the deadband; {detail}")
+    for rule in PRE_MEASUREMENT:
+        decision = rule(period)
+        if decision is not None:
+            return decision
+    measured = measure(period, model)
+    for measured_rule in MEASURED:
+        decision = measured_rule(measured)
+        if decision is not None:
+            return decision
+    raise AssertionError("within_deadband always answers")  # pragma: no cover

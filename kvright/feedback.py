@@ -33,6 +33,7 @@ from kvright.conditions import Condition
 from kvright.control import Action, Bounds, Current, Decision, History, Tuning
 from kvright.control import decide as control_decide
 from kvright.observe import Observation, PrometheusClient, observe
+from kvright.reasons import Reason
 from kvright.reconcile import Event, Facts, Overrides, desire
 
 __all__ = ["FeedbackFacts", "FeedbackResult", "decide", "gather", "run", "serving_curve"]
@@ -40,13 +41,6 @@ __all__ = ["FeedbackFacts", "FeedbackResult", "decide", "gather", "run", "servin
 KV_GAP_WARN = 0.2
 """Relative gap between vLLM's real KV capacity and the predicted one that earns a warning event."""
 
-REASON_FEEDBACK_OFF = "FeedbackOff"
-REASON_NOT_CONFIGURED = "PrometheusNotConfigured"
-REASON_NO_PLAN = "NoPlanYet"
-REASON_NOT_MEASURED = "NotMeasured"
-REASON_WITHIN = "TPOTWithinSLO"
-REASON_ABOVE = "TPOTAboveSLO"
-REASON_KV_MISMATCH = "KVCapacityMismatch"
 
 
 class Reader(Protocol):
@@ -112,7 +106,7 @@ def run(
                 Condition(
                     type=cond.METRICS_AVAILABLE,
                     status="Unknown",
-                    reason="FeedbackFailed",
+                    reason=Reason.FEEDBACK_FAILED,
                     message=f"the feedback loop failed: {type(exc).__name__}: {exc}",
                 ),
             ),
@@ -257,14 +251,14 @@ def _metrics_condition(facts: FeedbackFacts, spec: LLMDeploymentSpec) -> Conditi
         return Condition(
             type=cond.METRICS_AVAILABLE,
             status="Unknown",
-            reason=REASON_FEEDBACK_OFF,
+            reason=Reason.FEEDBACK_OFF,
             message="spec.feedback.mode is Off",
         )
     if not facts.prometheus_configured or facts.observation is None:
         return Condition(
             type=cond.METRICS_AVAILABLE,
             status="Unknown",
-            reason=REASON_NOT_CONFIGURED,
+            reason=Reason.PROMETHEUS_NOT_CONFIGURED,
             message="the operator has no KVRIGHT_PROMETHEUS_URL; feedback is off",
         )
     obs = facts.observation
@@ -291,7 +285,7 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
         return FeedbackResult(overrides=Overrides(), observed=None, calibration=None, conditions=())
     metrics = _metrics_condition(feedback, spec)
     unknown_slo = Condition(
-        type=cond.SLO_MET, status="Unknown", reason=REASON_NOT_MEASURED, message="TPOT is not measured"
+        type=cond.SLO_MET, status="Unknown", reason=Reason.NOT_MEASURED, message="TPOT is not measured"
     )
     if feedback.observation is None:
         return FeedbackResult(
@@ -316,7 +310,7 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
             events.append(
                 Event(
                     type="Warning",
-                    reason=REASON_KV_MISMATCH,
+                    reason=Reason.KV_CAPACITY_MISMATCH,
                     message=f"vLLM reports {obs.kv_cache_tokens} KV tokens per replica "
                     f"({obs.num_gpu_blocks} blocks x {obs.block_size}); kvright predicted {predicted_kv} "
                     f"({gap * 100:+.0f}%): the memory model is off for this deployment",
@@ -328,7 +322,7 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
     decision: Decision | None = None
     if not isinstance(arch, capacity.Architecture) or not plan.get("maxNumSeqs"):
         slo = unknown_slo if not plan else _slo_condition(None, obs, spec)
-        calibration = {**_calibration_status(history, pins, None, spec, feedback), "note": REASON_NO_PLAN}
+        calibration = {**_calibration_status(history, pins, None, spec, feedback), "note": Reason.NO_PLAN_YET}
         overrides = _overrides(history, pins) if spec.feedback.mode == "Adjust" else Overrides()
         return FeedbackResult(
             overrides=overrides,
@@ -358,8 +352,8 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
     elif decision.recommend_only and decision.recommended_replicas != decision.replicas:
         last = ((facts.current_status.get("calibration") or {}).get("lastDecision") or {}).get("reason")
         if last != decision.reason:
-            events.append(Event(type="Normal", reason="ReplicasRecommended", message=decision.message))
-    elif decision.reason == "SLOUnattainable":
+            events.append(Event(type="Normal", reason=Reason.REPLICAS_RECOMMENDED, message=decision.message))
+    elif decision.reason == Reason.SLO_UNATTAINABLE:
         last = ((facts.current_status.get("calibration") or {}).get("lastDecision") or {}).get("reason")
         if last != decision.reason:
             events.append(Event(type="Warning", reason=decision.reason, message=decision.message))
@@ -409,7 +403,7 @@ def _slo_condition(decision: Decision | None, obs: Observation, spec: LLMDeploym
         return Condition(
             type=cond.SLO_MET,
             status="Unknown",
-            reason=REASON_NOT_MEASURED,
+            reason=Reason.NOT_MEASURED,
             message=f"p{spec.slo.percentile} TPOT not measured: {why}",
         )
     tpot_ms = obs.tpot_seconds * 1000.0
@@ -417,14 +411,14 @@ def _slo_condition(decision: Decision | None, obs: Observation, spec: LLMDeploym
         return Condition(
             type=cond.SLO_MET,
             status="True",
-            reason=REASON_WITHIN,
+            reason=Reason.TPOT_WITHIN_SLO,
             message=f"p{spec.slo.percentile} TPOT {tpot_ms:.1f} ms <= {slo_ms} ms over "
             f"{obs.window_seconds}s ({obs.sample_count} requests)",
         )
     return Condition(
         type=cond.SLO_MET,
         status="False",
-        reason=REASON_ABOVE,
+        reason=Reason.TPOT_ABOVE_SLO,
         message=f"p{spec.slo.percentile} TPOT {tpot_ms:.1f} ms > {slo_ms} ms over "
         f"{obs.window_seconds}s ({obs.sample_count} requests)",
     )

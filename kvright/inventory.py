@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kvright.reasons import Reason
+
 __all__ = [
     "GPU_RESOURCE",
     "PRODUCT_LABEL",
@@ -122,18 +124,18 @@ def choose(inventory: Mapping[str, ProductInventory], product: str | None) -> Pr
             return next(iter(inventory.values()))
         if not inventory:
             raise InventoryError(
-                "NoGPUNodes",
+                Reason.NO_GPU_NODES,
                 f"no schedulable node has the {PRODUCT_LABEL} label and {GPU_RESOURCE} allocatable; "
                 "add GPU nodes (with GPU Feature Discovery) or name spec.gpu.product",
             )
         raise InventoryError(
-            "GPUProductAmbiguous",
+            Reason.GPU_PRODUCT_AMBIGUOUS,
             f"the cluster has several GPU products ({present}); set spec.gpu.product to one of them",
         )
     for name, entry in inventory.items():
         if name.lower() == product.lower():
             return entry
     raise InventoryError(
-        "NoGPUNodes",
+        Reason.NO_GPU_NODES,
         f"no schedulable node has {PRODUCT_LABEL}={product}; products present: {present}",
     )

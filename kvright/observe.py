@@ -21,6 +21,7 @@ from typing import Any
 import requests
 
 from kvright.observation import Observation
+from kvright.reasons import Reason
 
 __all__ = [
     "KV_USAGE_METRICS",
@@ -50,14 +51,6 @@ PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
 GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
 SUCCESS_METRIC = "vllm:request_success_total"
 CACHE_CONFIG_METRIC = "vllm:cache_config_info"
-
-# Reasons for the MetricsAvailable condition (CamelCase, API conventions).
-REASON_OK = "MetricsFound"
-REASON_UNREACHABLE = "PrometheusUnreachable"
-REASON_QUERY_FAILED = "PrometheusQueryFailed"
-REASON_NO_SERIES = "NoSeries"
-REASON_TPOT_MISSING = "TPOTMetricMissing"
-REASON_TPOT_INVALID = "TPOTInvalid"
 
 
 class PrometheusError(Exception):
@@ -101,28 +94,32 @@ class PrometheusClient:
             )
         except requests.RequestException as exc:
             raise PrometheusError(
-                REASON_UNREACHABLE, f"{url}: {type(exc).__name__}: {_first_line(exc)}"
+                Reason.PROMETHEUS_UNREACHABLE, f"{url}: {type(exc).__name__}: {_first_line(exc)}"
             ) from exc
         try:
             body: Any = response.json()
         except ValueError as exc:
             raise PrometheusError(
-                REASON_QUERY_FAILED, f"{url}: HTTP {response.status_code}, answer is not JSON"
+                Reason.PROMETHEUS_QUERY_FAILED, f"{url}: HTTP {response.status_code}, answer is not JSON"
             ) from exc
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error", "no error text") if isinstance(body, dict) else "not an object"
             raise PrometheusError(
-                REASON_QUERY_FAILED,
+                Reason.PROMETHEUS_QUERY_FAILED,
                 f"{url}: HTTP {response.status_code}: {_first_line(error)} (query {promql})",
             )
         data = body.get("data")
         if not isinstance(data, dict) or data.get("resultType") not in ("vector", "scalar"):
-            raise PrometheusError(REASON_QUERY_FAILED, f"{url}: unexpected answer shape for query {promql}")
+            raise PrometheusError(
+                Reason.PROMETHEUS_QUERY_FAILED, f"{url}: unexpected answer shape for query {promql}"
+            )
         if data["resultType"] == "scalar":
             return [Sample(labels={}, value=_parse_value(data.get("result")))]
         result = data.get("result")
         if not isinstance(result, list):
-            raise PrometheusError(REASON_QUERY_FAILED, f"{url}: result is not a list for query {promql}")
+            raise PrometheusError(
+                Reason.PROMETHEUS_QUERY_FAILED, f"{url}: result is not a list for query {promql}"
+            )
         samples = []
         for item in result:
             if not isinstance(item, dict):
@@ -242,7 +239,7 @@ def _observe(
             return Observation(
                 **common,
                 available=False,
-                reason=REASON_NO_SERIES,
+                reason=Reason.NO_SERIES,
                 message=(
                     f"no vLLM series with labels {sel} in Prometheus "
                     "(scrape target missing or labels not set)"
@@ -251,7 +248,7 @@ def _observe(
         return Observation(
             **common,
             available=False,
-            reason=REASON_TPOT_MISSING,
+            reason=Reason.TPOT_METRIC_MISSING,
             message=(
                 f"{replicas_reporting} replica(s) report {RUNNING_METRIC} but none of "
                 f"{', '.join(TPOT_METRICS)} exists (renamed metric?)"
@@ -261,7 +258,7 @@ def _observe(
         return Observation(
             **common,
             available=False,
-            reason=REASON_TPOT_INVALID,
+            reason=Reason.TPOT_INVALID,
             message=f"{tpot_metric}_count over {window_seconds}s is not a finite number",
             tpot_metric=tpot_metric,
         )
@@ -273,7 +270,7 @@ def _observe(
             return Observation(
                 **common,
                 available=False,
-                reason=REASON_TPOT_INVALID,
+                reason=Reason.TPOT_INVALID,
                 message=(
                     f"p{percentile} of {tpot_metric} over {window_seconds}s is not a finite number "
                     f"although {sample_count} request(s) finished"
@@ -327,7 +324,7 @@ def _observe(
     return Observation(
         **common,
         available=True,
-        reason=REASON_OK,
+        reason=Reason.METRICS_FOUND,
         message=(
             f"{tpot_metric}: {sample_count} request(s) in {window_seconds}s "
             f"from {replicas_reporting} replica(s)" + (f"; {'; '.join(problems)}" if problems else "")

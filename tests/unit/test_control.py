@@ -16,13 +16,28 @@ import pytest
 
 from capacity import UNCALIBRATED, Calibration, learn
 from kvright.control import (
+    MEASURED,
+    PRE_MEASUREMENT,
     Action,
     Bounds,
     Current,
     History,
+    Measured,
+    Period,
     Tuning,
+    cooling_down,
     decide,
+    headroom,
+    kv_cache_preempting,
+    measure,
+    metrics_unavailable,
+    queue_in_deadband,
+    rolling_out,
     target_batch,
+    too_few_samples,
+    tpot_above_slo,
+    tpot_unmeasured,
+    within_deadband,
 )
 from kvright.observe import Observation
 
@@ -506,3 +521,144 @@ def test_noisy_tpot_around_the_slo_changes_the_plan_a_bounded_number_of_times() 
     # It may move once or twice to get comfortably inside the SLO, then it must stay put.
     assert len(changes) <= 3, changes
     assert 1.1625 * linear(round(min(current.max_num_seqs, demand / current.replicas))) <= SLO
+
+
+# -- each rule on its own -----------------------------------------------------------------------------------
+
+
+def period(*, obs: dict[str, Any] | None = None, history: dict[str, Any] | None = None, **kw: Any) -> Period:
+    values: dict[str, Any] = {
+        "current": Current(
+            tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
+        ),
+        "observation": observation(**(obs or {})),
+        "slo_tpot_seconds": SLO,
+        "bounds": Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+        "tuning": Tuning(cooldown_seconds=300.0, sample_deadline_seconds=600.0),
+        "history": History(**(history or {})),
+        "now": NOW,
+    }
+    values.update(kw)
+    return Period(**values)
+
+
+def measured(**kw: Any) -> Measured:
+    return measure(period(**kw), LINEAR)
+
+
+def test_the_rules_run_in_the_documented_order() -> None:
+    assert [r.__name__ for r in PRE_MEASUREMENT] == [
+        "metrics_unavailable",
+        "rolling_out",
+        "too_few_samples",
+        "tpot_unmeasured",
+    ]
+    assert [r.__name__ for r in MEASURED] == [
+        "cooling_down",
+        "tpot_above_slo",
+        "kv_cache_preempting",
+        "headroom",
+        "queue_in_deadband",
+        "within_deadband",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "kw", "expected"),
+    [
+        (metrics_unavailable, {}, None),
+        (metrics_unavailable, {"obs": {"available": False, "reason": "NoSeries"}}, (Action.KEEP, "NoSeries")),
+        (rolling_out, {}, None),
+        (rolling_out, {"rollout_in_progress": True}, (Action.KEEP, "RolloutInProgress")),
+        (too_few_samples, {}, None),
+        (too_few_samples, {"obs": {"sample_count": 3}}, (Action.WAIT, "InsufficientSamples")),
+        (
+            too_few_samples,
+            {"obs": {"sample_count": 3}, "history": {"waiting_for_samples_since": NOW - 1000}},
+            None,
+        ),
+        (
+            too_few_samples,
+            {
+                "obs": {"sample_count": 0, "tpot_seconds": None, "running": 0.0, "mean_batch": None},
+                "history": {"waiting_for_samples_since": NOW - 1000},
+            },
+            (Action.REMOVE_REPLICAS, "NoTraffic"),
+        ),
+        (tpot_unmeasured, {}, None),
+        (tpot_unmeasured, {"obs": {"tpot_seconds": None}}, (Action.KEEP, "TPOTUnavailable")),
+    ],
+    ids=[
+        "available-passes",
+        "unavailable-keeps-with-the-observation-reason",
+        "no-rollout-passes",
+        "rollout-keeps",
+        "enough-samples-pass",
+        "few-samples-wait",
+        "deadline-passed-with-tpot-passes-to-the-measured-rules",
+        "deadline-passed-without-traffic-steps-down",
+        "tpot-present-passes",
+        "tpot-missing-keeps",
+    ],
+)
+def test_pre_measurement_rule(rule: Any, kw: dict[str, Any], expected: tuple[Action, str] | None) -> None:
+    decision = rule(period(**kw))
+    assert (None if decision is None else (decision.action, decision.reason)) == expected
+
+
+@pytest.mark.parametrize(
+    ("rule", "kw", "expected"),
+    [
+        (cooling_down, {"obs": {"tpot_seconds": 0.070}}, None),
+        (
+            cooling_down,
+            {"obs": {"tpot_seconds": 0.070}, "history": {"last_change_time": NOW - 10}},
+            (Action.KEEP, "Cooldown"),
+        ),
+        (cooling_down, {"obs": {"tpot_seconds": 0.046}, "history": {"last_change_time": NOW - 10}}, None),
+        (tpot_above_slo, {"obs": {"tpot_seconds": 0.045}}, None),
+        (tpot_above_slo, {"obs": {"tpot_seconds": 0.070}}, (Action.ADD_REPLICAS, "TPOTAboveSLO")),
+        (kv_cache_preempting, {}, None),
+        (
+            kv_cache_preempting,
+            {"obs": {"preemptions_per_second": 1.0, "kv_cache_usage": 0.99}},
+            (Action.SET_MAX_NUM_SEQS, "KVCachePreempting"),
+        ),
+        (headroom, {"obs": {"tpot_seconds": 0.045}}, None),
+        (
+            headroom,
+            {"obs": {"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 40.0}},
+            (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO"),
+        ),
+        (
+            headroom,
+            {"obs": {"tpot_seconds": 0.020, "waiting": 30.0, "running": 128.0}},
+            (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom"),
+        ),
+        (queue_in_deadband, {"obs": {"tpot_seconds": 0.045}}, None),
+        (
+            queue_in_deadband,
+            {"obs": {"tpot_seconds": 0.045, "waiting": 10.0, "running": 128.0, "mean_batch": 64.0}},
+            (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom"),
+        ),
+        (within_deadband, {"obs": {"tpot_seconds": 0.045}}, (Action.KEEP, "SLOMet")),
+    ],
+    ids=[
+        "no-cooldown-passes",
+        "cooldown-holds-a-needed-move",
+        "cooldown-irrelevant-inside-the-band-passes",
+        "within-slo-passes",
+        "above-slo-lowers-the-batch-and-adds-replicas-for-the-demand",
+        "no-preemption-passes",
+        "preempting-at-full-kv-lowers-the-batch",
+        "inside-the-band-passes",
+        "idle-replica-is-released",
+        "queue-with-headroom-raises-the-batch",
+        "no-queue-passes",
+        "queue-inside-the-band-raises-towards-the-target",
+        "deadband-keeps",
+    ],
+)
+def test_measured_rule(rule: Any, kw: dict[str, Any], expected: tuple[Action, str] | None) -> None:
+    decision = rule(measured(**kw))
+    assert (None if decision is None else (decision.action, decision.reason)) == expected

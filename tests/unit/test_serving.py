@@ -242,10 +242,12 @@ def _facts(model: str, gpu: str, builder: Any, status: dict[str, Any], overrides
     )
 
 
-def _planned(model: str, calibration: c.Calibration = c.UNCALIBRATED) -> tuple[str, Any, dict[str, Any]]:
+def _planned(
+    model: str, calibration: c.Calibration = c.UNCALIBRATED, *, tpot_ms: int = 80, concurrency: int = 96
+) -> tuple[str, Any, dict[str, Any]]:
     """The first plan for ``model`` on H200 nodes (B200 where one H200 node cannot hold it)."""
     builder = (
-        llmd("chat", "ml").model(model).context(4096, 1500, 300).concurrency(96).tpot_ms(80)
+        llmd("chat", "ml").model(model).context(4096, 1500, 300).concurrency(concurrency).tpot_ms(tpot_ms)
         .replicas(min=1, max=16).feedback("Adjust", 60, 60)
     )  # fmt: skip
     for gpu in ("h200", "b200"):
@@ -306,7 +308,8 @@ def test_planner_and_control_law_predict_the_same_tpot(model: str, scale: float,
     """For the same batch, context and calibration the planner's prediction and the control law's curve
     (rebuilt from status the way the feedback seam rebuilds it) are the same number."""
     calibration = c.Calibration(scale=scale, tail=tail)
-    _gpu, builder, status = _planned(model, calibration)
+    # An SLO loose enough that every catalog model has a plan at any of these calibrations.
+    _gpu, builder, status = _planned(model, calibration, tpot_ms=400, concurrency=32)
     curve, _ = serving_curve(parse_spec(builder.spec()), c.catalog_architecture(model), status["plan"])
     batch = status["prediction"]["batchPerReplica"]
     assert curve.tpot_seconds(batch, calibration) * 1000.0 == pytest.approx(

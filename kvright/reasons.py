@@ -1,0 +1,83 @@
+"""Every condition and event reason kvright writes, declared once.
+
+CamelCase, specific (``KVCachePreempting``, not ``Failed``), stable: users alert and filter on them.
+Conditions (``kvright.conditions``), events, the planner seam (``kvright.reconcile``), the resolver, the
+inventory, the Prometheus observation (``kvright.observation``), the control law (``kvright.control``)
+and the feedback seam (``kvright.feedback``) all take their reasons from here; a test checks that no
+product module spells a reason of its own. Pure: constants only.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["Reason"]
+
+
+class Reason:
+    """CamelCase reasons, shared by conditions and events. Each says what happened, specifically."""
+
+    # PlanFeasible
+    PLANNED: Final = "Planned"
+    INVALID_SPEC: Final = "InvalidSpec"
+    ARCHITECTURE_UNKNOWN: Final = "ArchitectureUnknown"
+    ARCHITECTURE_INVALID: Final = "ArchitectureInvalid"
+    CONFIG_MAP_MISSING: Final = "ConfigMapMissing"
+    HUB_FETCH_FAILED: Final = "HubFetchFailed"
+    TOKEN_SECRET_MISSING: Final = "TokenSecretMissing"
+    GPU_PRODUCT_AMBIGUOUS: Final = "GPUProductAmbiguous"
+    GPU_PRODUCT_UNKNOWN: Final = "GPUProductUnknown"
+    NO_GPU_NODES: Final = "NoGPUNodes"
+    TENSOR_PARALLEL_INVALID: Final = "TensorParallelInvalid"
+    INFEASIBLE: Final = "Infeasible"
+    PLAN_INPUT_INVALID: Final = "PlanInputInvalid"
+    # Deployed
+    APPLIED: Final = "Applied"
+    APPLY_FAILED: Final = "ApplyFailed"
+    NOT_PLANNED: Final = "NotPlanned"
+    ROLLING_OUT: Final = "RollingOut"
+    ROLLOUT_STALLED: Final = "RolloutStalled"
+    KEPT_LAST_PLAN: Final = "KeptLastPlan"
+    # Ready
+    REPLICAS_READY: Final = "ReplicasReady"
+    REPLICAS_NOT_READY: Final = "ReplicasNotReady"
+    SCALED_TO_ZERO: Final = "ScaledToZero"
+    PENDING: Final = "Pending"
+    # events only
+    PLAN_CHANGED: Final = "PlanChanged"
+    REPLICAS_CAPPED: Final = "ReplicasCapped"
+
+    # MetricsAvailable (the Prometheus observation)
+    METRICS_FOUND: Final = "MetricsFound"
+    PROMETHEUS_UNREACHABLE: Final = "PrometheusUnreachable"
+    PROMETHEUS_QUERY_FAILED: Final = "PrometheusQueryFailed"
+    NO_SERIES: Final = "NoSeries"
+    TPOT_METRIC_MISSING: Final = "TPOTMetricMissing"
+    TPOT_INVALID: Final = "TPOTInvalid"
+    FEEDBACK_OFF: Final = "FeedbackOff"
+    PROMETHEUS_NOT_CONFIGURED: Final = "PrometheusNotConfigured"
+    FEEDBACK_FAILED: Final = "FeedbackFailed"
+    # SLOMet
+    NOT_MEASURED: Final = "NotMeasured"
+    TPOT_WITHIN_SLO: Final = "TPOTWithinSLO"
+    TPOT_ABOVE_SLO: Final = "TPOTAboveSLO"
+    # status.calibration notes and feedback events
+    NO_PLAN_YET: Final = "NoPlanYet"
+    KV_CAPACITY_MISMATCH: Final = "KVCapacityMismatch"
+    REPLICAS_RECOMMENDED: Final = "ReplicasRecommended"
+
+    # The control law's decisions (status.calibration.lastDecision.reason, and events for applied moves)
+    ROLLOUT_IN_PROGRESS: Final = "RolloutInProgress"
+    INSUFFICIENT_SAMPLES: Final = "InsufficientSamples"
+    NO_TRAFFIC: Final = "NoTraffic"
+    TPOT_UNAVAILABLE: Final = "TPOTUnavailable"
+    COOLDOWN: Final = "Cooldown"
+    REPLAN_FP8_KV_CACHE: Final = "ReplanFP8KVCache"
+    REPLAN_LARGER_TP: Final = "ReplanLargerTP"
+    SLO_UNATTAINABLE: Final = "SLOUnattainable"
+    KV_CACHE_PREEMPTING: Final = "KVCachePreempting"
+    QUEUE_WITH_HEADROOM: Final = "QueueWithHeadroom"
+    REQUESTS_WAITING: Final = "RequestsWaiting"
+    REPLICA_CEILING: Final = "ReplicaCeiling"
+    TPOT_WELL_BELOW_SLO: Final = "TPOTWellBelowSLO"
+    SLO_MET: Final = "SLOMet"
