@@ -13,6 +13,7 @@ fewer GPUs on ties. Refusals name the constraint that binds and the fix. Pure: n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,9 @@ from capacity.serving import (
 
 __all__ = [
     "BATCHED_TOKEN_CHOICES",
+    "CAP_RULES",
+    "FIT_RULES",
+    "LATENCY_RULES",
     "SLO",
     "BatchLimit",
     "Candidate",
@@ -611,91 +615,155 @@ def _describe(limit: BatchLimit) -> str:
     return f"the {limit.constraint} limit ({limit.detail})"
 
 
-def _batch_limits(req: _Request, model: ServingModel, dtype: str) -> tuple[BatchLimit, ...]:
-    """Every rule's cap on the sequences one replica runs, each found by bisection over the batch."""
-    arch, slo, shape, cal = req.arch, req.slo, req.shape, req.calibration
-    mem = model.memory
-    mnbt = model.max_num_batched_tokens
-    cap = min(MAX_NUM_SEQS_CAP, mnbt)
-    p = slo.percentile
-    out = [
-        BatchLimit(
-            constraint="vllm-cap",
-            sequences=cap,
-            detail=f"max-num-seqs is at most {MAX_NUM_SEQS_CAP} and at most max-num-batched-tokens {mnbt}",
-        )
-    ]
-    if req.limits.max_num_seqs is not None:
-        out.append(
-            BatchLimit(
-                constraint="pinned",
-                sequences=req.limits.max_num_seqs,
-                detail=f"max-num-seqs pinned to {req.limits.max_num_seqs}",
-            )
-        )
-    b_mem = mem.max_batch(req.seq_tokens, cap)
-    out.append(
-        BatchLimit(
-            constraint="memory",
-            sequences=max(0, b_mem),
-            detail=f"{_dtype_label(arch, dtype)} KV cache holds {max(0, b_mem)} sequences of "
-            f"{req.seq_tokens} tokens",
-        )
+@dataclass(frozen=True, kw_only=True)
+class _Sizing:
+    """What the batch rules read for one candidate."""
+
+    req: _Request
+    model: ServingModel
+    dtype: str
+    curve: Curve
+
+    @property
+    def cap(self) -> int:
+        return min(MAX_NUM_SEQS_CAP, self.model.max_num_batched_tokens)
+
+    def at(self, batch: int) -> ServingPoint:
+        return self.curve.point(batch, self.req.calibration)
+
+
+def vllm_cap_rule(z: _Sizing) -> BatchLimit | None:
+    """vLLM's own bounds: at most 1024 seats, and no more seats than batched tokens."""
+    mnbt = z.model.max_num_batched_tokens
+    return BatchLimit(
+        constraint="vllm-cap",
+        sequences=z.cap,
+        detail=f"max-num-seqs is at most {MAX_NUM_SEQS_CAP} and at most max-num-batched-tokens {mnbt}",
     )
-    if shape.mixed:
-        # Prompt tokens arrive at b x prompt / output per step and must fit the mnbt - b left by the decodes.
-        b_pre = min(cap, mnbt * shape.output_tokens // (shape.prompt_tokens + shape.output_tokens))
-        out.append(
-            BatchLimit(
-                constraint="prefill",
-                sequences=max(0, b_pre),
-                detail=f"prompts of {shape.prompt_tokens} tokens arriving every {shape.output_tokens} "
-                f"steps fit {mnbt} batched tokens up to batch {max(0, b_pre)}",
-            )
-        )
-    # The latency rules are searched only up to the cheaper caps: beyond them they cannot bind.
-    hi = max(1, min(limit.sequences for limit in out))
-    curve = Curve(model, shape, p)
 
-    def at(b: int) -> ServingPoint:
-        return curve.point(b, cal)
 
-    if slo.tpot_seconds is not None:
-        slo_tpot = slo.tpot_seconds
-        b_tpot = largest(1, hi, lambda b: at(b).tpot_seconds(p) <= slo_tpot)
-        one = at(1).tpot_seconds(p)
-        out.append(
-            BatchLimit(
-                constraint="tpot",
-                sequences=max(0, b_tpot),
-                at_least=b_tpot == hi,
-                detail=(
-                    f"p{p} TPOT {at(max(1, b_tpot)).tpot_seconds(p) * 1e3:.1f} ms <= "
-                    f"{slo_tpot * 1e3:.1f} ms up to batch {b_tpot}{' at least' if b_tpot == hi else ''}"
-                    if b_tpot >= 1
-                    else f"p{p} TPOT at batch 1 is {one * 1e3:.1f} ms, above the {slo_tpot * 1e3:.1f} ms SLO"
-                ),
-            )
+def pinned_rule(z: _Sizing) -> BatchLimit | None:
+    """A max-num-seqs the user (or the feedback loop) pinned."""
+    pinned = z.req.limits.max_num_seqs
+    if pinned is None:
+        return None
+    return BatchLimit(constraint="pinned", sequences=pinned, detail=f"max-num-seqs pinned to {pinned}")
+
+
+def memory_rule(z: _Sizing) -> BatchLimit | None:
+    """Sequences of the workload's length whose KV reservations fit beside the activation peak the batch
+    itself sets (:meth:`KVMemory.max_batch`)."""
+    seqs = max(0, z.model.memory.max_batch(z.req.seq_tokens, z.cap))
+    return BatchLimit(
+        constraint="memory",
+        sequences=seqs,
+        detail=f"{_dtype_label(z.req.arch, z.dtype)} KV cache holds {seqs} sequences of "
+        f"{z.req.seq_tokens} tokens",
+    )
+
+
+def prefill_rule(z: _Sizing) -> BatchLimit | None:
+    """Prompt tokens arrive at ``b x prompt / output`` per step and must fit the ``mnbt - b`` the decodes
+    leave: beyond that the queue grows without bound."""
+    shape, mnbt = z.req.shape, z.model.max_num_batched_tokens
+    if not shape.mixed:
+        return None
+    seqs = max(0, min(z.cap, mnbt * shape.output_tokens // (shape.prompt_tokens + shape.output_tokens)))
+    return BatchLimit(
+        constraint="prefill",
+        sequences=seqs,
+        detail=f"prompts of {shape.prompt_tokens} tokens arriving every {shape.output_tokens} steps fit "
+        f"{mnbt} batched tokens up to batch {seqs}",
+    )
+
+
+def tpot_rule(z: _Sizing, hi: int) -> BatchLimit | None:
+    """The largest batch whose TPOT at the SLO's percentile is within the SLO."""
+    slo_tpot, p = z.req.slo.tpot_seconds, z.req.slo.percentile
+    if slo_tpot is None:
+        return None
+    seqs = largest(1, hi, lambda b: z.at(b).tpot_seconds(p) <= slo_tpot)
+    if seqs < 1:
+        one = z.at(1).tpot_seconds(p)
+        detail = f"p{p} TPOT at batch 1 is {one * 1e3:.1f} ms, above the {slo_tpot * 1e3:.1f} ms SLO"
+    else:
+        detail = (
+            f"p{p} TPOT {z.at(seqs).tpot_seconds(p) * 1e3:.1f} ms <= {slo_tpot * 1e3:.1f} ms up to batch "
+            f"{seqs}{' at least' if seqs == hi else ''}"
         )
-    if slo.ttft_seconds is not None:
-        slo_ttft = slo.ttft_seconds
-        b_ttft = largest(1, hi, lambda b: at(b).ttft_seconds(p) <= slo_ttft)
-        one = at(1).ttft_seconds(p)
-        prompt = f"a {shape.prompt_tokens}-token prompt"
-        out.append(
-            BatchLimit(
-                constraint="ttft",
-                sequences=max(0, b_ttft),
-                at_least=b_ttft == hi,
-                detail=(
-                    f"p{p} TTFT of {prompt} {at(max(1, b_ttft)).ttft_seconds(p):.3f} s"
-                    f" <= {slo_ttft:.3f} s up to batch {b_ttft}{' at least' if b_ttft == hi else ''}"
-                    if b_ttft >= 1
-                    else f"p{p} TTFT of {prompt} is {one:.3f} s at batch 1, above the {slo_ttft:.3f} s SLO"
-                ),
-            )
+    return BatchLimit(constraint="tpot", sequences=max(0, seqs), at_least=seqs == hi, detail=detail)
+
+
+def ttft_rule(z: _Sizing, hi: int) -> BatchLimit | None:
+    """The largest batch whose TTFT at the percentile (chunks, a prompt ahead) is within the TTFT SLO."""
+    slo_ttft, p = z.req.slo.ttft_seconds, z.req.slo.percentile
+    if slo_ttft is None:
+        return None
+    seqs = largest(1, hi, lambda b: z.at(b).ttft_seconds(p) <= slo_ttft)
+    prompt = f"a {z.req.shape.prompt_tokens}-token prompt"
+    if seqs < 1:
+        one = z.at(1).ttft_seconds(p)
+        detail = f"p{p} TTFT of {prompt} is {one:.3f} s at batch 1, above the {slo_ttft:.3f} s SLO"
+    else:
+        detail = (
+            f"p{p} TTFT of {prompt} {z.at(seqs).ttft_seconds(p):.3f} s <= {slo_ttft:.3f} s up to batch "
+            f"{seqs}{' at least' if seqs == hi else ''}"
         )
-    return tuple(out)
+    return BatchLimit(constraint="ttft", sequences=max(0, seqs), at_least=seqs == hi, detail=detail)
+
+
+#: Caps on --max-num-seqs that need no latency search, in the order they are reported.
+CAP_RULES: tuple[Callable[[_Sizing], BatchLimit | None], ...] = (
+    vllm_cap_rule,
+    pinned_rule,
+    memory_rule,
+    prefill_rule,
+)
+#: Latency caps, searched by bisection only up to the smallest of the caps above (beyond it they cannot
+#: bind, and are reported as "at least").
+LATENCY_RULES: tuple[Callable[[_Sizing, int], BatchLimit | None], ...] = (tpot_rule, ttft_rule)
+
+
+def _batch_limits(req: _Request, model: ServingModel, dtype: str) -> tuple[BatchLimit, ...]:
+    """Every rule's cap on the sequences one replica runs; the smallest binds."""
+    z = _Sizing(req=req, model=model, dtype=dtype, curve=Curve(model, req.shape, req.slo.percentile))
+    caps = [limit for rule in CAP_RULES if (limit := rule(z)) is not None]
+    hi = max(1, min(limit.sequences for limit in caps))
+    latency = [limit for rule in LATENCY_RULES if (limit := rule(z, hi)) is not None]
+    return (*caps, *latency)
+
+
+def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | None:
+    """The weights, the activation peak and the reserves fit the memory budget, or why not."""
+    mem, tp = model.memory, model.tensor_parallel_size
+    if mem.free_bytes(1) > 0:
+        return None
+    return (
+        f"at TP {tp} the {_gib(mem.weights)} of weights per GPU plus "
+        f"{_gib(mem.other + mem.activation(1))} of activations and reserves exceed the "
+        f"{_gib(mem.budget)} budget; {_weight_fixes(req.arch, tp, req.limits, req.max_gpus)}"
+    )
+
+
+def longest_sequence_rule(req: _Request, model: ServingModel, dtype: str) -> str | None:
+    """One sequence of max-model-len fits the KV cache (vLLM refuses to start otherwise), or why not."""
+    mem, tp = model.memory, model.tensor_parallel_size
+    need = mem.blocks_per_sequence(req.max_len)
+    if mem.layer_blocks(1) >= need:
+        return None
+    fixes = _memory_fixes(req.arch, req.gpu, tp, dtype, req.limits, req.max_gpus)
+    return (
+        f"at TP {tp} with {_dtype_label(req.arch, dtype)} KV cache one {req.max_len}-token sequence needs "
+        f"{_gib(need * mem.page)} of KV cache per GPU but only {_gib(mem.free_bytes(1))} is left after "
+        f"{_gib(mem.weights)} of weights; {fixes}"
+    )
+
+
+#: What must hold before any batch is sized, in order; the first refusal is the candidate's answer.
+FIT_RULES: tuple[Callable[[_Request, ServingModel, str], str | None], ...] = (
+    weights_fit_rule,
+    longest_sequence_rule,
+)
 
 
 def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int) -> _Row:
@@ -743,22 +811,10 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int) -> _Row:
         )
 
     label = _dtype_label(arch, dtype)
-    left = mem.free_bytes(1)
-    if left <= 0:
-        return refuse(
-            "memory",
-            f"at TP {tp} the {_gib(mem.weights)} of weights per GPU plus "
-            f"{_gib(mem.other + mem.activation(1))} of activations and reserves exceed the "
-            f"{_gib(mem.budget)} budget; {_weight_fixes(arch, tp, limits, req.max_gpus)}",
-        )
-    need_max = mem.blocks_per_sequence(req.max_len)
-    if mem.layer_blocks(1) < need_max:
-        return refuse(
-            "memory",
-            f"at TP {tp} with {label} KV cache one {req.max_len}-token sequence needs "
-            f"{_gib(need_max * mem.page)} of KV cache per GPU but only {_gib(left)} is left after "
-            f"{_gib(mem.weights)} of weights; {_memory_fixes(arch, gpu, tp, dtype, limits, req.max_gpus)}",
-        )
+    for fit in FIT_RULES:
+        refusal = fit(req, model, dtype)
+        if refusal is not None:
+            return refuse("memory", refusal)
     batch_limits = _batch_limits(req, model, dtype)
     binding = _binding(batch_limits)
     seqs = binding.sequences

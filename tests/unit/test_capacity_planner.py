@@ -375,3 +375,80 @@ def test_prefill_share_slows_steps_and_shrinks_the_batch():
     assert with_mix.prediction.prefill_tokens_per_step == with_mix.prediction.batch_per_replica * 4.0
     assert with_mix.prediction.tpot_seconds <= 0.05
     assert with_mix.plan.max_num_seqs < 521  # decode-only sizing would allow 521 at this SLO
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "workload", "slo", "limits", "binding"),
+    [
+        (
+            "llama-3.1-8b",
+            "h200",
+            {"max_model_len": 2048, "prompt_tokens": 100, "output_tokens": 1000},
+            {},
+            {"kv_cache_dtype": "fp8"},
+            "vllm-cap",
+        ),
+        (
+            "llama-3.1-8b",
+            "h200",
+            {"max_model_len": 2048, "prompt_tokens": 100, "output_tokens": 1000},
+            {},
+            {"max_num_seqs": 10},
+            "pinned",
+        ),
+        ("llama-3.1-70b", "h100-sxm", {"max_model_len": 8192}, {}, {"tensor_parallel_size": 4}, "memory"),
+        (
+            "llama-3.1-8b",
+            "h100-sxm",
+            {"max_model_len": 8192, "prompt_tokens": 8000, "output_tokens": 16},
+            {},
+            {"tensor_parallel_size": 1},
+            "prefill",
+        ),
+        (
+            "llama-3.1-70b",
+            "h200",
+            {"max_model_len": 8192, "prompt_tokens": 2048, "output_tokens": 128},
+            {"tpot_seconds": 0.04},
+            {"tensor_parallel_size": 4},
+            "tpot",
+        ),
+        (
+            "llama-3.1-8b",
+            "h100-sxm",
+            {"max_model_len": 8192, "prompt_tokens": 4000, "output_tokens": 400},
+            {"ttft_seconds": 0.2},
+            {"tensor_parallel_size": 1},
+            "ttft",
+        ),
+    ],
+    ids=["vllm-cap", "pinned", "memory", "prefill", "tpot", "ttft"],
+)
+def test_each_batch_rule_binds_and_is_named(model, gpu, workload, slo, limits, binding):
+    result = c.plan(
+        c.catalog_architecture(model),
+        c.gpu_spec(gpu),
+        c.Workload(**workload),
+        c.SLO(**slo),
+        c.Limits(**limits),
+    )
+    assert result.feasible and result.plan and result.prediction, result.reason
+    bound = result.prediction.binding
+    assert bound.constraint == binding
+    assert result.plan.max_num_seqs == bound.sequences
+    assert all(limit.sequences >= bound.sequences for limit in result.prediction.limits)
+    assert f"set by the {binding} limit" in result.reason
+    assert result.to_dict()["predicted"]["max_num_seqs_bound_by"] == binding
+
+
+def test_rule_lists_are_in_the_documented_order():
+    from capacity import planner
+
+    assert [r.__name__ for r in planner.FIT_RULES] == ["weights_fit_rule", "longest_sequence_rule"]
+    assert [r.__name__ for r in planner.CAP_RULES] == [
+        "vllm_cap_rule",
+        "pinned_rule",
+        "memory_rule",
+        "prefill_rule",
+    ]
+    assert [r.__name__ for r in planner.LATENCY_RULES] == ["tpot_rule", "ttft_rule"]
