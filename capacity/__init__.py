@@ -53,6 +53,7 @@ from capacity.serving import (
     ServingModel,
     ServingPoint,
     Shape,
+    largest_within,
     learn,
     percentile_z,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "kv_cache_bytes_per_sequence",
     "kv_cache_bytes_per_token",
     "kv_heads_per_gpu",
+    "largest_within",
     "learn",
     "load_architecture",
     "memory_per_gpu",

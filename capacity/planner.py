@@ -22,7 +22,7 @@ from capacity.errors import CapacityError
 from capacity.gpus import GPU
 from capacity.memory import KV_CACHE_DTYPES, MAX_NUM_SEQS_CAP, MemoryBreakdown, default_max_num_batched_tokens
 from capacity.parallel import tensor_parallel_error, valid_tensor_parallel_sizes
-from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency
+from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, StepModel
 from capacity.serving import (
     UNCALIBRATED,
     Calibration,
@@ -30,7 +30,7 @@ from capacity.serving import (
     ServingModel,
     ServingPoint,
     Shape,
-    largest,
+    largest_within,
     percentile_z,
 )
 
@@ -484,7 +484,13 @@ def plan(
             max_concurrency_at_max_model_len=0.0,
             candidates=(),
         )
-    rows = [_evaluate(req, tp, dtype, mnbt) for tp in tps for dtype in dtypes for mnbt in budgets]
+    rows = []
+    for tp in tps:
+        for dtype in dtypes:
+            roofline = StepModel(
+                arch, gpu, tensor_parallel_size=tp, kv_cache_dtype=dtype, efficiency=limits.efficiency
+            )
+            rows += [_evaluate(req, tp, dtype, mnbt, roofline) for mnbt in budgets]
     ordered = sorted(
         rows,
         key=lambda r: (
@@ -682,7 +688,7 @@ def tpot_rule(z: _Sizing, hi: int) -> BatchLimit | None:
     slo_tpot, p = z.req.slo.tpot_seconds, z.req.slo.percentile
     if slo_tpot is None:
         return None
-    seqs = largest(1, hi, lambda b: z.at(b).tpot_seconds(p) <= slo_tpot)
+    seqs = largest_within(1, hi, lambda b: z.at(b).tpot_seconds(p), slo_tpot)
     if seqs < 1:
         one = z.at(1).tpot_seconds(p)
         detail = f"p{p} TPOT at batch 1 is {one * 1e3:.1f} ms, above the {slo_tpot * 1e3:.1f} ms SLO"
@@ -699,7 +705,7 @@ def ttft_rule(z: _Sizing, hi: int) -> BatchLimit | None:
     slo_ttft, p = z.req.slo.ttft_seconds, z.req.slo.percentile
     if slo_ttft is None:
         return None
-    seqs = largest(1, hi, lambda b: z.at(b).ttft_seconds(p) <= slo_ttft)
+    seqs = largest_within(1, hi, lambda b: z.at(b).ttft_seconds(p), slo_ttft)
     prompt = f"a {z.req.shape.prompt_tokens}-token prompt"
     if seqs < 1:
         one = z.at(1).ttft_seconds(p)
@@ -766,7 +772,7 @@ FIT_RULES: tuple[Callable[[_Request, ServingModel, str], str | None], ...] = (
 )
 
 
-def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int) -> _Row:
+def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel) -> _Row:
     arch, gpu, limits = req.arch, req.gpu, req.limits
     model = ServingModel(
         arch,
@@ -776,6 +782,7 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int) -> _Row:
         max_num_batched_tokens=mnbt,
         gpu_memory_utilization=limits.gpu_memory_utilization,
         efficiency=limits.efficiency,
+        roofline=roofline,
     )
     mem = model.memory
 

@@ -10,6 +10,7 @@ TP all-reduces and a fixed per-step overhead (:class:`Efficiency`, every factor 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -252,28 +253,42 @@ class StepModel:
             volume / (self.interconnect * eff.interconnect) + 2 * self.layers * eff.allreduce_latency_seconds
         )
 
-    def predicted_seconds(
-        self, batch: int, context_tokens: int, prefill_tokens: float = 0.0, prompt_tokens: int = 0
-    ) -> float:
-        """Predicted TPOT of a step (the planner's hot path; same formula as :func:`decode_step`).
+    def step_function(
+        self, batch: int, context_tokens: int, prompt_tokens: int = 0
+    ) -> Callable[[float], float]:
+        """The predicted step time as a function of the prompt tokens mixed into it, for one batch and
+        context (the terms that do not depend on the prefill are computed once: the serving model
+        evaluates many chunk sizes per batch). :meth:`predicted_seconds` is this function at one value.
 
-        ``prefill_tokens`` mixes that many prompt tokens (of prompts ``prompt_tokens`` long) into the step, as
-        vLLM's chunked prefill does in steady state: their GEMM and causal-attention FLOPs and all-reduce
-        volume are added; the weights are streamed once for both.
+        ``max(bytes / (HBM x hbm), FLOPs / (peak x compute)) + all-reduces + step overhead + batch x
+        layers x per-sequence overhead``. Prefill tokens (of prompts ``prompt_tokens`` long, as vLLM's
+        chunked prefill mixes them into decode steps) add their GEMM and causal-attention FLOPs and
+        all-reduce volume; the weights are streamed once for both.
         """
         eff = self.efficiency
         memory = (self.weight_bytes(batch) + self.kv_bytes(batch, context_tokens)) / (self.hbm * eff.hbm)
-        flops = self.flops(batch, context_tokens)
-        if prefill_tokens:
-            flops += prefill_tokens * (
-                self.dense_flops_per_token
-                + self.expert_flops_per_token
-                + self.attn_flops_per_ctx_token * max(1, prompt_tokens // 2)
+        decode_flops = self.flops(batch, context_tokens)
+        per_prefill_token = (
+            self.dense_flops_per_token
+            + self.expert_flops_per_token
+            + self.attn_flops_per_ctx_token * max(1, prompt_tokens // 2)
+        )
+        peak = self.bf_flops * eff.compute
+        fixed = eff.step_overhead_seconds + batch * self.layers * eff.sequence_layer_overhead_seconds
+
+        def seconds(prefill_tokens: float) -> float:
+            compute = (decode_flops + prefill_tokens * per_prefill_token) / peak
+            return (
+                max(memory, compute) + self.communication_seconds(batch + math.ceil(prefill_tokens)) + fixed
             )
-        compute = flops / (self.bf_flops * eff.compute)
-        comm = self.communication_seconds(batch + math.ceil(prefill_tokens))
-        per_sequence = batch * self.layers * eff.sequence_layer_overhead_seconds
-        return max(memory, compute) + comm + eff.step_overhead_seconds + per_sequence
+
+        return seconds
+
+    def predicted_seconds(
+        self, batch: int, context_tokens: int, prefill_tokens: float = 0.0, prompt_tokens: int = 0
+    ) -> float:
+        """Predicted time of one step (:meth:`step_function` at ``prefill_tokens``)."""
+        return self.step_function(batch, context_tokens, prompt_tokens)(prefill_tokens)
 
     def crossover_batch(self, context_tokens: int) -> int | None:
         """Smallest batch whose KV reads reach the weight reads (binary search; KV is linear, weights

@@ -30,6 +30,7 @@ Pure: no IO, no clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -215,12 +216,16 @@ class ServingModel:
         max_num_batched_tokens: int,
         gpu_memory_utilization: float = 0.9,
         efficiency: Efficiency = DEFAULT_EFFICIENCY,
+        roofline: StepModel | None = None,
     ) -> None:
+        """``roofline`` may pass in the :class:`StepModel` of the same (arch, GPU, TP, KV dtype,
+        efficiency), which does not depend on the batched tokens: the planner builds it once per
+        candidate layout and reuses it across batched-token budgets."""
         self.arch = arch
         self.gpu = gpu
         self.tensor_parallel_size = tensor_parallel_size
         self.max_num_batched_tokens = max_num_batched_tokens
-        self.roofline = StepModel(
+        self.roofline = roofline or StepModel(
             arch,
             gpu,
             tensor_parallel_size=tensor_parallel_size,
@@ -275,8 +280,9 @@ class ServingModel:
         uncalibrated; :meth:`ServingPoint.calibrated` applies a calibration."""
         b = max(1, batch)
         context = shape.decode_context_tokens
-        t0 = self.step_seconds(b, context)
         prompt = max(1, shape.prompt_tokens)
+        step = self.roofline.step_function(b, context, prompt)
+        t0 = step(0.0)
         chunk_budget = max(1, self.max_num_batched_tokens - b)
         steps_per_prompt = max(1, math.ceil(prompt / chunk_budget))
         if not shape.mixed or shape.output_tokens <= 0:
@@ -302,9 +308,9 @@ class ServingModel:
         chunk = prompt / steps_per_prompt
         mu = arrivals * steps_per_prompt
         most = max(1, int(chunk_budget // chunk))
-        top = min(most, math.ceil(mu + 6.0 * math.sqrt(mu) + 3.0))
+        top = min(most, math.ceil(mu + 4.0 * math.sqrt(mu) + 2.0))  # the mass beyond goes to the top
         weights = _poisson(mu, top)
-        times = [self.step_seconds(b, context, k * chunk, prompt_tokens=prompt) for k in range(top + 1)]
+        times = [step(k * chunk) for k in range(top + 1)]
         mean = sum(w * t for w, t in zip(weights, times, strict=True))
         second = sum(w * t * t for w, t in zip(weights, times, strict=True))
         variance = max(0.0, second - mean * mean)
@@ -312,7 +318,7 @@ class ServingModel:
         t1 = (mean - weights[0] * t0) / carrying if carrying > 0 else t0
         # A prompt's own chunk steps also carry the other prompts' chunks in flight (mean mu, capped).
         own = min(float(chunk_budget), chunk * (1.0 + mu))
-        t_own = self.step_seconds(b, context, own, prompt_tokens=prompt)
+        t_own = step(own)
         n = max(1, shape.output_tokens - 1)
         return ServingPoint(
             batch=b,
@@ -346,19 +352,6 @@ def _poisson(mu: float, top: int) -> list[float]:
         weights[0] -= shift
         weights[top] += shift
     return weights
-
-
-def largest(lo: int, hi: int, ok: Any) -> int:
-    """Largest n in [lo, hi] with ok(n), assuming ok is monotone (true then false); lo - 1 if none."""
-    if hi < lo or not ok(lo):
-        return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 class Curve:
@@ -396,6 +389,43 @@ class Curve:
     def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
         """Calibrated TPOT at the curve's percentile: ``calibration.percentile_seconds(...)``."""
         return calibration.percentile_seconds(self.percentile_seconds(batch))
+
+
+def largest_within(lo: int, hi: int, value: Callable[[int], float], bound: float) -> int:
+    """Largest n in [lo, hi] with ``value(n) <= bound`` for a non-decreasing ``value``; lo - 1 if none.
+
+    Step times grow nearly linearly with the batch, so the probe interpolates inside the bracket
+    (regula falsi), checking the neighbour to close it, and halves on alternate rounds so the worst case
+    stays logarithmic. The planner's latency rules use it: a handful of evaluations where plain bisection
+    needs ``log2(hi)``.
+    """
+    if hi < lo:
+        return lo - 1
+    v_lo = value(lo)
+    if v_lo > bound:
+        return lo - 1
+    v_hi = value(hi)
+    if v_hi <= bound:
+        return hi
+    interpolate = True
+    while hi - lo > 1:  # value(lo) <= bound < value(hi)
+        if interpolate and v_hi > v_lo:
+            probe = lo + int((bound - v_lo) / (v_hi - v_lo) * (hi - lo))
+        else:
+            probe = (lo + hi) // 2
+        probe = min(hi - 1, max(lo + 1, probe))
+        v = value(probe)
+        if v <= bound:
+            lo, v_lo = probe, v
+            if interpolate and probe + 1 < hi:
+                v_next = value(probe + 1)
+                if v_next > bound:
+                    return probe
+                lo, v_lo = probe + 1, v_next
+        else:
+            hi, v_hi = probe, v
+        interpolate = not interpolate
+    return lo
 
 
 def learn(

@@ -211,7 +211,8 @@ def test_replicas_capped_warns_once() -> None:
 def test_feedback_overrides_feed_the_planner() -> None:
     base = desire(facts(LLAMA70.spec()))
     slower = capacity.Calibration(scale=1.5, tail=1.1)
-    tuned = desire(facts(LLAMA70.spec(), overrides=Overrides(calibration=slower, max_num_seqs=16, replicas=3)))
+    overrides = Overrides(calibration=slower, max_num_seqs=16, replicas=3)
+    tuned = desire(facts(LLAMA70.spec(), overrides=overrides))
     assert tuned.fields["plan"]["maxNumSeqs"] == 16
     assert tuned.fields["plan"]["replicas"] == 3
     assert tuned.fields["prediction"]["calibration"] == 1.5
@@ -486,7 +487,8 @@ def test_no_crd_valid_spec_crashes_the_decision(
         arch = capacity.catalog_architecture("llama-3.1-8b")
     else:
         arch = ResolveFailure(reason=Reason.ARCHITECTURE_UNKNOWN, message="unknown", retryable=False)
-    f = facts(spec, architecture=arch, inventory=inventory, overrides=Overrides(calibration=capacity.Calibration(scale=calibration)))
+    overrides = Overrides(calibration=capacity.Calibration(scale=calibration))
+    f = facts(spec, architecture=arch, inventory=inventory, overrides=overrides)
     d = desire(f)
     new = status(f, d, rollout=None, apply_error=None, now=NOW)
     assert [c["type"] for c in new["conditions"]] == ["PlanFeasible", "Deployed", "Ready"]

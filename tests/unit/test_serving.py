@@ -315,3 +315,23 @@ def test_planner_and_control_law_predict_the_same_tpot(model: str, scale: float,
     assert curve.tpot_seconds(batch, calibration) * 1000.0 == pytest.approx(
         status["prediction"]["tpotMilliseconds"], abs=1e-3
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=200),
+    start=st.floats(0.0, 5.0),
+    bound=st.floats(0.0, 200.0),
+)
+def test_largest_within_matches_a_linear_scan(steps: list[float], start: float, bound: float) -> None:
+    """The interpolating search finds what scanning every batch finds, for any non-decreasing curve."""
+    values = [start]
+    for step in steps:
+        values.append(values[-1] + step)
+    hi = len(values)
+
+    def value(n: int) -> float:
+        return values[n - 1]
+
+    expected = max((n for n in range(1, hi + 1) if value(n) <= bound), default=0)
+    assert c.largest_within(1, hi, value, bound) == expected
