@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import capacity
 
 #: The planned case, asked of both planners: Llama-3.1-70B on one node of 8 H100 SXM, prompts of 4096 and
-#: outputs of 1024 tokens, TPOT within 50 ms; kvright weighs every TP x KV-dtype candidate.
+#: outputs of 1024 tokens, TPOT within 50 ms; kvright weighs every TP x KV-dtype x batched-token candidate.
 MODEL = "llama-3.1-70b"
 GPU = "h100-sxm"
 PROMPT_TOKENS = 4096
@@ -241,7 +241,7 @@ def report() -> int:
     print(f"machine: {machine()}")
     print(
         f"case: {MODEL} on up to 8 x {GPU}, prompt {PROMPT_TOKENS} / output {OUTPUT_TOKENS} tokens, "
-        f"TPOT <= {TPOT_MS} ms; kvright weighs every TP x KV-dtype candidate"
+        f"TPOT <= {TPOT_MS} ms; kvright weighs every TP x KV-dtype x batched-token candidate"
     )
     fast = in_process()
     whole = kvright_process()
