@@ -66,9 +66,12 @@ test-conformance: venv vllm-env ## the real-vLLM conformance suite alone
 test: venv lint typecheck contracts tools vllm-env ## everything: lint, types, contracts, unit, cluster, e2e and conformance tests
 	$(BIN)/pytest -q tests
 
+.PHONY: crd
+crd: venv ## write crds/llmdeployment.yaml and the chart's copy from the models in kvright/api.py
+	$(BIN)/python -m kvright.crdgen crds/llmdeployment.yaml charts/kvright/files/crds/llmdeployment.yaml
+
 .PHONY: chart-sync
-chart-sync: venv ## copy crds/llmdeployment.yaml into the chart and regenerate its Grafana dashboards
-	install -m 0644 crds/llmdeployment.yaml charts/kvright/files/crds/llmdeployment.yaml
+chart-sync: venv crd ## regenerate the chart's CRD copy (make crd) and its Grafana dashboards
 	$(BIN)/python -m kvright.dashboards charts/kvright/files/dashboards
 
 .PHONY: chart-install

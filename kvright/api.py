@@ -1,40 +1,74 @@
-"""The LLMDeployment spec as typed values, parsed from the custom resource's dict.
+"""The LLMDeployment custom resource as pydantic models: the one source of its spec and status.
 
-The CRD (``crds/llmdeployment.yaml``) is the authority on what a valid object is; the API server
-defaults and validates before kvright sees an object. This module still checks every field it reads,
-so a spec that slipped past an older CRD (or a unit test's hand-made dict) becomes one
-:class:`SpecError` line saying what is wrong and what is accepted, never a ``KeyError`` in a handler.
-Defaults here are the CRD's defaults, written once in :data:`DEFAULTS`.
+The models below are the CRD. Their field constraints, ``Literal`` enums, defaults and docstrings become
+``crds/llmdeployment.yaml``'s ``openAPIV3Schema`` (``make crd`` runs :mod:`kvright.crdgen`), and each
+cross-field :class:`Rule` is both a CEL ``x-kubernetes-validations`` rule there and a model validator
+here, declared once side by side. So the API server and :func:`parse_spec` accept the same objects, and a
+bound is changed in one place.
+
+Python uses snake_case attribute names; the aliases are the camelCase Kubernetes users write
+(``tpotMilliseconds``). Validation is strict, as the API server's is: ``"4"`` is not an integer and
+``True`` is not a number. :func:`parse_spec` turns pydantic's ``ValidationError`` into one
+:class:`SpecError` line naming the field (camelCase, ``spec.slo.percentile``), what it holds and what is
+accepted, never a ``KeyError`` or a multi-line report in a handler.
+
+Pure: pydantic and the standard library only (an import-linter contract checks it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 __all__ = [
     "API_VERSION",
-    "DEFAULTS",
     "GROUP",
     "KIND",
     "PLURAL",
     "VERSION",
     "ArchitectureRef",
+    "ArchitectureStatus",
+    "Condition",
+    "ConfigMapKeyRef",
     "FeedbackMode",
     "FeedbackSpec",
     "GPUSpec",
+    "GPUStatus",
+    "HubSource",
     "KVCacheDtype",
+    "LLMDeployment",
     "LLMDeploymentSpec",
+    "LLMDeploymentStatus",
     "ModelSpec",
+    "ObjectMeta",
+    "PlanStatus",
+    "PredictionStatus",
     "ReplicasSpec",
     "ResourcesSpec",
+    "Rule",
     "SLOSpec",
     "SecretKeyRef",
     "SpecError",
     "TuningSpec",
     "WorkloadSpec",
+    "accepted",
     "parse_spec",
+    "resolve_schema",
 ]
 
 GROUP: Final = "kvright.dev"
@@ -47,28 +81,12 @@ KVCacheDtype = Literal["Auto", "Model", "FP8"]
 FeedbackMode = Literal["Off", "Observe", "Adjust"]
 ArchitectureSource = Literal["Catalog", "ConfigMap", "Hub"]
 
-_KV_DTYPES: Final = ("Auto", "Model", "FP8")
-_FEEDBACK_MODES: Final = ("Off", "Observe", "Adjust")
-_PERCENTILES: Final = (50, 90, 95, 99)
-
-# The CRD's defaults, one place. (The API server applies them; parse_spec applies them again so a
-# dict that never went through the API server parses the same way.)
-DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
-    "workload": {"maxModelLen": 8192, "promptTokens": 1024, "outputTokens": 256, "concurrency": 32},
-    "slo": {"percentile": 90},
-    "tuning": {
-        "tensorParallelSize": "Auto",
-        "maxNumSeqs": "Auto",
-        "kvCacheDtype": "Auto",
-        "gpuMemoryUtilizationPercent": 90,
-    },
-    "feedback": {"mode": "Observe", "windowSeconds": 300, "cooldownSeconds": 600},
-    "replicas": {"min": 1, "max": 4},
-    "resources": {"cpu": "4", "memory": "32Gi"},
-    "configMapRef": {"key": "config.json"},
-    "hub": {"revision": "main"},
-    "tokenSecretRef": {"key": "token"},
-}
+#: The JSON Schema marker of a Kubernetes int-or-string field; kvright.crdgen turns it into the CRD's.
+INT_OR_STRING: Final = "x-kubernetes-int-or-string"
+#: Where a model's CEL rules sit in its JSON Schema (the CRD's own key).
+VALIDATIONS: Final = "x-kubernetes-validations"
+#: metadata.name: the Service is named after the object, so a DNS-1035 label.
+DNS_1035: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
 class SpecError(ValueError):
@@ -80,23 +98,154 @@ class SpecError(ValueError):
         self.field = field
 
 
-@dataclass(frozen=True, kw_only=True)
-class SecretKeyRef:
-    """A key in a Secret (or ConfigMap) in the LLMDeployment's namespace."""
-
-    name: str
-    key: str
+# --- the vocabulary the models are written in ----------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class ArchitectureRef:
-    """Where the model's architecture comes from: exactly one source."""
+class Rule(NamedTuple):
+    """A cross-field invariant, stated once in both languages that enforce it.
+
+    ``cel`` is the CRD's ``x-kubernetes-validations`` rule (the API server checks it), ``holds`` the same
+    predicate over the parsed model (parse_spec checks it), ``message`` what both report. ``got`` says what
+    the object holds, appended to parse_spec's message."""
+
+    cel: str
+    message: str
+    holds: Callable[[Any], bool]
+    got: Callable[[Any], str] | None = None
+
+
+class _Object(BaseModel):
+    """A CRD object: strict like the API server, immutable, camelCase on the wire.
+
+    Fields are documented by the docstring under them (that text is the CRD's description and what
+    ``kubectl explain`` prints). Defaults are validated like input. Unknown keys are ignored, as the API
+    server prunes them."""
+
+    model_config = ConfigDict(
+        strict=True,
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        validate_default=True,
+        extra="ignore",
+    )
+    rules: ClassVar[tuple[Rule, ...]] = ()
+    """Cross-field invariants of this object, in the CRD's order."""
+
+    @model_validator(mode="after")
+    def _rules_hold(self) -> Self:
+        for rule in self.rules:
+            if not rule.holds(self):
+                got = f" (got {rule.got(self)})" if rule.got is not None else ""
+                raise ValueError(f"{rule.message}{got}")
+        return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        if cls.rules:
+            handler.resolve_ref_schema(schema)[VALIDATIONS] = [
+                {"rule": r.cel, "message": r.message} for r in cls.rules
+            ]
+        return schema
+
+
+class _AutoOrInt:
+    """``Auto`` or a pinned integer: ``None`` in Python (kvright chooses) and ``"Auto"`` on the wire; in the
+    CRD an int-or-string, which kvright.crdgen guards with a CEL rule naming both. Marks
+    ``Annotated[int, Field(ge=lo, le=hi)] | None``, whose bounds it keeps."""
+
+    @staticmethod
+    def _none_if_auto(value: object) -> object:
+        return None if value == "Auto" else value
+
+    @staticmethod
+    def _auto_if_none(value: int | None) -> int | str:
+        return "Auto" if value is None else value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_before_validator_function(
+            self._none_if_auto,
+            handler(source),
+            serialization=core_schema.plain_serializer_function_ser_schema(self._auto_if_none),
+        )
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        integers = [s for s in handler(schema)["anyOf"] if s.get("type") != "null"]
+        return {"anyOf": [{"const": "Auto", "type": "string"}, *integers], INT_OR_STRING: True}
+
+
+class _Quantity:
+    """A Kubernetes quantity written as a number (``8``) or a string (``"500m"``, ``"64Gi"``), held as
+    the string; in the CRD an int-or-string. Marks ``str``."""
+
+    @staticmethod
+    def _str_if_int(value: object) -> object:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_before_validator_function(self._str_if_int, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(schema), INT_OR_STRING: True}
+
+
+AUTO: Final = _AutoOrInt()
+QUANTITY: Final = _Quantity()
+
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+Int64 = Annotated[int, Field(json_schema_extra={"format": "int64"})]
+
+
+# --- spec -----------------------------------------------------------------------------------------
+
+
+class SecretKeyRef(_Object):
+    """A key in a Secret in this namespace."""
+
+    name: Name
+    key: Name = "token"
+
+
+class ConfigMapKeyRef(_Object):
+    """A ConfigMap in this namespace holding the model's config.json."""
+
+    name: Name
+    key: Name = "config.json"
+
+
+class HubSource(_Object):
+    """Fetch config.json from the Hugging Face hub (or KVRIGHT_HF_ENDPOINT)."""
+
+    repository: Annotated[
+        str,
+        Field(
+            min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+        ),
+    ]
+    """Repository id, owner/name."""
+    revision: Annotated[str, Field(min_length=1, max_length=200)] = "main"
+    """Branch, tag or commit."""
+    token_secret_ref: SecretKeyRef | None = None
+    """A Secret in this namespace with a hub token; also given to vLLM as HF_TOKEN."""
+
+
+class ArchitectureRef(_Object):
+    """Where the model's architecture comes from, as kvright.resolve reads it (derived from
+    :class:`ModelSpec`; not a CRD field)."""
 
     source: ArchitectureSource
     """Catalog (a built-in id), ConfigMap (a config.json in a ConfigMap) or Hub (fetched)."""
     catalog_id: str | None = None
     """The catalog id when source is Catalog."""
-    config_map: SecretKeyRef | None = None
+    config_map: SecretKeyRef | ConfigMapKeyRef | None = None
     """The ConfigMap name and key holding config.json when source is ConfigMap."""
     hub_repository: str | None = None
     """owner/name on the hub when source is Hub."""
@@ -106,304 +255,415 @@ class ArchitectureRef:
     """Optional Secret key holding a hub token (also handed to vLLM as HF_TOKEN)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelSpec:
-    name: str
-    """What vLLM serves (`vllm serve NAME`)."""
-    served_model_name: str
-    """The name clients use in the OpenAI API."""
-    architecture: ArchitectureRef
+def _sources(m: ModelSpec) -> list[str]:
+    named = (("architecture", m.catalog_id), ("configMapRef", m.config_map_ref), ("hub", m.hub))
+    return [key for key, value in named if value is not None]
 
 
-@dataclass(frozen=True, kw_only=True)
-class GPUSpec:
-    product: str | None
-    """GFD product label; None means "the one GPU type the cluster has"."""
-    max_gpus: int | None
-    """Upper bound on GPUs over all replicas; None means what the cluster has."""
+class ModelSpec(_Object):
+    """What to serve. Name the architecture exactly one way."""
 
-
-@dataclass(frozen=True, kw_only=True)
-class WorkloadSpec:
-    max_model_len: int
-    """Longest context a request may use, tokens (--max-model-len)."""
-    prompt_tokens: int
-    output_tokens: int
-    concurrency: int
-    """Requests in flight at peak over all replicas."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SLOSpec:
-    tpot_milliseconds: int
-    ttft_milliseconds: int | None
-    percentile: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class TuningSpec:
-    tensor_parallel_size: int | None
-    """Pinned TP, or None for Auto."""
-    max_num_seqs: int | None
-    """Pinned --max-num-seqs, or None for Auto."""
-    kv_cache_dtype: KVCacheDtype
-    gpu_memory_utilization_percent: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class FeedbackSpec:
-    mode: FeedbackMode
-    window_seconds: int
-    cooldown_seconds: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplicasSpec:
-    min: int
-    max: int
-    count: int | None
-    """A pinned count (kubectl scale / HPA through the scale subresource), or None: kvright sizes it."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ResourcesSpec:
-    cpu: str
-    memory: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class LLMDeploymentSpec:
-    model: ModelSpec
-    image: str | None
-    gpu: GPUSpec
-    workload: WorkloadSpec
-    slo: SLOSpec
-    tuning: TuningSpec
-    feedback: FeedbackSpec
-    replicas: ReplicasSpec
-    resources: ResourcesSpec
-
-
-# --- field readers: each names the field and what is accepted ------------------------------------
-
-
-def _obj(parent: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> Mapping[str, Any]:
-    value = parent.get(key)
-    if value is None:
-        if required:
-            raise SpecError(f"{path}.{key}", "is required (an object)")
-        return {}
-    if not isinstance(value, Mapping):
-        raise SpecError(f"{path}.{key}", f"must be an object, got {type(value).__name__}")
-    return value
-
-
-def _int(
-    parent: Mapping[str, Any],
-    key: str,
-    path: str,
-    lo: int,
-    hi: int,
-    default: int | None = None,
-) -> int:
-    value = parent.get(key, default)
-    field = f"{path}.{key}"
-    if value is None:
-        raise SpecError(field, f"is required (an integer from {lo} to {hi})")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"must be an integer from {lo} to {hi}, got {value!r}")
-    if not lo <= value <= hi:
-        raise SpecError(field, f"{value} is out of range; accepted: {lo} to {hi}")
-    return value
-
-
-def _opt_int(parent: Mapping[str, Any], key: str, path: str, lo: int, hi: int) -> int | None:
-    if parent.get(key) is None:
-        return None
-    return _int(parent, key, path, lo, hi)
-
-
-def _str(
-    parent: Mapping[str, Any], key: str, path: str, *, default: str | None = None, max_len: int = 253
-) -> str:
-    value = parent.get(key, default)
-    field = f"{path}.{key}"
-    if value is None:
-        raise SpecError(field, "is required (a non-empty string)")
-    if not isinstance(value, str) or not value:
-        raise SpecError(field, f"must be a non-empty string, got {value!r}")
-    if len(value) > max_len:
-        raise SpecError(field, f"is {len(value)} characters long; accepted: at most {max_len}")
-    return value
-
-
-def _opt_str(parent: Mapping[str, Any], key: str, path: str, *, max_len: int = 253) -> str | None:
-    if parent.get(key) is None:
-        return None
-    return _str(parent, key, path, max_len=max_len)
-
-
-def _auto_or_int(parent: Mapping[str, Any], key: str, path: str, lo: int, hi: int) -> int | None:
-    """``Auto`` (None) or a pinned integer in [lo, hi]."""
-    value = parent.get(key, "Auto")
-    if value == "Auto" or value is None:
-        return None
-    if isinstance(value, str) and value.isdigit():  # int-or-string: "4" is 4
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{path}.{key}", f"must be Auto or an integer from {lo} to {hi}, got {value!r}")
-    return _int({key: value}, key, path, lo, hi)
-
-
-def _enum(parent: Mapping[str, Any], key: str, path: str, accepted: tuple[str, ...], default: str) -> str:
-    value = parent.get(key, default)
-    if value not in accepted:
-        raise SpecError(f"{path}.{key}", f"{value!r} is not accepted; accepted: {', '.join(accepted)}")
-    return str(value)
-
-
-def _quantity(parent: Mapping[str, Any], key: str, path: str, default: str) -> str:
-    value = parent.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise SpecError(f"{path}.{key}", f"must be a quantity such as 8 or 64Gi, got {value!r}")
-    text = str(value)
-    if not text or len(text) > 32:
-        raise SpecError(f"{path}.{key}", f"must be a quantity such as 8 or 64Gi, got {value!r}")
-    return text
-
-
-def _secret_ref(parent: Mapping[str, Any], key: str, path: str, default_key: str) -> SecretKeyRef | None:
-    if parent.get(key) is None:
-        return None
-    ref = _obj(parent, key, path)
-    where = f"{path}.{key}"
-    return SecretKeyRef(name=_str(ref, "name", where), key=_str(ref, "key", where, default=default_key))
-
-
-def _architecture(model: Mapping[str, Any], path: str) -> ArchitectureRef:
-    named = [k for k in ("architecture", "configMapRef", "hub") if model.get(k) is not None]
-    if len(named) != 1:
-        got = ", ".join(named) if named else "none"
-        raise SpecError(
-            path,
-            f"needs exactly one of architecture, configMapRef or hub; got {got}",
-        )
-    if named[0] == "architecture":
-        return ArchitectureRef(source="Catalog", catalog_id=_str(model, "architecture", path, max_len=128))
-    if named[0] == "configMapRef":
-        ref = _secret_ref(model, "configMapRef", path, DEFAULTS["configMapRef"]["key"])
-        return ArchitectureRef(source="ConfigMap", config_map=ref)
-    hub = _obj(model, "hub", path)
-    where = f"{path}.hub"
-    repository = _str(hub, "repository", where, max_len=200)
-    if repository.count("/") != 1 or repository.startswith("/") or repository.endswith("/"):
-        raise SpecError(f"{where}.repository", f"{repository!r} is not accepted; accepted: owner/name")
-    return ArchitectureRef(
-        source="Hub",
-        hub_repository=repository,
-        hub_revision=_str(hub, "revision", where, default=DEFAULTS["hub"]["revision"], max_len=200),
-        hub_token=_secret_ref(hub, "tokenSecretRef", where, DEFAULTS["tokenSecretRef"]["key"]),
+    rules: ClassVar = (
+        Rule(
+            "[has(self.architecture), has(self.configMapRef), has(self.hub)].filter(x, x).size() == 1",
+            "model needs exactly one of architecture (a catalog id), configMapRef (a config.json in a "
+            "ConfigMap) or hub (a repository to fetch config.json from)",
+            holds=lambda m: len(_sources(m)) == 1,
+            got=lambda m: ", ".join(_sources(m)) or "none",
+        ),
     )
+
+    name: Name
+    """The model vLLM serves (`vllm serve NAME`), usually a Hugging Face repository id."""
+    served_name: Name | None = Field(default=None, alias="servedModelName")
+    """The name clients use in the OpenAI API; defaults to model.name."""
+    catalog_id: Annotated[str, Field(min_length=1, max_length=128)] | None = Field(
+        default=None, alias="architecture"
+    )
+    """A built-in catalog id (e.g. llama-3.1-70b); see `kvright catalog`."""
+    config_map_ref: ConfigMapKeyRef | None = None
+    hub: HubSource | None = None
+
+    @property
+    def served_model_name(self) -> str:
+        """The name clients use in the OpenAI API."""
+        return self.served_name or self.name
+
+    @property
+    def architecture(self) -> ArchitectureRef:
+        """The one architecture source, as kvright.resolve reads it."""
+        if self.catalog_id is not None:
+            return ArchitectureRef(source="Catalog", catalog_id=self.catalog_id)
+        if self.config_map_ref is not None:
+            return ArchitectureRef(source="ConfigMap", config_map=self.config_map_ref)
+        assert self.hub is not None  # the rule above: exactly one source
+        return ArchitectureRef(
+            source="Hub",
+            hub_repository=self.hub.repository,
+            hub_revision=self.hub.revision,
+            hub_token=self.hub.token_secret_ref,
+        )
+
+
+class GPUSpec(_Object):
+    """Which GPUs, and how many at most."""
+
+    product: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    """GPU product as GPU Feature Discovery labels it (nvidia.com/gpu.product); may be left out when the
+    cluster has one GPU type."""
+    max_gpus: Annotated[int, Field(ge=1, le=4096)] | None = Field(default=None, alias="maxGPUs")
+    """Upper bound on GPUs for all replicas together; left out, what the cluster has."""
+
+
+class WorkloadSpec(_Object):
+    """The traffic to plan for."""
+
+    rules: ClassVar = (
+        Rule(
+            "self.promptTokens + self.outputTokens <= self.maxModelLen",
+            "workload.promptTokens + workload.outputTokens must be <= workload.maxModelLen "
+            "(the context a request may use)",
+            holds=lambda w: w.prompt_tokens + w.output_tokens <= w.max_model_len,
+            got=lambda w: f"{w.prompt_tokens} + {w.output_tokens} > {w.max_model_len}",
+        ),
+    )
+
+    max_model_len: Annotated[int, Field(ge=128, le=1_048_576)] = 8192
+    """Longest context (prompt + output tokens) one request may use (--max-model-len)."""
+    prompt_tokens: Annotated[int, Field(ge=1, le=1_048_576)] = 1024
+    """Typical prompt length in tokens."""
+    output_tokens: Annotated[int, Field(ge=1, le=1_048_576)] = 256
+    """Typical output length in tokens."""
+    concurrency: Annotated[int, Field(ge=1, le=1_000_000)] = 32
+    """Requests in flight at peak, across all replicas."""
+
+
+class SLOSpec(_Object):
+    """The latency targets."""
+
+    tpot_milliseconds: Annotated[int, Field(ge=1, le=10_000)]
+    """Target time per output token at the percentile, in milliseconds."""
+    ttft_milliseconds: Annotated[int, Field(ge=1, le=600_000)] | None = None
+    """Target time to first token at the percentile, in milliseconds (optional)."""
+    percentile: Literal[50, 90, 95, 99] = 90
+    """The percentile the targets hold at; one of 50, 90, 95, 99."""
+
+
+class TuningSpec(_Object):
+    """Auto lets kvright choose; a pinned value is used as given (and checked against the architecture)."""
+
+    tensor_parallel_size: Annotated[Annotated[int, Field(ge=1, le=64)] | None, AUTO] = None
+    """Auto, or a pinned --tensor-parallel-size from 1 to 64."""
+    max_num_seqs: Annotated[Annotated[int, Field(ge=1, le=4096)] | None, AUTO] = None
+    """Auto, or a pinned --max-num-seqs from 1 to 4096."""
+    kv_cache_dtype: KVCacheDtype = "Auto"
+    """Auto (kvright chooses), Model (the model's dtype, vLLM's "auto") or FP8."""
+    gpu_memory_utilization_percent: Annotated[int, Field(ge=50, le=98)] = 90
+    """--gpu-memory-utilization as an integer percent."""
+
+
+class FeedbackSpec(_Object):
+    """Correcting the plan against live TPOT from Prometheus."""
+
+    mode: FeedbackMode = "Observe"
+    """Off (no feedback), Observe (report observed latency), Adjust (also re-plan)."""
+    window_seconds: Annotated[int, Field(ge=30, le=86_400)] = 300
+    """The window latency percentiles are measured over."""
+    cooldown_seconds: Annotated[int, Field(ge=0, le=86_400)] = 600
+    """Least time between two adjustments."""
+
+
+class ReplicasSpec(_Object):
+    """How many vLLM replicas: kvright sizes the count within min..max unless it is pinned."""
+
+    rules: ClassVar = (
+        Rule(
+            "self.min <= self.max",
+            "replicas.min must be <= replicas.max",
+            holds=lambda r: r.min <= r.max,
+            got=lambda r: f"min {r.min}, max {r.max}",
+        ),
+        Rule(
+            "!has(self.count) || (self.count >= self.min && self.count <= self.max)",
+            "replicas.count must lie within replicas.min..replicas.max",
+            holds=lambda r: r.count is None or r.min <= r.count <= r.max,
+            got=lambda r: f"count {r.count}, min {r.min}, max {r.max}",
+        ),
+    )
+
+    min: Annotated[int, Field(ge=0, le=1000)] = 1
+    """Fewest replicas."""
+    max: Annotated[int, Field(ge=1, le=1000)] = 4
+    """Most replicas."""
+    count: Annotated[int, Field(ge=0, le=1000)] | None = None
+    """A pinned replica count (written by kubectl scale or an HPA); leave out to let kvright size it."""
+
+
+class ResourcesSpec(_Object):
+    """CPU and memory requests of the vLLM container (GPUs come from the plan)."""
+
+    cpu: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?m?$"), QUANTITY] = "4"
+    """CPU request, e.g. 4 or 3500m."""
+    memory: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?([KMGT]i?)?$"), QUANTITY] = "32Gi"
+    """Memory request, e.g. 32Gi."""
+
+
+def _tp_within_budget(s: LLMDeploymentSpec) -> bool:
+    tp, budget = s.tuning.tensor_parallel_size, s.gpu.max_gpus
+    return tp is None or budget is None or tp <= budget
+
+
+class LLMDeploymentSpec(_Object):
+    """What to serve and the latency it must meet; kvright works out how to serve it."""
+
+    rules: ClassVar = (
+        Rule(
+            "!has(self.gpu) || !has(self.gpu.maxGPUs) || !has(self.tuning) || "
+            "!has(self.tuning.tensorParallelSize) || type(self.tuning.tensorParallelSize) == string || "
+            "self.tuning.tensorParallelSize <= self.gpu.maxGPUs",
+            "tuning.tensorParallelSize must be <= gpu.maxGPUs",
+            holds=_tp_within_budget,
+            got=lambda s: f"tensorParallelSize {s.tuning.tensor_parallel_size}, maxGPUs {s.gpu.max_gpus}",
+        ),
+    )
+
+    model: ModelSpec
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    """The vLLM container image; defaults to the operator's KVRIGHT_VLLM_IMAGE."""
+    gpu: GPUSpec = GPUSpec()
+    workload: WorkloadSpec = WorkloadSpec()
+    slo: SLOSpec
+    tuning: TuningSpec = TuningSpec()
+    feedback: FeedbackSpec = FeedbackSpec()
+    replicas: ReplicasSpec = ReplicasSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+
+
+# --- status (written by kvright; the models state its schema) --------------------------------------
+
+
+class ArchitectureStatus(_Object):
+    """The architecture the plan was made for, and where it came from."""
+
+    source: str | None = None
+    name: str | None = None
+    num_layers: int | None = None
+    num_attention_heads: int | None = None
+    num_kv_heads: int | None = Field(default=None, alias="numKVHeads")
+    weight_bytes: Int64 | None = None
+
+
+class GPUStatus(_Object):
+    """The GPU inventory the plan was made against."""
+
+    product: str | None = None
+    gpus_per_node: int | None = None
+    nodes: int | None = None
+    allocatable_gpus: int | None = Field(default=None, alias="allocatableGPUs")
+
+
+class PlanStatus(_Object):
+    """What kvright chose; every value is on the vLLM command line."""
+
+    gpu_product: str | None = None
+    tensor_parallel_size: int | None = None
+    max_num_seqs: int | None = None
+    kv_cache_dtype: str | None = None
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization_percent: int | None = None
+    replicas: int | None = None
+    gpus: int | None = None
+    vllm_args: list[str] | None = None
+
+
+class PredictionStatus(_Object):
+    """What the roofline model predicts for the plan at the workload."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tpot_milliseconds: float | None = None
+    ttft_milliseconds: float | None = None
+    kv_cache_tokens_per_replica: Int64 | None = None
+    weight_bytes_per_gpu: Int64 | None = Field(default=None, alias="weightBytesPerGPU")
+    kv_cache_bytes_per_gpu: Int64 | None = Field(default=None, alias="kvCacheBytesPerGPU")
+    bottleneck: str | None = None
+
+
+class Condition(_Object):
+    """One condition, as the Kubernetes API conventions define it (a list keyed by type)."""
+
+    type: Annotated[str, Field(max_length=316)]
+    status: Literal["True", "False", "Unknown"]
+    observed_generation: Annotated[Int64, Field(ge=0)] | None = None
+    last_transition_time: Annotated[str, Field(json_schema_extra={"format": "date-time"})] | None = None
+    reason: Annotated[str, Field(max_length=1024)] | None = None
+    message: Annotated[str, Field(max_length=32768)] | None = None
+
+
+class LLMDeploymentStatus(_Object):
+    """What kvright planned, predicted and observed, and the conditions."""
+
+    observed_generation: Int64 | None = None
+    architecture: ArchitectureStatus | None = None
+    gpu: GPUStatus | None = None
+    plan: PlanStatus | None = None
+    prediction: PredictionStatus | None = None
+    observed: dict[str, Any] | None = None
+    """Live measurements from Prometheus (written by the feedback loop)."""
+    calibration: dict[str, Any] | None = None
+    """The correction learned from observed latency (written by the feedback loop)."""
+    replicas: int | None = None
+    """vLLM pods that exist (scale subresource)."""
+    ready_replicas: int | None = None
+    """vLLM pods that are Ready."""
+    selector: str | None = None
+    """Label selector of the vLLM pods (scale subresource, for an HPA)."""
+    deployment: str | None = None
+    """Name of the vLLM Deployment."""
+    conditions: (
+        Annotated[
+            list[Condition],
+            Field(
+                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+            ),
+        ]
+        | None
+    ) = None
+
+
+# --- the object -----------------------------------------------------------------------------------
+
+
+# Standard object metadata. The API server lets a CRD constrain only metadata.name and generateName, and
+# nothing else on metadata itself, hence no docstring (it would become a description).
+class ObjectMeta(_Object):
+    name: Annotated[str, Field(max_length=63)] | None = None
+    """Children are named after the object and it is a label value: at most 63 characters."""
+
+
+class LLMDeployment(_Object):
+    """A vLLM deployment of one model, right-sized by kvright for a latency target."""
+
+    rules: ClassVar = (
+        Rule(
+            f'self.metadata.name.matches("{DNS_1035}")',
+            "metadata.name must be a DNS-1035 label (lower-case letters, digits and -, starting with a "
+            "letter) because the Service is named after it",
+            holds=lambda o: o.metadata is None or re.fullmatch(DNS_1035, o.metadata.name or "a") is not None,
+        ),
+    )
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: LLMDeploymentSpec
+    status: LLMDeploymentStatus | None = None
+
+
+# --- parsing: ValidationError -> one SpecError line -----------------------------------------------
 
 
 def parse_spec(spec: Mapping[str, Any]) -> LLMDeploymentSpec:
     """The typed spec of one LLMDeployment; raises :class:`SpecError` on the first bad field."""
-    if not isinstance(spec, Mapping):
-        raise SpecError("spec", f"must be an object, got {type(spec).__name__}")
-    p = "spec"
-    model = _obj(spec, "model", p, required=True)
-    gpu = _obj(spec, "gpu", p)
-    workload = _obj(spec, "workload", p)
-    slo = _obj(spec, "slo", p, required=True)
-    tuning = _obj(spec, "tuning", p)
-    feedback = _obj(spec, "feedback", p)
-    replicas = _obj(spec, "replicas", p)
-    resources = _obj(spec, "resources", p)
+    try:
+        return LLMDeploymentSpec.model_validate(_plain(spec))
+    except ValidationError as exc:
+        raise _spec_error(exc) from None
 
-    name = _str(model, "name", f"{p}.model")
-    wd, sd, td, fd, rd, resd = (
-        DEFAULTS["workload"],
-        DEFAULTS["slo"],
-        DEFAULTS["tuning"],
-        DEFAULTS["feedback"],
-        DEFAULTS["replicas"],
-        DEFAULTS["resources"],
-    )
-    parsed_workload = WorkloadSpec(
-        max_model_len=_int(workload, "maxModelLen", f"{p}.workload", 128, 1_048_576, wd["maxModelLen"]),
-        prompt_tokens=_int(workload, "promptTokens", f"{p}.workload", 1, 1_048_576, wd["promptTokens"]),
-        output_tokens=_int(workload, "outputTokens", f"{p}.workload", 1, 1_048_576, wd["outputTokens"]),
-        concurrency=_int(workload, "concurrency", f"{p}.workload", 1, 1_000_000, wd["concurrency"]),
-    )
-    if parsed_workload.prompt_tokens + parsed_workload.output_tokens > parsed_workload.max_model_len:
-        raise SpecError(
-            f"{p}.workload",
-            f"promptTokens + outputTokens = "
-            f"{parsed_workload.prompt_tokens + parsed_workload.output_tokens} exceeds maxModelLen "
-            f"{parsed_workload.max_model_len}; accepted: a sum <= maxModelLen",
-        )
-    percentile = _int(slo, "percentile", f"{p}.slo", 1, 99, sd["percentile"])
-    if percentile not in _PERCENTILES:
-        raise SpecError(f"{p}.slo.percentile", f"{percentile} is not accepted; accepted: 50, 90, 95, 99")
-    parsed_replicas = ReplicasSpec(
-        min=_int(replicas, "min", f"{p}.replicas", 0, 1000, rd["min"]),
-        max=_int(replicas, "max", f"{p}.replicas", 1, 1000, rd["max"]),
-        count=_opt_int(replicas, "count", f"{p}.replicas", 0, 1000),
-    )
-    if parsed_replicas.min > parsed_replicas.max:
-        raise SpecError(
-            f"{p}.replicas",
-            f"min {parsed_replicas.min} > max {parsed_replicas.max}; accepted: min <= max",
-        )
-    count = parsed_replicas.count
-    if count is not None and not parsed_replicas.min <= count <= parsed_replicas.max:
-        raise SpecError(
-            f"{p}.replicas.count",
-            f"{count} is out of range; accepted: {parsed_replicas.min} to {parsed_replicas.max}",
-        )
-    parsed_gpu = GPUSpec(
-        product=_opt_str(gpu, "product", f"{p}.gpu", max_len=128),
-        max_gpus=_opt_int(gpu, "maxGPUs", f"{p}.gpu", 1, 4096),
-    )
-    parsed_tuning = TuningSpec(
-        tensor_parallel_size=_auto_or_int(tuning, "tensorParallelSize", f"{p}.tuning", 1, 64),
-        max_num_seqs=_auto_or_int(tuning, "maxNumSeqs", f"{p}.tuning", 1, 4096),
-        kv_cache_dtype=_enum(tuning, "kvCacheDtype", f"{p}.tuning", _KV_DTYPES, td["kvCacheDtype"]),  # type: ignore[arg-type]
-        gpu_memory_utilization_percent=_int(
-            tuning, "gpuMemoryUtilizationPercent", f"{p}.tuning", 50, 98, td["gpuMemoryUtilizationPercent"]
-        ),
-    )
-    tp = parsed_tuning.tensor_parallel_size
-    if tp is not None and parsed_gpu.max_gpus is not None and tp > parsed_gpu.max_gpus:
-        raise SpecError(
-            f"{p}.tuning.tensorParallelSize",
-            f"{tp} exceeds gpu.maxGPUs {parsed_gpu.max_gpus}; accepted: at most gpu.maxGPUs",
-        )
-    return LLMDeploymentSpec(
-        model=ModelSpec(
-            name=name,
-            served_model_name=_opt_str(model, "servedModelName", f"{p}.model") or name,
-            architecture=_architecture(model, f"{p}.model"),
-        ),
-        image=_opt_str(spec, "image", p, max_len=512),
-        gpu=parsed_gpu,
-        workload=parsed_workload,
-        slo=SLOSpec(
-            tpot_milliseconds=_int(slo, "tpotMilliseconds", f"{p}.slo", 1, 10_000),
-            ttft_milliseconds=_opt_int(slo, "ttftMilliseconds", f"{p}.slo", 1, 600_000),
-            percentile=percentile,
-        ),
-        tuning=parsed_tuning,
-        feedback=FeedbackSpec(
-            mode=_enum(feedback, "mode", f"{p}.feedback", _FEEDBACK_MODES, fd["mode"]),  # type: ignore[arg-type]
-            window_seconds=_int(feedback, "windowSeconds", f"{p}.feedback", 30, 86_400, fd["windowSeconds"]),
-            cooldown_seconds=_int(
-                feedback, "cooldownSeconds", f"{p}.feedback", 0, 86_400, fd["cooldownSeconds"]
-            ),
-        ),
-        replicas=parsed_replicas,
-        resources=ResourcesSpec(
-            cpu=_quantity(resources, "cpu", f"{p}.resources", resd["cpu"]),
-            memory=_quantity(resources, "memory", f"{p}.resources", resd["memory"]),
-        ),
-    )
+
+def _plain(value: object) -> object:
+    """Mappings as dicts (kopf hands over read-only views; strict validation takes dicts)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+@functools.cache
+def _spec_schema() -> dict[str, Any]:
+    return LLMDeploymentSpec.model_json_schema(by_alias=True)
+
+
+def resolve_schema(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The schema a node stands for: through a ``$ref``, and through ``X | None`` to X."""
+    if "$ref" in node:
+        return {**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    members = [m for m in node.get("anyOf", ()) if m.get("type") != "null"]
+    if len(members) == 1 and not node.get(INT_OR_STRING):
+        return resolve_schema({**members[0], **{k: v for k, v in node.items() if k != "anyOf"}}, defs)
+    return node
+
+
+def _at(loc: Sequence[int | str]) -> tuple[str, Mapping[str, Any]]:
+    """The camelCase path and the schema of the field an error's ``loc`` points at (pydantic's union
+    member tags in ``loc`` are not fields and end the walk)."""
+    schema = _spec_schema()
+    defs = schema.get("$defs", {})
+    node: Mapping[str, Any] = schema
+    path = ["spec"]
+    for part in loc:
+        properties = resolve_schema(node, defs).get("properties", {})
+        if part not in properties:
+            break
+        node = properties[part]
+        path.append(str(part))
+    return ".".join(path), resolve_schema(node, defs)
+
+
+def accepted(node: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> str:
+    """What a field's JSON Schema accepts, in words: ``an integer from 1 to 64``, ``Auto or ...``."""
+    node = resolve_schema(node, defs or {})
+    if "anyOf" in node:
+        return " or ".join(accepted(m, defs) for m in node["anyOf"] if m.get("type") != "null")
+    if "const" in node:
+        return str(node["const"])
+    if "enum" in node:
+        return "one of " + ", ".join(str(v) for v in node["enum"])
+    kind = node.get("type")
+    if kind in ("integer", "number"):
+        noun = "an integer" if kind == "integer" else "a number"
+        lo, hi = node.get("minimum"), node.get("maximum")
+        if lo is not None and hi is not None:
+            return f"{noun} from {lo} to {hi}"
+        return noun + (f" >= {lo}" if lo is not None else "") + (f" <= {hi}" if hi is not None else "")
+    if kind == "string":
+        lo, hi = node.get("minLength"), node.get("maxLength")
+        text = "an integer or a string" if node.get(INT_OR_STRING) else "a string"
+        if lo is not None and hi is not None:
+            text += f" of {lo} to {hi} characters"
+        elif hi is not None:
+            text += f" of at most {hi} characters"
+        elif lo:
+            text = "a non-empty string"
+        if "pattern" in node:
+            text += f" matching {node['pattern']}"
+        return text
+    if kind == "array":
+        return "a list"
+    return "an object"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _spec_error(exc: ValidationError) -> SpecError:
+    """The first error as one line: the field, what is wrong, what is accepted."""
+    error = exc.errors(include_url=False)[0]
+    path, node = _at(error["loc"])
+    kind, value = error["type"], error.get("input")
+    what = accepted(node, _spec_schema().get("$defs", {}))
+    if kind == "missing":
+        return SpecError(path, f"is required ({what})")
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return SpecError(path, f"must be an object, got {type(value).__name__}")
+    if kind == "value_error":  # a Rule that does not hold: its message says what is accepted
+        return SpecError(path, str(error["ctx"]["error"]))
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        return SpecError(path, f"{_shown(value)} is out of range; accepted: {what}")
+    if kind in ("string_too_short", "string_too_long"):
+        return SpecError(path, f"{_shown(value)} has {len(value)} characters; accepted: {what}")
+    return SpecError(path, f"{_shown(value)} is not accepted; accepted: {what}")
