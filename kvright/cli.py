@@ -1,7 +1,8 @@
 """The ``kvright`` command line: plan vLLM deployments offline from the capacity engine.
 
-Four commands, human tables by default and ``--json`` for machines (sizes in bytes, times in seconds)::
+Five commands, human tables by default and ``--json`` for machines (sizes in bytes, times in seconds)::
 
+    kvright catalog
     kvright inspect MODEL [--gpus-per-node N]
     kvright kv MODEL --context L --batch B [--kv-cache-dtype D] [--tensor-parallel-size T]
     kvright tpot MODEL --gpu G --tensor-parallel-size T --batch B --context L [--kv-cache-dtype D]
@@ -147,6 +148,11 @@ def _parser() -> _Parser:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
+    p = sub.add_parser(
+        "catalog", help="the built-in models (ids for MODEL and spec.model.architecture) and GPUs"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
     sub.add_parser(
         "operator", help="run the operator (kopf; settings from KVRIGHT_* variables, see docs/operator.md)"
     )
@@ -162,6 +168,47 @@ def _check_context(arch: cap.Architecture, context: int) -> None:
             f"context {context} is longer than the {arch.max_position_embeddings} positions of {arch.name}; "
             f"expected at most {arch.max_position_embeddings}"
         )
+
+
+def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    models = []
+    for model_id in cap.catalog_ids():
+        source, published = cap.catalog_source(model_id)
+        models.append({"id": model_id, "source": source, "published_parameters": published})
+    gpus: list[dict[str, Any]] = [
+        {
+            "id": gpu.id,
+            "name": gpu.name,
+            "product_labels": list(gpu.product_labels),
+            "memory_bytes": gpu.memory_bytes,
+            "hbm_bytes_per_second": gpu.hbm_bytes_per_second,
+            "bf16_flops_per_second": gpu.bf16_flops_per_second,
+            "fp8_flops_per_second": gpu.fp8_flops_per_second,
+            "supports_fp8": gpu.supports_fp8,
+        }
+        for gpu in map(cap.gpu_spec, cap.gpu_ids())
+    ]
+    text = "\n".join(
+        [
+            "models (MODEL in inspect/kv/tpot/plan, spec.model.architecture in an LLMDeployment):",
+            _columns([(m["id"], m["published_parameters"], m["source"]) for m in models]),
+            "GPUs (--gpu takes the id or a GPU Feature Discovery product label, spec.gpu.product the label):",
+            _columns(
+                [
+                    (
+                        g["id"],
+                        g["name"],
+                        _gib(g["memory_bytes"]),
+                        f"{g['hbm_bytes_per_second'] / 1e12:.2f} TB/s",
+                        "fp8" if g["supports_fp8"] else "no fp8",
+                        ", ".join(g["product_labels"]),
+                    )
+                    for g in gpus
+                ]
+            ),
+        ]
+    )
+    return {"models": models, "gpus": gpus}, text
 
 
 def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -442,6 +489,13 @@ def _table(rows: Sequence[tuple[str, str]]) -> str:
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
 
+def _columns(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of cells as left-aligned columns, indented like :func:`_table`."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ("  ".join(f"{c:<{w}}" for c, w in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(f"  {line.rstrip()}" for line in lines)
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
@@ -454,7 +508,7 @@ def _share(part: float, whole: float) -> str:
     return f"{part / whole:.0%}" if whole else "-"
 
 
-_COMMANDS = {"inspect": _inspect, "kv": _kv, "tpot": _tpot, "plan": _plan}
+_COMMANDS = {"catalog": _catalog, "inspect": _inspect, "kv": _kv, "tpot": _tpot, "plan": _plan}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

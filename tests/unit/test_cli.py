@@ -1,4 +1,4 @@
-"""The ``kvright`` CLI: the JSON keys of the four commands, human output, and bad input (one line, exit 2).
+"""The ``kvright`` CLI: the JSON keys of the five commands, human output, and bad input (one line, exit 2).
 
 Commands run in-process through ``kvright.cli.main`` (stdout/stderr captured); one test runs the real
 ``python -m kvright`` process to check the exit code and that no traceback reaches the user.
@@ -7,11 +7,14 @@ Commands run in-process through ``kvright.cli.main`` (stdout/stderr captured); o
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
+import capacity as cap
+from kvright import crdgen
 from kvright.cli import main
 
 
@@ -28,6 +31,41 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     code, out, err = run(capsys, *argv, "--json")
     assert code == 0, err
     return json.loads(out)
+
+
+def test_catalog_json_lists_every_model_and_gpu_with_its_source(capsys):
+    data = run_json(capsys, "catalog")
+    assert [m["id"] for m in data["models"]] == cap.catalog_ids()
+    llama = next(m for m in data["models"] if m["id"] == "llama-3.1-8b")
+    assert llama == {
+        "id": "llama-3.1-8b",
+        "source": "meta-llama/Llama-3.1-8B-Instruct",
+        "published_parameters": "8.03 B",
+    }
+    assert [g["id"] for g in data["gpus"]] == cap.gpu_ids()
+    h100 = next(g for g in data["gpus"] if g["id"] == "h100-sxm")
+    assert h100["product_labels"] == ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-SXM5-80GB"]
+    assert (h100["memory_bytes"], h100["hbm_bytes_per_second"], h100["supports_fp8"]) == (
+        85520809984,
+        3.35e12,
+        True,
+    )
+
+
+def test_catalog_human_view(capsys):
+    code, out, err = run(capsys, "catalog")
+    assert (code, err) == (0, "")
+    assert "  llama-3.1-70b     70.55 B  meta-llama/Llama-3.1-70B-Instruct\n" in out
+    assert "  a100-80gb  NVIDIA A100 SXM4 80GB " in out and "no fp8" in out
+
+
+def test_commands_named_in_the_crd_exist(capsys):
+    """Every `kvright COMMAND` a CRD field description names is a command the CLI has."""
+    named = set(re.findall(r"`kvright ([a-z-]+)", crdgen.render()))
+    assert named == {"catalog"}
+    for command in named:
+        code, _, err = run(capsys, command, "--help")
+        assert (code, err) == (0, ""), command
 
 
 def test_inspect_json_keys_and_values(capsys):
@@ -199,6 +237,7 @@ def test_plan_infeasible_exits_1_with_reason(capsys):
         (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "1.5"], "fraction"),
         (["plan", "llama-3-8b"], "--gpu"),
         (["frobnicate"], "invalid choice"),
+        (["catalog", "llama-3-8b"], "unrecognized arguments: llama-3-8b"),
     ],
     ids=[
         "unknown-model",
@@ -212,6 +251,7 @@ def test_plan_infeasible_exits_1_with_reason(capsys):
         "utilization-above-1",
         "missing-gpu",
         "unknown-command",
+        "catalog-takes-no-model",
     ],
 )
 def test_bad_input_one_line_exit_2(capsys, argv, fragment):
