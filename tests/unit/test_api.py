@@ -18,6 +18,7 @@ from kvright.api import (
     ArchitectureRef,
     ConfigMapKeyRef,
     LLMDeploymentSpec,
+    LLMDeploymentStatus,
     SecretKeyRef,
     SpecError,
     parse_spec,
@@ -92,6 +93,19 @@ def test_python_round_trips_through_the_wire_form() -> None:
     assert wire["tuning"]["tensorParallelSize"] == 4
     assert wire["tuning"]["maxNumSeqs"] == "Auto"
     assert LLMDeploymentSpec.model_validate(wire) == spec
+
+
+def test_the_status_reconcile_writes_is_declared_by_the_status_model() -> None:
+    """The API server prunes status fields the CRD does not declare; nothing reconcile writes may be one
+    (prediction, observed and calibration keep unknown fields on purpose)."""
+    from kvright.reconcile import Rollout, status
+    from tests.unit.test_reconcile import LLAMA70, NOW, PLANNED, facts
+
+    rollout = Rollout(replicas=2, ready_replicas=2, updated_replicas=2, up_to_date=True)
+    obj = facts(LLAMA70.replicas(2, 4).spec())
+    written = status(obj, PLANNED, rollout=rollout, apply_error=None, now=NOW)
+    kept = LLMDeploymentStatus.model_validate(written).model_dump(by_alias=True, exclude_none=True)
+    assert kept == written
 
 
 def test_pinned_values_and_sources() -> None:
