@@ -198,6 +198,10 @@ class Prediction:
     """Predicted TPOT at ``percentile`` at the operating batch (calibration applied)."""
     tpot_mean_seconds: float
     """Predicted mean TPOT at the operating batch."""
+    tpot_histogram_seconds: float
+    """TPOT at ``percentile`` as vLLM's histogram will report it (``histogram_quantile`` over its buckets):
+    what Prometheus and the feedback loop will read, coarse within a bucket (prefer SLOs at bucket bounds:
+    10, 25, 50, 75, 100 ms, ...)."""
     ttft_seconds: float
     """Predicted TTFT at ``percentile`` at the operating batch (slot wait, chunks, a prompt ahead)."""
     output_tokens_per_second: float
@@ -226,6 +230,7 @@ class Prediction:
             "percentile": self.percentile,
             "tpot_seconds": self.tpot_seconds,
             "tpot_mean_seconds": self.tpot_mean_seconds,
+            "tpot_histogram_seconds": self.tpot_histogram_seconds,
             "ttft_seconds": self.ttft_seconds,
             "output_tokens_per_second": self.output_tokens_per_second,
             "batch_per_replica": self.batch_per_replica,
@@ -558,6 +563,7 @@ class _Row:
     limits: tuple[BatchLimit, ...] = ()
     op_batch: int = 0
     point: ServingPoint | None = None
+    curve: Curve | None = None
 
 
 def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> PlanResult:
@@ -578,6 +584,9 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         percentile=req.slo.percentile,
         tpot_seconds=best.tpot_seconds,
         tpot_mean_seconds=point.tpot_mean_seconds,
+        tpot_histogram_seconds=row.curve.measured_seconds(row.op_batch, req.calibration)
+        if row.curve
+        else 0.0,
         ttft_seconds=best.ttft_seconds,
         output_tokens_per_second=best.replicas * row.op_batch / point.tpot_mean_seconds,
         batch_per_replica=row.op_batch,
@@ -637,6 +646,9 @@ class _Sizing:
     def at(self, batch: int) -> ServingPoint:
         return self.curve.point(batch, self.req.calibration)
 
+    def tpot(self, batch: int) -> float:
+        return self.curve.tpot_seconds(batch, self.req.calibration)
+
 
 def vllm_cap_rule(z: _Sizing) -> BatchLimit | None:
     """vLLM's own bounds: at most 1024 seats, and no more seats than batched tokens."""
@@ -688,13 +700,13 @@ def tpot_rule(z: _Sizing, hi: int) -> BatchLimit | None:
     slo_tpot, p = z.req.slo.tpot_seconds, z.req.slo.percentile
     if slo_tpot is None:
         return None
-    seqs = largest_within(1, hi, lambda b: z.at(b).tpot_seconds(p), slo_tpot)
+    seqs = largest_within(1, hi, z.tpot, slo_tpot)
     if seqs < 1:
-        one = z.at(1).tpot_seconds(p)
+        one = z.tpot(1)
         detail = f"p{p} TPOT at batch 1 is {one * 1e3:.1f} ms, above the {slo_tpot * 1e3:.1f} ms SLO"
     else:
         detail = (
-            f"p{p} TPOT {z.at(seqs).tpot_seconds(p) * 1e3:.1f} ms <= {slo_tpot * 1e3:.1f} ms up to batch "
+            f"p{p} TPOT {z.tpot(seqs) * 1e3:.1f} ms <= {slo_tpot * 1e3:.1f} ms up to batch "
             f"{seqs}{' at least' if seqs == hi else ''}"
         )
     return BatchLimit(constraint="tpot", sequences=max(0, seqs), at_least=seqs == hi, detail=detail)
@@ -730,9 +742,9 @@ CAP_RULES: tuple[Callable[[_Sizing], BatchLimit | None], ...] = (
 LATENCY_RULES: tuple[Callable[[_Sizing, int], BatchLimit | None], ...] = (tpot_rule, ttft_rule)
 
 
-def _batch_limits(req: _Request, model: ServingModel, dtype: str) -> tuple[BatchLimit, ...]:
+def _batch_limits(req: _Request, curve: Curve, dtype: str) -> tuple[BatchLimit, ...]:
     """Every rule's cap on the sequences one replica runs; the smallest binds."""
-    z = _Sizing(req=req, model=model, dtype=dtype, curve=Curve(model, req.shape, req.slo.percentile))
+    z = _Sizing(req=req, model=curve.model, dtype=dtype, curve=curve)
     caps = [limit for rule in CAP_RULES if (limit := rule(z)) is not None]
     hi = max(1, min(limit.sequences for limit in caps))
     latency = [limit for rule in LATENCY_RULES if (limit := rule(z, hi)) is not None]
@@ -822,7 +834,8 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
         refusal = fit(req, model, dtype)
         if refusal is not None:
             return refuse("memory", refusal)
-    batch_limits = _batch_limits(req, model, dtype)
+    curve = Curve(model, req.shape, req.slo.percentile)
+    batch_limits = _batch_limits(req, curve, dtype)
     binding = _binding(batch_limits)
     seqs = binding.sequences
     others = ", ".join(limit.label for limit in batch_limits if limit is not binding)
@@ -846,9 +859,9 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
     concurrency = req.workload.concurrency
     replicas = math.ceil(concurrency / seqs) if concurrency else 1
     op_batch = math.ceil(concurrency / replicas) if concurrency else seqs
-    point = model.at(op_batch, req.shape).calibrated(req.calibration)
+    point = curve.point(op_batch, req.calibration)
     p = req.slo.percentile
-    tpot = point.tpot_seconds(p)
+    tpot = curve.tpot_seconds(op_batch, req.calibration)
     ttft = point.ttft_seconds(p)
     if replicas * tp > req.max_gpus:
         return refuse(
@@ -891,6 +904,7 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
         limits=batch_limits,
         op_batch=op_batch,
         point=point,
+        curve=curve,
     )
 
 

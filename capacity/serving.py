@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from capacity.architecture import Architecture
 from capacity.errors import CapacityError
@@ -42,12 +41,15 @@ from capacity.roofline import DEFAULT_EFFICIENCY, Efficiency, StepModel
 
 __all__ = [
     "PERCENTILES",
+    "TPOT_HISTOGRAM_BUCKETS",
     "UNCALIBRATED",
     "Calibration",
     "Curve",
     "ServingModel",
     "ServingPoint",
     "Shape",
+    "histogram_quantile",
+    "largest_within",
     "learn",
     "percentile_z",
 ]
@@ -65,6 +67,41 @@ def percentile_z(percentile: int) -> float:
     return PERCENTILES[percentile]
 
 
+#: vLLM's bucket bounds (seconds) for its TPOT histograms (``vllm:request_time_per_output_token_seconds``,
+#: ``vllm:inter_token_latency_seconds`` and the older ``vllm:time_per_output_token_seconds`` share them,
+#: ``vllm/v1/metrics/loggers.py``). Prometheus reads percentiles through ``histogram_quantile`` over these
+#: buckets; the calibration compares like with like.
+TPOT_HISTOGRAM_BUCKETS: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+
+
+#: Relative difference between an observed and a predicted percentile that counts as a match when learning
+#: the tail.
+TAIL_MATCH = 0.01
+
+
+def histogram_quantile(q: float, mean: float, sd: float, buckets: tuple[float, ...]) -> float:
+    """What Prometheus' ``histogram_quantile(q, ...)`` reports for values ~ Normal(mean, sd) counted into
+    ``buckets``: the bucket holding rank ``q``, interpolated linearly from its lower bound (0 for the first)
+    to its upper bound. Within a wide bucket this is not the true quantile (every TPOT between 10 and
+    25 ms reads as 23.5 ms at p90), which is why the serving model predicts this number, not the exact one.
+    """
+
+    def cdf(x: float) -> float:
+        if sd <= 0:
+            return 1.0 if mean <= x else 0.0
+        return 0.5 * (1.0 + math.erf((x - mean) / (sd * math.sqrt(2.0))))
+
+    lower, below = 0.0, 0.0
+    for upper in buckets:
+        at = cdf(upper)
+        if at >= q:
+            return lower + (upper - lower) * ((q - below) / (at - below) if at > below else 1.0)
+        lower, below = upper, at
+    return buckets[-1]  # beyond the last finite bucket Prometheus answers the last bound
+
+
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
     """The correction learned from a live engine; ``Calibration()`` is the uncorrected model."""
@@ -72,7 +109,7 @@ class Calibration:
     scale: float = 1.0
     """Observed mean TPOT over the predicted mean at the served batch: multiplies every step time."""
     tail: float = 1.0
-    """Observed percentile-over-mean over the predicted one: multiplies the percentile's spread."""
+    """Multiplies the spread of a request's TPOT (the dispersion that reproduces the observed percentile)."""
 
     def __post_init__(self) -> None:
         for name in ("scale", "tail"):
@@ -81,14 +118,6 @@ class Calibration:
                 raise CapacityError(f"calibration {name} {value!r} is not valid; expected a positive number")
             if value <= 0:
                 raise CapacityError(f"calibration {name} {value!r} is not valid; expected a positive number")
-
-    def mean_seconds(self, predicted_mean_seconds: float) -> float:
-        """A calibrated mean TPOT (or any step time): ``scale x predicted``."""
-        return self.scale * predicted_mean_seconds
-
-    def percentile_seconds(self, predicted_percentile_seconds: float) -> float:
-        """A calibrated percentile TPOT: ``scale x tail x predicted``."""
-        return self.scale * self.tail * predicted_percentile_seconds
 
     def to_dict(self) -> dict[str, float]:
         return {"scale": self.scale, "tail": self.tail}
@@ -142,7 +171,7 @@ class ServingPoint:
     ttft_service_seconds: float
     """Time to first token once a slot is free (the prompt's chunk steps)."""
     tail: float
-    """The calibration's tail factor, applied to TPOT percentiles (TTFT takes the scale only)."""
+    """The calibration's tail factor: multiplies the TPOT spread (TTFT takes the scale only)."""
     output_tokens: int
     """Tokens each request decodes."""
 
@@ -161,9 +190,14 @@ class ServingPoint:
             tail=self.tail * calibration.tail,
         )
 
-    def tpot_seconds(self, percentile: int) -> float:
-        """TPOT at ``percentile``: ``tail x (mean + z_p sd)`` (the mean at p50 with tail 1)."""
-        return self.tail * (self.tpot_mean_seconds + percentile_z(percentile) * self.tpot_sd_seconds)
+    def tpot_seconds(self, percentile: int, buckets: tuple[float, ...] | None = None) -> float:
+        """TPOT at ``percentile``. With ``buckets``, as ``histogram_quantile`` over them reports it (what
+        an SLO on vLLM's histogram is judged on); without, the exact normal quantile ``mean + z_p x tail
+        x sd``."""
+        sd = self.tail * self.tpot_sd_seconds
+        if buckets is not None:
+            return histogram_quantile(percentile / 100.0, self.tpot_mean_seconds, sd, buckets)
+        return self.tpot_mean_seconds + percentile_z(percentile) * sd
 
     def queue_seconds(self, in_flight: float, max_num_seqs: int) -> float:
         """Mean wait for a slot with ``in_flight`` requests per replica and ``max_num_seqs`` slots.
@@ -183,18 +217,6 @@ class ServingPoint:
         wait = self.queue_seconds(in_flight, max_num_seqs) if in_flight is not None else 0.0
         ahead = self.ttft_service_seconds if percentile / 100.0 > 1.0 - self.prefill_step_fraction else 0.0
         return wait + self.ttft_service_seconds + ahead
-
-    def to_dict(self, percentile: int) -> dict[str, Any]:
-        return {
-            "batch": self.batch,
-            "percentile": percentile,
-            "tpot_seconds": self.tpot_seconds(percentile),
-            "tpot_mean_seconds": self.tpot_mean_seconds,
-            "decode_step_seconds": self.decode_step_seconds,
-            "prefill_step_seconds": self.prefill_step_seconds,
-            "prefill_step_fraction": self.prefill_step_fraction,
-            "prefill_steps_per_prompt": self.prefill_steps_per_prompt,
-        }
 
 
 class ServingModel:
@@ -357,17 +379,26 @@ def _poisson(mu: float, top: int) -> list[float]:
 class Curve:
     """A serving model at one request shape and percentile: TPOT as a function of the batch.
 
-    What the planner sizes ``--max-num-seqs`` with and what the control law targets, so the two agree
-    by construction. Points are memoized (uncalibrated); a calibration is applied on read.
+    What the planner sizes ``--max-num-seqs`` with and what the control law targets, so the two agree by
+    construction. :meth:`measured_seconds` reads the percentile as vLLM's histogram reports it
+    (``buckets``, default :data:`TPOT_HISTOGRAM_BUCKETS`), which is what observations are compared with.
+    Points are memoized (uncalibrated); a calibration is applied on read.
     """
 
-    __slots__ = ("_points", "model", "percentile", "shape")
+    __slots__ = ("_points", "buckets", "model", "percentile", "shape")
 
-    def __init__(self, model: ServingModel, shape: Shape, percentile: int) -> None:
+    def __init__(
+        self,
+        model: ServingModel,
+        shape: Shape,
+        percentile: int,
+        buckets: tuple[float, ...] | None = TPOT_HISTOGRAM_BUCKETS,
+    ) -> None:
         percentile_z(percentile)
         self.model = model
         self.shape = shape
         self.percentile = percentile
+        self.buckets = buckets
         self._points: dict[int, ServingPoint] = {}
 
     def point(self, batch: int, calibration: Calibration = UNCALIBRATED) -> ServingPoint:
@@ -382,13 +413,16 @@ class Curve:
         """Uncalibrated mean TPOT at ``batch``."""
         return self.point(batch).tpot_mean_seconds
 
-    def percentile_seconds(self, batch: int) -> float:
-        """Uncalibrated TPOT at the curve's percentile at ``batch``."""
-        return self.point(batch).tpot_seconds(self.percentile)
-
     def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
-        """Calibrated TPOT at the curve's percentile: ``calibration.percentile_seconds(...)``."""
-        return calibration.percentile_seconds(self.percentile_seconds(batch))
+        """The engine's TPOT at the curve's percentile with ``calibration`` applied: what the plan is
+        sized on and the law targets."""
+        return self.point(batch, calibration).tpot_seconds(self.percentile)
+
+    def measured_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+        """TPOT at the curve's percentile as the observation reads it (``histogram_quantile`` over
+        ``buckets``): what the calibration is learned against, so a coarse bucket is not mistaken for a
+        wide tail."""
+        return self.point(batch, calibration).tpot_seconds(self.percentile, self.buckets)
 
 
 def largest_within(lo: int, hi: int, value: Callable[[int], float], bound: float) -> int:
@@ -432,20 +466,23 @@ def learn(
     previous: Calibration,
     *,
     predicted_mean_seconds: float,
-    predicted_percentile_seconds: float,
+    percentile_at: Callable[[Calibration], float],
     observed_mean_seconds: float | None,
     observed_percentile_seconds: float | None,
     alpha: float,
     bounds: tuple[float, float],
-    tail_bounds: tuple[float, float] = (0.5, 2.0),
+    tail_bounds: tuple[float, float] = (0.5, 4.0),
 ) -> Calibration:
-    """The calibration after one window, from the uncalibrated prediction at the batch that was served.
+    """The calibration after one window, from the prediction at the batch that was served.
 
-    ``scale`` is an EWMA towards ``observed mean / predicted mean`` (towards ``observed p / predicted p``
-    when only the percentile was measured), clamped to ``bounds``: a wilder ratio is a broken metric,
-    not physics. ``tail`` is the window's ``(observed p / observed mean) / (predicted p / predicted
-    mean)``, clamped to ``tail_bounds`` (a percentile over a mean from the same window needs no
-    smoothing). Non-finite or non-positive inputs leave the previous values (clamped).
+    ``scale`` is an EWMA towards ``observed mean / predicted mean`` (the mean is exact from the
+    histogram's ``_sum/_count``), clamped to ``bounds``: a wilder ratio is a broken metric, not physics.
+    ``tail`` is the spread multiplier nearest the previous one, within ``tail_bounds``, at which the
+    model's percentile at that scale (``percentile_at``, measured the way the observation was: through
+    the same histogram) reproduces the observed one; where the histogram cannot tell (a reading inside
+    one bucket does not move with the spread) it stays as it was. Without a
+    mean, ``scale`` moves towards the observed over the predicted percentile. Non-finite or non-positive
+    inputs leave the previous values (clamped).
     """
     low, high = bounds
 
@@ -457,18 +494,49 @@ def learn(
         return min(high, max(low, (1.0 - alpha) * prev + alpha * clamped))
 
     scale = min(high, max(low, previous.scale))
-    tail = previous.tail
-    if not (good(predicted_mean_seconds) and good(predicted_percentile_seconds)):
+    tail = min(tail_bounds[1], max(tail_bounds[0], previous.tail))
+    if not good(predicted_mean_seconds):
         return Calibration(scale=scale, tail=tail)
-    if good(observed_mean_seconds):
-        assert observed_mean_seconds is not None
-        scale = ewma(scale, observed_mean_seconds / predicted_mean_seconds)
+    if not good(observed_mean_seconds):
         if good(observed_percentile_seconds):
             assert observed_percentile_seconds is not None
-            observed_spread = observed_percentile_seconds / observed_mean_seconds
-            predicted_spread = predicted_percentile_seconds / predicted_mean_seconds
-            tail = min(tail_bounds[1], max(tail_bounds[0], observed_spread / predicted_spread))
-    elif good(observed_percentile_seconds):
+            predicted = percentile_at(Calibration(scale=1.0, tail=tail))
+            if good(predicted):
+                scale = ewma(scale, observed_percentile_seconds / predicted)
+        return Calibration(scale=scale, tail=tail)
+    assert observed_mean_seconds is not None
+    scale = ewma(scale, observed_mean_seconds / predicted_mean_seconds)
+    if good(observed_percentile_seconds):
         assert observed_percentile_seconds is not None
-        scale = ewma(scale, observed_percentile_seconds / (predicted_percentile_seconds * tail))
+        target = observed_percentile_seconds
+
+        def at(t: float) -> float:
+            return percentile_at(Calibration(scale=scale, tail=t))
+
+        tail = _nearest_tail(at, target, tail, tail_bounds)
     return Calibration(scale=scale, tail=tail)
+
+
+def _nearest_tail(
+    at: Callable[[float], float], target: float, previous: float, bounds: tuple[float, float]
+) -> float:
+    """The tail nearest ``previous`` whose percentile ``at(tail)`` (non-decreasing) reaches ``target``:
+    the smallest above it when the reading is higher, the largest below it when lower, clamped to
+    ``bounds``; ``previous`` when its own reading already matches within :data:`TAIL_MATCH` (a histogram
+    reading is coarse: chasing its last percent would swing the tail across the flat stretches where the
+    spread does not move the reading)."""
+    now = at(previous)
+    if math.isclose(now, target, rel_tol=TAIL_MATCH):
+        return previous
+    lo, hi = (previous, bounds[1]) if now < target else (bounds[0], previous)
+    if now < target and at(hi) < target:
+        return hi
+    if now > target and at(lo) > target:
+        return lo
+    for _ in range(40):  # bisection on the tail, to ~1e-12 of the bracket
+        mid = 0.5 * (lo + hi)
+        if (at(mid) < target) if now < target else (at(mid) <= target):
+            lo = mid
+        else:
+            hi = mid
+    return hi if now < target else lo

@@ -342,7 +342,9 @@ class SLOSpec(_Object):
     """The latency targets."""
 
     tpot_milliseconds: Annotated[int, Field(ge=1, le=10_000)]
-    """Target time per output token at the percentile, in milliseconds."""
+    """Target time per output token at the percentile, in milliseconds. Prometheus reads it from vLLM's
+    histogram, whose bounds are 10, 25, 50, 75, 100, 150, 200, 300 ... ms: a target on a bound is judged
+    exactly, one between bounds only as coarsely as the bucket around it."""
     ttft_milliseconds: Annotated[int, Field(ge=1, le=600_000)] | None = None
     """Target time to first token at the percentile, in milliseconds (optional)."""
     percentile: Literal[50, 90, 95, 99] = 90
@@ -483,11 +485,24 @@ class PredictionStatus(_Object):
     model_config = ConfigDict(extra="allow")
 
     tpot_milliseconds: float | None = None
+    """The engine's TPOT at the SLO's percentile at the planned batch (what the plan is sized on)."""
+    tpot_mean_milliseconds: float | None = None
+    """Mean TPOT at the planned batch."""
+    tpot_histogram_milliseconds: float | None = None
+    """The TPOT percentile as Prometheus will read it from vLLM's histogram (histogram_quantile)."""
+    percentile: int | None = None
+    """The percentile the TPOT and TTFT predictions hold at."""
     ttft_milliseconds: float | None = None
     kv_cache_tokens_per_replica: Int64 | None = None
     weight_bytes_per_gpu: Int64 | None = Field(default=None, alias="weightBytesPerGPU")
     kv_cache_bytes_per_gpu: Int64 | None = Field(default=None, alias="kvCacheBytesPerGPU")
     bottleneck: str | None = None
+    max_num_seqs_bound_by: str | None = None
+    """The planner's rule that sets max-num-seqs: vllm-cap, pinned, memory, prefill, tpot or ttft."""
+    calibration: float | None = None
+    """The calibration scale the plan was made with (1 = the uncorrected serving model)."""
+    calibration_tail: float | None = None
+    """The calibration's spread multiplier the plan was made with."""
 
 
 class Condition(_Object):

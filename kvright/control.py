@@ -143,12 +143,12 @@ class TPOTModel(Protocol):
         """Uncalibrated mean TPOT at ``batch``."""
         ...
 
-    def percentile_seconds(self, batch: int) -> float:
-        """Uncalibrated TPOT at the SLO's percentile at ``batch``."""
+    def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+        """Calibrated TPOT at the SLO's percentile at ``batch``, as the SLO is held."""
         ...
 
-    def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
-        """Calibrated TPOT at the SLO's percentile at ``batch``."""
+    def measured_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+        """Calibrated TPOT at the percentile as the observation measures it (vLLM's histogram)."""
         ...
 
 
@@ -737,7 +737,7 @@ def measure(p: Period, model: TPOTModel) -> Measured:
         calibration = learn(
             p.history.calibration,
             predicted_mean_seconds=model.mean_seconds(served),
-            predicted_percentile_seconds=model.percentile_seconds(served),
+            percentile_at=lambda cal: model.measured_seconds(served, cal),
             observed_mean_seconds=mean,
             observed_percentile_seconds=obs.tpot_seconds,
             alpha=p.tuning.calibration_alpha,

@@ -286,6 +286,7 @@ def _desire(facts: Facts) -> Desired:
         "percentile": prediction.percentile,
         "tpotMilliseconds": _ms(prediction.tpot_seconds),
         "tpotMeanMilliseconds": _ms(prediction.tpot_mean_seconds),
+        "tpotHistogramMilliseconds": _ms(prediction.tpot_histogram_seconds),
         "ttftMilliseconds": _ms(prediction.ttft_seconds),
         "outputTokensPerSecond": round(prediction.output_tokens_per_second, 1),
         "batchPerReplica": prediction.batch_per_replica,

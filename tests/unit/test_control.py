@@ -55,11 +55,11 @@ class LinearModel:
     def mean_seconds(self, batch: int) -> float:
         return linear(batch)
 
-    def percentile_seconds(self, batch: int) -> float:
-        return linear(batch)
-
     def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
-        return calibration.percentile_seconds(linear(batch))
+        return calibration.scale * calibration.tail * linear(batch)
+
+    def measured_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+        return self.tpot_seconds(batch, calibration)
 
 
 LINEAR = LinearModel()
@@ -447,7 +447,7 @@ def test_learn_scale(previous: float, observed: float, predicted: float, expecte
     got = learn(
         Calibration(scale=previous),
         predicted_mean_seconds=predicted,
-        predicted_percentile_seconds=predicted,
+        percentile_at=lambda cal: cal.scale * cal.tail * predicted,
         observed_mean_seconds=observed,
         observed_percentile_seconds=None,
         alpha=0.5,
