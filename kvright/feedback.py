@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import capacity
 from kvright import conditions as cond
-from kvright.api import LLMDeploymentSpec, SpecError, parse_spec
+from kvright.api import LLMDeploymentSpec, SpecError
 from kvright.conditions import Condition
 from kvright.control import Action, Bounds, Current, Decision, History, Tuning
 from kvright.control import decide as control_decide
@@ -126,9 +126,8 @@ def gather(
     facts: Facts, *, kube: Reader, prometheus: PrometheusClient | None, now: datetime.datetime
 ) -> FeedbackFacts:
     """Observe Prometheus and read the HPAs and the Deployment; never raises for their failures."""
-    try:
-        spec = parse_spec(facts.spec)
-    except SpecError:
+    spec = facts.spec_or_error
+    if isinstance(spec, SpecError):
         return FeedbackFacts(observation=None, prometheus_configured=prometheus is not None)
     if spec.feedback.mode == "Off" or prometheus is None:
         return FeedbackFacts(observation=None, prometheus_configured=prometheus is not None)
@@ -279,9 +278,8 @@ def decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) -> 
 def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) -> FeedbackResult:
     history, saved_pins = _memory(facts.current_status)
     pins: dict[str, Any] = dict(saved_pins)
-    try:
-        spec = parse_spec(facts.spec)
-    except SpecError:
+    spec = facts.spec_or_error
+    if isinstance(spec, SpecError):
         return FeedbackResult(overrides=Overrides(), observed=None, calibration=None, conditions=())
     metrics = _metrics_condition(feedback, spec)
     unknown_slo = Condition(
@@ -383,17 +381,18 @@ def _planner_accepts(
     facts: Facts, overrides: Overrides, pins: dict[str, Any]
 ) -> tuple[Overrides, dict[str, Any]]:
     """Overrides the planner can honour. A max-num-seqs pin only ever lowers the batch below what the
-    calibrated planner would choose (docs/interfaces.md); when the calibrated planner already chooses
-    less (the pin was a bounded step from a larger batch), the pin is dropped and the planner's batch
-    runs instead."""
+    calibrated planner would choose (docs/interfaces.md): one planner run without the pin says what it
+    would choose; a pin above that is dropped and the planner's batch runs instead."""
     if overrides.max_num_seqs is None:
         return overrides, pins
-    if desire(replace(facts, overrides=overrides)).plan_feasible.status == "True":
-        return overrides, pins
     relaxed = replace(overrides, max_num_seqs=None)
-    if desire(replace(facts, overrides=relaxed)).plan_feasible.status == "True":
-        return relaxed, {k: v for k, v in pins.items() if k != "maxNumSeqs"}
-    return overrides, pins
+    free = desire(replace(facts, overrides=relaxed))
+    if free.plan_feasible.status != "True":
+        return overrides, pins
+    chosen = int((free.fields.get("plan") or {}).get("maxNumSeqs") or 0)
+    if overrides.max_num_seqs <= chosen:
+        return overrides, pins
+    return relaxed, {k: v for k, v in pins.items() if k != "maxNumSeqs"}
 
 
 def _slo_condition(decision: Decision | None, obs: Observation, spec: LLMDeploymentSpec) -> Condition:

@@ -297,6 +297,7 @@ def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.
         inventory=inventory.summarize(nodes),
         default_image=runtime.settings.vllm_image,
         pod_monitor=runtime.pod_monitor_supported(),
+        parsed=parsed,
     )
 
 

@@ -86,6 +86,20 @@ class Facts:
     pod_monitor: bool = False
     """The PodMonitor CRD is installed."""
     overrides: Overrides = field(default_factory=Overrides)
+    parsed: LLMDeploymentSpec | SpecError | None = None
+    """The spec parsed once per reconcile (the operator's gather passes it; left out, it is parsed here
+    on construction). ``dataclasses.replace`` carries it along, so the feedback seam and planning never
+    parse again."""
+
+    def __post_init__(self) -> None:
+        if self.parsed is None:
+            object.__setattr__(self, "parsed", spec_or_error(self.spec))
+
+    @property
+    def spec_or_error(self) -> LLMDeploymentSpec | SpecError:
+        """The parsed spec, or why it does not parse."""
+        assert self.parsed is not None  # set in __post_init__
+        return self.parsed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +181,7 @@ def desire(facts: Facts) -> Desired:
 
 
 def _desire(facts: Facts) -> Desired:
-    spec = spec_or_error(facts.spec)
+    spec = facts.spec_or_error
     if isinstance(spec, SpecError):
         return _infeasible(Reason.INVALID_SPEC, str(spec))
     arch = facts.architecture

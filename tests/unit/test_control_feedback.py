@@ -259,3 +259,32 @@ def test_the_planner_sees_the_factor_committed_with_the_last_move_not_every_new_
     assert second.decision is not None and second.decision.reason == "Cooldown"
     assert second.calibration is not None and second.calibration["factor"] > committed.scale
     assert second.overrides.calibration == committed
+
+
+def test_one_reconcile_parses_the_spec_once_and_plans_at_most_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gather parses, the feedback seam and planning reuse it; a max-num-seqs pin costs one extra plan."""
+    import kvright.reconcile as reconcile_module
+
+    parses: list[int] = []
+    plans: list[int] = []
+    real_parse, real_plan = reconcile_module.parse_spec, capacity.plan
+
+    def counting_parse(spec: Any) -> Any:
+        parses.append(1)
+        return real_parse(spec)
+
+    def counting_plan(*args: Any, **kw: Any) -> Any:
+        plans.append(1)
+        return real_plan(*args, **kw)
+
+    builder = BASE.feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    seqs, replicas = status["plan"]["maxNumSeqs"], status["plan"]["replicas"]
+    monkeypatch.setattr(reconcile_module, "parse_spec", counting_parse)
+    monkeypatch.setattr(capacity, "plan", counting_plan)
+    f = facts(builder, status)  # the operator's gather: the one parse
+    result = decide(f, FeedbackFacts(observation=obs(running=float(seqs * replicas))), now=NOW)
+    assert result.decision is not None and result.decision.changes_plan  # the move pinned max-num-seqs
+    desire(replace(f, overrides=result.overrides))
+    assert len(parses) == 1
+    assert len(plans) == 2  # the pin checked against one free plan, then the plan itself
