@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity import UNCALIBRATED, Calibration, learn
 from kvright.reasons import Reason
@@ -422,29 +422,18 @@ class Measured:
         seqs = self.period.current.max_num_seqs
         return max(seqs + 1, math.ceil(seqs * self.period.tuning.max_seqs_step))
 
-    def act(
-        self,
-        action: Action,
-        reason: str,
-        message: str,
-        *,
-        new_seqs: int | None = None,
-        new_reps: int | None = None,
-        kv_cache_dtype: str | None = None,
-        tensor_parallel_size: int | None = None,
-    ) -> Decision:
+    def act(self, action: Action, reason: str, message: str, **moves: Any) -> Decision:
+        """:meth:`Period.decision` with this measurement's calibration, ratio and history; ``moves`` are
+        its ``new_seqs``, ``new_reps``, ``kv_cache_dtype`` and ``tensor_parallel_size``."""
         return self.period.decision(
             action,
             reason,
             message,
-            new_seqs=new_seqs,
-            new_reps=new_reps,
             hist=self.period.history_after,
             calibration=self.calibration,
             slo_met=self.ratio <= 1.0,
             ratio=self.ratio,
-            kv_cache_dtype=kv_cache_dtype,
-            tensor_parallel_size=tensor_parallel_size,
+            **moves,
         )
 
 

@@ -405,21 +405,13 @@ def _slo_condition(decision: Decision | None, obs: Observation, spec: LLMDeploym
             reason=Reason.NOT_MEASURED,
             message=f"p{spec.slo.percentile} TPOT not measured: {why}",
         )
-    tpot_ms = obs.tpot_seconds * 1000.0
-    if decision.slo_met:
-        return Condition(
-            type=cond.SLO_MET,
-            status="True",
-            reason=Reason.TPOT_WITHIN_SLO,
-            message=f"p{spec.slo.percentile} TPOT {tpot_ms:.1f} ms <= {slo_ms} ms over "
-            f"{obs.window_seconds}s ({obs.sample_count} requests)",
-        )
+    met = decision.slo_met
     return Condition(
         type=cond.SLO_MET,
-        status="False",
-        reason=Reason.TPOT_ABOVE_SLO,
-        message=f"p{spec.slo.percentile} TPOT {tpot_ms:.1f} ms > {slo_ms} ms over "
-        f"{obs.window_seconds}s ({obs.sample_count} requests)",
+        status="True" if met else "False",
+        reason=Reason.TPOT_WITHIN_SLO if met else Reason.TPOT_ABOVE_SLO,
+        message=f"p{spec.slo.percentile} TPOT {obs.tpot_seconds * 1000.0:.1f} ms {'<=' if met else '>'} "
+        f"{slo_ms} ms over {obs.window_seconds}s ({obs.sample_count} requests)",
     )
 
 

@@ -116,25 +116,16 @@ def test_tighter_tpot_slo_shrinks_max_num_seqs():
 
 
 def test_calibration_multiplies_tpot_and_can_make_a_plan_smaller():
-    base = plan(
-        "llama-3.1-8b",
-        max_model_len=8192,
-        prompt_tokens=1024,
-        output_tokens=256,
-        tensor_parallel_size=1,
-        kv_cache_dtype="auto",
-        tpot_seconds=0.02,
-    )
-    slow = plan(
-        "llama-3.1-8b",
-        max_model_len=8192,
-        prompt_tokens=1024,
-        output_tokens=256,
-        tensor_parallel_size=1,
-        kv_cache_dtype="auto",
-        tpot_seconds=0.02,
-        calibration=1.3,
-    )
+    question = {
+        "max_model_len": 8192,
+        "prompt_tokens": 1024,
+        "output_tokens": 256,
+        "tensor_parallel_size": 1,
+        "kv_cache_dtype": "auto",
+        "tpot_seconds": 0.02,
+    }
+    base = plan("llama-3.1-8b", **question)
+    slow = plan("llama-3.1-8b", **question, calibration=1.3)
     assert base.plan and slow.plan and slow.prediction
     assert slow.plan.max_num_seqs < base.plan.max_num_seqs
     assert slow.prediction.tpot_seconds <= 0.02
