@@ -99,6 +99,16 @@ class Case:
     hpa: bool = False
 
 
+#: A window with no finished, running or waiting request; and a samples clock started long ago.
+IDLE: dict[str, Any] = {
+    "sample_count": 0,
+    "tpot_seconds": None,
+    "running": 0.0,
+    "waiting": 0.0,
+    "mean_batch": 0.0,
+}
+PAST_DEADLINE: dict[str, Any] = {"waiting_for_samples_since": NOW - 1000}
+
 CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "waiting-with-free-seats-is-admission-not-a-queue",
@@ -123,27 +133,19 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     ),
     (
         "no-traffic-after-the-deadline-removes-one-replica",
-        Case(
-            obs={"sample_count": 0, "tpot_seconds": None, "running": 0.0, "waiting": 0.0, "mean_batch": 0.0},
-            current={"replicas": 3},
-            history={"waiting_for_samples_since": NOW - 1000},
-        ),
+        Case(obs=IDLE, current={"replicas": 3}, history=PAST_DEADLINE),
         (Action.REMOVE_REPLICAS, "NoTraffic", 64, 2),
     ),
     (
         "no-traffic-at-min-replicas-keeps",
-        Case(
-            obs={"sample_count": 0, "tpot_seconds": None, "running": 0.0, "waiting": 0.0, "mean_batch": 0.0},
-            current={"replicas": 1},
-            history={"waiting_for_samples_since": NOW - 1000},
-        ),
+        Case(obs=IDLE, current={"replicas": 1}, history=PAST_DEADLINE),
         (Action.KEEP, "NoTraffic", 64, 1),
     ),
     (
         "few-samples-after-the-deadline-still-acts-on-a-violation",
         Case(
             obs={"sample_count": 5, "tpot_seconds": 0.060, "mean_batch": 64.0, "running": 128.0},
-            history={"waiting_for_samples_since": NOW - 1000},
+            history=PAST_DEADLINE,
         ),
         # predicted 42 ms at 64 -> calibration 1 + 0.5 x (60/42 - 1) = 1.2143; batch <= 54 fits 45 ms.
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 54, 3),
