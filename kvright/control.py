@@ -643,14 +643,9 @@ def headroom(m: Measured) -> Decision | None:
         return None
     seqs, reps = p.current.max_num_seqs, p.current.replicas
     if p.queued:
-        if m.target > seqs:
-            new_seqs = min(m.target, m.max_step, p.current.max_num_seqs_limit)
-            return m.act(
-                Action.SET_MAX_NUM_SEQS,
-                Reason.QUEUE_WITH_HEADROOM,
-                f"{m.head}; {p.waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}; {m.detail}",
-                new_seqs=new_seqs,
-            )
+        raised = _more_seats(m)
+        if raised is not None:
+            return raised
         needed = math.ceil(p.demand / max(1, seqs))
         new_reps = min(max(needed, reps + 1), reps + p.tuning.max_replicas_step, p.ceiling)
         if new_reps > reps:
@@ -680,12 +675,10 @@ def headroom(m: Measured) -> Decision | None:
     return m.act(Action.KEEP, Reason.SLO_MET, f"{m.head}; headroom but nothing to release; {m.detail}")
 
 
-def queue_in_deadband(m: Measured) -> Decision | None:
-    """Inside the deadband but queueing: loosen max-num-seqs only as far as the target allows."""
+def _more_seats(m: Measured) -> Decision | None:
+    """Raise max-num-seqs towards the target batch (one bounded step, within the memory limit)."""
     p = m.period
     seqs = p.current.max_num_seqs
-    if not p.queued or p.in_cooldown or m.target <= seqs:
-        return None
     new_seqs = min(m.target, m.max_step, p.current.max_num_seqs_limit)
     if new_seqs <= seqs:
         return None
@@ -695,6 +688,14 @@ def queue_in_deadband(m: Measured) -> Decision | None:
         f"{m.head}; {p.waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}; {m.detail}",
         new_seqs=new_seqs,
     )
+
+
+def queue_in_deadband(m: Measured) -> Decision | None:
+    """Inside the deadband but queueing: loosen max-num-seqs only as far as the target allows."""
+    p = m.period
+    if not p.queued or p.in_cooldown:
+        return None
+    return _more_seats(m)
 
 
 def within_deadband(m: Measured) -> Decision | None:

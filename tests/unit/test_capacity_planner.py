@@ -92,40 +92,27 @@ def test_plan_meets_slos_and_uses_one_node():
     assert result.candidates[0].feasible
 
 
+#: Llama-3.1-8B on one H100, 1024-token prompts and 256-token outputs, bf16 KV.
+LLAMA8_TP1 = {
+    "max_model_len": 8192,
+    "prompt_tokens": 1024,
+    "output_tokens": 256,
+    "tensor_parallel_size": 1,
+    "kv_cache_dtype": "auto",
+}
+
+
 def test_tighter_tpot_slo_shrinks_max_num_seqs():
-    loose = plan(
-        "llama-3.1-8b",
-        max_model_len=8192,
-        prompt_tokens=1024,
-        output_tokens=256,
-        tensor_parallel_size=1,
-        kv_cache_dtype="auto",
-    )
-    tight = plan(
-        "llama-3.1-8b",
-        max_model_len=8192,
-        prompt_tokens=1024,
-        output_tokens=256,
-        tensor_parallel_size=1,
-        kv_cache_dtype="auto",
-        tpot_seconds=0.012,
-    )
+    loose = plan("llama-3.1-8b", **LLAMA8_TP1)
+    tight = plan("llama-3.1-8b", **LLAMA8_TP1, tpot_seconds=0.012)
     assert loose.plan and tight.plan and tight.prediction
     assert tight.plan.max_num_seqs < loose.plan.max_num_seqs
     assert tight.prediction.tpot_seconds <= 0.012
 
 
 def test_calibration_multiplies_tpot_and_can_make_a_plan_smaller():
-    question = {
-        "max_model_len": 8192,
-        "prompt_tokens": 1024,
-        "output_tokens": 256,
-        "tensor_parallel_size": 1,
-        "kv_cache_dtype": "auto",
-        "tpot_seconds": 0.02,
-    }
-    base = plan("llama-3.1-8b", **question)
-    slow = plan("llama-3.1-8b", **question, calibration=1.3)
+    base = plan("llama-3.1-8b", **LLAMA8_TP1, tpot_seconds=0.02)
+    slow = plan("llama-3.1-8b", **LLAMA8_TP1, tpot_seconds=0.02, calibration=1.3)
     assert base.plan and slow.plan and slow.prediction
     assert slow.plan.max_num_seqs < base.plan.max_num_seqs
     assert slow.prediction.tpot_seconds <= 0.02
