@@ -74,6 +74,15 @@ def _fraction(text: str) -> float:
 KV_DTYPE_CHOICES = ("auto", "fp8", "bfloat16", "float16")
 
 
+def _command(sub: Any, name: str, help: str, model_help: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand with what every planning command takes: MODEL (where given its help) and ``--json``."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    if model_help is not None:
+        p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
 def _parser() -> _Parser:
     parser = _Parser(
         prog="kvright", description="Right-size vLLM deployments from KV-cache and roofline math."
@@ -83,13 +92,10 @@ def _parser() -> _Parser:
     gpus = ", ".join(cap.gpu_ids())
     model_help = f"catalog id ({models}), a config.json or a folder holding one"
 
-    p = sub.add_parser("inspect", help="parameters, attention kind, KV bytes per token, valid TP sizes")
-    p.add_argument("model", metavar="MODEL", help=model_help)
+    p = _command(sub, "inspect", "parameters, attention kind, KV bytes per token, valid TP sizes", model_help)
     p.add_argument("--gpus-per-node", type=_positive_int, default=8, help="largest TP to list (default 8)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("kv", help="KV-cache bytes for a batch of sequences, against the weights")
-    p.add_argument("model", metavar="MODEL", help=model_help)
+    p = _command(sub, "kv", "KV-cache bytes for a batch of sequences, against the weights", model_help)
     p.add_argument("--context", type=_positive_int, required=True, help="tokens per sequence")
     p.add_argument("--batch", type=_positive_int, required=True, help="sequences")
     p.add_argument("--kv-cache-dtype", choices=KV_DTYPE_CHOICES, default="auto")
@@ -100,19 +106,15 @@ def _parser() -> _Parser:
         default=8192,
         help="vLLM's step token budget; sliding layers reserve their window plus twice it (default 8192)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("tpot", help="roofline decode step: where the time goes")
-    p.add_argument("model", metavar="MODEL", help=model_help)
+    p = _command(sub, "tpot", "roofline decode step: where the time goes", model_help)
     p.add_argument("--gpu", required=True, help=f"GPU id ({gpus}) or GFD product label")
     p.add_argument("--tensor-parallel-size", type=_positive_int, required=True)
     p.add_argument("--batch", type=_positive_int, required=True, help="sequences decoded together")
     p.add_argument("--context", type=_positive_int, required=True, help="context tokens per sequence")
     p.add_argument("--kv-cache-dtype", choices=KV_DTYPE_CHOICES, default="auto")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("plan", help="choose TP, KV dtype, --max-num-seqs and replicas")
-    p.add_argument("model", metavar="MODEL", help=model_help)
+    p = _command(sub, "plan", "choose TP, KV dtype, --max-num-seqs and replicas", model_help)
     p.add_argument("--gpu", required=True, help=f"GPU id ({gpus}) or GFD product label")
     p.add_argument("--gpus-per-node", type=_positive_int, default=8)
     p.add_argument("--max-gpus", type=_positive_int, default=None, help="GPU budget (default: one node)")
@@ -146,12 +148,8 @@ def _parser() -> _Parser:
         default=1.0,
         help="the serving model's calibration scale: multiplies every predicted step time (default 1)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser(
-        "catalog", help="the built-in models (ids for MODEL and spec.model.architecture) and GPUs"
-    )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _command(sub, "catalog", "the built-in models (ids for MODEL and spec.model.architecture) and GPUs")
 
     sub.add_parser(
         "operator", help="run the operator (kopf; settings from KVRIGHT_* variables, see docs/operator.md)"
@@ -334,21 +332,13 @@ def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         kv_cache_dtype=args.kv_cache_dtype,
     )
     data = step.to_dict()
-    memory_s = step.weight_read_seconds + step.kv_read_seconds
     rows = [
         (
             "setup",
             f"{arch.name} on {args.tensor_parallel_size} x {gpu.id}, batch {args.batch}, "
             f"context {args.context:,}, {args.kv_cache_dtype} KV",
         ),
-        (
-            "weight reads",
-            f"{_ms(step.weight_read_seconds)} ({_share(step.weight_read_seconds, memory_s)} of HBM time)",
-        ),
-        ("KV reads", f"{_ms(step.kv_read_seconds)} ({_share(step.kv_read_seconds, memory_s)} of HBM time)"),
-        ("compute", _ms(step.compute_seconds)),
-        ("communication", _ms(step.communication_seconds)),
-        ("roofline floor", _ms(step.roofline_floor_seconds)),
+        *_step_rows(step, " of HBM time"),
         ("predicted TPOT", _ms(step.predicted_seconds)),
         ("bottleneck", step.bottleneck),
         (
@@ -420,20 +410,12 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
             ),
         ]
         d = pred.decode
-        memory_s = d.weight_read_seconds + d.kv_read_seconds
         lines += [
             "",
             f"decode step at batch {pred.batch_per_replica} (per GPU)",
             _table(
                 [
-                    (
-                        "weight reads",
-                        f"{_ms(d.weight_read_seconds)} ({_share(d.weight_read_seconds, memory_s)})",
-                    ),
-                    ("KV reads", f"{_ms(d.kv_read_seconds)} ({_share(d.kv_read_seconds, memory_s)})"),
-                    ("compute", _ms(d.compute_seconds)),
-                    ("communication", _ms(d.communication_seconds)),
-                    ("roofline floor", _ms(d.roofline_floor_seconds)),
+                    *_step_rows(d),
                     (
                         "predicted TPOT",
                         f"{_ms(pred.tpot_seconds)} at p{pred.percentile} "
@@ -487,6 +469,21 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
 def _table(rows: Sequence[tuple[str, str]]) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def _step_rows(step: cap.DecodeStep, share_note: str = "") -> list[tuple[str, str]]:
+    """Where a decode step's time goes: each HBM read (with its share of the HBM time), compute, links."""
+    memory_s = step.weight_read_seconds + step.kv_read_seconds
+    return [
+        (
+            "weight reads",
+            f"{_ms(step.weight_read_seconds)} ({_share(step.weight_read_seconds, memory_s)}{share_note})",
+        ),
+        ("KV reads", f"{_ms(step.kv_read_seconds)} ({_share(step.kv_read_seconds, memory_s)}{share_note})"),
+        ("compute", _ms(step.compute_seconds)),
+        ("communication", _ms(step.communication_seconds)),
+        ("roofline floor", _ms(step.roofline_floor_seconds)),
+    ]
 
 
 def _columns(rows: Sequence[Sequence[str]]) -> str:
