@@ -34,29 +34,29 @@ HEADER: Final = """\
 # replica (TP, max seqs, KV dtype) and leaves the count alone. See docs/operator.md "Replicas".
 """
 
+_READY = '.status.conditions[?(@.type=="Ready")]'
+
+
+def _column(name: str, kind: str, path: str, priority: int | None = None) -> dict[str, Any]:
+    column: dict[str, Any] = {"name": name, "type": kind, "jsonPath": path}
+    if priority is not None:
+        column["priority"] = priority
+    return column
+
+
 PRINTER_COLUMNS: Final = (
-    {"name": "Model", "type": "string", "jsonPath": ".spec.model.name", "priority": 0},
-    {"name": "GPU", "type": "string", "jsonPath": ".status.plan.gpuProduct"},
-    {"name": "TP", "type": "integer", "jsonPath": ".status.plan.tensorParallelSize"},
-    {"name": "MaxSeqs", "type": "integer", "jsonPath": ".status.plan.maxNumSeqs"},
-    {"name": "KV", "type": "string", "jsonPath": ".status.plan.kvCacheDtype"},
-    {"name": "Replicas", "type": "integer", "jsonPath": ".status.plan.replicas"},
-    {"name": "TPOT-Target-ms", "type": "integer", "jsonPath": ".spec.slo.tpotMilliseconds"},
-    {
-        "name": "TPOT-Predicted-ms",
-        "type": "number",
-        "jsonPath": ".status.prediction.tpotMilliseconds",
-        "priority": 1,
-    },
-    {"name": "TPOT-Observed-ms", "type": "number", "jsonPath": ".status.observed.tpotMilliseconds"},
-    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
-    {
-        "name": "Reason",
-        "type": "string",
-        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-        "priority": 1,
-    },
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    _column("Model", "string", ".spec.model.name", priority=0),
+    _column("GPU", "string", ".status.plan.gpuProduct"),
+    _column("TP", "integer", ".status.plan.tensorParallelSize"),
+    _column("MaxSeqs", "integer", ".status.plan.maxNumSeqs"),
+    _column("KV", "string", ".status.plan.kvCacheDtype"),
+    _column("Replicas", "integer", ".status.plan.replicas"),
+    _column("TPOT-Target-ms", "integer", ".spec.slo.tpotMilliseconds"),
+    _column("TPOT-Predicted-ms", "number", ".status.prediction.tpotMilliseconds", priority=1),
+    _column("TPOT-Observed-ms", "number", ".status.observed.tpotMilliseconds"),
+    _column("Ready", "string", f"{_READY}.status"),
+    _column("Reason", "string", f"{_READY}.reason", priority=1),
+    _column("Age", "date", ".metadata.creationTimestamp"),
 )
 
 # The order keys are written in: what a field is, then its bounds, then what it holds, then CEL.
