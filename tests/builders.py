@@ -56,78 +56,48 @@ class LLMD:
         return b
 
     # --- placement and load -----------------------------------------------------------------------
-    def gpu(self, product: str | None = None, max_gpus: int | None = None) -> LLMD:
+    def _with(self, key: str, *, replace: bool = False, **fields: Any) -> LLMD:
+        """A copy with the ``fields`` not None written into spec[key] (a new section if ``replace``)."""
         b = self._clone()
-        gpu: dict[str, Any] = {}
-        if product is not None:
-            gpu["product"] = product
-        if max_gpus is not None:
-            gpu["maxGPUs"] = max_gpus
-        b._spec["gpu"] = gpu
+        section = {} if replace else b._spec.get(key, {})
+        section.update((name, value) for name, value in fields.items() if value is not None)
+        b._spec[key] = section
         return b
+
+    def gpu(self, product: str | None = None, max_gpus: int | None = None) -> LLMD:
+        return self._with("gpu", replace=True, product=product, maxGPUs=max_gpus)
 
     def context(self, max_model_len: int, prompt: int | None = None, output: int | None = None) -> LLMD:
-        b = self._clone()
-        w = b._spec.setdefault("workload", {})
-        w["maxModelLen"] = max_model_len
-        if prompt is not None:
-            w["promptTokens"] = prompt
-        if output is not None:
-            w["outputTokens"] = output
-        return b
+        return self._with("workload", maxModelLen=max_model_len, promptTokens=prompt, outputTokens=output)
 
     def concurrency(self, n: int) -> LLMD:
-        b = self._clone()
-        b._spec.setdefault("workload", {})["concurrency"] = n
-        return b
+        return self._with("workload", concurrency=n)
 
     def tpot_ms(self, ms: int) -> LLMD:
-        b = self._clone()
-        b._spec["slo"]["tpotMilliseconds"] = ms
-        return b
+        return self._with("slo", tpotMilliseconds=ms)
 
     def ttft_ms(self, ms: int) -> LLMD:
-        b = self._clone()
-        b._spec["slo"]["ttftMilliseconds"] = ms
-        return b
+        return self._with("slo", ttftMilliseconds=ms)
 
     def percentile(self, p: int) -> LLMD:
-        b = self._clone()
-        b._spec["slo"]["percentile"] = p
-        return b
+        return self._with("slo", percentile=p)
 
     def tp(self, tp: int | str) -> LLMD:
-        b = self._clone()
-        b._spec.setdefault("tuning", {})["tensorParallelSize"] = tp
-        return b
+        return self._with("tuning", tensorParallelSize=tp)
 
     def max_num_seqs(self, n: int | str) -> LLMD:
-        b = self._clone()
-        b._spec.setdefault("tuning", {})["maxNumSeqs"] = n
-        return b
+        return self._with("tuning", maxNumSeqs=n)
 
     def kv_dtype(self, dtype: str) -> LLMD:
-        b = self._clone()
-        b._spec.setdefault("tuning", {})["kvCacheDtype"] = dtype
-        return b
+        return self._with("tuning", kvCacheDtype=dtype)
 
     def replicas(self, min: int = 1, max: int = 4, count: int | None = None) -> LLMD:
-        b = self._clone()
-        r: dict[str, Any] = {"min": min, "max": max}
-        if count is not None:
-            r["count"] = count
-        b._spec["replicas"] = r
-        return b
+        return self._with("replicas", replace=True, min=min, max=max, count=count)
 
     def feedback(self, mode: str, window_s: int | None = None, cooldown_s: int | None = None) -> LLMD:
-        b = self._clone()
-        f: dict[str, Any] = {"mode": mode}
-        if window_s is not None:
-            f["windowSeconds"] = window_s
-        if cooldown_s is not None:
-            f["cooldownSeconds"] = cooldown_s
-        b._spec["feedback"] = f
-        return b
+        return self._with(
+            "feedback", replace=True, mode=mode, windowSeconds=window_s, cooldownSeconds=cooldown_s
+        )
 
     def image(self, image: str) -> LLMD:
         b = self._clone()
