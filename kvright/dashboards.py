@@ -46,6 +46,15 @@ percentile the target holds at."""
 KV_USAGE: Final = _either(f"vllm:kv_cache_usage_perc{{{SEL}}}", f"vllm:gpu_cache_usage_perc{{{SEL}}}")
 
 
+def _against_slo(observed: str, latency: str) -> list[tuple[str, str]]:
+    """An observed latency with kvright's SLO target and prediction for it (``latency``: tpot or ttft)."""
+    return [
+        (observed, "observed"),
+        (f"max(kvright_slo_{latency}_seconds{{{SEL}}})", "SLO target"),
+        (f"max(kvright_predicted_{latency}_seconds{{{SEL}}})", "predicted"),
+    ]
+
+
 def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
     return {
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
@@ -127,17 +136,13 @@ def capacity_overview() -> dict[str, Any]:
                "Time per output token per request (vllm:request_time_per_output_token_seconds, or the "
                "legacy vllm:time_per_output_token_seconds) at the LLMDeployment's SLO percentile, against "
                "the target and kvright's prediction.",
-               [(_tpot_quantile(SLO_QUANTILE), "observed"),
-                (f"max(kvright_slo_tpot_seconds{{{SEL}}})", "SLO target"),
-                (f"max(kvright_predicted_tpot_seconds{{{SEL}}})", "predicted")],
+               _against_slo(_tpot_quantile(SLO_QUANTILE), "tpot"),
                unit="s", grid=(0, 1, 12, 8)),
         _panel(3, "TTFT at the SLO percentile",
                "Time to first token (vllm:time_to_first_token_seconds) against the target and the "
                "prediction.",
-               [(f"histogram_quantile({SLO_QUANTILE}, sum by (le) "
-                 f"(rate(vllm:time_to_first_token_seconds_bucket{{{SEL}}}[{RATE}])))", "observed"),
-                (f"max(kvright_slo_ttft_seconds{{{SEL}}})", "SLO target"),
-                (f"max(kvright_predicted_ttft_seconds{{{SEL}}})", "predicted")],
+               _against_slo(f"histogram_quantile({SLO_QUANTILE}, sum by (le) "
+                            f"(rate(vllm:time_to_first_token_seconds_bucket{{{SEL}}}[{RATE}])))", "ttft"),
                unit="s", grid=(12, 1, 12, 8)),
         _row(4, "KV cache and scheduling", 9),
         _panel(5, "KV-cache usage",
