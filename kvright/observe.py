@@ -178,26 +178,16 @@ def observe(
     now: float,
 ) -> Observation:
     """Query Prometheus for one LLMDeployment; never raises for data or transport problems."""
+    query: dict[str, Any] = {
+        "namespace": namespace,
+        "name": name,
+        "window_seconds": window_seconds,
+        "percentile": percentile,
+    }
     try:
-        return _observe(
-            client,
-            namespace=namespace,
-            name=name,
-            window_seconds=window_seconds,
-            percentile=percentile,
-            now=now,
-        )
+        return _observe(client, **query, now=now)
     except PrometheusError as exc:
-        return Observation(
-            namespace=namespace,
-            name=name,
-            sample_time=now,
-            window_seconds=window_seconds,
-            percentile=percentile,
-            available=False,
-            reason=exc.reason,
-            message=str(exc),
-        )
+        return Observation(**query, sample_time=now, available=False, reason=exc.reason, message=str(exc))
 
 
 def _observe(
