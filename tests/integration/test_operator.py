@@ -348,22 +348,19 @@ def test_deleting_garbage_collects_the_children(kube: Kube, running: str) -> Non
 LLAMA_8B_CONFIG = llama_8b_config()
 
 
+def _create_v1(kube: Kube, ns: str, kind: str, name: str, **content: Any) -> None:
+    """Create a core (v1) object, a ConfigMap or a Secret, in ``ns``."""
+    body = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, **content}
+    kube.request("POST", f"/api/v1/namespaces/{ns}/{kind.lower()}s", body=body)
+
+
 def test_config_map_source_waits_for_the_config_map_then_plans(kube: Kube, running: str) -> None:
     ns = running
     create(kube, llmd("custom").config_map("llama-config").gpu(H100).obj(), ns)
     waiting = poll(lambda: reconciled(kube, ns, "custom"), what="custom reconciled")
     pf = condition(waiting, "PlanFeasible")
     assert (pf["status"], pf["reason"]) == ("Unknown", "ConfigMapMissing")
-    kube.request(
-        "POST",
-        f"/api/v1/namespaces/{ns}/configmaps",
-        body={
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "llama-config"},
-            "data": {"config.json": json.dumps(LLAMA_8B_CONFIG)},
-        },
-    )
+    _create_v1(kube, ns, "ConfigMap", "llama-config", data={"config.json": json.dumps(LLAMA_8B_CONFIG)})
     got = poll(
         lambda: (
             (o := reconciled(kube, ns, "custom")) and condition(o, "PlanFeasible")["status"] == "True" and o
@@ -404,16 +401,7 @@ def hub() -> Iterator[tuple[str, list[str | None]]]:
 
 def test_hub_source_with_a_token_secret(kube: Kube, ns: str, hub: tuple[str, list[str | None]]) -> None:
     endpoint, seen = hub
-    kube.request(
-        "POST",
-        f"/api/v1/namespaces/{ns}/secrets",
-        body={
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "hf"},
-            "stringData": {"token": "t0ken"},
-        },
-    )
+    _create_v1(kube, ns, "Secret", "hf", stringData={"token": "t0ken"})
     with operator(ns, env={"KVRIGHT_HF_ENDPOINT": endpoint}):
         create(kube, llmd("gated").hub("acme/llama-8b", token_secret="hf").gpu(H100).obj(), ns)
         got = poll(lambda: ready(kube, ns, "gated"), what="gated Ready")
