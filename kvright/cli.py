@@ -385,68 +385,58 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
     lines = [f"{arch.name} on {gpu.name}: {'feasible' if result.feasible else 'NOT FEASIBLE'}", result.reason]
     if result.plan and result.prediction:
         p, pred = result.plan, result.prediction
-        lines += [
-            "",
+        lines += _section(
             "plan",
-            _table(
-                [
-                    ("tensor parallel", str(p.tensor_parallel_size)),
-                    ("replicas", f"{p.replicas} ({p.gpus} GPUs)"),
-                    (
-                        "max-num-seqs",
-                        f"{p.max_num_seqs} (set by {pred.binding.constraint}: {pred.binding.detail})",
-                    ),
-                    (
-                        "limits",
-                        ", ".join(limit.label for limit in pred.limits),
-                    ),
-                    ("batched tokens", str(p.max_num_batched_tokens)),
-                    ("KV-cache dtype", p.kv_cache_dtype),
-                    ("max-model-len", f"{p.max_model_len:,}"),
-                    ("KV tokens/replica", f"{result.kv_cache_tokens_per_replica:,}"),
-                    ("max concurrency", f"{result.max_concurrency_at_max_model_len:.2f}x at max-model-len"),
-                    ("vllm args", " ".join(p.vllm_args())),
-                ]
-            ),
-        ]
+            [
+                ("tensor parallel", str(p.tensor_parallel_size)),
+                ("replicas", f"{p.replicas} ({p.gpus} GPUs)"),
+                (
+                    "max-num-seqs",
+                    f"{p.max_num_seqs} (set by {pred.binding.constraint}: {pred.binding.detail})",
+                ),
+                (
+                    "limits",
+                    ", ".join(limit.label for limit in pred.limits),
+                ),
+                ("batched tokens", str(p.max_num_batched_tokens)),
+                ("KV-cache dtype", p.kv_cache_dtype),
+                ("max-model-len", f"{p.max_model_len:,}"),
+                ("KV tokens/replica", f"{result.kv_cache_tokens_per_replica:,}"),
+                ("max concurrency", f"{result.max_concurrency_at_max_model_len:.2f}x at max-model-len"),
+                ("vllm args", " ".join(p.vllm_args())),
+            ],
+        )
         d = pred.decode
-        lines += [
-            "",
+        lines += _section(
             f"decode step at batch {pred.batch_per_replica} (per GPU)",
-            _table(
-                [
-                    *_step_rows(d),
-                    (
-                        "predicted TPOT",
-                        f"{_ms(pred.tpot_seconds)} at p{pred.percentile} "
-                        f"(mean {_ms(pred.tpot_mean_seconds)})",
-                    ),
-                    ("predicted TTFT", f"{_ms(pred.ttft_seconds)} at p{pred.percentile}"),
-                    ("throughput", f"{pred.output_tokens_per_second:,.0f} output tokens/s"),
-                    ("bottleneck", f"{d.bottleneck}; KV reads overtake weights at batch {d.crossover_batch}"),
-                ]
-            ),
-        ]
+            [
+                *_step_rows(d),
+                (
+                    "predicted TPOT",
+                    f"{_ms(pred.tpot_seconds)} at p{pred.percentile} (mean {_ms(pred.tpot_mean_seconds)})",
+                ),
+                ("predicted TTFT", f"{_ms(pred.ttft_seconds)} at p{pred.percentile}"),
+                ("throughput", f"{pred.output_tokens_per_second:,.0f} output tokens/s"),
+                ("bottleneck", f"{d.bottleneck}; KV reads overtake weights at batch {d.crossover_batch}"),
+            ],
+        )
         if d.bottleneck == "weights":
             lines.append(
                 "  (weights dominate each step, so a smaller KV cache mostly buys batch size, not TPOT)"
             )
     if result.memory:
         m = result.memory
-        lines += [
-            "",
+        lines += _section(
             "memory per GPU",
-            _table(
-                [
-                    ("total", _gib(m.total_bytes)),
-                    ("budget", f"{_gib(m.budget_bytes)} (gpu-memory-utilization)"),
-                    ("weights", _gib(m.weights_bytes)),
-                    ("activation", _gib(m.activation_bytes)),
-                    ("other", f"{_gib(m.other_bytes)} (CUDA graphs, non-torch, NCCL)"),
-                    ("KV cache", _gib(m.kv_cache_bytes)),
-                ]
-            ),
-        ]
+            [
+                ("total", _gib(m.total_bytes)),
+                ("budget", f"{_gib(m.budget_bytes)} (gpu-memory-utilization)"),
+                ("weights", _gib(m.weights_bytes)),
+                ("activation", _gib(m.activation_bytes)),
+                ("other", f"{_gib(m.other_bytes)} (CUDA graphs, non-torch, NCCL)"),
+                ("KV cache", _gib(m.kv_cache_bytes)),
+            ],
+        )
     for warning in result.warnings:
         lines.append(f"warning: {warning}")
     if result.candidates:
@@ -464,6 +454,11 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                 f"{'ok' if c.feasible else c.reason}"
             )
     return "\n".join(lines)
+
+
+def _section(title: str, rows: Sequence[tuple[str, str]]) -> list[str]:
+    """A titled table after a blank line, as ``kvright plan`` prints each part."""
+    return ["", title, _table(rows)]
 
 
 def _table(rows: Sequence[tuple[str, str]]) -> str:
