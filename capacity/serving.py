@@ -529,9 +529,14 @@ def _nearest_tail(
     if math.isclose(now, target, rel_tol=TAIL_MATCH):
         return previous
     lo, hi = (previous, bounds[1]) if now < target else (bounds[0], previous)
-    if now < target and at(hi) < target:
+    far = at(hi) if now < target else at(lo)
+    if (now < target and far <= now) or (now > target and far >= now):
+        # The reading does not move that way with the spread (a mean near a bucket bound: more spread
+        # puts mass on both sides): the histogram cannot tell the tail, so it stays.
+        return previous
+    if now < target and far < target:
         return hi
-    if now > target and at(lo) > target:
+    if now > target and far > target:
         return lo
     for _ in range(40):  # bisection on the tail, to ~1e-12 of the bracket
         mid = 0.5 * (lo + hi)

@@ -25,10 +25,11 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    slow, or the budget cannot hold the demand at the target batch) ask for a re-plan: fp8 KV cache
    first, then a larger tensor-parallel degree.
 7. KV cache exhausted (preemptions while usage is near 1): lower max-num-seqs one step.
-8. TPOT below ``(1 - deadband) x SLO``: with requests queued (waiting while the slots or the KV cache
-   are full), raise max-num-seqs towards the target batch or add replicas; with none waiting, remove
-   one replica if the rest can carry the demand at the target batch. Never scale down while requests
-   wait.
+8. TPOT below ``(1 - deadband) x SLO`` (the lower of the reading and the calibrated estimate, since a
+   histogram reading cannot show headroom inside a bucket): with requests queued (waiting while the
+   slots or the KV cache are full), raise max-num-seqs towards the target batch or add replicas; with
+   none waiting, remove one replica if the rest can carry the demand at the target batch. Never scale
+   down while requests wait.
 9. Otherwise (inside the deadband) keep.
 
 If an HPA targets the workload, replica changes become recommendations (``recommend_only``).
@@ -381,7 +382,20 @@ class Measured:
 
     @property
     def ratio(self) -> float:
+        """The observed reading over the SLO: what SLOMet and a violation are judged on."""
         return self.observed_tpot_seconds / self.period.slo_tpot_seconds
+
+    @property
+    def headroom_ratio(self) -> float:
+        """What headroom is judged on: the lower of the reading and the calibrated model's percentile at
+        the served batch, over the SLO. vLLM's histogram reads every TPOT inside a bucket near its top
+        (all of 10-25 ms reads 23.5 ms at p90), so a reading alone cannot show headroom below a bucket
+        bound; the calibration reproduces the reading, and its percentile is the estimate of the truth."""
+        obs = self.period.observation
+        if obs.mean_batch is None or obs.mean_batch < 1:
+            return self.ratio
+        estimate = self.model.tpot_seconds(max(1, round(obs.mean_batch)), self.calibration)
+        return min(self.ratio, estimate / self.period.slo_tpot_seconds)
 
     def calibrated(self, batch: int) -> float:
         return self.model.tpot_seconds(batch, self.calibration)
@@ -531,7 +545,7 @@ def cooling_down(m: Measured) -> Decision | None:
     p = m.period
     if not p.in_cooldown:
         return None
-    if not (m.ratio > 1.0 or m.ratio < 1.0 - p.tuning.deadband or p.queued):
+    if not (m.ratio > 1.0 or m.headroom_ratio < 1.0 - p.tuning.deadband or p.queued):
         return None
     assert p.history.last_change_time is not None
     left = p.tuning.cooldown_seconds - (p.now - p.history.last_change_time)
@@ -639,7 +653,7 @@ def headroom(m: Measured) -> Decision | None:
     """TPOT below ``(1 - deadband) x SLO``: serve a queue with more seats or replicas; with nothing
     waiting, release one replica if the rest carry the demand at the target batch."""
     p = m.period
-    if m.ratio >= 1.0 - p.tuning.deadband:
+    if m.headroom_ratio >= 1.0 - p.tuning.deadband:
         return None
     seqs, reps = p.current.max_num_seqs, p.current.replicas
     if p.queued:

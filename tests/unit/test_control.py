@@ -664,3 +664,34 @@ def test_pre_measurement_rule(rule: Any, kw: dict[str, Any], expected: tuple[Act
 def test_measured_rule(rule: Any, kw: dict[str, Any], expected: tuple[Action, str] | None) -> None:
     decision = rule(measured(**kw))
     assert (None if decision is None else (decision.action, decision.reason)) == expected
+
+
+def test_headroom_is_seen_through_a_coarse_histogram_reading() -> None:
+    """At low load every TPOT sits in vLLM's (10, 25] ms bucket and p90 reads 23.5 ms (x0.94 of a 25 ms SLO,
+    inside the deadband); the calibrated model at the served batch says ~10 ms, so the idle replica goes."""
+
+    class Curve(LinearModel):
+        def measured_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
+            return 0.0235  # what histogram_quantile reads for any TPOT in (10, 25] ms
+
+    m = measure(
+        period(
+            obs={"tpot_seconds": 0.0235, "tpot_mean_seconds": 0.0105, "mean_batch": 1.0, "running": 2.0},
+            slo_tpot_seconds=0.025,
+            current=Current(
+                tensor_parallel_size=1,
+                max_num_seqs=17,
+                kv_cache_dtype="auto",
+                replicas=3,
+                max_num_seqs_limit=256,
+            ),
+        ),
+        Curve(),
+    )
+    assert m.ratio == pytest.approx(0.94)
+    assert m.headroom_ratio < 0.85
+    decision = headroom(m)
+    assert decision is not None and (decision.action, decision.reason) == (
+        Action.REMOVE_REPLICAS,
+        "TPOTWellBelowSLO",
+    )

@@ -403,3 +403,18 @@ def test_at_a_bucket_bound_the_reading_and_the_percentile_agree_on_the_slo(
     reading = c.histogram_quantile(percentile / 100.0, mean, sd, c.TPOT_HISTOGRAM_BUCKETS)
     if abs(exact - bound) > 1e-9 * bound:
         assert (reading <= bound) == (exact <= bound)
+
+
+def test_learn_keeps_the_tail_where_the_histogram_cannot_tell_it() -> None:
+    """With the mean near a bucket bound more spread moves mass below the bound and lowers the reading:
+    a reading above the prediction cannot be reached by widening the tail, so the tail stays."""
+    got = c.learn(
+        c.Calibration(tail=1.3),
+        predicted_mean_seconds=0.0105,
+        percentile_at=lambda cal: 0.0235 - 0.002 * cal.tail,
+        observed_mean_seconds=0.0105,
+        observed_percentile_seconds=0.0235,
+        alpha=0.5,
+        bounds=(0.5, 4.0),
+    )
+    assert (got.scale, got.tail) == pytest.approx((1.0, 1.3))
