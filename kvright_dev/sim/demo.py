@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return None
 
         until("a first plan", lambda: (get().get("status") or {}).get("plan"), 1)
-        print("\nfirst plan (from the roofline, before any measurement):")
+        print("\nfirst plan (from the serving model, before any measurement):")
         print(_summary(get()).split("\n")[0])
         load = LoadGenerator(
             lambda: runner.endpoints(namespace, "chat"),
