@@ -263,9 +263,16 @@ def _desire(facts: Facts) -> Desired:
                 )
             )
     prediction = result.prediction
+    # Fewer replicas than planned (replicas.max, a pinned count): the serving model adds the wait for a
+    # seat to the predicted TTFT (a closed loop at its seats, Little's law).
+    ttft_seconds = prediction.point.ttft_seconds(
+        prediction.percentile,
+        in_flight=spec.workload.concurrency / max(1, replicas),
+        max_num_seqs=chosen.max_num_seqs,
+    )
     memory = result.memory
     weight_total = capacity.weight_bytes(arch)
-    longest_request = prediction.ttft_seconds + spec.workload.output_tokens * max(
+    longest_request = ttft_seconds + spec.workload.output_tokens * max(
         prediction.tpot_seconds, slo.tpot_seconds or 0.0
     )
     token = spec.model.architecture.hub_token
@@ -301,7 +308,7 @@ def _desire(facts: Facts) -> Desired:
         "tpotMilliseconds": _ms(prediction.tpot_seconds),
         "tpotMeanMilliseconds": _ms(prediction.tpot_mean_seconds),
         "tpotHistogramMilliseconds": _ms(prediction.tpot_histogram_seconds),
-        "ttftMilliseconds": _ms(prediction.ttft_seconds),
+        "ttftMilliseconds": _ms(ttft_seconds),
         "outputTokensPerSecond": round(prediction.output_tokens_per_second, 1),
         "batchPerReplica": prediction.batch_per_replica,
         "kvCacheTokensPerReplica": result.kv_cache_tokens_per_replica,

@@ -208,6 +208,16 @@ def test_replicas_capped_warns_once() -> None:
     assert again.events == ()
 
 
+def test_capped_replicas_add_the_wait_for_a_seat_to_the_predicted_ttft() -> None:
+    """Concurrency 4000 on 2 replicas: most requests wait for a seat, and the TTFT in status says so
+    (Little's law over the seats); with the planned replicas nobody waits."""
+    load = llmd("a").model("llama-3.1-8b").gpu(H100).concurrency(4000)
+    capped = desire(facts(load.replicas(1, 2).spec())).fields["prediction"]
+    free = desire(facts(load.replicas(1, 64).spec())).fields["prediction"]
+    assert free["plannedReplicas"] <= 64
+    assert capped["ttftMilliseconds"] > 10 * free["ttftMilliseconds"]
+
+
 def test_feedback_overrides_feed_the_planner() -> None:
     base = desire(facts(LLAMA70.spec()))
     slower = capacity.Calibration(scale=1.5, tail=1.1)
