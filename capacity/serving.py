@@ -10,19 +10,23 @@ status and the CLI call it; nothing else derives a step time or a memory bound. 
   roofline in :class:`~capacity.roofline.StepModel`.
 * **The steady state at a batch** (:meth:`ServingModel.at`): with ``b`` sequences running, ``b /
   output_tokens`` of them finish, and as many prompts arrive, per step. Each prompt is prefilled in
-  ``m = ceil(prompt / (mnbt - b))`` chunk steps, so a fraction ``f = min(1, (b / output) x m)`` of
-  steps carries a prefill chunk and takes ``t1``; the rest take ``t0``. A request's TPOT is the mean of
-  its ``n = output - 1`` steps after the first token: ``mean = t0 + f (t1 - t0)`` and, as the number of
-  chunk steps it meets is binomial, ``sd = (t1 - t0) sqrt(f (1 - f) / n)``. The TPOT at percentile
-  ``p`` is ``mean + z_p sd`` (normal approximation; ``z_50 = 0``), so a wider tail shows at p99, not at
-  p50, and shrinks for long outputs.
-* **Time to first token**: the prompt's ``m`` chunk steps, plus the wait for a slot when more
-  sequences are in flight than ``--max-num-seqs`` (a closed loop: ``wait = service x (n / seqs - 1)``),
-  plus, at a percentile above ``1 - f``, one more prompt's chunks ahead in the queue.
+  ``m = ceil(prompt / (mnbt - b))`` equal chunk steps; the chunks a step carries are Poisson with mean
+  ``mu = (b / output) x m``, capped at what the budget holds (work the cap turns away is carried into
+  later steps). The mean step time over that distribution is the mean TPOT; a request's TPOT averages
+  its ``n = output - 1`` steps, so its standard deviation is the step's over ``sqrt(n)``. The TPOT at
+  percentile ``p`` is ``mean + z_p x tail x sd`` (normal approximation; ``z_50 = 0``), so a wider tail
+  shows at p99, not at p50, and shrinks for long outputs.
+* **As Prometheus reads it**: :func:`histogram_quantile` over vLLM's TPOT buckets
+  (:data:`TPOT_HISTOGRAM_BUCKETS`) gives the reading an observation will report; the calibration is
+  learned against that reading, the plan is sized on the engine's percentile.
+* **Time to first token**: the prompt's ``m`` chunk steps (each carrying the other prompts' chunks in
+  flight), plus the wait for a seat when more sequences are in flight than ``--max-num-seqs`` (a closed
+  loop: ``wait = service x (in_flight / seqs - 1)``), plus, at a percentile above the share of steps
+  without a chunk, one more prompt's chunks ahead of it.
 * **Calibration** (:class:`Calibration`): what the feedback loop learns, applied by the same formula
-  that predicts: ``scale`` multiplies every step time (bandwidth the engine actually reaches), ``tail``
-  multiplies the percentile over the mean (jitter the model does not see). :func:`learn` updates it from
-  an observed mean and percentile at the batch that was served.
+  that predicts: ``scale`` multiplies every step time (bandwidth and overheads the engine actually
+  reaches), ``tail`` multiplies the spread of a request's TPOT. :func:`learn` updates it from an observed
+  mean and percentile reading at the batch that was served.
 
 Pure: no IO, no clock.
 """
