@@ -330,7 +330,7 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
             events=tuple(events),
         )
 
-    decision = _control(facts, spec, arch, plan, prediction, obs, history, feedback, now)
+    decision = _control(facts, spec, arch, plan, obs, history, feedback, now)
     slo_condition = _slo_condition(decision, obs, spec)
     adjust = spec.feedback.mode == "Adjust"
     if adjust and decision.changes_plan:
@@ -484,7 +484,6 @@ def _control(
     spec: LLMDeploymentSpec,
     arch: capacity.Architecture,
     plan: Mapping[str, Any],
-    prediction: Mapping[str, Any],
     obs: Observation,
     history: History,
     feedback: FeedbackFacts,
