@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from capacity import UNCALIBRATED, Calibration, learn
+from capacity import UNCALIBRATED, Calibration, largest_within, learn
 from kvright.reasons import Reason
 
 if TYPE_CHECKING:  # a typed value only; importing the IO module at runtime would drag `requests` in
@@ -233,21 +233,11 @@ class Decision:
 def target_batch(predict: Callable[[int], float], *, budget_seconds: float, limit: int) -> int:
     """Largest batch b in [1, limit] with predict(b) <= budget_seconds; 0 when even b=1 is too slow.
 
-    `predict` must be non-decreasing in b (decode steps get slower with batch), so bisection is exact.
+    `predict` must be non-decreasing in b (decode steps get slower with batch); the search is the
+    planner's (:func:`capacity.largest_within`), so both size batches the same way.
     """
     budget = budget_seconds * (1.0 + 1e-9)  # a prediction equal to the budget fits, float rounding aside
-    if limit < 1 or predict(1) > budget:
-        return 0
-    if predict(limit) <= budget:
-        return limit
-    low, high = 1, limit  # predict(low) fits, predict(high) does not
-    while high - low > 1:
-        mid = (low + high) // 2
-        if predict(mid) <= budget:
-            low = mid
-        else:
-            high = mid
-    return low
+    return max(0, largest_within(1, limit, predict, budget))
 
 
 def _ms(seconds: float) -> str:
