@@ -15,12 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capacity.errors import CapacityError
+from capacity.quantization import WeightFormat
 
-__all__ = ["GPU", "gpu_ids", "gpu_spec"]
+__all__ = ["GPU", "gpu_ids", "gpu_spec", "native_support"]
 
 MiB = 2**20
 TB = 10**12
 GB = 10**9
+
+#: Native weight formats by generation (tensor-core data types vLLM's fast kernels use).
+AMPERE_FORMATS = frozenset({"int8", "int4"})
+HOPPER_ADA_FORMATS = frozenset({"fp8", "int8", "int4"})  # sm89 / sm90: FP8 tensor cores, no FP4
+BLACKWELL_FORMATS = frozenset({"fp8", "fp4", "mxfp8", "int8", "int4"})  # sm100: FP4 and MX block scales
+CDNA3_FORMATS = frozenset({"fp8", "int8", "int4"})  # MI300X: fp8 (e4m3fnuz), no FP4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +58,17 @@ class GPU:
     large_gpu_defaults: bool
     """vLLM's ``vllm serve`` picks the large defaults (max_num_batched_tokens 8192) for this GPU:
     >= 70 GiB and not an A100 (vLLM ``engine/arg_utils.py``)."""
+    native_formats: frozenset[str] = frozenset()
+    """Quantized weight formats whose fast kernels run natively (``WeightFormat.compute_format``): ``int8``
+    and ``int4`` everywhere here, ``fp8`` with fp8 tensor cores (Hopper, Ada, Blackwell, CDNA3), ``fp4`` and
+    ``mxfp8`` on Blackwell only. Left empty, it is derived from ``supports_fp8``."""
+    vendor: str = "nvidia"
+    """``nvidia`` or ``amd``: which kernels vLLM falls back to for a format the GPU lacks."""
+
+    def __post_init__(self) -> None:
+        if not self.native_formats:
+            derived = {"int8", "int4"} | ({"fp8"} if self.supports_fp8 else set())
+            object.__setattr__(self, "native_formats", frozenset(derived))
 
     @property
     def cuda_total_bytes(self) -> int:
@@ -75,6 +93,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=450 * GB,  # 900 GB/s bidirectional NVLink 4
         supports_fp8=True,
         large_gpu_defaults=True,
+        native_formats=HOPPER_ADA_FORMATS,
     ),
     # Same datasheet, "H100 PCIe": 80 GB HBM2e, 2.0 TB/s, BF16 1,513 / FP8 3,026 TFLOPS sparse; NVLink
     # bridge 600 GB/s between pairs only, so the node-wide link is PCIe Gen5 x16 (64 GB/s per direction).
@@ -90,6 +109,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=64 * GB,
         supports_fp8=True,
         large_gpu_defaults=True,
+        native_formats=HOPPER_ADA_FORMATS,
     ),
     # NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): 141 GB HBM3e, 4.8 TB/s, same Hopper
     # compute as H100 SXM, NVLink 900 GB/s. nvidia-smi: 143771 MiB.
@@ -105,6 +125,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=450 * GB,
         supports_fp8=True,
         large_gpu_defaults=True,
+        native_formats=HOPPER_ADA_FORMATS,
     ),
     # NVIDIA A100 datasheet (nvidia.com/en-us/data-center/a100): 80 GB HBM2e 2,039 GB/s, 40 GB HBM2
     # 1,555 GB/s, BF16 312 TFLOPS dense, no fp8, NVLink 3 600 GB/s. nvidia-smi: 81920 / 40960 MiB.
@@ -120,6 +141,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=300 * GB,
         supports_fp8=False,
         large_gpu_defaults=False,  # vLLM keeps A100-80GB in the small tier (mnbt 2048)
+        native_formats=AMPERE_FORMATS,
     ),
     GPU(
         id="a100-40gb",
@@ -133,6 +155,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=300 * GB,
         supports_fp8=False,
         large_gpu_defaults=False,
+        native_formats=AMPERE_FORMATS,
     ),
     # NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s): 48 GB GDDR6, 864 GB/s, BF16 733 / FP8
     # 1,466 TFLOPS sparse (362/733 dense), no NVLink: PCIe Gen4 x16 32 GB/s per direction. nvidia-smi 46068
@@ -149,6 +172,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=32 * GB,
         supports_fp8=True,
         large_gpu_defaults=False,
+        native_formats=HOPPER_ADA_FORMATS,
     ),
     # NVIDIA L4 datasheet (nvidia.com/en-us/data-center/l4): 24 GB GDDR6, 300 GB/s, BF16 242 / FP8 485
     # TFLOPS sparse (121/242.5 dense), PCIe Gen4 x16. nvidia-smi 23034 MiB.
@@ -164,6 +188,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=32 * GB,
         supports_fp8=True,
         large_gpu_defaults=False,
+        native_formats=HOPPER_ADA_FORMATS,
     ),
     # NVIDIA DGX B200 / HGX B200 spec (nvidia.com/en-us/data-center/dgx-b200): 180 GB HBM3e per GPU, 8 TB/s,
     # FP8 9 PFLOPS and BF16 4.5 PFLOPS sparse per GPU (4.5 / 2.25 dense), NVLink 5 1.8 TB/s. nvidia-smi 183359
@@ -180,6 +205,7 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=900 * GB,
         supports_fp8=True,
         large_gpu_defaults=True,
+        native_formats=BLACKWELL_FORMATS,
     ),
     # AMD Instinct MI300X datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html): 192 GB
     # HBM3,
@@ -197,6 +223,8 @@ _GPUS: tuple[GPU, ...] = (
         interconnect_bytes_per_second=448 * GB,
         supports_fp8=True,
         large_gpu_defaults=True,
+        native_formats=CDNA3_FORMATS,
+        vendor="amd",
     ),
 )
 
@@ -228,3 +256,45 @@ def gpu_spec(id_or_label: str) -> GPU:
             "or a GPU Feature Discovery product label such as NVIDIA-H100-80GB-HBM3"
         )
     return gpu
+
+
+def native_support(gpu: GPU, fmt: WeightFormat) -> str | None:
+    """None when ``gpu`` runs ``fmt``'s fast kernel natively (or nothing is quantized); else one sentence
+    saying which slower path vLLM 0.32 takes. From vLLM's kernel tables (``kernels/linear/__init__.py``):
+    FP8 without FP8 tensor cores falls to ``MarlinFP8ScaledMMLinearKernel`` (and fbgemm's ``use_marlin``
+    below sm89), NVFP4 to ``MarlinNvFp4LinearKernel`` (it logs "Your GPU does not have native support for FP4
+    computation"), MXFP8 to ``MarlinMxfp8LinearKernel``; ROCm has only emulation for NVFP4 and MXFP8.
+    Weight-only formats (W4A16, W8A16, gpt-oss MXFP4, whose backends run bf16 activations even on
+    Blackwell) compute in bf16 on every GPU, so NVIDIA GPUs run them as intended."""
+    wanted = fmt.compute_format
+    if wanted is None or wanted in gpu.native_formats:
+        return None
+    amd = gpu.vendor == "amd"
+    if fmt.weight_only and not amd:
+        return None  # Marlin / Triton W4A16 and W8A16 kernels: sm75 and newer
+    if wanted == "fp8":
+        return (
+            f"{gpu.name} has no FP8 tensor cores: vLLM runs the FP8 weights through the Marlin weight-only "
+            "kernel (dequantized to bf16 in the matmul), so they save memory but compute at bf16 speed"
+        )
+    if wanted == "fp4":
+        if amd:
+            return (
+                f"{gpu.name} has no FP4 support in vLLM's ROCm kernels: it emulates {fmt.method} by "
+                "dequantizing the weights to bf16 for every matmul, much slower than bf16 weights"
+            )
+        return (
+            f"{gpu.name} has no FP4 tensor cores: vLLM runs the {fmt.method} weights through the Marlin "
+            "weight-only kernel (W4A16, bf16 activations), so they save memory but prefill computes at "
+            "bf16 speed"
+        )
+    if wanted == "mxfp8":
+        if amd:
+            return (
+                f"{gpu.name} runs MXFP8 weights only by emulation in vLLM (dequantized to bf16), much slower"
+            )
+        return (
+            f"{gpu.name} has no MXFP8 tensor cores: vLLM runs the weights through the Marlin MXFP8 "
+            "weight-only kernel, so they save memory but compute at bf16 speed"
+        )
+    return f"{gpu.name} has no native {wanted} kernel in vLLM: expect a slower fallback path"

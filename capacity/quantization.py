@@ -1,0 +1,1052 @@
+"""How a checkpoint stores its weights on the GPU: the quantization method, which modules it quantizes, and
+the bytes one weight of each module kind occupies once vLLM 0.32 has loaded it.
+
+One reader, :func:`weight_format`, reads the ``quantization_config`` block of ``config.json`` (at the top
+level, under ``text_config``, or the ``compression_config`` key older compressed-tensors files use) and,
+when the config has none, NVIDIA ModelOpt's ``hf_quant_config.json`` -- the order vLLM's config loader uses
+(``transformers_utils/config.py``: "ModelOpt 0.29.0 and before saves the quantization config in a separate
+hf_quant_config.json"). Method names are normalized as vLLM does (``model_arch_config_convertor.py``): lower
+case, ``compressed_tensors`` -> ``compressed-tensors``, a ModelOpt producer -> ``modelopt`` / ``modelopt_fp4``
+by ``quant_algo``.
+
+What each method stores, from vLLM 0.32's ``model_executor/layers/quantization`` (the bytes are what the
+kernels keep after ``process_weights_after_loading``; scales, zero points and global scales are amortized per
+weight):
+
+========================  =====================================================================  ============
+method                    stored per weight                                                      bf16 model
+========================  =====================================================================  ============
+``fp8``                   1 byte; fp32 scale per tensor, or per ``[n, k]`` block                 1.0 / 1.00024
+``fbgemm_fp8``            1 byte; fp32 scale per output row                                      1.00098
+``awq`` (4-bit only)      int4 packed in int32; model-dtype scale + 4-bit zero per group         0.51953 g128
+``gptq`` (sym only)       int4/int8 packed in int32; model-dtype scale per group (Marlin drops   0.51563 g128
+                          the qzeros of symmetric checkpoints after loading)
+``mxfp4``                 routed experts only: 4 bits + one e8m0 byte per 32 (4.25 bits)         0.53125
+``modelopt_nvfp4``        4 bits + one fp8 scale per 16 (4.5 bits) + an fp32 global per tensor   0.5625
+``modelopt_fp8``          1 byte; fp32 per tensor (``FP8``), per row, or per 128x128 block       1.0
+``compressed-tensors``    per config group: the same layouts (wNa16 int, w8a8 int8/fp8, NVFP4,
+                          MXFP4), ``ignore`` left in the model dtype
+========================  =====================================================================  ============
+
+Module kinds a method does not quantize (``ignore`` / ``modules_to_not_convert`` / ``exclude_modules`` /
+GPTQ ``dynamic`` negative rules, or the method's own rule: mxfp4 only touches routed experts, fbgemm only
+linear layers, embeddings always stay, lm_head only where the config says) weigh ``model_dtype_bytes``.
+
+Approximations, each well under the 5% the planner needs:
+
+* A scale per output row is amortized over :data:`PER_ROW_IN_FEATURES` input features (the kind's real width
+  is not known here): one fp32 scale per 4096 weights is 0.1%; at real widths (2048-18432) it is 0.2%-0.02%.
+* Per-tensor scales are 0 bytes. Marlin / CUTLASS tile padding of odd widths is not counted.
+* Ignore lists are matched against canonical module names (Llama/Qwen/DeepSeek/Mixtral/Llama 4/gpt-oss/
+  Nemotron-H/Qwen3-Next naming, with the ``model.``, ``model.language_model.``, ``language_model.model.`` and
+  ``backbone.`` roots). An entry that names only some projections of a module kind in a layer (``q_proj`` of
+  layer 0) leaves that share unquantized with an even split per projection: q/k/v/o differ in size, so this
+  is approximate for partial listings, exact for whole-module ones (the common case).
+* The MoE router stays in the model dtype everywhere (real checkpoints keep it so; several vLLM models build
+  it without a quant config); it is hidden x experts per layer, a rounding error.
+* The vision tower counts as one unit: only an entry that covers the tower (not just the projector) leaves it
+  unquantized.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal, get_args
+
+from capacity.errors import ConfigError
+
+__all__ = [
+    "ACCEPTED_METHODS",
+    "MODULE_KINDS",
+    "ONLINE_FP8",
+    "PER_ROW",
+    "PER_ROW_IN_FEATURES",
+    "PER_TENSOR",
+    "UNQUANTIZED",
+    "ModuleKind",
+    "Rule",
+    "Scheme",
+    "WeightFormat",
+    "weight_format",
+]
+
+ModuleKind = Literal[
+    "attention",
+    "mlp",
+    "experts",
+    "shared_experts",
+    "router",
+    "embedding",
+    "lm_head",
+    "mamba",
+    "vision",
+    "indexer",
+]
+"""Where a weight lives: ``attention`` q/k/v/o (and MLA) projections; ``mlp`` dense gate/up/down; ``experts``
+routed experts; ``shared_experts``; ``router`` the MoE gate; ``embedding``; ``lm_head``; ``mamba`` Mamba /
+linear-attention projections; ``vision`` the vision tower and projector; ``indexer`` DeepSeek-V3.2's sparse
+attention indexer. Norms, biases and conv1d weights are never quantized and are not a kind."""
+
+MODULE_KINDS: tuple[ModuleKind, ...] = get_args(ModuleKind)
+
+#: Kinds that sit inside a decoder layer (the others: embedding, lm_head, vision).
+_LAYERED: frozenset[ModuleKind] = frozenset(
+    {"attention", "mlp", "experts", "shared_experts", "router", "mamba", "indexer"}
+)
+#: What vLLM builds as ``LinearBase`` layers with the model's quant config (routed experts are a
+#: ``RoutedExperts`` layer; the router is left out, see the module docstring).
+_LINEAR: frozenset[ModuleKind] = frozenset(
+    {"attention", "mlp", "shared_experts", "mamba", "indexer", "vision"}
+)
+_LINEAR_AND_EXPERTS: frozenset[ModuleKind] = _LINEAR | {"experts"}
+_DECODER_LINEAR_AND_EXPERTS: frozenset[ModuleKind] = _LINEAR_AND_EXPERTS - {"vision"}
+
+PER_TENSOR = 0
+"""``Scheme.weights_per_scale`` for one scale per tensor (amortized to 0)."""
+PER_ROW = -1
+"""``Scheme.weights_per_scale`` for one scale per output row (amortized over :data:`PER_ROW_IN_FEATURES`)."""
+PER_ROW_IN_FEATURES = 4096
+"""Input width assumed to amortize a per-row scale: a 4-byte scale per row adds 4 / 4096 = 0.1% per weight."""
+
+#: A decoder layer index no real model has: the "any layer" a query without a layer is answered for, so
+#: ignore entries that name specific layers do not apply and patterns over all layers do.
+_ANY_LAYER = 987654
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scheme:
+    """How one quantized weight is stored: its bits plus the scale (and zero point) shared by a group."""
+
+    weight_bits: int
+    """Bits of the weight itself (8 for fp8/int8, 4 for int4/fp4; packed into int32/uint8 without waste)."""
+    scale_bytes: float | None
+    """Bytes of one scale (4: fp32, 1: fp8/e8m0); None: the model dtype (AWQ/GPTQ/wNa16 group scales)."""
+    weights_per_scale: int
+    """Weights sharing one scale: a group size, ``n * k`` for blocks, :data:`PER_ROW`, :data:`PER_TENSOR`."""
+    zero_point_bits: int = 0
+    """Bits of one zero point per scale (asymmetric integer schemes); 0 when symmetric."""
+
+    def bytes_per_parameter(self, model_dtype_bytes: int) -> float:
+        """``weight_bits / 8 + (scale + zero point) / weights_per_scale``."""
+        scale = model_dtype_bytes if self.scale_bytes is None else self.scale_bytes
+        per_scale = scale + self.zero_point_bits / 8
+        if self.weights_per_scale == PER_TENSOR:
+            overhead = 0.0
+        elif self.weights_per_scale == PER_ROW:
+            overhead = per_scale / PER_ROW_IN_FEATURES
+        else:
+            overhead = per_scale / self.weights_per_scale
+        return self.weight_bits / 8 + overhead
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """Modules a pattern list selects, and what they get: the first rule that names a module decides."""
+
+    patterns: tuple[str, ...] = ()
+    """Module-name patterns: ``re:`` regexes (matched from the start, as vLLM's ``re.match``), globs with
+    ``*`` (a module and its subtree), or plain names matched at dot boundaries anywhere in the name
+    (``lm_head``, ``mlp.gate``, ``model.layers.3.self_attn``)."""
+    kinds: frozenset[ModuleKind] = frozenset()
+    """Kinds selected whatever their name (compressed-tensors class targets such as ``Linear``)."""
+    scheme: Scheme | None = None
+    """The storage of the selected modules; None leaves them in the model dtype."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightFormat:
+    """The weight format of one checkpoint as vLLM 0.32 loads it."""
+
+    method: str
+    """``none``, ``fp8``, ``fbgemm_fp8``, ``compressed-tensors``, ``awq``, ``gptq``, ``mxfp4``, ``mxfp8``,
+    ``modelopt_fp8``, ``modelopt_nvfp4``, ``modelopt_mxfp8``, or ``fp8_per_tensor`` (online, at load)."""
+    label: str
+    """One line for people: ``AWQ 4-bit, group 128, zero points``, ``fp8 128x128 blocks``."""
+    weight_block_size: tuple[int, int] | None = None
+    """FP8 block quantization ``[n, k]``: each TP rank's share of a column-parallel width must be a multiple
+    of ``n`` (vLLM ``validate_fp8_block_shape``)."""
+    compute_format: str | None = None
+    """What the GPU must run natively for the fast kernel: ``fp8``, ``fp4``, ``mxfp8``, ``int8``, ``int4``;
+    None when nothing is quantized."""
+    weight_only: bool = False
+    """Activations stay in the model dtype (W4A16 / W8A16): the matmul runs at bf16 speed, only the weight
+    reads shrink."""
+    kv_cache_dtype: str | None = None
+    """The KV-cache dtype ``--kv-cache-dtype auto`` resolves to for this checkpoint (ModelOpt
+    ``kv_cache_quant_algo``, compressed-tensors ``kv_cache_scheme``); None: the model dtype."""
+    scheme: Scheme | None = None
+    """Storage of the modules the method quantizes by default (``default_kinds``) when no rule names them."""
+    default_kinds: frozenset[ModuleKind] = frozenset()
+    """Kinds the method quantizes unless a rule says otherwise."""
+    rules: tuple[Rule, ...] = ()
+    """Ignore lists and per-module overrides, in precedence order."""
+    warnings: tuple[str, ...] = ()
+    """What the operator should know before serving it (deprecated methods, flags needed)."""
+
+    def bytes_per_parameter(self, module: ModuleKind, *, layer: int | None, model_dtype_bytes: int) -> float:
+        """Bytes one weight of ``module`` in decoder layer ``layer`` (None: not in a layer, or any layer)
+        occupies on the GPU as vLLM loads it, scales and zero points amortized per weight; the mean over the
+        module's projections when the checkpoint leaves some of them unquantized."""
+        parts = self._resolve(module, layer)
+        return sum(
+            model_dtype_bytes if s is None else s.bytes_per_parameter(model_dtype_bytes) for s in parts
+        ) / len(parts)
+
+    def quantizes(self, module: ModuleKind, *, layer: int | None) -> bool:
+        """Whether any projection of ``module`` in ``layer`` is stored quantized."""
+        return any(s is not None for s in self._resolve(module, layer))
+
+    def _resolve(self, module: ModuleKind, layer: int | None) -> tuple[Scheme | None, ...]:
+        if module not in MODULE_KINDS:
+            raise ValueError(f"unknown module kind {module!r}; expected one of {', '.join(MODULE_KINDS)}")
+        return _resolve(self, module, layer if module in _LAYERED else None)
+
+
+UNQUANTIZED = WeightFormat(method="none", label="unquantized (model dtype)")
+
+_FP8_PER_TENSOR = Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=PER_TENSOR)
+_FP8_PER_ROW = Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=PER_ROW)
+_MXFP4 = Scheme(weight_bits=4, scale_bytes=1, weights_per_scale=32)
+_MXFP8 = Scheme(weight_bits=8, scale_bytes=1, weights_per_scale=32)
+
+ONLINE_FP8 = WeightFormat(
+    method="fp8_per_tensor",
+    label="fp8 per-tensor, quantized at load (--quantization fp8_per_tensor)",
+    compute_format="fp8",
+    scheme=_FP8_PER_TENSOR,
+    default_kinds=_LINEAR_AND_EXPERTS,
+    warnings=(
+        "vLLM 0.32 refuses --quantization fp8 on an unquantized checkpoint; "
+        "--quantization fp8_per_tensor quantizes it at load",
+    ),
+)
+"""An unquantized checkpoint served with ``--quantization fp8_per_tensor`` (vLLM 0.32's ``Fp8Config`` raises
+"no longer supports online quantization" for ``--quantization fp8``; ``online/base.py``): every
+``LinearBase`` (vision towers included: Qwen2.5/3-VL, Gemma 3, LLaVA and Mistral 3 build them with the quant
+config) and the routed experts in per-tensor fp8, quantized layer by layer as they load; embeddings, lm_head
+and the router stay in the model dtype."""
+
+
+# ----- module names -----------------------------------------------------------------------------------------
+_ROOTS = ("model.layers", "model.language_model.layers", "language_model.model.layers", "backbone.layers")
+_ATTN = ("self_attn", "attn", "mixer", "attention")
+_MLP = ("mlp", "feed_forward", "mixer", "ffn")
+_MOE = ("mlp", "block_sparse_moe", "feed_forward", "mixer", "moe")
+
+
+def _leaves(containers: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(f"{c}.{n}" for c in containers for n in names)
+
+
+def _expert_leaves(projections: Sequence[str]) -> tuple[str, ...]:
+    # the fused module vLLM builds, then one checkpoint expert's projections
+    return _leaves(_MOE, ("experts",)) + _leaves(_MOE, tuple(f"experts.0.{p}" for p in projections))
+
+
+#: Per kind: alternative families (naming schemes) of parts, each part a tuple of name spellings relative to
+#: the layer (``self_attn.q_proj``) or, for kinds outside layers, whole names. A pattern that names a part in
+#: any spelling names that part; a family's parts share the kind's weight evenly.
+_FAMILIES: dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]] = {
+    "attention": (
+        (
+            _leaves(_ATTN, ("q_proj", "qkv_proj", "query_key_value", "wq")),
+            _leaves(_ATTN, ("k_proj", "qkv_proj", "query_key_value", "wk")),
+            _leaves(_ATTN, ("v_proj", "qkv_proj", "query_key_value", "wv")),
+            _leaves(_ATTN, ("o_proj", "out_proj", "dense", "wo")),
+        ),
+        (  # MLA (DeepSeek V2/V3, Kimi K2)
+            _leaves(_ATTN, ("q_a_proj", "fused_qkv_a_proj")),
+            _leaves(_ATTN, ("q_b_proj",)),
+            _leaves(_ATTN, ("kv_a_proj_with_mqa", "fused_qkv_a_proj")),
+            _leaves(_ATTN, ("kv_b_proj",)),
+            _leaves(_ATTN, ("o_proj",)),
+        ),
+    ),
+    "mlp": (
+        (
+            _leaves(_MLP, ("gate_proj", "gate_up_proj", "w1", "fc1")),
+            _leaves(_MLP, ("up_proj", "gate_up_proj", "w3", "fc1")),
+            _leaves(_MLP, ("down_proj", "w2", "fc2")),
+        ),
+    ),
+    "experts": (
+        (
+            _expert_leaves(("gate_proj", "w1", "gate_up_proj")),
+            _expert_leaves(("up_proj", "w3", "gate_up_proj")),
+            _expert_leaves(("down_proj", "w2")),
+        ),
+    ),
+    "shared_experts": (
+        (
+            _leaves(
+                _MOE, ("shared_experts.gate_proj", "shared_expert.gate_proj", "shared_experts.gate_up_proj")
+            ),
+            _leaves(_MOE, ("shared_experts.up_proj", "shared_expert.up_proj", "shared_experts.gate_up_proj")),
+            _leaves(_MOE, ("shared_experts.down_proj", "shared_expert.down_proj")),
+        ),
+    ),
+    "router": ((_leaves(_MOE, ("gate", "router", "shared_expert_gate")),),),
+    "mamba": (
+        (  # Mamba-2 (Nemotron-H's mixer, Granite 4 / Jamba's mamba)
+            _leaves(("mamba", "mixer", "mamba_mixer"), ("in_proj",)),
+            _leaves(("mamba", "mixer", "mamba_mixer"), ("out_proj",)),
+        ),
+        (  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+            _leaves(("linear_attn",), ("in_proj_qkvz", "in_proj_qkv", "in_proj_z")),
+            _leaves(("linear_attn",), ("in_proj_ba", "in_proj_b", "in_proj_a")),
+            _leaves(("linear_attn",), ("out_proj",)),
+        ),
+    ),
+    "indexer": (
+        (
+            _leaves(("self_attn.indexer", "attn.indexer"), ("wq_b",)),
+            _leaves(("self_attn.indexer", "attn.indexer"), ("wk",)),
+            _leaves(("self_attn.indexer", "attn.indexer"), ("weights_proj",)),
+        ),
+    ),
+    "embedding": (
+        (
+            (
+                "model.embed_tokens",
+                "model.language_model.embed_tokens",
+                "language_model.model.embed_tokens",
+                "backbone.embeddings",
+                "transformer.wte",
+            ),
+        ),
+    ),
+    "lm_head": ((("lm_head", "language_model.lm_head", "model.lm_head"),),),
+    "vision": (
+        (
+            (
+                "visual.blocks.0.attn.qkv",
+                "model.visual.blocks.0.attn.qkv",
+                "vision_tower.vision_model.encoder.layers.0.self_attn.q_proj",
+                "model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj",
+                "vision_model.encoder.layers.0.self_attn.q_proj",
+                "model.vision_model.encoder.layers.0.self_attn.q_proj",
+                "vision_tower.transformer.layers.0.attention.q_proj",
+                "model.vision_tower.transformer.layers.0.attention.q_proj",
+                "vision_encoder.transformer.layers.0.attention.wq",
+            ),
+        ),
+    ),
+}
+
+
+def _spellings(module: ModuleKind, family: int, part: int, layer: int | None) -> tuple[str, ...]:
+    leaves = _FAMILIES[module][family][part]
+    if module not in _LAYERED:
+        return leaves
+    index = _ANY_LAYER if layer is None else layer
+    return tuple(f"{root}.{index}.{leaf}" for root in _ROOTS for leaf in leaves)
+
+
+# A plain entry inside a decoder layer: an optional language-model root, ``layers.N``, an optional tail.
+_LAYER_ENTRY = re.compile(
+    r"^(?:(?:model|language_model|backbone|transformer)\.){0,3}(?:layers|h)\.(\d+)(?:\.(.+))?$"
+)
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    text: str
+    regex: re.Pattern[str] | None
+    """re: and glob entries, compiled."""
+    layer: int | None
+    """Plain entries naming one decoder layer."""
+    tail: str
+    """Plain entries: what follows ``layers.N.`` (empty: the whole layer), or the whole entry."""
+
+    @property
+    def layer_specific(self) -> bool:
+        """Whether the entry can select some layers and not others (a layer number, or digits in a regex)."""
+        if self.regex is None:
+            return self.layer is not None
+        return any(ch.isdigit() for ch in self.text)
+
+    def matches(self, module: ModuleKind, family: int, part: int, layer: int | None) -> bool:
+        if self.regex is not None:
+            return any(self.regex.match(s) for s in _spellings(module, family, part, layer))
+        if self.layer is not None:
+            if module not in _LAYERED or layer != self.layer:
+                return False
+            return not self.tail or any(_within(self.tail, leaf) for leaf in _FAMILIES[module][family][part])
+        return any(_within(self.tail, s) for s in _spellings(module, family, part, layer))
+
+
+def _within(entry: str, name: str) -> bool:
+    """``entry`` names ``name`` or an ancestor or a dotted run of its components (vLLM's substring rules,
+    kept to dot boundaries so ``mlp.gate`` is not ``mlp.gate_proj``)."""
+    return f".{entry}." in f".{name}."
+
+
+@lru_cache(maxsize=4096)
+def _compile(text: str) -> _Pattern:
+    if text.startswith("re:"):
+        return _Pattern(text, re.compile(text[3:]), None, text)
+    if "*" in text or "?" in text:
+        # a glob names a module and its subtree (ModelOpt's ``module_path*``, mxfp4's ``model.layers.*.mlp``)
+        body = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in text)
+        return _Pattern(text, re.compile(rf"(?:{body})(?:\..*)?\Z"), None, text)
+    m = _LAYER_ENTRY.match(text)
+    if m:
+        return _Pattern(text, None, int(m.group(1)), m.group(2) or "")
+    return _Pattern(text, None, None, text)
+
+
+@lru_cache(maxsize=1024)
+def _split(patterns: tuple[str, ...]) -> tuple[tuple[_Pattern, ...], dict[int, tuple[_Pattern, ...]]]:
+    """(patterns that select the same modules in every layer, layer-specific ones by layer; -1: any layer)."""
+    everywhere: list[_Pattern] = []
+    by_layer: dict[int, list[_Pattern]] = {}
+    for text in patterns:
+        p = _compile(text)
+        if not p.layer_specific:
+            everywhere.append(p)
+        else:
+            by_layer.setdefault(-1 if p.layer is None else p.layer, []).append(p)
+    return tuple(everywhere), {k: tuple(v) for k, v in by_layer.items()}
+
+
+Matches = tuple[tuple[bool, ...], ...]
+"""Per family, per part: whether a rule names that part."""
+
+
+@lru_cache(maxsize=65536)
+def _rule_matches(patterns: tuple[str, ...], module: ModuleKind, layer: int | None) -> Matches:
+    everywhere, by_layer = _split(patterns)
+    if module not in _LAYERED:
+        candidates = everywhere + tuple(p for ps in by_layer.values() for p in ps)
+    elif layer is None:
+        candidates = everywhere
+    else:
+        extra = by_layer.get(layer, ()) + by_layer.get(-1, ())
+        if not extra:  # the same answer as for any layer: share its cache entry
+            return _rule_matches(patterns, module, None)
+        candidates = everywhere + extra
+    return tuple(
+        tuple(any(p.matches(module, f, i, layer) for p in candidates) for i in range(len(parts)))
+        for f, parts in enumerate(_FAMILIES[module])
+    )
+
+
+@lru_cache(maxsize=65536)
+def _resolve(fmt: WeightFormat, module: ModuleKind, layer: int | None) -> tuple[Scheme | None, ...]:
+    """The scheme of each part of ``module`` in ``layer``: the first rule that names it, else the default."""
+    families = _FAMILIES[module]
+    per_rule: list[Matches] = []
+    for rule in fmt.rules:
+        if module in rule.kinds:
+            per_rule.append(tuple(tuple(True for _ in parts) for parts in families))
+        elif rule.patterns:
+            per_rule.append(_rule_matches(rule.patterns, module, layer))
+        else:
+            per_rule.append(tuple(tuple(False for _ in parts) for parts in families))
+    # the naming scheme the rules speak: the family with the most named parts (the first on a tie)
+    family = max(
+        range(len(families)),
+        key=lambda f: (sum(any(m[f][i] for m in per_rule) for i in range(len(families[f]))), -f),
+    )
+    default = fmt.scheme if module in fmt.default_kinds else None
+    resolved: list[Scheme | None] = []
+    for i in range(len(families[family])):
+        for rule, m in zip(fmt.rules, per_rule, strict=True):
+            if m[family][i]:
+                resolved.append(rule.scheme)
+                break
+        else:
+            resolved.append(default)
+    return tuple(resolved)
+
+
+# ----- reading the config ----------------------------------------------------------------------------------
+#: Methods :func:`weight_format` reads (vLLM 0.32 names, as the checkpoint spells them).
+ACCEPTED_METHODS: tuple[str, ...] = (
+    "awq",
+    "compressed-tensors",
+    "fbgemm_fp8",
+    "fp8",
+    "gptq",
+    "modelopt",
+    "modelopt_fp4",
+    "modelopt_mxfp8",
+    "mxfp4",
+    "mxfp8",
+)
+
+#: Methods vLLM 0.32 does not load (or kvright does not plan), with the reason.
+_REFUSED: dict[str, str] = {
+    "bitsandbytes": "vLLM 0.32 no longer loads bitsandbytes checkpoints (removed after RFC vllm#39583)",
+    "gguf": "vLLM 0.32 no longer loads GGUF checkpoints (removed after RFC vllm#39583)",
+    "hqq": "vLLM 0.32 does not load HQQ checkpoints",
+    "eetq": "vLLM 0.32 does not load EETQ checkpoints",
+    "marlin": "vLLM 0.32 has no standalone marlin checkpoint format",
+    "squeezellm": "vLLM 0.32 does not load SqueezeLLM checkpoints",
+    "aqlm": "vLLM 0.32 does not load AQLM checkpoints",
+}
+
+_ALGO_FIELDS = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "W4A16_NVFP4", "MXFP8")
+# vLLM's config loader maps a ModelOpt producer's quant_algo to a method and refuses the rest
+_MODELOPT_PRODUCER_ALGOS = {
+    "FP8": "modelopt",
+    "FP8_PER_CHANNEL_PER_TOKEN": "modelopt",
+    "FP8_PB_WO": "modelopt",
+    "NVFP4": "modelopt_fp4",
+}
+
+
+def weight_format(
+    config: Mapping[str, Any], *, hf_quant_config: Mapping[str, Any] | None = None
+) -> WeightFormat:
+    """The weight format of a checkpoint from its ``config.json`` (top-level or text-level) and, when present
+    beside it, ``hf_quant_config.json`` (read only when config.json has no quantization block, as vLLM does).
+    No quantization: :data:`UNQUANTIZED`. An unknown or unsupported method raises
+    :class:`~capacity.errors.ConfigError` on ``quantization_config.quant_method`` naming what is accepted; a
+    malformed field raises it naming the field."""
+    if not isinstance(config, Mapping):
+        raise ConfigError("config", f"is {config!r:.40}; expected an object")
+    block, where = _quantization_block(config, hf_quant_config)
+    if block is None:
+        return UNQUANTIZED
+    block = dict(block)
+    method = _normalized_method(block, where)
+    reader = _READERS.get(method)
+    if reader is None:
+        reason = _REFUSED.get(method, "unsupported")
+        raise ConfigError(
+            f"{where}.quant_method",
+            f"is {method!r} ({reason}); expected one of {', '.join(ACCEPTED_METHODS)}",
+        )
+    return reader(block, where)
+
+
+def _quantization_block(
+    config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | None
+) -> tuple[Mapping[str, Any] | None, str]:
+    scopes: list[tuple[Mapping[str, Any], str]] = [(config, "")]
+    for key in ("text_config", "llm_config"):
+        text = config.get(key)
+        if isinstance(text, Mapping):
+            scopes.append((text, f"{key}."))
+    for scope, prefix in scopes:
+        for key in (
+            "quantization_config",
+            "compression_config",
+        ):  # compression_config: older compressed-tensors
+            value = scope.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{prefix}{key}", f"is {value!r:.40}; expected an object")
+            return value, f"{prefix}{key}"
+    if hf_quant_config is not None:
+        if not isinstance(hf_quant_config, Mapping):
+            raise ConfigError("hf_quant_config.json", f"is {hf_quant_config!r:.40}; expected an object")
+        return hf_quant_config, "hf_quant_config.json"
+    return None, ""
+
+
+def _normalized_method(block: dict[str, Any], where: str) -> str:
+    producer = block.get("producer")
+    inner = block.get("quantization")
+    is_modelopt = (isinstance(producer, Mapping) and producer.get("name") == "modelopt") or (
+        isinstance(inner, Mapping) and "modelopt_quant_config" in inner
+    )
+    if is_modelopt:
+        if not isinstance(inner, Mapping):
+            raise ConfigError(
+                f"{where}.quantization", f"is {inner!r:.40}; expected an object with quant_algo"
+            )
+        algo = inner.get("quant_algo")
+        method = _MODELOPT_PRODUCER_ALGOS.get(str(algo).upper()) if algo is not None else None
+        if method is None:
+            raise ConfigError(
+                f"{where}.quantization.quant_algo",
+                f"is {algo!r}; vLLM 0.32 reads ModelOpt checkpoints with one of "
+                f"{', '.join(_MODELOPT_PRODUCER_ALGOS)}",
+            )
+        return method
+    value = block.get("quant_method")
+    if value is None:
+        raise ConfigError(
+            f"{where}.quant_method", f"is missing; expected one of {', '.join(ACCEPTED_METHODS)}"
+        )
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{where}.quant_method", f"is {value!r:.40}; expected one of {', '.join(ACCEPTED_METHODS)}"
+        )
+    return value.strip().lower().replace("compressed_tensors", "compressed-tensors")
+
+
+# ----- field readers ----------------------------------------------------------------------------------------
+def _get(
+    block: Mapping[str, Any], keys: Sequence[str], where: str, default: Any = ..., what: str = ""
+) -> Any:
+    for key in keys:
+        if block.get(key) is not None:
+            return block[key]
+    if default is ...:
+        raise ConfigError(f"{where}.{keys[-1]}", f"is missing; expected {what}")
+    return default
+
+
+def _int(
+    block: Mapping[str, Any], keys: Sequence[str], where: str, *, allowed: Sequence[int] = (), **kw: Any
+) -> int:
+    expected = f"one of {', '.join(map(str, allowed))}" if allowed else "a positive integer or -1"
+    value = _get(block, keys, where, what=expected, **kw)
+    field = f"{where}.{next((k for k in keys if k in block), keys[-1])}"
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(field, f"is {value!r:.40}; expected {expected}")
+    if allowed and value not in allowed:
+        raise ConfigError(field, f"is {value}; expected {expected}")
+    if (not allowed and value == 0) or value < -1:
+        raise ConfigError(field, f"is {value}; expected {expected}")
+    return value
+
+
+def _bool(block: Mapping[str, Any], keys: Sequence[str], where: str, **kw: Any) -> bool:
+    value = _get(block, keys, where, what="true or false", **kw)
+    if not isinstance(value, bool):
+        field = f"{where}.{next((k for k in keys if k in block), keys[-1])}"
+        raise ConfigError(field, f"is {value!r:.40}; expected true or false")
+    return value
+
+
+def _names(block: Mapping[str, Any], keys: Sequence[str], where: str) -> tuple[str, ...]:
+    key = next((k for k in keys if block.get(k) is not None), None)
+    if key is None:
+        return ()
+    value = block[key]
+    if isinstance(value, list) and all(isinstance(v, list) for v in value):  # GPTQ's list of lists
+        value = [v for sub in value for v in sub]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}.{key}", f"is {value!r:.60}; expected a list of module names")
+    return tuple(value)
+
+
+def _group_label(group: int) -> str:
+    return "per channel" if group == -1 else f"group {group}"
+
+
+# ----- one reader per method -------------------------------------------------------------------------------
+def _fp8(block: dict[str, Any], where: str) -> WeightFormat:
+    """``Fp8Config.from_config`` (fp8.py): activation_scheme static|dynamic; weight_block_size [n, k] (dynamic
+    activations only); ignored_layers, else modules_to_not_convert; store_dtype mxfp4 for the experts."""
+    scheme_name = _get(block, ("activation_scheme",), where, what="static or dynamic")
+    if scheme_name not in ("static", "dynamic"):
+        raise ConfigError(f"{where}.activation_scheme", f"is {scheme_name!r:.40}; expected static or dynamic")
+    raw_block = block.get("weight_block_size")
+    block_size: tuple[int, int] | None = None
+    if raw_block is not None:
+        if (
+            not isinstance(raw_block, list)
+            or len(raw_block) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in raw_block)
+        ):
+            raise ConfigError(
+                f"{where}.weight_block_size", f"is {raw_block!r:.40}; expected [n, k], e.g. [128, 128]"
+            )
+        if scheme_name != "dynamic":
+            raise ConfigError(
+                f"{where}.activation_scheme",
+                "is static; vLLM's block-wise fp8 (weight_block_size) needs dynamic activations",
+            )
+        block_size = (raw_block[0], raw_block[1])
+    ignored = _names(block, ("ignored_layers",), where) or _names(block, ("modules_to_not_convert",), where)
+    rules = [Rule(patterns=ignored)] if ignored else []
+    label = f"fp8 {block_size[0]}x{block_size[1]} blocks" if block_size else "fp8 per-tensor"
+    store = block.get("store_dtype")
+    if store is not None and store != "mxfp4":
+        raise ConfigError(f"{where}.store_dtype", f"is {store!r:.40}; expected mxfp4 or nothing")
+    if store == "mxfp4":
+        rules.append(Rule(kinds=frozenset({"experts"}), scheme=_MXFP4))
+        label += ", experts in MXFP4"
+    scheme = (
+        _FP8_PER_TENSOR
+        if block_size is None
+        else Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=block_size[0] * block_size[1])
+    )
+    return WeightFormat(
+        method="fp8",
+        label=label,
+        weight_block_size=block_size,
+        compute_format="fp8",
+        scheme=scheme,
+        default_kinds=_LINEAR_AND_EXPERTS,
+        rules=tuple(rules),
+    )
+
+
+def _fbgemm_fp8(block: dict[str, Any], where: str) -> WeightFormat:
+    """``FBGEMMFp8Config`` (fbgemm_fp8.py): fp8 weights with an fp32 scale per output row, linear layers only
+    (no MoE method), modules_to_not_convert matched exactly; deprecated in 0.32."""
+    ignored = _names(block, ("modules_to_not_convert",), where)
+    if "modules_to_not_convert" not in block:
+        _get(block, ("modules_to_not_convert",), where, what="a list of module names")
+    ub = _get(block, ("activation_scale_ub",), where, what="a number")
+    if isinstance(ub, bool) or not isinstance(ub, int | float) or not math.isfinite(ub) or ub <= 0:
+        raise ConfigError(f"{where}.activation_scale_ub", f"is {ub!r:.40}; expected a positive number")
+    return WeightFormat(
+        method="fbgemm_fp8",
+        label="fp8 per-row (fbgemm)",
+        compute_format="fp8",
+        scheme=_FP8_PER_ROW,
+        default_kinds=_LINEAR,
+        rules=(Rule(patterns=ignored),) if ignored else (),
+        warnings=("fbgemm_fp8 is deprecated in vLLM 0.32: serving it needs --allow-deprecated-quantization",),
+    )
+
+
+def _awq(block: dict[str, Any], where: str) -> WeightFormat:
+    """``AutoAWQConfig`` (auto_awq.py): 4-bit only in 0.32; qweight int32 (8 per word), a model-dtype scale
+    and a 4-bit zero per group per output; modules_to_not_convert by substring; lm_head when ``lm_head``."""
+    _int(block, ("w_bit", "bits"), where, allowed=(4,))
+    group = _int(block, ("q_group_size", "group_size"), where)
+    zero_point = _bool(block, ("zero_point",), where)
+    lm_head = _bool(block, ("lm_head",), where, default=False)
+    ignored = _names(block, ("modules_to_not_convert",), where)
+    scheme = Scheme(
+        weight_bits=4,
+        scale_bytes=None,
+        weights_per_scale=PER_ROW if group == -1 else group,
+        zero_point_bits=4 if zero_point else 0,
+    )
+    kinds: set[ModuleKind] = set(_DECODER_LINEAR_AND_EXPERTS)
+    if lm_head:
+        kinds.add("lm_head")
+    return WeightFormat(
+        method="awq",
+        label=f"AWQ 4-bit, {_group_label(group)}" + (", zero points" if zero_point else ""),
+        compute_format="int4",
+        weight_only=True,
+        scheme=scheme,
+        default_kinds=frozenset(kinds),
+        rules=(Rule(patterns=ignored),) if ignored else (),
+    )
+
+
+def _gptq_scheme(bits: int, group: int) -> Scheme:
+    # symmetric: Marlin replaces qzeros with an empty tensor after loading (mixed_precision/marlin.py)
+    return Scheme(weight_bits=bits, scale_bytes=None, weights_per_scale=PER_ROW if group == -1 else group)
+
+
+def _gptq(block: dict[str, Any], where: str) -> WeightFormat:
+    """``AutoGPTQConfig`` (auto_gptq.py, gptq_utils.py): bits 4|8 symmetric only (TYPE_MAP); dynamic rules
+    ``-:regex`` skip modules, ``+:regex`` override bits/group_size; modules_in_block_to_quantize limits the
+    quantized linears; lm_head when ``lm_head``."""
+    bits = _int(block, ("bits",), where, allowed=(4, 8))
+    group = _int(block, ("group_size",), where)
+    _bool(block, ("desc_act",), where)
+    if not _bool(block, ("sym",), where):
+        raise ConfigError(
+            f"{where}.sym", "is false; vLLM 0.32 serves symmetric GPTQ only (bits 4 or 8, sym true)"
+        )
+    lm_head = _bool(block, ("lm_head",), where, default=False)
+    rules: list[Rule] = []
+    dynamic = block.get("dynamic") or {}
+    if not isinstance(dynamic, Mapping):
+        raise ConfigError(f"{where}.dynamic", f"is {dynamic!r:.40}; expected an object of regex -> overrides")
+    for pattern, override in dynamic.items():
+        if not isinstance(pattern, str) or not isinstance(override, Mapping):
+            raise ConfigError(f"{where}.dynamic", f"has {pattern!r:.40}; expected regex -> object")
+        if pattern.startswith("-:"):
+            rules.append(Rule(patterns=(f"re:{pattern[2:]}",)))
+            continue
+        o_bits = _int(override, ("bits",), f"{where}.dynamic", allowed=(4, 8), default=bits)
+        o_group = _int(override, ("group_size",), f"{where}.dynamic", default=group)
+        rules.append(
+            Rule(patterns=(f"re:{pattern.removeprefix('+:')}",), scheme=_gptq_scheme(o_bits, o_group))
+        )
+    scheme = _gptq_scheme(bits, group)
+    kinds: set[ModuleKind] = set(_DECODER_LINEAR_AND_EXPERTS)
+    only = _names(block, ("modules_in_block_to_quantize",), where)
+    if only:  # the linears not listed stay unquantized; routed experts follow the dynamic rules only
+        rules.append(Rule(patterns=only, scheme=scheme))
+        kinds = {"experts"}
+    if lm_head:
+        kinds.add("lm_head")
+    return WeightFormat(
+        method="gptq",
+        label=f"GPTQ {bits}-bit, {_group_label(group)}",
+        compute_format="int4" if bits == 4 else "int8",
+        weight_only=True,
+        scheme=scheme,
+        default_kinds=frozenset(kinds),
+        rules=tuple(rules),
+    )
+
+
+def _mxfp4(block: dict[str, Any], where: str) -> WeightFormat:
+    """``Mxfp4Config`` / ``GptOssMxfp4Config`` (mxfp4.py): the routed experts in uint8-packed FP4 with one
+    uint8 (e8m0) scale per 32; every linear layer stays unquantized (the ignore list only repeats that)."""
+    _names(block, ("modules_to_not_convert",), where)  # validated; vLLM ignores it (from_config -> cls())
+    return WeightFormat(
+        method="mxfp4",
+        label="MXFP4 experts (4.25 bits), rest in model dtype",
+        compute_format="fp4",
+        weight_only=True,  # gpt-oss backends run MXFP4 x bf16 (TRTLLM_MXFP4_BF16 first, Triton, Marlin)
+        scheme=_MXFP4,
+        default_kinds=frozenset({"experts"}),
+    )
+
+
+def _mxfp8(block: dict[str, Any], where: str) -> WeightFormat:
+    """``quant_method: mxfp8`` (MiniMax style): ``ModelOptMxFp8Config`` with ``ignored_layers``."""
+    ignored = _names(block, ("ignored_layers",), where)
+    # vLLM resolves kv_cache_dtype auto from quant_method modelopt* only (get_kv_cache_quant_algo_string)
+    return _modelopt_format("MXFP8", ignored, 16, None, "mxfp8")
+
+
+def _modelopt(block: dict[str, Any], where: str) -> WeightFormat:
+    """``ModelOptQuantConfigBase.from_config`` (modelopt.py): hf_quant_config.json's ``quantization``
+    (quant_algo, kv_cache_quant_algo, group_size, exclude_modules) or config.json's flat form (quant_algo,
+    ignore, group_size, kv_cache_scheme)."""
+    inner = block.get("quantization")
+    if inner is not None:
+        if not isinstance(inner, Mapping):
+            raise ConfigError(f"{where}.quantization", f"is {inner!r:.40}; expected an object")
+        scope, scope_where, ignore_key = inner, f"{where}.quantization", "exclude_modules"
+    else:
+        scope, scope_where, ignore_key = block, where, "ignore"
+    algo = scope.get("quant_algo")
+    if not isinstance(algo, str) or algo.upper() not in _ALGO_FIELDS:
+        raise ConfigError(
+            f"{scope_where}.quant_algo", f"is {algo!r:.40}; expected one of {', '.join(_ALGO_FIELDS)}"
+        )
+    group = _int(scope, ("group_size",), scope_where, default=16)
+    if group <= 0:
+        raise ConfigError(f"{scope_where}.group_size", f"is {group}; expected a positive integer")
+    excluded = _names(scope, (ignore_key,), scope_where)
+    return _modelopt_format(algo.upper(), excluded, group, _kv_cache_dtype(block, where), None)
+
+
+def _modelopt_format(
+    algo: str, excluded: tuple[str, ...], group: int, kv_cache_dtype: str | None, method: str | None
+) -> WeightFormat:
+    schemes: dict[str, tuple[str, str, Scheme, str]] = {
+        "FP8": ("modelopt_fp8", "ModelOpt fp8 per-tensor", _FP8_PER_TENSOR, "fp8"),
+        "FP8_PER_CHANNEL_PER_TOKEN": ("modelopt_fp8", "ModelOpt fp8 per-channel", _FP8_PER_ROW, "fp8"),
+        "FP8_PB_WO": (
+            "modelopt_fp8",
+            "ModelOpt fp8 128x128 blocks",
+            Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=128 * 128),
+            "fp8",
+        ),
+        "NVFP4": ("modelopt_nvfp4", f"NVFP4 (4 bits + fp8 scale per {group})", _nvfp4(group), "fp4"),
+        "W4A16_NVFP4": ("modelopt_nvfp4", f"NVFP4 weight-only (fp8 scale per {group})", _nvfp4(group), "fp4"),
+        "MXFP8": ("modelopt_mxfp8", "MXFP8 (8 bits + e8m0 scale per 32)", _MXFP8, "mxfp8"),
+    }
+    name, label, scheme, compute = schemes[algo]
+    # ModelOpt quantizes the lm_head unless excluded, and hard-codes vision_tower / vision_model /
+    # vit_large_projector as unquantized (older exports); other vision towers follow exclude_modules.
+    rules = [Rule(patterns=excluded)] if excluded else []
+    rules.append(Rule(patterns=("vision_tower", "vision_model", "vit_large_projector")))
+    return WeightFormat(
+        method=method or name,
+        label=label,
+        weight_block_size=(128, 128) if algo == "FP8_PB_WO" else None,
+        compute_format=compute,
+        weight_only=algo == "W4A16_NVFP4",
+        kv_cache_dtype=kv_cache_dtype,
+        scheme=scheme,
+        default_kinds=_LINEAR_AND_EXPERTS | {"lm_head"},
+        rules=tuple(rules),
+    )
+
+
+def _nvfp4(group: int) -> Scheme:
+    # uint8 holding two FP4 values; float8_e4m3fn block scales; one fp32 global scale per tensor (~0)
+    return Scheme(weight_bits=4, scale_bytes=1, weights_per_scale=group)
+
+
+def _kv_cache_dtype(block: Mapping[str, Any], where: str) -> str | None:
+    """vLLM's ``get_kv_cache_quant_algo_string`` (utils/torch_utils.py) for ModelOpt-style configs."""
+    inner = block.get("quantization")
+    scope = inner if isinstance(inner, Mapping) else block
+    algo = scope.get("kv_cache_scheme") or block.get("kv_cache_scheme") or scope.get("kv_cache_quant_algo")
+    if algo is None:
+        algo = block.get("kv_cache_quant_algo")
+    if algo is None:
+        return None
+    if isinstance(algo, Mapping):
+        if algo.get("num_bits") == 8 and algo.get("type") == "float" and algo.get("dynamic") is False:
+            return "fp8_e4m3"
+        if algo.get("num_bits") == 4 and algo.get("type") == "float":
+            return "nvfp4"
+        return None
+    if isinstance(algo, str):
+        return {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}.get(algo.lower())
+    raise ConfigError(f"{where}.kv_cache_quant_algo", f"is {algo!r:.40}; expected FP8, NVFP4 or null")
+
+
+# ----- compressed-tensors -----------------------------------------------------------------------------------
+_CT_STRATEGIES = ("tensor", "channel", "group", "block", "tensor_group")
+
+
+def _compressed_tensors(block: dict[str, Any], where: str) -> WeightFormat:
+    """``CompressedTensorsConfig`` (compressed_tensors.py): config_groups of targets (layer names, ``re:``
+    regexes, or module classes such as ``Linear``) with weight QuantizationArgs; ``ignore`` first, then name
+    targets, then class targets; groups that only target ``*Attention`` are KV-cache groups, skipped."""
+    groups = block.get("config_groups") or {}
+    if not isinstance(groups, Mapping):
+        raise ConfigError(f"{where}.config_groups", f"is {groups!r:.40}; expected an object of groups")
+    sparsity = block.get("sparsity_config")
+    if isinstance(sparsity, Mapping) and sparsity.get("targets"):
+        raise ConfigError(
+            f"{where}.sparsity_config",
+            "targets modules; vLLM 0.32 removed compressed-tensors sparsity support",
+        )
+    global_format = block.get("format")
+    ignored = _names(block, ("ignore",), where)
+    named: list[Rule] = []
+    by_class: list[Rule] = []
+    labels: list[str] = []
+    compute: list[tuple[str, bool]] = []
+    for name, group in groups.items():
+        gw = f"{where}.config_groups.{name}"
+        if not isinstance(group, Mapping):
+            raise ConfigError(gw, f"is {group!r:.40}; expected an object with targets and weights")
+        targets = _names(group, ("targets",), gw)
+        if not targets:
+            raise ConfigError(
+                f"{gw}.targets", "is missing or empty; expected a list of layer names or classes"
+            )
+        if len(targets) == 1 and targets[0].endswith("Attention"):
+            continue  # attention (KV) quantization only: no weights
+        weights = group.get("weights")
+        if not isinstance(weights, Mapping):
+            raise ConfigError(f"{gw}.weights", f"is {weights!r:.40}; expected the weights' quantization args")
+        inputs = group.get("input_activations")
+        scheme, label, fmt = _ct_scheme(
+            weights, inputs, f"{gw}.weights", group.get("format") or global_format
+        )
+        labels.append(label)
+        compute.append((fmt, inputs is None))
+        kinds: set[ModuleKind] = set()
+        patterns: list[str] = []
+        for target in targets:
+            if target.startswith("re:") or "." in target or not target[:1].isupper():
+                patterns.append(target)
+            elif "Linear" in target:
+                kinds |= _LINEAR_AND_EXPERTS  # vLLM maps a Linear target onto RoutedExperts too
+            elif "Embedding" in target:
+                kinds.add("embedding")
+            elif "Expert" in target or "MoE" in target:
+                kinds.add("experts")
+            else:
+                patterns.append(target)  # an unknown class name: matches modules of that name, if any
+        if patterns:
+            named.append(Rule(patterns=tuple(patterns), scheme=scheme))
+        if kinds:
+            by_class.append(Rule(kinds=frozenset(kinds), scheme=scheme))
+    rules = ([Rule(patterns=ignored)] if ignored else []) + named + by_class
+    main = compute[0] if compute else (None, False)
+    kv = block.get("kv_cache_scheme")
+    return WeightFormat(
+        method="compressed-tensors",
+        label="compressed-tensors " + (" + ".join(dict.fromkeys(labels)) if labels else "(no weight groups)"),
+        compute_format=main[0],
+        weight_only=main[1],
+        kv_cache_dtype="fp8" if isinstance(kv, Mapping) else None,  # attention.py: a kv_cache_scheme -> fp8
+        rules=tuple(rules),
+        weight_block_size=_ct_block(groups),
+    )
+
+
+def _ct_block(groups: Mapping[str, Any]) -> tuple[int, int] | None:
+    for group in groups.values():
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        if isinstance(weights, Mapping) and weights.get("strategy") == "block":
+            shape = weights.get("block_structure")
+            if isinstance(shape, list) and len(shape) == 2:
+                return (int(shape[0]), int(shape[1]))
+    return None
+
+
+def _ct_scheme(weights: Mapping[str, Any], inputs: Any, where: str, fmt: Any) -> tuple[Scheme, str, str]:
+    """(storage, label, compute format) of one config group's weight QuantizationArgs."""
+    bits = _int(weights, ("num_bits",), where, allowed=(2, 3, 4, 5, 6, 7, 8))
+    kind = weights.get("type", "int")
+    if kind not in ("int", "float"):
+        raise ConfigError(f"{where}.type", f"is {kind!r:.40}; expected int or float")
+    strategy = weights.get("strategy", "tensor")
+    if strategy not in _CT_STRATEGIES:
+        raise ConfigError(
+            f"{where}.strategy", f"is {strategy!r:.40}; expected one of {', '.join(_CT_STRATEGIES)}"
+        )
+    if weights.get("actorder") in ("group", "dynamic"):
+        raise ConfigError(
+            f"{where}.actorder",
+            "is group/dynamic; vLLM 0.32 no longer serves compressed-tensors activation ordering",
+        )
+    symmetric = weights.get("symmetric", True) is not False
+    act_bits = inputs.get("num_bits") if isinstance(inputs, Mapping) else None
+    if strategy in ("group", "tensor_group"):
+        group = _int(weights, ("group_size",), where)
+        if group <= 0:
+            raise ConfigError(f"{where}.group_size", f"is {group}; expected a positive integer")
+        per_scale = group
+    elif strategy == "block":
+        shape = weights.get("block_structure")
+        if (
+            not isinstance(shape, list)
+            or len(shape) != 2
+            or not all(isinstance(v, int) and v > 0 for v in shape)
+        ):
+            raise ConfigError(
+                f"{where}.block_structure", f"is {shape!r:.40}; expected [n, k], e.g. [128, 128]"
+            )
+        per_scale = shape[0] * shape[1]
+    elif strategy == "channel":
+        per_scale = PER_ROW
+    else:
+        per_scale = PER_TENSOR
+    a = f"a{act_bits}" if act_bits else "a16"
+    if kind == "float" and bits == 4:
+        if per_scale == 32:  # MXFP4: e8m0 byte per 32
+            return Scheme(weight_bits=4, scale_bytes=1, weights_per_scale=32), f"mxfp4 w4{a}", "fp4"
+        # NVFP4 (tensor_group 16): fp8 scale per group + fp32 global
+        scheme = Scheme(weight_bits=4, scale_bytes=1, weights_per_scale=per_scale)
+        return scheme, f"nvfp4 w4{a} (group {per_scale})", "fp4"
+    if kind == "float":
+        if per_scale == 32:
+            return _MXFP8, f"mxfp8 w8{a}", "mxfp8"
+        how = {PER_TENSOR: "per-tensor", PER_ROW: "per-channel"}.get(per_scale, f"{per_scale} per scale")
+        if strategy == "block":
+            how = f"{weights['block_structure'][0]}x{weights['block_structure'][1]} blocks"
+        return Scheme(weight_bits=bits, scale_bytes=4, weights_per_scale=per_scale), f"fp8 w8{a} {how}", "fp8"
+    # integers: weight-only (wNa16, pack-quantized) keeps model-dtype scales; w8a8 int8 keeps fp32 scales
+    weight_only = act_bits is None
+    scheme = Scheme(
+        weight_bits=bits,
+        scale_bytes=None if weight_only else 4,
+        weights_per_scale=per_scale,
+        zero_point_bits=0 if symmetric else bits,
+    )
+    how = {PER_TENSOR: "per-tensor", PER_ROW: "per-channel"}.get(per_scale, f"group {per_scale}")
+    label = f"int{bits} w{bits}{a} {how}" + ("" if symmetric else ", zero points")
+    compute = "int4" if weight_only and bits <= 4 else "int8"
+    del fmt  # pack-quantized / int-quantized / float-quantized only change the on-disk packing
+    return scheme, label, compute
+
+
+_READERS = {
+    "fp8": _fp8,
+    "fbgemm_fp8": _fbgemm_fp8,
+    "awq": _awq,
+    "gptq": _gptq,
+    "mxfp4": _mxfp4,
+    "mxfp8": _mxfp8,
+    "modelopt": _modelopt,
+    "modelopt_fp4": _modelopt,
+    "modelopt_mxfp8": _modelopt,
+    "compressed-tensors": _compressed_tensors,
+}
