@@ -447,10 +447,12 @@ def _resolve(fmt: WeightFormat, module: ModuleKind, layer: int | None) -> tuple[
             per_rule.append(_rule_matches(rule.patterns, module, layer))
         else:
             per_rule.append(tuple(tuple(False for _ in parts) for parts in families))
-    # the naming scheme the rules speak: the family with the most named parts (the first on a tie)
+    # the naming scheme the rules speak: the family with the most parts named by a pattern (class targets
+    # name every part of every family), the first on a tie
+    named = [m for rule, m in zip(fmt.rules, per_rule, strict=True) if module not in rule.kinds]
     family = max(
         range(len(families)),
-        key=lambda f: (sum(any(m[f][i] for m in per_rule) for i in range(len(families[f]))), -f),
+        key=lambda f: (sum(any(m[f][i] for m in named) for i in range(len(families[f]))), -f),
     )
     default = fmt.scheme if module in fmt.default_kinds else None
     resolved: list[Scheme | None] = []

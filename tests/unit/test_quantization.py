@@ -1,0 +1,643 @@
+"""capacity.quantization and capacity.gpus.native_support: bytes per weight by method and module kind, ignore
+lists, ModelOpt's hf_quant_config.json, compressed-tensors config groups, the errors, and which GPUs run each
+format natively.
+
+The quantization blocks are shaped like the real files' (AWQ, GPTQ, fp8, fbgemm, mxfp4, compressed-tensors,
+ModelOpt); the expected bytes are the arithmetic of what vLLM 0.32 allocates (see the module docstring), so a
+change in a layout or a default shows up here. Real config.json fixtures under tests/data/configs are parsed
+when present.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capacity.errors import ConfigError
+from capacity.gpus import gpu_spec, native_support
+from capacity.quantization import (
+    MODULE_KINDS,
+    ONLINE_FP8,
+    UNQUANTIZED,
+    ModuleKind,
+    WeightFormat,
+    weight_format,
+)
+
+BF16 = 2
+LAYER_KINDS: tuple[ModuleKind, ...] = ("attention", "mlp", "experts", "shared_experts", "mamba", "indexer")
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+FP8_BLOCK = {
+    "quant_method": "fp8",
+    "fmt": "e4m3",
+    "activation_scheme": "dynamic",
+    "weight_block_size": [128, 128],
+}
+FP8_TENSOR = {"quant_method": "fp8", "activation_scheme": "static"}
+FBGEMM = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": ["lm_head"]}
+MXFP4 = {
+    "quant_method": "mxfp4",
+    "modules_to_not_convert": [
+        "model.layers.*.self_attn",
+        "model.layers.*.mlp.router",
+        "model.embed_tokens",
+        "lm_head",
+    ],
+}
+
+
+def _ct(weights: dict[str, Any], inputs: dict[str, Any] | None, fmt: str, **extra: Any) -> dict[str, Any]:
+    group: dict[str, Any] = {"targets": ["Linear"], "weights": weights}
+    if inputs is not None:
+        group["input_activations"] = inputs
+    return {
+        "quant_method": "compressed-tensors",
+        "format": fmt,
+        "config_groups": {"group_0": group},
+        "ignore": ["lm_head"],
+        **extra,
+    }
+
+
+CT_W4A16 = _ct(
+    {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True},
+    None,
+    "pack-quantized",
+)
+CT_W4A16_ASYM = _ct(
+    {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": False},
+    None,
+    "pack-quantized",
+)
+CT_W8A8_INT8 = _ct(
+    {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True},
+    {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True, "symmetric": True},
+    "int-quantized",
+)
+CT_FP8_DYNAMIC = _ct(
+    {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
+    {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True},
+    "float-quantized",
+)
+CT_FP8_BLOCK = _ct(
+    {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]},
+    {"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128, "dynamic": True},
+    "float-quantized",
+)
+CT_NVFP4 = _ct(
+    {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16},
+    {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "dynamic": "local"},
+    "nvfp4-pack-quantized",
+)
+
+
+def modelopt(algo: str, exclude: list[str], **extra: Any) -> dict[str, Any]:
+    """An hf_quant_config.json as ModelOpt 0.29 writes it."""
+    return {
+        "producer": {"name": "modelopt", "version": "0.29.0"},
+        "quantization": {
+            "quant_algo": algo,
+            "kv_cache_quant_algo": None,
+            "exclude_modules": exclude,
+            **extra,
+        },
+    }
+
+
+def fmt_of(block: dict[str, Any]) -> WeightFormat:
+    return weight_format({"model_type": "llama", "quantization_config": block})
+
+
+def per_row(scale_bytes: float) -> float:
+    return scale_bytes / 4096  # PER_ROW_IN_FEATURES
+
+
+# ----- bytes per parameter, every method ----------------------------------------------------------
+BYTES = [
+    # (id, format, quantized-kind bytes, kinds left in bf16)
+    ("awq-4bit-g128-zp: 0.5 + (2-byte scale + 4-bit zero)/128", fmt_of(AWQ), 0.5 + 2.5 / 128, ()),
+    ("awq-no-zero-point: 0.5 + 2/128", fmt_of({**AWQ, "zero_point": False}), 0.5 + 2 / 128, ()),
+    ("awq-per-channel (group -1)", fmt_of({**AWQ, "group_size": -1}), 0.5 + per_row(2.5), ()),
+    ("gptq-4bit-sym: qzeros dropped by Marlin", fmt_of(GPTQ), 0.5 + 2 / 128, ()),
+    ("gptq-8bit-g32", fmt_of({**GPTQ, "bits": 8, "group_size": 32}), 1 + 2 / 32, ()),
+    ("fp8-128x128-blocks: fp32 scale per block", fmt_of(FP8_BLOCK), 1 + 4 / 128**2, ()),
+    ("fp8-per-tensor", fmt_of(FP8_TENSOR), 1.0, ()),
+    ("fbgemm-per-row: fp32 per output row", fmt_of(FBGEMM), 1 + per_row(4), ("experts",)),
+    ("online-fp8-per-tensor", ONLINE_FP8, 1.0, ()),
+    ("ct-w4a16-sym: model-dtype group scales", fmt_of(CT_W4A16), 0.5 + 2 / 128, ()),
+    ("ct-w4a16-asym: + 4-bit zero per group", fmt_of(CT_W4A16_ASYM), 0.5 + 2.5 / 128, ()),
+    ("ct-w8a8-int8: fp32 per-channel scale", fmt_of(CT_W8A8_INT8), 1 + per_row(4), ()),
+    ("ct-fp8-dynamic: fp32 per-channel scale", fmt_of(CT_FP8_DYNAMIC), 1 + per_row(4), ()),
+    ("ct-fp8-block", fmt_of(CT_FP8_BLOCK), 1 + 4 / 128**2, ()),
+    ("ct-nvfp4: 4 bits + fp8 scale per 16", fmt_of(CT_NVFP4), 0.5 + 1 / 16, ()),
+    (
+        "modelopt-nvfp4: 4.5 bits",
+        weight_format({}, hf_quant_config=modelopt("NVFP4", ["lm_head"], group_size=16)),
+        0.5625,
+        (),
+    ),
+    ("modelopt-fp8 per-tensor", weight_format({}, hf_quant_config=modelopt("FP8", ["lm_head"])), 1.0, ()),
+    (
+        "modelopt-fp8-pb-wo blocks",
+        weight_format({}, hf_quant_config=modelopt("FP8_PB_WO", ["lm_head"])),
+        1 + 4 / 128**2,
+        (),
+    ),
+]
+NOT_IN_LINEAR: tuple[ModuleKind, ...] = ("router", "embedding", "lm_head")
+
+
+@pytest.mark.parametrize(("fmt", "quantized", "left"), [b[1:] for b in BYTES], ids=[b[0] for b in BYTES])
+def test_bytes_per_parameter_by_kind(
+    fmt: WeightFormat, quantized: float, left: tuple[ModuleKind, ...]
+) -> None:
+    for kind in LAYER_KINDS:
+        expected = BF16 if kind in left else quantized
+        assert fmt.bytes_per_parameter(kind, layer=3, model_dtype_bytes=BF16) == pytest.approx(expected), kind
+        assert fmt.quantizes(kind, layer=3) is (kind not in left)
+    for kind in NOT_IN_LINEAR:  # router, embedding and lm_head stay in the model dtype for all of these
+        assert fmt.bytes_per_parameter(kind, layer=None, model_dtype_bytes=BF16) == BF16, kind
+        assert not fmt.quantizes(kind, layer=None)
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("experts", 0.5 + 1 / 32), ("attention", BF16), ("mlp", BF16), ("router", BF16), ("embedding", BF16)],
+    ids=["experts-4.25-bits", "attention-bf16", "dense-mlp-bf16", "router-bf16", "embedding-bf16"],
+)
+def test_mxfp4_quantizes_only_the_routed_experts(kind: ModuleKind, expected: float) -> None:
+    assert fmt_of(MXFP4).bytes_per_parameter(kind, layer=0, model_dtype_bytes=BF16) == pytest.approx(expected)
+
+
+def test_scales_in_model_dtype_follow_the_model_dtype() -> None:
+    # AWQ/GPTQ/wNa16 keep scales in params_dtype (an fp32 model doubles them); fp8's fp32 scales stay 4 bytes
+    assert fmt_of(GPTQ).bytes_per_parameter("mlp", layer=0, model_dtype_bytes=4) == pytest.approx(
+        0.5 + 4 / 128
+    )
+    assert fmt_of(FP8_BLOCK).bytes_per_parameter("mlp", layer=0, model_dtype_bytes=4) == pytest.approx(
+        1 + 4 / 128**2
+    )
+
+
+def test_unquantized_checkpoint() -> None:
+    fmt = weight_format({"model_type": "llama", "torch_dtype": "bfloat16"})
+    assert fmt is UNQUANTIZED
+    assert fmt.method == "none" and fmt.compute_format is None
+    assert all(fmt.bytes_per_parameter(k, layer=0, model_dtype_bytes=BF16) == BF16 for k in MODULE_KINDS)
+
+
+# ----- ignore lists -------------------------------------------------------------------------------
+def _fbgemm_405b() -> WeightFormat:
+    """Llama-3.1-405B-Instruct-FP8's shape: attention bf16 in every layer, the first and last layers' MLPs
+    bf16 (the list names each projection, as Meta's file does)."""
+    ignored = ["lm_head"]
+    for i in range(126):
+        ignored += [f"model.layers.{i}.self_attn.{p}" for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    for i in (0, 125):
+        ignored += [f"model.layers.{i}.mlp.{p}" for p in ("gate_proj", "up_proj", "down_proj")]
+    return fmt_of({**FBGEMM, "modules_to_not_convert": ignored})
+
+
+FBGEMM_405B = _fbgemm_405b()
+FP8_ROW = 1 + per_row(4)
+IGNORES = [
+    ("405b-attention-bf16-in-layer-0", FBGEMM_405B, "attention", 0, BF16),
+    ("405b-attention-bf16-in-layer-64", FBGEMM_405B, "attention", 64, BF16),
+    ("405b-first-layer-mlp-bf16", FBGEMM_405B, "mlp", 0, BF16),
+    ("405b-last-layer-mlp-bf16", FBGEMM_405B, "mlp", 125, BF16),
+    ("405b-middle-layer-mlp-fp8", FBGEMM_405B, "mlp", 1, FP8_ROW),
+    ("405b-any-layer-mlp-fp8", FBGEMM_405B, "mlp", None, FP8_ROW),
+    (
+        "partial: q_proj of layer 2 only is a quarter of attention",
+        fmt_of({**FBGEMM, "modules_to_not_convert": ["model.layers.2.self_attn.q_proj"]}),
+        "attention",
+        2,
+        0.25 * BF16 + 0.75 * FP8_ROW,
+    ),
+    (
+        "partial: down_proj is a third of the mlp",
+        fmt_of({**FP8_TENSOR, "ignored_layers": ["model.layers.1.mlp.down_proj"]}),
+        "mlp",
+        1,
+        (BF16 + 2) / 3,
+    ),
+    (
+        "partial: the other layers are untouched",
+        fmt_of({**FP8_TENSOR, "ignored_layers": ["model.layers.1.mlp.down_proj"]}),
+        "mlp",
+        2,
+        1.0,
+    ),
+    (
+        "mla: kv_b_proj is one of five projections",
+        fmt_of({**FP8_TENSOR, "modules_to_not_convert": ["model.layers.0.self_attn.kv_b_proj"]}),
+        "attention",
+        0,
+        (BF16 + 4) / 5,
+    ),
+    (
+        "regex router: re:.*mlp.gate$ names the router, not gate_proj",
+        fmt_of({**CT_W4A16, "ignore": ["lm_head", "re:.*mlp.gate$"]}),
+        "mlp",
+        0,
+        0.5 + 2 / 128,
+    ),
+    (
+        "plain mlp.gate does not touch gate_proj",
+        fmt_of({**AWQ, "modules_to_not_convert": ["mlp.gate"]}),
+        "mlp",
+        0,
+        0.5 + 2.5 / 128,
+    ),
+    (
+        "glob model.layers.*.self_attn covers every layer",
+        fmt_of({**FP8_BLOCK, "ignored_layers": ["model.layers.*.self_attn"]}),
+        "attention",
+        7,
+        BF16,
+    ),
+    (
+        "regex on the vision tower",
+        fmt_of({**CT_FP8_DYNAMIC, "ignore": ["lm_head", "re:model.visual.*"]}),
+        "vision",
+        None,
+        BF16,
+    ),
+    (
+        "vision tower quantized when not ignored (compressed-tensors Linear)",
+        fmt_of(CT_FP8_DYNAMIC),
+        "vision",
+        None,
+        FP8_ROW,
+    ),
+    (
+        "plain vision_tower entry",
+        fmt_of({**FP8_BLOCK, "modules_to_not_convert": ["vision_tower", "multi_modal_projector"]}),
+        "vision",
+        None,
+        BF16,
+    ),
+    (
+        "shared_expert (Qwen spelling) leaves shared experts bf16",
+        fmt_of({**AWQ, "modules_to_not_convert": ["shared_expert"]}),
+        "shared_experts",
+        4,
+        BF16,
+    ),
+    (
+        "shared_expert leaves routed experts quantized",
+        fmt_of({**AWQ, "modules_to_not_convert": ["shared_expert"]}),
+        "experts",
+        4,
+        0.5 + 2.5 / 128,
+    ),
+    (
+        "mamba in_proj of Nemotron-H mixer",
+        fmt_of({**CT_W4A16, "ignore": ["lm_head", "re:.*mixer.in_proj$"]}),
+        "mamba",
+        3,
+        (BF16 + 0.5 + 2 / 128) / 2,
+    ),
+    (
+        "linear_attn (Gated DeltaNet) whole module",
+        fmt_of({**CT_W4A16, "ignore": ["lm_head", "re:.*linear_attn.*"]}),
+        "mamba",
+        0,
+        BF16,
+    ),
+    (
+        "indexer of DeepSeek-V3.2",
+        fmt_of({**FP8_BLOCK, "modules_to_not_convert": ["indexer"]}),
+        "indexer",
+        5,
+        BF16,
+    ),
+    (
+        "experts of one layer by module name",
+        fmt_of({**FP8_BLOCK, "modules_to_not_convert": ["model.layers.3.mlp.experts"]}),
+        "experts",
+        3,
+        BF16,
+    ),
+    (
+        "multimodal root model.language_model.layers",
+        fmt_of({**FP8_BLOCK, "modules_to_not_convert": ["model.language_model.layers.2.mlp"]}),
+        "mlp",
+        2,
+        BF16,
+    ),
+    (
+        "gptq dynamic -: skips the matched modules",
+        fmt_of({**GPTQ, "dynamic": {r"-:.*\.self_attn\..*": {}}}),
+        "attention",
+        0,
+        BF16,
+    ),
+    (
+        "gptq dynamic +: overrides bits in layers 10-15",
+        fmt_of({**GPTQ, "dynamic": {r"+:.*\.(?:1[0-5])\..*": {"bits": 8}}}),
+        "mlp",
+        12,
+        1 + 2 / 128,
+    ),
+    (
+        "gptq dynamic +: leaves the other layers at 4 bits",
+        fmt_of({**GPTQ, "dynamic": {r"+:.*\.(?:1[0-5])\..*": {"bits": 8}}}),
+        "mlp",
+        3,
+        0.5 + 2 / 128,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "kind", "layer", "expected"), [c[1:] for c in IGNORES], ids=[c[0] for c in IGNORES]
+)
+def test_ignore_lists(fmt: WeightFormat, kind: ModuleKind, layer: int | None, expected: float) -> None:
+    assert fmt.bytes_per_parameter(kind, layer=layer, model_dtype_bytes=BF16) == pytest.approx(expected)
+
+
+def test_lm_head_quantized_when_the_config_says_so() -> None:
+    assert fmt_of({**GPTQ, "lm_head": True}).bytes_per_parameter(
+        "lm_head", layer=None, model_dtype_bytes=BF16
+    ) == pytest.approx(0.5 + 2 / 128)
+    assert fmt_of({**AWQ, "lm_head": True}).quantizes("lm_head", layer=None)
+
+
+# ----- ModelOpt -----------------------------------------------------------------------------------
+def test_modelopt_nvfp4_from_hf_quant_config() -> None:
+    fmt = weight_format(
+        {"model_type": "llama"},
+        hf_quant_config=modelopt(
+            "NVFP4", ["lm_head", "model.layers.0.self_attn*"], group_size=16, kv_cache_quant_algo="FP8"
+        ),
+    )
+    assert (fmt.method, fmt.compute_format, fmt.weight_only, fmt.kv_cache_dtype) == (
+        "modelopt_nvfp4",
+        "fp4",
+        False,
+        "fp8_e4m3",
+    )
+    assert (
+        fmt.bytes_per_parameter("attention", layer=0, model_dtype_bytes=BF16) == BF16
+    )  # module_path* excluded
+    assert fmt.bytes_per_parameter("attention", layer=1, model_dtype_bytes=BF16) == pytest.approx(0.5625)
+    assert fmt.bytes_per_parameter("lm_head", layer=None, model_dtype_bytes=BF16) == BF16
+
+
+def test_modelopt_quantizes_lm_head_unless_excluded() -> None:
+    fmt = weight_format({}, hf_quant_config=modelopt("FP8", []))
+    assert fmt.bytes_per_parameter("lm_head", layer=None, model_dtype_bytes=BF16) == 1.0
+    assert fmt.method == "modelopt_fp8"
+
+
+def test_config_json_wins_over_hf_quant_config() -> None:
+    # vLLM reads hf_quant_config.json only when config.json has no quantization_config
+    fmt = weight_format({"quantization_config": FP8_BLOCK}, hf_quant_config=modelopt("NVFP4", ["lm_head"]))
+    assert fmt.method == "fp8"
+
+
+def test_modelopt_flat_config_json_form() -> None:
+    block = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "ignore": ["lm_head"]}
+    fmt = fmt_of(block)
+    assert fmt.method == "modelopt_nvfp4"
+    assert fmt.bytes_per_parameter("experts", layer=0, model_dtype_bytes=BF16) == pytest.approx(0.5625)
+
+
+def test_quantization_under_text_config() -> None:
+    fmt = weight_format({"model_type": "qwen3_vl", "text_config": {"quantization_config": FP8_BLOCK}})
+    assert fmt.weight_block_size == (128, 128)
+
+
+# ----- labels, compute formats --------------------------------------------------------------------
+FORMATS = [
+    ("awq", fmt_of(AWQ), "awq", "AWQ 4-bit, group 128, zero points", "int4", True),
+    ("gptq", fmt_of(GPTQ), "gptq", "GPTQ 4-bit, group 128", "int4", True),
+    ("fp8-block", fmt_of(FP8_BLOCK), "fp8", "fp8 128x128 blocks", "fp8", False),
+    ("fbgemm", fmt_of(FBGEMM), "fbgemm_fp8", "fp8 per-row (fbgemm)", "fp8", False),
+    ("mxfp4", fmt_of(MXFP4), "mxfp4", "MXFP4 experts (4.25 bits), rest in model dtype", "fp4", True),
+    (
+        "ct-w4a16",
+        fmt_of(CT_W4A16),
+        "compressed-tensors",
+        "compressed-tensors int4 w4a16 group 128",
+        "int4",
+        True,
+    ),
+    (
+        "ct-w8a8",
+        fmt_of(CT_W8A8_INT8),
+        "compressed-tensors",
+        "compressed-tensors int8 w8a8 per-channel",
+        "int8",
+        False,
+    ),
+    (
+        "ct-nvfp4",
+        fmt_of(CT_NVFP4),
+        "compressed-tensors",
+        "compressed-tensors nvfp4 w4a4 (group 16)",
+        "fp4",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "method", "label", "compute", "weight_only"),
+    [f[1:] for f in FORMATS],
+    ids=[f[0] for f in FORMATS],
+)
+def test_method_label_and_compute_format(
+    fmt: WeightFormat, method: str, label: str, compute: str, weight_only: bool
+) -> None:
+    assert (fmt.method, fmt.label, fmt.compute_format, fmt.weight_only) == (
+        method,
+        label,
+        compute,
+        weight_only,
+    )
+
+
+def test_fp8_block_size_for_the_tp_rule() -> None:
+    assert fmt_of(FP8_BLOCK).weight_block_size == (128, 128)
+    assert fmt_of(CT_FP8_BLOCK).weight_block_size == (128, 128)
+    assert fmt_of(FP8_TENSOR).weight_block_size is None
+
+
+def test_fbgemm_is_deprecated_in_vllm_032() -> None:
+    assert any("--allow-deprecated-quantization" in w for w in fmt_of(FBGEMM).warnings)
+
+
+def test_compressed_tensors_kv_cache_scheme_means_fp8_kv() -> None:
+    block = {**CT_FP8_DYNAMIC, "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"}}
+    assert fmt_of(block).kv_cache_dtype == "fp8"
+    assert fmt_of(CT_FP8_DYNAMIC).kv_cache_dtype is None
+
+
+def test_compressed_tensors_attention_only_group_is_kv_only() -> None:
+    block = {**CT_W4A16}
+    block["config_groups"] = {
+        **CT_W4A16["config_groups"],
+        "kv": {"targets": ["LlamaAttention"], "weights": None},
+    }
+    fmt = fmt_of(block)
+    assert fmt.bytes_per_parameter("attention", layer=0, model_dtype_bytes=BF16) == pytest.approx(
+        0.5 + 2 / 128
+    )
+
+
+# ----- errors -------------------------------------------------------------------------------------
+ERRORS = [
+    ("unknown-method", {"quant_method": "hqq2"}, "quantization_config.quant_method", "expected one of awq"),
+    (
+        "bitsandbytes-removed-in-0.32",
+        {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+        "quantization_config.quant_method",
+        "no longer loads bitsandbytes",
+    ),
+    ("missing-method", {"bits": 4}, "quantization_config.quant_method", "is missing"),
+    ("awq-8-bit", {**AWQ, "bits": 8}, "quantization_config.bits", "expected one of 4"),
+    (
+        "awq-no-zero-point-field",
+        {"quant_method": "awq", "bits": 4, "group_size": 128},
+        "zero_point",
+        "missing",
+    ),
+    ("gptq-asymmetric", {**GPTQ, "sym": False}, "quantization_config.sym", "symmetric GPTQ only"),
+    ("gptq-3-bit", {**GPTQ, "bits": 3}, "quantization_config.bits", "expected one of 4, 8"),
+    ("gptq-group-zero", {**GPTQ, "group_size": 0}, "quantization_config.group_size", "positive integer"),
+    ("fp8-bad-block", {**FP8_BLOCK, "weight_block_size": [128]}, "weight_block_size", "[n, k]"),
+    (
+        "fp8-block-static",
+        {**FP8_BLOCK, "activation_scheme": "static"},
+        "quantization_config.activation_scheme",
+        "dynamic activations",
+    ),
+    (
+        "fp8-ignore-not-a-list",
+        {**FP8_BLOCK, "ignored_layers": "lm_head"},
+        "quantization_config.ignored_layers",
+        "list of module names",
+    ),
+    (
+        "fbgemm-no-ub",
+        {"quant_method": "fbgemm_fp8", "modules_to_not_convert": []},
+        "quantization_config.activation_scale_ub",
+        "missing",
+    ),
+    (
+        "ct-actorder-group",
+        _ct(
+            {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "actorder": "group"},
+            None,
+            "x",
+        ),
+        "quantization_config.config_groups.group_0.weights.actorder",
+        "activation ordering",
+    ),
+    (
+        "ct-bad-strategy",
+        _ct({"num_bits": 8, "type": "float", "strategy": "diagonal"}, None, "float-quantized"),
+        "quantization_config.config_groups.group_0.weights.strategy",
+        "expected one of tensor",
+    ),
+]
+
+
+@pytest.mark.parametrize(("block", "field", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])
+def test_errors_name_the_field_and_what_is_accepted(block: dict[str, Any], field: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        fmt_of(block)
+    assert field in err.value.field
+    assert message in str(err.value)
+
+
+def test_modelopt_unknown_algo() -> None:
+    with pytest.raises(ConfigError) as err:
+        weight_format({}, hf_quant_config=modelopt("INT4_AWQ", []))
+    assert err.value.field == "hf_quant_config.json.quantization.quant_algo"
+    assert "FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4" in str(err.value)
+
+
+def test_quantization_config_not_an_object() -> None:
+    with pytest.raises(ConfigError) as err:
+        weight_format({"quantization_config": "fp8"})
+    assert err.value.field == "quantization_config"
+
+
+def test_unknown_module_kind_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unknown module kind"):
+        fmt_of(AWQ).bytes_per_parameter("ffn", layer=0, model_dtype_bytes=BF16)  # type: ignore[arg-type]
+
+
+# ----- native support -----------------------------------------------------------------------------
+NVFP4_FMT = weight_format({}, hf_quant_config=modelopt("NVFP4", ["lm_head"]))
+NATIVE = [
+    ("h100-fp8-native", "h100-sxm", fmt_of(FP8_BLOCK), None),
+    ("a100-fp8-marlin", "a100-80gb", fmt_of(FP8_BLOCK), "no FP8 tensor cores"),
+    ("a100-online-fp8-marlin", "a100-80gb", ONLINE_FP8, "Marlin weight-only"),
+    ("l40s-fp8-native (Ada)", "l40s", fmt_of(FBGEMM), None),
+    ("h100-nvfp4-marlin", "h100-sxm", NVFP4_FMT, "no FP4 tensor cores"),
+    ("b200-nvfp4-native", "b200", NVFP4_FMT, None),
+    ("mi300x-nvfp4-emulated", "mi300x", NVFP4_FMT, "emulates"),
+    ("mi300x-fp8-native", "mi300x", fmt_of(CT_FP8_DYNAMIC), None),
+    ("h100-gpt-oss-mxfp4-weight-only", "h100-sxm", fmt_of(MXFP4), None),
+    ("a100-awq-int4", "a100-40gb", fmt_of(AWQ), None),
+    ("a100-w8a8-int8", "a100-80gb", fmt_of(CT_W8A8_INT8), None),
+    ("unquantized", "l4", UNQUANTIZED, None),
+]
+
+
+@pytest.mark.parametrize(("gpu", "fmt", "expected"), [n[1:] for n in NATIVE], ids=[n[0] for n in NATIVE])
+def test_native_support(gpu: str, fmt: WeightFormat, expected: str | None) -> None:
+    note = native_support(gpu_spec(gpu), fmt)
+    if expected is None:
+        assert note is None
+    else:
+        assert note is not None and expected in note
+
+
+def test_gpu_native_formats() -> None:
+    assert "fp4" in gpu_spec("b200").native_formats
+    assert "fp4" not in gpu_spec("h200").native_formats
+    assert "fp8" not in gpu_spec("a100-80gb").native_formats
+    assert {"int8", "int4"} <= gpu_spec("mi300x").native_formats
+
+
+# ----- real config fixtures -----------------------------------------------------------------------
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
+
+
+def _quantized_fixtures() -> list[Path]:
+    if not CONFIGS.is_dir():
+        return []
+    found = []
+    for path in sorted(CONFIGS.glob("*/config.json")):
+        config = json.loads(path.read_text())
+        text = config.get("text_config") or {}
+        if (
+            "quantization_config" in config
+            or "compression_config" in config
+            or "quantization_config" in text
+            or (path.parent / "hf_quant_config.json").exists()
+        ):
+            found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("path", _quantized_fixtures(), ids=lambda p: p.parent.name)
+def test_every_quantized_fixture_parses(path: Path) -> None:
+    config = json.loads(path.read_text())
+    hf_quant = path.parent / "hf_quant_config.json"
+    fmt = weight_format(
+        config, hf_quant_config=json.loads(hf_quant.read_text()) if hf_quant.exists() else None
+    )
+    assert fmt.method != "none"
+    assert fmt.compute_format is not None
+    assert any(fmt.quantizes(kind, layer=None) for kind in MODULE_KINDS)
