@@ -642,7 +642,12 @@ def _group_label(group: int) -> str:
 def _fp8(block: dict[str, Any], where: str) -> WeightFormat:
     """``Fp8Config.from_config`` (fp8.py): activation_scheme static|dynamic; weight_block_size [n, k] (dynamic
     activations only); ignored_layers, else modules_to_not_convert; store_dtype mxfp4 for the experts."""
-    scheme_name = _get(block, ("activation_scheme",), where, what="static or dynamic")
+    # vLLM requires activation_scheme; trimmed configs (the catalog's) leave it out: read as dynamic, noted
+    scheme_name = _get(block, ("activation_scheme",), where, default=None)
+    notes: tuple[str, ...] = ()
+    if scheme_name is None:
+        scheme_name = "dynamic"
+        notes = (f"{where}.activation_scheme is missing (vLLM requires it); read as dynamic",)
     if scheme_name not in ("static", "dynamic"):
         raise ConfigError(f"{where}.activation_scheme", f"is {scheme_name!r:.40}; expected static or dynamic")
     raw_block = block.get("weight_block_size")
@@ -684,6 +689,7 @@ def _fp8(block: dict[str, Any], where: str) -> WeightFormat:
         scheme=scheme,
         default_kinds=_LINEAR_AND_EXPERTS,
         rules=tuple(rules),
+        warnings=notes,
     )
 
 

@@ -470,6 +470,13 @@ def test_fp8_block_size_for_the_tp_rule() -> None:
     assert fmt_of(FP8_TENSOR).weight_block_size is None
 
 
+def test_fp8_without_activation_scheme_reads_as_dynamic() -> None:
+    # vLLM requires the field; trimmed configs (capacity.catalog's DeepSeek-V3) omit it
+    fmt = fmt_of({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]})
+    assert fmt.weight_block_size == (128, 128)
+    assert any("activation_scheme is missing" in w for w in fmt.warnings)
+
+
 def test_fbgemm_is_deprecated_in_vllm_032() -> None:
     assert any("--allow-deprecated-quantization" in w for w in fmt_of(FBGEMM).warnings)
 
