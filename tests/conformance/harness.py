@@ -6,6 +6,7 @@ Runs in kvright's venv; everything vLLM-side happens in subprocesses using the v
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -369,3 +370,64 @@ def metric_samples(metrics_text: str, name: str) -> list[tuple[dict[str, str], f
         for sample in family.samples
         if sample.name == name
     ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tiny models of other architectures (layer kinds, quantized layouts): config fields by name
+
+
+def fields_cache_key(name: str, fields: Mapping[str, Any]) -> str:
+    """A model folder name that changes whenever the fields or the builder do."""
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{name}-{digest}-r{BUILDER_REVISION}"
+
+
+def build_model_from_fields(env: VllmEnv, name: str, fields: Mapping[str, Any]) -> Path:
+    """The tiny checkpoint for `fields` (build_tiny_model.py's JSON), built once and cached."""
+    out = MODELS_DIR / fields_cache_key(name, fields)
+    if not (out / "config.json").is_file() or not (out / "tokenizer.json").is_file():
+        MODELS_DIR.mkdir(parents=True, exist_ok=True)
+        env.run([str(HERE / "build_tiny_model.py"), str(out), json.dumps(dict(fields))], timeout=600)
+    return out
+
+
+CONCURRENCY_LOG_LINE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+BLOCK_ALIGNMENT_LOG_LINE = re.compile(r"Setting attention block size to (\d+) tokens")
+MAMBA_PADDING_LOG_LINE = re.compile(r"Padding mamba page size by ([\d.]+)%")
+PADDING_LAYERS_LOG_LINE = re.compile(r"Add (\d+) padding layers")
+GROUP_BLOCK_SIZES_LOG_LINE = re.compile(r"kv cache group sizes \(([\d, ]+)\)")
+
+
+def group_block_sizes_from_log(log: str) -> list[list[int]]:
+    """Every "kv cache group sizes (b, b, ...)" line: one block size per KV-cache group."""
+    return [[int(b) for b in m.group(1).split(",")] for m in GROUP_BLOCK_SIZES_LOG_LINE.finditer(log)]
+
+
+def safetensors_bytes(model: Path) -> int:
+    """Bytes of every tensor in the checkpoint's *.safetensors files (from their headers)."""
+    total = 0
+    for path in sorted(model.glob("*.safetensors")):
+        with open(path, "rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        total += sum(
+            end - start
+            for key, t in header.items()
+            if key != "__metadata__"
+            for start, end in [t["data_offsets"]]
+        )
+    return total
+
+
+def cpu_has_amx() -> bool:
+    """vLLM's CPU FP8 block-scaled GEMMs and FP8 MoE experts need AMX tiles (Sapphire Rapids or newer)."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return "amx_tile" in line.split(":", 1)[1].split()
+    return False
+
+
+def fp8_block_verdicts(env: VllmEnv, cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """vLLM's own FP8 block-shape checks on each case (see vllm_fp8_block_probe.py), by case id."""
+    out = env.run([str(HERE / "vllm_fp8_block_probe.py")], stdin=json.dumps(cases), timeout=300)
+    return {v["id"]: v for v in json.loads(out.strip().splitlines()[-1])}

@@ -1,0 +1,222 @@
+"""Layer kinds: the KV blocks real vLLM allocates for hybrid models equal capacity.kv_cache_layout's.
+
+Tiny random checkpoints of two hybrid families vLLM 0.32's CPU build serves are built here (no hub):
+
+- Gemma 3 text (`Gemma3ForCausalLM`): sliding-window and full-attention layers in one model. Two
+  patterns exercise vLLM's grouping rule: 5 sliding + 2 full (group_size = min = 2, the sliding kind
+  padded by one layer) and 4 sliding + 3 full (max < 1.5 x min, so group_size = max = 4, the full
+  kind padded by one layer).
+- Qwen3-Next (`Qwen3NextForCausalLM`): Gated DeltaNet linear attention (a Mamba-style state) plus full
+  attention, MoE MLPs. Its state page is larger than a 128-token attention page, so vLLM raises the
+  attention block size (to 384 here) and pads the state page; with prefix caching (the default) the
+  states are kept in "align" mode, two blocks per request per group, without it one.
+
+Each case starts a real server with an explicit `--kv-cache-memory-bytes` budget and reads what vLLM
+allocated: `num_gpu_blocks`, `block_size` and `kv_cache_max_concurrency` from `vllm:cache_config_info`,
+the "KV cache size: N tokens, Maximum concurrency ..." log line, the number of KV-cache groups ("kv
+cache group sizes (...)"), and the alignment / padding log lines. Nothing is faked. The CPU facts fed to
+capacity: starting block size 128, kernel block alignment max(32, 128) = 128, and in-flight tokens
+1 x max_num_batched_tokens (the CPU platform turns async scheduling off). The linear-attention key and
+value head sizes are 128 because vLLM's CPU Gated DeltaNet kernel refuses others at the first request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import capacity
+
+from .harness import (
+    BIG_KV_BYTES,
+    BLOCK_ALIGNMENT_LOG_LINE,
+    CONCURRENCY_LOG_LINE,
+    MAMBA_PADDING_LOG_LINE,
+    PADDING_LAYERS_LOG_LINE,
+    ServerPool,
+    ServerSpec,
+    VllmEnv,
+    build_model_from_fields,
+    cache_config_labels,
+    group_block_sizes_from_log,
+    kv_tokens_from_log,
+)
+
+pytestmark = pytest.mark.conformance
+
+# vLLM 0.32's CPU platform: block size 128 unless --block-size; CPU_ATTN kernel blocks are multiples of 32,
+# and the hybrid alignment uses max(smallest kernel block, block_size) = 128.
+CPU_BLOCK_SIZE = 128
+CPU_KERNEL_BLOCK_ALIGNMENT = 128
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048  # vLLM serve's default on CPU
+MAX_MODEL_LEN = 1024
+
+_TOKENIZER_FIELDS = {"vocab_size": 512, "max_position_embeddings": 2048}
+
+
+def _gemma3(pattern: str) -> dict[str, Any]:
+    """Gemma 3 text, one layer per letter of `pattern`: s = sliding (window 64), f = full."""
+    return {
+        "model_type": "gemma3_text",
+        "num_hidden_layers": len(pattern),
+        "layer_types": ["sliding_attention" if c == "s" else "full_attention" for c in pattern],
+        "sliding_window": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        **_TOKENIZER_FIELDS,
+    }
+
+
+MODELS: dict[str, dict[str, Any]] = {
+    "gemma3-s5f2": _gemma3("sssfssf"),
+    "gemma3-s4f3": _gemma3("sfsfsfs"),
+    # 3 Gated DeltaNet layers and 1 full-attention layer (full_attention_interval 4), MoE MLPs.
+    "qwen3-next": {
+        "model_type": "qwen3_next",
+        "num_hidden_layers": 4,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "full_attention_interval": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 64,
+        "shared_expert_intermediate_size": 64,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        **_TOKENIZER_FIELDS,
+    },
+}
+
+# A small --max-num-batched-tokens makes the sliding reservation (window - 1 + in-flight tokens) smaller
+# than max_model_len, so the in-flight factor (1 on CPU, 2 with async scheduling) shows in the counts.
+SMALL_BATCH = ("--max-num-batched-tokens", "256", "--max-num-seqs", "64")
+NO_PREFIX_CACHING = ("--no-enable-prefix-caching",)
+
+CASES = [
+    ServerSpec(shape="gemma3-s5f2", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
+    ServerSpec(
+        shape="gemma3-s5f2",
+        tensor_parallel_size=2,
+        kv_cache_memory_bytes=BIG_KV_BYTES,
+        extra_args=SMALL_BATCH,
+    ),
+    ServerSpec(shape="gemma3-s4f3", kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="qwen3-next", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=NO_PREFIX_CACHING),
+]
+
+
+def _id(spec: ServerSpec) -> str:
+    extra = "-no-prefix-caching" if NO_PREFIX_CACHING[0] in spec.extra_args else ""
+    extra += "-mnbt256" if SMALL_BATCH[0] in spec.extra_args else ""
+    return f"{spec.shape}-tp{spec.tensor_parallel_size}{extra}"
+
+
+@pytest.fixture(scope="module")
+def layer_models(vllm_env: VllmEnv) -> dict[str, Path]:
+    return {name: build_model_from_fields(vllm_env, name, fields) for name, fields in MODELS.items()}
+
+
+@pytest.fixture(scope="module")
+def layer_servers(
+    vllm_env: VllmEnv, layer_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerPool]:
+    pool = ServerPool(vllm_env, layer_models, tmp_path_factory.mktemp("vllm-layer-kinds"))
+    yield pool
+    pool.close()
+
+
+def _arch(model: Path, name: str) -> capacity.Architecture:
+    with open(model / "config.json") as f:
+        return capacity.architecture_from_config(json.load(f), name=name)
+
+
+def _option(spec: ServerSpec, flag: str, default: int) -> int:
+    args = list(spec.extra_args)
+    return int(args[args.index(flag) + 1]) if flag in args else default
+
+
+def _layout(arch: capacity.Architecture, spec: ServerSpec) -> Any:
+    mnbt = _option(spec, "--max-num-batched-tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    return capacity.kv_cache_layout(
+        arch,
+        tensor_parallel_size=spec.tensor_parallel_size,
+        kv_cache_dtype="auto",
+        block_size=CPU_BLOCK_SIZE,
+        kernel_block_alignment=CPU_KERNEL_BLOCK_ALIGNMENT,
+        max_num_batched_tokens=mnbt,
+        max_model_len=spec.max_model_len,
+        max_in_flight_tokens=mnbt,  # CPU: async scheduling off, one batch in flight
+        enable_prefix_caching=NO_PREFIX_CACHING[0] not in spec.extra_args,
+    )
+
+
+def _engine_facts(labels: Mapping[str, str], log: str) -> dict[str, Any]:
+    concurrency = [(int(n.replace(",", "")), float(x)) for n, x in CONCURRENCY_LOG_LINE.findall(log)]
+    return {
+        "block_size": int(labels["block_size"]),
+        "num_gpu_blocks": int(labels["num_gpu_blocks"]),
+        "kv_cache_size_tokens": int(labels["kv_cache_size_tokens"]),
+        "kv_cache_max_concurrency": float(labels["kv_cache_max_concurrency"]),
+        "log_tokens": kv_tokens_from_log(log),
+        "log_concurrency": concurrency,
+        # One block size per group; mamba groups show max_model_len when prefix caching is off.
+        "groups": [len(sizes) for sizes in group_block_sizes_from_log(log)],
+        # Logged by every worker that aligns (one per TP rank).
+        "aligned_block_size": sorted({int(b) for b in BLOCK_ALIGNMENT_LOG_LINE.findall(log)}),
+        "mamba_padding_percent": [float(p) for p in MAMBA_PADDING_LOG_LINE.findall(log)],
+        "padding_layers": [int(n) for n in PADDING_LAYERS_LOG_LINE.findall(log)],
+    }
+
+
+@pytest.mark.parametrize("spec", CASES, ids=[_id(s) for s in CASES])
+def test_hybrid_kv_cache_matches_capacity_layout(
+    spec: ServerSpec, layer_servers: ServerPool, layer_models: dict[str, Path]
+) -> None:
+    server = layer_servers.get(spec)
+    log = server.log()
+    engine = _engine_facts(cache_config_labels(server.metrics_text()), log)
+    layout = _layout(_arch(layer_models[spec.shape], spec.shape), spec)
+
+    blocks = layout.num_blocks(spec.kv_cache_memory_bytes)
+    per_request = layout.blocks_per_sequence(spec.max_model_len)
+    concurrency = blocks / per_request
+    tokens = int(concurrency * spec.max_model_len)
+    groups = sum(g.count for g in layout.groups)
+    predicted = {
+        "block_size": layout.block_size,
+        "num_gpu_blocks": blocks,
+        "kv_cache_size_tokens": tokens,
+        "kv_cache_max_concurrency": pytest.approx(concurrency, rel=1e-9),
+        "log_tokens": [tokens],
+        "log_concurrency": [(spec.max_model_len, pytest.approx(round(concurrency, 2), abs=0.006))],
+        "groups": [groups],
+        "aligned_block_size": [layout.block_size] if layout.block_size != CPU_BLOCK_SIZE else [],
+        "mamba_padding_percent": engine["mamba_padding_percent"],  # checked below
+        "padding_layers": engine["padding_layers"],  # checked below
+    }
+    assert engine == predicted, f"vLLM {engine} != capacity {layout}"
+
+    mamba = [g for g in layout.groups if g.kind == "mamba"]
+    assert bool(engine["mamba_padding_percent"]) == bool(mamba), engine
+    # vLLM pads each short group of a kind by group_size - layers % group_size layers (logged per kind).
+    group_size = layout.bytes_per_block // max(g.page_bytes for g in layout.groups)
+    padding = [group_size - g.layers % group_size for g in layout.groups if g.layers % group_size]
+    assert sorted(engine["padding_layers"]) == sorted(padding), (engine, layout)

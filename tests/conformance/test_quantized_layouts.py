@@ -1,0 +1,292 @@
+"""Quantized checkpoint layouts: what vLLM 0.32's CPU build loads, and its TP verdicts, against capacity.
+
+GPTQ (4-bit, group 128, AutoGPTQ layout: packed int32 qweight/qzeros, fp16 scales, g_idx) is built
+here from a random tiny Llama and served by the real engine at TP 1 and 2 with an explicit KV budget:
+vLLM loads it with its CPUWNA16 kernel, allocates the KV cache, and capacity must predict the blocks,
+accept both TP degrees, and size the checkpoint (`capacity.weight_bytes`) within 5% of the bytes of its
+safetensors tensors (the CPU worker logs no "Model loading took X GiB" line; that is GPU-only).
+vLLM 0.32 CPU does not check that a row-parallel rank holds whole quantization groups (TP 2 splits the
+384-wide down projection into 192 = 1.5 groups of 128) and loads it anyway. On an AVX2-only CPU the
+first request then dies in the missing `cpu_gemm_wna16` op (the kernel ships in the AVX-512 build);
+the KV figures are fixed before that, and one test records the refusal.
+
+FP8 with 128x128 weight blocks: vLLM's CPU build cannot load an FP8 MoE without AMX (no FP8 MoE
+backend, "Unsupported FP8 MoE backend: NONE"; its block-FP8 linear kernels also require AMX), which a
+real server start proves on such CPUs. The TP rule is therefore checked against vLLM's own functions
+(`fp8_utils.validate_fp8_block_shape_moe` / `validate_fp8_block_shape`, with vLLM's
+`FusedMoEParallelConfig.make` deciding how experts are split) on the real shapes of
+Qwen3-235B-A22B-FP8 (MoE) and Qwen3-4B-FP8 (dense), at TP 1, 2, 4, 8 with and without expert
+parallelism; capacity.tensor_parallel_error must refuse exactly where vLLM does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+import capacity
+
+from .harness import (
+    BIG_KV_BYTES,
+    ServerPool,
+    ServerSpec,
+    VllmEnv,
+    build_model_from_fields,
+    cache_config_labels,
+    cpu_has_amx,
+    fp8_block_verdicts,
+    kv_tokens_from_log,
+    run_server_to_exit,
+    safetensors_bytes,
+)
+
+pytestmark = pytest.mark.conformance
+
+CPU_BLOCK_SIZE = 128
+
+_LLAMA = {
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "hidden_size": 256,
+    "intermediate_size": 384,
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+}
+MODELS: dict[str, dict[str, Any]] = {
+    "gptq-llama": {**_LLAMA, "_quantize": {"method": "gptq", "bits": 4, "group_size": 128}},
+    # Qwen3-MoE with 128x128 FP8 blocks on the experts only (attention and router bf16, listed in
+    # ignored_layers), so the engine reaches the fused-MoE weights before any FP8 linear kernel.
+    "fp8-moe": {
+        "model_type": "qwen3_moe",
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "moe_intermediate_size": 384,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "vocab_size": 512,
+        "max_position_embeddings": 2048,
+        "_quantize": {"method": "fp8", "weight_block_size": [128, 128], "ignore": ["self_attn", "mlp.gate"]},
+    },
+}
+
+GPTQ_CASES = [
+    ServerSpec(shape="gptq-llama", kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="gptq-llama", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
+]
+
+
+@pytest.fixture(scope="module")
+def quant_models(vllm_env: VllmEnv) -> dict[str, Path]:
+    return {name: build_model_from_fields(vllm_env, name, fields) for name, fields in MODELS.items()}
+
+
+@pytest.fixture(scope="module")
+def quant_servers(
+    vllm_env: VllmEnv, quant_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerPool]:
+    pool = ServerPool(vllm_env, quant_models, tmp_path_factory.mktemp("vllm-quantized"))
+    yield pool
+    pool.close()
+
+
+def _arch_of(config: dict[str, Any], name: str) -> capacity.Architecture:
+    return capacity.architecture_from_config(config, name=name)
+
+
+def _arch(model: Path, name: str) -> capacity.Architecture:
+    with open(model / "config.json") as f:
+        return _arch_of(json.load(f), name)
+
+
+def test_gptq_checkpoint_weight_bytes_match_capacity(quant_models: dict[str, Path]) -> None:
+    model = quant_models["gptq-llama"]
+    with open(model / "config.json") as f:
+        assert json.load(f)["quantization_config"]["quant_method"] == "gptq"
+    stored = safetensors_bytes(model)
+    predicted = capacity.weight_bytes(_arch(model, "gptq-llama"))
+    assert abs(predicted - stored) <= 0.05 * stored, f"capacity {predicted} B, checkpoint {stored} B"
+
+
+@pytest.mark.parametrize("spec", GPTQ_CASES, ids=[f"tp{s.tensor_parallel_size}" for s in GPTQ_CASES])
+def test_gptq_kv_cache_and_tp_verdict_match_capacity(
+    spec: ServerSpec, quant_servers: ServerPool, quant_models: dict[str, Path]
+) -> None:
+    arch = _arch(quant_models[spec.shape], spec.shape)
+    assert capacity.tensor_parallel_error(arch, spec.tensor_parallel_size) is None
+    server = quant_servers.get(spec)  # vLLM loads the GPTQ layout at this TP (or the test fails here)
+    log = server.log()
+    assert "Using CPUWNA16LinearKernel for AutoGPTQLinearMethod" in log
+    labels = cache_config_labels(server.metrics_text())
+    layout = capacity.kv_cache_layout(
+        arch,
+        tensor_parallel_size=spec.tensor_parallel_size,
+        block_size=CPU_BLOCK_SIZE,
+        kernel_block_alignment=CPU_BLOCK_SIZE,
+        max_num_batched_tokens=2048,
+        max_model_len=spec.max_model_len,
+        max_in_flight_tokens=2048,
+    )
+    blocks = layout.num_blocks(spec.kv_cache_memory_bytes)
+    assert (int(labels["block_size"]), int(labels["num_gpu_blocks"])) == (layout.block_size, blocks), labels
+    assert kv_tokens_from_log(log) == [blocks * layout.block_size]
+
+
+def test_gptq_generation_needs_the_avx512_kernel_on_cpu(quant_servers: ServerPool) -> None:
+    """Records why the GPTQ server is checked for its KV cache only: on AVX2 the first GEMM dies."""
+    server = quant_servers.get(GPTQ_CASES[-1])
+    with open("/proc/cpuinfo") as f:
+        avx512 = any(line.startswith("flags") and " avx512f" in line for line in f)
+    try:
+        server.complete("the kv cache", max_tokens=2)
+    except requests.HTTPError:
+        assert not avx512, "vLLM's GPTQ CPU kernel failed on a CPU with AVX-512"
+        assert "object has no attribute 'cpu_gemm_wna16'" in server.log()
+    else:
+        assert avx512, "vLLM ran a GPTQ GEMM on a CPU without AVX-512: the KV-only checks can go further"
+    finally:
+        quant_servers.close()  # the engine is dead after the failed request
+
+
+def test_fp8_moe_checkpoint_is_refused_by_the_cpu_build_without_amx(
+    vllm_env: VllmEnv, quant_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """vLLM 0.32 CPU has FP8 MoE experts only with AMX; elsewhere it refuses to build the layer."""
+    spec = ServerSpec(shape="fp8-moe", kv_cache_memory_bytes=16 * 2**20)
+    status, log = run_server_to_exit(vllm_env, quant_models["fp8-moe"], spec, tmp_path / "vllm-fp8-moe.log")
+    if cpu_has_amx():
+        assert status is None, f"vLLM refused a tiny FP8 MoE on an AMX CPU:\n{log[-3000:]}"
+        return
+    assert status is not None, "vLLM served an FP8 MoE on a CPU without AMX: serve it in the KV tests"
+    assert "ValueError: Unsupported FP8 MoE backend: NONE" in log, log[-3000:]
+
+
+# Real configurations (the fields the TP rules read), as published on the hub.
+_FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}
+REAL_FP8: dict[str, dict[str, Any]] = {
+    "qwen3-235b-a22b-fp8": {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "moe_intermediate_size": 1536,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "num_hidden_layers": 94,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "quantization_config": _FP8,
+    },
+    "qwen3-4b-fp8": {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 2560,
+        "intermediate_size": 9728,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_hidden_layers": 36,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16",
+        "quantization_config": _FP8,
+    },
+    "tiny-fp8-moe": {
+        **{k: v for k, v in MODELS["fp8-moe"].items() if k != "_quantize"},
+        "torch_dtype": "bfloat16",
+    }
+    | {"quantization_config": _FP8},
+}
+# TP degrees that divide the attention heads (the head rules are test_flags.py's business).
+FP8_CASES = [
+    (name, tp, ep)
+    for name, config in REAL_FP8.items()
+    for tp in (1, 2, 4, 8)
+    if config["num_attention_heads"] % tp == 0
+    for ep in (False, True)
+]
+
+
+def _fp8_checks(name: str, config: dict[str, Any], tp: int, ep: bool) -> list[dict[str, Any]]:
+    """The FP8 shape checks vLLM runs while building the model's layers at this TP / EP."""
+    hidden, heads, head_dim = config["hidden_size"], config["num_attention_heads"], config["head_dim"]
+    base = {"tp": tp, "ep": ep}
+    checks = [
+        {**base, "id": f"{name}:{tp}:{ep}:qkv", "kind": "qkv", "input_size": hidden, "heads": heads,
+         "kv_heads": config["num_key_value_heads"], "head_dim": head_dim},
+        {**base, "id": f"{name}:{tp}:{ep}:o_proj", "kind": "dense", "parallel": "row",
+         "input_size": heads * head_dim, "output_sizes": [hidden]},
+    ]  # fmt: skip
+    if config.get("num_experts"):
+        checks.append(
+            {
+                **base,
+                "id": f"{name}:{tp}:{ep}:experts",
+                "kind": "moe",
+                "intermediate_size": config["moe_intermediate_size"],
+            }
+        )
+    else:
+        width = config["intermediate_size"]
+        checks += [
+            {**base, "id": f"{name}:{tp}:{ep}:gate_up", "kind": "dense", "parallel": "column",
+             "input_size": hidden, "output_sizes": [width, width]},
+            {**base, "id": f"{name}:{tp}:{ep}:down", "kind": "dense", "parallel": "row",
+             "input_size": width, "output_sizes": [hidden]},
+        ]  # fmt: skip
+    return checks
+
+
+@pytest.fixture(scope="module")
+def fp8_verdicts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
+    cases = [c for name, tp, ep in FP8_CASES for c in _fp8_checks(name, REAL_FP8[name], tp, ep)]
+    return fp8_block_verdicts(vllm_env, cases)
+
+
+@pytest.mark.parametrize(
+    ("name", "tp", "ep"), FP8_CASES, ids=[f"{n}-tp{tp}{'-ep' if ep else ''}" for n, tp, ep in FP8_CASES]
+)
+def test_fp8_block_tp_verdict_matches_vllms_loader_checks(
+    name: str, tp: int, ep: bool, fp8_verdicts: dict[str, dict[str, Any]]
+) -> None:
+    config = REAL_FP8[name]
+    refusals = [
+        v["error"] for c in _fp8_checks(name, config, tp, ep) if not (v := fp8_verdicts[c["id"]])["accepted"]
+    ]
+    ours = capacity.tensor_parallel_error(_arch_of(config, name), tp, expert_parallel=ep)
+    if refusals:
+        assert ours is not None, f"capacity accepts TP {tp} (EP {ep}) for {name}; vLLM: {refusals[0]}"
+    else:
+        assert ours is None, (
+            f"capacity refuses TP {tp} (EP {ep}) for {name} ({ours}); vLLM's checks accept it"
+        )
+
+
+def test_fp8_block_rule_is_the_one_the_issue_reports(fp8_verdicts: dict[str, dict[str, Any]]) -> None:
+    """Qwen3-235B-A22B-FP8 at TP 8 without EP: vLLM's message from issues 52997 / 54178, word for word."""
+    verdict = fp8_verdicts["qwen3-235b-a22b-fp8:8:False:experts"]
+    assert verdict["error"] == (
+        "The output_size of gate's and up's weight = 192 is not divisible by "
+        "weight quantization block_n = 128."
+    )
+    assert fp8_verdicts["qwen3-235b-a22b-fp8:8:True:experts"]["accepted"]
