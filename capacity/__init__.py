@@ -6,8 +6,21 @@ how long an engine step takes and how much fits) and the planner. No IO except r
 caller names (:func:`load_architecture`).
 """
 
-from capacity.architecture import Architecture, AttentionKind, ParameterGroups, architecture_from_config
-from capacity.catalog import catalog_architecture, catalog_ids, catalog_source, load_architecture
+from capacity.architecture import (
+    Architecture,
+    AttentionKind,
+    Layer,
+    ParameterGroups,
+    StateSpec,
+    architecture_from_config,
+)
+from capacity.catalog import (
+    catalog_architecture,
+    catalog_entry,
+    catalog_ids,
+    catalog_source,
+    load_architecture,
+)
 from capacity.errors import CapacityError, ConfigError
 from capacity.gpus import GPU, gpu_ids, gpu_spec
 from capacity.memory import (
@@ -18,22 +31,27 @@ from capacity.memory import (
     NCCL_RESERVE_BYTES,
     NON_TORCH_OVERHEAD_BYTES,
     SAMPLER_FP32_LOGIT_COPIES,
+    KVCacheLayout,
+    KVGroup,
     KVMemory,
     MemoryBreakdown,
     default_max_num_batched_tokens,
     kv_cache_bytes_per_sequence,
     kv_cache_bytes_per_token,
+    kv_cache_layout,
     memory_per_gpu,
     weight_bytes,
     weight_bytes_per_gpu,
 )
 from capacity.parallel import (
+    fp8_block_error,
     kv_heads_per_gpu,
     padded_vocab_size,
     tensor_parallel_error,
     valid_tensor_parallel_sizes,
 )
 from capacity.planner import (
+    QUANTIZATION_CHOICES,
     SLO,
     BatchLimit,
     Candidate,
@@ -41,9 +59,11 @@ from capacity.planner import (
     Plan,
     PlanResult,
     Prediction,
+    Quantization,
     Workload,
     plan,
 )
+from capacity.quantization import ONLINE_FP8, WeightFormat, weight_format
 from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, decode_step
 from capacity.serving import (
     PERCENTILES,
@@ -69,7 +89,9 @@ __all__ = [
     "MAX_NUM_SEQS_CAP",
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
+    "ONLINE_FP8",
     "PERCENTILES",
+    "QUANTIZATION_CHOICES",
     "SAMPLER_FP32_LOGIT_COPIES",
     "SLO",
     "TPOT_HISTOGRAM_BUCKETS",
@@ -84,28 +106,37 @@ __all__ = [
     "Curve",
     "DecodeStep",
     "Efficiency",
+    "KVCacheLayout",
+    "KVGroup",
     "KVMemory",
+    "Layer",
     "Limits",
     "MemoryBreakdown",
     "ParameterGroups",
     "Plan",
     "PlanResult",
     "Prediction",
+    "Quantization",
     "ServingModel",
     "ServingPoint",
     "Shape",
+    "StateSpec",
+    "WeightFormat",
     "Workload",
     "architecture_from_config",
     "catalog_architecture",
+    "catalog_entry",
     "catalog_ids",
     "catalog_source",
     "decode_step",
     "default_max_num_batched_tokens",
+    "fp8_block_error",
     "gpu_ids",
     "gpu_spec",
     "histogram_quantile",
     "kv_cache_bytes_per_sequence",
     "kv_cache_bytes_per_token",
+    "kv_cache_layout",
     "kv_heads_per_gpu",
     "largest_within",
     "learn",
@@ -118,4 +149,5 @@ __all__ = [
     "valid_tensor_parallel_sizes",
     "weight_bytes",
     "weight_bytes_per_gpu",
+    "weight_format",
 ]

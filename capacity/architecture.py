@@ -1,29 +1,53 @@
 """Model architecture facts read from a Hugging Face ``config.json``, and the parameter counts they imply.
 
-One converter, :func:`architecture_from_config`, reads every fact from the config. Each fact has a list of
-alternative field names (commented with the family that uses them), the way vLLM's config converter does.
+One converter, :func:`architecture_from_config`, reads every fact from the checkpoint's own files, the way
+vLLM does: the class in ``architectures`` first (what vLLM dispatches on), ``model_type`` second; the text
+model under a multimodal wrapper (``text_config``; the vision tower is counted in parameters and weights
+but holds no KV cache); transformers' documented defaults where a real config leaves a field out
+(:data:`TRANSFORMERS_DEFAULTS`). Each fact has a list of alternative field names, first match wins.
+
+A decoder is a sequence of :class:`Layer` s, each with a token mixer (full, sliding-window or chunked
+local attention, MLA, a Mamba-2 or Gated-DeltaNet state, or nothing) and a feed-forward part (dense,
+mixture of experts, or nothing): the KV cache, the weights and the step time all follow from that list.
 A missing or malformed field raises :class:`~capacity.errors.ConfigError` naming the field.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
 from capacity.errors import ConfigError
+from capacity.quantization import ModuleKind, WeightFormat, weight_format
 
 __all__ = [
     "DTYPE_BYTES",
-    "SUPPORTED_MODEL_TYPES",
+    "FAMILIES",
+    "TRANSFORMERS_DEFAULTS",
     "Architecture",
     "AttentionKind",
+    "Layer",
+    "Mixer",
+    "ParameterGroups",
+    "StateSpec",
     "architecture_from_config",
 ]
 
-AttentionKind = Literal["MHA", "GQA", "MQA", "MLA"]
+AttentionKind = Literal["MHA", "GQA", "MQA", "MLA", "none"]
+
+#: A layer's token mixer, by how vLLM's KV-cache allocator holds it: ``full`` attention grows with the
+#: context; ``sliding`` is bounded by the window, ``chunked`` (Llama 4's local layers) by the chunk; ``mla``
+#: caches the latent (DeepSeek); ``mamba`` (Mamba-2) and ``linear`` (Gated DeltaNet) keep a constant state
+#: per sequence; ``projection`` is a plain linear stand-in and ``none`` no mixer at all (both cache nothing).
+Mixer = Literal["full", "sliding", "chunked", "mla", "mamba", "linear", "projection", "none"]
+FFN = Literal["dense", "moe", "projection", "none"]
+
+ATTENTION_MIXERS: frozenset[str] = frozenset({"full", "sliding", "chunked", "mla"})
+STATE_MIXERS: frozenset[str] = frozenset({"mamba", "linear"})
 
 #: Bytes per element of the dtypes a config's ``torch_dtype`` may name.
 DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -31,21 +55,101 @@ DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}
 #: Largest value accepted for any size in a config: keeps the arithmetic in float range and refuses nonsense.
 MAX_CONFIG_INT = 2**31 - 1
 
-#: ``model_type`` values the converter understands, and the family each belongs to.
-SUPPORTED_MODEL_TYPES: dict[str, str] = {
-    "llama": "llama",
-    "mistral": "llama",
-    "mixtral": "mixtral",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "qwen2_moe": "qwen2_moe",
-    "qwen3_moe": "qwen3_moe",
-    "deepseek_v2": "deepseek",
-    "deepseek_v3": "deepseek",
-    "gemma2": "gemma2",
-    "gemma3": "gemma3",
-    "gemma3_text": "gemma3",
-    "phi3": "phi3",
+#: The family each ``architectures`` class belongs to (what vLLM's registry dispatches on). A family says
+#: which reader applies; the text model's own fields say the rest.
+FAMILIES: dict[str, str] = {
+    "LlamaForCausalLM": "dense",
+    "MistralForCausalLM": "dense",
+    "Qwen2ForCausalLM": "dense",
+    "Qwen3ForCausalLM": "dense",
+    "Phi3ForCausalLM": "dense",
+    "Gemma2ForCausalLM": "dense",
+    "Gemma3ForCausalLM": "dense",
+    "Gemma3ForConditionalGeneration": "dense",
+    "Mistral3ForConditionalGeneration": "dense",
+    "LlavaForConditionalGeneration": "dense",
+    "GraniteForCausalLM": "dense",
+    "MixtralForCausalLM": "moe",
+    "Qwen2MoeForCausalLM": "moe",
+    "Qwen3MoeForCausalLM": "moe",
+    "Qwen3VLMoeForConditionalGeneration": "moe",
+    "Qwen3VLForConditionalGeneration": "dense",
+    "Glm4MoeForCausalLM": "moe",
+    "MiniMaxM2ForCausalLM": "moe",
+    "GptOssForCausalLM": "moe",
+    "Llama4ForCausalLM": "moe",
+    "Llama4ForConditionalGeneration": "moe",
+    "DeepseekV2ForCausalLM": "mla",
+    "DeepseekV3ForCausalLM": "mla",
+    "DeepseekV32ForCausalLM": "mla",
+    "KimiK2ForCausalLM": "mla",
+    "Qwen3NextForCausalLM": "hybrid",
+    "NemotronHForCausalLM": "hybrid",
+    "GraniteMoeHybridForCausalLM": "hybrid",
+    "DeciLMForCausalLM": "nas",
+}
+
+#: The same, by ``model_type``, for configs without ``architectures``.
+_MODEL_TYPE_FAMILIES: dict[str, str] = {
+    "llama": "dense",
+    "mistral": "dense",
+    "qwen2": "dense",
+    "qwen3": "dense",
+    "phi3": "dense",
+    "gemma2": "dense",
+    "gemma3": "dense",
+    "gemma3_text": "dense",
+    "mistral3": "dense",
+    "granite": "dense",
+    "mixtral": "moe",
+    "qwen2_moe": "moe",
+    "qwen3_moe": "moe",
+    "qwen3_vl_moe": "moe",
+    "qwen3_vl_moe_text": "moe",
+    "glm4_moe": "moe",
+    "minimax_m2": "moe",
+    "gpt_oss": "moe",
+    "llama4": "moe",
+    "llama4_text": "moe",
+    "deepseek_v2": "mla",
+    "deepseek_v3": "mla",
+    "deepseek_v32": "mla",
+    "kimi_k2": "mla",
+    "qwen3_next": "hybrid",
+    "nemotron_h": "hybrid",
+    "granitemoehybrid": "hybrid",
+    "nemotron-nas": "nas",
+}
+
+#: transformers' documented defaults for fields real configs leave out (``PretrainedConfig`` subclasses'
+#: ``__init__`` defaults), per ``model_type``. Only what real files are known to omit.
+TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
+    # Gemma3TextConfig: the Gemma 3 4B files rely on these for heads, KV heads and head_dim.
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+    },
+    # SiglipVisionConfig (Gemma 3's vision tower).
+    "siglip_vision_model": {
+        "hidden_size": 768,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "num_channels": 3,
+        "image_size": 224,
+        "patch_size": 16,
+    },
+    "mistral": {"sliding_window": None, "tie_word_embeddings": False},
+    "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
 }
 
 # Alternative names per fact, first match wins.
@@ -53,7 +157,7 @@ _HIDDEN = ("hidden_size", "d_model", "n_embd")  # d_model: T5/Whisper style, n_e
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers")  # n_layer: GPT-2/Falcon, num_layers: ChatGLM
 _HEADS = ("num_attention_heads", "n_head", "num_heads")  # n_head: GPT-2/Falcon
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")  # ChatGLM last
-_HEAD_DIM = ("head_dim", "kv_channels")  # head_dim: Gemma/Qwen3 (explicit); kv_channels: ChatGLM
+_HEAD_DIM = ("head_dim", "kv_channels", "attention_head_dim")  # attention_head_dim: Nemotron-H
 _INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner")  # ffn_hidden_size: ChatGLM
 _VOCAB = ("vocab_size", "padded_vocab_size", "n_vocab")
 _POSITIONS = (  # the same list vLLM reads to derive max_model_len
@@ -67,7 +171,53 @@ _POSITIONS = (  # the same list vLLM reads to derive max_model_len
 )
 _DTYPE = ("torch_dtype", "dtype")  # transformers >= 4.56 writes ``dtype``
 _EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts")  # Mixtral / DeepSeek / Qwen MoE
-_EXPERTS_PER_TOKEN = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k")
+_EXPERTS_PER_TOKEN = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k")
+_VISION_LAYERS = ("num_hidden_layers", "depth", "num_layers")
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One decoder layer: its token mixer, its feed-forward part and (attention) its KV heads."""
+
+    mixer: Mixer
+    ffn: FFN
+    ffn_width: int = 0
+    """Width of a dense MLP (0 for MoE or no MLP)."""
+    kv_heads: int = 0
+    """KV heads of this layer's attention when they differ from the model's (Llama-Nemotron); 0: the
+    model's ``num_kv_heads`` (or no attention)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateSpec:
+    """The constant per-sequence state of Mamba-2 / Gated-DeltaNet layers, as vLLM's ``MambaSpec`` sizes it
+    (``mamba_utils.MambaStateShapeCalculator``): a conv state of ``conv_channels / tp x (conv_kernel - 1)``
+    and a recurrent state of ``heads / tp x head_dim x state_dim``."""
+
+    kind: Literal["mamba2", "gated_deltanet"]
+    conv_kernel: int
+    conv_channels: int
+    """Conv channels that TP splits evenly (Mamba-2: the intermediate width; Gated DeltaNet: ``2 x
+    key_heads x key_dim + value_heads x value_dim``)."""
+    groups: int = 0
+    """Mamba-2 ``n_groups``; when TP does not divide them vLLM extends them to ``tp`` (replicated groups)."""
+    group_channels: int = 0
+    """Conv channels per group (Mamba-2: ``2 x state_size``)."""
+    heads: int
+    """Recurrent heads (Mamba-2 ``num_heads``, Gated DeltaNet value heads)."""
+    head_dim: int
+    state_dim: int
+    ssm_dtype: str | None = None
+    """dtype of the recurrent state when the model fixes one (Nemotron-H: float32); None: the conv dtype."""
+
+    def state_elements(self, tp: int) -> tuple[int, int]:
+        """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
+        groups = self.groups
+        if groups and groups % tp:
+            groups = groups + (tp - groups)  # vLLM: extra_groups_for_head_shards replicates the groups
+        conv = (self.conv_channels + groups * self.group_channels) // tp * (self.conv_kernel - 1)
+        recurrent = self.heads // tp * self.head_dim * self.state_dim
+        return conv, recurrent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +227,10 @@ class Architecture:
     name: str
     """Catalog id or the name the caller gave (defaults to ``model_type``)."""
     model_type: str
-    """Hugging Face ``model_type`` (``llama``, ``deepseek_v3``, ...)."""
+    """Hugging Face ``model_type`` of the text model (``llama``, ``deepseek_v3``, ...)."""
+    architecture: str = ""
+    """The ``architectures`` class vLLM dispatches on (``LlamaForCausalLM``); empty when the config has
+    none."""
     hidden_size: int
     """Width of the residual stream."""
     num_layers: int
@@ -98,15 +251,24 @@ class Architecture:
     """LM head shares the input embedding table (Gemma)."""
     dtype: str
     """Model dtype as vLLM runs it: ``bfloat16`` or ``float16`` (float32 checkpoints run in bfloat16)."""
-    weight_bytes_per_parameter: float
-    """Bytes per linear-layer weight (2 for bf16/fp16, 1 for fp8-quantized checkpoints such as
-    DeepSeek-V3)."""
+    weights: WeightFormat
+    """How the checkpoint stores its weights (``quantization_config`` / ``hf_quant_config.json``)."""
+    layers: tuple[Layer, ...]
+    """Every decoder layer in order (``len(layers) == num_layers``)."""
     qkv_bias: bool = False
-    """Q, K and V projections carry a bias (Qwen2)."""
-    qk_norm: bool = False
-    """Per-head RMSNorm on queries and keys (Qwen3, Gemma 3)."""
+    """Q, K and V projections carry a bias (Qwen2, gpt-oss)."""
+    o_bias: bool = False
+    """The output projection carries a bias (gpt-oss)."""
+    attention_output_gate: bool = False
+    """Queries are projected twice as wide to gate the attention output (Qwen3-Next)."""
+    attention_sinks: bool = False
+    """One learned sink logit per head per layer (gpt-oss): parameters, no KV."""
+    qk_norm: Literal["none", "head", "full"] = "none"
+    """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2)."""
     norms_per_layer: int = 2
-    """Norm vectors of width ``hidden_size`` per layer (2; Gemma 2/3 have 4)."""
+    """Norm vectors of width ``hidden_size`` per layer (2; Gemma 2/3 have 4; Nemotron-H 1)."""
+    mlp_gated: bool = True
+    """Dense MLPs and experts have gate, up and down projections (False: up and down only, Nemotron-H)."""
     kv_lora_rank: int | None = None
     """MLA latent width d_c (DeepSeek V2/V3); None for non-MLA attention."""
     q_lora_rank: int | None = None
@@ -117,25 +279,74 @@ class Architecture:
     """MLA per-head query/key dimension without RoPE."""
     v_head_dim: int = 0
     """MLA per-head value dimension."""
+    index_head_dim: int = 0
+    """DeepSeek-V3.2 sparse attention: the indexer's key width, cached per token per layer (0: dense MLA)."""
+    index_n_heads: int = 0
+    """DeepSeek-V3.2 indexer query heads."""
     num_experts: int = 0
     """Routed experts per MoE layer (0: dense model)."""
     num_experts_per_token: int = 0
     """Routed experts each token uses (top-k)."""
     moe_intermediate_size: int = 0
     """Width of one routed expert's MLP."""
-    num_moe_layers: int = 0
-    """Layers whose MLP is a mixture of experts (the rest are dense, e.g. DeepSeek's
-    first_k_dense_replace)."""
     shared_expert_intermediate_size: int = 0
     """Total width of the always-on shared expert MLP in each MoE layer (DeepSeek, Qwen2-MoE); 0 if none."""
     shared_expert_gate: bool = False
-    """Qwen2-MoE gates its shared expert with a hidden_size x 1 projection."""
+    """Qwen2-MoE / Qwen3-Next gate their shared expert with a hidden_size x 1 projection."""
+    expert_bias: bool = False
+    """Experts' projections and the router carry biases (gpt-oss)."""
     sliding_window: int | None = None
-    """Tokens a sliding-window layer attends to (None: all layers attend to the full context)."""
-    num_sliding_window_layers: int = 0
-    """Layers that use the sliding window (Gemma 2: every other layer; Gemma 3: 5 of 6; Mistral v0.1: all)."""
-    layer_kinds: tuple[str, ...] = field(default=(), repr=False)
-    """Reserved for future per-layer detail; empty today."""
+    """Tokens a sliding-window layer attends to (None: no layer slides)."""
+    attention_chunk_size: int | None = None
+    """Tokens a chunked local attention layer attends to (Llama 4)."""
+    state: StateSpec | None = None
+    """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
+    vision_parameters: int = 0
+    """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
+    warnings: tuple[str, ...] = ()
+    """Assumptions made reading the config (an unknown architecture planned by its standard fields)."""
+
+    # ----- layers ------------------------------------------------------------------------------------------
+    @cached_property
+    def mixer_counts(self) -> Counter[str]:
+        """How many layers have each token mixer."""
+        return Counter(layer.mixer for layer in self.layers)
+
+    @property
+    def num_sliding_window_layers(self) -> int:
+        """Layers that use the sliding window."""
+        return self.mixer_counts["sliding"]
+
+    @property
+    def num_chunked_layers(self) -> int:
+        """Chunked local attention layers (Llama 4)."""
+        return self.mixer_counts["chunked"]
+
+    @property
+    def num_state_layers(self) -> int:
+        """Mamba-2 / Gated-DeltaNet layers (a constant state per sequence)."""
+        return self.mixer_counts["mamba"] + self.mixer_counts["linear"]
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers whose KV cache grows with the whole context (full attention and MLA)."""
+        return self.mixer_counts["full"] + self.mixer_counts["mla"]
+
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers with an attention KV cache of any kind."""
+        return sum(self.mixer_counts[m] for m in ATTENTION_MIXERS)
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return sum(1 for layer in self.layers if layer.ffn == "moe")
+
+    def kv_heads_of(self, layer: Layer) -> int:
+        """KV heads of ``layer``'s attention (0 when it has none)."""
+        if layer.mixer not in ATTENTION_MIXERS:
+            return 0
+        return layer.kv_heads or self.num_kv_heads
 
     # ----- attention ---------------------------------------------------------------------------------------
     @property
@@ -143,6 +354,8 @@ class Architecture:
         """MLA when a latent rank is set; MHA when every query head has its own KV head; MQA with one."""
         if self.kv_lora_rank is not None:
             return "MLA"
+        if not self.num_attention_layers:
+            return "none"
         if self.num_kv_heads == self.num_attention_heads:
             return "MHA"
         if self.num_kv_heads == 1:
@@ -155,54 +368,66 @@ class Architecture:
         return self.num_experts > 0 and self.num_moe_layers > 0
 
     @property
-    def num_full_attention_layers(self) -> int:
-        """Layers whose KV cache grows with the whole context."""
-        return self.num_layers - self.num_sliding_window_layers
-
-    @property
     def kv_elements_per_token_per_layer(self) -> int:
-        """Cached elements per token per layer before TP: ``2 * kv_heads * head_dim``; MLA ``d_c +
+        """Cached elements per token per attention layer before TP: ``2 * kv_heads * head_dim``; MLA ``d_c +
         d_rope``."""
         if self.kv_lora_rank is not None:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
 
+    @property
+    def quantization(self) -> str:
+        """The weight format's method (``none`` for an unquantized checkpoint)."""
+        return self.weights.method
+
     # ----- parameter counts --------------------------------------------------------------------------------
     @cached_property
     def parameter_groups(self) -> ParameterGroups:
         """Parameter counts split by how tensor parallelism shards them (see :class:`ParameterGroups`)."""
-        return _count_parameters(self)
+        return _count(self, lambda module, layer, n: n)
+
+    @cached_property
+    def weight_groups(self) -> ParameterGroups:
+        """The same groups in bytes as the checkpoint stores them on the GPU (quantization applied)."""
+        dtype_bytes = DTYPE_BYTES[self.dtype]
+
+        def weigh(module: ModuleKind | None, layer: int | None, n: float) -> float:
+            if module is None:  # norms, biases, conv weights: always in the model dtype
+                return n * dtype_bytes
+            return n * self.weights.bytes_per_parameter(module, layer=layer, model_dtype_bytes=dtype_bytes)
+
+        return _count(self, weigh)
 
     @property
     def parameters(self) -> int:
         """All parameters (input embedding and LM head included once each; tied embeddings counted once)."""
-        return self.parameter_groups.total
+        return round(self.parameter_groups.total)
 
     @property
     def active_parameters(self) -> int:
         """Parameters one token passes through: MoE layers count only top-k routed experts plus shared."""
-        return self.parameter_groups.active
+        return round(self.parameter_groups.active)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ParameterGroups:
-    """Parameter counts grouped by how vLLM's tensor parallelism places them on GPUs."""
+    """Parameters (or their bytes) grouped by how vLLM's tensor parallelism places them on GPUs."""
 
-    embedding: int
+    embedding: float
     """Input embedding table (vocab-parallel: split across TP ranks; read by lookup, not streamed)."""
-    lm_head: int
+    lm_head: float
     """Output projection (vocab-parallel; 0 when tied to the embedding)."""
-    sharded: int
+    vision: float
+    """Vision tower and projector (split across TP ranks; not run by a decode step)."""
+    sharded: float
     """Dense parameters split evenly across TP ranks (column/row-parallel linears, dense MLPs)."""
-    replicated: int
+    replicated: float
     """Parameters every TP rank holds whole (norms, routers, MLA down-projections)."""
-    kv_projection_per_head: int
-    """K and V projection weights (and biases) of one KV head over all layers; TP ranks hold
-    ``max(1, kv_heads // tp)`` heads each, so they are replicated when tp > kv_heads."""
-    routed_expert: int
-    """One routed expert's weights in one MoE layer (split across TP ranks)."""
-    num_kv_heads: int
-    """KV heads of non-MLA attention (0 for MLA: its projections are counted in sharded/replicated)."""
+    kv_projection: tuple[tuple[int, float], ...]
+    """(KV heads, K and V projections of one such head summed over the layers that have that many heads):
+    TP ranks hold ``max(1, kv_heads // tp)`` heads each, so heads are replicated when tp > kv_heads."""
+    routed_experts_total: float
+    """All routed experts of all MoE layers (split across TP ranks)."""
     num_experts: int
     """Routed experts per MoE layer."""
     num_moe_layers: int
@@ -211,83 +436,169 @@ class ParameterGroups:
     """Top-k routed experts per token."""
 
     @property
-    def routed_experts_total(self) -> int:
-        """All routed expert weights of all MoE layers."""
-        return self.routed_expert * self.num_experts * self.num_moe_layers
+    def routed_expert(self) -> float:
+        """One routed expert in one MoE layer (the mean over MoE layers)."""
+        count = self.num_experts * self.num_moe_layers
+        return self.routed_experts_total / count if count else 0.0
+
+    def kv_projection_per_rank(self, tp: int) -> float:
+        """K and V projections one of ``tp`` ranks holds (whole heads, replicated when tp > heads)."""
+        return sum(per_head * max(1, heads // tp) for heads, per_head in self.kv_projection)
 
     @property
-    def total(self) -> int:
+    def kv_projection_total(self) -> float:
+        """All K and V projections."""
+        return sum(per_head * heads for heads, per_head in self.kv_projection)
+
+    @property
+    def total(self) -> float:
         """Every parameter of the model."""
         return (
             self.embedding
             + self.lm_head
+            + self.vision
             + self.sharded
             + self.replicated
-            + self.kv_projection_per_head * self.num_kv_heads
+            + self.kv_projection_total
             + self.routed_experts_total
         )
 
     @property
-    def active(self) -> int:
+    def active(self) -> float:
         """Parameters used per token: top-k of the routed experts, everything else whole."""
-        routed_active = self.routed_expert * self.experts_per_token * self.num_moe_layers
-        return self.total - self.routed_experts_total + routed_active
+        return (
+            self.total
+            - self.routed_experts_total
+            + self.routed_expert * self.experts_per_token * (self.num_moe_layers)
+        )
 
 
-def _count_parameters(a: Architecture) -> ParameterGroups:
-    """Count parameters the way the checkpoints store them (gated MLPs: gate, up, down)."""
+Weigh = Callable[[ModuleKind | None, int | None, float], float]
+
+
+def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
+    """Walk the layers and count (``weigh`` = identity) or weigh (bytes) every tensor the checkpoint
+    stores."""
     h = a.hidden_size
-    sharded = 0
-    replicated = a.norms_per_layer * h * a.num_layers + h  # per-layer norms and the final norm
-    kv_per_head = 0
-    kv_heads = 0
-    if a.kv_lora_rank is not None:
-        heads = a.num_attention_heads
-        q_width = heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
-        if a.q_lora_rank is not None:
-            replicated += (h * a.q_lora_rank + a.q_lora_rank) * a.num_layers  # q_a_proj + q_a_layernorm
-            sharded += a.q_lora_rank * q_width * a.num_layers  # q_b_proj
-        else:
-            sharded += h * q_width * a.num_layers  # q_proj
-        # kv_a_proj_with_mqa (latent + rope key) and its norm are replicated on every rank.
-        replicated += (h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank) * a.num_layers
-        sharded += a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim) * a.num_layers  # kv_b_proj
-        sharded += heads * a.v_head_dim * h * a.num_layers  # o_proj
-    else:
-        q_out = a.num_attention_heads * a.head_dim
-        sharded += (h * q_out + q_out * h) * a.num_layers  # q_proj and o_proj
-        if a.qkv_bias:
-            sharded += q_out * a.num_layers
-        kv_per_head = (2 * h * a.head_dim + (2 * a.head_dim if a.qkv_bias else 0)) * a.num_layers
-        kv_heads = a.num_kv_heads
-        if a.qk_norm:
-            replicated += 2 * a.head_dim * a.num_layers
-    dense_layers = a.num_layers - a.num_moe_layers
-    sharded += 3 * h * a.intermediate_size * dense_layers
-    routed_expert = 0
-    if a.num_moe_layers:
-        routed_expert = 3 * h * a.moe_intermediate_size
-        replicated += h * a.num_experts * a.num_moe_layers  # router
-        sharded += 3 * h * a.shared_expert_intermediate_size * a.num_moe_layers
-        if a.shared_expert_gate:
-            replicated += h * a.num_moe_layers
-    embedding = a.vocab_size * h
-    lm_head = 0 if a.tie_word_embeddings else a.vocab_size * h
+    vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
+    sharded = 0.0
+    replicated = weigh(None, None, h)  # final norm
+    kv: dict[int, float] = {}
+    experts = 0.0
+    mlp_mats = 3 if a.mlp_gated else 2
+    for i, layer in enumerate(a.layers):
+        replicated += weigh(None, i, a.norms_per_layer * h)
+        s, r, per_head = _mixer_params(a, layer, i, weigh)
+        sharded += s
+        replicated += r
+        if per_head:
+            heads = a.kv_heads_of(layer)
+            kv[heads] = kv.get(heads, 0.0) + per_head
+        if layer.ffn == "dense":
+            sharded += weigh("mlp", i, mlp_mats * h * layer.ffn_width)
+        elif layer.ffn == "projection":
+            sharded += weigh("mlp", i, h * h)
+        elif layer.ffn == "moe":
+            e_width = a.moe_intermediate_size
+            one = mlp_mats * h * e_width
+            bias = (mlp_mats - 1) * e_width + h if a.expert_bias else 0
+            experts += weigh("experts", i, one * a.num_experts) + weigh(None, i, bias * a.num_experts)
+            replicated += weigh("router", i, h * a.num_experts) + weigh(
+                None, i, a.num_experts if a.expert_bias else 0
+            )
+            if a.shared_expert_intermediate_size:
+                sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
+            if a.shared_expert_gate:
+                replicated += weigh("router", i, h)
+    embedding = weigh("embedding", None, a.vocab_size * h)
+    lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, a.vocab_size * h)
+    moe_layers = a.num_moe_layers
     return ParameterGroups(
         embedding=embedding,
         lm_head=lm_head,
+        vision=vision,
         sharded=sharded,
         replicated=replicated,
-        kv_projection_per_head=kv_per_head,
-        routed_expert=routed_expert,
-        num_kv_heads=kv_heads,
-        num_experts=a.num_experts if a.num_moe_layers else 0,
-        num_moe_layers=a.num_moe_layers,
-        experts_per_token=a.num_experts_per_token if a.num_moe_layers else 0,
+        kv_projection=tuple(sorted(kv.items())),
+        routed_experts_total=experts,
+        num_experts=a.num_experts if moe_layers else 0,
+        num_moe_layers=moe_layers,
+        experts_per_token=a.num_experts_per_token if moe_layers else 0,
     )
 
 
-# ----- the converter ---------------------------------------------------------------------------------------
+def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
+    """(sharded, replicated, K/V projection of one KV head) of one layer's token mixer."""
+    h = a.hidden_size
+    if layer.mixer == "mla":
+        return _mla_params(a, i, weigh)
+    if layer.mixer in ("mamba", "linear"):
+        return _state_params(a, layer, i, weigh), 0.0, 0.0
+    if layer.mixer == "projection":
+        return weigh("attention", i, h * h), 0.0, 0.0
+    if layer.mixer == "none":
+        return 0.0, 0.0, 0.0
+    hd = a.head_dim
+    q_out = a.num_attention_heads * hd
+    q_width = q_out * (2 if a.attention_output_gate else 1)
+    sharded = weigh("attention", i, h * q_width + q_out * h)
+    sharded += weigh(None, i, (q_width if a.qkv_bias else 0) + (h if a.o_bias else 0))
+    sharded += weigh(None, i, a.num_attention_heads if a.attention_sinks else 0)
+    per_head = weigh("attention", i, 2 * h * hd) + weigh(None, i, 2 * hd if a.qkv_bias else 0)
+    replicated = 0.0
+    if a.qk_norm == "head":
+        replicated = weigh(None, i, 2 * hd)
+    elif a.qk_norm == "full":
+        replicated = weigh(None, i, q_out + a.kv_heads_of(layer) * hd)
+    return sharded, replicated, per_head
+
+
+def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, float]:
+    h = a.hidden_size
+    heads = a.num_attention_heads
+    kv_lora = a.kv_lora_rank or 0
+    q_width = heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+    sharded = replicated = 0.0
+    if a.q_lora_rank is not None:
+        replicated += weigh("attention", i, h * a.q_lora_rank) + weigh(None, i, a.q_lora_rank)  # q_a + norm
+        sharded += weigh("attention", i, a.q_lora_rank * q_width)  # q_b_proj
+    else:
+        sharded += weigh("attention", i, h * q_width)  # q_proj
+    # kv_a_proj_with_mqa (latent + rope key) and its norm are replicated on every rank.
+    replicated += weigh("attention", i, h * (kv_lora + a.qk_rope_head_dim)) + weigh(None, i, kv_lora)
+    sharded += weigh("attention", i, kv_lora * heads * (a.qk_nope_head_dim + a.v_head_dim))  # kv_b_proj
+    sharded += weigh("attention", i, heads * a.v_head_dim * h)  # o_proj
+    if a.index_head_dim:
+        # DeepSeek-V3.2 indexer: wq_b, wk, k_norm (LayerNorm) and the per-head weights projection.
+        q_in = a.q_lora_rank if a.q_lora_rank is not None else h
+        replicated += weigh(
+            "indexer",
+            i,
+            q_in * a.index_n_heads * a.index_head_dim + h * a.index_head_dim + h * a.index_n_heads,
+        ) + weigh(None, i, 2 * a.index_head_dim)
+    return sharded, replicated, 0.0
+
+
+def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> float:
+    """Mamba-2 (in_proj, conv1d, dt_bias, A_log, D, norm, out_proj) or Gated DeltaNet (in_proj_qkvz,
+    in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj) weights of one layer."""
+    s = a.state
+    assert s is not None
+    h = a.hidden_size
+    conv = s.conv_channels + s.groups * s.group_channels
+    if s.kind == "mamba2":
+        inner = s.heads * s.head_dim
+        proj = h * (2 * inner + s.groups * s.group_channels + s.heads) + inner * h
+        small = conv * s.conv_kernel + conv + 3 * s.heads + inner  # conv weight + bias, dt/A/D, gated norm
+    else:
+        inner = s.heads * s.head_dim
+        key = (s.conv_channels - inner) // 2
+        proj = h * (2 * key + 2 * inner) + h * 2 * s.heads + inner * h  # qkvz, ba, out_proj
+        small = conv * s.conv_kernel + 2 * s.heads + s.head_dim  # conv weight, dt_bias and A_log, norm
+    return weigh("mamba", i, proj) + weigh(None, i, small)
+
+
+# ----- reading a config ----------------------------------------------------------------------------------
 
 
 def _lookup(cfg: Mapping[str, Any], names: Sequence[str]) -> tuple[str, Any] | None:
@@ -336,13 +647,18 @@ def _bool(cfg: Mapping[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-def _int_list(cfg: Mapping[str, Any], name: str) -> list[int]:
+def _list(cfg: Mapping[str, Any], name: str, length: int | None = None) -> list[Any] | None:
     value = cfg.get(name)
     if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ConfigError(name, f"is {value!r:.40}; expected a list of layer indices")
-    return [_as_int(name, v, minimum=0) for v in value]
+        return None
+    if not isinstance(value, list) or (length is not None and len(value) != length):
+        expected = f"a list of {length} entries (one per layer)" if length is not None else "a list"
+        raise ConfigError(name, f"is {value!r:.40}; expected {expected}")
+    return value
+
+
+def _int_list(cfg: Mapping[str, Any], name: str) -> list[int]:
+    return [_as_int(name, v, minimum=0) for v in _list(cfg, name) or []]
 
 
 def _dtype(cfg: Mapping[str, Any]) -> str:
@@ -357,182 +673,524 @@ def _dtype(cfg: Mapping[str, Any]) -> str:
     return "bfloat16" if value == "float32" else value  # vLLM's "auto" downcasts float32 checkpoints
 
 
-def _weight_bytes_per_parameter(cfg: Mapping[str, Any], dtype: str) -> float:
-    quant = cfg.get("quantization_config")
-    if quant is None:
-        return float(DTYPE_BYTES[dtype])
-    if not isinstance(quant, Mapping):
-        raise ConfigError("quantization_config", f"is {quant!r:.40}; expected an object with quant_method")
-    method = quant.get("quant_method")
-    if method == "fp8":  # DeepSeek-V3/R1 block-wise fp8 checkpoints
-        return 1.0
-    raise ConfigError(
-        "quantization_config.quant_method",
-        f"is {method!r:.40}; only unquantized checkpoints and 'fp8' are understood",
-    )
-
-
-def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Multimodal wrappers (Gemma 3) keep the language model's facts under ``text_config``."""
-    text = config.get("text_config")
-    if text is None:
-        return config
-    if not isinstance(text, Mapping):
-        raise ConfigError("text_config", f"is {text!r:.40}; expected an object")
-    merged = dict(text)
-    for key in (*_DTYPE, "quantization_config", "tie_word_embeddings"):
-        if key not in merged and key in config:
-            merged[key] = config[key]
-    merged.setdefault("model_type", config.get("model_type"))
+def _with_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    model_type = cfg.get("model_type")
+    defaults = TRANSFORMERS_DEFAULTS.get(model_type, {}) if isinstance(model_type, str) else {}
+    merged = dict(defaults)
+    merged.update({k: v for k, v in cfg.items() if v is not None or k not in defaults})
     return merged
 
 
-def _model_type(cfg: Mapping[str, Any]) -> str:
-    value = cfg.get("model_type")
-    accepted = ", ".join(sorted(SUPPORTED_MODEL_TYPES))
+def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Multimodal wrappers keep the language model's facts under ``text_config`` (or ``llm_config``)."""
+    for key in ("text_config", "llm_config"):
+        text = config.get(key)
+        if text is None:
+            continue
+        if not isinstance(text, Mapping):
+            raise ConfigError(key, f"is {text!r:.40}; expected an object")
+        merged = dict(text)
+        for k in (*_DTYPE, "quantization_config", "tie_word_embeddings"):
+            if k not in merged and k in config:
+                merged[k] = config[k]
+        if "model_type" not in merged and config.get("model_type") == "gemma3":
+            merged["model_type"] = "gemma3_text"  # Gemma3Config's default text config
+        merged.setdefault("model_type", config.get("model_type"))
+        return _with_defaults(merged)
+    return _with_defaults(config)
+
+
+def _architecture_class(config: Mapping[str, Any]) -> str:
+    value = config.get("architectures")
     if value is None:
-        raise ConfigError("model_type", f"is missing; expected one of {accepted}")
-    if not isinstance(value, str) or value not in SUPPORTED_MODEL_TYPES:
+        return ""
+    if not isinstance(value, list) or not value or not isinstance(value[0], str):
+        raise ConfigError("architectures", f"is {value!r:.60}; expected a list of class names")
+    return value[0]
+
+
+def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The reader for this checkpoint, and the assumption made when neither name is known."""
+    if architecture in FAMILIES:
+        return FAMILIES[architecture], ()
+    for model_type in (cfg.get("model_type"), top.get("model_type")):
+        if isinstance(model_type, str) and model_type in _MODEL_TYPE_FAMILIES:
+            return _MODEL_TYPE_FAMILIES[model_type], ()
+    model_type = cfg.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError("model_type", f"is {model_type!r:.40}; expected a string")
+    known = ", ".join(sorted(FAMILIES))
+    name = architecture or repr(model_type)
+    if _lookup(cfg, _EXPERTS) is not None or _lookup(cfg, ("kv_lora_rank",)) is not None:
         raise ConfigError(
-            "model_type",
-            f"is {value!r:.40}, an architecture kvright does not know; expected one of {accepted}",
+            "architectures",
+            f"is {name}, which kvright does not know, and its mixture-of-experts or MLA fields cannot be "
+            "read "
+            f"safely as a standard decoder; expected one of {known}",
         )
-    return value
-
-
-def _sliding(cfg: Mapping[str, Any], family: str, num_layers: int) -> tuple[int | None, int]:
-    """Sliding window size and how many layers use it."""
-    layer_types = cfg.get("layer_types")
-    window = _opt_int(cfg, ("sliding_window",))
-    if family == "qwen2" or family == "qwen3" or family == "qwen2_moe" or family == "qwen3_moe":
-        if not _bool(cfg, "use_sliding_window", False):
-            return None, 0  # Qwen configs carry a window that is off unless use_sliding_window is true
-        max_window_layers = _int(cfg, ("max_window_layers",), minimum=0, default=num_layers)
-        sliding = max(0, num_layers - min(max_window_layers, num_layers))
-        return (window, sliding) if window is not None and sliding else (None, 0)
-    if window is None:
-        return None, 0
-    if layer_types is not None:
-        if not isinstance(layer_types, list) or len(layer_types) != num_layers:
-            raise ConfigError("layer_types", f"expected a list of {num_layers} strings (one per layer)")
-        if any(t not in ("sliding_attention", "full_attention") for t in layer_types):
-            raise ConfigError("layer_types", "entries must be 'sliding_attention' or 'full_attention'")
-        return window, sum(1 for t in layer_types if t == "sliding_attention")
-    if family == "gemma2":
-        return window, (num_layers + 1) // 2  # layers 0, 2, 4, ... slide (HF Gemma2: layer_idx % 2 == 0)
-    if family == "gemma3":
-        pattern = _int(cfg, ("sliding_window_pattern",), default=6)  # every pattern-th layer is global
-        return window, num_layers - num_layers // pattern
-    return window, num_layers  # Mistral v0.1, Phi-3: every layer slides
+    if architecture == "" and model_type is None:
+        raise ConfigError("architectures", f"is missing (and so is model_type); expected one of {known}")
+    return "dense", (
+        f"{name} is not an architecture kvright knows; planned as a standard decoder (gated MLP, "
+        "grouped-query "
+        f"attention) from its hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads and "
+        f"intermediate_size",
+    )
 
 
 def _count_multiples(start: int, stop: int, step: int) -> int:
-    """How many i in [start, stop) are multiples of step (layer counts without a loop over layers)."""
+    """How many i in [start, stop) are multiples of step."""
     if stop <= start:
         return 0
     return (stop - 1) // step - (start - 1) // step if start > 0 else (stop - 1) // step + 1
 
 
-def architecture_from_config(config: Mapping[str, Any], *, name: str | None = None) -> Architecture:
-    """Read an :class:`Architecture` from a Hugging Face ``config.json`` mapping.
+# ----- per-layer mixers -----------------------------------------------------------------------------------
+
+
+def _layer_types(cfg: Mapping[str, Any], layers: int) -> list[str] | None:
+    types = _list(cfg, "layer_types", layers)
+    if types is None:
+        return None
+    if not all(isinstance(t, str) for t in types):
+        raise ConfigError("layer_types", "expected a list of strings (one per layer)")
+    return [str(t) for t in types]
+
+
+_LAYER_TYPE_MIXERS: dict[str, Mixer] = {
+    "full_attention": "full",
+    "attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "mamba": "mamba",
+}
+
+
+def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> tuple[list[Mixer], int | None]:
+    """Per-layer attention kind of a dense or MoE transformer, and the sliding window."""
+    window = _opt_int(cfg, ("sliding_window",))
+    types = _layer_types(cfg, layers)
+    if types is not None:
+        unknown = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
+        if unknown:
+            raise ConfigError(
+                "layer_types", f"has {', '.join(unknown)}; expected 'full_attention' or 'sliding_attention'"
+            )
+        mixers: list[Mixer] = ["sliding" if t == "sliding_attention" else "full" for t in types]
+        if "sliding" in mixers and window is None:
+            raise ConfigError(
+                "sliding_window", "is missing although layer_types has sliding_attention layers"
+            )
+        return mixers, window if "sliding" in mixers else None
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text"):
+        if not _bool(cfg, "use_sliding_window", False) or window is None:
+            return ["full"] * layers, None  # Qwen configs carry a window that is off unless enabled
+        max_window_layers = _int(cfg, ("max_window_layers",), minimum=0, default=layers)
+        return ["full" if i < max_window_layers else "sliding" for i in range(layers)], window
+    if window is None:
+        return ["full"] * layers, None
+    if model_type == "gemma2":  # layers 0, 2, 4, ... slide (HF Gemma2: layer_idx % 2 == 0)
+        return ["sliding" if i % 2 == 0 else "full" for i in range(layers)], window
+    if model_type in ("gemma3", "gemma3_text"):  # every pattern-th layer is global
+        pattern = _int(cfg, ("sliding_window_pattern",), default=6)
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)], window
+    return ["sliding"] * layers, window  # Mistral v0.1, Phi-3: every layer slides
+
+
+# ----- the families ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Read:
+    """What a family reader found, before it becomes an :class:`Architecture`."""
+
+    mixers: list[Mixer]
+    ffn: list[FFN]
+    ffn_width: list[int]
+    kv_heads: list[int]
+    extra: dict[str, Any]
+
+
+def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
+    """Which layers route to experts, by the rule each family's config states."""
+    if "first_k_dense_replace" in cfg or model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
+        first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
+        freq = _int(cfg, ("moe_layer_freq",), default=1)
+        return [i >= first_dense and i % freq == 0 for i in range(layers)]
+    if "interleave_moe_layer_step" in cfg:  # Llama 4
+        step = _int(cfg, ("interleave_moe_layer_step",), default=1)
+        return [(i + 1) % step == 0 for i in range(layers)]
+    if "decoder_sparse_step" in cfg or "mlp_only_layers" in cfg:  # Qwen MoE
+        step = _int(cfg, ("decoder_sparse_step",), default=1)
+        dense_only = set(_int_list(cfg, "mlp_only_layers"))
+        return [i not in dense_only and (i + 1) % step == 0 for i in range(layers)]
+    return [True] * layers
+
+
+def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[dict[str, Any], int]:
+    """MoE fields and the dense MLP width of the layers that are not MoE."""
+    experts = _int(cfg, _EXPERTS)
+    top_k = _int(cfg, _EXPERTS_PER_TOKEN)
+    if top_k > experts:
+        raise ConfigError("num_experts_per_tok", f"is {top_k}; expected at most the {experts} experts")
+    if model_type in ("llama4", "llama4_text"):
+        expert_width = _int(cfg, ("intermediate_size",))
+        dense = _int(cfg, ("intermediate_size_mlp",), default=expert_width)
+        shared = expert_width  # one shared expert of the routed experts' width
+    elif "moe_intermediate_size" in cfg:
+        expert_width = _int(cfg, ("moe_intermediate_size",))
+        dense = _int(cfg, _INTERMEDIATE, default=expert_width)
+        shared = _int(cfg, ("shared_expert_intermediate_size",), minimum=0, default=0) or expert_width * _int(
+            cfg, ("n_shared_experts",), minimum=0, default=0
+        )
+    else:  # Mixtral, gpt-oss, MiniMax, Granite: intermediate_size is the expert's
+        expert_width = _int(cfg, _INTERMEDIATE)
+        dense = expert_width
+        shared = _int(cfg, ("shared_intermediate_size",), minimum=0, default=0)
+    gated_shared = "shared_expert_intermediate_size" in cfg and shared > 0  # Qwen2-MoE, Qwen3-Next
+    return {
+        "num_experts": experts,
+        "num_experts_per_token": top_k,
+        "moe_intermediate_size": expert_width,
+        "shared_expert_intermediate_size": shared,
+        "shared_expert_gate": gated_shared,
+    }, dense
+
+
+def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: dict[str, Any]) -> _Read:
+    """Dense, MoE and MLA transformers: every layer attends; MLPs dense or routed."""
+    layers = a["num_layers"]
+    if family == "mla":
+        mixers: list[Mixer] = ["mla"] * layers
+        window = None
+    else:
+        mixers, window = _attention_mixers(cfg, model_type, layers)
+    extra: dict[str, Any] = {"sliding_window": window}
+    if model_type in ("llama4", "llama4_text"):
+        chunk = _opt_int(cfg, ("attention_chunk_size",))
+        no_rope = _list(cfg, "no_rope_layers", layers)
+        if chunk is not None:
+            # NoPE layers (no_rope_layers[i] == 0) are global; the RoPE layers attend within a chunk.
+            if no_rope is None:
+                step = _int(cfg, ("no_rope_layer_interval",), default=4)
+                no_rope = [0 if (i + 1) % step == 0 else 1 for i in range(layers)]
+            mixers = ["chunked" if flag else "full" for flag in no_rope]
+            extra["attention_chunk_size"] = chunk
+    ffn: list[FFN] = ["dense"] * layers
+    width = [a["intermediate_size"]] * layers
+    if family in ("moe", "mla"):
+        moe, dense = _moe_facts(cfg, model_type, a["hidden_size"])
+        extra.update(moe)
+        routed = _moe_layers(cfg, model_type, layers)
+        ffn = ["moe" if r else "dense" for r in routed]
+        width = [0 if r else dense for r in routed]
+        a["intermediate_size"] = dense
+    return _Read(mixers, ffn, width, [0] * layers, extra)
+
+
+def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _Read:
+    """Models that mix attention with Mamba-2 or Gated-DeltaNet layers."""
+    layers = a["num_layers"]
+    h = a["hidden_size"]
+    extra: dict[str, Any] = {}
+    if model_type == "nemotron_h":
+        pattern = cfg.get("hybrid_override_pattern")
+        if not isinstance(pattern, str) or len(pattern) != layers or set(pattern) - set("M*-E"):
+            raise ConfigError(
+                "hybrid_override_pattern",
+                f"is {pattern!r:.60}; expected {layers} characters of M (Mamba), * (attention), - (MLP), "
+                "E (MoE)",
+            )
+        mixers: list[Mixer] = [{"M": "mamba", "*": "full"}.get(c, "none") for c in pattern]  # type: ignore[misc]
+        ffn: list[FFN] = [{"-": "dense", "E": "moe"}.get(c, "none") for c in pattern]  # type: ignore[misc]
+        if "E" in pattern:
+            moe, _ = _moe_facts(cfg, model_type, h)
+            extra.update(moe)
+        heads = _int(cfg, ("mamba_num_heads",))
+        head_dim = _int(cfg, ("mamba_head_dim",))
+        state = _int(cfg, ("ssm_state_size",))
+        groups = _int(cfg, ("n_groups",))
+        extra["state"] = StateSpec(
+            kind="mamba2",
+            conv_kernel=_int(cfg, ("conv_kernel",)),
+            conv_channels=heads * head_dim,
+            groups=groups,
+            group_channels=2 * state,
+            heads=heads,
+            head_dim=head_dim,
+            state_dim=state,
+            ssm_dtype=str(cfg.get("mamba_ssm_cache_dtype") or "float32"),  # vLLM's NemotronH default
+        )
+        extra["norms_per_layer"] = 1
+        extra["mlp_gated"] = False  # squared-ReLU MLP: up and down only
+        width = [a["intermediate_size"] if f == "dense" else 0 for f in ffn]
+        return _Read(mixers, ffn, width, [0] * layers, extra)
+    if model_type == "granitemoehybrid":
+        types = _layer_types(cfg, layers)
+        if types is None:
+            raise ConfigError(
+                "layer_types", "is missing; expected one 'mamba' or 'attention' entry per layer"
+            )
+        mixers = [_LAYER_TYPE_MIXERS.get(t, "none") for t in types]
+        if "none" in mixers:
+            raise ConfigError("layer_types", "entries must be 'mamba' or 'attention'")
+        experts = _opt_int(cfg, _EXPERTS, minimum=0)
+        if experts:
+            moe, _ = _moe_facts(cfg, model_type, h)
+            extra.update(moe)
+            ffn = ["moe"] * layers
+            width = [0] * layers
+        else:
+            ffn = ["dense"] * layers
+            width = [_int(cfg, ("shared_intermediate_size", *_INTERMEDIATE))] * layers
+        heads = _int(cfg, ("mamba_n_heads",))
+        head_dim = _int(cfg, ("mamba_d_head",))
+        state = _int(cfg, ("mamba_d_state",))
+        extra["state"] = StateSpec(
+            kind="mamba2",
+            conv_kernel=_int(cfg, ("mamba_d_conv",)),
+            conv_channels=heads * head_dim,
+            groups=_int(cfg, ("mamba_n_groups",)),
+            group_channels=2 * state,
+            heads=heads,
+            head_dim=head_dim,
+            state_dim=state,
+        )
+        return _Read(mixers, ffn, width, [0] * layers, extra)
+    # Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every full_attention_interval.
+    types = _layer_types(cfg, layers)
+    if types is None:
+        interval = _int(cfg, ("full_attention_interval",), default=4)
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    mixers = []
+    for t in types:
+        if t not in ("full_attention", "linear_attention"):
+            raise ConfigError(
+                "layer_types", f"has {t!r:.40}; expected 'full_attention' or 'linear_attention'"
+            )
+        mixers.append(_LAYER_TYPE_MIXERS[t])
+    moe, dense = _moe_facts(cfg, model_type, h)
+    extra.update(moe)
+    routed = _moe_layers(cfg, model_type, layers)
+    key_heads = _int(cfg, ("linear_num_key_heads",))
+    key_dim = _int(cfg, ("linear_key_head_dim",))
+    value_heads = _int(cfg, ("linear_num_value_heads",))
+    value_dim = _int(cfg, ("linear_value_head_dim",))
+    extra["state"] = StateSpec(
+        kind="gated_deltanet",
+        conv_kernel=_int(cfg, ("linear_conv_kernel_dim",)),
+        conv_channels=2 * key_heads * key_dim + value_heads * value_dim,
+        heads=value_heads,
+        head_dim=value_dim,
+        state_dim=key_dim,
+        ssm_dtype=cfg.get("mamba_ssm_dtype") if isinstance(cfg.get("mamba_ssm_dtype"), str) else None,
+    )
+    extra["attention_output_gate"] = True
+    extra["qk_norm"] = "head"
+    return _Read(
+        mixers,
+        ["moe" if r else "dense" for r in routed],
+        [0 if r else dense for r in routed],
+        [0] * layers,
+        extra,
+    )
+
+
+def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:
+    """DeciLM / Nemotron-NAS: ``int(2 * ffn_mult * hidden / 3)`` rounded up to a multiple of 256."""
+    width = int(2 * ffn_mult * hidden / 3)
+    return -(-width // 256) * 256
+
+
+def _read_nas(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Llama-Nemotron (``nemotron-nas``): each layer's ``block_configs`` entry says its attention (KV heads
+    from ``n_heads_in_group``, or none, or a linear stand-in) and its MLP width (``ffn_mult``)."""
+    layers = a["num_layers"]
+    blocks = _list(cfg, "block_configs", layers)
+    if blocks is None:
+        raise ConfigError("block_configs", f"is missing; expected {layers} per-layer entries")
+    mixers: list[Mixer] = []
+    ffn: list[FFN] = []
+    width: list[int] = []
+    kv: list[int] = []
+    for i, block in enumerate(blocks):
+        attn = block.get("attention") if isinstance(block, Mapping) else None
+        mlp = block.get("ffn") if isinstance(block, Mapping) else None
+        if not isinstance(attn, Mapping) or not isinstance(mlp, Mapping):
+            raise ConfigError(f"block_configs[{i}]", "expected an object with 'attention' and 'ffn'")
+        if attn.get("no_op"):
+            mixers.append("none")
+            kv.append(0)
+        elif attn.get("replace_with_linear"):
+            mixers.append("projection")
+            kv.append(0)
+        else:
+            group = _int(attn, ("n_heads_in_group",))
+            if a["num_attention_heads"] % group:
+                raise ConfigError(
+                    f"block_configs[{i}].attention.n_heads_in_group",
+                    f"is {group}; expected a divisor of num_attention_heads ({a['num_attention_heads']})",
+                )
+            mixers.append("full")
+            kv.append(a["num_attention_heads"] // group)
+        if mlp.get("no_op"):
+            ffn.append("none")
+            width.append(0)
+        elif mlp.get("replace_with_linear"):
+            ffn.append("projection")
+            width.append(0)
+        else:
+            mult = mlp.get("ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, int | float) or mult <= 0:
+                raise ConfigError(
+                    f"block_configs[{i}].ffn.ffn_mult", f"is {mult!r:.40}; expected a number > 0"
+                )
+            ffn.append("dense")
+            width.append(_ffn_mult_width(float(mult), a["hidden_size"]))
+    attention_kv = {k for k in kv if k}
+    a["num_kv_heads"] = max(attention_kv) if attention_kv else a["num_attention_heads"]
+    return _Read(mixers, ffn, width, kv, {})
+
+
+# ----- vision towers ---------------------------------------------------------------------------------------
+
+
+def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
+    """Parameters of a multimodal checkpoint's vision tower and projector (ViT encoder arithmetic: patch and
+    position embeddings, attention and MLP blocks with biases and norms, the projector into the text width).
+    Weights only: the tower keeps no KV cache. Approximate to a few percent of the tower, which is a small
+    part of every model it appears in."""
+    vision = config.get("vision_config")
+    if vision is None:
+        return 0
+    if not isinstance(vision, Mapping):
+        raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
+    v = _with_defaults(vision)
+    try:
+        h = _int(v, ("hidden_size", "embed_dim"))
+        layers = _int(v, _VISION_LAYERS)
+        inter = _int(v, ("intermediate_size",), default=4 * h)
+    except ConfigError as exc:
+        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    channels = _int(v, ("num_channels", "in_channels", "in_chans"), default=3)
+    patch = _int(v, ("patch_size",), default=14)
+    temporal = _int(v, ("temporal_patch_size",), default=1)
+    gated = v.get("model_type") == "pixtral"
+    mlp = (3 if gated else 2) * h * inter + (0 if gated else inter + h)
+    block = 4 * h * h + 4 * h + mlp + 4 * h  # attention with biases, MLP, two norms
+    total = layers * block + channels * patch * patch * temporal * h + h + 2 * h
+    image = _opt_int(v, ("image_size",))
+    positions = _opt_int(v, ("num_position_embeddings",))
+    if (
+        positions is None
+        and image is not None
+        and v.get("model_type") in ("siglip_vision_model", "llama4_vision")
+    ):
+        positions = (image // patch) ** 2
+    total += (positions or 0) * h
+    out = _int(v, ("out_hidden_size", "vision_output_dim", "projector_output_dim"), default=h)
+    merge = _int(v, ("spatial_merge_size",), default=1)
+    total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
+    return total
+
+
+# ----- the converter ---------------------------------------------------------------------------------------
+
+
+def architecture_from_config(
+    config: Mapping[str, Any],
+    *,
+    name: str | None = None,
+    hf_quant_config: Mapping[str, Any] | None = None,
+) -> Architecture:
+    """Read an :class:`Architecture` from a Hugging Face ``config.json`` mapping (and, for NVIDIA ModelOpt
+    checkpoints, the ``hf_quant_config.json`` beside it, which vLLM reads in preference).
 
     Raises :class:`ConfigError` naming the first field that is missing, of the wrong type or out of range.
     """
     if not isinstance(config, Mapping):
         raise ConfigError("<root>", f"is {type(config).__name__}; expected a JSON object")
     cfg = _text_config(config)
-    model_type = _model_type(cfg)
-    family = SUPPORTED_MODEL_TYPES[model_type]
+    architecture = _architecture_class(config)
+    family, warnings = _family(architecture, cfg, config)
+    model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else ""
+    model_type = str(model_type or config.get("model_type") or "")
     hidden = _int(cfg, _HIDDEN)
     layers = _int(cfg, _LAYERS)
-    heads = _int(cfg, _HEADS)
+    state_only = (
+        family == "hybrid"
+        and model_type == "nemotron_h"
+        and "*" not in str(cfg.get("hybrid_override_pattern", "*"))
+    )
+    heads = _int(cfg, _HEADS, default=1 if state_only else None)
     kv_heads = _int(cfg, _KV_HEADS, default=heads)
-    if kv_heads > heads or heads % kv_heads:
+    if family != "nas" and (kv_heads > heads or heads % kv_heads):
         raise ConfigError(
             "num_key_value_heads",
             f"is {kv_heads}; expected a divisor of num_attention_heads ({heads})",
         )
     default_head_dim = hidden // heads if hidden % heads == 0 else None
     head_dim = _int(cfg, _HEAD_DIM, default=default_head_dim)
-    vocab = _int(cfg, _VOCAB)
-    positions = _int(cfg, _POSITIONS)
     dtype = _dtype(cfg)
-    weight_bytes = _weight_bytes_per_parameter(cfg, dtype)
-    tied = _bool(cfg, "tie_word_embeddings", family in ("gemma2", "gemma3"))
-
-    mla: dict[str, Any] = {}
-    if family == "deepseek":
-        kv_lora = _int(cfg, ("kv_lora_rank",))
-        mla = {
-            "kv_lora_rank": kv_lora,
-            "q_lora_rank": _opt_int(cfg, ("q_lora_rank",)),
-            "qk_rope_head_dim": _int(cfg, ("qk_rope_head_dim",)),
-            "qk_nope_head_dim": _int(cfg, ("qk_nope_head_dim",)),
-            "v_head_dim": _int(cfg, ("v_head_dim",)),
-        }
-        kv_heads = heads  # MLA: the config's KV-head count is not what is cached; the latent is
-
-    moe: dict[str, Any] = {}
-    if family in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek"):
-        experts = _int(cfg, _EXPERTS)
-        top_k = _int(cfg, _EXPERTS_PER_TOKEN)
-        if top_k > experts:
-            raise ConfigError("num_experts_per_tok", f"is {top_k}; expected at most the {experts} experts")
-        if family == "mixtral":
-            expert_width = _int(cfg, _INTERMEDIATE)  # Mixtral's intermediate_size is the expert's
-            moe_layers = layers
-            intermediate = expert_width
-            shared_width = 0
-        else:
-            expert_width = _int(cfg, ("moe_intermediate_size",))
-            intermediate = _int(cfg, _INTERMEDIATE, default=expert_width)
-            if family == "deepseek":
-                first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
-                freq = _int(cfg, ("moe_layer_freq",), default=1)
-                moe_layers = _count_multiples(first_dense, layers, freq)
-                shared_width = expert_width * _int(cfg, ("n_shared_experts",), minimum=0, default=0)
-            else:
-                step = _int(cfg, ("decoder_sparse_step",), default=1)
-                dense_only = set(_int_list(cfg, "mlp_only_layers"))
-                moe_layers = _count_multiples(1, layers + 1, step) - sum(
-                    1 for i in dense_only if i < layers and (i + 1) % step == 0
-                )
-                shared_width = (
-                    _int(cfg, ("shared_expert_intermediate_size",), minimum=0, default=0)
-                    if family == "qwen2_moe"
-                    else 0
-                )
-        moe = {
-            "num_experts": experts,
-            "num_experts_per_token": top_k,
-            "moe_intermediate_size": expert_width,
-            "num_moe_layers": moe_layers,
-            "shared_expert_intermediate_size": shared_width,
-            "shared_expert_gate": family == "qwen2_moe" and shared_width > 0,
-        }
+    a: dict[str, Any] = {
+        "hidden_size": hidden,
+        "num_layers": layers,
+        "num_attention_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "intermediate_size": _int(
+            cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas") else None
+        ),
+    }
+    if family == "hybrid":
+        read = _read_hybrid(cfg, model_type, a)
+    elif family == "nas":
+        read = _read_nas(cfg, a)
     else:
-        intermediate = _int(cfg, _INTERMEDIATE)
-
-    window, sliding_layers = _sliding(cfg, family, layers)
+        read = _read_transformer(cfg, family, model_type, a)
+    extra = read.extra
+    if family == "mla":
+        extra.update(
+            kv_lora_rank=_int(cfg, ("kv_lora_rank",)),
+            q_lora_rank=_opt_int(cfg, ("q_lora_rank",)),
+            qk_rope_head_dim=_int(cfg, ("qk_rope_head_dim",)),
+            qk_nope_head_dim=_int(cfg, ("qk_nope_head_dim",)),
+            v_head_dim=_int(cfg, ("v_head_dim",)),
+            index_head_dim=_int(cfg, ("index_head_dim",), minimum=0, default=0),
+            index_n_heads=_int(cfg, ("index_n_heads",), minimum=0, default=0),
+        )
+        a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
+    gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
+    attention_bias = _bool(cfg, "attention_bias", model_type in ("qwen2", "qwen2_moe"))
+    if model_type == "gpt_oss":
+        extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
+    extra.setdefault(
+        "qk_norm",
+        "full"
+        if model_type == "minimax_m2"
+        else "head"
+        if model_type in ("qwen3", "qwen3_moe", "qwen3_vl_moe_text", "gemma3", "gemma3_text")
+        or (model_type == "glm4_moe" and _bool(cfg, "use_qk_norm", False))
+        else "none",
+    )
+    extra.setdefault("norms_per_layer", 4 if gemma else 2)
     return Architecture(
-        name=name if name is not None else model_type,
+        name=name if name is not None else (model_type or architecture),
         model_type=model_type,
-        hidden_size=hidden,
-        num_layers=layers,
-        num_attention_heads=heads,
-        num_kv_heads=1 if mla else kv_heads,
-        head_dim=head_dim,
-        intermediate_size=intermediate,
-        vocab_size=vocab,
-        max_position_embeddings=positions,
-        tie_word_embeddings=tied,
+        architecture=architecture,
+        vocab_size=_int(cfg, _VOCAB),
+        max_position_embeddings=_int(cfg, _POSITIONS),
+        tie_word_embeddings=_bool(cfg, "tie_word_embeddings", gemma),
         dtype=dtype,
-        weight_bytes_per_parameter=weight_bytes,
-        qkv_bias=_bool(cfg, "attention_bias", family in ("qwen2", "qwen2_moe")) and family != "qwen3",
-        qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
-        norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
-        sliding_window=window,
-        num_sliding_window_layers=sliding_layers,
-        **mla,
-        **moe,
+        weights=weight_format(cfg, hf_quant_config=hf_quant_config),
+        layers=tuple(
+            Layer(mixer=m, ffn=f, ffn_width=w, kv_heads=k if m in ATTENTION_MIXERS else 0)
+            for m, f, w, k in zip(read.mixers, read.ffn, read.ffn_width, read.kv_heads, strict=True)
+        ),
+        qkv_bias=attention_bias and model_type != "qwen3",
+        vision_parameters=_vision_parameters(config, hidden),
+        warnings=warnings,
+        **a,
+        **extra,
     )

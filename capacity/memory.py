@@ -6,7 +6,7 @@ vLLM's accounting (``v1/worker/gpu_worker.py``, fact sheet ``notes/vllm-memory-a
 
     budget   = cuda_total * gpu_memory_utilization          # a fraction of TOTAL device memory
     kv_bytes = budget - weights - peak_activation - non_torch - cuda_graph_estimate
-    blocks   = kv_bytes // (page_per_layer * layers)         # blocks of 16 tokens, per GPU
+    blocks   = kv_bytes // bytes_per_block                   # KVCacheLayout: blocks of 16 tokens per group
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from capacity.architecture import DTYPE_BYTES, Architecture
+from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, STATE_MIXERS, Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
 from capacity.parallel import kv_heads_per_gpu
@@ -28,6 +28,8 @@ __all__ = [
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
     "SAMPLER_FP32_LOGIT_COPIES",
+    "KVCacheLayout",
+    "KVGroup",
     "KVMemory",
     "MemoryBreakdown",
     "activation_bytes",
@@ -35,6 +37,7 @@ __all__ = [
     "default_max_num_batched_tokens",
     "kv_cache_bytes_per_sequence",
     "kv_cache_bytes_per_token",
+    "kv_cache_layout",
     "kv_dtype_bytes",
     "memory_per_gpu",
     "resolve_kv_cache_dtype",
@@ -88,7 +91,12 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
             f"KV-cache dtype {kv_cache_dtype!r} is not supported; expected one of "
             f"{', '.join(KV_CACHE_DTYPES)}"
         )
-    return arch.dtype if kv_cache_dtype == "auto" else kv_cache_dtype
+    if kv_cache_dtype != "auto":
+        return kv_cache_dtype
+    # A checkpoint with a quantized KV cache (ModelOpt kv_cache_quant_algo, compressed-tensors
+    # kv_cache_scheme) makes vLLM's "auto" that dtype.
+    own = arch.weights.kv_cache_dtype
+    return own if own is not None and own in KV_CACHE_DTYPES else arch.dtype
 
 
 def kv_dtype_bytes(arch: Architecture, kv_cache_dtype: str) -> int:
@@ -104,27 +112,52 @@ def _replication(arch: Architecture, tp: int) -> int:
     return kv_heads_per_gpu(arch, tp) * tp // arch.num_kv_heads if arch.attention != "MLA" else tp
 
 
+def attention_bytes_per_token(arch: Architecture, kv_heads: int, kv_cache_dtype: str, tp: int) -> int:
+    """One token's cache in one attention layer with ``kv_heads`` KV heads on one of ``tp`` ranks (vLLM's
+    page size per token). MLA caches the latent (``fp8_ds_mla`` for DeepSeek-V3.2's sparse attention: 512
+    fp8 latent values, four fp32 scales and the bf16 rope key, 656 bytes) plus, for sparse attention, the
+    indexer's fp8 key with one fp32 scale per 128 values, replicated on every rank."""
+    size = kv_dtype_bytes(arch, kv_cache_dtype)
+    if arch.attention == "MLA":
+        latent = arch.kv_elements_per_token_per_layer * size
+        if arch.index_head_dim:
+            if size == 1:
+                rank = arch.kv_lora_rank or 0
+                latent = rank + 4 * -(-rank // 128) + 2 * arch.qk_rope_head_dim
+            latent += arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+        return latent
+    return 2 * max(1, kv_heads // tp) * arch.head_dim * size
+
+
+def state_bytes_per_sequence(arch: Architecture, tp: int) -> int:
+    """The constant Mamba-2 / Gated-DeltaNet state one sequence holds in one layer on one of ``tp`` ranks:
+    the conv state in the model dtype and the recurrent state in its own dtype (vLLM ``MambaSpec``)."""
+    if arch.state is None:
+        return 0
+    conv, recurrent = arch.state.state_elements(tp)
+    conv_bytes = DTYPE_BYTES[arch.dtype]
+    ssm_bytes = DTYPE_BYTES.get(arch.state.ssm_dtype or arch.dtype, conv_bytes)
+    return conv * conv_bytes + recurrent * ssm_bytes
+
+
 def kv_cache_bytes_per_token(
     arch: Architecture, *, kv_cache_dtype: str = "auto", tensor_parallel_size: int = 1
 ) -> int:
-    """KV bytes one token adds over all GPUs, replication included, every layer at full attention.
+    """KV bytes one token adds over all GPUs, replication included: the growth of the attention layers
+    (full, sliding and chunked layers alike, before their bounds; Mamba and linear-attention layers add
+    nothing per token).
 
-    ``layers * 2 (K and V) * kv_heads * head_dim * dtype_bytes``; MLA caches ``kv_lora_rank +
-    qk_rope_head_dim``
-    per layer. Across TP ranks each GPU holds ``max(1, kv_heads // tp)`` heads, so with ``tp > kv_heads``
-    heads are replicated; MLA's latent is replicated on every rank.
+    ``2 (K and V) * kv_heads * head_dim * dtype_bytes`` per attention layer; MLA caches ``kv_lora_rank +
+    qk_rope_head_dim`` per layer. Across TP ranks each GPU holds ``max(1, kv_heads // tp)`` heads, so with
+    ``tp > kv_heads`` heads are replicated; MLA's latent is replicated on every rank.
     """
     _check_tp(tensor_parallel_size)
-    per_layer = arch.kv_elements_per_token_per_layer * kv_dtype_bytes(arch, kv_cache_dtype)
-    return arch.num_layers * per_layer * _replication(arch, tensor_parallel_size)
-
-
-def kv_bytes_per_token_per_layer_per_gpu(arch: Architecture, kv_cache_dtype: str, tp: int) -> int:
-    """One token's cache in one layer on one TP rank (vLLM's page size per token)."""
-    size = kv_dtype_bytes(arch, kv_cache_dtype)
-    if arch.attention == "MLA":
-        return arch.kv_elements_per_token_per_layer * size
-    return 2 * kv_heads_per_gpu(arch, tp) * arch.head_dim * size
+    tp = tensor_parallel_size
+    return tp * sum(
+        attention_bytes_per_token(arch, arch.kv_heads_of(layer), kv_cache_dtype, tp)
+        for layer in arch.layers
+        if layer.mixer in ATTENTION_MIXERS
+    )
 
 
 def kv_cache_bytes_per_sequence(
@@ -135,43 +168,181 @@ def kv_cache_bytes_per_sequence(
     tensor_parallel_size: int = 1,
     max_num_batched_tokens: int = 8192,
 ) -> int:
-    """Cache one sequence of ``context_tokens`` reserves over all GPUs, replication included: the pages of
-    :func:`blocks_per_sequence` (whole 16-token blocks; sliding-window layers their window plus the
-    batched tokens' lookahead) times the page size, on every rank."""
+    """Cache one sequence of ``context_tokens`` reserves over all GPUs, replication included: the blocks of
+    :meth:`KVCacheLayout.blocks_per_sequence` times the bytes of one block, on every rank."""
+    layout = kv_cache_layout(
+        arch,
+        tensor_parallel_size=tensor_parallel_size,
+        kv_cache_dtype=kv_cache_dtype,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    return layout.bytes_per_sequence(context_tokens) * tensor_parallel_size
+
+
+@dataclass(frozen=True, slots=True)
+class KVGroup:
+    """KV-cache groups of one layer kind as vLLM's hybrid allocator forms them."""
+
+    kind: str
+    """``full`` (full attention and MLA), ``sliding``, ``chunked`` or ``mamba`` (Mamba-2 and linear
+    attention)."""
+    layers: int
+    """Layers of this kind (before padding)."""
+    count: int
+    """Groups of this kind: ``cdiv(layers, group_size)``; each needs its own blocks per sequence."""
+    page_bytes: int
+    """Bytes one block of one layer of this kind takes (padded to the common page for Mamba)."""
+    bound: int | None = None
+    """Window or chunk in tokens (sliding, chunked)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KVCacheLayout:
+    """vLLM's KV-cache layout on one GPU of a replica (``v1/core/kv_cache_utils.py``, vLLM 0.32).
+
+    Layers are bucketed by kind. A model of one kind is one group holding every layer: a block is the pages
+    of all layers (``bytes_per_block`` = their sum, whatever each layer's heads) and a sequence of T tokens
+    needs ``cdiv(T, block_size)`` blocks. A hybrid model (sliding and full, or Mamba and attention) needs one
+    page size for all layers: when Mamba states are present the attention block size grows until its page
+    holds a state (``Platform._align_hybrid_block_size``) and the state page is padded to it. Each kind is
+    then split into groups of ``group_size`` layers (the fewest layers of any kind, or the most when that is
+    below 1.5 times the fewest), padding the last group; a block is ``group_size`` pages and a sequence
+    needs blocks in every group: ``cdiv(T, block_size)`` for full attention, its window plus the in-flight
+    tokens for sliding layers (``cdiv(min(W - 1 + inflight, max_len), bs) + 1``, never more than the
+    sequence's blocks plus one), its
+    chunk plus the in-flight tokens for chunked layers, one block per group for Mamba states. In-flight
+    tokens are ``2 x max_num_batched_tokens``."""
+
+    block_size: int
+    """Tokens per block after the hybrid alignment."""
+    bytes_per_block: int
+    """One block of the largest group over its layers, on this GPU (vLLM's ``bytes_per_block``)."""
+    groups: tuple[KVGroup, ...]
+    inflight_tokens: int
+    """Tokens scheduled but not yet settled: ``2 x max_num_batched_tokens`` with async scheduling."""
+    max_model_len: int | None = None
+    """Longest sequence (bounds the sliding and chunked reservations); None: the sequence itself."""
+    state_blocks: int = 2
+    """Blocks a request holds per Mamba group: 2 in vLLM's ``align`` cache mode, which it turns on for
+    every Mamba / linear-attention model when prefix caching is on (the default), else 1."""
+
+    def num_blocks(self, available_bytes: int) -> int:
+        """Blocks vLLM allocates from ``available_bytes`` (``available // bytes_per_block``)."""
+        return max(0, available_bytes // self.bytes_per_block) if self.bytes_per_block else 0
+
+    def group_blocks(self, group: KVGroup, tokens: int) -> int:
+        """Blocks one request of ``tokens`` holds in each group of ``group``'s kind."""
+        full = -(-tokens // self.block_size)
+        limit = self.max_model_len if self.max_model_len is not None else tokens
+        if group.kind == "full":
+            return full
+        if group.kind == "sliding" and group.bound is not None:
+            # vLLM reserves the window's blocks plus one (the window may not start on a block boundary).
+            span = min(group.bound - 1 + self.inflight_tokens, limit)
+            return min(full + 1, -(-span // self.block_size) + 1)
+        if group.kind == "chunked" and group.bound is not None:
+            return min(full, -(-min(group.bound + self.inflight_tokens, limit) // self.block_size))
+        return self.state_blocks  # a Mamba / linear-attention state
+
+    def blocks_per_sequence(self, tokens: int) -> int:
+        """Blocks one request of ``tokens`` holds over every group (at least one)."""
+        return max(1, sum(self.group_blocks(g, tokens) * g.count for g in self.groups))
+
+    def bytes_per_sequence(self, tokens: int) -> int:
+        """Bytes one request of ``tokens`` holds on this GPU."""
+        return self.blocks_per_sequence(tokens) * self.bytes_per_block
+
+
+def kv_cache_layout(
+    arch: Architecture,
+    *,
+    tensor_parallel_size: int = 1,
+    kv_cache_dtype: str = "auto",
+    block_size: int = BLOCK_SIZE_TOKENS,
+    kernel_block_alignment: int = BLOCK_SIZE_TOKENS,
+    max_num_batched_tokens: int = 8192,
+    max_model_len: int | None = None,
+    max_in_flight_tokens: int | None = None,
+    enable_prefix_caching: bool = True,
+) -> KVCacheLayout:
+    """The :class:`KVCacheLayout` vLLM builds for ``arch`` on one of ``tensor_parallel_size`` ranks.
+
+    ``block_size`` is vLLM's starting ``--block-size`` (16 on GPUs, 128 on the CPU backend) and
+    ``kernel_block_alignment`` the attention kernel's block alignment used to fit Mamba states (16 on GPUs;
+    128 on CPU, where it is ``max(32, block_size)``). ``max_in_flight_tokens`` defaults to ``2 x
+    max_num_batched_tokens`` (GPU async scheduling); the CPU backend schedules synchronously (``1 x``).
+    With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request."""
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
-    page = BLOCK_SIZE_TOKENS * kv_bytes_per_token_per_layer_per_gpu(arch, kv_cache_dtype, tp)
-    blocks = blocks_per_sequence(arch, context_tokens, max_num_batched_tokens=max_num_batched_tokens)
-    return blocks * page * tp
-
-
-def _embedding_bytes(arch: Architecture) -> int:
-    """Embedding table and LM head stay in the model dtype even in fp8 checkpoints."""
-    g = arch.parameter_groups
-    return (g.embedding + g.lm_head) * DTYPE_BYTES[arch.dtype]
+    buckets: dict[tuple[str, int | None], list[int]] = {}
+    for layer in arch.layers:
+        if layer.mixer in ATTENTION_MIXERS:
+            kind: str = "full" if layer.mixer in ("full", "mla") else layer.mixer
+            bound = arch.sliding_window if kind == "sliding" else arch.attention_chunk_size
+            page = attention_bytes_per_token(arch, arch.kv_heads_of(layer), kv_cache_dtype, tp)
+            buckets.setdefault((kind, None if kind == "full" else bound), []).append(page)
+        elif layer.mixer in STATE_MIXERS:
+            buckets.setdefault(("mamba", None), []).append(state_bytes_per_sequence(arch, tp))
+    inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
+    if not buckets:
+        return KVCacheLayout(block_size=block_size, bytes_per_block=0, groups=(), inflight_tokens=inflight)
+    state_blocks = 2 if enable_prefix_caching else 1
+    if len(buckets) == 1:
+        ((kind, bound), pages) = next(iter(buckets.items()))
+        per_block = sum(pages) if kind == "mamba" else sum(pages) * block_size
+        group = KVGroup(
+            kind=kind, layers=len(pages), count=1, page_bytes=per_block // len(pages), bound=bound
+        )
+        return KVCacheLayout(
+            block_size=block_size,
+            bytes_per_block=per_block,
+            groups=(group,),
+            inflight_tokens=inflight,
+            max_model_len=max_model_len,
+            state_blocks=state_blocks,
+        )
+    attention_pages = [p for (kind, _), pages in buckets.items() if kind != "mamba" for p in pages]
+    token_page = max(attention_pages)
+    if ("mamba", None) in buckets:
+        state_page = max(buckets[("mamba", None)])
+        align = max(kernel_block_alignment, block_size)
+        aligned = align * -(-state_page // (align * token_page))
+        aligned = kernel_block_alignment * -(-aligned // kernel_block_alignment)
+        block_size = max(block_size, aligned)
+    page = block_size * token_page
+    sizes = [len(pages) for pages in buckets.values()]
+    group_size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
+    groups = tuple(
+        KVGroup(
+            kind=kind, layers=len(pages), count=-(-len(pages) // group_size), page_bytes=page, bound=bound
+        )
+        for (kind, bound), pages in buckets.items()
+    )
+    return KVCacheLayout(
+        block_size=block_size,
+        bytes_per_block=group_size * page,
+        groups=groups,
+        inflight_tokens=inflight,
+        max_model_len=max_model_len,
+        state_blocks=state_blocks,
+    )
 
 
 def weight_bytes(arch: Architecture) -> int:
-    """All weights in the checkpoint's dtype (fp8 checkpoints: one byte per linear weight)."""
-    g = arch.parameter_groups
-    body = g.total - g.embedding - g.lm_head
-    return _embedding_bytes(arch) + math.ceil(body * arch.weight_bytes_per_parameter)
+    """All weights as the checkpoint stores them (quantized modules at their format's bytes, scales
+    included; embeddings, norms and whatever the format leaves out in the model dtype)."""
+    return math.ceil(arch.weight_groups.total)
 
 
 def weight_bytes_per_gpu(arch: Architecture, tensor_parallel_size: int) -> int:
-    """Weights on one TP rank: sharded linears, routed experts and the vocab-parallel embedding and LM head
-    split ``tp`` ways; norms, routers and MLA down-projections whole; KV projections for
-    ``max(1, kv_heads // tp)`` heads."""
+    """Weights on one TP rank: sharded linears, routed experts, the vision tower and the vocab-parallel
+    embedding and LM head split ``tp`` ways; norms, routers and MLA down-projections whole; KV projections
+    for ``max(1, kv_heads // tp)`` heads."""
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
-    g = arch.parameter_groups
-    body = (
-        g.sharded / tp
-        + g.replicated
-        + g.kv_projection_per_head * kv_heads_per_gpu(arch, tp) * (1 if g.num_kv_heads else 0)
-        + g.routed_experts_total / tp
-    )
-    return math.ceil(_embedding_bytes(arch) / tp + body * arch.weight_bytes_per_parameter)
+    g = arch.weight_groups
+    split = (g.embedding + g.lm_head + g.vision + g.sharded + g.routed_experts_total) / tp
+    return math.ceil(split + g.replicated + g.kv_projection_per_rank(tp))
 
 
 def default_max_num_batched_tokens(gpu: GPU) -> int:
@@ -194,13 +365,12 @@ def activation_bytes(
     (every rank samples from full-vocabulary logits).
     """
     tp = tensor_parallel_size
+    mlp_width = max((layer.ffn_width for layer in arch.layers), default=0)
     if arch.is_moe:
-        mlp_width = max(
-            arch.intermediate_size if arch.num_moe_layers < arch.num_layers else 0,
-            arch.num_experts_per_token * arch.moe_intermediate_size + arch.shared_expert_intermediate_size,
+        routed = (
+            arch.num_experts_per_token * arch.moe_intermediate_size + arch.shared_expert_intermediate_size
         )
-    else:
-        mlp_width = arch.intermediate_size
+        mlp_width = max(mlp_width, routed)
     forward = max_num_batched_tokens * DTYPE_BYTES[arch.dtype] * (2 * arch.hidden_size + 3 * mlp_width / tp)
     rows = min(max_num_seqs, max_num_batched_tokens)
     sampler = SAMPLER_FP32_LOGIT_COPIES * rows * arch.vocab_size * 4
@@ -248,13 +418,14 @@ class KVMemory:
     """vLLM's memory accounting for one GPU of a replica, computed once per (TP, KV dtype, batched tokens,
     memory utilization): bytes, then blocks, then tokens, then sequences.
 
-    ``budget - weights - reserves - activation(max_num_seqs)`` is cut into per-layer pages of
-    ``BLOCK_SIZE_TOKENS`` tokens; one sequence needs :meth:`blocks_per_sequence` of them (sliding-window
-    layers only their window plus the batched tokens' lookahead). The activation peak grows with
+    ``budget - weights - reserves - activation(max_num_seqs)`` is cut into blocks of the
+    :class:`KVCacheLayout`; one sequence needs :meth:`blocks_per_sequence` of them (full attention its
+    length, sliding and chunked layers their bound, Mamba states their blocks per group). The activation
+    peak grows with
     ``--max-num-seqs`` (the dummy sampler's rows), so the sequences that fit depend on it.
     """
 
-    __slots__ = ("arch", "budget", "forward", "gpu", "mnbt", "other", "page", "sampler_per_row", "weights")
+    __slots__ = ("arch", "budget", "forward", "gpu", "layout", "mnbt", "other", "sampler_per_row", "weights")
 
     def __init__(
         self,
@@ -278,7 +449,12 @@ class KVMemory:
             arch, tensor_parallel_size=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=0
         )
         self.sampler_per_row = SAMPLER_FP32_LOGIT_COPIES * arch.vocab_size * 4
-        self.page = BLOCK_SIZE_TOKENS * kv_bytes_per_token_per_layer_per_gpu(arch, kv_cache_dtype, tp)
+        self.layout = kv_cache_layout(
+            arch,
+            tensor_parallel_size=tp,
+            kv_cache_dtype=kv_cache_dtype,
+            max_num_batched_tokens=max_num_batched_tokens,
+        )
 
     def activation(self, max_num_seqs: int) -> int:
         """Peak activation of the profile run with ``--max-num-seqs max_num_seqs``."""
@@ -288,29 +464,28 @@ class KVMemory:
         """What is left for the KV cache (negative when the weights and reserves do not fit)."""
         return self.budget - self.weights - self.other - self.activation(max_num_seqs)
 
-    def layer_blocks(self, max_num_seqs: int) -> int:
-        """Per-layer pages of ``BLOCK_SIZE_TOKENS`` tokens the GPU holds."""
-        return max(0, self.free_bytes(max_num_seqs) // self.page)
+    def blocks(self, max_num_seqs: int) -> int:
+        """KV blocks (of every group's layers) the GPU holds with ``--max-num-seqs max_num_seqs``."""
+        return self.layout.num_blocks(self.free_bytes(max_num_seqs))
 
     def blocks_per_sequence(self, tokens: int) -> int:
-        """Per-layer pages one sequence of ``tokens`` reserves. Sliding-window layers need
-        ``cdiv(min(W - 1 + T, tokens), 16) + 1`` with ``T = 2 x max_num_batched_tokens`` (vLLM >= 0.26)."""
-        return blocks_per_sequence(self.arch, tokens, max_num_batched_tokens=self.mnbt)
+        """Blocks one sequence of ``tokens`` holds (:meth:`KVCacheLayout.blocks_per_sequence`)."""
+        return self.layout.blocks_per_sequence(tokens)
 
     def sequences(self, tokens: int, max_num_seqs: int) -> int:
         """Sequences of ``tokens`` that fit at once with ``--max-num-seqs max_num_seqs``."""
-        return self.layer_blocks(max_num_seqs) // self.blocks_per_sequence(tokens)
+        return self.blocks(max_num_seqs) // self.blocks_per_sequence(tokens)
 
     def max_batch(self, tokens: int, cap: int) -> int:
         """Largest ``--max-num-seqs`` b <= cap whose b sequences of ``tokens`` fit beside the activation
         peak that b itself sets (0 when not one fits)."""
         need = self.blocks_per_sequence(tokens)
         lo, hi = 1, cap
-        if hi < 1 or need > self.layer_blocks(1):
+        if hi < 1 or need > self.blocks(1):
             return 0
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if mid * need <= self.layer_blocks(mid):
+            if mid * need <= self.blocks(mid):
                 lo = mid
             else:
                 hi = mid - 1
@@ -318,7 +493,7 @@ class KVMemory:
 
     def max_concurrency(self, max_model_len: int, max_num_seqs: int) -> float:
         """vLLM's logged "Maximum concurrency": sequences of ``max_model_len`` the cache holds."""
-        return self.layer_blocks(max_num_seqs) / self.blocks_per_sequence(max_model_len)
+        return self.blocks(max_num_seqs) / self.blocks_per_sequence(max_model_len)
 
     def kv_cache_tokens(self, max_model_len: int, max_num_seqs: int) -> int:
         """vLLM's "GPU KV cache size" in tokens: ``int(max_concurrency x max_model_len)``."""
@@ -326,29 +501,22 @@ class KVMemory:
 
     def breakdown(self, max_num_seqs: int) -> MemoryBreakdown:
         """Where the GPU's memory goes with ``--max-num-seqs max_num_seqs``."""
-        layers = self.arch.num_layers
-        blocks = self.layer_blocks(max_num_seqs) // layers  # vLLM: avail // page // layers
+        blocks = self.blocks(max_num_seqs)
         return MemoryBreakdown(
             total_bytes=self.gpu.memory_bytes,
             budget_bytes=self.budget,
             weights_bytes=self.weights,
             activation_bytes=self.activation(max_num_seqs),
             other_bytes=self.other,
-            kv_cache_bytes=blocks * layers * self.page,
+            kv_cache_bytes=blocks * self.layout.bytes_per_block,
             num_blocks=blocks,
         )
 
 
 def blocks_per_sequence(arch: Architecture, tokens: int, *, max_num_batched_tokens: int) -> int:
-    """Per-layer KV pages (summed over layers) one sequence of ``tokens`` reserves in vLLM: full attention
-    ``cdiv(tokens, 16)`` per layer; sliding window ``cdiv(min(W - 1 + 2 x mnbt, tokens), 16) + 1`` (never
-    more than full attention)."""
-    full = -(-tokens // BLOCK_SIZE_TOKENS)
-    if arch.sliding_window is None or not arch.num_sliding_window_layers:
-        return full * arch.num_layers
-    span = min(arch.sliding_window - 1 + 2 * max_num_batched_tokens, tokens)
-    sliding = min(full, -(-span // BLOCK_SIZE_TOKENS) + 1)
-    return full * arch.num_full_attention_layers + sliding * arch.num_sliding_window_layers
+    """KV blocks one sequence of ``tokens`` holds in vLLM at TP 1
+    (:meth:`KVCacheLayout.blocks_per_sequence`)."""
+    return kv_cache_layout(arch, max_num_batched_tokens=max_num_batched_tokens).blocks_per_sequence(tokens)
 
 
 def memory_per_gpu(
@@ -371,13 +539,6 @@ def memory_per_gpu(
         max_num_batched_tokens=max_num_batched_tokens or default_max_num_batched_tokens(gpu),
         gpu_memory_utilization=gpu_memory_utilization,
     ).breakdown(max_num_seqs)
-
-
-def block_bytes_per_gpu(arch: Architecture, kv_cache_dtype: str, tp: int) -> int:
-    """One block of ``BLOCK_SIZE_TOKENS`` tokens over all layers on one GPU (vLLM: page size x layers)."""
-    return (
-        BLOCK_SIZE_TOKENS * arch.num_layers * kv_bytes_per_token_per_layer_per_gpu(arch, kv_cache_dtype, tp)
-    )
 
 
 def _check_tp(tp: int) -> None:

@@ -7,6 +7,7 @@ from capacity.errors import CapacityError
 
 __all__ = [
     "VOCAB_PADDING_MULTIPLE",
+    "fp8_block_error",
     "kv_heads_per_gpu",
     "padded_vocab_size",
     "tensor_parallel_error",
@@ -35,47 +36,126 @@ def padded_vocab_size(arch: Architecture) -> int:
     return -(-arch.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
 
 
-def tensor_parallel_error(arch: Architecture, tp: int) -> str | None:
+def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool = False) -> str | None:
     """Why vLLM would refuse ``tp`` for ``arch``, or None when it accepts it.
 
     vLLM checks ``num_attention_heads % tp == 0`` (``verify_with_parallel_config``); while building
     layers, ``QKVParallelLinear`` needs ``kv_heads % tp == 0`` when ``tp <= kv_heads`` else
     ``tp % kv_heads == 0`` (a rank never holds a fraction of a head; MLA has no KV-head split, its latent
-    is replicated), and the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``.
+    is replicated), the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``, and FP8
+    checkpoints with weight blocks need each rank's share of every quantized width to be whole blocks
+    (:func:`fp8_block_error`; with ``expert_parallel`` the experts are not split by width).
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         return f"tensor parallel size {tp!r} is not a positive integer"
     heads = arch.num_attention_heads
     if heads % tp:
         reason = f"does not divide the {heads} attention heads of {arch.name}"
-    elif arch.attention != "MLA" and _splits_kv_heads(arch.num_kv_heads, tp):
+    elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
+    elif arch.state is not None and (arch.state.heads % tp or arch.state.conv_channels % tp):
+        reason = (
+            f"does not divide the {arch.state.heads} {arch.state.kind} state heads of {arch.name} "
+            f"({arch.state.conv_channels} conv channels)"
+        )
     elif padded_vocab_size(arch) % tp:
         reason = (
             f"does not divide the {padded_vocab_size(arch)}-row padded vocabulary of {arch.name} "
             f"(vocab {arch.vocab_size} rounded up to a multiple of {VOCAB_PADDING_MULTIPLE})"
         )
     else:
-        return None
-    accepted = valid_tensor_parallel_sizes(arch, max(tp, 8))
+        block = fp8_block_error(arch, tp, expert_parallel=expert_parallel)
+        if block is None:
+            return None
+        reason = block
+    accepted = valid_tensor_parallel_sizes(arch, max(tp, 8), expert_parallel=expert_parallel)
     return f"tensor parallel size {tp} {reason}; accepted: {', '.join(map(str, accepted)) or 'none'}"
 
 
-def valid_tensor_parallel_sizes(arch: Architecture, max_tp: int) -> list[int]:
-    """Every TP degree from 1 to ``max_tp`` that vLLM accepts for ``arch``, ascending."""
+def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = False) -> str | None:
+    """Why vLLM's FP8 block-quantization check (``fp8_utils.validate_fp8_block_shape`` and ``_moe``) refuses
+    ``tp``, or None. With ``weight_block_size = [n, k]``: a fused-MoE layer's gate/up width per rank must be
+    a multiple of ``n`` and (tp > 1) of ``k`` for the down projection's input; a column-parallel linear's
+    output per rank a multiple of ``n`` (merged gate/up and q/k/v even at TP 1, all but the last part); a
+    row-parallel linear's input per rank a multiple of ``k``. With expert parallelism the experts keep their
+    whole width."""
+    block = arch.weights.weight_block_size
+    if block is None:
+        return None
+    n, k = block
+    first_moe = next((i for i, layer in enumerate(arch.layers) if layer.ffn == "moe"), None)
+    if first_moe is not None and arch.weights.quantizes("experts", layer=first_moe):
+        width = arch.moe_intermediate_size if expert_parallel else arch.moe_intermediate_size // tp
+        if width % n or (tp > 1 and not expert_parallel and width % k):
+            return (
+                f"leaves {width} of each expert's {arch.moe_intermediate_size}-wide MLP per GPU, not a "
+                "multiple "
+                f"of the checkpoint's {n}x{k} FP8 weight blocks (vLLM refuses to load it; expert parallelism "
+                f"keeps experts whole)"
+            )
+    checks: list[tuple[str, str, int, int]] = []  # (module kind, what, width, layer)
+    for i, layer in enumerate(arch.layers):
+        if layer.ffn == "dense" and layer.ffn_width:
+            checks.append(("mlp", "dense MLP", layer.ffn_width, i))
+    if arch.shared_expert_intermediate_size and first_moe is not None:
+        checks.append(
+            ("shared_experts", "shared expert MLP", arch.shared_expert_intermediate_size, first_moe)
+        )
+    for module, what, width, i in checks:
+        if not arch.weights.quantizes(module, layer=i):  # type: ignore[arg-type]
+            continue
+        per_rank = width // tp
+        if per_rank % n or (tp > 1 and per_rank % k):
+            return (
+                f"leaves {per_rank} of the {width}-wide {what} per GPU, not a multiple of the checkpoint's "
+                f"{n}x{k} FP8 weight blocks (vLLM refuses to load it)"
+            )
+    attention = next(
+        (i for i, layer in enumerate(arch.layers) if layer.mixer in ("full", "sliding", "chunked")), None
+    )
+    if attention is not None and arch.weights.quantizes("attention", layer=attention):
+        q = arch.num_attention_heads * arch.head_dim // tp
+        kv = kv_heads_per_gpu(arch, tp) * arch.head_dim
+        if q % n or kv % n or (tp > 1 and q % k):
+            return (
+                f"leaves {q} query and {kv} key/value channels of the attention projections per GPU, not "
+                f"multiples of the checkpoint's {n}x{k} FP8 weight blocks (vLLM refuses to load it)"
+            )
+    return None
+
+
+def valid_tensor_parallel_sizes(
+    arch: Architecture, max_tp: int, *, expert_parallel: bool = False
+) -> list[int]:
+    """Every TP degree from 1 to ``max_tp`` that vLLM accepts for ``arch``, ascending (pure tensor
+    parallelism unless ``expert_parallel``)."""
     if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
         raise CapacityError(f"maximum tensor parallel size {max_tp!r} is not valid; expected an integer >= 1")
     # A valid TP divides the attention heads, so nothing above the head count needs checking.
-    return [tp for tp in range(1, min(max_tp, arch.num_attention_heads) + 1) if _accepted(arch, tp)]
+    return [
+        tp
+        for tp in range(1, min(max_tp, arch.num_attention_heads) + 1)
+        if _accepted(arch, tp) and fp8_block_error(arch, tp, expert_parallel=expert_parallel) is None
+    ]
 
 
 def _splits_kv_heads(kv_heads: int, tp: int) -> bool:
     return bool(kv_heads % tp) if tp <= kv_heads else bool(tp % kv_heads)
 
 
+def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
+    """Some attention layer's KV heads would split into fractions (MLA's latent never does)."""
+    if arch.attention == "MLA":
+        return False
+    heads = {arch.kv_heads_of(layer) for layer in arch.layers} - {0} or {arch.num_kv_heads}
+    return any(_splits_kv_heads(h, tp) for h in heads)
+
+
 def _accepted(arch: Architecture, tp: int) -> bool:
+    state = arch.state
     return (
         arch.num_attention_heads % tp == 0
-        and (arch.attention == "MLA" or not _splits_kv_heads(arch.num_kv_heads, tp))
+        and not _splits_kv_heads_of(arch, tp)
+        and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
     )

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from capacity.architecture import Architecture
+from capacity.catalog import catalog_architecture, catalog_ids
 from capacity.errors import CapacityError
-from capacity.gpus import GPU
+from capacity.gpus import GPU, native_support
 from capacity.memory import KV_CACHE_DTYPES, MAX_NUM_SEQS_CAP, MemoryBreakdown, default_max_num_batched_tokens
 from capacity.parallel import tensor_parallel_error, valid_tensor_parallel_sizes
+from capacity.quantization import ONLINE_FP8
 from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, StepModel
 from capacity.serving import (
     UNCALIBRATED,
@@ -39,6 +41,7 @@ __all__ = [
     "CAP_RULES",
     "FIT_RULES",
     "LATENCY_RULES",
+    "QUANTIZATION_CHOICES",
     "SLO",
     "BatchLimit",
     "Candidate",
@@ -46,6 +49,7 @@ __all__ = [
     "Plan",
     "PlanResult",
     "Prediction",
+    "Quantization",
     "Workload",
     "plan",
 ]
@@ -64,6 +68,10 @@ BATCHED_TOKEN_CHOICES = (2048, 4096, 8192, 16384)
 #: A --max-num-batched-tokens other than vLLM's default must buy at least this much more output tokens/s per
 #: GPU to be chosen.
 BATCHED_TOKENS_GAIN = 0.03
+
+
+#: Online weight quantization the planner may apply (``Limits.quantization``).
+Quantization = Literal["none", "fp8", "auto"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +121,14 @@ class Limits:
     :data:`BATCHED_TOKEN_CHOICES`."""
     efficiency: Efficiency = DEFAULT_EFFICIENCY
     """Factors from roofline to predicted time."""
+    quantization: Quantization = "none"
+    """Online weight quantization of an unquantized checkpoint (``vllm serve --quantization
+    fp8_per_tensor``): ``none``
+    (the default: it changes the model), ``fp8`` (always), ``auto`` (only when the unquantized model does
+    not fit or cannot meet the SLO). A checkpoint that is already quantized is served as it is."""
+
+
+QUANTIZATION_CHOICES: tuple[Quantization, ...] = ("none", "fp8", "auto")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +149,9 @@ class Plan:
     """--max-num-batched-tokens: the step's token budget (decodes plus prefill chunks)."""
     replicas: int
     """vLLM instances (each on ``tensor_parallel_size`` GPUs)."""
+    quantization: str | None = None
+    """--quantization for weights quantized at load (``fp8_per_tensor``: vLLM 0.32 refuses ``fp8`` on an
+    unquantized checkpoint); None: the checkpoint's own format."""
 
     @property
     def gpus(self) -> int:
@@ -154,6 +173,7 @@ class Plan:
             f"{self.gpu_memory_utilization:g}",
             "--max-num-batched-tokens",
             str(self.max_num_batched_tokens),
+            *(["--quantization", self.quantization] if self.quantization else []),
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,6 +186,7 @@ class Plan:
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "replicas": self.replicas,
+            "quantization": self.quantization,
         }
 
 
@@ -437,10 +458,61 @@ def plan(
     *,
     calibration: Calibration | float = 1.0,
 ) -> PlanResult:
-    """Choose TP, KV dtype, --max-num-seqs, --max-num-batched-tokens and replicas.
+    """Choose TP, KV dtype, --max-num-seqs, --max-num-batched-tokens and replicas (and, where
+    ``limits.quantization`` allows it, online FP8 weights).
 
     ``calibration`` is the serving model's :class:`~capacity.serving.Calibration` (a number is its
     ``scale``: it multiplies every predicted step time)."""
+    if limits.quantization not in QUANTIZATION_CHOICES:
+        raise CapacityError(
+            f"quantization {limits.quantization!r} is not valid; expected one of "
+            f"{', '.join(QUANTIZATION_CHOICES)}"
+        )
+    online = limits.quantization != "none" and arch.weights.method == "none"
+    if online and limits.quantization == "fp8":
+        return _online_fp8(
+            _plan(replace(arch, weights=ONLINE_FP8), gpu, workload, slo, limits, calibration), gpu
+        )
+    result = _plan(arch, gpu, workload, slo, limits, calibration)
+    if online and not result.feasible:
+        quantized = _plan(replace(arch, weights=ONLINE_FP8), gpu, workload, slo, limits, calibration)
+        if quantized.feasible:
+            return _online_fp8(quantized, gpu, because=result.reason)
+    if result.feasible:
+        note = native_support(gpu, arch.weights)
+        if note is not None:
+            result = replace(result, warnings=(*result.warnings, note))
+    return result
+
+
+def _online_fp8(result: PlanResult, gpu: GPU, because: str | None = None) -> PlanResult:
+    """A plan with the weights quantized online to FP8 (``--quantization fp8``), saying so."""
+    if result.plan is None:
+        return result
+    why = f" (unquantized: {because})" if because else ""
+    warnings = [
+        f"weights quantized to FP8 at load (--quantization {ONLINE_FP8.method}){why}: this changes the "
+        "model's numerics; "
+        "spec.tuning.quantization allows it"
+    ]
+    note = native_support(gpu, ONLINE_FP8)
+    if note is not None:
+        warnings.append(note)
+    return replace(
+        result,
+        plan=replace(result.plan, quantization=ONLINE_FP8.method),
+        warnings=(*result.warnings, *warnings),
+    )
+
+
+def _plan(
+    arch: Architecture,
+    gpu: GPU,
+    workload: Workload,
+    slo: SLO,
+    limits: Limits,
+    calibration: Calibration | float,
+) -> PlanResult:
     if not isinstance(calibration, Calibration):
         if isinstance(calibration, bool) or not isinstance(calibration, int | float):
             raise CapacityError(
@@ -767,12 +839,13 @@ def longest_sequence_rule(req: _Request, model: ServingModel, dtype: str) -> str
     """One sequence of max-model-len fits the KV cache (vLLM refuses to start otherwise), or why not."""
     mem, tp = model.memory, model.tensor_parallel_size
     need = mem.blocks_per_sequence(req.max_len)
-    if mem.layer_blocks(1) >= need:
+    if mem.blocks(1) >= need:
         return None
     fixes = _memory_fixes(req.arch, req.gpu, tp, dtype, req.limits, req.max_gpus)
     return (
         f"at TP {tp} with {_dtype_label(req.arch, dtype)} KV cache one {req.max_len}-token sequence needs "
-        f"{_gib(need * mem.page)} of KV cache per GPU but only {_gib(mem.free_bytes(1))} is left after "
+        f"{_gib(need * mem.layout.bytes_per_block)} of KV cache per GPU but only "
+        f"{_gib(mem.free_bytes(1))} is left after "
         f"{_gib(mem.weights)} of weights; {fixes}"
     )
 
@@ -932,15 +1005,44 @@ def _dtype_label(arch: Architecture, dtype: str) -> str:
 
 
 def _weight_fixes(arch: Architecture, tp: int, limits: Limits, max_gpus: int) -> str:
-    """What makes the weights fit: more TP, else a bigger GPU or a quantized checkpoint."""
+    """What makes the weights fit: more TP, else a bigger GPU or quantized weights kvright reads."""
     larger = [t for t in valid_tensor_parallel_sizes(arch, limits.gpus_per_node) if t > tp]
     if larger:
         limit = "" if larger[0] <= max_gpus else f", raise the limit of {max_gpus}"
         return f"needs more GPUs (TP {larger[0]}{limit}) or a GPU with more memory"
     return (
-        f"needs a GPU with more memory or a quantized checkpoint (TP is capped at the {limits.gpus_per_node} "
-        "GPUs of one node)"
+        f"needs a GPU with more memory or {_quantized_options(arch)} (TP is capped at the "
+        f"{limits.gpus_per_node} GPUs of one node)"
     )
+
+
+def _quantized_options(arch: Architecture) -> str:
+    """Quantized weights for ``arch`` that kvright understands: a catalog checkpoint of the same model in a
+    quantized format, and online FP8 when the checkpoint is unquantized."""
+    same = [
+        model_id
+        for model_id in catalog_ids()
+        if (other := catalog_architecture(model_id)).weights.method != "none"
+        and other.weights.method != arch.weights.method
+        and (other.hidden_size, other.num_layers, other.vocab_size)
+        == (arch.hidden_size, arch.num_layers, arch.vocab_size)
+    ]
+    options = []
+    if same:
+        options.append(
+            "a quantized checkpoint such as "
+            + " or ".join(f"{m} ({catalog_architecture(m).weights.label})" for m in same[:2])
+        )
+    else:
+        options.append(
+            "a quantized checkpoint (FP8, AWQ, GPTQ, compressed-tensors, NVFP4 and MXFP4 are read)"
+        )
+    if arch.weights.method == "none":
+        options.append(
+            f"FP8 weights quantized at load (spec.tuning.quantization: FP8 or Auto, --quantization "
+            f"{ONLINE_FP8.method})"
+        )
+    return " or ".join(options)
 
 
 def _memory_fixes(arch: Architecture, gpu: GPU, tp: int, dtype: str, limits: Limits, max_gpus: int) -> str:

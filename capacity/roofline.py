@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from capacity.architecture import DTYPE_BYTES, Architecture
+from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
-from capacity.memory import kv_bytes_per_token_per_layer_per_gpu, resolve_kv_cache_dtype
-from capacity.parallel import kv_heads_per_gpu, tensor_parallel_error
+from capacity.memory import attention_bytes_per_token, resolve_kv_cache_dtype, state_bytes_per_sequence
+from capacity.parallel import tensor_parallel_error
 
 __all__ = [
     "ALLREDUCE_LATENCY_SECONDS",
@@ -145,8 +145,11 @@ class StepModel:
     planner can evaluate thousands of batch sizes cheaply."""
 
     __slots__ = (
+        "attention_layers",
         "attn_flops_per_ctx_token",
         "bf_flops",
+        "chunk",
+        "chunked_kv_per_token",
         "comm_bytes_per_token",
         "dense_flops_per_token",
         "dense_weight_bytes",
@@ -160,7 +163,7 @@ class StepModel:
         "layers",
         "moe_layers",
         "sliding_kv_per_token",
-        "sliding_layers_frac",
+        "state_bytes",
         "top_k",
         "tp",
         "window",
@@ -181,39 +184,52 @@ class StepModel:
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
         tp = tensor_parallel_size
         g = arch.parameter_groups
-        wbpp = arch.weight_bytes_per_parameter
-        emb_bytes = DTYPE_BYTES[arch.dtype]
-        kv_proj = g.kv_projection_per_head * kv_heads_per_gpu(arch, tp) if g.num_kv_heads else 0
-        dense_params = g.sharded / tp + g.replicated + kv_proj
-        # The LM head is streamed every step; the input embedding is a row lookup and is left out.
-        self.dense_weight_bytes = dense_params * wbpp + g.lm_head * emb_bytes / tp
+        w = arch.weight_groups
+        # The LM head is streamed every step; the input embedding is a row lookup and the vision tower does
+        # not run in a decode step, so both are left out.
+        self.dense_weight_bytes = (
+            w.sharded / tp + w.replicated + w.kv_projection_per_rank(tp) + w.lm_head / tp
+        )
         if arch.tie_word_embeddings:
-            self.dense_weight_bytes += g.embedding * emb_bytes / tp  # tied: the table is the LM head
-        self.expert_bytes = g.routed_expert * wbpp / tp
+            self.dense_weight_bytes += w.embedding / tp  # tied: the table is the LM head
+        self.expert_bytes = w.routed_expert / tp
         self.experts = g.num_experts
         self.top_k = g.experts_per_token
         self.moe_layers = g.num_moe_layers
+        dense_params = g.sharded / tp + g.replicated + g.kv_projection_per_rank(tp)
         lm_head_params = g.embedding if arch.tie_word_embeddings else g.lm_head
         self.dense_flops_per_token = 2.0 * (dense_params + lm_head_params / tp)
         self.expert_flops_per_token = 2.0 * g.routed_expert * g.experts_per_token * g.num_moe_layers / tp
-        per_layer = kv_bytes_per_token_per_layer_per_gpu(arch, kv_cache_dtype, tp)
-        self.full_kv_per_token = per_layer * arch.num_full_attention_layers
-        self.sliding_kv_per_token = per_layer * arch.num_sliding_window_layers
+        per_kind: dict[str, int] = {"full": 0, "sliding": 0, "chunked": 0}
+        for layer in arch.layers:
+            if layer.mixer in ATTENTION_MIXERS:
+                kind = "full" if layer.mixer == "mla" else layer.mixer
+                per_kind[kind] += attention_bytes_per_token(arch, arch.kv_heads_of(layer), kv_cache_dtype, tp)
+        self.full_kv_per_token = per_kind["full"]
+        self.sliding_kv_per_token = per_kind["sliding"]
+        self.chunked_kv_per_token = per_kind["chunked"]
         self.window = arch.sliding_window or 0
+        self.chunk = arch.attention_chunk_size or 0
+        # Mamba / linear-attention states are read and written back whole every step.
+        self.state_bytes = 2 * state_bytes_per_sequence(arch, tp) * arch.num_state_layers
         self.layers = arch.num_layers
-        self.sliding_layers_frac = arch.num_sliding_window_layers / arch.num_layers
+        self.attention_layers = (
+            arch.num_full_attention_layers,
+            arch.num_sliding_window_layers,
+            arch.num_chunked_layers,
+        )
         heads_per_gpu = arch.num_attention_heads / tp
         if arch.attention == "MLA" and arch.kv_lora_rank is not None:
             # Absorbed MLA: scores over the latent plus rope key, values over the latent.
             per_head = 2 * (arch.kv_lora_rank + arch.qk_rope_head_dim) + 2 * arch.kv_lora_rank
         else:
             per_head = 4 * arch.head_dim  # QK^T and AV
-        self.attn_flops_per_ctx_token = per_head * heads_per_gpu * arch.num_layers
+        self.attn_flops_per_ctx_token = per_head * heads_per_gpu
         self.tp = tp
         # Two all-reduces per layer of the hidden state (after attention and after the MLP).
-        self.comm_bytes_per_token = 2 * arch.num_layers * arch.hidden_size * emb_bytes
+        self.comm_bytes_per_token = 2 * arch.num_layers * arch.hidden_size * DTYPE_BYTES[arch.dtype]
         self.hbm = gpu.hbm_bytes_per_second
-        fp8_weights = wbpp <= 1 and gpu.supports_fp8
+        fp8_weights = arch.weights.compute_format == "fp8" and gpu.supports_fp8
         self.bf_flops = gpu.fp8_flops_per_second if fp8_weights else gpu.bf16_flops_per_second
         self.interconnect = gpu.interconnect_bytes_per_second
         self.efficiency = efficiency
@@ -228,19 +244,31 @@ class StepModel:
         return self.dense_weight_bytes + touched * self.expert_bytes * self.moe_layers
 
     def kv_bytes(self, batch: int, context_tokens: int) -> float:
-        """KV bytes per GPU read for ``batch`` sequences of ``context_tokens``; sliding layers read the
-        window."""
+        """KV bytes per GPU read for ``batch`` sequences of ``context_tokens``: full-attention layers the
+        whole context, sliding layers their window, chunked layers their chunk, Mamba / linear-attention
+        layers their state (read and written)."""
         window = min(context_tokens, self.window) if self.window else 0
-        return batch * (self.full_kv_per_token * context_tokens + self.sliding_kv_per_token * window)
+        chunk = min(context_tokens, self.chunk) if self.chunk else 0
+        return batch * (
+            self.full_kv_per_token * context_tokens
+            + self.sliding_kv_per_token * window
+            + self.chunked_kv_per_token * chunk
+            + self.state_bytes
+        )
+
+    def attended_tokens(self, context_tokens: int) -> float:
+        """Context tokens the attention layers attend to, summed over layers."""
+        full, sliding, chunked = self.attention_layers
+        window = min(context_tokens, self.window) if self.window else context_tokens
+        chunk = min(context_tokens, self.chunk) if self.chunk else context_tokens
+        return full * context_tokens + sliding * window + chunked * chunk
 
     def flops(self, batch: int, context_tokens: int) -> float:
         """FLOPs per GPU: ``2 x active parameters x batch`` plus attention over the context."""
-        window = min(context_tokens, self.window) if self.window else context_tokens
-        attended = (1 - self.sliding_layers_frac) * context_tokens + self.sliding_layers_frac * window
         return batch * (
             self.dense_flops_per_token
             + self.expert_flops_per_token
-            + self.attn_flops_per_ctx_token * attended
+            + self.attn_flops_per_ctx_token * self.attended_tokens(context_tokens)
         )
 
     def communication_seconds(self, tokens: int) -> float:
@@ -271,7 +299,7 @@ class StepModel:
         per_prefill_token = (
             self.dense_flops_per_token
             + self.expert_flops_per_token
-            + self.attn_flops_per_ctx_token * max(1, prompt_tokens // 2)
+            + self.attn_flops_per_ctx_token * self.attended_tokens(max(1, prompt_tokens // 2))
         )
         peak = self.bf_flops * eff.compute
         fixed = eff.step_overhead_seconds + batch * self.layers * eff.sequence_layer_overhead_seconds

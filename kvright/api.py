@@ -78,6 +78,7 @@ KIND: Final = "LLMDeployment"
 PLURAL: Final = "llmdeployments"
 
 KVCacheDtype = Literal["Auto", "Model", "FP8"]
+Quantization = Literal["None", "FP8", "Auto"]
 FeedbackMode = Literal["Off", "Observe", "Adjust"]
 ArchitectureSource = Literal["Catalog", "ConfigMap", "Hub"]
 
@@ -362,6 +363,10 @@ class TuningSpec(_Object):
     """Auto (kvright chooses), Model (the model's dtype, vLLM's "auto") or FP8."""
     gpu_memory_utilization_percent: Annotated[int, Field(ge=50, le=98)] = 90
     """--gpu-memory-utilization as an integer percent."""
+    quantization: Quantization = "None"
+    """Online weight quantization of an unquantized checkpoint: None (the default: it changes the model),
+    FP8 (always: --quantization fp8_per_tensor, quantized at load), Auto (only when the unquantized weights do not fit or miss
+    the SLO). A quantized checkpoint is always served in its own format."""
 
 
 class FeedbackSpec(_Object):
@@ -476,6 +481,8 @@ class PlanStatus(_Object):
     gpu_memory_utilization_percent: int | None = None
     replicas: int | None = None
     gpus: int | None = None
+    quantization: str | None = None
+    """--quantization when kvright quantizes the weights at load (fp8_per_tensor); absent otherwise."""
     vllm_args: list[str] | None = None
 
 

@@ -143,6 +143,14 @@ def _parser() -> _Parser:
     p.add_argument("--tensor-parallel-size", type=_positive_int, default=None, help="pin TP")
     p.add_argument("--max-num-seqs", type=_positive_int, default=None, help="pin --max-num-seqs")
     p.add_argument(
+        "--quantization",
+        choices=cap.QUANTIZATION_CHOICES,
+        default="none",
+        help="FP8 weights quantized at load (--quantization fp8_per_tensor) for an unquantized checkpoint: "
+        "none (default; it changes the model), fp8 (always), auto (only when the unquantized weights do not "
+        "fit or miss the SLO)",
+    )
+    p.add_argument(
         "--calibration",
         type=_positive_float,
         default=1.0,
@@ -219,7 +227,11 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     data: dict[str, Any] = {
         "model": arch.name,
         "model_type": arch.model_type,
+        "architecture": arch.architecture,
+        "quantization": arch.weights.method,
+        "weight_format": arch.weights.label,
         "parameters": arch.parameters,
+        "vision_parameters": arch.vision_parameters,
         "active_parameters": arch.active_parameters,
         "attention": arch.attention,
         "kv_cache_bytes_per_token": kv,
@@ -232,12 +244,16 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "max_position_embeddings": arch.max_position_embeddings,
         "sliding_window": arch.sliding_window,
         "sliding_window_layers": arch.num_sliding_window_layers,
+        "attention_chunk_size": arch.attention_chunk_size,
+        "layer_kinds": dict(sorted(arch.mixer_counts.items())),
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,
+        "warnings": list(arch.warnings),
     }
     heads = "latent" if arch.attention == "MLA" else f"{arch.num_kv_heads} KV heads x {arch.head_dim}"
     rows = [
-        ("model", f"{arch.name} ({arch.model_type}, {arch.dtype})"),
+        ("model", f"{arch.name} ({arch.architecture or arch.model_type}, {arch.dtype})"),
+        ("weight format", arch.weights.label),
         ("parameters", f"{arch.parameters / 1e9:.2f} B"),
         (
             "active parameters",
@@ -251,8 +267,9 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ),
         (
             "KV bytes/token",
-            ", ".join(f"{k} {v:,} B" for k, v in kv.items()) + " (all layers at full attention)",
+            ", ".join(f"{k} {v:,} B" for k, v in kv.items()) + " (every attention layer, before its bound)",
         ),
+        ("layers", ", ".join(f"{n} {kind}" for kind, n in sorted(arch.mixer_counts.items()))),
         (
             "sliding window",
             f"{arch.sliding_window} tokens on {arch.num_sliding_window_layers} layers"
@@ -261,6 +278,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ),
         ("max positions", f"{arch.max_position_embeddings:,}"),
         ("valid TP", ", ".join(str(t) for t in valid_tp)),
+        *(("warning", w) for w in arch.warnings),
     ]
     return data, _table(rows)
 
@@ -284,9 +302,33 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     replication = cap.kv_cache_bytes_per_token(arch, tensor_parallel_size=tp) // cap.kv_cache_bytes_per_token(
         arch
     )
+    layout = cap.kv_cache_layout(
+        arch,
+        tensor_parallel_size=tp,
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+    )
+    kinds = [
+        {
+            "kind": g.kind,
+            "layers": g.layers,
+            "groups": g.count,
+            "bound_tokens": g.bound,
+            "grows_with_context": g.kind == "full",
+            "bytes_per_sequence": layout.group_blocks(g, args.context)
+            * g.count
+            * layout.bytes_per_block
+            * tp,
+        }
+        for g in layout.groups
+    ]
+    growth = sum(g.count for g in layout.groups if g.kind == "full") * layout.bytes_per_block * tp
     data = {
         "kv_cache_bytes": total,
         "kv_cache_bytes_per_sequence": per_seq,
+        "growth_bytes_per_token": growth // layout.block_size,
+        "block_size": layout.block_size,
+        "by_layer_kind": kinds,
         "weight_bytes": weights,
         "kv_to_weight_ratio": total / weights,
         "kv_cache_bytes_per_gpu": total // tp,
@@ -305,11 +347,17 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ("weights", f"{weights / GB:.1f} GB"),
         ("KV / weights", f"{total / weights:.2f}"),
     ]
-    if arch.sliding_window and arch.num_sliding_window_layers:
+    for kind in kinds:
+        bound = {
+            "full": "grows with the context",
+            "sliding": f"window {kind['bound_tokens']} plus the in-flight tokens",
+            "chunked": f"chunk {kind['bound_tokens']} plus the in-flight tokens",
+            "mamba": "a constant state per sequence",
+        }[str(kind["kind"])]
         rows.append(
             (
-                "sliding window",
-                f"{arch.num_sliding_window_layers} layers hold at most {arch.sliding_window} tokens",
+                f"{kind['kind']} layers",
+                f"{kind['layers']}: {int(kind['bytes_per_sequence']) / GB:.3f} GB per sequence ({bound})",
             )
         )
     return data, _table(rows)
@@ -375,6 +423,7 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             gpu_memory_utilization=args.gpu_memory_utilization,
             tensor_parallel_size=args.tensor_parallel_size,
             max_num_seqs=args.max_num_seqs,
+            quantization=args.quantization,
         ),
         calibration=args.calibration,
     )

@@ -138,6 +138,10 @@ class Rollout:
     """Why the rollout cannot progress (unschedulable pod, progress deadline), or None."""
 
 
+#: spec.tuning.quantization -> capacity.Limits.quantization.
+_QUANTIZATION: dict[str, capacity.Quantization] = {"None": "none", "FP8": "fp8", "Auto": "auto"}
+
+
 def spec_or_error(spec: Mapping[str, Any]) -> LLMDeploymentSpec | SpecError:
     try:
         return parse_spec(spec)
@@ -237,6 +241,7 @@ def _desire(facts: Facts) -> Desired:
         gpu_memory_utilization=spec.tuning.gpu_memory_utilization_percent / 100.0,
         tensor_parallel_size=tp,
         max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
+        quantization=_QUANTIZATION[spec.tuning.quantization],
     )
     try:
         result = capacity.plan(arch, gpu, workload, slo, limits, calibration=overrides.calibration)
@@ -301,6 +306,7 @@ def _desire(facts: Facts) -> Desired:
         "gpuMemoryUtilizationPercent": round(chosen.gpu_memory_utilization * 100),
         "replicas": replicas,
         "gpus": chosen.tensor_parallel_size * replicas,
+        **({"quantization": chosen.quantization} if chosen.quantization else {}),
         "vllmArgs": list(chosen.vllm_args()),
     }
     prediction_status: dict[str, Any] = {

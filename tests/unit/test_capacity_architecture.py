@@ -104,12 +104,13 @@ def test_sliding_window_layers(model, window, sliding_layers):
 
 @pytest.mark.parametrize(
     ("mnbt", "sliding_tokens"),
-    [(1024, 16 * (-(-(4095 + 2 * 1024) // 16) + 1)), (8192, 8192)],
+    [(1024, 16 * (-(-(4095 + 2 * 1024) // 16) + 1)), (8192, 8192 + 16)],
     ids=["window-plus-lookahead-plus-a-block", "lookahead-reaches-the-context"],
 )
 def test_sliding_window_caps_kv_per_sequence(mnbt, sliding_tokens):
-    """vLLM reserves ``cdiv(min(W - 1 + 2 x mnbt, tokens), 16) + 1`` blocks per sliding layer: the window
-    caps a sequence only when the batched tokens' lookahead does not already reach its length."""
+    """vLLM reserves ``cdiv(min(W - 1 + 2 x mnbt, tokens), 16) + 1`` blocks per sliding layer (the window
+    need not start on a block boundary): the window caps a sequence only when the batched tokens'
+    lookahead does not already reach its length."""
     arch = c.catalog_architecture("gemma-2-27b")
     per_token_layer = c.kv_cache_bytes_per_token(arch) // arch.num_layers
     got = c.kv_cache_bytes_per_sequence(arch, 8192, max_num_batched_tokens=mnbt)
@@ -120,7 +121,8 @@ def test_deepseek_first_k_dense_and_shared_experts():
     arch = c.catalog_architecture("deepseek-v3")
     assert (arch.num_moe_layers, arch.num_experts, arch.num_experts_per_token) == (58, 256, 8)
     assert arch.shared_expert_intermediate_size == 2048
-    assert arch.weight_bytes_per_parameter == 1.0  # fp8 checkpoint
+    assert arch.weights.method == "fp8"  # a block-quantized fp8 checkpoint
+    assert arch.weights.weight_block_size == (128, 128)
 
 
 def test_gemma3_text_config_is_read_and_embeddings_tied():
@@ -153,8 +155,8 @@ def test_alternative_field_names(alt, value):
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"model_type": "gpt_bigcode"}, "model_type"),
-        ({"model_type": None}, "model_type"),
+        ({"model_type": "gpt_bigcode", "num_attention_heads": None}, "num_attention_heads"),
+        ({"model_type": None}, "architectures"),
         ({"hidden_size": None}, "hidden_size"),
         ({"hidden_size": -5}, "hidden_size"),
         ({"hidden_size": "1024"}, "hidden_size"),
@@ -163,10 +165,10 @@ def test_alternative_field_names(alt, value):
         ({"torch_dtype": "int3"}, "torch_dtype"),
         ({"tie_word_embeddings": "yes"}, "tie_word_embeddings"),
         ({"max_position_embeddings": 0}, "max_position_embeddings"),
-        ({"quantization_config": {"quant_method": "awq"}}, "quantization_config.quant_method"),
+        ({"quantization_config": {"quant_method": "no-such-method"}}, "quantization_config.quant_method"),
     ],
     ids=[
-        "unknown-arch",
+        "unknown-arch-missing-a-standard-field",
         "no-arch",
         "missing-hidden",
         "negative",
@@ -205,3 +207,29 @@ def test_load_from_file_and_folder(tmp_path):
 
 def test_catalog_has_at_least_15_models():
     assert len(c.catalog_ids()) >= 15
+
+
+def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming_the_assumption():
+    arch = c.architecture_from_config(
+        BASE | {"model_type": "gpt_bigcode", "architectures": ["GPTBigCodeForCausalLM"]}
+    )
+    assert arch.parameters == c.architecture_from_config(BASE).parameters
+    assert len(arch.warnings) == 1 and "GPTBigCodeForCausalLM" in arch.warnings[0]
+    assert "standard decoder" in arch.warnings[0]
+
+
+def test_unknown_mixture_of_experts_is_refused_rather_than_read_as_dense():
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(
+            BASE | {"model_type": "new_moe", "num_experts": 8, "num_experts_per_tok": 2}
+        )
+    assert err.value.field == "architectures"
+
+
+def test_architectures_outrank_model_type():
+    """vLLM dispatches on ``architectures``: a renamed model_type of a known class reads as that class."""
+    renamed = c.catalog_entry("deepseek-v3")["config"] | {
+        "model_type": "kimi_k2",
+        "architectures": ["DeepseekV3ForCausalLM"],
+    }
+    assert c.architecture_from_config(renamed).parameters == c.catalog_architecture("deepseek-v3").parameters

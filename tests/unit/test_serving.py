@@ -36,8 +36,8 @@ NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 def predicted_tpot_ms(row: dict[str, Any]) -> float:
     """The serving model's prediction for one published row, in the row's own setting."""
     arch = c.catalog_architecture(row["model"])
-    if row["weight_dtype"] == "fp8":  # the row's checkpoint is the fp8 one: one byte per linear weight
-        arch = dataclasses.replace(arch, weight_bytes_per_parameter=1.0)
+    if row["weight_dtype"] == "fp8":  # the row's weights are fp8: one byte per linear weight
+        arch = dataclasses.replace(arch, weights=c.ONLINE_FP8)
     gpu = c.gpu_spec(row["gpu"])
     model = c.ServingModel(
         arch,

@@ -1,0 +1,171 @@
+"""KV cache per layer kind, as vLLM 0.32's hybrid allocator holds it (``capacity.kv_cache_layout``).
+
+The configs are small dicts shaped like the real families' files; the numbers asserted follow from the
+allocator's rules (grouping, padding, Mamba page alignment), each stated next to its test. The conformance
+suite (``tests/conformance/test_layer_kinds.py``) checks the same layouts against the real engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import capacity as c
+
+
+def _gemma3(layers: int = 6, pattern: int = 6, window: int = 64) -> dict[str, Any]:
+    return {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "hidden_size": 128,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "intermediate_size": 256,
+        "vocab_size": 512,
+        "max_position_embeddings": 4096,
+        "sliding_window": window,
+        "sliding_window_pattern": pattern,
+    }
+
+
+def _qwen3_next(layers: int = 4) -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen3NextForCausalLM"],
+        "model_type": "qwen3_next",
+        "hidden_size": 128,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "intermediate_size": 256,
+        "moe_intermediate_size": 64,
+        "shared_expert_intermediate_size": 64,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "vocab_size": 512,
+        "max_position_embeddings": 4096,
+        "full_attention_interval": 4,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+    }
+
+
+def test_sliding_and_full_layers_form_groups_of_the_smaller_count():
+    """5 sliding + 1 full: group size 1, six groups of one page; a request holds its full-attention blocks
+    plus, per sliding group, the window and in-flight tokens' blocks plus one."""
+    arch = c.architecture_from_config(_gemma3())
+    layout = c.kv_cache_layout(arch, max_num_batched_tokens=256, max_model_len=4096)
+    page = 16 * 2 * 2 * 32 * 2  # block x (K, V) x kv heads x head_dim x bf16
+    assert layout.bytes_per_block == page
+    assert {(g.kind, g.layers, g.count) for g in layout.groups} == {("sliding", 5, 5), ("full", 1, 1)}
+    sliding = -(-(64 - 1 + 2 * 256) // 16) + 1
+    assert layout.blocks_per_sequence(4096) == 4096 // 16 + 5 * sliding
+
+
+def test_near_equal_kinds_pad_to_the_larger_count():
+    """12 sliding + 13 full (gpt-oss-20b + a drafter in vLLM's comment): max < 1.5 x min, so one group of
+    13 per kind, the sliding one padded by a layer."""
+    cfg = _gemma3(layers=25)
+    cfg.pop("sliding_window_pattern")
+    cfg["layer_types"] = ["sliding_attention"] * 12 + ["full_attention"] * 13
+    layout = c.kv_cache_layout(c.architecture_from_config(cfg))
+    assert layout.bytes_per_block == 13 * 16 * 2 * 2 * 32 * 2
+    assert sorted((g.kind, g.count) for g in layout.groups) == [("full", 1), ("sliding", 1)]
+
+
+def test_a_mamba_state_raises_the_attention_block_until_its_page_holds_it():
+    """Gated-DeltaNet state per layer: conv (2 x 2 x 128 + 4 x 128) x 3 plus recurrent 4 x 128 x 128, bf16;
+    the attention page per token is 2 x 2 x 64 x 2 = 512 B, so the block grows to a multiple of the kernel
+    alignment that holds it, and each request keeps two state blocks per group (prefix caching's align
+    mode) or one without prefix caching."""
+    arch = c.architecture_from_config(_qwen3_next())
+    state = ((2 * 2 * 128 + 4 * 128) * 3 + 4 * 128 * 128) * 2
+    assert c.memory.state_bytes_per_sequence(arch, 1) == state
+    layout = c.kv_cache_layout(arch, block_size=16, kernel_block_alignment=16)
+    assert layout.block_size == 16 * -(-state // (16 * 512))
+    assert layout.block_size * 512 >= state
+    assert {(g.kind, g.layers, g.count) for g in layout.groups} == {("mamba", 3, 3), ("full", 1, 1)}
+    tokens = 10 * layout.block_size
+    assert layout.blocks_per_sequence(tokens) == 10 + 3 * 2
+    plain = c.kv_cache_layout(arch, enable_prefix_caching=False)
+    assert plain.blocks_per_sequence(tokens) == -(-tokens // plain.block_size) + 3
+
+
+def test_state_layers_add_no_kv_per_token_and_tp_splits_their_heads():
+    arch = c.architecture_from_config(_qwen3_next())
+    assert c.kv_cache_bytes_per_token(arch) == 2 * 2 * 64 * 2  # the one full-attention layer
+    assert c.memory.state_bytes_per_sequence(arch, 2) * 2 == c.memory.state_bytes_per_sequence(arch, 1)
+    assert c.tensor_parallel_error(arch, 8) is not None  # 4 value heads do not split 8 ways
+
+
+def test_growth_per_token_is_the_full_attention_layers_bytes():
+    """Between two contexts a whole number of blocks apart only the full-attention groups grow; sliding
+    and state groups are bounded."""
+    arch = c.architecture_from_config(_gemma3(layers=12))
+    layout = c.kv_cache_layout(arch, max_num_batched_tokens=256)
+    a, b = 2048, 4096
+    growth = (layout.bytes_per_sequence(b) - layout.bytes_per_sequence(a)) / (b - a)
+    full_layers = arch.num_full_attention_layers
+    assert growth == full_layers * 2 * 2 * 32 * 2
+
+
+def test_layers_with_different_kv_heads_share_one_group():
+    """Llama-Nemotron (nemotron-nas): per-layer KV heads from n_heads_in_group, layers without attention;
+    all attention layers are full attention, so vLLM keeps one group whose block is the sum of pages."""
+    blocks = [
+        {"attention": {"n_heads_in_group": 8}, "ffn": {"ffn_mult": 2.625}},
+        {"attention": {"n_heads_in_group": 4}, "ffn": {"ffn_mult": 1.0}},
+        {"attention": {"no_op": True}, "ffn": {"ffn_mult": 2.625}},
+        {"attention": {"replace_with_linear": True}, "ffn": {"no_op": True}},
+    ]
+    cfg = {
+        "architectures": ["DeciLMForCausalLM"],
+        "model_type": "nemotron-nas",
+        "hidden_size": 512,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "vocab_size": 1024,
+        "max_position_embeddings": 4096,
+        "block_configs": blocks,
+    }
+    arch = c.architecture_from_config(cfg)
+    assert [layer.mixer for layer in arch.layers] == ["full", "full", "none", "projection"]
+    assert [layer.kv_heads for layer in arch.layers] == [1, 2, 0, 0]
+    assert [layer.ffn_width for layer in arch.layers] == [1024, 512, 1024, 0]
+    head_dim = 512 // 8
+    layout = c.kv_cache_layout(arch)
+    assert layout.bytes_per_block == 16 * (1 + 2) * 2 * head_dim * 2
+    assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4, 8]
+
+
+def test_mla_with_a_sparse_indexer_caches_the_latent_and_the_indexer_key():
+    arch = c.catalog_architecture("deepseek-v3")
+    sparse = c.architecture_from_config(
+        {**c.catalog_entry("deepseek-v3")["config"], "index_head_dim": 128, "index_n_heads": 64}
+    )
+    assert c.kv_cache_bytes_per_token(arch) == 61 * 576 * 2
+    assert c.kv_cache_bytes_per_token(sparse) == 61 * (576 * 2 + 128 + 4)
+    assert c.kv_cache_bytes_per_token(sparse, kv_cache_dtype="fp8") == 61 * (656 + 132)
+    assert c.kv_cache_bytes_per_token(arch, tensor_parallel_size=8) == 8 * c.kv_cache_bytes_per_token(arch)
+
+
+@pytest.mark.parametrize(("expert_parallel", "valid"), [(False, [1, 2, 4]), (True, [1, 2, 4, 8])])
+def test_fp8_weight_blocks_bound_the_expert_width_per_rank(expert_parallel, valid):
+    """Qwen3-235B-A22B-FP8: 1536-wide experts in 128x128 FP8 blocks; at TP 8 each rank would hold 192
+    columns, which vLLM's validate_fp8_block_shape_moe refuses unless expert parallelism keeps experts
+    whole."""
+    cfg = {
+        **c.catalog_entry("qwen3-235b-a22b")["config"],
+        "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+    }
+    arch = c.architecture_from_config(cfg)
+    assert c.valid_tensor_parallel_sizes(arch, 8, expert_parallel=expert_parallel) == valid
+    if not expert_parallel:
+        error = c.tensor_parallel_error(arch, 8)
+        assert error is not None and "192" in error and "accepted: 1, 2, 4" in error
