@@ -1009,7 +1009,9 @@ def _weight_fixes(arch: Architecture, tp: int, limits: Limits, max_gpus: int) ->
     larger = [t for t in valid_tensor_parallel_sizes(arch, limits.gpus_per_node) if t > tp]
     if larger:
         limit = "" if larger[0] <= max_gpus else f", raise the limit of {max_gpus}"
-        return f"needs more GPUs (TP {larger[0]}{limit}) or a GPU with more memory"
+        return (
+            f"needs more GPUs (TP {larger[0]}{limit}), a GPU with more memory or {_quantized_options(arch)}"
+        )
     return (
         f"needs a GPU with more memory or {_quantized_options(arch)} (TP is capped at the "
         f"{limits.gpus_per_node} GPUs of one node)"

@@ -430,3 +430,61 @@ def test_rule_lists_are_in_the_documented_order():
         "prefill_rule",
     ]
     assert [r.__name__ for r in planner.LATENCY_RULES] == ["tpot_rule", "ttft_rule"]
+
+
+# ----- weights quantized at load (spec.tuning.quantization) ------------------------------------------------
+
+
+def _seventy_b_on_one_h100(quantization: str) -> c.PlanResult:
+    return c.plan(
+        c.catalog_architecture("llama-3.1-70b"),
+        H100,
+        c.Workload(max_model_len=2048),
+        c.SLO(),
+        c.Limits(max_gpus=1, quantization=quantization),
+    )
+
+
+def test_quantization_none_never_changes_the_model_and_names_the_way_out():
+    result = _seventy_b_on_one_h100("none")
+    assert not result.feasible
+    assert "--quantization fp8_per_tensor" in result.reason and "spec.tuning.quantization" in result.reason
+
+
+@pytest.mark.parametrize("quantization", ["auto", "fp8"])
+def test_fp8_at_load_fits_what_bf16_cannot_and_says_so(quantization):
+    result = _seventy_b_on_one_h100(quantization)
+    assert result.feasible and result.plan is not None
+    assert result.plan.quantization == "fp8_per_tensor"
+    assert result.plan.vllm_args()[-2:] == ["--quantization", "fp8_per_tensor"]
+    assert any("changes the model's numerics" in w for w in result.warnings)
+    assert result.memory is not None and result.memory.weights_bytes < 75 * 10**9
+
+
+def test_auto_keeps_the_checkpoint_when_it_serves():
+    result = c.plan(
+        c.catalog_architecture("llama-3.1-8b"),
+        H100,
+        c.Workload(max_model_len=8192),
+        c.SLO(),
+        c.Limits(max_gpus=1, quantization="auto"),
+    )
+    assert result.feasible and result.plan is not None and result.plan.quantization is None
+
+
+def test_a_quantized_checkpoint_is_never_requantized():
+    arch = c.architecture_from_config(
+        {
+            **c.catalog_entry("qwen3-235b-a22b")["config"],
+            "quantization_config": {
+                "quant_method": "fp8",
+                "activation_scheme": "dynamic",
+                "weight_block_size": [128, 128],
+            },
+        }
+    )
+    result = c.plan(
+        arch, c.gpu_spec("h200"), c.Workload(max_model_len=8192), c.SLO(), c.Limits(quantization="fp8")
+    )
+    assert result.plan is not None and result.plan.quantization is None
+    assert result.plan.tensor_parallel_size in (1, 2, 4)  # TP 8 splits the 1536-wide experts into 192
