@@ -889,6 +889,28 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     return _Read(mixers, ffn, width, [0] * layers, extra)
 
 
+#: Mamba-2 field names: (heads, head dim, state size, groups, conv kernel).
+_NEMOTRON_H_MAMBA = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel")
+_GRANITE_MAMBA = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv")
+
+
+def _mamba2(cfg: Mapping[str, Any], names: tuple[str, ...], ssm_dtype: str | None = None) -> StateSpec:
+    """A Mamba-2 layer's state (vLLM ``mamba2_state_shape``): conv over the inner width plus two state-sized
+    channels per group; the recurrent state per head (NemotronH keeps it in fp32 unless the config says)."""
+    heads, head_dim, state, groups, kernel = (_int(cfg, (name,)) for name in names)
+    return StateSpec(
+        kind="mamba2",
+        conv_kernel=kernel,
+        conv_channels=heads * head_dim,
+        groups=groups,
+        group_channels=2 * state,
+        heads=heads,
+        head_dim=head_dim,
+        state_dim=state,
+        ssm_dtype=ssm_dtype,
+    )
+
+
 def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _Read:
     """Models that mix attention with Mamba-2 or Gated-DeltaNet layers."""
     layers = a["num_layers"]
@@ -907,20 +929,8 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         if "E" in pattern:
             moe, _ = _moe_facts(cfg, model_type, h)
             extra.update(moe)
-        heads = _int(cfg, ("mamba_num_heads",))
-        head_dim = _int(cfg, ("mamba_head_dim",))
-        state = _int(cfg, ("ssm_state_size",))
-        groups = _int(cfg, ("n_groups",))
-        extra["state"] = StateSpec(
-            kind="mamba2",
-            conv_kernel=_int(cfg, ("conv_kernel",)),
-            conv_channels=heads * head_dim,
-            groups=groups,
-            group_channels=2 * state,
-            heads=heads,
-            head_dim=head_dim,
-            state_dim=state,
-            ssm_dtype=str(cfg.get("mamba_ssm_cache_dtype") or "float32"),  # vLLM's NemotronH default
+        extra["state"] = _mamba2(
+            cfg, _NEMOTRON_H_MAMBA, ssm_dtype=str(cfg.get("mamba_ssm_cache_dtype") or "float32")
         )
         extra["norms_per_layer"] = 1
         extra["mlp_gated"] = False  # squared-ReLU MLP: up and down only
@@ -944,19 +954,7 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         else:
             ffn = ["dense"] * layers
             width = [_int(cfg, ("shared_intermediate_size", *_INTERMEDIATE))] * layers
-        heads = _int(cfg, ("mamba_n_heads",))
-        head_dim = _int(cfg, ("mamba_d_head",))
-        state = _int(cfg, ("mamba_d_state",))
-        extra["state"] = StateSpec(
-            kind="mamba2",
-            conv_kernel=_int(cfg, ("mamba_d_conv",)),
-            conv_channels=heads * head_dim,
-            groups=_int(cfg, ("mamba_n_groups",)),
-            group_channels=2 * state,
-            heads=heads,
-            head_dim=head_dim,
-            state_dim=state,
-        )
+        extra["state"] = _mamba2(cfg, _GRANITE_MAMBA)
         return _Read(mixers, ffn, width, [0] * layers, extra)
     # Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every full_attention_interval.
     types = _layer_types(cfg, layers)
