@@ -7,12 +7,16 @@ nvidia-smi total is 81,559 MiB = 79.65 GiB); the difference is kept in ``driver_
 planner multiplies ``gpu_memory_utilization`` by the total vLLM actually sees. Where it was not measured
 it is 0, which makes the budget at most about 1% optimistic.
 
-Peaks are dense (no 2:4 sparsity). Bandwidths are decimal (1 TB/s = 1e12 B/s).
+Peaks are dense (no 2:4 sparsity). Bandwidths are decimal (1 TB/s = 1e12 B/s). The entries are data,
+``capacity/gpus.json``, each with the datasheet it comes from.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from importlib import resources
+from typing import Any
 
 from capacity.errors import CapacityError
 from capacity.quantization import WeightFormat
@@ -22,12 +26,6 @@ __all__ = ["GPU", "gpu_ids", "gpu_spec", "native_support"]
 MiB = 2**20
 TB = 10**12
 GB = 10**9
-
-#: Native weight formats by generation (tensor-core data types vLLM's fast kernels use).
-AMPERE_FORMATS = frozenset({"int8", "int4"})
-HOPPER_ADA_FORMATS = frozenset({"fp8", "int8", "int4"})  # sm89 / sm90: FP8 tensor cores, no FP4
-BLACKWELL_FORMATS = frozenset({"fp8", "fp4", "mxfp8", "int8", "int4"})  # sm100: FP4 and MX block scales
-CDNA3_FORMATS = frozenset({"fp8", "int8", "int4"})  # MI300X: fp8 (e4m3fnuz), no FP4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,156 +74,29 @@ class GPU:
         return self.memory_bytes - self.driver_reserved_bytes
 
 
-_GPUS: tuple[GPU, ...] = (
-    # NVIDIA H100 datasheet (nvidia.com/en-us/data-center/h100, "H100 SXM"): 80 GB HBM3, 3.35 TB/s,
-    # BF16 1,979 TFLOPS and FP8 3,958 TFLOPS *with sparsity* (dense = half), NVLink 900 GB/s.
-    # Memory: nvidia-smi 81559 MiB; CUDA reports 79.18 GiB total on the same card (llm-d measurements).
-    GPU(
-        id="h100-sxm",
-        name="NVIDIA H100 SXM 80GB",
-        product_labels=("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-SXM5-80GB"),
-        memory_bytes=81559 * MiB,
-        driver_reserved_bytes=479
-        * MiB,  # llm-d measured 79.18 GiB CUDA total (notes/vllm-memory-accounting.md)
-        hbm_bytes_per_second=3.35 * TB,
-        bf16_flops_per_second=989.4e12,
-        fp8_flops_per_second=1978.9e12,
-        interconnect_bytes_per_second=450 * GB,  # 900 GB/s bidirectional NVLink 4
-        supports_fp8=True,
-        large_gpu_defaults=True,
-        native_formats=HOPPER_ADA_FORMATS,
-    ),
-    # Same datasheet, "H100 PCIe": 80 GB HBM2e, 2.0 TB/s, BF16 1,513 / FP8 3,026 TFLOPS sparse; NVLink
-    # bridge 600 GB/s between pairs only, so the node-wide link is PCIe Gen5 x16 (64 GB/s per direction).
-    GPU(
-        id="h100-pcie",
-        name="NVIDIA H100 PCIe 80GB",
-        product_labels=("NVIDIA-H100-PCIe",),
-        memory_bytes=81559 * MiB,
-        driver_reserved_bytes=479 * MiB,  # same memory part as the SXM card
-        hbm_bytes_per_second=2.0 * TB,
-        bf16_flops_per_second=756.5e12,
-        fp8_flops_per_second=1513e12,
-        interconnect_bytes_per_second=64 * GB,
-        supports_fp8=True,
-        large_gpu_defaults=True,
-        native_formats=HOPPER_ADA_FORMATS,
-    ),
-    # NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): 141 GB HBM3e, 4.8 TB/s, same Hopper
-    # compute as H100 SXM, NVLink 900 GB/s. nvidia-smi: 143771 MiB.
-    GPU(
-        id="h200",
-        name="NVIDIA H200 141GB",
-        product_labels=("NVIDIA-H200", "NVIDIA-H200-141GB-HBM3e"),
-        memory_bytes=143771 * MiB,
-        driver_reserved_bytes=0,  # not measured here: taken as 0 (budget < 1% optimistic)
-        hbm_bytes_per_second=4.8 * TB,
-        bf16_flops_per_second=989.4e12,
-        fp8_flops_per_second=1978.9e12,
-        interconnect_bytes_per_second=450 * GB,
-        supports_fp8=True,
-        large_gpu_defaults=True,
-        native_formats=HOPPER_ADA_FORMATS,
-    ),
-    # NVIDIA A100 datasheet (nvidia.com/en-us/data-center/a100): 80 GB HBM2e 2,039 GB/s, 40 GB HBM2
-    # 1,555 GB/s, BF16 312 TFLOPS dense, no fp8, NVLink 3 600 GB/s. nvidia-smi: 81920 / 40960 MiB.
-    GPU(
-        id="a100-80gb",
-        name="NVIDIA A100 SXM4 80GB",
-        product_labels=("NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"),
-        memory_bytes=81920 * MiB,
-        driver_reserved_bytes=0,  # not measured here: taken as 0 (budget < 1% optimistic)
-        hbm_bytes_per_second=2.039 * TB,
-        bf16_flops_per_second=312e12,
-        fp8_flops_per_second=0.0,
-        interconnect_bytes_per_second=300 * GB,
-        supports_fp8=False,
-        large_gpu_defaults=False,  # vLLM keeps A100-80GB in the small tier (mnbt 2048)
-        native_formats=AMPERE_FORMATS,
-    ),
-    GPU(
-        id="a100-40gb",
-        name="NVIDIA A100 SXM4 40GB",
-        product_labels=("NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"),
-        memory_bytes=40960 * MiB,
-        driver_reserved_bytes=0,  # not measured here: taken as 0 (budget < 1% optimistic)
-        hbm_bytes_per_second=1.555 * TB,
-        bf16_flops_per_second=312e12,
-        fp8_flops_per_second=0.0,
-        interconnect_bytes_per_second=300 * GB,
-        supports_fp8=False,
-        large_gpu_defaults=False,
-        native_formats=AMPERE_FORMATS,
-    ),
-    # NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s): 48 GB GDDR6, 864 GB/s, BF16 733 / FP8
-    # 1,466 TFLOPS sparse (362/733 dense), no NVLink: PCIe Gen4 x16 32 GB/s per direction. nvidia-smi 46068
-    # MiB.
-    GPU(
-        id="l40s",
-        name="NVIDIA L40S 48GB",
-        product_labels=("NVIDIA-L40S",),
-        memory_bytes=46068 * MiB,
-        driver_reserved_bytes=0,  # not measured here: taken as 0 (budget < 1% optimistic)
-        hbm_bytes_per_second=864 * GB,
-        bf16_flops_per_second=362.05e12,
-        fp8_flops_per_second=733e12,
-        interconnect_bytes_per_second=32 * GB,
-        supports_fp8=True,
-        large_gpu_defaults=False,
-        native_formats=HOPPER_ADA_FORMATS,
-    ),
-    # NVIDIA L4 datasheet (nvidia.com/en-us/data-center/l4): 24 GB GDDR6, 300 GB/s, BF16 242 / FP8 485
-    # TFLOPS sparse (121/242.5 dense), PCIe Gen4 x16. nvidia-smi 23034 MiB.
-    GPU(
-        id="l4",
-        name="NVIDIA L4 24GB",
-        product_labels=("NVIDIA-L4",),
-        memory_bytes=23034 * MiB,
-        driver_reserved_bytes=0,  # not measured here: taken as 0 (budget < 1% optimistic)
-        hbm_bytes_per_second=300 * GB,
-        bf16_flops_per_second=121e12,
-        fp8_flops_per_second=242.5e12,
-        interconnect_bytes_per_second=32 * GB,
-        supports_fp8=True,
-        large_gpu_defaults=False,
-        native_formats=HOPPER_ADA_FORMATS,
-    ),
-    # NVIDIA DGX B200 / HGX B200 spec (nvidia.com/en-us/data-center/dgx-b200): 180 GB HBM3e per GPU, 8 TB/s,
-    # FP8 9 PFLOPS and BF16 4.5 PFLOPS sparse per GPU (4.5 / 2.25 dense), NVLink 5 1.8 TB/s. nvidia-smi 183359
-    # MiB.
-    GPU(
-        id="b200",
-        name="NVIDIA B200 180GB",
-        product_labels=("NVIDIA-B200",),
-        memory_bytes=183359 * MiB,
-        driver_reserved_bytes=0,  # not measured here: taken as 0 (budget < 1% optimistic)
-        hbm_bytes_per_second=8.0 * TB,
-        bf16_flops_per_second=2250e12,
-        fp8_flops_per_second=4500e12,
-        interconnect_bytes_per_second=900 * GB,
-        supports_fp8=True,
-        large_gpu_defaults=True,
-        native_formats=BLACKWELL_FORMATS,
-    ),
-    # AMD Instinct MI300X datasheet (amd.com/en/products/accelerators/instinct/mi300/mi300x.html): 192 GB
-    # HBM3,
-    # 5.3 TB/s, BF16 1,307.4 TFLOPS and FP8 2,614.9 TFLOPS dense, Infinity Fabric 896 GB/s aggregate
-    # (7 links x 64 GB/s per direction). rocm-smi VRAM total 205,822,885,888 B.
-    GPU(
-        id="mi300x",
-        name="AMD Instinct MI300X 192GB",
-        product_labels=("AMD-Instinct-MI300X", "AMD-Instinct-MI300X-OAM"),
-        memory_bytes=205_822_885_888,
-        driver_reserved_bytes=0,
-        hbm_bytes_per_second=5.3 * TB,
-        bf16_flops_per_second=1307.4e12,
-        fp8_flops_per_second=2614.9e12,
-        interconnect_bytes_per_second=448 * GB,
-        supports_fp8=True,
-        large_gpu_defaults=True,
-        native_formats=CDNA3_FORMATS,
-        vendor="amd",
-    ),
+def _from_entry(entry: dict[str, Any]) -> GPU:
+    """One ``gpus.json`` entry (units as datasheets state them) as a :class:`GPU`."""
+    return GPU(
+        id=entry["id"],
+        name=entry["name"],
+        vendor=entry["vendor"],
+        product_labels=tuple(entry["product_labels"]),
+        memory_bytes=entry["memory_mib"] * MiB,
+        driver_reserved_bytes=entry["driver_reserved_mib"] * MiB,
+        hbm_bytes_per_second=entry["hbm_tb_per_second"] * TB,
+        bf16_flops_per_second=entry["bf16_tflops"] * 1e12,
+        fp8_flops_per_second=entry["fp8_tflops"] * 1e12,
+        interconnect_bytes_per_second=entry["interconnect_gb_per_second"] * GB,
+        supports_fp8=entry["supports_fp8"],
+        large_gpu_defaults=entry["large_gpu_defaults"],
+        native_formats=frozenset(entry["native_formats"]),
+    )
+
+
+#: The catalog, from ``capacity/gpus.json`` (each entry names the datasheet its numbers come from).
+_GPUS: tuple[GPU, ...] = tuple(
+    _from_entry(e)
+    for e in json.loads((resources.files("capacity") / "gpus.json").read_text(encoding="utf-8"))["gpus"]
 )
 
 _BY_KEY: dict[str, GPU] = {}
