@@ -83,7 +83,11 @@ FAMILIES: dict[str, str] = {
     "DeepseekV3ForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
     "KimiK2ForCausalLM": "mla",
+    "KimiK25ForConditionalGeneration": "mla",
+    "GlmMoeDsaForCausalLM": "mla",
     "Qwen3NextForCausalLM": "hybrid",
+    "Qwen3_5ForConditionalGeneration": "hybrid",
+    "Qwen3_5MoeForConditionalGeneration": "hybrid",
     "NemotronHForCausalLM": "hybrid",
     "GraniteMoeHybridForCausalLM": "hybrid",
     "DeciLMForCausalLM": "nas",
@@ -115,7 +119,13 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "deepseek_v3": "mla",
     "deepseek_v32": "mla",
     "kimi_k2": "mla",
+    "kimi_k25": "mla",
+    "glm_moe_dsa": "mla",
     "qwen3_next": "hybrid",
+    "qwen3_5": "hybrid",
+    "qwen3_5_text": "hybrid",
+    "qwen3_5_moe": "hybrid",
+    "qwen3_5_moe_text": "hybrid",
     "nemotron_h": "hybrid",
     "granitemoehybrid": "hybrid",
     "nemotron-nas": "nas",
@@ -172,7 +182,7 @@ _POSITIONS = (  # the same list vLLM reads to derive max_model_len
 _DTYPE = ("torch_dtype", "dtype")  # transformers >= 4.56 writes ``dtype``
 _EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts")  # Mixtral / DeepSeek / Qwen MoE
 _EXPERTS_PER_TOKEN = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k")
-_VISION_LAYERS = ("num_hidden_layers", "depth", "num_layers")
+_VISION_LAYERS = ("num_hidden_layers", "depth", "num_layers", "vt_num_hidden_layers")  # vt_: Kimi-K2.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -841,7 +851,8 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
     elif "moe_intermediate_size" in cfg:
         expert_width = _int(cfg, ("moe_intermediate_size",))
         dense = _int(cfg, _INTERMEDIATE, default=expert_width)
-        shared = _int(cfg, ("shared_expert_intermediate_size",), minimum=0, default=0) or expert_width * _int(
+        shared_names = ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
+        shared = _int(cfg, shared_names, minimum=0, default=0) or expert_width * _int(
             cfg, ("n_shared_experts",), minimum=0, default=0
         )
     else:  # Mixtral, gpt-oss, MiniMax, Granite: intermediate_size is the expert's
@@ -968,9 +979,13 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
                 "layer_types", f"has {t!r:.40}; expected 'full_attention' or 'linear_attention'"
             )
         mixers.append(_LAYER_TYPE_MIXERS[t])
-    moe, dense = _moe_facts(cfg, model_type, h)
-    extra.update(moe)
-    routed = _moe_layers(cfg, model_type, layers)
+    if _lookup(cfg, _EXPERTS) is not None:
+        moe, dense = _moe_facts(cfg, model_type, h)
+        extra.update(moe)
+        routed = _moe_layers(cfg, model_type, layers)
+    else:  # Qwen3.5 dense
+        dense = _int(cfg, _INTERMEDIATE)
+        routed = [False] * layers
     key_heads = _int(cfg, ("linear_num_key_heads",))
     key_dim = _int(cfg, ("linear_key_head_dim",))
     value_heads = _int(cfg, ("linear_num_value_heads",))
@@ -984,7 +999,7 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         state_dim=key_dim,
         ssm_dtype=cfg.get("mamba_ssm_dtype") if isinstance(cfg.get("mamba_ssm_dtype"), str) else None,
     )
-    extra["attention_output_gate"] = True
+    extra["attention_output_gate"] = _bool(cfg, "attn_output_gate", True)
     extra["qk_norm"] = "head"
     return _Read(
         mixers,
@@ -1066,9 +1081,9 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
     v = _with_defaults(vision)
     try:
-        h = _int(v, ("hidden_size", "embed_dim"))
+        h = _int(v, ("hidden_size", "embed_dim", "vt_hidden_size"))
         layers = _int(v, _VISION_LAYERS)
-        inter = _int(v, ("intermediate_size",), default=4 * h)
+        inter = _int(v, ("intermediate_size", "vt_intermediate_size"), default=4 * h)
     except ConfigError as exc:
         raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     channels = _int(v, ("num_channels", "in_channels", "in_chans"), default=3)

@@ -364,9 +364,9 @@ class TuningSpec(_Object):
     gpu_memory_utilization_percent: Annotated[int, Field(ge=50, le=98)] = 90
     """--gpu-memory-utilization as an integer percent."""
     quantization: Quantization = "None"
-    """Online weight quantization of an unquantized checkpoint: None (the default: it changes the model),
-    FP8 (always: --quantization fp8_per_tensor, quantized at load), Auto (only when the unquantized weights do not fit or miss
-    the SLO). A quantized checkpoint is always served in its own format."""
+    """Weights of an unquantized checkpoint quantized at load: None (the default: it changes the model),
+    FP8 (always: --quantization fp8_per_tensor), Auto (only when the unquantized weights do not fit or
+    miss the SLO). A quantized checkpoint is always served in its own format."""
 
 
 class FeedbackSpec(_Object):

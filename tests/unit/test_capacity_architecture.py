@@ -39,6 +39,18 @@ def test_parameter_count_within_one_percent_of_published(model, published):
     assert c.catalog_architecture(model).parameters == pytest.approx(published, rel=0.01)
 
 
+@pytest.mark.parametrize("model", c.catalog_ids())
+def test_every_catalog_entry_is_within_two_percent_of_its_published_total(model):
+    """Each catalog entry names its source and the total its publisher states; the converter's count of
+    the entry's own config.json must land within 2% of it."""
+    entry = c.catalog_entry(model)
+    assert entry["repo"] and entry["source"]
+    assert c.catalog_architecture(model).parameters == pytest.approx(entry["published_parameters"], rel=0.02)
+    active = entry.get("published_active_parameters")
+    if active:
+        assert c.catalog_architecture(model).active_parameters == pytest.approx(active, rel=0.05)
+
+
 ACTIVE = [
     ("mixtral-8x7b", 12.9e9),
     ("deepseek-v3", 37e9),

@@ -332,7 +332,16 @@ def _as_predicted(status: dict[str, Any]) -> Observation:
     )
 
 
-@pytest.mark.parametrize("model", c.catalog_ids())
+#: Catalog models whose weights fit one 8-GPU B200 node (the others need the multi-node layouts of a later
+#: issue; the planner refuses them with the fix, which test_capacity_planner covers).
+ONE_NODE = [
+    m
+    for m in c.catalog_ids()
+    if c.weight_bytes(c.catalog_architecture(m)) < 0.85 * 8 * c.gpu_spec("b200").memory_bytes
+]
+
+
+@pytest.mark.parametrize("model", ONE_NODE)
 def test_a_plan_that_behaves_as_predicted_is_left_alone(model: str) -> None:
     gpu, builder, status = _planned(model)
     result = decide(
