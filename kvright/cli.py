@@ -308,21 +308,26 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         kv_cache_dtype=args.kv_cache_dtype,
         max_num_batched_tokens=args.max_num_batched_tokens,
     )
+    # A group grows at this context when one more block of tokens needs one more block of it: full
+    # attention always, a sliding or chunked layer while the context is inside its bound.
+    growing = {
+        g.kind
+        for g in layout.groups
+        if layout.group_blocks(g, args.context + layout.block_size) > layout.group_blocks(g, args.context)
+    }
+    per_block = layout.bytes_per_block * tp
     kinds = [
         {
             "kind": g.kind,
             "layers": g.layers,
             "groups": g.count,
             "bound_tokens": g.bound,
-            "grows_with_context": g.kind == "full",
-            "bytes_per_sequence": layout.group_blocks(g, args.context)
-            * g.count
-            * layout.bytes_per_block
-            * tp,
+            "grows_with_context": g.kind in growing,
+            "bytes_per_sequence": layout.group_blocks(g, args.context) * g.count * per_block,
         }
         for g in layout.groups
     ]
-    growth = sum(g.count for g in layout.groups if g.kind == "full") * layout.bytes_per_block * tp
+    growth = sum(g.count for g in layout.groups if g.kind in growing) * per_block
     data = {
         "kv_cache_bytes": total,
         "kv_cache_bytes_per_sequence": per_seq,
