@@ -1016,6 +1016,14 @@ def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:
     return -(-width // 256) * 256
 
 
+def _nas_stand_in(part: Mapping[str, Any]) -> Literal["none", "projection"] | None:
+    """What a Llama-Nemotron block puts in place of its attention or MLP: nothing (``no_op``), one linear
+    layer (``replace_with_linear``), or None when the part is kept."""
+    if part.get("no_op"):
+        return "none"
+    return "projection" if part.get("replace_with_linear") else None
+
+
 def _read_nas(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     """Llama-Nemotron (``nemotron-nas``): each layer's ``block_configs`` entry says its attention (KV heads
     from ``n_heads_in_group``, or none, or a linear stand-in) and its MLP width (``ffn_mult``)."""
@@ -1032,11 +1040,9 @@ def _read_nas(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
         mlp = block.get("ffn") if isinstance(block, Mapping) else None
         if not isinstance(attn, Mapping) or not isinstance(mlp, Mapping):
             raise ConfigError(f"block_configs[{i}]", "expected an object with 'attention' and 'ffn'")
-        if attn.get("no_op"):
-            mixers.append("none")
-            kv.append(0)
-        elif attn.get("replace_with_linear"):
-            mixers.append("projection")
+        stand_in = _nas_stand_in(attn)
+        if stand_in is not None:
+            mixers.append(stand_in)
             kv.append(0)
         else:
             group = _int(attn, ("n_heads_in_group",))
@@ -1047,11 +1053,9 @@ def _read_nas(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
                 )
             mixers.append("full")
             kv.append(a["num_attention_heads"] // group)
-        if mlp.get("no_op"):
-            ffn.append("none")
-            width.append(0)
-        elif mlp.get("replace_with_linear"):
-            ffn.append("projection")
+        stand_in = _nas_stand_in(mlp)
+        if stand_in is not None:
+            ffn.append(stand_in)
             width.append(0)
         else:
             mult = mlp.get("ffn_mult")

@@ -12,7 +12,7 @@ vLLM's accounting (``v1/worker/gpu_worker.py``, fact sheet ``notes/vllm-memory-a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, STATE_MIXERS, Architecture
@@ -403,15 +403,8 @@ class MemoryBreakdown:
     """KV blocks of ``BLOCK_SIZE_TOKENS`` tokens on this GPU."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The CLI's ``memory_per_gpu_bytes`` object."""
-        return {
-            "total": self.total_bytes,
-            "budget": self.budget_bytes,
-            "weights": self.weights_bytes,
-            "kv_cache": self.kv_cache_bytes,
-            "activation": self.activation_bytes,
-            "other": self.other_bytes,
-        }
+        """The CLI's ``memory_per_gpu_bytes`` object: the byte fields, named without ``_bytes``."""
+        return {k.removesuffix("_bytes"): v for k, v in asdict(self).items() if k.endswith("_bytes")}
 
 
 class KVMemory:

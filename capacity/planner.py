@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from capacity.architecture import Architecture
@@ -177,17 +177,8 @@ class Plan:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        """The CLI's ``plan`` object."""
-        return {
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "max_num_seqs": self.max_num_seqs,
-            "kv_cache_dtype": self.kv_cache_dtype,
-            "max_model_len": self.max_model_len,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "replicas": self.replicas,
-            "quantization": self.quantization,
-        }
+        """The CLI's ``plan`` object: every field, by its name."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)

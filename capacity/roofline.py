@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, Architecture
@@ -123,21 +123,8 @@ class DecodeStep:
     """Smallest batch at which KV reads match or exceed weight reads at this context (None: never)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``kvright tpot --json`` object."""
-        return {
-            "roofline_floor_seconds": self.roofline_floor_seconds,
-            "predicted_seconds": self.predicted_seconds,
-            "weight_read_seconds": self.weight_read_seconds,
-            "kv_read_seconds": self.kv_read_seconds,
-            "compute_seconds": self.compute_seconds,
-            "communication_seconds": self.communication_seconds,
-            "bottleneck": self.bottleneck,
-            "crossover_batch": self.crossover_batch,
-            "batch": self.batch,
-            "context_tokens": self.context_tokens,
-            "weight_bytes_read": self.weight_bytes_read,
-            "kv_cache_bytes_read": self.kv_cache_bytes_read,
-        }
+        """The ``kvright tpot --json`` object: every field but the raw FLOP count."""
+        return {k: v for k, v in asdict(self).items() if k != "flops"}
 
 
 class StepModel:

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -310,6 +310,21 @@ class ServerPool:
         if self.current is not None:
             self.current.stop()
             self.current = None
+
+
+def server_pool_fixture(models_fixture: str, logs: str) -> Any:
+    """A module-scoped fixture: a :class:`ServerPool` over the checkpoints the fixture named
+    ``models_fixture`` builds, logging under a fresh ``logs`` folder, closed when the module is done."""
+
+    @pytest.fixture(scope="module")
+    def servers(
+        vllm_env: VllmEnv, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[ServerPool]:
+        pool = ServerPool(vllm_env, request.getfixturevalue(models_fixture), tmp_path_factory.mktemp(logs))
+        yield pool
+        pool.close()
+
+    return servers
 
 
 def run_server_to_exit(env: VllmEnv, model: Path, spec: ServerSpec, log_path: Path) -> tuple[int | None, str]:

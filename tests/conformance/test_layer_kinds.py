@@ -23,7 +23,7 @@ value head sizes are 128 because vLLM's CPU Gated DeltaNet kernel refuses others
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from .harness import (
     cache_config_labels,
     group_block_sizes_from_log,
     kv_tokens_from_log,
+    server_pool_fixture,
 )
 
 pytestmark = pytest.mark.conformance
@@ -134,13 +135,7 @@ def layer_models(vllm_env: VllmEnv) -> dict[str, Path]:
     return {name: build_model_from_fields(vllm_env, name, fields) for name, fields in MODELS.items()}
 
 
-@pytest.fixture(scope="module")
-def layer_servers(
-    vllm_env: VllmEnv, layer_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerPool]:
-    pool = ServerPool(vllm_env, layer_models, tmp_path_factory.mktemp("vllm-layer-kinds"))
-    yield pool
-    pool.close()
+layer_servers = server_pool_fixture("layer_models", "vllm-layer-kinds")
 
 
 def _arch(model: Path, name: str) -> capacity.Architecture:

@@ -22,7 +22,6 @@ parallelism; capacity.tensor_parallel_error must refuse exactly where vLLM does.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from .harness import (
     kv_tokens_from_log,
     run_server_to_exit,
     safetensors_bytes,
+    server_pool_fixture,
 )
 
 pytestmark = pytest.mark.conformance
@@ -93,13 +93,7 @@ def quant_models(vllm_env: VllmEnv) -> dict[str, Path]:
     return {name: build_model_from_fields(vllm_env, name, fields) for name, fields in MODELS.items()}
 
 
-@pytest.fixture(scope="module")
-def quant_servers(
-    vllm_env: VllmEnv, quant_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerPool]:
-    pool = ServerPool(vllm_env, quant_models, tmp_path_factory.mktemp("vllm-quantized"))
-    yield pool
-    pool.close()
+quant_servers = server_pool_fixture("quant_models", "vllm-quantized")
 
 
 def _arch_of(config: dict[str, Any], name: str) -> capacity.Architecture:

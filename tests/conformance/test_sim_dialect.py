@@ -84,8 +84,14 @@ class SimProcess:
             "--host", "127.0.0.1", "--port", str(self.port),
             "--time-scale", "50",
         ]  # fmt: skip
-        self.server = LoopbackServer(self.argv, name="simulator", port=self.port, ready_path="/health",
-                                     log_path=log_path, env=dev_environ())
+        self.server = LoopbackServer(
+            self.argv,
+            name="simulator",
+            port=self.port,
+            ready_path="/health",
+            log_path=log_path,
+            env=dev_environ(),
+        )
         try:
             self.server.start(60)
         except ServerFailed as exc:
