@@ -322,6 +322,23 @@ class Architecture:
         """How many layers have each token mixer."""
         return Counter(layer.mixer for layer in self.layers)
 
+    @cached_property
+    def layer_census(self) -> Counter[tuple[str, int]]:
+        """How many layers have each (mixer, KV heads) pair: what the KV cache and the step time depend on,
+        without walking every layer."""
+        return Counter((layer.mixer, self.kv_heads_of(layer)) for layer in self.layers)
+
+    @cached_property
+    def memo(self) -> dict[tuple[Any, ...], Any]:
+        """Results derived from this architecture alone, keyed by their arguments (the KV-cache layout per
+        TP, dtype and budget): a planner asks for the same ones many times."""
+        return {}
+
+    @cached_property
+    def widest_dense_mlp(self) -> int:
+        """The widest dense MLP of any layer (0 when every MLP is a mixture of experts)."""
+        return max((layer.ffn_width for layer in self.layers), default=0)
+
     @property
     def num_sliding_window_layers(self) -> int:
         """Layers that use the sliding window."""
@@ -342,7 +359,7 @@ class Architecture:
         """Layers whose KV cache grows with the whole context (full attention and MLA)."""
         return self.mixer_counts["full"] + self.mixer_counts["mla"]
 
-    @property
+    @cached_property
     def num_attention_layers(self) -> int:
         """Layers with an attention KV cache of any kind."""
         return sum(self.mixer_counts[m] for m in ATTENTION_MIXERS)

@@ -154,9 +154,9 @@ def kv_cache_bytes_per_token(
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
     return tp * sum(
-        attention_bytes_per_token(arch, arch.kv_heads_of(layer), kv_cache_dtype, tp)
-        for layer in arch.layers
-        if layer.mixer in ATTENTION_MIXERS
+        n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
+        for (mixer, kv_heads), n in arch.layer_census.items()
+        if mixer in ATTENTION_MIXERS
     )
 
 
@@ -272,27 +272,68 @@ def kv_cache_layout(
     128 on CPU, where it is ``max(32, block_size)``). ``max_in_flight_tokens`` defaults to ``2 x
     max_num_batched_tokens`` (GPU async scheduling); the CPU backend schedules synchronously (``1 x``).
     With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request."""
+    key = (
+        "kv_cache_layout",
+        tensor_parallel_size,
+        kv_cache_dtype,
+        block_size,
+        kernel_block_alignment,
+        max_num_batched_tokens,
+        max_model_len,
+        max_in_flight_tokens,
+        enable_prefix_caching,
+    )
+    layout = arch.memo.get(key)
+    if layout is None:
+        layout = arch.memo[key] = _kv_cache_layout(
+            arch,
+            tensor_parallel_size,
+            kv_cache_dtype,
+            block_size,
+            kernel_block_alignment,
+            max_num_batched_tokens,
+            max_model_len,
+            max_in_flight_tokens,
+            enable_prefix_caching,
+        )
+    assert isinstance(layout, KVCacheLayout)
+    return layout
+
+
+def _kv_cache_layout(
+    arch: Architecture,
+    tensor_parallel_size: int,
+    kv_cache_dtype: str,
+    block_size: int,
+    kernel_block_alignment: int,
+    max_num_batched_tokens: int,
+    max_model_len: int | None,
+    max_in_flight_tokens: int | None,
+    enable_prefix_caching: bool,
+) -> KVCacheLayout:
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
-    buckets: dict[tuple[str, int | None], list[int]] = {}
-    for layer in arch.layers:
-        if layer.mixer in ATTENTION_MIXERS:
-            kind: str = "full" if layer.mixer in ("full", "mla") else layer.mixer
+    # (kind, bound) -> [(page bytes per token, or per state), layers with that page]
+    buckets: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
+    for (mixer, kv_heads), layers in arch.layer_census.items():
+        if mixer in ATTENTION_MIXERS:
+            kind: str = "full" if mixer in ("full", "mla") else mixer
             bound = arch.sliding_window if kind == "sliding" else arch.attention_chunk_size
-            page = attention_bytes_per_token(arch, arch.kv_heads_of(layer), kv_cache_dtype, tp)
-            buckets.setdefault((kind, None if kind == "full" else bound), []).append(page)
-        elif layer.mixer in STATE_MIXERS:
-            buckets.setdefault(("mamba", None), []).append(state_bytes_per_sequence(arch, tp))
+            page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
+            buckets.setdefault((kind, None if kind == "full" else bound), []).append((page, layers))
+        elif mixer in STATE_MIXERS:
+            buckets.setdefault(("mamba", None), []).append((state_bytes_per_sequence(arch, tp), layers))
     inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
     if not buckets:
         return KVCacheLayout(block_size=block_size, bytes_per_block=0, groups=(), inflight_tokens=inflight)
     state_blocks = 2 if enable_prefix_caching else 1
+    counts = {key: sum(n for _, n in pages) for key, pages in buckets.items()}
     if len(buckets) == 1:
         ((kind, bound), pages) = next(iter(buckets.items()))
-        per_block = sum(pages) if kind == "mamba" else sum(pages) * block_size
-        group = KVGroup(
-            kind=kind, layers=len(pages), count=1, page_bytes=per_block // len(pages), bound=bound
-        )
+        per_layer_block = sum(p * n for p, n in pages)
+        per_block = per_layer_block if kind == "mamba" else per_layer_block * block_size
+        layers = counts[(kind, bound)]
+        group = KVGroup(kind=kind, layers=layers, count=1, page_bytes=per_block // layers, bound=bound)
         return KVCacheLayout(
             block_size=block_size,
             bytes_per_block=per_block,
@@ -301,22 +342,19 @@ def kv_cache_layout(
             max_model_len=max_model_len,
             state_blocks=state_blocks,
         )
-    attention_pages = [p for (kind, _), pages in buckets.items() if kind != "mamba" for p in pages]
-    token_page = max(attention_pages)
+    token_page = max(p for (kind, _), pages in buckets.items() if kind != "mamba" for p, _ in pages)
     if ("mamba", None) in buckets:
-        state_page = max(buckets[("mamba", None)])
+        state_page = max(p for p, _ in buckets[("mamba", None)])
         align = max(kernel_block_alignment, block_size)
         aligned = align * -(-state_page // (align * token_page))
         aligned = kernel_block_alignment * -(-aligned // kernel_block_alignment)
         block_size = max(block_size, aligned)
     page = block_size * token_page
-    sizes = [len(pages) for pages in buckets.values()]
+    sizes = list(counts.values())
     group_size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
     groups = tuple(
-        KVGroup(
-            kind=kind, layers=len(pages), count=-(-len(pages) // group_size), page_bytes=page, bound=bound
-        )
-        for (kind, bound), pages in buckets.items()
+        KVGroup(kind=kind, layers=n, count=-(-n // group_size), page_bytes=page, bound=bound)
+        for (kind, bound), n in counts.items()
     )
     return KVCacheLayout(
         block_size=block_size,
@@ -365,7 +403,7 @@ def activation_bytes(
     (every rank samples from full-vocabulary logits).
     """
     tp = tensor_parallel_size
-    mlp_width = max((layer.ffn_width for layer in arch.layers), default=0)
+    mlp_width = arch.widest_dense_mlp
     if arch.is_moe:
         routed = (
             arch.num_experts_per_token * arch.moe_intermediate_size + arch.shared_expert_intermediate_size

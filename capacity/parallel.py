@@ -147,7 +147,7 @@ def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     """Some attention layer's KV heads would split into fractions (MLA's latent never does)."""
     if arch.attention == "MLA":
         return False
-    heads = {arch.kv_heads_of(layer) for layer in arch.layers} - {0} or {arch.num_kv_heads}
+    heads = {kv_heads for _, kv_heads in arch.layer_census} - {0} or {arch.num_kv_heads}
     return any(_splits_kv_heads(h, tp) for h in heads)
 
 

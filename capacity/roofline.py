@@ -188,10 +188,10 @@ class StepModel:
         self.dense_flops_per_token = 2.0 * (dense_params + lm_head_params / tp)
         self.expert_flops_per_token = 2.0 * g.routed_expert * g.experts_per_token * g.num_moe_layers / tp
         per_kind: dict[str, int] = {"full": 0, "sliding": 0, "chunked": 0}
-        for layer in arch.layers:
-            if layer.mixer in ATTENTION_MIXERS:
-                kind = "full" if layer.mixer == "mla" else layer.mixer
-                per_kind[kind] += attention_bytes_per_token(arch, arch.kv_heads_of(layer), kv_cache_dtype, tp)
+        for (mixer, kv_heads), n in arch.layer_census.items():
+            if mixer in ATTENTION_MIXERS:
+                kind = "full" if mixer == "mla" else mixer
+                per_kind[kind] += n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
         self.full_kv_per_token = per_kind["full"]
         self.sliding_kv_per_token = per_kind["sliding"]
         self.chunked_kv_per_token = per_kind["chunked"]
