@@ -189,7 +189,8 @@ def test_infeasible_sample_is_a_condition_and_one_event_not_a_crash_loop(kube: K
     got = poll(lambda: reconciled(kube, ns, name), what=f"{name} reconciled")
     pf = condition(got, "PlanFeasible")
     assert (pf["status"], pf["reason"]) == ("False", "Infeasible")
-    assert "needs" in pf["message"]
+    assert "needs" in pf["message"] and "quantized checkpoint" in pf["message"]
+    assert "spec.tuning.quantization" in pf["message"]
     assert (condition(got, "Deployed")["reason"], condition(got, "Ready")["status"]) == (
         "NotPlanned",
         "False",
