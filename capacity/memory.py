@@ -272,8 +272,7 @@ def kv_cache_layout(
     128 on CPU, where it is ``max(32, block_size)``). ``max_in_flight_tokens`` defaults to ``2 x
     max_num_batched_tokens`` (GPU async scheduling); the CPU backend schedules synchronously (``1 x``).
     With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request."""
-    key = (
-        "kv_cache_layout",
+    args = (
         tensor_parallel_size,
         kv_cache_dtype,
         block_size,
@@ -283,19 +282,9 @@ def kv_cache_layout(
         max_in_flight_tokens,
         enable_prefix_caching,
     )
-    layout = arch.memo.get(key)
+    layout = arch.memo.get(("kv_cache_layout", *args))
     if layout is None:
-        layout = arch.memo[key] = _kv_cache_layout(
-            arch,
-            tensor_parallel_size,
-            kv_cache_dtype,
-            block_size,
-            kernel_block_alignment,
-            max_num_batched_tokens,
-            max_model_len,
-            max_in_flight_tokens,
-            enable_prefix_caching,
-        )
+        layout = arch.memo[("kv_cache_layout", *args)] = _kv_cache_layout(arch, *args)
     assert isinstance(layout, KVCacheLayout)
     return layout
 
