@@ -87,6 +87,11 @@ INVALID = [
         'Unsupported value: "fp8": supported values: "Auto", "Model", "FP8"',
     ),
     ("feedback-mode", llmd("a").feedback("Sometimes"), 'supported values: "Off", "Observe", "Adjust"'),
+    (
+        "quantization-int4",
+        llmd("a").set("tuning.quantization", "INT4"),
+        'Unsupported value: "INT4": supported values: "None", "FP8", "Auto"',
+    ),
     ("tpot-zero", llmd("a").tpot_ms(0), "spec.slo.tpotMilliseconds: Invalid value: 0"),
     ("tpot-missing", llmd("a").without("slo.tpotMilliseconds"), "spec.slo.tpotMilliseconds: Required value"),
     ("context-tiny", llmd("a").context(64, 16, 16), "spec.workload.maxModelLen: Invalid value: 64"),
@@ -149,6 +154,7 @@ def test_defaults_are_applied(ns: tuple[Kube, str]) -> None:
         "maxNumSeqs": "Auto",
         "kvCacheDtype": "Auto",
         "gpuMemoryUtilizationPercent": 90,
+        "quantization": "None",
     }
     assert stored["feedback"] == {"mode": "Observe", "windowSeconds": 300, "cooldownSeconds": 600}
     assert stored["replicas"] == {"min": 1, "max": 4}
