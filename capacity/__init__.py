@@ -3,7 +3,8 @@
 Architecture facts, the GPU catalog, weight / KV-cache / activation memory as vLLM accounts it, vLLM's
 tensor-parallel rules, the roofline step, the serving model (:mod:`capacity.serving`, the one place that says
 how long an engine step takes and how much fits) and the planner. No IO except reading a config file the
-caller names (:func:`load_architecture`).
+caller names (:func:`load_architecture`) and the package's own catalog data (``models/*.json``,
+``gpus.json``, read once).
 """
 
 from capacity.architecture import (
