@@ -27,30 +27,38 @@ CatalogEntry = dict[str, Any]
 _SUFFIX = ".json"
 
 
+def _folder() -> Any:
+    return resources.files("capacity") / "models"
+
+
 @cache
-def _entries() -> dict[str, CatalogEntry]:
-    folder = resources.files("capacity") / "models"
-    entries: dict[str, CatalogEntry] = {}
-    for item in folder.iterdir():
-        if item.name.endswith(_SUFFIX):
-            entries[item.name.removesuffix(_SUFFIX)] = json.loads(item.read_text(encoding="utf-8"))
-    return entries
+def _ids() -> frozenset[str]:
+    """The catalog's ids: its file names (each file is read only when its model is asked for)."""
+    return frozenset(
+        item.name.removesuffix(_SUFFIX) for item in _folder().iterdir() if item.name.endswith(_SUFFIX)
+    )
 
 
 def catalog_ids() -> list[str]:
     """Ids of the built-in models, sorted."""
-    return sorted(_entries())
+    return sorted(_ids())
+
+
+@cache
+def _read_entry(model_id: str) -> CatalogEntry:
+    entry: CatalogEntry = json.loads((_folder() / f"{model_id}{_SUFFIX}").read_text(encoding="utf-8"))
+    return entry
 
 
 def catalog_entry(model_id: str) -> CatalogEntry:
     """The data of one catalog entry (see :data:`CatalogEntry`)."""
-    entry = _entries().get(model_id.lower()) if isinstance(model_id, str) else None
-    if entry is None:
+    key = model_id.lower() if isinstance(model_id, str) else None
+    if key is None or key not in _ids():
         raise CapacityError(
             f"unknown model {model_id!r}; expected a catalog id ({', '.join(catalog_ids())}), "
             "a path to a config.json or a folder holding one"
         )
-    return entry
+    return _read_entry(key)
 
 
 def catalog_source(model_id: str) -> tuple[str, str]:
@@ -91,7 +99,7 @@ def load_architecture(ref: str) -> Architecture:
     """
     if not isinstance(ref, str) or not ref:
         raise CapacityError(f"model {ref!r} is empty; expected a catalog id or a path to a config.json")
-    if ref.lower() in _entries():
+    if ref.lower() in _ids():
         return catalog_architecture(ref.lower())
     path = os.path.join(ref, "config.json") if os.path.isdir(ref) else ref
     if not os.path.exists(path):
