@@ -24,6 +24,7 @@ from capacity.catalog import (
 )
 from capacity.errors import CapacityError, ConfigError
 from capacity.gpus import GPU, gpu_ids, gpu_spec
+from capacity.layout import Layout, layout_error, pipeline_stages
 from capacity.memory import (
     BLOCK_SIZE_TOKENS,
     CUDA_GRAPH_RESERVE_BYTES,
@@ -111,6 +112,7 @@ __all__ = [
     "KVGroup",
     "KVMemory",
     "Layer",
+    "Layout",
     "Limits",
     "MemoryBreakdown",
     "ParameterGroups",
@@ -140,11 +142,13 @@ __all__ = [
     "kv_cache_layout",
     "kv_heads_per_gpu",
     "largest_within",
+    "layout_error",
     "learn",
     "load_architecture",
     "memory_per_gpu",
     "padded_vocab_size",
     "percentile_z",
+    "pipeline_stages",
     "plan",
     "tensor_parallel_error",
     "valid_tensor_parallel_sizes",
