@@ -777,7 +777,8 @@ cmd_up() {
     --manage-nodes-with-label-selector="$NODE_LABEL_SELECTOR" --cidr="$POD_CIDR" --node-ip=127.0.0.1 \
     --node-lease-duration-seconds=40
 
-  local all="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+  local nodes all="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+  nodes="$(create_nodes)"
   if ((with_lws)); then
     wait_until "the LeaderWorkerSet CRD to be Established" "$START_TIMEOUT" "$all" lws_crd_established
     write_lws_config
@@ -785,9 +786,6 @@ cmd_up() {
       --kube-api-qps=100 --kube-api-burst=200
     all+=" $LWS_COMPONENT"
   fi
-
-  local nodes
-  nodes="$(create_nodes)"
   wait_until "$nodes kwok nodes Ready and untainted by the node lifecycle controller" "$START_TIMEOUT" "$all" nodes_ready "$nodes"
   wait_until "the default ServiceAccount (controller-manager's service-account controller)" "$START_TIMEOUT" "$all" default_service_account
   if ((with_lws)); then
