@@ -222,7 +222,7 @@ def simulate(s: Scenario, policy_name: str) -> Outcome:
     model = capacity.ServingModel(
         arch,
         gpu,
-        tensor_parallel_size=s.tensor_parallel_size,
+        layout=capacity.Layout(tensor_parallel_size=s.tensor_parallel_size),
         kv_cache_dtype="auto",
         max_num_batched_tokens=mnbt,
     )

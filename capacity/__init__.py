@@ -24,6 +24,7 @@ from capacity.catalog import (
 )
 from capacity.errors import CapacityError, ConfigError
 from capacity.gpus import GPU, gpu_ids, gpu_spec
+from capacity.launch import is_leader, node_args, node_role
 from capacity.layout import Layout, layout_error, pipeline_stages
 from capacity.memory import (
     BLOCK_SIZE_TOKENS,
@@ -53,6 +54,7 @@ from capacity.parallel import (
     valid_tensor_parallel_sizes,
 )
 from capacity.planner import (
+    LEADER_ADDRESS_VARIABLE,
     QUANTIZATION_CHOICES,
     SLO,
     BatchLimit,
@@ -63,6 +65,7 @@ from capacity.planner import (
     Prediction,
     Quantization,
     Workload,
+    candidate_layouts,
     plan,
 )
 from capacity.quantization import ONLINE_FP8, WeightFormat, weight_format
@@ -88,6 +91,7 @@ __all__ = [
     "DEFAULT_EFFICIENCY",
     "GPU",
     "KV_CACHE_DTYPES",
+    "LEADER_ADDRESS_VARIABLE",
     "MAX_NUM_SEQS_CAP",
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
@@ -127,6 +131,7 @@ __all__ = [
     "WeightFormat",
     "Workload",
     "architecture_from_config",
+    "candidate_layouts",
     "catalog_architecture",
     "catalog_entry",
     "catalog_ids",
@@ -137,6 +142,7 @@ __all__ = [
     "gpu_ids",
     "gpu_spec",
     "histogram_quantile",
+    "is_leader",
     "kv_cache_bytes_per_sequence",
     "kv_cache_bytes_per_token",
     "kv_cache_layout",
@@ -146,6 +152,8 @@ __all__ = [
     "learn",
     "load_architecture",
     "memory_per_gpu",
+    "node_args",
+    "node_role",
     "padded_vocab_size",
     "percentile_z",
     "pipeline_stages",

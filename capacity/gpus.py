@@ -62,6 +62,10 @@ class GPU:
     ``mxfp8`` on Blackwell only. Left empty, it is derived from ``supports_fp8``."""
     vendor: str = "nvidia"
     """``nvidia`` or ``amd``: which kernels vLLM falls back to for a format the GPU lacks."""
+    network_bytes_per_second: float = 50e9
+    """Node-to-node bandwidth per GPU, one direction: 400 Gb/s, one ConnectX-7 / 400G NIC per GPU as
+    NVIDIA's HGX reference design has it (``network_gb_per_second`` in ``gpus.json`` overrides it; the
+    planner's ``Limits.network_bytes_per_second`` overrides both for a cluster with other NICs)."""
 
     def __post_init__(self) -> None:
         if not self.native_formats:
@@ -90,6 +94,7 @@ def _from_entry(entry: dict[str, Any]) -> GPU:
         supports_fp8=entry["supports_fp8"],
         large_gpu_defaults=entry["large_gpu_defaults"],
         native_formats=frozenset(entry["native_formats"]),
+        network_bytes_per_second=entry.get("network_gb_per_second", 50.0) * GB,
     )
 
 

@@ -108,6 +108,8 @@ def layout_error(arch: Architecture, layout: Layout) -> str | None:
         )
     if layout.expert_parallel and not arch.is_moe:
         return f"expert parallelism needs a mixture-of-experts model; {arch.name} is dense"
+    if layout.expert_parallel and layout.expert_parallel_size == 1:
+        return "expert parallelism needs more than one GPU (tensor x data parallel size above 1)"
     if dp > 1 and not layout.expert_parallel:
         return (
             f"data parallel size {dp} without expert parallelism is not planned (a dense replica scales "

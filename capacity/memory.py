@@ -18,6 +18,7 @@ from typing import Any
 from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, STATE_MIXERS, Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
+from capacity.layout import Layout, Stage, pipeline_stages
 from capacity.parallel import kv_heads_per_gpu
 
 __all__ = [
@@ -361,15 +362,28 @@ def weight_bytes(arch: Architecture) -> int:
     return math.ceil(arch.weight_groups.total)
 
 
-def weight_bytes_per_gpu(arch: Architecture, tensor_parallel_size: int) -> int:
-    """Weights on one TP rank: sharded linears, routed experts, the vision tower and the vocab-parallel
-    embedding and LM head split ``tp`` ways; norms, routers and MLA down-projections whole; KV projections
-    for ``max(1, kv_heads // tp)`` heads."""
+def weight_bytes_per_gpu(
+    arch: Architecture, tensor_parallel_size: int, *, layout: Layout | None = None, stage: Stage | None = None
+) -> int:
+    """Weights on one GPU: sharded linears, the vision tower and the vocab-parallel embedding and LM head
+    split ``tp`` ways; norms, routers and MLA down-projections whole; KV projections for
+    ``max(1, kv_heads // tp)`` heads; routed experts split ``tp`` ways, or with expert parallelism whole
+    experts over ``tp x dp`` GPUs, the busiest holding ``ceil(experts / (tp x dp))`` of them (vLLM's
+    ``determine_expert_map``). With a pipeline ``stage``, only its layers, the embedding and vision tower
+    on the first stage and the LM head on the last (a tied LM head is a copy of the embedding there)."""
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
-    g = arch.weight_groups
-    split = (g.embedding + g.lm_head + g.vision + g.sharded + g.routed_experts_total) / tp
-    return math.ceil(split + g.replicated + g.kv_projection_per_rank(tp))
+    g = (stage.arch if stage is not None else arch).weight_groups
+    first = stage is None or stage.first
+    last = stage is None or stage.last
+    split = g.sharded + (g.embedding + g.vision if first else 0.0)
+    if last:
+        split += g.lm_head if not (arch.tie_word_embeddings and not first) else g.embedding
+    experts = g.routed_experts_total / tp
+    if layout is not None and layout.expert_parallel and arch.num_experts:
+        ep = layout.expert_parallel_size
+        experts = g.routed_experts_total * -(-arch.num_experts // ep) / arch.num_experts
+    return math.ceil(split / tp + experts + g.replicated + g.kv_projection_per_rank(tp))
 
 
 def default_max_num_batched_tokens(gpu: GPU) -> int:
@@ -404,9 +418,9 @@ def activation_bytes(
     return math.ceil(max(forward, sampler))
 
 
-def other_reserve_bytes(tensor_parallel_size: int) -> int:
-    """CUDA-graph estimate, non-torch overhead and (TP > 1) NCCL buffers."""
-    nccl = NCCL_RESERVE_BYTES if tensor_parallel_size > 1 else 0
+def other_reserve_bytes(gpus: int) -> int:
+    """CUDA-graph estimate, non-torch overhead and (a replica of more than one GPU) NCCL buffers."""
+    nccl = NCCL_RESERVE_BYTES if gpus > 1 else 0
     return CUDA_GRAPH_RESERVE_BYTES + NON_TORCH_OVERHEAD_BYTES + nccl
 
 
@@ -435,58 +449,95 @@ class MemoryBreakdown:
 
 
 class KVMemory:
-    """vLLM's memory accounting for one GPU of a replica, computed once per (TP, KV dtype, batched tokens,
-    memory utilization): bytes, then blocks, then tokens, then sequences.
+    """vLLM's memory accounting for one GPU of a replica, computed once per (layout, KV dtype, batched
+    tokens, memory utilization): bytes, then blocks, then tokens, then sequences.
 
     ``budget - weights - reserves - activation(max_num_seqs)`` is cut into blocks of the
     :class:`KVCacheLayout`; one sequence needs :meth:`blocks_per_sequence` of them (full attention its
     length, sliding and chunked layers their bound, Mamba states their blocks per group). The activation
-    peak grows with
-    ``--max-num-seqs`` (the dummy sampler's rows), so the sequences that fit depend on it.
+    peak grows with ``--max-num-seqs`` (the dummy sampler's rows), so the sequences that fit depend on it.
+
+    Under pipeline parallelism every stage's GPU holds its layers' weights and KV pages (the first the
+    input embedding, the last the LM head and the sampler) and vLLM gives every worker the fewest blocks
+    any worker has room for: the binding stage answers. Under data parallelism each engine's GPUs are
+    accounted alone (their own KV cache and batch); the MoE experts are spread over ``tp x dp`` GPUs.
     """
 
-    __slots__ = ("arch", "budget", "forward", "gpu", "layout", "mnbt", "other", "sampler_per_row", "weights")
+    __slots__ = ("arch", "budget", "gpu", "layout", "mnbt", "other", "parallel", "stages")
 
     def __init__(
         self,
         arch: Architecture,
         gpu: GPU,
         *,
-        tensor_parallel_size: int,
+        layout: Layout,
         kv_cache_dtype: str,
         max_num_batched_tokens: int,
         gpu_memory_utilization: float = 0.9,
     ) -> None:
-        _check_tp(tensor_parallel_size)
-        tp = tensor_parallel_size
+        tp = layout.tensor_parallel_size
         self.arch = arch
         self.gpu = gpu
+        self.parallel = layout
         self.mnbt = max_num_batched_tokens
         self.budget = math.ceil(gpu.cuda_total_bytes * gpu_memory_utilization)
-        self.weights = weight_bytes_per_gpu(arch, tp)
-        self.other = other_reserve_bytes(tp)
-        self.forward = activation_bytes(
-            arch, tensor_parallel_size=tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=0
-        )
-        self.sampler_per_row = SAMPLER_FP32_LOGIT_COPIES * arch.vocab_size * 4
+        self.other = other_reserve_bytes(layout.gpus)
         self.layout = kv_cache_layout(
             arch,
             tensor_parallel_size=tp,
             kv_cache_dtype=kv_cache_dtype,
             max_num_batched_tokens=max_num_batched_tokens,
         )
+        stages = pipeline_stages(arch, layout.pipeline_parallel_size)
+        self.stages = tuple(
+            _StageMemory(
+                weights=weight_bytes_per_gpu(arch, tp, layout=layout, stage=stage),
+                forward=activation_bytes(
+                    stage.arch,
+                    tensor_parallel_size=tp,
+                    max_num_batched_tokens=max_num_batched_tokens,
+                    max_num_seqs=0,
+                ),
+                sampler_per_row=SAMPLER_FP32_LOGIT_COPIES * arch.vocab_size * 4 if stage.last else 0.0,
+                layout=self.layout
+                if len(stages) == 1
+                else kv_cache_layout(
+                    stage.arch,
+                    tensor_parallel_size=tp,
+                    kv_cache_dtype=kv_cache_dtype,
+                    max_num_batched_tokens=max_num_batched_tokens,
+                ),
+            )
+            for stage in stages
+        )
+
+    @property
+    def weights(self) -> int:
+        """Weights on the GPU that holds the most (the heaviest pipeline stage)."""
+        return max(s.weights for s in self.stages)
+
+    def _binding(self, max_num_seqs: int) -> _StageMemory:
+        """The stage with room for the fewest blocks."""
+        if len(self.stages) == 1:
+            return self.stages[0]
+        return min(self.stages, key=lambda s: s.layout.num_blocks(self._free(s, max_num_seqs)))
+
+    def _free(self, stage: _StageMemory, max_num_seqs: int) -> int:
+        return self.budget - stage.weights - self.other - stage.activation(max_num_seqs, self.mnbt)
 
     def activation(self, max_num_seqs: int) -> int:
-        """Peak activation of the profile run with ``--max-num-seqs max_num_seqs``."""
-        return max(self.forward, math.ceil(self.sampler_per_row * min(max_num_seqs, self.mnbt)))
+        """Peak activation of the profile run with ``--max-num-seqs max_num_seqs`` (binding stage)."""
+        return self._binding(max_num_seqs).activation(max_num_seqs, self.mnbt)
 
     def free_bytes(self, max_num_seqs: int) -> int:
-        """What is left for the KV cache (negative when the weights and reserves do not fit)."""
-        return self.budget - self.weights - self.other - self.activation(max_num_seqs)
+        """What is left for the KV cache on the binding stage's GPU (negative when the weights and
+        reserves do not fit on some stage)."""
+        worst = min(self._free(s, max_num_seqs) for s in self.stages)
+        return worst if worst <= 0 else self._free(self._binding(max_num_seqs), max_num_seqs)
 
     def blocks(self, max_num_seqs: int) -> int:
-        """KV blocks (of every group's layers) the GPU holds with ``--max-num-seqs max_num_seqs``."""
-        return self.layout.num_blocks(self.free_bytes(max_num_seqs))
+        """KV blocks (of every group's layers) every GPU holds with ``--max-num-seqs max_num_seqs``."""
+        return min(s.layout.num_blocks(self._free(s, max_num_seqs)) for s in self.stages)
 
     def blocks_per_sequence(self, tokens: int) -> int:
         """Blocks one sequence of ``tokens`` holds (:meth:`KVCacheLayout.blocks_per_sequence`)."""
@@ -522,15 +573,29 @@ class KVMemory:
     def breakdown(self, max_num_seqs: int) -> MemoryBreakdown:
         """Where the GPU's memory goes with ``--max-num-seqs max_num_seqs``."""
         blocks = self.blocks(max_num_seqs)
+        stage = self._binding(max_num_seqs)
         return MemoryBreakdown(
             total_bytes=self.gpu.memory_bytes,
             budget_bytes=self.budget,
-            weights_bytes=self.weights,
-            activation_bytes=self.activation(max_num_seqs),
+            weights_bytes=stage.weights,
+            activation_bytes=stage.activation(max_num_seqs, self.mnbt),
             other_bytes=self.other,
-            kv_cache_bytes=blocks * self.layout.bytes_per_block,
+            kv_cache_bytes=blocks * stage.layout.bytes_per_block,
             num_blocks=blocks,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _StageMemory:
+    """One pipeline stage's GPU: its weights, forward activation, sampler rows and KV pages."""
+
+    weights: int
+    forward: int
+    sampler_per_row: float
+    layout: KVCacheLayout
+
+    def activation(self, max_num_seqs: int, mnbt: int) -> int:
+        return max(self.forward, math.ceil(self.sampler_per_row * min(max_num_seqs, mnbt)))
 
 
 def blocks_per_sequence(arch: Architecture, tokens: int, *, max_num_batched_tokens: int) -> int:
@@ -554,7 +619,7 @@ def memory_per_gpu(
     return KVMemory(
         arch,
         gpu,
-        tensor_parallel_size=tensor_parallel_size,
+        layout=Layout(tensor_parallel_size=tensor_parallel_size),
         kv_cache_dtype=kv_cache_dtype,
         max_num_batched_tokens=max_num_batched_tokens or default_max_num_batched_tokens(gpu),
         gpu_memory_utilization=gpu_memory_utilization,

@@ -1,7 +1,8 @@
-"""The planner: which TP degree, KV dtype, --max-num-seqs, --max-num-batched-tokens and replica count serve
-a workload within its SLOs.
+"""The planner: which layout (TP x PP x DP, expert parallelism), KV dtype, --max-num-seqs,
+--max-num-batched-tokens and replica count serve a workload within its SLOs.
 
-For every candidate (valid TP degree up to the node and the GPU budget) x (KV dtype the GPU supports) x
+For every candidate (layout vLLM accepts within the GPU budget, :func:`candidate_layouts`) x (KV dtype the
+GPU supports) x
 (batched-token budget) it builds the :class:`~capacity.serving.ServingModel` and asks it, rule by rule, how
 many sequences one replica may run: the memory rule (sequences whose KV reservations fit), the prefill
 rule (prompts prefilled as fast as they arrive), the TPOT rule (TPOT at the SLO's percentile within the
@@ -21,8 +22,10 @@ from capacity.architecture import Architecture
 from capacity.catalog import catalog_architecture, catalog_ids
 from capacity.errors import CapacityError
 from capacity.gpus import GPU, native_support
+from capacity.launch import LEADER_RANK, node_args
+from capacity.layout import Layout, layout_error
 from capacity.memory import KV_CACHE_DTYPES, MAX_NUM_SEQS_CAP, MemoryBreakdown, default_max_num_batched_tokens
-from capacity.parallel import tensor_parallel_error, valid_tensor_parallel_sizes
+from capacity.parallel import tensor_parallel_error
 from capacity.quantization import ONLINE_FP8
 from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, StepModel
 from capacity.serving import (
@@ -51,10 +54,15 @@ __all__ = [
     "Prediction",
     "Quantization",
     "Workload",
+    "candidate_layouts",
     "plan",
 ]
 
 GiB = 2**30
+
+#: How a LeaderWorkerSet pod names its leader: the environment variable the LWS controller sets, in the
+#: ``$(VAR)`` form Kubernetes expands in container args.
+LEADER_ADDRESS_VARIABLE = "$(LWS_LEADER_ADDRESS)"
 
 #: Order in which a candidate can fail; the planner explains an infeasible request with the candidate
 #: that got furthest.
@@ -105,15 +113,26 @@ class Limits:
     """What the planner may use, and any values the user pinned."""
 
     gpus_per_node: int = 8
-    """TP never spans nodes: TP <= GPUs per node."""
+    """GPUs of one node: TP never spans nodes, and a replica larger than a node takes whole nodes."""
     max_gpus: int | None = None
-    """Budget of GPUs over all replicas; None: one node (gpus_per_node)."""
+    """Budget of GPUs over all replicas; None: one node (gpus_per_node). Above one node's GPUs a replica may
+    span nodes (pipeline or data parallelism across them)."""
     kv_cache_dtype: str | None = None
     """Pinned --kv-cache-dtype; None: try ``auto`` and, where the GPU supports it, ``fp8``."""
     gpu_memory_utilization: float = 0.9
     """--gpu-memory-utilization, a fraction of total device memory."""
     tensor_parallel_size: int | None = None
     """Pinned --tensor-parallel-size; None: choose."""
+    pipeline_parallel_size: int | None = None
+    """Pinned --pipeline-parallel-size; None: choose."""
+    data_parallel_size: int | None = None
+    """Pinned --data-parallel-size (with expert parallelism, MoE only); None: choose."""
+    expert_parallel: bool | None = None
+    """Pinned --enable-expert-parallel; None: choose (MoE only)."""
+    max_nodes_per_replica: int | None = None
+    """Most nodes one replica may span (1 where the cluster cannot run multi-node replicas); None: any."""
+    network_bytes_per_second: float | None = None
+    """Node-to-node bandwidth per GPU; None: the GPU catalog's (:attr:`GPU.network_bytes_per_second`)."""
     max_num_seqs: int | None = None
     """Pinned --max-num-seqs; None: choose."""
     max_num_batched_tokens: int | None = None
@@ -138,7 +157,7 @@ class Plan:
     tensor_parallel_size: int
     """--tensor-parallel-size."""
     max_num_seqs: int
-    """--max-num-seqs."""
+    """--max-num-seqs (per data-parallel engine)."""
     kv_cache_dtype: str
     """--kv-cache-dtype (``auto`` = the model's dtype)."""
     max_model_len: int
@@ -148,21 +167,61 @@ class Plan:
     max_num_batched_tokens: int
     """--max-num-batched-tokens: the step's token budget (decodes plus prefill chunks)."""
     replicas: int
-    """vLLM instances (each on ``tensor_parallel_size`` GPUs)."""
+    """vLLM servers (each on ``gpus_per_replica`` GPUs)."""
     quantization: str | None = None
     """--quantization for weights quantized at load (``fp8_per_tensor``: vLLM 0.32 refuses ``fp8`` on an
     unquantized checkpoint); None: the checkpoint's own format."""
+    pipeline_parallel_size: int = 1
+    """--pipeline-parallel-size."""
+    data_parallel_size: int = 1
+    """--data-parallel-size: attention engines per replica, each with ``max_num_seqs`` seats."""
+    expert_parallel: bool = False
+    """--enable-expert-parallel."""
+    gpus_per_node: int = 8
+    """GPUs of one node of the product the plan was made for."""
+
+    @property
+    def layout(self) -> Layout:
+        """The replica's parallel layout."""
+        return Layout(
+            tensor_parallel_size=self.tensor_parallel_size,
+            pipeline_parallel_size=self.pipeline_parallel_size,
+            data_parallel_size=self.data_parallel_size,
+            expert_parallel=self.expert_parallel,
+            gpus_per_node=self.gpus_per_node,
+        )
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs of one replica (TP x PP x DP)."""
+        return self.layout.gpus
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica spans (a LeaderWorkerSet group when more than one)."""
+        return self.layout.nodes
 
     @property
     def gpus(self) -> int:
         """GPUs over all replicas."""
-        return self.tensor_parallel_size * self.replicas
+        return self.gpus_per_replica * self.replicas
 
     def vllm_args(self) -> list[str]:
-        """The ``vllm serve`` flags this plan implies (vLLM 0.32 spellings)."""
+        """The ``vllm serve`` flags this plan implies on every node of a replica (vLLM 0.32 spellings); a
+        replica that spans nodes adds each node's own flags (:func:`capacity.launch.node_args`)."""
+        layout = [
+            *(
+                ["--pipeline-parallel-size", str(self.pipeline_parallel_size)]
+                if self.pipeline_parallel_size > 1
+                else []
+            ),
+            *(["--data-parallel-size", str(self.data_parallel_size)] if self.data_parallel_size > 1 else []),
+            *(["--enable-expert-parallel"] if self.expert_parallel else []),
+        ]
         return [
             "--tensor-parallel-size",
             str(self.tensor_parallel_size),
+            *layout,
             "--max-num-seqs",
             str(self.max_num_seqs),
             "--max-model-len",
@@ -176,9 +235,27 @@ class Plan:
             *(["--quantization", self.quantization] if self.quantization else []),
         ]
 
+    def vllm_args_by_role(self, leader_address: str = LEADER_ADDRESS_VARIABLE) -> dict[str, list[str]]:
+        """Each role's full ``vllm serve`` flags: ``server`` for a replica on one node; ``leader`` (node
+        rank 0, the API server) and ``worker`` (node rank 1; the other workers differ only in
+        ``--node-rank``) for a replica that spans nodes, the leader reached at ``leader_address``
+        (LeaderWorkerSet's ``$(LWS_LEADER_ADDRESS)`` by default)."""
+        common = self.vllm_args()
+        layout = self.layout
+        if not layout.spans_nodes:
+            return {"server": common}
+        return {
+            role: [*common, *node_args(layout, node_rank=rank, leader_address=leader_address)]
+            for role, rank in (("leader", LEADER_RANK), ("worker", LEADER_RANK + 1))
+        }
+
     def to_dict(self) -> dict[str, Any]:
-        """The CLI's ``plan`` object: every field, by its name."""
-        return asdict(self)
+        """The CLI's ``plan`` object: every field, by its name, and the replica's size."""
+        return {
+            **asdict(self),
+            "gpus_per_replica": self.gpus_per_replica,
+            "nodes_per_replica": self.nodes_per_replica,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,10 +337,10 @@ class Prediction:
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """One (TP, KV dtype, batched tokens) option the planner weighed."""
+    """One (layout, KV dtype, batched tokens) option the planner weighed."""
 
-    tensor_parallel_size: int
-    """TP degree."""
+    layout: Layout
+    """The replica's parallel layout."""
     kv_cache_dtype: str
     """KV dtype."""
     max_num_batched_tokens: int
@@ -275,7 +352,7 @@ class Candidate:
     stage: str
     """How far it got: memory, batch, gpus or ok."""
     max_num_seqs: int
-    """Largest batch every rule allows (0 when none)."""
+    """Largest batch every rule allows per engine (0 when none)."""
     bound_by: str
     """The rule that sets max_num_seqs (empty when memory refused the candidate)."""
     replicas: int
@@ -290,19 +367,36 @@ class Candidate:
     """The objective (0 when infeasible)."""
 
     @property
+    def tensor_parallel_size(self) -> int:
+        """TP degree."""
+        return self.layout.tensor_parallel_size
+
+    @property
     def gpus(self) -> int:
         """GPUs over all replicas."""
-        return self.tensor_parallel_size * self.replicas
+        return self.layout.gpus * self.replicas
+
+    @property
+    def sequences_per_replica(self) -> int:
+        """Sequences one replica runs at once: ``max_num_seqs`` per data-parallel engine."""
+        return self.max_num_seqs * self.layout.data_parallel_size
 
     def to_dict(self) -> dict[str, Any]:
         """One row of the CLI's ``candidates`` list."""
         return {
+            "layout": self.layout.label,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.layout.pipeline_parallel_size,
+            "data_parallel_size": self.layout.data_parallel_size,
+            "expert_parallel": self.layout.expert_parallel,
+            "nodes_per_replica": self.layout.nodes,
+            "gpus_per_replica": self.layout.gpus,
             "kv_cache_dtype": self.kv_cache_dtype,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "feasible": self.feasible,
             "reason": self.reason,
             "max_num_seqs": self.max_num_seqs,
+            "sequences_per_replica": self.sequences_per_replica,
             "bound_by": self.bound_by,
             "replicas": self.replicas,
             "gpus": self.gpus,
@@ -347,6 +441,7 @@ class PlanResult:
             "max_concurrency_at_max_model_len": self.max_concurrency_at_max_model_len,
             "predicted": self.prediction.to_dict() if self.prediction else None,
             "vllm_args": self.plan.vllm_args() if self.plan else [],
+            "vllm_args_by_role": self.plan.vllm_args_by_role() if self.plan else {},
             "candidates": [c.to_dict() for c in self.candidates],
             "warnings": list(self.warnings),
         }
@@ -375,6 +470,8 @@ class _Request:
     seq_tokens: int
     shape: Shape
     max_gpus: int
+    network: float
+    """Node-to-node bandwidth per GPU."""
 
 
 def _validate(
@@ -387,6 +484,16 @@ def _validate(
     _positive_int("concurrency", workload.concurrency)
     _positive_int("max-num-seqs", limits.max_num_seqs)
     _positive_int("max-num-batched-tokens", limits.max_num_batched_tokens)
+    _positive_int("pipeline parallel size", limits.pipeline_parallel_size)
+    _positive_int("data parallel size", limits.data_parallel_size)
+    _positive_int("nodes per replica", limits.max_nodes_per_replica)
+    bandwidth = limits.network_bytes_per_second
+    if bandwidth is not None and (
+        not isinstance(bandwidth, int | float) or not math.isfinite(bandwidth) or bandwidth <= 0
+    ):
+        raise CapacityError(
+            f"network bandwidth {bandwidth!r} is not valid; expected a positive number of bytes/s"
+        )
     if workload.output_tokens is not None and (
         isinstance(workload.output_tokens, bool) or workload.output_tokens < 0
     ):
@@ -437,6 +544,7 @@ def _validate(
         seq_tokens=seq_tokens,
         shape=shape,
         max_gpus=limits.max_gpus or limits.gpus_per_node,
+        network=limits.network_bytes_per_second or gpu.network_bytes_per_second,
     )
 
 
@@ -518,11 +626,13 @@ def _plan(
 
     if limits.tensor_parallel_size is not None:
         error = tensor_parallel_error(arch, limits.tensor_parallel_size)
-        if error is not None:
+        if error is not None and (
+            not arch.is_moe
+            or limits.expert_parallel is False
+            or tensor_parallel_error(arch, limits.tensor_parallel_size, expert_parallel=True) is not None
+        ):
             raise CapacityError(error)
-        tps = [limits.tensor_parallel_size]
-    else:
-        tps = valid_tensor_parallel_sizes(arch, min(limits.gpus_per_node, req.max_gpus))
+    layouts = candidate_layouts(arch, limits, req.max_gpus)
     if limits.kv_cache_dtype is not None:
         dtypes = [limits.kv_cache_dtype]
         if limits.kv_cache_dtype.startswith("fp8") and not gpu.supports_fp8:
@@ -537,14 +647,10 @@ def _plan(
     else:
         budgets = [default_mnbt] + [t for t in BATCHED_TOKEN_CHOICES if t != default_mnbt]
 
-    if not tps:
+    if not layouts:
         return PlanResult(
             feasible=False,
-            reason=(
-                f"no tensor parallel size up to {min(limits.gpus_per_node, req.max_gpus)} is valid for "
-                f"{arch.name} ({arch.num_attention_heads} heads, {arch.num_kv_heads} KV heads); allow more "
-                "GPUs per node"
-            ),
+            reason=_no_layout(arch, limits, req.max_gpus),
             plan=None,
             prediction=None,
             memory=None,
@@ -553,34 +659,41 @@ def _plan(
             candidates=(),
         )
     rows = []
-    for tp in tps:
+    for layout in layouts:
         for dtype in dtypes:
             roofline = StepModel(
-                arch, gpu, tensor_parallel_size=tp, kv_cache_dtype=dtype, efficiency=limits.efficiency
+                arch,
+                gpu,
+                layout=layout,
+                kv_cache_dtype=dtype,
+                efficiency=limits.efficiency,
+                network_bytes_per_second=req.network,
             )
-            rows += [_evaluate(req, tp, dtype, mnbt, roofline) for mnbt in budgets]
+            rows += [_evaluate(req, layout, dtype, mnbt, roofline) for mnbt in budgets]
     ordered = sorted(
         rows,
         key=lambda r: (
             not r.candidate.feasible,
             -round(r.candidate.output_tokens_per_second_per_gpu, 6),
             r.candidate.gpus,
-            r.candidate.tensor_parallel_size,
+            _complexity(r.candidate.layout),
             r.candidate.kv_cache_dtype != "auto",
             r.candidate.max_num_batched_tokens != default_mnbt,
             -r.candidate.max_num_batched_tokens,
         ),
     )
-    candidates = tuple(r.candidate for r in ordered)
     best = ordered[0]
     if best.candidate.feasible:
-        return _chosen(req, _prefer_default_budget(best, rows, default_mnbt), candidates)
+        best = _prefer_default_budget(best, rows, default_mnbt)
+        return _chosen(req, best, _why_lost(best.candidate, [r.candidate for r in ordered]))
+    candidates = tuple(r.candidate for r in ordered)
     # Infeasible: explain with the candidate that got furthest (largest TP and fp8 break ties).
     closest = max(
         rows,
         key=lambda r: (
             _STAGES.index(r.candidate.stage),
-            r.candidate.max_num_seqs,
+            r.candidate.sequences_per_replica,
+            r.candidate.layout.gpus,
             r.candidate.tensor_parallel_size,
             r.candidate.kv_cache_dtype != "auto",
             r.candidate.max_num_batched_tokens == default_mnbt,
@@ -610,13 +723,110 @@ def _prefer_default_budget(best: _Row, rows: list[_Row], default_mnbt: int) -> _
         if (
             c.feasible
             and c.max_num_batched_tokens == default_mnbt
-            and c.tensor_parallel_size == b.tensor_parallel_size
+            and c.layout == b.layout
             and c.kv_cache_dtype == b.kv_cache_dtype
             and c.output_tokens_per_second_per_gpu * (1.0 + BATCHED_TOKENS_GAIN)
             >= b.output_tokens_per_second_per_gpu
         ):
             return row
     return best
+
+
+def _complexity(layout: Layout) -> tuple[int, int, int, bool, int]:
+    """On ties, the simpler layout: fewer nodes, no pipeline, no data parallelism, no EP, smaller TP."""
+    return (
+        layout.nodes,
+        layout.pipeline_parallel_size,
+        layout.data_parallel_size,
+        layout.expert_parallel,
+        layout.tensor_parallel_size,
+    )
+
+
+def _why_lost(best: Candidate, ordered: list[Candidate]) -> tuple[Candidate, ...]:
+    """The candidates, best first, every feasible runner-up saying why it lost to ``best``."""
+    out = [best]
+    for c in ordered:
+        if c is best:
+            continue
+        if c.feasible:
+            mine, theirs = c.output_tokens_per_second_per_gpu, best.output_tokens_per_second_per_gpu
+            if mine < theirs * (1 - 1e-9):
+                why = f"{mine:.0f} output tokens/s per GPU against {theirs:.0f}"
+            elif c.gpus > best.gpus:
+                why = f"{c.gpus} GPUs against {best.gpus}"
+            else:
+                why = "equal throughput, but a more complex layout or a non-default flag"
+            c = replace(
+                c,
+                stage="lost",
+                reason=f"feasible ({c.sequences_per_replica} sequences per replica) but lost to "
+                f"{best.layout.label} with {best.kv_cache_dtype} KV cache and {best.max_num_batched_tokens} "
+                f"batched tokens ({best.sequences_per_replica} sequences per replica): {why}",
+            )
+        out.append(c)
+    return tuple(out)
+
+
+def candidate_layouts(arch: Architecture, limits: Limits, max_gpus: int) -> list[Layout]:
+    """Every layout vLLM accepts for ``arch`` within ``max_gpus`` GPUs and what ``limits`` pins (the rules
+    of :func:`~capacity.layout.layout_error`). Pipeline parallelism is weighed where a replica spans nodes
+    (inside a node TP serves the same GPUs faster: a pipeline only adds the bubbles TP does not have),
+    unless pinned; data parallelism only with expert parallelism, for MoE models."""
+    gpn = limits.gpus_per_node
+    eps = [limits.expert_parallel] if limits.expert_parallel is not None else [False, True]
+    out: list[Layout] = []
+    for ep in eps:
+        if ep and not arch.is_moe:
+            continue
+        for tp in range(1, min(gpn, max_gpus) + 1):
+            if limits.tensor_parallel_size not in (None, tp):
+                continue
+            for dp in range(1, max_gpus // tp + 1) if ep else (1,):
+                if limits.data_parallel_size not in (None, dp):
+                    continue
+                for pp in range(1, max_gpus // (tp * dp) + 1) if dp == 1 else (1,):
+                    if limits.pipeline_parallel_size not in (None, pp):
+                        continue
+                    layout = Layout(
+                        tensor_parallel_size=tp,
+                        pipeline_parallel_size=pp,
+                        data_parallel_size=dp,
+                        expert_parallel=ep,
+                        gpus_per_node=gpn,
+                    )
+                    if layout_error(arch, layout) is None and layout.nodes <= (
+                        limits.max_nodes_per_replica or layout.nodes
+                    ):
+                        out.append(layout)
+    if limits.pipeline_parallel_size is not None:
+        return out
+    return [layout for layout in out if layout.pipeline_parallel_size == 1 or layout.spans_nodes]
+
+
+def _no_layout(arch: Architecture, limits: Limits, max_gpus: int) -> str:
+    """Why no layout is valid: the pinned one's error, or the model's TP rules within the budget."""
+    pinned = Layout(
+        tensor_parallel_size=limits.tensor_parallel_size or 1,
+        pipeline_parallel_size=limits.pipeline_parallel_size or 1,
+        data_parallel_size=limits.data_parallel_size or 1,
+        expert_parallel=bool(limits.expert_parallel),
+        gpus_per_node=limits.gpus_per_node,
+    )
+    error = layout_error(arch, pinned)
+    if error is not None and (
+        limits.tensor_parallel_size or limits.pipeline_parallel_size or limits.data_parallel_size
+    ):
+        return f"the pinned layout {pinned.label} is not valid: {error}"
+    if pinned.gpus > max_gpus:
+        return (
+            f"the pinned layout {pinned.label} needs {pinned.gpus} GPUs, more than the {max_gpus} allowed; "
+            "raise the GPU limit"
+        )
+    return (
+        f"no layout up to {max_gpus} GPUs is valid for {arch.name} ({arch.num_attention_heads} heads, "
+        f"{arch.num_kv_heads} KV heads); allow more GPUs per node or more GPUs"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -635,6 +845,10 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
     batch, point = best.max_num_seqs, row.point
     chosen = Plan(
         tensor_parallel_size=best.tensor_parallel_size,
+        pipeline_parallel_size=best.layout.pipeline_parallel_size,
+        data_parallel_size=best.layout.data_parallel_size,
+        expert_parallel=best.layout.expert_parallel,
+        gpus_per_node=best.layout.gpus_per_node,
         max_num_seqs=batch,
         kv_cache_dtype=best.kv_cache_dtype,
         max_model_len=req.max_len,
@@ -651,7 +865,10 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         if row.curve
         else 0.0,
         ttft_seconds=best.ttft_seconds,
-        output_tokens_per_second=best.replicas * row.op_batch / point.tpot_mean_seconds,
+        output_tokens_per_second=best.replicas
+        * best.layout.data_parallel_size
+        * row.op_batch
+        / point.tpot_mean_seconds,
         batch_per_replica=row.op_batch,
         prefill_tokens_per_step=(
             row.op_batch * shape.prompt_tokens / shape.output_tokens if shape.mixed else 0.0
@@ -666,8 +883,9 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         warnings.append(
             "fp8 KV cache on MLA quantizes the shared latent: a quality risk, check long-context recall"
         )
+    nodes = f" over {chosen.nodes_per_replica} nodes" if chosen.nodes_per_replica > 1 else ""
     reason = (
-        f"TP {chosen.tensor_parallel_size} x {chosen.replicas} replica(s) with {chosen.kv_cache_dtype} KV "
+        f"{best.layout.label}{nodes} x {chosen.replicas} replica(s) with {chosen.kv_cache_dtype} KV "
         f"cache: {prediction.output_tokens_per_second / chosen.gpus:.0f} output tokens/s per GPU; "
         f"max-num-seqs {batch} set by {_describe(prediction.binding)}"
     )
@@ -816,25 +1034,26 @@ def _batch_limits(req: _Request, curve: Curve, dtype: str) -> tuple[BatchLimit, 
 
 def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | None:
     """The weights, the activation peak and the reserves fit the memory budget, or why not."""
-    mem, tp = model.memory, model.tensor_parallel_size
+    mem, layout = model.memory, model.layout
     if mem.free_bytes(1) > 0:
         return None
     return (
-        f"at TP {tp} the {_gib(mem.weights)} of weights per GPU plus "
+        f"at {layout.label} the {_gib(mem.weights)} of weights per GPU plus "
         f"{_gib(mem.other + mem.activation(1))} of activations and reserves exceed the "
-        f"{_gib(mem.budget)} budget; {_weight_fixes(req.arch, tp, req.limits, req.max_gpus)}"
+        f"{_gib(mem.budget)} budget; {_weight_fixes(req.arch, layout, req.limits, req.max_gpus)}"
     )
 
 
 def longest_sequence_rule(req: _Request, model: ServingModel, dtype: str) -> str | None:
     """One sequence of max-model-len fits the KV cache (vLLM refuses to start otherwise), or why not."""
-    mem, tp = model.memory, model.tensor_parallel_size
+    mem, layout = model.memory, model.layout
     need = mem.blocks_per_sequence(req.max_len)
     if mem.blocks(1) >= need:
         return None
-    fixes = _memory_fixes(req.arch, req.gpu, tp, dtype, req.limits, req.max_gpus)
+    fixes = _memory_fixes(req.arch, req.gpu, layout, dtype, req.limits, req.max_gpus)
     return (
-        f"at TP {tp} with {_dtype_label(req.arch, dtype)} KV cache one {req.max_len}-token sequence needs "
+        f"at {layout.label} with {_dtype_label(req.arch, dtype)} KV cache one {req.max_len}-token sequence "
+        "needs "
         f"{_gib(need * mem.layout.bytes_per_block)} of KV cache per GPU but only "
         f"{_gib(mem.free_bytes(1))} is left after "
         f"{_gib(mem.weights)} of weights; {fixes}"
@@ -848,12 +1067,14 @@ FIT_RULES: tuple[Callable[[_Request, ServingModel, str], str | None], ...] = (
 )
 
 
-def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel) -> _Row:
+def _evaluate(req: _Request, layout: Layout, dtype: str, mnbt: int, roofline: StepModel) -> _Row:
     arch, gpu, limits = req.arch, req.gpu, req.limits
+    at = f"at {layout.label}"
+    dp, size = layout.data_parallel_size, layout.gpus
     model = ServingModel(
         arch,
         gpu,
-        tensor_parallel_size=tp,
+        layout=layout,
         kv_cache_dtype=dtype,
         max_num_batched_tokens=mnbt,
         gpu_memory_utilization=limits.gpu_memory_utilization,
@@ -875,7 +1096,7 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
     ) -> _Row:
         return _Row(
             candidate=Candidate(
-                tensor_parallel_size=tp,
+                layout=layout,
                 kv_cache_dtype=dtype,
                 max_num_batched_tokens=mnbt,
                 feasible=False,
@@ -906,8 +1127,8 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
     if limits.max_num_seqs is not None and seqs < limits.max_num_seqs:
         return refuse(
             "batch",
-            f"at TP {tp} with {label} KV cache the pinned max-num-seqs {limits.max_num_seqs} breaks "
-            f"{_describe(binding)}; {_batch_fixes(binding, req, tp, dtype)}",
+            f"{at} with {label} KV cache the pinned max-num-seqs {limits.max_num_seqs} breaks "
+            f"{_describe(binding)}; {_batch_fixes(binding, req, layout, dtype)}",
             seqs=seqs,
             bound_by=binding.constraint,
             limits_=batch_limits,
@@ -915,24 +1136,25 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
     if seqs < 1:
         return refuse(
             "batch",
-            f"at TP {tp} with {label} KV cache not one sequence meets {_describe(binding)}; "
-            f"{_batch_fixes(binding, req, tp, dtype)}",
+            f"{at} with {label} KV cache not one sequence meets {_describe(binding)}; "
+            f"{_batch_fixes(binding, req, layout, dtype)}",
             bound_by=binding.constraint,
             limits_=batch_limits,
         )
     concurrency = req.workload.concurrency
-    replicas = math.ceil(concurrency / seqs) if concurrency else 1
-    op_batch = math.ceil(concurrency / replicas) if concurrency else seqs
+    replicas = math.ceil(concurrency / (seqs * dp)) if concurrency else 1
+    op_batch = math.ceil(concurrency / (replicas * dp)) if concurrency else seqs
     point = curve.point(op_batch, req.calibration)
     p = req.slo.percentile
     tpot = curve.tpot_seconds(op_batch, req.calibration)
     ttft = point.ttft_seconds(p)
-    if replicas * tp > req.max_gpus:
+    if replicas * size > req.max_gpus:
+        engines = f"{dp} engines of {seqs}" if dp > 1 else f"{seqs}"
         return refuse(
             "gpus",
-            f"at TP {tp} with {label} KV cache one replica serves {seqs} sequences (set by "
+            f"{at} with {label} KV cache one replica serves {engines} sequences (set by "
             f"{_describe(binding)}; the other limits: {others}), so concurrency {concurrency} needs "
-            f"{replicas} replicas = {replicas * tp} GPUs, {replicas * tp - req.max_gpus} more than the "
+            f"{replicas} replicas = {replicas * size} GPUs, {replicas * size - req.max_gpus} more than the "
             f"{req.max_gpus} allowed; raise the GPU limit"
             + (
                 ", use fp8 KV cache"
@@ -947,10 +1169,10 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
             ttft=ttft,
             limits_=batch_limits,
         )
-    per_gpu = op_batch / point.tpot_mean_seconds / tp
+    per_gpu = op_batch * dp / point.tpot_mean_seconds / size
     return _Row(
         candidate=Candidate(
-            tensor_parallel_size=tp,
+            layout=layout,
             kv_cache_dtype=dtype,
             max_num_batched_tokens=mnbt,
             feasible=True,
@@ -972,11 +1194,11 @@ def _evaluate(req: _Request, tp: int, dtype: str, mnbt: int, roofline: StepModel
     )
 
 
-def _batch_fixes(binding: BatchLimit, req: _Request, tp: int, dtype: str) -> str:
+def _batch_fixes(binding: BatchLimit, req: _Request, layout: Layout, dtype: str) -> str:
     """What relaxes the binding rule."""
     match binding.constraint:
         case "memory":
-            return _memory_fixes(req.arch, req.gpu, tp, dtype, req.limits, req.max_gpus)
+            return _memory_fixes(req.arch, req.gpu, layout, dtype, req.limits, req.max_gpus)
         case "tpot":
             return (
                 "use more GPUs per replica (higher TP), a GPU with more memory bandwidth, a lower "
@@ -995,17 +1217,37 @@ def _dtype_label(arch: Architecture, dtype: str) -> str:
     return f"{arch.dtype} (auto)" if dtype == "auto" else dtype
 
 
-def _weight_fixes(arch: Architecture, tp: int, limits: Limits, max_gpus: int) -> str:
-    """What makes the weights fit: more TP, else a bigger GPU or quantized weights kvright reads."""
-    larger = [t for t in valid_tensor_parallel_sizes(arch, limits.gpus_per_node) if t > tp]
+def _larger_layout(arch: Architecture, layout: Layout, limits: Limits, max_gpus: int) -> str | None:
+    """The smallest valid layout with more GPUs per replica than ``layout`` (up to four nodes), as ``TP 8 x
+    PP 2 over 2 nodes``, saying when it needs a larger GPU budget; None when there is none."""
+    bigger = sorted(
+        (
+            c
+            for c in candidate_layouts(
+                arch,
+                replace(limits, pipeline_parallel_size=None, tensor_parallel_size=None),
+                4 * limits.gpus_per_node,
+            )
+            if c.gpus > layout.gpus
+        ),
+        key=lambda c: (c.gpus, _complexity(c)),
+    )
+    if not bigger:
+        return None
+    c = bigger[0]
+    nodes = f" over {c.nodes} nodes" if c.nodes > 1 else ""
+    limit = "" if c.gpus <= max_gpus else f", raise the limit of {max_gpus} GPUs"
+    return f"{c.label}{nodes}{limit}"
+
+
+def _weight_fixes(arch: Architecture, layout: Layout, limits: Limits, max_gpus: int) -> str:
+    """What makes the weights fit: a larger layout, else a bigger GPU or quantized weights kvright reads."""
+    larger = _larger_layout(arch, layout, limits, max_gpus)
     if larger:
-        limit = "" if larger[0] <= max_gpus else f", raise the limit of {max_gpus}"
-        return (
-            f"needs more GPUs (TP {larger[0]}{limit}), a GPU with more memory or {_quantized_options(arch)}"
-        )
+        return f"needs more GPUs ({larger}), a GPU with more memory or {_quantized_options(arch)}"
     return (
-        f"needs a GPU with more memory or {_quantized_options(arch)} (TP is capped at the "
-        f"{limits.gpus_per_node} GPUs of one node)"
+        f"needs a GPU with more memory or {_quantized_options(arch)} (no valid layout of up to four "
+        f"{limits.gpus_per_node}-GPU nodes is larger)"
     )
 
 
@@ -1038,14 +1280,14 @@ def _quantized_options(arch: Architecture) -> str:
     return " or ".join(options)
 
 
-def _memory_fixes(arch: Architecture, gpu: GPU, tp: int, dtype: str, limits: Limits, max_gpus: int) -> str:
+def _memory_fixes(
+    arch: Architecture, gpu: GPU, layout: Layout, dtype: str, limits: Limits, max_gpus: int
+) -> str:
     """The changes that would free KV memory, in the order people usually try them."""
     fixes = []
-    larger = [t for t in valid_tensor_parallel_sizes(arch, limits.gpus_per_node) if t > tp]
+    larger = _larger_layout(arch, layout, limits, max_gpus)
     if larger:
-        fixes.append(
-            f"more GPUs (TP {larger[0]}{'' if larger[0] <= max_gpus else f', raise the limit of {max_gpus}'})"
-        )
+        fixes.append(f"more GPUs ({larger})")
     if not dtype.startswith("fp8") and gpu.supports_fp8:
         fixes.append("fp8 KV cache")
     fixes.append("a shorter max-model-len")

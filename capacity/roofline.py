@@ -17,15 +17,18 @@ from typing import Any, Literal
 from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
+from capacity.layout import Layout, layout_error
 from capacity.memory import attention_bytes_per_token, resolve_kv_cache_dtype, state_bytes_per_sequence
-from capacity.parallel import tensor_parallel_error
 
 __all__ = [
     "ALLREDUCE_LATENCY_SECONDS",
+    "ALLTOALL_LATENCY_SECONDS",
+    "ALLTOALL_NETWORK_LATENCY_SECONDS",
     "COMPUTE_EFFICIENCY",
     "DEFAULT_EFFICIENCY",
     "HBM_EFFICIENCY",
     "INTERCONNECT_EFFICIENCY",
+    "P2P_LATENCY_SECONDS",
     "SEQUENCE_LAYER_OVERHEAD_SECONDS",
     "STEP_OVERHEAD_SECONDS",
     "Bottleneck",
@@ -54,6 +57,14 @@ INTERCONNECT_EFFICIENCY = 0.70
 ALLREDUCE_LATENCY_SECONDS = 15e-6
 #: Fixed cost per engine step outside the kernels (scheduling, sampling, detokenisation handoff), seconds.
 STEP_OVERHEAD_SECONDS = 3.0e-3
+#: Fixed cost of one expert-parallel dispatch or combine (all-to-all) inside a node, and across nodes over
+#: the node network. Not fitted (no published per-layout TPOT table was found): DeepEP's README measures its
+#: low-latency kernels at about 77 us (dispatch) and 114 us (combine) for EP 8 over 400 Gb/s InfiniBand on
+#: H800; inside a node two all-reduce latencies are assumed.
+ALLTOALL_LATENCY_SECONDS = 2 * ALLREDUCE_LATENCY_SECONDS
+ALLTOALL_NETWORK_LATENCY_SECONDS = 100e-6
+#: Fixed cost of one pipeline-stage hand-off (a send of the hidden states to the next stage).
+P2P_LATENCY_SECONDS = 20e-6
 #: Fixed cost per sequence per layer in a decode step (the paged-attention kernel's per-sequence work:
 #: block-table walk, softmax reduction and launch tail, which short contexts do not amortise), seconds.
 SEQUENCE_LAYER_OVERHEAD_SECONDS = 1.5e-6
@@ -132,6 +143,9 @@ class StepModel:
     planner can evaluate thousands of batch sizes cheaply."""
 
     __slots__ = (
+        "a2a_bandwidth",
+        "a2a_bytes_per_token",
+        "a2a_latency",
         "attention_layers",
         "attn_flops_per_ctx_token",
         "bf_flops",
@@ -140,15 +154,19 @@ class StepModel:
         "comm_bytes_per_token",
         "dense_flops_per_token",
         "dense_weight_bytes",
+        "dp",
         "efficiency",
-        "expert_bytes",
         "expert_flops_per_token",
         "experts",
         "full_kv_per_token",
         "hbm",
+        "hidden_bytes",
         "interconnect",
         "layers",
+        "local_expert_bytes",
         "moe_layers",
+        "p2p_bandwidth",
+        "pp",
         "sliding_kv_per_token",
         "state_bytes",
         "top_k",
@@ -161,15 +179,18 @@ class StepModel:
         arch: Architecture,
         gpu: GPU,
         *,
-        tensor_parallel_size: int,
+        layout: Layout,
         kv_cache_dtype: str,
         efficiency: Efficiency = DEFAULT_EFFICIENCY,
+        network_bytes_per_second: float | None = None,
     ) -> None:
-        error = tensor_parallel_error(arch, tensor_parallel_size)
+        """``network_bytes_per_second`` overrides the GPU's node-to-node bandwidth (a replica that spans
+        nodes sends pipeline hand-offs and expert all-to-alls over it)."""
+        error = layout_error(arch, layout)
         if error is not None:
             raise CapacityError(error)
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
-        tp = tensor_parallel_size
+        tp = layout.tensor_parallel_size
         g = arch.parameter_groups
         w = arch.weight_groups
         # The LM head is streamed every step; the input embedding is a row lookup and the vision tower does
@@ -179,7 +200,11 @@ class StepModel:
         )
         if arch.tie_word_embeddings:
             self.dense_weight_bytes += w.embedding / tp  # tied: the table is the LM head
-        self.expert_bytes = w.routed_expert / tp
+        # Routed experts on one GPU: split by width over TP, or whole over the EP group (the busiest GPU).
+        local = g.num_experts / tp
+        if layout.expert_parallel:
+            local = -(-g.num_experts // layout.expert_parallel_size)
+        self.local_expert_bytes = local * w.routed_expert
         self.experts = g.num_experts
         self.top_k = g.experts_per_token
         self.moe_layers = g.num_moe_layers
@@ -220,17 +245,39 @@ class StepModel:
         self.bf_flops = gpu.fp8_flops_per_second if fp8_weights else gpu.bf16_flops_per_second
         self.interconnect = gpu.interconnect_bytes_per_second
         self.efficiency = efficiency
+        self.pp = layout.pipeline_parallel_size
+        self.dp = layout.data_parallel_size
+        network = network_bytes_per_second or gpu.network_bytes_per_second
+        self.hidden_bytes = arch.hidden_size * DTYPE_BYTES[arch.dtype]
+        # Pipeline hand-offs cross the node network when the stages span nodes.
+        self.p2p_bandwidth = network if layout.spans_nodes else self.interconnect
+        # Expert parallelism: every token's hidden state goes to its top-k experts and back (dispatch and
+        # combine), (ep - 1) / ep of it to other GPUs, over the node network when the EP group spans nodes.
+        ep = layout.expert_parallel_size if layout.expert_parallel else 1
+        self.a2a_bytes_per_token = (
+            2 * self.hidden_bytes * g.experts_per_token * (ep - 1) / ep / tp if ep > 1 else 0.0
+        )
+        spans = layout.expert_parallel_size > layout.gpus_per_node
+        self.a2a_bandwidth = network if spans else self.interconnect
+        self.a2a_latency = (
+            0.0
+            if ep == 1
+            else ALLTOALL_NETWORK_LATENCY_SECONDS
+            if spans
+            else efficiency.allreduce_latency_seconds * 2
+        )
 
-    def weight_bytes(self, batch: int) -> float:
+    def weight_bytes(self, batch: float) -> float:
         """Weight bytes streamed per GPU in a step over ``batch`` tokens: dense part plus the expected number
         of distinct experts the tokens route to, ``E * (1 - (1 - k/E) ** batch)`` per MoE layer (uniform
         routing)."""
         if not self.moe_layers:
             return self.dense_weight_bytes
-        touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** batch)
-        return self.dense_weight_bytes + touched * self.expert_bytes * self.moe_layers
+        # Data-parallel engines step together and route all their tokens into the shared experts.
+        touched = 1.0 - float((1.0 - self.top_k / self.experts) ** (batch * self.dp))
+        return self.dense_weight_bytes + touched * self.local_expert_bytes * self.moe_layers
 
-    def kv_bytes(self, batch: int, context_tokens: int) -> float:
+    def kv_bytes(self, batch: float, context_tokens: int) -> float:
         """KV bytes per GPU read for ``batch`` sequences of ``context_tokens``: full-attention layers the
         whole context, sliding layers their window, chunked layers their chunk, Mamba / linear-attention
         layers their state (read and written)."""
@@ -250,7 +297,7 @@ class StepModel:
         chunk = min(context_tokens, self.chunk) if self.chunk else context_tokens
         return full * context_tokens + sliding * window + chunked * chunk
 
-    def flops(self, batch: int, context_tokens: int) -> float:
+    def flops(self, batch: float, context_tokens: int) -> float:
         """FLOPs per GPU: ``2 x active parameters x batch`` plus attention over the context."""
         return batch * (
             self.dense_flops_per_token
@@ -258,15 +305,28 @@ class StepModel:
             + self.attn_flops_per_ctx_token * self.attended_tokens(context_tokens)
         )
 
-    def communication_seconds(self, tokens: int) -> float:
-        """Ring all-reduce: ``2 (tp-1)/tp x bytes / link`` plus a fixed latency, two per layer."""
-        if self.tp == 1:
-            return 0.0
+    def communication_seconds(self, tokens: float) -> float:
+        """Per step (a pipeline's cycle) on its busiest GPU, for ``tokens`` tokens in the step: TP ring
+        all-reduces (``2 (tp-1)/tp x bytes / link`` plus a fixed latency, two per layer), expert-parallel
+        dispatch and combine per MoE layer, and the pipeline's hand-offs (every micro-batch once per
+        stage)."""
         eff = self.efficiency
-        volume = 2 * (self.tp - 1) / self.tp * tokens * self.comm_bytes_per_token
-        return (
-            volume / (self.interconnect * eff.interconnect) + 2 * self.layers * eff.allreduce_latency_seconds
-        )
+        seconds = 0.0
+        if self.tp > 1:
+            volume = 2 * (self.tp - 1) / self.tp * tokens * self.comm_bytes_per_token / self.pp
+            seconds += (
+                volume / (self.interconnect * eff.interconnect)
+                + 2 * self.layers * eff.allreduce_latency_seconds
+            )
+        if self.a2a_bytes_per_token:
+            volume = tokens * self.a2a_bytes_per_token * self.moe_layers / self.pp
+            seconds += (
+                volume / (self.a2a_bandwidth * eff.interconnect) + 2 * self.moe_layers * self.a2a_latency
+            )
+        if self.pp > 1:
+            volume = tokens * self.hidden_bytes
+            seconds += volume / (self.p2p_bandwidth * eff.interconnect) + self.pp * P2P_LATENCY_SECONDS
+        return seconds
 
     def step_function(
         self, batch: int, context_tokens: int, prompt_tokens: int = 0
@@ -281,18 +341,23 @@ class StepModel:
         all-reduce volume; the weights are streamed once for both.
         """
         eff = self.efficiency
-        memory = (self.weight_bytes(batch) + self.kv_bytes(batch, context_tokens)) / (self.hbm * eff.hbm)
-        decode_flops = self.flops(batch, context_tokens)
+        # A pipeline of pp stages runs pp micro-batches of batch / pp sequences; in its steady state each
+        # stage's GPU streams its weights once per micro-batch, so a cycle (one token for every sequence)
+        # takes what one TP group would take for a micro-batch: the whole model's weights per TP rank, the
+        # micro-batch's KV cache and FLOPs (PP adds capacity, not speed), plus hand-offs and pp steps.
+        m = batch / self.pp
+        memory = (self.weight_bytes(m) + self.kv_bytes(m, context_tokens)) / (self.hbm * eff.hbm)
+        decode_flops = self.flops(m, context_tokens)
         per_prefill_token = (
             self.dense_flops_per_token
             + self.expert_flops_per_token
             + self.attn_flops_per_ctx_token * self.attended_tokens(max(1, prompt_tokens // 2))
         )
         peak = self.bf_flops * eff.compute
-        fixed = eff.step_overhead_seconds + batch * self.layers * eff.sequence_layer_overhead_seconds
+        fixed = self.pp * eff.step_overhead_seconds + m * self.layers * eff.sequence_layer_overhead_seconds
 
         def seconds(prefill_tokens: float) -> float:
-            compute = (decode_flops + prefill_tokens * per_prefill_token) / peak
+            compute = (decode_flops + prefill_tokens / self.pp * per_prefill_token) / peak
             return (
                 max(memory, compute) + self.communication_seconds(batch + math.ceil(prefill_tokens)) + fixed
             )
@@ -325,10 +390,11 @@ class StepModel:
         return lo
 
     def step(self, batch: int, context_tokens: int) -> DecodeStep:
-        """The full breakdown of one decode step."""
-        w = self.weight_bytes(batch)
-        kv = self.kv_bytes(batch, context_tokens)
-        f = self.flops(batch, context_tokens)
+        """The full breakdown of one decode step (a pipeline's cycle: per micro-batch of batch / pp)."""
+        m = batch / self.pp
+        w = self.weight_bytes(m)
+        kv = self.kv_bytes(m, context_tokens)
+        f = self.flops(m, context_tokens)
         w_s = w / self.hbm
         kv_s = kv / self.hbm
         c_s = f / self.bf_flops
@@ -376,7 +442,7 @@ def decode_step(
     model = StepModel(
         arch,
         gpu,
-        tensor_parallel_size=tensor_parallel_size,
+        layout=Layout(tensor_parallel_size=tensor_parallel_size),
         kv_cache_dtype=kv_cache_dtype,
         efficiency=efficiency,
     )

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from capacity.architecture import Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
+from capacity.layout import Layout
 from capacity.memory import KVMemory
 from capacity.roofline import DEFAULT_EFFICIENCY, Efficiency, StepModel
 
@@ -230,42 +231,44 @@ class ServingModel:
     batches; every method is cheap.
     """
 
-    __slots__ = ("arch", "gpu", "max_num_batched_tokens", "memory", "roofline", "tensor_parallel_size")
+    __slots__ = ("arch", "gpu", "layout", "max_num_batched_tokens", "memory", "roofline")
 
     def __init__(
         self,
         arch: Architecture,
         gpu: GPU,
         *,
-        tensor_parallel_size: int,
+        layout: Layout,
         kv_cache_dtype: str,
         max_num_batched_tokens: int,
         gpu_memory_utilization: float = 0.9,
         efficiency: Efficiency = DEFAULT_EFFICIENCY,
         roofline: StepModel | None = None,
     ) -> None:
-        """``roofline`` may pass in the :class:`StepModel` of the same (arch, GPU, TP, KV dtype,
+        """``roofline`` may pass in the :class:`StepModel` of the same (arch, GPU, layout, KV dtype,
         efficiency), which does not depend on the batched tokens: the planner builds it once per
-        candidate layout and reuses it across batched-token budgets."""
+        candidate layout and reuses it across batched-token budgets. A data-parallel layout is modelled
+        per engine: ``batch`` everywhere is one engine's (``--max-num-seqs`` is per engine)."""
         self.arch = arch
         self.gpu = gpu
-        self.tensor_parallel_size = tensor_parallel_size
+        self.layout = layout
         self.max_num_batched_tokens = max_num_batched_tokens
         self.roofline = roofline or StepModel(
-            arch,
-            gpu,
-            tensor_parallel_size=tensor_parallel_size,
-            kv_cache_dtype=kv_cache_dtype,
-            efficiency=efficiency,
+            arch, gpu, layout=layout, kv_cache_dtype=kv_cache_dtype, efficiency=efficiency
         )
         self.memory = KVMemory(
             arch,
             gpu,
-            tensor_parallel_size=tensor_parallel_size,
+            layout=layout,
             kv_cache_dtype=kv_cache_dtype,
             max_num_batched_tokens=max_num_batched_tokens,
             gpu_memory_utilization=gpu_memory_utilization,
         )
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        """The layout's TP degree."""
+        return self.layout.tensor_parallel_size
 
     # -- one step -------------------------------------------------------------------------------------
 

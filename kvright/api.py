@@ -474,6 +474,15 @@ class PlanStatus(_Object):
 
     gpu_product: str | None = None
     tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    """Attention engines per replica (with expert parallelism), each with maxNumSeqs seats."""
+    expert_parallel: bool | None = None
+    nodes_per_replica: int | None = None
+    """Nodes one replica spans: more than one runs the replica as a LeaderWorkerSet group."""
+    gpus_per_replica: int | None = None
+    layout: str | None = None
+    """The layout in words (``TP 8 x PP 2``, ``DP 8 + EP``)."""
     max_num_seqs: int | None = None
     kv_cache_dtype: str | None = None
     max_model_len: int | None = None
@@ -484,6 +493,9 @@ class PlanStatus(_Object):
     quantization: str | None = None
     """--quantization when kvright quantizes the weights at load (fp8_per_tensor); absent otherwise."""
     vllm_args: list[str] | None = None
+    """The flags every node of a replica runs; a multi-node replica's leader and workers add their own."""
+    vllm_args_by_role: dict[str, list[str]] | None = None
+    """Each role's full flags when a replica spans nodes (``leader``, ``worker``)."""
 
 
 class PredictionStatus(_Object):

@@ -42,7 +42,6 @@ KV_GAP_WARN = 0.2
 """Relative gap between vLLM's real KV capacity and the predicted one that earns a warning event."""
 
 
-
 class Reader(Protocol):
     """What gather needs from the API server (kvright.operator.Kube provides it)."""
 
@@ -450,6 +449,23 @@ def _calibration_status(
     return out
 
 
+def plan_layout(plan: Mapping[str, Any]) -> capacity.Layout:
+    """The replica layout ``status.plan`` records (absent fields: one node, pure TP)."""
+
+    def whole(key: str) -> int:
+        value = plan.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+    gpus, nodes = whole("gpusPerReplica"), whole("nodesPerReplica")
+    return capacity.Layout(
+        tensor_parallel_size=whole("tensorParallelSize"),
+        pipeline_parallel_size=whole("pipelineParallelSize"),
+        data_parallel_size=whole("dataParallelSize"),
+        expert_parallel=plan.get("expertParallel") is True,
+        gpus_per_node=gpus // nodes if nodes > 1 else 8,
+    )
+
+
 def serving_curve(
     spec: LLMDeploymentSpec, arch: capacity.Architecture, plan: Mapping[str, Any]
 ) -> tuple[capacity.Curve, int]:
@@ -464,7 +480,7 @@ def serving_curve(
     model = capacity.ServingModel(
         arch,
         gpu,
-        tensor_parallel_size=int(plan.get("tensorParallelSize", 1) or 1),
+        layout=plan_layout(plan),
         kv_cache_dtype=str(plan.get("kvCacheDtype", "auto") or "auto"),
         max_num_batched_tokens=(
             mnbt if isinstance(mnbt, int) and mnbt > 0 else capacity.default_max_num_batched_tokens(gpu)

@@ -30,6 +30,8 @@ class Reason:
     NO_GPU_NODES: Final = "NoGPUNodes"
     TENSOR_PARALLEL_INVALID: Final = "TensorParallelInvalid"
     INFEASIBLE: Final = "Infeasible"
+    LEADER_WORKER_SET_MISSING: Final = "LeaderWorkerSetMissing"
+    """A replica must span nodes and the cluster does not serve the LeaderWorkerSet API."""
     PLAN_INPUT_INVALID: Final = "PlanInputInvalid"
     # Deployed
     APPLIED: Final = "Applied"

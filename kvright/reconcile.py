@@ -85,6 +85,8 @@ class Facts:
     default_image: str
     pod_monitor: bool = False
     """The PodMonitor CRD is installed."""
+    leader_worker_set: bool = False
+    """The LeaderWorkerSet API (leaderworkerset.x-k8s.io/v1) is served: replicas may span nodes."""
     overrides: Overrides = field(default_factory=Overrides)
     parsed: LLMDeploymentSpec | SpecError | None = None
     """The spec parsed once per reconcile (the operator's gather passes it; left out, it is parsed here
@@ -242,9 +244,29 @@ def _desire(facts: Facts) -> Desired:
         tensor_parallel_size=tp,
         max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
         quantization=_QUANTIZATION[spec.tuning.quantization],
+        # Without LeaderWorkerSet a replica is one pod on one node.
+        max_nodes_per_replica=None if facts.leader_worker_set else 1,
     )
     try:
         result = capacity.plan(arch, gpu, workload, slo, limits, calibration=overrides.calibration)
+        if not result.feasible and not facts.leader_worker_set:
+            wider = capacity.plan(
+                arch,
+                gpu,
+                workload,
+                slo,
+                replace(limits, max_nodes_per_replica=None),
+                calibration=overrides.calibration,
+            )
+            if wider.feasible and wider.plan is not None:
+                return _infeasible(
+                    Reason.LEADER_WORKER_SET_MISSING,
+                    f"one node is not enough ({result.reason}); a replica of {wider.plan.nodes_per_replica} "
+                    f"{product.product} nodes ({wider.plan.layout.label}) would serve it, but this cluster "
+                    "does not serve the LeaderWorkerSet API (leaderworkerset.x-k8s.io/v1) that runs a "
+                    "replica across nodes; install LeaderWorkerSet v0.8.0 or later "
+                    "(https://lws.sigs.k8s.io/docs/installation/) and kvright plans it",
+                )
     except capacity.CapacityError as exc:
         return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
     if not result.feasible or result.plan is None or result.prediction is None:
@@ -287,9 +309,10 @@ def _desire(facts: Facts) -> Desired:
         served_model_name=spec.model.served_model_name,
         image=spec.image or facts.default_image,
         gpu_product=product.product,
-        tensor_parallel_size=chosen.tensor_parallel_size,
+        layout=chosen.layout,
         replicas=replicas,
         vllm_args=tuple(chosen.vllm_args()),
+        vllm_args_by_role={role: tuple(args) for role, args in chosen.vllm_args_by_role().items()},
         cpu=spec.resources.cpu,
         memory=spec.resources.memory,
         hf_token=token,
@@ -299,15 +322,22 @@ def _desire(facts: Facts) -> Desired:
     plan_status: dict[str, Any] = {
         "gpuProduct": product.product,
         "tensorParallelSize": chosen.tensor_parallel_size,
+        "pipelineParallelSize": chosen.pipeline_parallel_size,
+        "dataParallelSize": chosen.data_parallel_size,
+        "expertParallel": chosen.expert_parallel,
+        "nodesPerReplica": chosen.nodes_per_replica,
+        "gpusPerReplica": chosen.gpus_per_replica,
+        "layout": chosen.layout.label,
         "maxNumSeqs": chosen.max_num_seqs,
         "kvCacheDtype": chosen.kv_cache_dtype,
         "maxModelLen": chosen.max_model_len,
         "maxNumBatchedTokens": chosen.max_num_batched_tokens,
         "gpuMemoryUtilizationPercent": round(chosen.gpu_memory_utilization * 100),
         "replicas": replicas,
-        "gpus": chosen.tensor_parallel_size * replicas,
+        "gpus": chosen.gpus_per_replica * replicas,
         **({"quantization": chosen.quantization} if chosen.quantization else {}),
         "vllmArgs": list(chosen.vllm_args()),
+        **({"vllmArgsByRole": chosen.vllm_args_by_role()} if chosen.nodes_per_replica > 1 else {}),
     }
     prediction_status: dict[str, Any] = {
         "percentile": prediction.percentile,
@@ -374,6 +404,9 @@ def _desire(facts: Facts) -> Desired:
 _PLAN_KEYS: Final = (
     "gpuProduct",
     "tensorParallelSize",
+    "pipelineParallelSize",
+    "dataParallelSize",
+    "expertParallel",
     "maxNumSeqs",
     "kvCacheDtype",
     "maxModelLen",
@@ -388,7 +421,8 @@ def _plan_key(plan: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _describe(plan: Mapping[str, Any]) -> str:
     return (
-        f"TP {plan.get('tensorParallelSize')} x {plan.get('replicas')} on {plan.get('gpuProduct')}, "
+        f"{plan.get('layout') or 'TP ' + str(plan.get('tensorParallelSize'))} x {plan.get('replicas')} on "
+        f"{plan.get('gpuProduct')}, "
         f"max-num-seqs {plan.get('maxNumSeqs')}, KV {plan.get('kvCacheDtype')}, "
         f"context {plan.get('maxModelLen')}, batched tokens {plan.get('maxNumBatchedTokens')}"
     )

@@ -11,10 +11,11 @@ The vLLM container's command line is ``command: [vllm, serve]`` and ``args: [MOD
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import capacity
 from kvright.api import API_VERSION, KIND, SecretKeyRef
 from kvright.inventory import GPU_RESOURCE, PRODUCT_LABEL
 
@@ -65,11 +66,14 @@ class VLLMWorkload:
     image: str
     gpu_product: str
     """Node affinity: the GFD product label value."""
-    tensor_parallel_size: int
-    """GPUs per pod: vLLM's TP degree is the nvidia.com/gpu limit."""
+    layout: capacity.Layout
+    """The replica's parallel layout: one pod per node of a replica, each with the GPUs of its node."""
     replicas: int
     vllm_args: Sequence[str]
     """The plan's flags, exactly as vLLM accepts them (Plan.vllm_args())."""
+    vllm_args_by_role: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Each role's full flags when a replica spans nodes (Plan.vllm_args_by_role(): ``leader``, and
+    ``worker`` for node rank 1)."""
     cpu: str = "4"
     memory: str = "32Gi"
     hf_token: SecretKeyRef | None = None
@@ -78,6 +82,11 @@ class VLLMWorkload:
     max_request_seconds: float = 60.0
     """How long the longest expected request runs: sizes the termination grace period."""
     extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs of one pod: the replica's on one node, or one node's share of a multi-node replica."""
+        return self.layout.gpus // self.layout.nodes
 
 
 def labels(name: str) -> dict[str, str]:
@@ -152,7 +161,7 @@ def _container(w: VLLMWorkload) -> dict[str, Any]:
         )
     health = {"httpGet": {"path": "/health", "port": "http"}}
     startup_period = 10
-    gpus = str(w.tensor_parallel_size)
+    gpus = str(w.gpus_per_pod)
     return {
         "name": CONTAINER_NAME,
         "image": w.image,

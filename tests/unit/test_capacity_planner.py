@@ -335,7 +335,7 @@ def test_weights_per_gpu_split_vocab_and_replicate_kv_projections():
 def test_prefill_share_slows_steps_and_shrinks_the_batch():
     """With 4 prompt tokens per output token, chunked prefill rides in the decode steps and costs compute."""
     arch = c.catalog_architecture("llama-3.1-70b")
-    step = c.roofline.StepModel(arch, H100, tensor_parallel_size=8, kv_cache_dtype="auto")
+    step = c.roofline.StepModel(arch, H100, layout=c.Layout(tensor_parallel_size=8), kv_cache_dtype="auto")
     decode_only = step.predicted_seconds(256, 4608)
     mixed = step.predicted_seconds(256, 4608, 256 * 4.0, 4096)
     # 1024 prompt tokens of a 70B model over 8 GPUs are ~18 ms of ideal tensor-core time on top of the step

@@ -186,11 +186,18 @@ def test_plan_json_keys(capsys):
         "max_concurrency_at_max_model_len",
         "predicted",
         "vllm_args",
+        "vllm_args_by_role",
         "candidates",
     } <= data.keys()
     assert data["feasible"] is True
     assert set(data["plan"]) == {
         "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "expert_parallel",
+        "gpus_per_node",
+        "gpus_per_replica",
+        "nodes_per_replica",
         "max_num_seqs",
         "kv_cache_dtype",
         "max_model_len",
@@ -206,6 +213,8 @@ def test_plan_json_keys(capsys):
     assert {"tpot_seconds", "ttft_seconds", "output_tokens_per_second"} <= data["predicted"].keys()
     assert data["predicted"]["tpot_seconds"] <= 0.050
     assert data["vllm_args"][:2] == ["--tensor-parallel-size", str(data["plan"]["tensor_parallel_size"])]
+    assert data["vllm_args_by_role"] == {"server": data["vllm_args"]}
+    assert data["plan"]["nodes_per_replica"] == 1
 
 
 def test_plan_human_view_shows_memory_and_decode_breakdown(capsys):

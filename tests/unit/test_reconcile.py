@@ -505,9 +505,14 @@ def test_no_crd_valid_spec_crashes_the_decision(
     if d.children:
         plan = d.fields["plan"]
         limits = d.children[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-        assert limits == {"nvidia.com/gpu": str(plan["tensorParallelSize"])}
+        # Without LeaderWorkerSet (these facts) a replica is one pod on one node, with all its GPUs.
+        assert plan["nodesPerReplica"] == 1
+        assert limits == {"nvidia.com/gpu": str(plan["gpusPerReplica"])}
+        assert plan["gpusPerReplica"] == (
+            plan["tensorParallelSize"] * plan["pipelineParallelSize"] * plan["dataParallelSize"]
+        )
         product = inventory[plan["gpuProduct"]]
-        assert plan["tensorParallelSize"] <= product.max_gpus_per_node
+        assert plan["gpusPerReplica"] <= product.max_gpus_per_node
         r = spec["replicas"]
         assert r["min"] <= plan["replicas"] <= r["max"]
     else:

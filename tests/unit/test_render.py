@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import capacity
 from kvright.api import SecretKeyRef
 from kvright.render import (
     Owner,
@@ -43,7 +44,7 @@ def workload(**overrides: Any) -> VLLMWorkload:
         "served_model_name": "llama",
         "image": "vllm/vllm-openai:v0.32.0",
         "gpu_product": "NVIDIA-H100-80GB-HBM3",
-        "tensor_parallel_size": 4,
+        "layout": capacity.Layout(tensor_parallel_size=4),
         "replicas": 2,
         "vllm_args": ARGS,
         "weight_bytes": 141_000_000_000,
@@ -71,11 +72,20 @@ def test_command_line_is_vllm_serve_model_plus_plan_args() -> None:
     ]
 
 
-@pytest.mark.parametrize("tp", [1, 2, 8], ids=["tp1", "tp2", "tp8"])
-def test_gpu_limit_is_tp(tp: int) -> None:
-    res = container(render_deployment(workload(tensor_parallel_size=tp)))["resources"]
-    assert res["limits"] == {"nvidia.com/gpu": str(tp)}
-    assert res["requests"]["nvidia.com/gpu"] == str(tp)
+@pytest.mark.parametrize(
+    ("layout", "gpus"),
+    [
+        (capacity.Layout(tensor_parallel_size=1), 1),
+        (capacity.Layout(tensor_parallel_size=2), 2),
+        (capacity.Layout(tensor_parallel_size=8), 8),
+        (capacity.Layout(tensor_parallel_size=2, data_parallel_size=4, expert_parallel=True), 8),
+    ],
+    ids=["tp1", "tp2", "tp8", "tp2-dp4-ep"],
+)
+def test_gpu_limit_is_the_replica_on_one_node(layout: capacity.Layout, gpus: int) -> None:
+    res = container(render_deployment(workload(layout=layout)))["resources"]
+    assert res["limits"] == {"nvidia.com/gpu": str(gpus)}
+    assert res["requests"]["nvidia.com/gpu"] == str(gpus)
 
 
 def test_pod_placement_affinity_and_toleration() -> None:
