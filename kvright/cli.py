@@ -114,10 +114,17 @@ def _parser() -> _Parser:
     p.add_argument("--context", type=_positive_int, required=True, help="context tokens per sequence")
     p.add_argument("--kv-cache-dtype", choices=KV_DTYPE_CHOICES, default="auto")
 
-    p = _command(sub, "plan", "choose TP, KV dtype, --max-num-seqs and replicas", model_help)
+    p = _command(
+        sub, "plan", "choose the layout (TP x PP x DP, EP), KV dtype, --max-num-seqs and replicas", model_help
+    )
     p.add_argument("--gpu", required=True, help=f"GPU id ({gpus}) or GFD product label")
     p.add_argument("--gpus-per-node", type=_positive_int, default=8)
-    p.add_argument("--max-gpus", type=_positive_int, default=None, help="GPU budget (default: one node)")
+    p.add_argument(
+        "--max-gpus",
+        type=_positive_int,
+        default=None,
+        help="GPU budget over all replicas (default: one node); above a node's GPUs replicas may span nodes",
+    )
     p.add_argument("--max-model-len", type=_positive_int, default=None, help="default: the model's maximum")
     p.add_argument(
         "--prompt-tokens", type=_positive_int, default=None, help="typical prompt (default: full length)"
@@ -141,6 +148,22 @@ def _parser() -> _Parser:
     )
     p.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
     p.add_argument("--tensor-parallel-size", type=_positive_int, default=None, help="pin TP")
+    p.add_argument("--pipeline-parallel-size", type=_positive_int, default=None, help="pin PP")
+    p.add_argument(
+        "--data-parallel-size", type=_positive_int, default=None, help="pin DP (with expert parallelism)"
+    )
+    p.add_argument(
+        "--expert-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="pin --enable-expert-parallel on or off (MoE; default: choose)",
+    )
+    p.add_argument(
+        "--network-gb-per-second",
+        type=_positive_float,
+        default=None,
+        help="node-to-node bandwidth per GPU in GB/s (default: the GPU catalog's, 50 = 400 Gb/s)",
+    )
     p.add_argument("--max-num-seqs", type=_positive_int, default=None, help="pin --max-num-seqs")
     p.add_argument(
         "--quantization",
@@ -427,6 +450,10 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             kv_cache_dtype=args.kv_cache_dtype,
             gpu_memory_utilization=args.gpu_memory_utilization,
             tensor_parallel_size=args.tensor_parallel_size,
+            pipeline_parallel_size=args.pipeline_parallel_size,
+            data_parallel_size=args.data_parallel_size,
+            expert_parallel=args.expert_parallel,
+            network_bytes_per_second=args.network_gb_per_second * 1e9 if args.network_gb_per_second else None,
             max_num_seqs=args.max_num_seqs,
             quantization=args.quantization,
         ),
@@ -442,11 +469,12 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
         lines += _section(
             "plan",
             [
-                ("tensor parallel", str(p.tensor_parallel_size)),
+                ("layout", _layout_text(p)),
                 ("replicas", f"{p.replicas} ({p.gpus} GPUs)"),
                 (
                     "max-num-seqs",
-                    f"{p.max_num_seqs} (set by {pred.binding.constraint}: {pred.binding.detail})",
+                    f"{p.max_num_seqs}{' per engine' if p.data_parallel_size > 1 else ''} (set by "
+                    f"{pred.binding.constraint}: {pred.binding.detail})",
                 ),
                 (
                     "limits",
@@ -457,7 +485,7 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                 ("max-model-len", f"{p.max_model_len:,}"),
                 ("KV tokens/replica", f"{result.kv_cache_tokens_per_replica:,}"),
                 ("max concurrency", f"{result.max_concurrency_at_max_model_len:.2f}x at max-model-len"),
-                ("vllm args", " ".join(p.vllm_args())),
+                *((f"vllm args ({role})", " ".join(args)) for role, args in p.vllm_args_by_role().items()),
             ],
         )
         d = pred.decode
@@ -496,18 +524,30 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
     if result.candidates:
         lines += ["", "candidates"]
         header = (
-            f"  {'TP':>3} {'KV':>8} {'mnbt':>6} {'seqs':>5} {'repl':>4} {'GPUs':>4} "
+            f"  {'layout':<18} {'KV':>8} {'mnbt':>6} {'seqs':>5} {'repl':>4} {'GPUs':>4} "
             f"{'TPOT ms':>8} {'tok/s/GPU':>10}  note"
         )
         lines.append(header)
-        for c in result.candidates:
+        for i, c in enumerate(result.candidates):
+            note = "chosen" if i == 0 and result.feasible else c.reason or "ok"
             lines.append(
-                f"  {c.tensor_parallel_size:>3} {c.kv_cache_dtype:>8} {c.max_num_batched_tokens:>6} "
-                f"{c.max_num_seqs:>5} {c.replicas:>4} "
+                f"  {c.layout.label:<18} {c.kv_cache_dtype:>8} {c.max_num_batched_tokens:>6} "
+                f"{c.sequences_per_replica:>5} {c.replicas:>4} "
                 f"{c.gpus:>4} {c.tpot_seconds * 1e3:>8.1f} {c.output_tokens_per_second_per_gpu:>10.0f}  "
-                f"{'ok' if c.feasible else c.reason}"
+                f"{note}"
             )
     return "\n".join(lines)
+
+
+def _layout_text(p: cap.Plan) -> str:
+    """``TP 8 x PP 2: 16 GPUs per replica over 2 nodes (a leader and 1 worker)``."""
+    nodes = p.nodes_per_replica
+    where = (
+        f" over {nodes} nodes (a leader and {nodes - 1} worker{'s' if nodes > 2 else ''})"
+        if nodes > 1
+        else ""
+    )
+    return f"{p.layout.label}: {p.gpus_per_replica} GPUs per replica{where}"
 
 
 def _section(title: str, rows: Sequence[tuple[str, str]]) -> list[str]:
