@@ -44,18 +44,26 @@ WAIT = 90.0
 def gpu_deployment(name: str, gpus: int) -> dict[str, Any]:
     labels = {"app": name}
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
         "spec": {
-            "replicas": 1, "selector": {"matchLabels": labels},
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
                     "tolerations": [GPU_TOLERATION],
-                    "containers": [{
-                        "name": "vllm", "image": "vllm/vllm-openai:v0.32.0",
-                        "resources": {"requests": {"nvidia.com/gpu": str(gpus)},
-                                      "limits": {"nvidia.com/gpu": str(gpus)}},
-                    }],
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.32.0",
+                            "resources": {
+                                "requests": {"nvidia.com/gpu": str(gpus)},
+                                "limits": {"nvidia.com/gpu": str(gpus)},
+                            },
+                        }
+                    ],
                 },
             },
         },
@@ -125,27 +133,46 @@ def cel_crd(kube: Any) -> Iterator[tuple[str, str]]:
 
     group = f"smoke{secrets.token_hex(3)}.kvright.dev"
     crd = {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": f"widgets.{group}"},
         "spec": {
-            "group": group, "scope": "Namespaced",
+            "group": group,
+            "scope": "Namespaced",
             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
-                    "type": "object",
-                    "properties": {"minReplicas": {"type": "integer"}, "maxReplicas": {"type": "integer"}},
-                    "x-kubernetes-validations": [{
-                        "rule": "self.minReplicas <= self.maxReplicas",
-                        "message": "minReplicas must not exceed maxReplicas",
-                    }],
-                }}}},
-            }],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {
+                                        "minReplicas": {"type": "integer"},
+                                        "maxReplicas": {"type": "integer"},
+                                    },
+                                    "x-kubernetes-validations": [
+                                        {
+                                            "rule": "self.minReplicas <= self.maxReplicas",
+                                            "message": "minReplicas must not exceed maxReplicas",
+                                        }
+                                    ],
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
         },
     }
     ext: Any = client.ApiextensionsV1Api(kube)
     ext.create_custom_resource_definition(crd)
     try:
+
         def established() -> bool:
             got = ext.read_custom_resource_definition(f"widgets.{group}")
             return any(c.type == "Established" and c.status == "True" for c in got.status.conditions or [])
@@ -167,13 +194,18 @@ def test_crd_cel_rule_rejects_a_violating_object_with_its_message(
     api: Any = client.CustomObjectsApi(kube)
 
     def widget(name: str, lo: int, hi: int) -> dict[str, Any]:
-        return {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": name},
-                "spec": {"minReplicas": lo, "maxReplicas": hi}}
+        return {
+            "apiVersion": f"{group}/v1",
+            "kind": "Widget",
+            "metadata": {"name": name},
+            "spec": {"minReplicas": lo, "maxReplicas": hi},
+        }
 
     # The first create may race the CRD's discovery; poll until the valid object is accepted.
     wait_until(
         lambda: api.create_namespaced_custom_object(group, "v1", namespace, plural, widget("ok", 1, 3)),
-        WAIT, what="a valid Widget to be accepted",
+        WAIT,
+        what="a valid Widget to be accepted",
     )
     with pytest.raises(ApiException) as rejected:
         api.create_namespaced_custom_object(group, "v1", namespace, plural, widget("bad", 5, 2))
@@ -234,16 +266,30 @@ def test_helm_installs_and_uninstalls_a_chart(kube: Any, namespace: str, tmp_pat
     chart = tmp_path / "smoke"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text(
-        "apiVersion: v2\nname: smoke\nversion: 0.1.0\nkubeVersion: '>=1.37.0-0'\n", encoding="utf-8")
+        "apiVersion: v2\nname: smoke\nversion: 0.1.0\nkubeVersion: '>=1.37.0-0'\n", encoding="utf-8"
+    )
     (chart / "values.yaml").write_text("greeting: hello\n", encoding="utf-8")
     (chart / "templates" / "configmap.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-greeting\n"
         "data:\n  greeting: {{ .Values.greeting | quote }}\n"
         "  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     kubeconfig = os.environ["KUBECONFIG"]
-    helm("install", "smoke", str(chart), "--namespace", namespace, "--kubeconfig", kubeconfig,
-         "--set", "greeting=bonjour", "--wait", "--timeout", "2m")
+    helm(
+        "install",
+        "smoke",
+        str(chart),
+        "--namespace",
+        namespace,
+        "--kubeconfig",
+        kubeconfig,
+        "--set",
+        "greeting=bonjour",
+        "--wait",
+        "--timeout",
+        "2m",
+    )
     core: Any = client.CoreV1Api(kube)
     cm = core.read_namespaced_config_map("smoke-greeting", namespace)
     assert cm.data == {"greeting": "bonjour", "kube": "v1.37.2"}
@@ -297,17 +343,26 @@ def test_prometheus_scrapes_a_local_target_and_answers_a_query(
     assert series["metric"]["llmdeployment"] == "demo"
     assert series["metric"]["instance"] == metrics_target
     prometheus.remove_targets("smoke")
-    wait_until(lambda: not [t for t in prometheus.targets() if t["labels"].get("job") == "smoke"], 30,
-               what="the removed target to disappear")
+    wait_until(
+        lambda: not [t for t in prometheus.targets() if t["labels"].get("job") == "smoke"],
+        30,
+        what="the removed target to disappear",
+    )
 
 
 # -- the script's fault handling, each in its own cluster directory (nothing shared with the session) --
 
+
 def script(cluster_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "KVRIGHT_CLUSTER_DIR": str(cluster_dir), "KVRIGHT_TOOLS_DIR": str(tools_dir()),
-            **env}
-    return subprocess.run(["bash", str(SCRIPT), *args], env=full, capture_output=True, text=True,
-                          timeout=300, check=False)
+    full = {
+        **os.environ,
+        "KVRIGHT_CLUSTER_DIR": str(cluster_dir),
+        "KVRIGHT_TOOLS_DIR": str(tools_dir()),
+        **env,
+    }
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], env=full, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def our_processes(cluster_dir: Path) -> list[int]:
@@ -405,7 +460,7 @@ def test_a_private_cluster_whose_test_session_died_is_stopped_by_the_next_sessio
     try:
         assert reap_orphaned_clusters(tmp_path) == [private]
         assert our_processes(private) == []
-        assert len(our_processes(alive)) == 5
+        assert len(our_processes(alive)) == 6  # etcd, apiserver, KCM, scheduler, kwok, LWS
     finally:
         script(alive, "down")
         script(private, "down")
@@ -418,13 +473,25 @@ def test_build_skips_a_stamped_binary_and_rebuilds_one_without_its_stamp(tmp_pat
     (tools / "etcd").write_bytes(b"#!/bin/sh\nexit 1\n")  # what an interrupted build leaves: no stamp
     (tools / "etcd").chmod(0o755)
     env = {"KVRIGHT_TOOLS_DIR": str(tools)}
-    first = subprocess.run(["bash", str(SCRIPT), "build", "etcd"], env={**os.environ, **env},
-                           capture_output=True, text=True, timeout=1800, check=False)
+    first = subprocess.run(
+        ["bash", str(SCRIPT), "build", "etcd"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     assert "etcd: binary without stamp (interrupted build?), rebuilding" in first.stderr
     version = subprocess.run([str(tools / "etcd"), "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.startswith("etcd Version: 3.")
-    again = subprocess.run(["bash", str(SCRIPT), "build", "etcd"], env={**os.environ, **env},
-                           capture_output=True, text=True, timeout=300, check=False)
+    again = subprocess.run(
+        ["bash", str(SCRIPT), "build", "etcd"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert re.search(r"etcd v3\.[0-9.]+: cached in ", again.stderr), again.stderr[-2000:]
