@@ -1225,7 +1225,9 @@ def _larger_layout(arch: Architecture, layout: Layout, limits: Limits, max_gpus:
             c
             for c in candidate_layouts(
                 arch,
-                replace(limits, pipeline_parallel_size=None, tensor_parallel_size=None),
+                replace(
+                    limits, pipeline_parallel_size=None, tensor_parallel_size=None, max_nodes_per_replica=None
+                ),
                 4 * limits.gpus_per_node,
             )
             if c.gpus > layout.gpus
