@@ -222,9 +222,9 @@ def simulate(s: Scenario, policy_name: str) -> Outcome:
     model = capacity.ServingModel(
         arch,
         gpu,
-        layout=capacity.Layout(tensor_parallel_size=s.tensor_parallel_size),
-        kv_cache_dtype="auto",
-        max_num_batched_tokens=mnbt,
+        capacity.EngineConfig(
+            layout=capacity.Layout(tensor_parallel_size=s.tensor_parallel_size), max_num_batched_tokens=mnbt
+        ),
     )
     step_seconds = step_model(model, efficiency=s.efficiency)
     context = s.prompt_tokens + s.output_tokens / 2

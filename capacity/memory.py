@@ -12,7 +12,7 @@ vLLM's accounting (``v1/worker/gpu_worker.py``, fact sheet ``notes/vllm-memory-a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, STATE_MIXERS, Architecture
@@ -29,6 +29,7 @@ __all__ = [
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
     "SAMPLER_FP32_LOGIT_COPIES",
+    "EngineConfig",
     "KVCacheLayout",
     "KVGroup",
     "KVMemory",
@@ -448,6 +449,21 @@ class MemoryBreakdown:
         return {k.removesuffix("_bytes"): v for k, v in asdict(self).items() if k.endswith("_bytes")}
 
 
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """The flags that shape one vLLM engine's memory: its layout, ``--kv-cache-dtype``,
+    ``--max-num-batched-tokens`` and ``--gpu-memory-utilization``."""
+
+    layout: Layout = field(default_factory=Layout)
+    """The replica's parallel layout."""
+    kv_cache_dtype: str = "auto"
+    """--kv-cache-dtype (``auto`` = the model's dtype)."""
+    max_num_batched_tokens: int = 8192
+    """--max-num-batched-tokens."""
+    gpu_memory_utilization: float = 0.9
+    """--gpu-memory-utilization, a fraction of total device memory."""
+
+
 class KVMemory:
     """vLLM's memory accounting for one GPU of a replica, computed once per (layout, KV dtype, batched
     tokens, memory utilization): bytes, then blocks, then tokens, then sequences.
@@ -465,16 +481,10 @@ class KVMemory:
 
     __slots__ = ("arch", "budget", "gpu", "layout", "mnbt", "other", "parallel", "stages")
 
-    def __init__(
-        self,
-        arch: Architecture,
-        gpu: GPU,
-        *,
-        layout: Layout,
-        kv_cache_dtype: str,
-        max_num_batched_tokens: int,
-        gpu_memory_utilization: float = 0.9,
-    ) -> None:
+    def __init__(self, arch: Architecture, gpu: GPU, config: EngineConfig) -> None:
+        layout, kv_cache_dtype = config.layout, config.kv_cache_dtype
+        max_num_batched_tokens = config.max_num_batched_tokens
+        gpu_memory_utilization = config.gpu_memory_utilization
         tp = layout.tensor_parallel_size
         self.arch = arch
         self.gpu = gpu
@@ -616,14 +626,13 @@ def memory_per_gpu(
 ) -> MemoryBreakdown:
     """vLLM's per-GPU KV budget: budget minus weights, peak activation and reserves, in whole 16-token
     blocks (:class:`KVMemory`)."""
-    return KVMemory(
-        arch,
-        gpu,
+    config = EngineConfig(
         layout=Layout(tensor_parallel_size=tensor_parallel_size),
         kv_cache_dtype=kv_cache_dtype,
         max_num_batched_tokens=max_num_batched_tokens or default_max_num_batched_tokens(gpu),
         gpu_memory_utilization=gpu_memory_utilization,
-    ).breakdown(max_num_seqs)
+    )
+    return KVMemory(arch, gpu, config).breakdown(max_num_seqs)
 
 
 def _check_tp(tp: int) -> None:

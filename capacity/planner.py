@@ -24,7 +24,13 @@ from capacity.errors import CapacityError
 from capacity.gpus import GPU, native_support
 from capacity.launch import LEADER_RANK, node_args
 from capacity.layout import Layout, layout_error
-from capacity.memory import KV_CACHE_DTYPES, MAX_NUM_SEQS_CAP, MemoryBreakdown, default_max_num_batched_tokens
+from capacity.memory import (
+    KV_CACHE_DTYPES,
+    MAX_NUM_SEQS_CAP,
+    EngineConfig,
+    MemoryBreakdown,
+    default_max_num_batched_tokens,
+)
 from capacity.parallel import tensor_parallel_error
 from capacity.quantization import ONLINE_FP8
 from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, StepModel
@@ -1071,16 +1077,13 @@ def _evaluate(req: _Request, layout: Layout, dtype: str, mnbt: int, roofline: St
     arch, gpu, limits = req.arch, req.gpu, req.limits
     at = f"at {layout.label}"
     dp, size = layout.data_parallel_size, layout.gpus
-    model = ServingModel(
-        arch,
-        gpu,
+    config = EngineConfig(
         layout=layout,
         kv_cache_dtype=dtype,
         max_num_batched_tokens=mnbt,
         gpu_memory_utilization=limits.gpu_memory_utilization,
-        efficiency=limits.efficiency,
-        roofline=roofline,
     )
+    model = ServingModel(arch, gpu, config, efficiency=limits.efficiency, roofline=roofline)
     mem = model.memory
 
     def refuse(

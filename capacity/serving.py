@@ -40,8 +40,7 @@ from dataclasses import dataclass, replace
 from capacity.architecture import Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
-from capacity.layout import Layout
-from capacity.memory import KVMemory
+from capacity.memory import EngineConfig, KVMemory
 from capacity.roofline import DEFAULT_EFFICIENCY, Efficiency, StepModel
 
 __all__ = [
@@ -237,11 +236,8 @@ class ServingModel:
         self,
         arch: Architecture,
         gpu: GPU,
+        config: EngineConfig,
         *,
-        layout: Layout,
-        kv_cache_dtype: str,
-        max_num_batched_tokens: int,
-        gpu_memory_utilization: float = 0.9,
         efficiency: Efficiency = DEFAULT_EFFICIENCY,
         roofline: StepModel | None = None,
     ) -> None:
@@ -251,19 +247,12 @@ class ServingModel:
         per engine: ``batch`` everywhere is one engine's (``--max-num-seqs`` is per engine)."""
         self.arch = arch
         self.gpu = gpu
-        self.layout = layout
-        self.max_num_batched_tokens = max_num_batched_tokens
+        self.layout = config.layout
+        self.max_num_batched_tokens = config.max_num_batched_tokens
         self.roofline = roofline or StepModel(
-            arch, gpu, layout=layout, kv_cache_dtype=kv_cache_dtype, efficiency=efficiency
+            arch, gpu, layout=config.layout, kv_cache_dtype=config.kv_cache_dtype, efficiency=efficiency
         )
-        self.memory = KVMemory(
-            arch,
-            gpu,
-            layout=layout,
-            kv_cache_dtype=kv_cache_dtype,
-            max_num_batched_tokens=max_num_batched_tokens,
-            gpu_memory_utilization=gpu_memory_utilization,
-        )
+        self.memory = KVMemory(arch, gpu, config)
 
     @property
     def tensor_parallel_size(self) -> int:

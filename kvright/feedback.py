@@ -449,20 +449,26 @@ def _calibration_status(
     return out
 
 
-def plan_layout(plan: Mapping[str, Any]) -> capacity.Layout:
-    """The replica layout ``status.plan`` records (absent fields: one node, pure TP)."""
+def plan_engine(plan: Mapping[str, Any], gpu: capacity.GPU) -> capacity.EngineConfig:
+    """The engine flags ``status.plan`` records (absent fields: one node, pure TP, vLLM's defaults)."""
 
-    def whole(key: str) -> int:
+    def whole(key: str, default: int = 1) -> int:
         value = plan.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
     gpus, nodes = whole("gpusPerReplica"), whole("nodesPerReplica")
-    return capacity.Layout(
-        tensor_parallel_size=whole("tensorParallelSize"),
-        pipeline_parallel_size=whole("pipelineParallelSize"),
-        data_parallel_size=whole("dataParallelSize"),
-        expert_parallel=plan.get("expertParallel") is True,
-        gpus_per_node=gpus // nodes if nodes > 1 else 8,
+    util = whole("gpuMemoryUtilizationPercent", 90)
+    return capacity.EngineConfig(
+        layout=capacity.Layout(
+            tensor_parallel_size=whole("tensorParallelSize"),
+            pipeline_parallel_size=whole("pipelineParallelSize"),
+            data_parallel_size=whole("dataParallelSize"),
+            expert_parallel=plan.get("expertParallel") is True,
+            gpus_per_node=gpus // nodes if nodes > 1 else 8,
+        ),
+        kv_cache_dtype=str(plan.get("kvCacheDtype", "auto") or "auto"),
+        max_num_batched_tokens=whole("maxNumBatchedTokens", capacity.default_max_num_batched_tokens(gpu)),
+        gpu_memory_utilization=min(util, 100) / 100.0,
     )
 
 
@@ -473,20 +479,9 @@ def serving_curve(
     max-num-seqs with (same flags, request shape and percentile), so a deployment that behaves exactly
     as predicted is left alone; and the memory rule's bound on max-num-seqs at the workload's length."""
     gpu = capacity.gpu_spec(str(plan.get("gpuProduct", "")))
-    mnbt = plan.get("maxNumBatchedTokens")
-    util = plan.get("gpuMemoryUtilizationPercent")
     prompt = spec.workload.prompt_tokens
     output = spec.workload.output_tokens
-    model = capacity.ServingModel(
-        arch,
-        gpu,
-        layout=plan_layout(plan),
-        kv_cache_dtype=str(plan.get("kvCacheDtype", "auto") or "auto"),
-        max_num_batched_tokens=(
-            mnbt if isinstance(mnbt, int) and mnbt > 0 else capacity.default_max_num_batched_tokens(gpu)
-        ),
-        gpu_memory_utilization=util / 100.0 if isinstance(util, int) and 0 < util <= 100 else 0.9,
-    )
+    model = capacity.ServingModel(arch, gpu, plan_engine(plan, gpu))
     curve = capacity.Curve(
         model,
         capacity.Shape(prompt_tokens=max(1, prompt), output_tokens=output, mixed=output > 0),

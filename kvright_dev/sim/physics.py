@@ -55,10 +55,12 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
     model = capacity.ServingModel(
         arch,
         gpu,
-        layout=capacity.Layout(tensor_parallel_size=tp, gpus_per_node=max(8, tp)),
-        kv_cache_dtype=args.kv_cache_dtype,
-        max_num_batched_tokens=mnbt,
-        gpu_memory_utilization=args.gpu_memory_utilization,
+        capacity.EngineConfig(
+            layout=capacity.Layout(tensor_parallel_size=tp, gpus_per_node=max(8, tp)),
+            kv_cache_dtype=args.kv_cache_dtype,
+            max_num_batched_tokens=mnbt,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+        ),
     )
     if args.num_gpu_blocks_override is not None:
         blocks = args.num_gpu_blocks_override

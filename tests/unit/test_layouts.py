@@ -124,9 +124,14 @@ def test_expert_parallel_places_whole_experts_as_vllm_does() -> None:
 def test_dp_attention_keeps_one_latent_per_engine() -> None:
     """TP copies the MLA latent onto every rank; DP engines each cache only their own sequences."""
     arch = c.catalog_architecture("deepseek-r1")
-    kw = {"kv_cache_dtype": "fp8", "max_num_batched_tokens": 8192}
-    tp8 = c.KVMemory(arch, H200, layout=c.Layout(tensor_parallel_size=8), **kw)
-    dp8 = c.KVMemory(arch, H200, layout=c.Layout(data_parallel_size=8, expert_parallel=True), **kw)
+    tp8 = c.KVMemory(
+        arch, H200, c.EngineConfig(layout=c.Layout(tensor_parallel_size=8), kv_cache_dtype="fp8")
+    )
+    dp8 = c.KVMemory(
+        arch,
+        H200,
+        c.EngineConfig(layout=c.Layout(data_parallel_size=8, expert_parallel=True), kv_cache_dtype="fp8"),
+    )
     assert dp8.layout.bytes_per_block == tp8.layout.bytes_per_block  # the same latent pages
     seqs_tp8 = tp8.max_batch(65536, 1024)
     seqs_dp8 = 8 * dp8.max_batch(65536, 1024)

@@ -42,9 +42,11 @@ def predicted_tpot_ms(row: dict[str, Any]) -> float:
     model = c.ServingModel(
         arch,
         gpu,
-        layout=c.Layout(tensor_parallel_size=row["tensor_parallel_size"]),
-        kv_cache_dtype=row["kv_cache_dtype"],
-        max_num_batched_tokens=c.default_max_num_batched_tokens(gpu),
+        c.EngineConfig(
+            layout=c.Layout(tensor_parallel_size=row["tensor_parallel_size"]),
+            kv_cache_dtype=row["kv_cache_dtype"],
+            max_num_batched_tokens=c.default_max_num_batched_tokens(gpu),
+        ),
     )
     batch, prompt, output = row["batch"], row["input_tokens"], row["output_tokens"]
     if row["statistic"] == "derived-from-e2e-latency":
@@ -146,9 +148,7 @@ def test_p99_binds_tighter_than_p50_when_the_tail_is_wide(capsys: Any) -> None:
 def test_tail_narrows_with_longer_outputs() -> None:
     """A request's TPOT averages its steps: the percentile's excess over the mean shrinks like 1/sqrt(n)."""
     arch, gpu = c.catalog_architecture("llama-3.1-8b"), c.gpu_spec("h100-sxm")
-    model = c.ServingModel(
-        arch, gpu, layout=c.Layout(), kv_cache_dtype="auto", max_num_batched_tokens=8192
-    )
+    model = c.ServingModel(arch, gpu, c.EngineConfig(max_num_batched_tokens=8192))
     short = model.at(64, c.Shape(prompt_tokens=2048, output_tokens=64))
     long = model.at(64, c.Shape(prompt_tokens=2048 * 16, output_tokens=64 * 16))
     assert short.tpot_sd_seconds > 0 and long.tpot_sd_seconds > 0
@@ -175,9 +175,7 @@ def test_refusal_names_the_constraint_that_binds() -> None:
 
 def _histogram_curve() -> c.Curve:
     arch, gpu = c.catalog_architecture("llama-3.1-8b"), c.gpu_spec("h100-sxm")
-    model = c.ServingModel(
-        arch, gpu, layout=c.Layout(), kv_cache_dtype="auto", max_num_batched_tokens=8192
-    )
+    model = c.ServingModel(arch, gpu, c.EngineConfig(max_num_batched_tokens=8192))
     return c.Curve(model, c.Shape(prompt_tokens=2048, output_tokens=64), 90)
 
 
@@ -248,7 +246,7 @@ def test_the_histogram_reads_a_narrow_distribution_at_its_bucket() -> None:
 def test_calibration_is_applied_the_same_way_everywhere() -> None:
     arch, gpu = c.catalog_architecture("qwen3-32b"), c.gpu_spec("h200")
     model = c.ServingModel(
-        arch, gpu, layout=c.Layout(tensor_parallel_size=2), kv_cache_dtype="fp8", max_num_batched_tokens=8192
+        arch, gpu, c.EngineConfig(layout=c.Layout(tensor_parallel_size=2), kv_cache_dtype="fp8")
     )
     curve = c.Curve(model, c.Shape(prompt_tokens=1500, output_tokens=300), 95, buckets=None)
     cal = c.Calibration(scale=1.3, tail=1.1)
