@@ -499,58 +499,33 @@ EOF
 lws_register_webhooks() {
   local ca url="https://127.0.0.1:$LWS_WEBHOOK_PORT"
   ca="$(base64 -w0 <"$PKI/ca.crt")"
-  local lws_rules="rules:
-  - apiGroups: [leaderworkerset.x-k8s.io]
-    apiVersions: [v1]
-    operations: [CREATE, UPDATE]
-    resources: [leaderworkersets]"
-  local pod_selector="objectSelector:
+  # One webhook entry: name, path, API group, resource, operations; the pod webhooks see only the pods
+  # LWS labelled.
+  entry() {
+    local selector=""
+    [[ "$4" == pods ]] && selector="
+  objectSelector:
     matchExpressions:
     - {key: leaderworkerset.sigs.k8s.io/name, operator: Exists}"
+    printf -- '- name: %s\n  admissionReviewVersions: [v1]\n  clientConfig: {url: "%s/%s", caBundle: "%s"}\n' \
+      "$1" "$url" "$2" "$ca"
+    printf '  failurePolicy: Fail\n  sideEffects: None%s\n  rules:\n  - apiGroups: ["%s"]\n' "$selector" "$3"
+    printf '    apiVersions: [v1]\n    operations: [%s]\n    resources: [%s]\n' "$5" "$4"
+  }
   kubectl_admin apply --server-side --force-conflicts --field-manager=kvright-cluster -f - >/dev/null <<EOF
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
 metadata: {name: lws-mutating-webhook-configuration}
 webhooks:
-- name: mleaderworkerset.kb.io
-  admissionReviewVersions: [v1]
-  clientConfig: {url: "$url/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset", caBundle: "$ca"}
-  failurePolicy: Fail
-  sideEffects: None
-  $lws_rules
-- name: mpod.kb.io
-  admissionReviewVersions: [v1]
-  clientConfig: {url: "$url/mutate--v1-pod", caBundle: "$ca"}
-  failurePolicy: Fail
-  sideEffects: None
-  $pod_selector
-  rules:
-  - apiGroups: [""]
-    apiVersions: [v1]
-    operations: [CREATE]
-    resources: [pods]
+$(entry mleaderworkerset.kb.io mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset leaderworkerset.x-k8s.io leaderworkersets "CREATE, UPDATE")
+$(entry mpod.kb.io mutate--v1-pod "" pods CREATE)
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata: {name: lws-validating-webhook-configuration}
 webhooks:
-- name: vleaderworkerset.kb.io
-  admissionReviewVersions: [v1]
-  clientConfig: {url: "$url/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset", caBundle: "$ca"}
-  failurePolicy: Fail
-  sideEffects: None
-  $lws_rules
-- name: vpod.kb.io
-  admissionReviewVersions: [v1]
-  clientConfig: {url: "$url/validate--v1-pod", caBundle: "$ca"}
-  failurePolicy: Fail
-  sideEffects: None
-  $pod_selector
-  rules:
-  - apiGroups: [""]
-    apiVersions: [v1]
-    operations: [CREATE, UPDATE]
-    resources: [pods]
+$(entry vleaderworkerset.kb.io validate-leaderworkerset-x-k8s-io-v1-leaderworkerset leaderworkerset.x-k8s.io leaderworkersets "CREATE, UPDATE")
+$(entry vpod.kb.io validate--v1-pod "" pods "CREATE, UPDATE")
 EOF
 }
 

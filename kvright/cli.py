@@ -22,7 +22,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import capacity as cap
@@ -118,20 +118,26 @@ def _parser() -> _Parser:
         sub, "plan", "choose the layout (TP x PP x DP, EP), KV dtype, --max-num-seqs and replicas", model_help
     )
     p.add_argument("--gpu", required=True, help=f"GPU id ({gpus}) or GFD product label")
+    # Numeric options that default to "not set" (the planner chooses): (flag, type, help).
+    optional: tuple[tuple[str, Callable[[str], Any], str], ...] = (
+        ("--max-gpus", _positive_int, "GPU budget over all replicas (default: one node); above a node's "
+         "GPUs replicas may span nodes"),
+        ("--max-model-len", _positive_int, "default: the model's maximum"),
+        ("--prompt-tokens", _positive_int, "typical prompt (default: full length)"),
+        ("--output-tokens", _positive_int, "typical output length"),
+        ("--tpot-ms", _positive_float, "TPOT SLO in milliseconds"),
+        ("--ttft-ms", _positive_float, "TTFT SLO in milliseconds"),
+        ("--concurrency", _positive_int, "sequences in flight to serve"),
+        ("--tensor-parallel-size", _positive_int, "pin TP"),
+        ("--pipeline-parallel-size", _positive_int, "pin PP"),
+        ("--data-parallel-size", _positive_int, "pin DP (with expert parallelism)"),
+        ("--max-num-seqs", _positive_int, "pin --max-num-seqs"),
+        ("--network-gb-per-second", _positive_float, "node-to-node bandwidth per GPU in GB/s (default: the "
+         "GPU catalog's, 50 = 400 Gb/s)"),
+    )  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8)
-    p.add_argument(
-        "--max-gpus",
-        type=_positive_int,
-        default=None,
-        help="GPU budget over all replicas (default: one node); above a node's GPUs replicas may span nodes",
-    )
-    p.add_argument("--max-model-len", type=_positive_int, default=None, help="default: the model's maximum")
-    p.add_argument(
-        "--prompt-tokens", type=_positive_int, default=None, help="typical prompt (default: full length)"
-    )
-    p.add_argument("--output-tokens", type=_positive_int, default=None, help="typical output length")
-    p.add_argument("--tpot-ms", type=_positive_float, default=None, help="TPOT SLO in milliseconds")
-    p.add_argument("--ttft-ms", type=_positive_float, default=None, help="TTFT SLO in milliseconds")
+    for flag, kind, text in optional:
+        p.add_argument(flag, type=kind, default=None, help=text)
     p.add_argument(
         "--percentile",
         type=int,
@@ -139,7 +145,6 @@ def _parser() -> _Parser:
         default=90,
         help="percentile the TPOT and TTFT SLOs hold at (default 90, as the CRD)",
     )
-    p.add_argument("--concurrency", type=_positive_int, default=None, help="sequences in flight to serve")
     p.add_argument(
         "--kv-cache-dtype",
         choices=KV_DTYPE_CHOICES,
@@ -147,24 +152,12 @@ def _parser() -> _Parser:
         help="pin the KV dtype (auto = the model's dtype); default: try auto and fp8 where supported",
     )
     p.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
-    p.add_argument("--tensor-parallel-size", type=_positive_int, default=None, help="pin TP")
-    p.add_argument("--pipeline-parallel-size", type=_positive_int, default=None, help="pin PP")
-    p.add_argument(
-        "--data-parallel-size", type=_positive_int, default=None, help="pin DP (with expert parallelism)"
-    )
     p.add_argument(
         "--expert-parallel",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="pin --enable-expert-parallel on or off (MoE; default: choose)",
     )
-    p.add_argument(
-        "--network-gb-per-second",
-        type=_positive_float,
-        default=None,
-        help="node-to-node bandwidth per GPU in GB/s (default: the GPU catalog's, 50 = 400 Gb/s)",
-    )
-    p.add_argument("--max-num-seqs", type=_positive_int, default=None, help="pin --max-num-seqs")
     p.add_argument(
         "--quantization",
         choices=cap.QUANTIZATION_CHOICES,

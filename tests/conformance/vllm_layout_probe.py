@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import sys
 import types
 from typing import Any
@@ -183,16 +182,7 @@ def probe(argv: list[str]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    cases = json.load(sys.stdin)
-    out = []
-    for case in cases:
-        with contextlib.redirect_stdout(sys.stderr):  # vLLM logs must not corrupt the JSON answer
-            verdict = probe([str(a) for a in case["argv"]])
-        out.append({"id": case["id"], **verdict})
-    json.dump(out, sys.stdout)
-    sys.stdout.write("\n")
-
-
 if __name__ == "__main__":
-    main()
+    from vllm_probe import answer  # the sibling script: this file runs as a script in vLLM's venv
+
+    answer(probe)

@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -72,16 +73,18 @@ def probe(argv: list[str]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def answer(judge: Callable[[list[str]], dict[str, Any]]) -> None:
+    """Read ``[{"id", "argv"}]`` from stdin and write ``judge``'s verdict on each argv as one JSON list
+    (vllm_layout_probe.py answers the same way)."""
     cases = json.load(sys.stdin)
     out = []
     for case in cases:
         with contextlib.redirect_stdout(sys.stderr):  # vLLM logs must not corrupt the JSON answer
-            verdict = probe([str(a) for a in case["argv"]])
+            verdict = judge([str(a) for a in case["argv"]])
         out.append({"id": case["id"], **verdict})
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")
 
 
 if __name__ == "__main__":
-    main()
+    answer(probe)

@@ -473,25 +473,22 @@ def test_build_skips_a_stamped_binary_and_rebuilds_one_without_its_stamp(tmp_pat
     (tools / "etcd").write_bytes(b"#!/bin/sh\nexit 1\n")  # what an interrupted build leaves: no stamp
     (tools / "etcd").chmod(0o755)
     env = {"KVRIGHT_TOOLS_DIR": str(tools)}
-    first = subprocess.run(
-        ["bash", str(SCRIPT), "build", "etcd"],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
+
+    def build_etcd(timeout: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(SCRIPT), "build", "etcd"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    first = build_etcd(1800)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "etcd: binary without stamp (interrupted build?), rebuilding" in first.stderr
     version = subprocess.run([str(tools / "etcd"), "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.startswith("etcd Version: 3.")
-    again = subprocess.run(
-        ["bash", str(SCRIPT), "build", "etcd"],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    again = build_etcd(300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert re.search(r"etcd v3\.[0-9.]+: cached in ", again.stderr), again.stderr[-2000:]
