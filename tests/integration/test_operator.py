@@ -49,7 +49,7 @@ pytestmark = pytest.mark.cluster
 SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"
 H100 = "NVIDIA-H100-80GB-HBM3"
 H200 = "NVIDIA-H200"
-PRODUCT_NODES = {H100: (2, 8), H200: (1, 8)}  # nodes, GPUs per node (deploy/kwok/gpu-nodes.conf)
+PRODUCT_NODES = {H100: (4, 8), H200: (1, 8)}  # nodes, GPUs per node (deploy/kwok/gpu-nodes.conf)
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,8 @@ def ready(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize(
     ("file", "product"),
-    [("llama-3.1-70b-h100.yaml", H100), ("deepseek-v2-lite-h200.yaml", H200)],
-    ids=["llama-70b-on-h100", "deepseek-mla-on-h200"],
+    [("llama-3.1-70b-h100.yaml", H100), ("deepseek-r1-h200.yaml", H200)],
+    ids=["llama-70b-on-h100", "deepseek-r1-dp-ep-on-h200"],
 )
 def test_sample_reconciles_to_the_plan_and_pods_land_on_its_gpus(
     kube: Kube, running: str, file: str, product: str
@@ -148,6 +148,7 @@ def test_sample_reconciles_to_the_plan_and_pods_land_on_its_gpus(
     plan = got["status"]["plan"]
     assert plan["gpuProduct"] == product
     assert plan["tensorParallelSize"] == want.plan.tensor_parallel_size
+    assert plan["layout"] == want.plan.layout.label and plan["nodesPerReplica"] == 1
     assert plan["maxNumSeqs"] == want.plan.max_num_seqs
     assert plan["kvCacheDtype"] == want.plan.kv_cache_dtype
     assert plan["maxModelLen"] == obj["spec"]["workload"]["maxModelLen"]
@@ -178,7 +179,7 @@ def test_sample_reconciles_to_the_plan_and_pods_land_on_its_gpus(
         assert pod["status"]["phase"] == "Running"
         assert node_product(kube, pod["spec"]["nodeName"]) == product
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
-        assert limits["nvidia.com/gpu"] == str(plan["tensorParallelSize"])
+        assert limits["nvidia.com/gpu"] == str(plan["gpusPerReplica"])  # one pod holds a one-node replica
 
 
 def test_infeasible_sample_is_a_condition_and_one_event_not_a_crash_loop(kube: Kube, running: str) -> None:
