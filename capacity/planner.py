@@ -14,7 +14,7 @@ fewer GPUs on ties. Refusals name the constraint that binds and the fix. Pure: n
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -778,11 +778,28 @@ def candidate_layouts(arch: Architecture, limits: Limits, max_gpus: int) -> list
     """Every layout vLLM accepts for ``arch`` within ``max_gpus`` GPUs and what ``limits`` pins (the rules
     of :func:`~capacity.layout.layout_error`). Pipeline parallelism is weighed where a replica spans nodes
     (inside a node TP serves the same GPUs faster: a pipeline only adds the bubbles TP does not have),
-    unless pinned; data parallelism only with expert parallelism, for MoE models."""
+    unless pinned; data parallelism only with expert parallelism, for MoE models. Memoized per model."""
+    pins = (
+        limits.gpus_per_node,
+        limits.tensor_parallel_size,
+        limits.pipeline_parallel_size,
+        limits.data_parallel_size,
+        limits.expert_parallel,
+        limits.max_nodes_per_replica,
+    )
+    key = ("candidate_layouts", max_gpus, *pins)
+    cached = arch.memo.get(key)
+    if cached is None:
+        cached = arch.memo[key] = tuple(_layouts(arch, limits, max_gpus))
+    assert isinstance(cached, tuple)
+    return list(cached)
+
+
+def _layouts(arch: Architecture, limits: Limits, max_gpus: int) -> Iterator[Layout]:
     gpn = limits.gpus_per_node
-    eps = [limits.expert_parallel] if limits.expert_parallel is not None else [False, True]
-    out: list[Layout] = []
-    for ep in eps:
+    pinned_pp = limits.pipeline_parallel_size
+    max_nodes = limits.max_nodes_per_replica or max_gpus
+    for ep in [limits.expert_parallel] if limits.expert_parallel is not None else [False, True]:
         if ep and not arch.is_moe:
             continue
         for tp in range(1, min(gpn, max_gpus) + 1):
@@ -791,9 +808,12 @@ def candidate_layouts(arch: Architecture, limits: Limits, max_gpus: int) -> list
             for dp in range(1, max_gpus // tp + 1) if ep else (1,):
                 if limits.data_parallel_size not in (None, dp):
                     continue
-                for pp in range(1, max_gpus // (tp * dp) + 1) if dp == 1 else (1,):
-                    if limits.pipeline_parallel_size not in (None, pp):
-                        continue
+                for pp in range(1, min(max_gpus // (tp * dp), arch.num_layers) + 1) if dp == 1 else (1,):
+                    gpus = tp * pp * dp
+                    if pinned_pp not in (None, pp) or (pinned_pp is None and pp > 1 and gpus <= gpn):
+                        continue  # a pipeline inside one node only when pinned
+                    if -(-gpus // gpn) > max_nodes or (gpus > gpn and gpus % gpn):
+                        continue  # too many nodes, or a node shared by two partial replicas
                     layout = Layout(
                         tensor_parallel_size=tp,
                         pipeline_parallel_size=pp,
@@ -801,13 +821,8 @@ def candidate_layouts(arch: Architecture, limits: Limits, max_gpus: int) -> list
                         expert_parallel=ep,
                         gpus_per_node=gpn,
                     )
-                    if layout_error(arch, layout) is None and layout.nodes <= (
-                        limits.max_nodes_per_replica or layout.nodes
-                    ):
-                        out.append(layout)
-    if limits.pipeline_parallel_size is not None:
-        return out
-    return [layout for layout in out if layout.pipeline_parallel_size == 1 or layout.spans_nodes]
+                    if layout_error(arch, layout) is None:
+                        yield layout
 
 
 def _no_layout(arch: Architecture, limits: Limits, max_gpus: int) -> str:
