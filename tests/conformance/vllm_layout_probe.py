@@ -28,6 +28,9 @@ import sys
 import types
 from typing import Any
 
+# The sibling script: this file runs as a script in vLLM's venv, its folder first on sys.path.
+from vllm_probe import answer, one_line
+
 
 class _Launched(Exception):
     """Raised by a launcher stand-in to carry its verdict out of ``ServeSubcommand.cmd``."""
@@ -35,15 +38,6 @@ class _Launched(Exception):
     def __init__(self, verdict: dict[str, Any]) -> None:
         super().__init__("launched")
         self.verdict = verdict
-
-
-def _one_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    for ln in lines:
-        low = ln.lower()
-        if "error:" in low or "value error," in low:
-            return ln[:500]
-    return (lines[-1] if lines else "")[:500]
 
 
 def _config(cfg: Any, args: Any) -> dict[str, Any]:
@@ -85,7 +79,7 @@ def _engine_config(args: Any, *, headless: bool) -> tuple[Any, Any]:
         )
     except Exception as exc:  # vLLM's config validation refused it
         raise _Launched(
-            {"accepted": False, "stage": "engine-config", "error": _one_line(f"{type(exc).__name__}: {exc}")}
+            {"accepted": False, "stage": "engine-config", "error": one_line(f"{type(exc).__name__}: {exc}")}
         ) from exc
     return engine_args, cfg
 
@@ -161,7 +155,7 @@ def probe(argv: list[str]) -> dict[str, Any]:
         return {
             "accepted": False,
             "stage": stage,
-            "error": _one_line(err.getvalue()),
+            "error": one_line(err.getvalue()),
             "role": None,
             "config": None,
         }
@@ -169,7 +163,7 @@ def probe(argv: list[str]) -> dict[str, Any]:
         return {
             "accepted": False,
             "stage": stage,
-            "error": _one_line(f"{type(exc).__name__}: {exc}"),
+            "error": one_line(f"{type(exc).__name__}: {exc}"),
             "role": None,
             "config": None,
         }
@@ -183,6 +177,4 @@ def probe(argv: list[str]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from vllm_probe import answer  # the sibling script: this file runs as a script in vLLM's venv
-
     answer(probe)

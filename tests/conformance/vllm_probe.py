@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
+    """The line of a refusal that says what is wrong (vllm_layout_probe.py uses it too)."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     # argparse ends with "prog: error: ..."; pydantic puts its sentence on a "Value error, ..." line.
     for ln in lines:
@@ -46,15 +47,15 @@ def probe(argv: list[str]) -> dict[str, Any]:
         with contextlib.redirect_stderr(err):
             args = parser.parse_args(argv)
     except SystemExit:
-        return {"accepted": False, "stage": "parse", "error": _one_line(err.getvalue()), "config": None}
+        return {"accepted": False, "stage": "parse", "error": one_line(err.getvalue()), "config": None}
     try:
         validate_parsed_serve_args(args)
     except Exception as exc:
-        return {"accepted": False, "stage": "serve-args", "error": _one_line(str(exc)), "config": None}
+        return {"accepted": False, "stage": "serve-args", "error": one_line(str(exc)), "config": None}
     try:
         cfg = AsyncEngineArgs.from_cli_args(args).create_engine_config()
     except Exception as exc:
-        return {"accepted": False, "stage": "engine-config", "error": _one_line(str(exc)), "config": None}
+        return {"accepted": False, "stage": "engine-config", "error": one_line(str(exc)), "config": None}
     return {
         "accepted": True,
         "stage": None,
