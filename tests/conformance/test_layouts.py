@@ -50,6 +50,7 @@ from typing import Any
 import pytest
 import requests
 
+import capacity
 from capacity.launch import DATA_PARALLEL_RPC_PORT, MASTER_PORT, node_args, node_role
 from capacity.layout import Layout
 from kvright_dev.procs import LOOPBACK, LoopbackServer, ServerFailed, free_port, stop_processes
@@ -118,15 +119,38 @@ LAYOUTS = [
 ]
 
 
+def plan_of(layout: Layout) -> capacity.Plan:
+    """A plan with ``layout`` for the tiny model: its flags are what kvright renders for that layout."""
+    return capacity.Plan(
+        tensor_parallel_size=layout.tensor_parallel_size,
+        pipeline_parallel_size=layout.pipeline_parallel_size,
+        data_parallel_size=layout.data_parallel_size,
+        expert_parallel=layout.expert_parallel,
+        gpus_per_node=layout.gpus_per_node,
+        max_num_seqs=8,
+        kv_cache_dtype="auto",
+        max_model_len=1024,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=2048,
+        replicas=1,
+    )
+
+
+def node_command_line(layout: Layout, rank: int) -> list[str]:
+    """Node ``rank``'s flags as kvright renders them: ``Plan.vllm_args_by_role()`` for the leader and the
+    first worker, the common flags plus ``node_args`` for the others (they differ only in the rank)."""
+    plan = plan_of(layout)
+    roles = plan.vllm_args_by_role(leader_address=LEADER)
+    if not layout.spans_nodes:
+        return roles["server"]
+    if rank < 2:
+        return roles["leader" if rank == 0 else "worker"]
+    return [*plan.vllm_args(), *node_args(layout, node_rank=rank, leader_address=LEADER)]
+
+
 def common_flags(layout: Layout) -> list[str]:
-    """The layout flags every node of a replica carries (what `Plan.vllm_args()` renders for a layout)."""
-    return [
-        "--tensor-parallel-size", str(layout.tensor_parallel_size),
-        *(["--pipeline-parallel-size", str(layout.pipeline_parallel_size)]
-          if layout.pipeline_parallel_size > 1 else []),
-        *(["--data-parallel-size", str(layout.data_parallel_size)] if layout.data_parallel_size > 1 else []),
-        *(["--enable-expert-parallel"] if layout.expert_parallel else []),
-    ]  # fmt: skip
+    """The flags every node of a replica carries (``Plan.vllm_args()``)."""
+    return plan_of(layout).vllm_args()
 
 
 def layout_probe(env: VllmEnv, cases: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
@@ -143,12 +167,11 @@ def tiny_moe(vllm_env: VllmEnv) -> Path:
 
 @pytest.fixture(scope="module")
 def verdicts(vllm_env: VllmEnv, tiny_moe: Path) -> dict[str, dict[str, Any]]:
-    base = [str(tiny_moe), "--enforce-eager", "--max-model-len", "1024"]
+    base = [str(tiny_moe), "--enforce-eager"]
     cases: dict[str, list[str]] = {}
     for case in LAYOUTS:
         for rank in range(case.layout.nodes):
-            args = node_args(case.layout, node_rank=rank, leader_address=LEADER)
-            cases[f"{case.id}/{rank}"] = [*base, *common_flags(case.layout), *args]
+            cases[f"{case.id}/{rank}"] = [*base, *node_command_line(case.layout, rank)]
     tp8pp2 = Layout(tensor_parallel_size=8, pipeline_parallel_size=2)
     leader = node_args(tp8pp2, node_rank=0, leader_address=LEADER)
     # vLLM's own refusal: a node rank outside the replica.
