@@ -547,6 +547,9 @@ class KVMemory:
 
     def blocks(self, max_num_seqs: int) -> int:
         """KV blocks (of every group's layers) every GPU holds with ``--max-num-seqs max_num_seqs``."""
+        if len(self.stages) == 1:  # the common case, asked thousands of times per plan
+            only = self.stages[0]
+            return only.layout.num_blocks(self._free(only, max_num_seqs))
         return min(s.layout.num_blocks(self._free(s, max_num_seqs)) for s in self.stages)
 
     def blocks_per_sequence(self, tokens: int) -> int:

@@ -13,6 +13,7 @@ fewer GPUs on ties. Refusals name the constraint that binds and the fix. Pure: n
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -752,6 +753,10 @@ def _complexity(layout: Layout) -> tuple[int, int, int, bool, int]:
 def _why_lost(best: Candidate, ordered: list[Candidate]) -> tuple[Candidate, ...]:
     """The candidates, best first, every feasible runner-up saying why it lost to ``best``."""
     out = [best]
+    winner = (
+        f"{best.layout.label} with {best.kv_cache_dtype} KV cache and {best.max_num_batched_tokens} batched "
+        f"tokens ({best.sequences_per_replica} sequences per replica)"
+    )
     for c in ordered:
         if c is best:
             continue
@@ -763,13 +768,14 @@ def _why_lost(best: Candidate, ordered: list[Candidate]) -> tuple[Candidate, ...
                 why = f"{c.gpus} GPUs against {best.gpus}"
             else:
                 why = "equal throughput, but a more complex layout or a non-default flag"
-            c = replace(
-                c,
-                stage="lost",
-                reason=f"feasible ({c.sequences_per_replica} sequences per replica) but lost to "
-                f"{best.layout.label} with {best.kv_cache_dtype} KV cache and {best.max_num_batched_tokens} "
-                f"batched tokens ({best.sequences_per_replica} sequences per replica): {why}",
+            lost = copy.copy(c)  # a frozen copy with two fields changed, cheaper than dataclasses.replace
+            object.__setattr__(lost, "stage", "lost")
+            object.__setattr__(
+                lost,
+                "reason",
+                f"feasible ({c.sequences_per_replica} sequences per replica) but lost to {winner}: {why}",
             )
+            c = lost
         out.append(c)
     return tuple(out)
 

@@ -152,6 +152,8 @@ class StepModel:
         "chunk",
         "chunked_kv_per_token",
         "comm_bytes_per_token",
+        "comm_fixed",
+        "comm_per_token",
         "dense_flops_per_token",
         "dense_weight_bytes",
         "dp",
@@ -266,6 +268,7 @@ class StepModel:
             if spans
             else efficiency.allreduce_latency_seconds * 2
         )
+        self.comm_fixed, self.comm_per_token = self._communication()
 
     def weight_bytes(self, batch: float) -> float:
         """Weight bytes streamed per GPU in a step over ``batch`` tokens: dense part plus the expected number
@@ -309,24 +312,32 @@ class StepModel:
         """Per step (a pipeline's cycle) on its busiest GPU, for ``tokens`` tokens in the step: TP ring
         all-reduces (``2 (tp-1)/tp x bytes / link`` plus a fixed latency, two per layer), expert-parallel
         dispatch and combine per MoE layer, and the pipeline's hand-offs (every micro-batch once per
-        stage)."""
+        stage). Linear in the tokens: its two coefficients are computed once (:meth:`_communication`)."""
+        return self.comm_fixed + self.comm_per_token * tokens
+
+    def _communication(self) -> tuple[float, float]:
+        """(fixed seconds, seconds per token) of :meth:`communication_seconds`."""
         eff = self.efficiency
-        seconds = 0.0
+        fixed = per_token = 0.0
         if self.tp > 1:
-            volume = 2 * (self.tp - 1) / self.tp * tokens * self.comm_bytes_per_token / self.pp
-            seconds += (
-                volume / (self.interconnect * eff.interconnect)
-                + 2 * self.layers * eff.allreduce_latency_seconds
+            per_token += (
+                2
+                * (self.tp - 1)
+                / self.tp
+                * self.comm_bytes_per_token
+                / self.pp
+                / (self.interconnect * eff.interconnect)
             )
+            fixed += 2 * self.layers * eff.allreduce_latency_seconds
         if self.a2a_bytes_per_token:
-            volume = tokens * self.a2a_bytes_per_token * self.moe_layers / self.pp
-            seconds += (
-                volume / (self.a2a_bandwidth * eff.interconnect) + 2 * self.moe_layers * self.a2a_latency
+            per_token += (
+                self.a2a_bytes_per_token * self.moe_layers / self.pp / (self.a2a_bandwidth * eff.interconnect)
             )
+            fixed += 2 * self.moe_layers * self.a2a_latency
         if self.pp > 1:
-            volume = tokens * self.hidden_bytes
-            seconds += volume / (self.p2p_bandwidth * eff.interconnect) + self.pp * P2P_LATENCY_SECONDS
-        return seconds
+            per_token += self.hidden_bytes / (self.p2p_bandwidth * eff.interconnect)
+            fixed += self.pp * P2P_LATENCY_SECONDS
+        return fixed, per_token
 
     def step_function(
         self, batch: int, context_tokens: int, prompt_tokens: int = 0
