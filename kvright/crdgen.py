@@ -48,7 +48,7 @@ PRINTER_COLUMNS: Final = (
     _column("Model", "string", ".spec.model.name", priority=0),
     _column("GPU", "string", ".status.plan.gpuProduct"),
     _column("TP", "integer", ".status.plan.tensorParallelSize"),
-    _column("Layout", "string", ".status.plan.layout", priority=1),
+    _column("Layout", "string", ".status.plan.layout"),
     _column("Nodes", "integer", ".status.plan.nodesPerReplica", priority=1),
     _column("MaxSeqs", "integer", ".status.plan.maxNumSeqs"),
     _column("KV", "string", ".status.plan.kvCacheDtype"),
