@@ -1,4 +1,5 @@
-"""The children of an LLMDeployment as plain dicts, pure: vLLM Deployment, Service, PodMonitor.
+"""The children of an LLMDeployment as plain dicts, pure: the vLLM Deployment (a replica on one node) or
+LeaderWorkerSet (a replica across nodes), Service, PodMonitor.
 
 Every choice that is not the plan's lives here, with the reason next to it. The output is applied
 with server-side apply under one field manager, so it lists only the fields kvright owns: anything
@@ -23,17 +24,23 @@ __all__ = [
     "CONTAINER_NAME",
     "HTTP_PORT",
     "LLMD_LABEL",
+    "LWS_API_VERSION",
+    "LWS_NAME_LABEL",
+    "LWS_WORKER_INDEX_LABEL",
     "MANAGED_BY",
     "Owner",
     "VLLMWorkload",
     "labels",
     "render_all",
     "render_deployment",
+    "render_leader_worker_set",
     "render_pod_monitor",
     "render_service",
     "selector",
+    "serving_selector",
     "startup_budget_seconds",
     "termination_grace_seconds",
+    "worker_args",
 ]
 
 LLMD_LABEL: Final = "kvright.dev/llmdeployment"
@@ -44,6 +51,15 @@ HTTP_PORT: Final = 8000
 PRESTOP_SLEEP_SECONDS: Final = 10
 """Time for endpoints and load balancers to stop sending new requests before vLLM gets SIGTERM."""
 UID: Final = 1000
+LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
+"""Set by the LeaderWorkerSet controller on every pod of a set."""
+LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+"""Set by the LeaderWorkerSet pod webhook: ``"0"`` on a group's leader, ``1..size-1`` on its workers."""
+LWS_WORKER_INDEX_ENV: Final = "LWS_WORKER_INDEX"
+"""The worker index as an environment variable, injected by the LeaderWorkerSet v0.8.0 pod webhook
+(``pkg/utils/pod/pod_utils.go`` ``AddLWSVariables``, with ``LWS_LEADER_ADDRESS`` and ``LWS_GROUP_SIZE``)
+into every container; the kubelet expands ``$(LWS_WORKER_INDEX)`` in ``args``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +120,22 @@ def selector(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", LLMD_LABEL: name}
 
 
+def serving_selector(name: str, *, spans_nodes: bool) -> dict[str, str]:
+    """The pods that serve the API and /metrics: every vLLM pod, or a multi-node replica's leaders only
+    (its workers run ``--headless``: no HTTP server)."""
+    return {**selector(name), **({LWS_WORKER_INDEX_LABEL: "0"} if spans_nodes else {})}
+
+
+def worker_args(args: Sequence[str]) -> list[str]:
+    """A worker role's flags with its ``--node-rank`` value replaced by ``$(LWS_WORKER_INDEX)``: one
+    worker template serves every node rank 1..N-1 (the workers differ only in ``--node-rank``)."""
+    out = list(args)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--node-rank":
+            out[i + 1] = f"$({LWS_WORKER_INDEX_ENV})"
+    return out
+
+
 def _metadata(w: VLLMWorkload) -> dict[str, Any]:
     return {
         "name": w.owner.name,
@@ -144,7 +176,10 @@ def _product_in(product: str) -> dict[str, Any]:
     return {"key": PRODUCT_LABEL, "operator": "In", "values": [product]}
 
 
-def _container(w: VLLMWorkload) -> dict[str, Any]:
+def _container(w: VLLMWorkload, args: Sequence[str] | None = None, *, serves: bool = True) -> dict[str, Any]:
+    """The vLLM container running ``vllm serve MODEL *args`` (the plan's flags by default). A container
+    that ``serves`` (a single-node replica, a multi-node leader) gets the served name, the port and the
+    HTTP probes; a headless worker has no HTTP server, so none of them."""
     env: list[dict[str, Any]] = [
         # The image runs as a non-root user with a read-write cache on an emptyDir.
         {"name": "HOME", "value": "/cache"},
@@ -162,32 +197,33 @@ def _container(w: VLLMWorkload) -> dict[str, Any]:
     health = {"httpGet": {"path": "/health", "port": "http"}}
     startup_period = 10
     gpus = str(w.gpus_per_pod)
-    return {
+    flags = list(w.vllm_args if args is None else args)
+    container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": w.image,
         "command": ["vllm", "serve"],
-        "args": [
-            w.model,
-            *w.vllm_args,
-            "--served-model-name",
-            w.served_model_name,
-            "--port",
-            str(HTTP_PORT),
-        ],
-        "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
-        "env": env,
-        "resources": {
-            "requests": {"cpu": w.cpu, "memory": w.memory, GPU_RESOURCE: gpus},
-            "limits": {GPU_RESOURCE: gpus},
-        },
-        "startupProbe": {
-            **health,
-            "periodSeconds": startup_period,
-            "failureThreshold": math.ceil(startup_budget_seconds(w.weight_bytes) / startup_period),
-        },
-        "readinessProbe": {**health, "periodSeconds": 5, "failureThreshold": 3},
-        "livenessProbe": {**health, "periodSeconds": 10, "failureThreshold": 6, "timeoutSeconds": 5},
-        "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
+        "args": [w.model, *flags],
+    }
+    if serves:
+        container["args"] += ["--served-model-name", w.served_model_name, "--port", str(HTTP_PORT)]
+        container["ports"] = [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}]
+    container["env"] = env
+    container["resources"] = {
+        "requests": {"cpu": w.cpu, "memory": w.memory, GPU_RESOURCE: gpus},
+        "limits": {GPU_RESOURCE: gpus},
+    }
+    if serves:
+        container |= {
+            "startupProbe": {
+                **health,
+                "periodSeconds": startup_period,
+                "failureThreshold": math.ceil(startup_budget_seconds(w.weight_bytes) / startup_period),
+            },
+            "readinessProbe": {**health, "periodSeconds": 5, "failureThreshold": 3},
+            "livenessProbe": {**health, "periodSeconds": 10, "failureThreshold": 6, "timeoutSeconds": 5},
+            "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
+        }
+    container |= {
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": UID,
@@ -201,6 +237,48 @@ def _container(w: VLLMWorkload) -> dict[str, Any]:
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
+    return container
+
+
+def _pod_template(
+    w: VLLMWorkload, container: dict[str, Any], *, affinity: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A vLLM pod template: labels, the GPU product's node affinity, the GPU toleration, security
+    contexts and volumes (the same for a Deployment's pods and a LeaderWorkerSet's)."""
+    return {
+        "metadata": {
+            "labels": {**labels(w.owner.name), **w.extra_labels},
+            "annotations": {"kvright.dev/gpu-product": w.gpu_product},
+        },
+        "spec": {
+            "containers": [container],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [_product_in(w.gpu_product)]}]
+                    }
+                },
+                **(affinity or {}),
+            },
+            # GPU node pools are commonly tainted nvidia.com/gpu:NoSchedule.
+            "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": UID,
+                "runAsGroup": UID,
+                "fsGroup": UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "terminationGracePeriodSeconds": termination_grace_seconds(w.max_request_seconds),
+            "enableServiceLinks": False,
+            "volumes": [
+                # NCCL and vLLM's workers share memory through /dev/shm (64 MiB by default).
+                {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                {"name": "cache", "emptyDir": {}},
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        },
+    }
 
 
 def render_deployment(w: VLLMWorkload) -> dict[str, Any]:
@@ -211,7 +289,6 @@ def render_deployment(w: VLLMWorkload) -> dict[str, Any]:
     cluster does not have, the new pod stays Pending and every old pod keeps serving (Recreate, or
     maxUnavailable > 0, would take capacity down first and strand it).
     """
-    pod_labels = {**labels(w.owner.name), **w.extra_labels}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -223,52 +300,84 @@ def render_deployment(w: VLLMWorkload) -> dict[str, Any]:
             # Weight loading is slow: a rollout only counts as stalled after the startup budget.
             "progressDeadlineSeconds": startup_budget_seconds(w.weight_bytes) + 300,
             "revisionHistoryLimit": 3,
-            "template": {
-                "metadata": {
-                    "labels": pod_labels,
-                    "annotations": {"kvright.dev/gpu-product": w.gpu_product},
-                },
-                "spec": {
-                    "containers": [_container(w)],
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [{"matchExpressions": [_product_in(w.gpu_product)]}]
-                            }
-                        }
-                    },
-                    # GPU node pools are commonly tainted nvidia.com/gpu:NoSchedule.
-                    "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": UID,
-                        "runAsGroup": UID,
-                        "fsGroup": UID,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "terminationGracePeriodSeconds": termination_grace_seconds(w.max_request_seconds),
-                    "enableServiceLinks": False,
-                    "volumes": [
-                        # NCCL and vLLM's workers share memory through /dev/shm (64 MiB by default).
-                        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-                        {"name": "cache", "emptyDir": {}},
-                        {"name": "tmp", "emptyDir": {}},
-                    ],
-                },
+            "template": _pod_template(w, _container(w)),
+        },
+    }
+
+
+def render_leader_worker_set(w: VLLMWorkload) -> dict[str, Any]:
+    """The vLLM LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``, LeaderWorkerSet v0.8.0) of a layout that
+    spans nodes: one group per replica, one pod per node of the replica, each with that node's GPUs.
+
+    - The leader (worker index 0) runs ``vllm serve MODEL`` with the plan's leader flags (``--node-rank
+      0 --master-addr $(LWS_LEADER_ADDRESS) ...``), the served name, the port and the HTTP probes: it
+      serves the API and /metrics. The workers run the worker flags with ``--node-rank
+      $(LWS_WORKER_INDEX)`` and ``--headless``: no HTTP server, so no port and no probes (a group is
+      Ready when its leader is Ready and its workers run).
+    - ``restartPolicy: RecreateGroupOnPodRestart``: vLLM cannot re-admit one lost node into a running
+      ``torch.distributed`` group, so a failed pod restarts the whole group.
+    - Placement: the pods of this set repel each other per node (a required pod anti-affinity on
+      ``kubernetes.io/hostname``); each pod also asks for its node's GPUs, so a group takes whole nodes.
+      Not the ``exclusive-topology`` annotation: keyed on ``kubernetes.io/hostname`` it puts a *whole
+      group* into one hostname domain (the controller pins the workers to the leader's node, where the
+      leader already holds every GPU: the worker never schedules; tests/integration/test_lws_controller.py).
+    - ``networkConfig.subdomainPolicy: UniquePerReplica``: the controller makes a headless Service per
+      group named after its leader pod (``<name>-<group>``) for ``LWS_LEADER_ADDRESS``, instead of one
+      headless Service named after the set, which is the name of kvright's ClusterIP Service.
+    - Rollout: RollingUpdate with maxUnavailable 1 and maxSurge 0, one group replaced at a time, the
+      others keep serving. maxUnavailable 0 (what the Deployment uses) is not possible: v0.8.0 copies it
+      into the leader StatefulSet, which the API server rejects ("cannot be 0"), so no group would ever
+      be created. A surge group is not used: it is a whole extra set of nodes, and without gang
+      scheduling a surge group that only partly fits leaves its leader holding a node's GPUs while its
+      workers wait (stranded GPUs); with one replica v0.8.0 does not burst at all (it releases the
+      surge as soon as no more groups are unready than maxSurge). So a one-replica set restarts its
+      group on a plan change: the new group needs the same nodes the old one holds.
+    """
+    name = w.owner.name
+    leader_args = w.vllm_args_by_role.get("leader", w.vllm_args)
+    worker_flags = worker_args(w.vllm_args_by_role.get("worker", w.vllm_args))
+    apart = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {LWS_NAME_LABEL: name}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    return {
+        "apiVersion": LWS_API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "metadata": _metadata(w),
+        "spec": {
+            "replicas": w.replicas,
+            "startupPolicy": "LeaderCreated",
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+            },
+            "networkConfig": {"subdomainPolicy": "UniquePerReplica"},
+            "leaderWorkerTemplate": {
+                "size": w.layout.nodes,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": _pod_template(w, _container(w, leader_args), affinity=apart),
+                "workerTemplate": _pod_template(w, _container(w, worker_flags, serves=False), affinity=apart),
             },
         },
     }
 
 
 def render_service(w: VLLMWorkload) -> dict[str, Any]:
-    """A ClusterIP Service on the OpenAI port, named after the LLMDeployment."""
+    """A ClusterIP Service on the OpenAI port, named after the LLMDeployment, selecting the pods that
+    serve (a multi-node replica's leaders only)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(w),
         "spec": {
             "type": "ClusterIP",
-            "selector": selector(w.owner.name),
+            "selector": serving_selector(w.owner.name, spans_nodes=w.layout.spans_nodes),
             "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -282,7 +391,7 @@ def render_pod_monitor(w: VLLMWorkload) -> dict[str, Any]:
         "kind": "PodMonitor",
         "metadata": _metadata(w),
         "spec": {
-            "selector": {"matchLabels": selector(w.owner.name)},
+            "selector": {"matchLabels": serving_selector(w.owner.name, spans_nodes=w.layout.spans_nodes)},
             "podMetricsEndpoints": [
                 {
                     "port": "http",
@@ -302,8 +411,10 @@ def render_pod_monitor(w: VLLMWorkload) -> dict[str, Any]:
 
 
 def render_all(w: VLLMWorkload, *, pod_monitor: bool) -> list[dict[str, Any]]:
-    """Every child, in apply order; the PodMonitor only when its CRD is installed."""
-    children = [render_deployment(w), render_service(w)]
+    """Every child, in apply order: the vLLM workload first (a LeaderWorkerSet when a replica spans
+    nodes, else a Deployment), the Service, the PodMonitor only when its CRD is installed."""
+    workload = render_leader_worker_set(w) if w.layout.spans_nodes else render_deployment(w)
+    children = [workload, render_service(w)]
     if pod_monitor:
         children.append(render_pod_monitor(w))
     return children

@@ -17,10 +17,12 @@ from kvright.render import (
     labels,
     render_all,
     render_deployment,
+    render_leader_worker_set,
     render_pod_monitor,
     render_service,
     startup_budget_seconds,
     termination_grace_seconds,
+    worker_args,
 )
 
 ARGS = (
@@ -207,3 +209,135 @@ def test_termination_grace(request_s: float, grace: int) -> None:
 
 def test_render_is_pure() -> None:
     assert render_all(workload(), pod_monitor=True) == render_all(workload(), pod_monitor=True)
+
+
+# --- a replica across nodes: a LeaderWorkerSet ---------------------------------------------------------
+
+
+def _two_node_plan() -> capacity.Plan:
+    """Llama-3.1-405B on two 8 x H100 nodes (TP 8 x PP 2), as the planner lays it out."""
+    result = capacity.plan(
+        capacity.catalog_architecture("llama-3.1-405b"),
+        capacity.gpu_spec("h100-sxm"),
+        capacity.Workload(max_model_len=8192, prompt_tokens=2048, output_tokens=256, concurrency=16),
+        capacity.SLO(tpot_seconds=0.06),
+        capacity.Limits(gpus_per_node=8, max_gpus=16),
+    )
+    assert result.plan is not None and result.plan.layout.spans_nodes, result.reason
+    return result.plan
+
+
+def multi_node(**overrides: Any) -> VLLMWorkload:
+    plan = _two_node_plan()
+    values: dict[str, Any] = {
+        "model": "meta-llama/Llama-3.1-405B-Instruct",
+        "layout": plan.layout,
+        "replicas": 1,
+        "vllm_args": tuple(plan.vllm_args()),
+        "vllm_args_by_role": {role: tuple(a) for role, a in plan.vllm_args_by_role().items()},
+        **overrides,
+    }
+    return workload(**values)
+
+
+def _templates(lws: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    t = lws["spec"]["leaderWorkerTemplate"]
+    return t["leaderTemplate"], t["workerTemplate"]
+
+
+def test_a_replica_across_nodes_is_a_leader_worker_set_instead_of_a_deployment() -> None:
+    w = multi_node()
+    children = render_all(w, pod_monitor=True)
+    assert [c["kind"] for c in children] == ["LeaderWorkerSet", "Service", "PodMonitor"]
+    lws = children[0]
+    assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert lws["metadata"] == render_deployment(w)["metadata"]  # name, labels, ownerReferences
+    spec = lws["spec"]
+    assert spec["replicas"] == 1
+    assert spec["leaderWorkerTemplate"]["size"] == 2
+    assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+    # v0.8.0 rejects maxUnavailable 0 in its leader StatefulSet; no surge group strands GPUs
+    assert spec["rolloutStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+    }
+    # the per-group headless Services are named <name>-<group>, not <name> (kvright's Service)
+    assert spec["networkConfig"] == {"subdomainPolicy": "UniquePerReplica"}
+    assert "exclusive-topology" not in str(lws["metadata"])
+
+
+def test_every_pod_of_a_group_takes_one_node_of_the_product_with_its_gpus() -> None:
+    w = multi_node()
+    assert w.gpus_per_pod == 8
+    deployment_pod = render_deployment(w)["spec"]["template"]
+    for template in _templates(render_leader_worker_set(w)):
+        spec = template["spec"]
+        assert template["metadata"] == deployment_pod["metadata"]
+        (c,) = spec["containers"]
+        assert c["resources"]["requests"]["nvidia.com/gpu"] == "8"
+        assert c["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+        assert spec["affinity"]["nodeAffinity"] == deployment_pod["spec"]["affinity"]["nodeAffinity"]
+        (apart,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert apart == {
+            "labelSelector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/name": "chat"}},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        for key in ("tolerations", "securityContext", "volumes", "terminationGracePeriodSeconds"):
+            assert spec[key] == deployment_pod["spec"][key], key
+        assert c["securityContext"] == deployment_pod["spec"]["containers"][0]["securityContext"]
+        assert c["volumeMounts"] == deployment_pod["spec"]["containers"][0]["volumeMounts"]
+
+
+def test_the_leader_serves_and_the_workers_join_headless_with_their_worker_index() -> None:
+    w = multi_node()
+    roles = w.vllm_args_by_role
+    leader_t, worker_t = _templates(render_leader_worker_set(w))
+    (leader,) = leader_t["spec"]["containers"]
+    (worker,) = worker_t["spec"]["containers"]
+    assert leader["command"] == worker["command"] == ["vllm", "serve"]
+    assert leader["args"] == [w.model, *roles["leader"], "--served-model-name", "llama", "--port", "8000"]
+    assert leader["args"][leader["args"].index("--node-rank") + 1] == "0"
+    assert leader["args"][leader["args"].index("--master-addr") + 1] == "$(LWS_LEADER_ADDRESS)"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert leader[probe]["httpGet"]["path"] == "/health"
+        assert probe not in worker
+    assert leader["ports"][0]["containerPort"] == 8000
+    assert "ports" not in worker and "lifecycle" not in worker
+    expected = list(roles["worker"])
+    expected[expected.index("--node-rank") + 1] = "$(LWS_WORKER_INDEX)"
+    assert worker["args"] == [w.model, *expected]
+    assert worker["args"][-1] == "--headless"
+
+
+def test_worker_args_replaces_only_the_node_rank_value() -> None:
+    assert worker_args(["--nnodes", "4", "--node-rank", "1", "--headless"]) == [
+        "--nnodes",
+        "4",
+        "--node-rank",
+        "$(LWS_WORKER_INDEX)",
+        "--headless",
+    ]
+    assert worker_args(["--max-num-seqs", "8"]) == ["--max-num-seqs", "8"]
+
+
+def test_service_and_pod_monitor_select_only_the_leaders_of_a_multi_node_replica() -> None:
+    leaders = {
+        "app.kubernetes.io/name": "vllm",
+        "kvright.dev/llmdeployment": "chat",
+        "leaderworkerset.sigs.k8s.io/worker-index": "0",
+    }
+    w = multi_node()
+    assert render_service(w)["spec"]["selector"] == leaders
+    assert render_pod_monitor(w)["spec"]["selector"]["matchLabels"] == leaders
+    single = workload()
+    assert "leaderworkerset.sigs.k8s.io/worker-index" not in render_service(single)["spec"]["selector"]
+    assert "leaderworkerset.sigs.k8s.io/worker-index" not in str(render_pod_monitor(single)["spec"])
+
+
+def test_single_node_layouts_including_dp_with_ep_stay_a_deployment() -> None:
+    dp_ep = capacity.Layout(data_parallel_size=8, expert_parallel=True, gpus_per_node=8)
+    for layout in (capacity.Layout(tensor_parallel_size=4), dp_ep):
+        w = workload(layout=layout, vllm_args_by_role={"server": ARGS})
+        children = render_all(w, pod_monitor=False)
+        assert [c["kind"] for c in children] == ["Deployment", "Service"]
+        assert container(children[0])["resources"]["limits"] == {"nvidia.com/gpu": str(layout.gpus)}
