@@ -43,7 +43,7 @@ from kvright import api, feedback, inventory, metrics, reconcile
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
 from kvright.observe import PrometheusClient
-from kvright.render import selector
+from kvright.render import LWS_API_VERSION, selector
 from kvright.resolve import HubClient, ResolveError, resolve
 
 __all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_once"]
@@ -51,6 +51,9 @@ __all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_o
 FIELD_MANAGER: Final = "kvright"
 PREFIX: Final = "kvright.dev"
 POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
+LWS_API: Final = "/apis/leaderworkerset.x-k8s.io/v1"
+"""The LeaderWorkerSet API group version: served (its discovery document lists ``leaderworkersets``) when
+LeaderWorkerSet is installed. Discovery needs no RBAC grant (system:discovery)."""
 log = logging.getLogger("kvright.operator")
 
 
@@ -66,7 +69,13 @@ _PLURALS: Final = {
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
     ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
     ("monitoring.coreos.com/v1", "PodMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors",
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): LWS_API + "/namespaces/{ns}/leaderworkersets",
 }
+WORKLOAD_KINDS: Final = {
+    "Deployment": ("apps/v1", "Deployment"),
+    "LeaderWorkerSet": (LWS_API_VERSION, "LeaderWorkerSet"),
+}
+"""The two kinds the vLLM pods of an LLMDeployment run under (one at a time, named after it)."""
 
 
 class Kube:
@@ -159,6 +168,32 @@ class Kube:
     def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{quote(name)}")
 
+    def child_path(self, kind: str, namespace: str, name: str) -> str:
+        return _PLURALS[WORKLOAD_KINDS[kind]].format(ns=namespace) + f"/{quote(name)}"
+
+    def workload(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The live Deployment or LeaderWorkerSet named ``name``, or None."""
+        return self.get(self.child_path(kind, namespace, name))
+
+    def delete(self, path: str, *, uid: str) -> None:
+        """Delete the object at ``path`` if it still has ``uid`` (a precondition: never another object
+        of the same name), its pods in the background; gone already is fine."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
+                "preconditions": {"uid": uid}}  # fmt: skip
+        try:
+            self.request("DELETE", path, body=body)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
+    def serves(self, group_version_path: str, resource: str) -> bool:
+        """Whether the API server serves ``resource`` in the group version at ``group_version_path``
+        (its discovery document); 404: not installed."""
+        document = self.get(group_version_path)
+        return document is not None and any(
+            r.get("name") == resource for r in document.get("resources") or ()
+        )
+
     def pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         sel = ",".join(f"{k}={v}" for k, v in labels.items())
         result = self.request("GET", f"/api/v1/namespaces/{namespace}/pods", query=[("labelSelector", sel)])
@@ -195,6 +230,7 @@ class Runtime:
     )
     _pod_monitor: tuple[float, bool] | None = None
     _pm_lock: threading.Lock = field(default_factory=threading.Lock)
+    _leader_worker_set: tuple[float, bool] | None = None
 
     def lock_for(self, uid: str) -> asyncio.Lock:
         lock = self.locks.get(uid)
@@ -230,6 +266,22 @@ class Runtime:
             present = cached[1] if cached else False
         with self._pm_lock:
             self._pod_monitor = (time.monotonic(), present)
+        return present
+
+    def leader_worker_set_supported(self) -> bool:
+        """Whether the LeaderWorkerSet API is served, asked at most once a minute (API discovery; an
+        error keeps the last answer and is logged, and a first error counts as not served)."""
+        with self._pm_lock:
+            cached = self._leader_worker_set
+        if cached is not None and time.monotonic() - cached[0] < 60:
+            return cached[1]
+        try:
+            present = self.kube.serves(LWS_API, "leaderworkersets")
+        except KubeError as exc:
+            log.warning("cannot tell whether %s is served: %s", LWS_API, exc)
+            present = cached[1] if cached else False
+        with self._pm_lock:
+            self._leader_worker_set = (time.monotonic(), present)
         return present
 
 
@@ -297,6 +349,7 @@ def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.
         inventory=inventory.summarize(nodes),
         default_image=runtime.settings.vllm_image,
         pod_monitor=runtime.pod_monitor_supported(),
+        leader_worker_set=runtime.leader_worker_set_supported(),
         parsed=parsed,
     )
 
@@ -335,15 +388,24 @@ def _reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[i
         except KubeError as exc:
             apply_error = f"applying {child['kind']} {facts.name}: {exc}"
             break
-        if child["kind"] == "Deployment":
+        if child["kind"] in WORKLOAD_KINDS:
             live = answered
+    kinds = ("Deployment", "LeaderWorkerSet") if facts.leader_worker_set else ("Deployment",)
     if not desired.children:
-        live = runtime.kube.deployment(facts.namespace, facts.name)
+        # Nothing applied (no feasible plan): the last applied workload, of either kind, keeps serving.
+        for kind in kinds:
+            live = runtime.kube.workload(kind, facts.namespace, facts.name)
+            if live is not None:
+                break
+    elif apply_error is None and live is not None:
+        apply_error = _delete_stale_workload(runtime.kube, facts, live, kinds)
     rollout: reconcile.Rollout | None = None
     if live is not None:
         rollout = reconcile.rollout_from(live)
         want = desired.replicas if desired.replicas is not None else rollout.replicas
-        if not rollout.up_to_date or rollout.ready_replicas < want:
+        if live.get("kind") == "LeaderWorkerSet" or not rollout.up_to_date or rollout.ready_replicas < want:
+            # A LeaderWorkerSet's status has no observedGeneration: its pods say whether they run the
+            # template just applied (and, as for a Deployment, why one cannot be scheduled).
             pods = runtime.kube.pods(facts.namespace, selector(facts.name))
             rollout = reconcile.rollout_from(live, pods)
     new_status = reconcile.status(facts, desired, rollout=rollout, apply_error=apply_error, now=now)
@@ -356,6 +418,37 @@ def _reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[i
     if apply_error is not None:
         events += (reconcile.Event(type="Warning", reason=Reason.APPLY_FAILED, message=apply_error),)
     return Outcome(desired=desired, status=new_status, events=events, status_written=written)
+
+
+def _delete_stale_workload(
+    kube: Kube, facts: reconcile.Facts, live: Mapping[str, Any], kinds: Iterable[str]
+) -> str | None:
+    """Delete the workload of the other kind once the new one is applied (a plan that moved between one
+    node and several), or say why it could not be deleted (an authorization error included).
+
+    Deleted, not scaled to 0: a Deployment's pods and a LeaderWorkerSet's groups cannot hand capacity
+    over gradually (neither controller knows the other), and waiting for the new one to be Ready first
+    would wait forever on a cluster without room for both, while the old pods keep their GPUs. A
+    scaled-down object would also linger as a second workload under the same name. Only an object this
+    LLMDeployment controls is deleted (its controller ownerReference), with its uid as a precondition."""
+    for kind in kinds:
+        if kind == live.get("kind"):
+            continue
+        path = kube.child_path(kind, facts.namespace, facts.name)
+        try:
+            stale = kube.get(path)
+            if stale is None or not _controlled_by(stale, facts.uid):
+                continue
+            kube.delete(path, uid=str((stale.get("metadata") or {}).get("uid", "")))
+        except KubeError as exc:
+            return f"deleting the {kind} {facts.name} of the previous plan: {exc}"
+        log.info("deleted %s %s/%s of the previous plan", kind, facts.namespace, facts.name)
+    return None
+
+
+def _controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
 
 
 def _nodes(index: Any) -> list[inventory.GPUNode]:

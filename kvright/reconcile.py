@@ -23,7 +23,7 @@ from kvright import conditions as cond
 from kvright.api import LLMDeploymentSpec, SpecError, parse_spec
 from kvright.conditions import Condition, Reason
 from kvright.inventory import InventoryError, ProductInventory, choose
-from kvright.render import Owner, VLLMWorkload, render_all, selector
+from kvright.render import CONTAINER_NAME, LWS_WORKER_INDEX_LABEL, Owner, VLLMWorkload, render_all, selector
 
 __all__ = [
     "Desired",
@@ -33,6 +33,7 @@ __all__ = [
     "Rollout",
     "desire",
     "rollout_from",
+    "rollout_from_leader_worker_set",
     "status",
     "status_changed",
 ]
@@ -129,13 +130,14 @@ class Desired:
 
 @dataclass(frozen=True, kw_only=True)
 class Rollout:
-    """The live Deployment as the API server answered the apply (or read it)."""
+    """The live Deployment or LeaderWorkerSet as the API server answered the apply (or read it). For a
+    LeaderWorkerSet a replica is a group (a leader and its workers)."""
 
     replicas: int
     ready_replicas: int
     updated_replicas: int
     up_to_date: bool
-    """The Deployment controller has seen this generation and every replica runs the new template."""
+    """The controller has seen this generation and every replica runs the new template."""
     stalled: str | None = None
     """Why the rollout cannot progress (unschedulable pod, progress deadline), or None."""
 
@@ -429,9 +431,11 @@ def _describe(plan: Mapping[str, Any]) -> str:
 
 
 def rollout_from(deployment: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> Rollout:
-    """The rollout state of a Deployment dict, and why it is stuck if one of its pods cannot be
-    scheduled (the scheduler's message, e.g. "Insufficient nvidia.com/gpu") or the progress deadline
-    passed."""
+    """The rollout state of a Deployment dict (a LeaderWorkerSet's: :func:`rollout_from_leader_worker_set`),
+    and why it is stuck if one of its pods cannot be scheduled (the scheduler's message, e.g.
+    "Insufficient nvidia.com/gpu") or the progress deadline passed."""
+    if deployment.get("kind") == "LeaderWorkerSet":
+        return rollout_from_leader_worker_set(deployment, pods)
     meta = deployment.get("metadata") or {}
     spec = deployment.get("spec") or {}
     st = deployment.get("status") or {}
@@ -443,6 +447,18 @@ def rollout_from(deployment: Mapping[str, Any], pods: Sequence[Mapping[str, Any]
     for c in st.get("conditions") or ():
         if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
             stalled = f"rollout passed its progress deadline: {c.get('message', '')}"
+    stalled = _unschedulable(pods) or stalled
+    return Rollout(
+        replicas=total,
+        ready_replicas=int(st.get("readyReplicas", 0) or 0),
+        updated_replicas=updated,
+        up_to_date=seen and updated >= desired and total <= desired,
+        stalled=stalled,
+    )
+
+
+def _unschedulable(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the first pod the scheduler cannot place waits, or None."""
     for pod in pods:
         for c in (pod.get("status") or {}).get("conditions") or ():
             if (
@@ -451,16 +467,51 @@ def rollout_from(deployment: Mapping[str, Any], pods: Sequence[Mapping[str, Any]
                 and c.get("reason") == "Unschedulable"
             ):
                 name = (pod.get("metadata") or {}).get("name", "?")
-                stalled = f"pod {name} cannot be scheduled: {c.get('message', '')}"
-                break
-        if stalled and stalled.startswith("pod "):
-            break
+                return f"pod {name} cannot be scheduled: {c.get('message', '')}"
+    return None
+
+
+def _args(template: Mapping[str, Any] | None) -> list[Any] | None:
+    containers = ((template or {}).get("spec") or {}).get("containers") or ()
+    return next((list(c.get("args") or ()) for c in containers if c.get("name") == CONTAINER_NAME), None)
+
+
+def rollout_from_leader_worker_set(lws: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> Rollout:
+    """The rollout state of a LeaderWorkerSet dict (``leaderworkerset.x-k8s.io/v1``, v0.8.0), counted in
+    groups: ``status.replicas`` (groups that exist), ``readyReplicas`` (leader Ready and workers ready),
+    ``updatedReplicas`` (on the current template), and the conditions ``UpdateInProgress`` (the template
+    changed and groups are still on the old one) and ``Progressing``.
+
+    Its status has no observedGeneration, so right after an apply that changed the template it still
+    describes the old one: given the set's ``pods``, a pod whose vLLM args are not its role's template's
+    (leader: worker index 0) also means not up to date. A pod that cannot be scheduled stalls the rollout.
+    """
+    spec = lws.get("spec") or {}
+    st = lws.get("status") or {}
+    desired = int(spec.get("replicas", 1) or 0)
+    total = int(st.get("replicas", 0) or 0)
+    updated = int(st.get("updatedReplicas", 0) or 0)
+    updating = any(
+        c.get("type") == "UpdateInProgress" and c.get("status") == "True" for c in st.get("conditions") or ()
+    )
+    template = spec.get("leaderWorkerTemplate") or {}
+    want = {"0": _args(template.get("leaderTemplate")), "worker": _args(template.get("workerTemplate"))}
+    stale = 0
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            stale += 1
+            continue
+        index = (meta.get("labels") or {}).get(LWS_WORKER_INDEX_LABEL)
+        expected = want["0"] if index == "0" else want["worker"]
+        if expected is not None and _args(pod) != expected:
+            stale += 1
     return Rollout(
         replicas=total,
         ready_replicas=int(st.get("readyReplicas", 0) or 0),
         updated_replicas=updated,
-        up_to_date=seen and updated >= desired and total <= desired,
-        stalled=stalled,
+        up_to_date=not updating and not stale and updated >= desired and total <= desired,
+        stalled=_unschedulable(pods),
     )
 
 
@@ -474,7 +525,7 @@ def deployed_condition(desired: Desired, rollout: Rollout | None, apply_error: s
                 type=cond.DEPLOYED,
                 status="True",
                 reason=Reason.KEPT_LAST_PLAN,
-                message="the plan is not feasible now; the last applied Deployment keeps serving",
+                message="the plan is not feasible now; the last applied workload keeps serving",
             )
         return Condition(
             type=cond.DEPLOYED,

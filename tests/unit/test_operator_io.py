@@ -25,10 +25,23 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 class FakeKube:
     """Records what the operator does to the API server; answers reads from dicts."""
 
-    def __init__(self, *, refuse: str | None = None, deployment: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        refuse: str | None = None,
+        deployment: dict[str, Any] | None = None,
+        lws_api: bool = False,
+        live: dict[str, dict[str, Any]] | None = None,
+        refuse_delete: int | None = None,
+    ) -> None:
         self.refuse = refuse
         self.live_deployment = deployment
+        self.lws_api = lws_api
+        self.live = dict(live or {})
+        """Live workloads by kind, as get() answers them."""
+        self.refuse_delete = refuse_delete
         self.applied: list[tuple[str, str]] = []
+        self.deleted: list[tuple[str, str]] = []
         self.status_patches: list[dict[str, Any]] = []
 
     # resolve.KubeReader
@@ -40,10 +53,25 @@ class FakeKube:
 
     # feedback.Reader and the operator's reads
     def get(self, path: str) -> dict[str, Any] | None:
-        return None
+        kind = path.split("#", 1)[0]
+        return self.live.get(kind)
 
     def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.live_deployment
+
+    def child_path(self, kind: str, namespace: str, name: str) -> str:
+        return f"{kind}#{namespace}/{name}"
+
+    def workload(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.live_deployment if kind == "Deployment" else self.live.get(kind)
+
+    def serves(self, path: str, resource: str) -> bool:
+        return self.lws_api and resource == "leaderworkersets"
+
+    def delete(self, path: str, *, uid: str) -> None:
+        if self.refuse_delete is not None:
+            raise KubeError(self.refuse_delete, f"DELETE {path}: {self.refuse_delete} forbidden")
+        self.deleted.append((path, uid))
 
     def pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         return []
@@ -140,3 +168,81 @@ def test_a_missing_config_map_is_unknown_and_retried() -> None:
     assert kube.applied == []
     assert cond(out.status, "PlanFeasible") == ("Unknown", "ConfigMapMissing")
     assert out.desired.retry_seconds is not None
+
+
+# --- a replica across nodes: LeaderWorkerSet ------------------------------------------------------------
+
+FOUR_H100 = [GPUNode(name=f"h{i}", product=H100, allocatable_gpus=8, memory_mib=None) for i in range(4)]
+BIG = (
+    llmd("big")
+    .model("llama-3.1-405b")
+    .gpu(H100, max_gpus=16)
+    .context(8192, 2048, 256)
+    .concurrency(16)
+    .tpot_ms(60)
+    .replicas(1, 1)
+)
+OWNED = {"metadata": {"uid": "old-1", "ownerReferences": [{"controller": True, "uid": "u-1"}]}}
+
+
+def test_a_two_node_plan_applies_a_leader_worker_set_and_deletes_the_previous_deployment() -> None:
+    kube = FakeKube(lws_api=True, live={"Deployment": OWNED})
+    out = reconcile_once(body(BIG), runtime(kube), FOUR_H100)
+    assert kube.applied == [("LeaderWorkerSet", "big"), ("Service", "big")]
+    assert kube.deleted == [("Deployment#default/big", "old-1")]
+    plan = out.status["plan"]
+    assert (plan["nodesPerReplica"], plan["layout"]) == (2, "TP 8 x PP 2")
+    assert cond(out.status, "Deployed") == ("False", "RollingOut")
+
+
+def test_a_workload_of_the_other_kind_not_owned_by_this_llmdeployment_is_left_alone() -> None:
+    foreign = {"metadata": {"uid": "x", "ownerReferences": [{"controller": True, "uid": "someone-else"}]}}
+    kube = FakeKube(lws_api=True, live={"Deployment": foreign})
+    reconcile_once(body(BIG), runtime(kube), FOUR_H100)
+    assert kube.deleted == []
+
+
+def test_a_one_node_plan_deletes_the_previous_leader_worker_set() -> None:
+    kube = FakeKube(lws_api=True, live={"LeaderWorkerSet": OWNED})
+    reconcile_once(body(SPEC), runtime(kube), NODES)
+    assert kube.applied == [("Deployment", "chat"), ("Service", "chat")]
+    assert kube.deleted == [("LeaderWorkerSet#default/chat", "old-1")]
+
+
+def test_a_refused_delete_of_the_previous_workload_is_reported_not_swallowed() -> None:
+    kube = FakeKube(lws_api=True, live={"Deployment": OWNED}, refuse_delete=403)
+    out = reconcile_once(body(BIG), runtime(kube), FOUR_H100)
+    assert cond(out.status, "Deployed") == ("False", "ApplyFailed")
+    assert [(e.type, e.reason) for e in out.events][-1] == ("Warning", "ApplyFailed")
+    assert "deleting the Deployment big of the previous plan" in out.events[-1].message
+    assert "403" in out.events[-1].message
+
+
+def test_without_the_leader_worker_set_api_a_two_node_plan_names_what_to_install() -> None:
+    kube = FakeKube(lws_api=False)
+    out = reconcile_once(body(BIG), runtime(kube), FOUR_H100)
+    assert kube.applied == [] and kube.deleted == []
+    status, reason = cond(out.status, "PlanFeasible")
+    assert (status, reason) == ("False", "LeaderWorkerSetMissing")
+    message = next(c["message"] for c in out.status["conditions"] if c["type"] == "PlanFeasible")
+    assert "LeaderWorkerSet" in message and "leaderworkerset.x-k8s.io/v1" in message
+
+
+def test_a_leader_worker_set_is_up_to_date_only_when_its_pods_run_the_applied_template() -> None:
+    class Answering(FakeKube):
+        def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+            super().apply(obj)
+            status = {"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1}  # not yet seen the edit
+            return {**obj, "status": status}
+
+        def pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+            return self.pod_list
+
+    kube = Answering(lws_api=True)
+    stale_pod = {
+        "metadata": {"name": "big-0", "labels": {"leaderworkerset.sigs.k8s.io/worker-index": "0"}},
+        "spec": {"containers": [{"name": "vllm", "args": ["old"]}]},
+    }
+    kube.pod_list = [stale_pod]  # type: ignore[attr-defined]
+    out = reconcile_once(body(BIG), runtime(kube), FOUR_H100)
+    assert cond(out.status, "Deployed") == ("False", "RollingOut")

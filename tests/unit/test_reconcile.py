@@ -517,3 +517,83 @@ def test_no_crd_valid_spec_crashes_the_decision(
         assert r["min"] <= plan["replicas"] <= r["max"]
     else:
         assert d.plan_feasible.status in ("False", "Unknown")
+
+
+# --- LeaderWorkerSet rollouts (groups) -----------------------------------------------------------------
+
+
+def _lws(status: dict[str, Any], *, replicas: int = 1) -> dict[str, Any]:
+    def template(args: list[str]) -> dict[str, Any]:
+        return {"spec": {"containers": [{"name": "vllm", "args": args}]}}
+
+    return {
+        "kind": "LeaderWorkerSet",
+        "spec": {
+            "replicas": replicas,
+            "leaderWorkerTemplate": {
+                "leaderTemplate": template(["m", "lead"]),
+                "workerTemplate": template(["m", "work"]),
+            },
+        },
+        "status": status,
+    }
+
+
+def _pod(name: str, index: str, args: list[str], **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"leaderworkerset.sigs.k8s.io/worker-index": index}},
+        "spec": {"containers": [{"name": "vllm", "args": args}]},
+        "status": status,
+    }
+
+
+AVAILABLE = {
+    "replicas": 1,
+    "readyReplicas": 1,
+    "updatedReplicas": 1,
+    "conditions": [
+        {"type": "Available", "status": "True"},
+        {"type": "UpdateInProgress", "status": "False"},
+    ],
+}
+
+
+def test_a_leader_worker_set_counts_groups_and_is_up_to_date_when_its_pods_run_the_template() -> None:
+    pods = [_pod("x-0", "0", ["m", "lead"]), _pod("x-0-1", "1", ["m", "work"])]
+    r = rollout_from(_lws(AVAILABLE), pods)
+    assert (r.replicas, r.ready_replicas, r.updated_replicas, r.up_to_date, r.stalled) == (
+        1,
+        1,
+        1,
+        True,
+        None,
+    )
+
+
+def test_a_leader_worker_set_whose_pods_run_an_older_template_is_rolling_out() -> None:
+    pods = [_pod("x-0", "0", ["m", "lead"]), _pod("x-0-1", "1", ["m", "old"])]
+    assert not rollout_from(_lws(AVAILABLE), pods).up_to_date
+
+
+def test_a_leader_worker_set_updating_or_short_of_groups_is_not_up_to_date() -> None:
+    updating = {**AVAILABLE, "conditions": [{"type": "UpdateInProgress", "status": "True"}]}
+    assert not rollout_from(_lws(updating)).up_to_date
+    assert not rollout_from(_lws({**AVAILABLE, "updatedReplicas": 1}, replicas=2)).up_to_date
+
+
+def test_a_leader_worker_set_with_an_unschedulable_worker_is_stalled() -> None:
+    pending = _pod(
+        "x-0-1",
+        "1",
+        ["m", "work"],
+        conditions=[
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "Insufficient nvidia.com/gpu",
+            }
+        ],
+    )
+    r = rollout_from(_lws(AVAILABLE), [_pod("x-0", "0", ["m", "lead"]), pending])
+    assert r.stalled == "pod x-0-1 cannot be scheduled: Insufficient nvidia.com/gpu"
