@@ -48,7 +48,20 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
     except capacity.CapacityError as exc:
         raise ValueError(str(exc)) from exc
     tp = args.tensor_parallel_size
-    error = capacity.tensor_parallel_error(arch, tp)
+    gpus = tp * args.pipeline_parallel_size * args.data_parallel_size
+    # One replica's layout: spread over --nnodes nodes of equal share, else one node large enough.
+    gpus_per_node = gpus // args.nnodes if args.nnodes > 1 and gpus % args.nnodes == 0 else max(8, gpus)
+    try:
+        layout = capacity.Layout(
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=args.pipeline_parallel_size,
+            data_parallel_size=args.data_parallel_size,
+            expert_parallel=args.expert_parallel,
+            gpus_per_node=gpus_per_node,
+        )
+    except capacity.CapacityError as exc:
+        raise ValueError(str(exc)) from exc
+    error = capacity.layout_error(arch, layout)
     if error is not None:
         raise ValueError(error)
     mnbt = args.max_num_batched_tokens or capacity.default_max_num_batched_tokens(gpu)
@@ -56,7 +69,7 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
         arch,
         gpu,
         capacity.EngineConfig(
-            layout=capacity.Layout(tensor_parallel_size=tp, gpus_per_node=max(8, tp)),
+            layout=layout,
             kv_cache_dtype=args.kv_cache_dtype,
             max_num_batched_tokens=mnbt,
             gpu_memory_utilization=args.gpu_memory_utilization,
@@ -68,7 +81,7 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
         blocks = model.memory.breakdown(args.max_num_seqs).num_blocks
     if blocks < 1:
         raise ValueError(
-            f"no room for the KV cache: {arch.name} with tensor-parallel {tp} on {gpu.id} at "
+            f"no room for the KV cache: {arch.name} with {layout.label} on {gpu.id} at "
             f"--gpu-memory-utilization {args.gpu_memory_utilization} (vLLM would fail to start the same way)"
         )
     max_model_len = args.max_model_len or arch.max_position_embeddings

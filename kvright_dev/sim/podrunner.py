@@ -64,6 +64,24 @@ class _Sim:
         return f"http://127.0.0.1:{self.port}"
 
 
+_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def vllm_command_line(pod: Any) -> list[str]:
+    """``serve MODEL <flags>`` from the pod's vllm container, with ``$(VAR)`` references expanded from
+    the container's literal env values as the kubelet expands them (``--node-rank $(LWS_WORKER_INDEX)``,
+    ``--master-addr $(LWS_LEADER_ADDRESS)``, injected by the LeaderWorkerSet webhook); an unknown
+    reference stays as written, as in Kubernetes."""
+    container = next((c for c in pod.spec.containers if c.name == "vllm"), pod.spec.containers[0])
+    env = {e.name: e.value for e in getattr(container, "env", None) or () if e.value is not None}
+    command = list(container.command or [])
+    args = list(container.args or [])
+    vllm_args = [*command[1:], *args] if command[:1] == ["vllm"] else args
+    if not vllm_args or vllm_args[0] != "serve":
+        vllm_args = ["serve", *vllm_args]
+    return [_VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), str(a)) for a in vllm_args]
+
+
 class PodRunner:
     """See the module docstring. `core` is a kubernetes CoreV1Api, `custom` a CustomObjectsApi."""
 
@@ -154,7 +172,9 @@ class PodRunner:
             if spec.node_name not in products:
                 products[spec.node_name] = self._product(spec.node_name)
             product = products[spec.node_name]
-            if product is None:
+            if product is None or "--headless" in vllm_command_line(pod):
+                # A multi-node replica's worker runs --headless (no API): its leader's simulator serves
+                # the whole replica.
                 continue
             wanted.add(uid)
             if uid not in self.sims:
@@ -204,12 +224,7 @@ class PodRunner:
     def _start(self, pod: Any, product: str) -> None:
         meta = pod.metadata
         llmd = (meta.labels or {}).get(LLMD_LABEL, "")
-        container = next((c for c in pod.spec.containers if c.name == "vllm"), pod.spec.containers[0])
-        command = list(container.command or [])
-        args = list(container.args or [])
-        vllm_args = [*command[1:], *args] if command[:1] == ["vllm"] else args
-        if not vllm_args or vllm_args[0] != "serve":
-            vllm_args = ["serve", *vllm_args]
+        vllm_args = vllm_command_line(pod)
         port = free_port()
         self._seed += 1
         opts = self.options

@@ -44,6 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    p.add_argument("--enable-expert-parallel", "-ep", action="store_true")
+    # A replica across nodes (kvright's LeaderWorkerSet): the leader (node rank 0) serves the API; the
+    # others run --headless. The simulator serves the whole replica from its leader.
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--master-addr", default=None)
+    p.add_argument("--master-port", type=int, default=None)
+    p.add_argument("--distributed-executor-backend", default=None)
+    p.add_argument("--data-parallel-address", default=None)
+    p.add_argument("--data-parallel-rpc-port", type=int, default=None)
+    p.add_argument("--headless", action="store_true")
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
@@ -85,6 +97,14 @@ class ServeArgs:
     model: str
     served_model_name: str
     tensor_parallel_size: int
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    expert_parallel: bool = False
+    nnodes: int = 1
+    """Nodes the replica spans (--nnodes); its GPUs are spread evenly over them."""
+    node_rank: int = 0
+    headless: bool = False
+    """A worker node of a multi-node replica (--headless): no API server, nothing to simulate."""
     max_num_seqs: int
     max_model_len: int | None
     max_num_batched_tokens: int | None
@@ -120,14 +140,23 @@ def parse_command_line(argv: Sequence[str]) -> ServeArgs:
         problems.append(f"--noise {ns.noise} (accepted: 0 <= noise < 1)")
     if ns.time_scale <= 0:
         problems.append(f"--time-scale {ns.time_scale} (accepted: > 0)")
-    if ns.tensor_parallel_size < 1:
-        problems.append(f"--tensor-parallel-size {ns.tensor_parallel_size} (accepted: >= 1)")
+    for flag in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nnodes"):
+        if getattr(ns, flag) < 1:
+            problems.append(f"--{flag.replace('_', '-')} {getattr(ns, flag)} (accepted: >= 1)")
+    if not 0 <= ns.node_rank < max(1, ns.nnodes):
+        problems.append(f"--node-rank {ns.node_rank} (accepted: 0 .. --nnodes - 1)")
     if problems:
         raise SystemExit("vllm-sim: " + "; ".join(problems))
     return ServeArgs(
         model=ns.model,
         served_model_name=(ns.served_model_name or [ns.model])[0],
         tensor_parallel_size=ns.tensor_parallel_size,
+        pipeline_parallel_size=ns.pipeline_parallel_size,
+        data_parallel_size=ns.data_parallel_size,
+        expert_parallel=ns.enable_expert_parallel,
+        nnodes=ns.nnodes,
+        node_rank=ns.node_rank,
+        headless=ns.headless,
         max_num_seqs=ns.max_num_seqs if ns.max_num_seqs is not None else 256,
         max_model_len=ns.max_model_len,
         max_num_batched_tokens=ns.max_num_batched_tokens,
@@ -228,8 +257,9 @@ class SimServer:
 
         if self.drain_timeout > 0:
             with contextlib.suppress(WaitFailed):  # out of drain time: stop anyway, as vLLM does
-                wait_until(drained, self.drain_timeout, what="the simulator to drain", interval=0.05,
-                           transient=())
+                wait_until(
+                    drained, self.drain_timeout, what="the simulator to drain", interval=0.05, transient=()
+                )
 
     def _virtual_now(self) -> float:
         return (time.monotonic() - self._wall0) * self.time_scale
@@ -406,6 +436,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kvright_dev.sim.physics import build_engine  # capacity-backed; imported here to keep tests light
 
     args = parse_command_line(sys.argv[1:] if argv is None else argv)
+    if args.headless:
+        # vLLM's headless node serves no HTTP; the simulator models the replica on its leader.
+        print(f"vllm-sim: headless node {args.node_rank} of {args.nnodes}: nothing to serve", flush=True)
+        return 0
     try:
         engine, cache_config = build_engine(args)
     except ValueError as exc:
