@@ -76,6 +76,7 @@ _KEY_ORDER: Final = (
     "maxLength",
     "pattern",
     "items",
+    "additionalProperties",
     "properties",
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
@@ -130,8 +131,11 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any], path: tuple[st
         out["default"] = "Auto"  # None is how Python spells Auto (kvright.api._AutoOrInt)
     if node.get("type") == "integer" and "enum" in node:
         del out["enum"]  # an integer enum is a CEL rule, whose message names the values (below)
+    out.pop("additionalProperties", None)  # only a map's item schema (below) is structural
     if node.get("additionalProperties") is True:
         out["x-kubernetes-preserve-unknown-fields"] = True
+    elif isinstance(node.get("additionalProperties"), Mapping):  # a map (dict[str, list[str]])
+        out["additionalProperties"] = _structural(node["additionalProperties"], defs, path)
     if "items" in node:
         out["items"] = _structural(node["items"], defs, path)
     if "properties" in node:
