@@ -228,9 +228,8 @@ class Runtime:
             max_workers=16, thread_name_prefix="reconcile"
         )
     )
-    _pod_monitor: tuple[float, bool] | None = None
-    _pm_lock: threading.Lock = field(default_factory=threading.Lock)
-    _leader_worker_set: tuple[float, bool] | None = None
+    _probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def lock_for(self, uid: str) -> asyncio.Lock:
         lock = self.locks.get(uid)
@@ -254,34 +253,27 @@ class Runtime:
         return bodies, nodes
 
     def pod_monitor_supported(self) -> bool:
-        """Whether the PodMonitor CRD exists, asked at most once a minute."""
-        with self._pm_lock:
-            cached = self._pod_monitor
-        if cached is not None and time.monotonic() - cached[0] < 60:
-            return cached[1]
-        try:
-            present = self.kube.has_crd(POD_MONITOR_CRD)
-        except KubeError as exc:
-            log.warning("cannot tell whether %s exists: %s", POD_MONITOR_CRD, exc)
-            present = cached[1] if cached else False
-        with self._pm_lock:
-            self._pod_monitor = (time.monotonic(), present)
-        return present
+        """Whether the PodMonitor CRD exists (see ``_served``)."""
+        return self._served(POD_MONITOR_CRD, lambda: self.kube.has_crd(POD_MONITOR_CRD))
 
     def leader_worker_set_supported(self) -> bool:
-        """Whether the LeaderWorkerSet API is served, asked at most once a minute (API discovery; an
-        error keeps the last answer and is logged, and a first error counts as not served)."""
-        with self._pm_lock:
-            cached = self._leader_worker_set
+        """Whether the LeaderWorkerSet API is served, by API discovery (see ``_served``)."""
+        return self._served(LWS_API, lambda: self.kube.serves(LWS_API, "leaderworkersets"))
+
+    def _served(self, what: str, probe: Callable[[], bool]) -> bool:
+        """Whether an optional API is there, asked at most once a minute: an error keeps the last
+        answer and is logged, and a first error counts as absent."""
+        with self._probe_lock:
+            cached = self._probes.get(what)
         if cached is not None and time.monotonic() - cached[0] < 60:
             return cached[1]
         try:
-            present = self.kube.serves(LWS_API, "leaderworkersets")
+            present = probe()
         except KubeError as exc:
-            log.warning("cannot tell whether %s is served: %s", LWS_API, exc)
+            log.warning("cannot tell whether %s is served: %s", what, exc)
             present = cached[1] if cached else False
-        with self._pm_lock:
-            self._leader_worker_set = (time.monotonic(), present)
+        with self._probe_lock:
+            self._probes[what] = (time.monotonic(), present)
         return present
 
 
