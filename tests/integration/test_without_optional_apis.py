@@ -1,0 +1,98 @@
+"""The operator on a control plane that serves none of the optional APIs (started with KVRIGHT_LWS=0:
+no LeaderWorkerSet controller, no LeaderWorkerSet CRD): a plan that needs a replica over two nodes is
+refused with a condition that names what to install, nothing is created for it, and a one-node plan on
+the same cluster deploys as usual.
+
+This is a second, private control plane (deploy/cluster.sh up in a temp directory), because the session's
+cluster serves LeaderWorkerSet and removing its CRD there would race the other modules' tests. Warm, it
+starts in a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kvright.operator import Kube, api_client
+from tests.fixtures.cluster import local_cluster
+from tests.integration.kvright_cluster import (
+    condition,
+    create,
+    install_crd,
+    namespace,
+    operator,
+    poll,
+    reconciled,
+)
+
+SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"
+WAIT = 60.0
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    """A private control plane without LeaderWorkerSet; KUBECONFIG points at it for this module only."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KVRIGHT_LWS", "0")
+        with local_cluster(tmp_path_factory.mktemp("bare-cluster")) as started:
+            mp.setenv("KUBECONFIG", str(started.kubeconfig))
+            kube = Kube(api_client(), timeout_seconds=30)
+            kube.request("GET", "/readyz")
+            if kube.get("/apis/leaderworkerset.x-k8s.io/v1") is not None:
+                pytest.fail("KVRIGHT_LWS=0 started a cluster that serves leaderworkerset.x-k8s.io/v1")
+            install_crd(kube)
+            yield kube
+    assert os.environ.get("KVRIGHT_LWS") != "0"
+
+
+def sample(name: str) -> dict[str, Any]:
+    obj = yaml.safe_load((SAMPLES / name).read_text(encoding="utf-8"))
+    assert isinstance(obj, dict)
+    return obj
+
+
+def ready(obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    return obj if condition(obj, "Ready").get("status") == "True" else None
+
+
+def test_without_leader_worker_set_a_two_node_plan_names_what_to_install_and_one_node_plans_deploy(
+    bare: Kube,
+) -> None:
+    two_nodes = sample("llama-3.1-405b-2x-h100.yaml")
+    one_node = sample("llama-3.1-70b-h100.yaml")
+    big, small = two_nodes["metadata"]["name"], one_node["metadata"]["name"]
+    with namespace(bare, "kvr-nolws") as ns, operator(ns):
+        create(bare, two_nodes, ns)
+        create(bare, one_node, ns)
+
+        refused = poll(
+            lambda: (o := reconciled(bare, ns, big)) and condition(o, "PlanFeasible").get("status") and o,
+            what=f"{big} reconciled",
+            timeout=WAIT,
+        )
+        feasible = condition(refused, "PlanFeasible")
+        assert (feasible["status"], feasible["reason"]) == ("False", "LeaderWorkerSetMissing"), feasible
+        assert "leaderworkerset.x-k8s.io/v1" in feasible["message"], feasible["message"]
+        assert "TP 8 x PP 2" in feasible["message"], feasible["message"]
+
+        deployed = poll(
+            lambda: ready(reconciled(bare, ns, small)),
+            what=f"{small} Ready",
+            timeout=WAIT,
+        )
+        assert deployed["status"]["plan"]["nodesPerReplica"] == 1
+        assert bare.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{small}") is not None
+        # The refused one got nothing: no Deployment, no Service, no pods (checked after the one-node
+        # deployment is Ready, so the operator has had every chance to write them).
+        assert bare.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{big}") is None
+        assert bare.get(f"/api/v1/namespaces/{ns}/services/{big}") is None
+        selector = [("labelSelector", f"kvright.dev/llmdeployment={big}")]
+        pods = bare.request("GET", f"/api/v1/namespaces/{ns}/pods", query=selector)
+        assert pods.get("items") == []
+        again = reconciled(bare, ns, big)
+        assert condition(again, "PlanFeasible").get("reason") == "LeaderWorkerSetMissing"
