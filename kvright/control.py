@@ -17,20 +17,29 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    by ``model.tpot_seconds(batch, calibration)``, the curve the planner sized the plan with.
 4. The target batch per replica is the largest batch whose calibrated TPOT stays within
    ``target_fraction x SLO`` (and within the memory limit on max-num-seqs).
-5. Cooldown: no change within ``cooldown_seconds`` of the last one.
-6. TPOT above the SLO: lower max-num-seqs to the target batch (at most a factor ``max_seqs_step``
-   per move; one such step when the calibrated model says even batch 1 misses) and add replicas for
-   the demand that no longer fits (at most ``max_replicas_step`` per move), within min/max replicas
-   and the GPU budget. When that cannot meet the SLO (the uncalibrated roofline says batch 1 is too
-   slow, or the budget cannot hold the demand at the target batch) ask for a re-plan: fp8 KV cache
-   first, then a larger tensor-parallel degree.
+5. Cooldown: no move that restarts pods (max-num-seqs, re-plan) or removes a replica within
+   ``cooldown_seconds`` of the last change. Adding replicas restarts nothing and disturbs no running
+   request, so it waits only for one fresh window after the last change (the HPA's fast scale-up):
+   inside the cooldown, an SLO miss (TPOT or TTFT) or a queue still adds replicas when the budget
+   holds the demand at the target batch.
+6. TPOT above the SLO: the cheaper move first. When the GPU budget holds the demand at the target
+   batch, add replicas (at most ``max_replicas_step`` per move) and keep max-num-seqs: no pod
+   restarts, no cold start. Otherwise lower max-num-seqs to the target batch (at most a factor
+   ``max_seqs_step`` per move; one such step when the calibrated model says even batch 1 misses) and
+   add replicas for the demand that no longer fits, within min/max replicas and the GPU budget. When
+   that cannot meet the SLO (the uncalibrated roofline says batch 1 is too slow, or the budget cannot
+   hold the demand at the target batch) ask for a re-plan: fp8 KV cache first, then a larger
+   tensor-parallel degree.
 7. KV cache exhausted (preemptions while usage is near 1): lower max-num-seqs one step.
-8. TPOT below ``(1 - deadband) x SLO`` (the lower of the reading and the calibrated estimate, since a
+8. TTFT above the SLO (when the spec states one) while requests wait: add replicas (a queue is
+   served by more engines, not by a smaller batch), else raise max-num-seqs within the TPOT target;
+   without a queue nothing the loop moves shortens a prefill, so keep, and never scale down.
+9. TPOT below ``(1 - deadband) x SLO`` (the lower of the reading and the calibrated estimate, since a
    histogram reading cannot show headroom inside a bucket): with requests queued (waiting while the
    slots or the KV cache are full), raise max-num-seqs towards the target batch or add replicas; with
    none waiting, remove one replica if the rest can carry the demand at the target batch. Never scale
-   down while requests wait.
-9. Otherwise (inside the deadband) keep.
+   down while requests wait or TTFT lacks the same headroom.
+10. Otherwise (inside the deadband) keep.
 
 If an HPA targets the workload, replica changes become recommendations (``recommend_only``).
 """
@@ -73,6 +82,7 @@ __all__ = [
     "too_few_samples",
     "tpot_above_slo",
     "tpot_unmeasured",
+    "ttft_above_slo",
     "within_deadband",
 ]
 
@@ -97,7 +107,8 @@ class Tuning:
     target_fraction: float = 0.9
     """New batches are sized for TPOT = target_fraction x SLO (headroom for noise)."""
     cooldown_seconds: float = 600.0
-    """No change within this long of the previous one."""
+    """No move that restarts pods or removes a replica within this long of the previous change (adding
+    replicas waits only for one fresh observation window)."""
     min_samples: int = 50
     """Finished requests in the window needed before acting."""
     sample_deadline_seconds: float = 900.0
@@ -217,6 +228,8 @@ class Decision:
     """True/False when TPOT was measured; None when unknown."""
     tpot_ratio: float | None = None
     """Observed TPOT / SLO."""
+    ttft_ratio: float | None = None
+    """Observed TTFT / TTFT SLO, when the spec states a TTFT SLO and TTFT was measured."""
     calibration: Calibration = UNCALIBRATED
     history: History = field(default_factory=History)
 
@@ -265,6 +278,7 @@ class Period:
     now: float
     hpa_present: bool = False
     rollout_in_progress: bool = False
+    slo_ttft_seconds: float | None = None
 
     @property
     def ceiling(self) -> int:
@@ -274,6 +288,18 @@ class Period:
     def in_cooldown(self) -> bool:
         last = self.history.last_change_time
         return last is not None and self.now - last < self.tuning.cooldown_seconds
+
+    @property
+    def fresh(self) -> bool:
+        """A whole observation window has passed since the last change: the window judges this plan."""
+        last = self.history.last_change_time
+        return last is None or self.now - last >= self.observation.window_seconds
+
+    @property
+    def ttft_ratio(self) -> float | None:
+        """Observed TTFT at the percentile over the TTFT SLO; None when either is missing."""
+        ttft, slo = self.observation.ttft_seconds, self.slo_ttft_seconds
+        return ttft / slo if ttft is not None and slo else None
 
     @property
     def waiting(self) -> float:
@@ -351,6 +377,7 @@ class Period:
             tensor_parallel_size=tensor_parallel_size,
             slo_met=slo_met,
             tpot_ratio=ratio,
+            ttft_ratio=self.ttft_ratio,
             calibration=calibration,
             history=hist,
         )
@@ -531,15 +558,60 @@ PRE_MEASUREMENT: tuple[Callable[[Period], Decision | None], ...] = (
 
 
 def cooling_down(m: Measured) -> Decision | None:
-    """No change within ``cooldown_seconds`` of the last one (when there is anything to change)."""
+    """No move that restarts pods or removes a replica within ``cooldown_seconds`` of the last change
+    (when there is anything to change). Adding replicas disturbs nothing that runs, so an SLO miss or a
+    queue still scales out once a fresh window has judged the last change."""
     p = m.period
     if not p.in_cooldown:
         return None
-    if not (m.ratio > 1.0 or m.headroom_ratio < 1.0 - p.tuning.deadband or p.queued):
+    short = m.ratio > 1.0 or _ttft_queueing(p) or p.queued
+    if not (short or m.headroom_ratio < 1.0 - p.tuning.deadband):
         return None
+    if short and p.fresh:
+        reason = Reason.TPOT_ABOVE_SLO if m.ratio > 1.0 else Reason.REQUESTS_WAITING
+        if m.ratio <= 1.0 and _ttft_queueing(p):
+            reason = Reason.TTFT_ABOVE_SLO
+        scaled = _scale_out(m, reason, at_least_one=m.ratio <= 1.0)
+        if scaled is not None:
+            return scaled
     assert p.history.last_change_time is not None
     left = p.tuning.cooldown_seconds - (p.now - p.history.last_change_time)
     return m.act(Action.KEEP, Reason.COOLDOWN, f"{m.head}; cooldown {left:.0f}s left; {m.detail}")
+
+
+def _ttft_queueing(p: Period) -> bool:
+    """TTFT above its SLO while requests wait: a queue that more engines would serve."""
+    return (p.ttft_ratio or 0.0) > 1.0 and p.waiting >= 1.0
+
+
+def _scale_out(m: Measured, reason: str, *, at_least_one: bool) -> Decision | None:
+    """Add replicas and keep max-num-seqs (no pod restarts, no cold start of the running ones) when the
+    GPU budget holds the demand at the target batch; None when it cannot, or nothing needs adding.
+    ``at_least_one``: a queue or a TTFT miss asks for one more replica even when the demand, as
+    measured, would fit."""
+    p = m.period
+    if p.hpa_present:
+        return None  # an HPA owns the replica count: kvright's own lever is max-num-seqs
+    seqs, reps, step = p.current.max_num_seqs, p.current.replicas, p.tuning.max_replicas_step
+    if m.target >= 1:
+        per_replica = min(seqs, m.target)
+    elif at_least_one:
+        per_replica = seqs
+    else:
+        return None
+    needed = math.ceil(p.demand / per_replica) if p.demand > 0 else reps
+    if needed > p.ceiling:
+        return None
+    new_reps = min(max(needed, reps + 1) if at_least_one else needed, reps + step, p.ceiling)
+    if new_reps <= reps:
+        return None
+    return m.act(
+        Action.ADD_REPLICAS,
+        reason,
+        f"{m.head}; replicas {reps} -> {new_reps} at max-num-seqs {seqs} (demand {p.demand:.0f} at batch "
+        f"{per_replica} needs {needed}; adding replicas restarts no pod); {m.detail}",
+        new_reps=new_reps,
+    )
 
 
 def _replan(m: Measured, why: str) -> Decision:
@@ -581,6 +653,9 @@ def tpot_above_slo(m: Measured) -> Decision | None:
     if floor > tuning.target_fraction * p.slo_tpot_seconds:
         # The model itself (no calibration) says one sequence is too slow: only a new plan helps.
         return _replan(m, f"even batch 1 is predicted at {_ms(floor)} by the serving model")
+    scaled = _scale_out(m, Reason.TPOT_ABOVE_SLO, at_least_one=False)
+    if scaled is not None:
+        return scaled  # the cheaper move: the budget holds the demand at the target batch
     # When only the calibrated model says batch 1 misses, the calibration (learned at a large batch)
     # may overstate small batches: step down one bounded step and measure again.
     new_seqs = max(min(m.target, seqs), m.min_step) if m.target >= 1 else m.min_step
@@ -639,6 +714,37 @@ def kv_cache_preempting(m: Measured) -> Decision | None:
     )
 
 
+def ttft_above_slo(m: Measured) -> Decision | None:
+    """TTFT above its SLO: with requests waiting, add replicas (else raise max-num-seqs within the TPOT
+    target); without a queue the prefill itself is slow and nothing the loop moves helps, so keep (and
+    never scale down)."""
+    p = m.period
+    ratio = p.ttft_ratio
+    if ratio is None or ratio <= 1.0:
+        return None
+    ttft = p.observation.ttft_seconds or 0.0
+    head = f"{m.head}; p{p.observation.percentile} TTFT {_ms(ttft)} vs SLO {_ms(p.slo_ttft_seconds or 0.0)}"
+    if p.waiting < 1.0:
+        return m.act(
+            Action.KEEP,
+            Reason.TTFT_ABOVE_SLO,
+            f"{head}; nothing waits, so the prefill itself is slow: more replicas or seats would not "
+            f"shorten it (a larger tensor-parallel degree or shorter prompts would); {m.detail}",
+        )
+    scaled = _scale_out(m, Reason.TTFT_ABOVE_SLO, at_least_one=True)
+    if scaled is not None:
+        return scaled
+    raised = _more_seats(m)
+    if raised is not None:
+        return raised
+    return m.act(
+        Action.KEEP,
+        Reason.REPLICA_CEILING,
+        f"{head}; {p.waiting:.0f} waiting but replicas are at the ceiling {p.ceiling} and max-num-seqs at "
+        f"the TPOT target; {m.detail}",
+    )
+
+
 def headroom(m: Measured) -> Decision | None:
     """TPOT below ``(1 - deadband) x SLO``: serve a queue with more seats or replicas; with nothing
     waiting, release one replica if the rest carry the demand at the target batch."""
@@ -665,14 +771,19 @@ def headroom(m: Measured) -> Decision | None:
             Reason.REPLICA_CEILING,
             f"{m.head}; {p.waiting:.0f} waiting but replicas are at the ceiling {p.ceiling}; {m.detail}",
         )
-    if reps > p.bounds.min_replicas and m.target >= 1 and p.waiting == 0:
+    ttft_room = p.ttft_ratio is None or p.ttft_ratio < 1.0 - p.tuning.deadband
+    if reps > p.bounds.min_replicas and m.target >= 1 and p.waiting == 0 and ttft_room:
         per_replica_after = p.demand / (reps - 1)
-        if per_replica_after <= min(m.target, seqs):
+        after = m.calibrated(max(1, math.ceil(per_replica_after)))
+        # Hysteresis: the replicas left must run inside the deadband, not merely at the target, or the
+        # next noisy window would add back what this one removed.
+        calm = after < (1.0 - p.tuning.deadband) * p.slo_tpot_seconds
+        if per_replica_after <= min(m.target, seqs) and calm:
             return m.act(
                 Action.REMOVE_REPLICAS,
                 Reason.TPOT_WELL_BELOW_SLO,
                 f"{m.head}; demand fits {reps - 1} replica(s) at batch {per_replica_after:.1f} "
-                f"(predicted {_ms(m.calibrated(max(1, math.ceil(per_replica_after))))}); "
+                f"(predicted {_ms(after)}); "
                 f"replicas {reps} -> {reps - 1}; {m.detail}",
                 new_reps=reps - 1,
             )
@@ -711,6 +822,7 @@ MEASURED: tuple[Callable[[Measured], Decision | None], ...] = (
     cooling_down,
     tpot_above_slo,
     kv_cache_preempting,
+    ttft_above_slo,
     headroom,
     queue_in_deadband,
     within_deadband,
@@ -759,6 +871,7 @@ def decide(
     now: float,
     hpa_present: bool = False,
     rollout_in_progress: bool = False,
+    slo_ttft_seconds: float | None = None,
 ) -> Decision:
     """One period of the control law: the first of :data:`PRE_MEASUREMENT`, then of :data:`MEASURED`,
     that answers (see the module docstring). Pure and total: never raises on data."""
@@ -772,6 +885,7 @@ def decide(
         now=now,
         hpa_present=hpa_present,
         rollout_in_progress=rollout_in_progress,
+        slo_ttft_seconds=slo_ttft_seconds,
     )
     for rule in PRE_MEASUREMENT:
         decision = rule(period)

@@ -341,6 +341,16 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
             "appliedFactor": round(decision.calibration.scale, 4),
             "appliedTail": round(decision.calibration.tail, 4),
         }
+        replicas_only = decision.action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS)
+        if replicas_only and decision.max_num_seqs == plan.get("maxNumSeqs"):
+            # Only the replica count moves, which restarts no pod: the planner keeps sizing the batch with
+            # the calibration committed by the last move that did restart them (committing the new one
+            # would re-size max-num-seqs and roll every pod after all).
+            for key in ("appliedFactor", "appliedTail"):
+                if key in saved_pins:
+                    pins[key] = saved_pins[key]
+                else:
+                    pins.pop(key)
         if decision.action == Action.REPLAN:
             # A new plan: the planner sizes batch and replicas again with the new dtype or TP.
             keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor", "appliedTail")
@@ -405,12 +415,24 @@ def _slo_condition(decision: Decision | None, obs: Observation, spec: LLMDeploym
             message=f"p{spec.slo.percentile} TPOT not measured: {why}",
         )
     met = decision.slo_met
+    sign = "<=" if met else ">"
+    tpot = f"p{spec.slo.percentile} TPOT {obs.tpot_seconds * 1000.0:.1f} ms {sign} {slo_ms} ms"
+    ttft = ""
+    ttft_met = True
+    if decision.ttft_ratio is not None and obs.ttft_seconds is not None:
+        ttft_met = decision.ttft_ratio <= 1.0
+        ttft = (
+            f", p{spec.slo.percentile} TTFT {obs.ttft_seconds * 1000.0:.0f} ms {'<=' if ttft_met else '>'} "
+            f"{spec.slo.ttft_milliseconds} ms"
+        )
+    reason = Reason.TPOT_WITHIN_SLO if met else Reason.TPOT_ABOVE_SLO
+    if met and not ttft_met:
+        reason = Reason.TTFT_ABOVE_SLO
     return Condition(
         type=cond.SLO_MET,
-        status="True" if met else "False",
-        reason=Reason.TPOT_WITHIN_SLO if met else Reason.TPOT_ABOVE_SLO,
-        message=f"p{spec.slo.percentile} TPOT {obs.tpot_seconds * 1000.0:.1f} ms {'<=' if met else '>'} "
-        f"{slo_ms} ms over {obs.window_seconds}s ({obs.sample_count} requests)",
+        status="True" if met and ttft_met else "False",
+        reason=reason,
+        message=f"{tpot}{ttft} over {obs.window_seconds}s ({obs.sample_count} requests)",
     )
 
 
@@ -540,6 +562,7 @@ def _control(
         current=current,
         observation=obs,
         slo_tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
+        slo_ttft_seconds=spec.slo.ttft_milliseconds / 1000.0 if spec.slo.ttft_milliseconds else None,
         model=curve,
         bounds=bounds,
         tuning=tuning,

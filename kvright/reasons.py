@@ -63,6 +63,7 @@ class Reason:
     NOT_MEASURED: Final = "NotMeasured"
     TPOT_WITHIN_SLO: Final = "TPOTWithinSLO"
     TPOT_ABOVE_SLO: Final = "TPOTAboveSLO"
+    TTFT_ABOVE_SLO: Final = "TTFTAboveSLO"
     # status.calibration notes and feedback events
     NO_PLAN_YET: Final = "NoPlanYet"
     KV_CAPACITY_MISMATCH: Final = "KVCapacityMismatch"

@@ -96,6 +96,7 @@ class Case:
     history: dict[str, Any] = field(default_factory=dict)
     tuning: dict[str, Any] = field(default_factory=dict)
     slo: float = SLO
+    ttft_slo: float | None = None
     hpa: bool = False
 
 
@@ -147,24 +148,34 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
             obs={"sample_count": 5, "tpot_seconds": 0.060, "mean_batch": 64.0, "running": 128.0},
             history=PAST_DEADLINE,
         ),
-        # predicted 42 ms at 64 -> calibration 1 + 0.5 x (60/42 - 1) = 1.2143; batch <= 54 fits 45 ms.
-        (Action.ADD_REPLICAS, "TPOTAboveSLO", 54, 3),
+        # predicted 42 ms at 64 -> calibration 1 + 0.5 x (60/42 - 1) = 1.2143; batch <= 54 fits 45 ms;
+        # 128 at 54 need 3 replicas, which the budget holds: add one, keep max-num-seqs (no restart).
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 3),
     ),
     (
-        "too-slow-and-demand-exceeds-lowered-seqs-adds-replicas",
+        "too-slow-and-the-budget-holds-the-demand-adds-replicas-without-a-restart",
         Case(
             obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 200.0},
             current={"max_num_seqs": 128, "replicas": 2},
         ),
-        # predicted 60 ms at 100 -> calibration 1.0833 -> target 63; halving floor 64; 200/64 -> 4.
+        # predicted 60 ms at 100 -> calibration 1.0833 -> target 63; 200/63 -> 4 replicas <= 4 allowed.
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
+    ),
+    (
+        "too-slow-and-the-budget-cannot-hold-the-demand-lowers-seqs-and-adds-replicas",
+        Case(
+            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 300.0},
+            current={"max_num_seqs": 128, "replicas": 2},
+        ),
+        # target 63: 300/63 -> 5 replicas > 4 allowed, so lower the batch (halving floor 64) and add 2.
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
     ),
     (
-        "percentile-spread-over-an-accurate-mean-still-lowers-the-batch",
+        "percentile-spread-over-an-accurate-mean-still-sizes-the-batch",
         # Mean 40 ms at batch 60 is exactly the roofline (calibration stays 1), but p90 is 1.5x the mean:
-        # 1.5 x (10 + 0.5 b) ms <= 45 ms -> b <= 40; 120 requests need 3 replicas.
+        # 1.5 x (10 + 0.5 b) ms <= 45 ms -> b <= 40; 120 requests need 3 replicas, within the budget.
         Case(obs={"tpot_seconds": 0.060, "tpot_mean_seconds": 0.040, "mean_batch": 60.0, "running": 120.0}),
-        (Action.ADD_REPLICAS, "TPOTAboveSLO", 40, 3),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 3),
     ),
     (
         "too-slow-but-demand-fits-only-lowers-seqs",
@@ -181,7 +192,8 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
             current={"max_num_seqs": 128, "replicas": 2},
             bounds={"max_replicas": 30, "max_gpus": 30},
         ),
-        (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
+        # 1000 at target 63 need 16 replicas, within 30; one move adds at most 2.
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
     ),
     (
         "calibrated-model-too-pessimistic-at-batch-one-steps-down",
@@ -230,9 +242,72 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.REPLAN, "ReplanFP8KVCache", 30, 3),
     ),
     (
-        "violation-inside-cooldown-keeps",
-        Case(obs={"tpot_seconds": 0.070}, history={"last_change_time": NOW - 100}),
+        "violation-before-a-fresh-window-keeps",
+        # The last change was 30 s ago and the window is 60 s: this window still judges the old plan.
+        Case(obs={"tpot_seconds": 0.070}, history={"last_change_time": NOW - 30}),
         (Action.KEEP, "Cooldown", 64, 2),
+    ),
+    (
+        "violation-inside-cooldown-after-a-fresh-window-adds-replicas",
+        # 100 s after a change (cooldown 300 s): adding replicas restarts nothing, so it need not wait.
+        Case(obs={"tpot_seconds": 0.070}, history={"last_change_time": NOW - 100}),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 3),
+    ),
+    (
+        "violation-inside-cooldown-that-needs-a-restart-keeps",
+        # 300 requests at target 46 need 7 replicas > 4: only lowering max-num-seqs would do, a restart.
+        Case(obs={"tpot_seconds": 0.070, "running": 300.0}, history={"last_change_time": NOW - 100}),
+        (Action.KEEP, "Cooldown", 64, 2),
+    ),
+    (
+        "ttft-above-slo-with-a-queue-adds-replicas",
+        Case(
+            obs={
+                "tpot_seconds": 0.040,
+                "mean_batch": 64.0,
+                "running": 128.0,
+                "waiting": 40.0,
+                "ttft_seconds": 3.0,
+            },
+            ttft_slo=2.0,
+        ),
+        # 168 requests (40 waiting) at max-num-seqs 64 need 3 replicas.
+        (Action.ADD_REPLICAS, "TTFTAboveSLO", 64, 3),
+    ),
+    (
+        "ttft-above-slo-inside-cooldown-after-a-fresh-window-adds-replicas",
+        Case(
+            obs={
+                "tpot_seconds": 0.040,
+                "mean_batch": 64.0,
+                "running": 128.0,
+                "waiting": 40.0,
+                "ttft_seconds": 3.0,
+            },
+            history={"last_change_time": NOW - 100},
+            ttft_slo=2.0,
+        ),
+        # 168 requests (40 waiting) at max-num-seqs 64 need 3 replicas.
+        (Action.ADD_REPLICAS, "TTFTAboveSLO", 64, 3),
+    ),
+    (
+        "ttft-above-slo-without-a-queue-keeps-and-does-not-scale-down",
+        # TPOT has headroom and 3 replicas could shrink, but the prefill itself is over the TTFT SLO.
+        Case(
+            obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0, "ttft_seconds": 3.0},
+            current={"replicas": 3},
+            ttft_slo=2.0,
+        ),
+        (Action.KEEP, "TTFTAboveSLO", 64, 3),
+    ),
+    (
+        "ttft-near-its-slo-holds-a-scale-down",
+        Case(
+            obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0, "ttft_seconds": 1.9},
+            current={"replicas": 3},
+            ttft_slo=2.0,
+        ),
+        (Action.KEEP, "SLOMet", 64, 3),
     ),
     (
         "inside-the-deadband-keeps",
@@ -338,6 +413,7 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         now=NOW,
         hpa_present=case.hpa,
         rollout_in_progress=case.rollout,
+        slo_ttft_seconds=case.ttft_slo,
     )
     action, reason, seqs, replicas = expected
     assert (decision.action, decision.reason, decision.max_num_seqs, decision.replicas) == (
@@ -374,8 +450,8 @@ def test_decision_messages_carry_the_numbers() -> None:
     )
     for fragment in (
         "p90 TPOT 70.0 ms vs SLO 50.0 ms (x1.40)",
-        "max-num-seqs 128 -> 64",
-        "replicas 2 -> 4",
+        "replicas 2 -> 4 at max-num-seqs 128",
+        "demand 200 at batch 63 needs 4; adding replicas restarts no pod",
         "calibration x1.08",
         "demand 200",
     ):
@@ -559,6 +635,7 @@ def test_the_rules_run_in_the_documented_order() -> None:
         "cooling_down",
         "tpot_above_slo",
         "kv_cache_preempting",
+        "ttft_above_slo",
         "headroom",
         "queue_in_deadband",
         "within_deadband",

@@ -34,6 +34,8 @@ BASE = (
     .tpot_ms(50)
     .replicas(min=1, max=6)
 )
+#: One replica at most: the only lever left is max-num-seqs, a move that restarts the pods.
+ONE_REPLICA = BASE.replicas(min=1, max=1)
 
 
 def facts(builder: Any = BASE, status: dict[str, Any] | None = None) -> Facts:
@@ -88,7 +90,7 @@ def conditions(result: Any) -> dict[str, tuple[str, str]]:
 
 
 def test_adjust_lowers_the_batch_and_the_next_plan_obeys() -> None:
-    builder = BASE.feedback("Adjust", 30, 30)
+    builder = ONE_REPLICA.feedback("Adjust", 30, 30)
     status = planned_status(builder)
     seqs, replicas = status["plan"]["maxNumSeqs"], status["plan"]["replicas"]
     result = decide(
@@ -119,7 +121,7 @@ def test_adjust_lowers_the_batch_and_the_next_plan_obeys() -> None:
 
 
 def test_memory_in_status_holds_the_cooldown_and_the_pins() -> None:
-    builder = BASE.feedback("Adjust", 30, 600)
+    builder = ONE_REPLICA.feedback("Adjust", 30, 600)
     status = planned_status(builder)
     first = decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
     assert first.calibration is not None
@@ -130,6 +132,33 @@ def test_memory_in_status_holds_the_cooldown_and_the_pins() -> None:
     assert second.decision is not None and second.decision.reason == "Cooldown"
     assert second.overrides == replace(first.overrides, calibration=second.overrides.calibration)
     assert second.events == ()
+
+
+def test_a_replicas_only_move_keeps_the_batch_and_the_committed_calibration_so_no_pod_restarts() -> None:
+    """When the GPU budget holds the demand at the target batch, the loop adds replicas and the next plan
+    runs the same max-num-seqs: the new calibration is not committed, or the planner would re-size the
+    batch and roll every pod after all."""
+    builder = BASE.feedback("Adjust", 30, 600)
+    status = planned_status(builder)
+    seqs, replicas = status["plan"]["maxNumSeqs"], status["plan"]["replicas"]
+    first = decide(facts(builder, status), FeedbackFacts(observation=obs(running=64.0, waiting=0.0)), now=NOW)
+    d = first.decision
+    assert d is not None and d.action == "AddReplicas", d
+    assert d.max_num_seqs == seqs and d.replicas > replicas
+    assert "adding replicas restarts no pod" in d.message
+    assert first.overrides.calibration == capacity.UNCALIBRATED
+    again = desire(replace(facts(builder, status), overrides=first.overrides))
+    assert again.fields["plan"]["maxNumSeqs"] == seqs
+    assert again.fields["plan"]["replicas"] == d.replicas
+    # 60 s later (inside the 600 s cooldown, but after a fresh 30 s window) a still-short plan adds more.
+    later = {**again.fields, "calibration": first.calibration}
+    second = decide(
+        facts(builder, later),
+        FeedbackFacts(observation=obs(running=96.0, waiting=0.0, mean_batch=48.0)),
+        now=NOW + datetime.timedelta(seconds=60),
+    )
+    assert second.decision is not None and second.decision.action == "AddReplicas", second.decision
+    assert second.decision.max_num_seqs == seqs
 
 
 def test_observe_mode_reports_but_does_not_pin() -> None:
@@ -246,7 +275,7 @@ def test_keys_no_longer_reported_are_nulled_for_the_merge_patch() -> None:
 
 def test_the_planner_sees_the_factor_committed_with_the_last_move_not_every_new_estimate() -> None:
     """Otherwise the planner would re-size, and roll every pod, on each reconcile as the EWMA moves."""
-    builder = BASE.feedback("Adjust", 30, 600)
+    builder = ONE_REPLICA.feedback("Adjust", 30, 600)
     status = planned_status(builder)
     first = decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
     assert first.decision is not None and first.decision.changes_plan
