@@ -109,6 +109,16 @@ IDLE: dict[str, Any] = {
     "mean_batch": 0.0,
 }
 PAST_DEADLINE: dict[str, Any] = {"waiting_for_samples_since": NOW - 1000}
+#: TPOT inside the SLO, 40 requests waiting, TTFT 3 s (against a 2 s TTFT SLO in the cases below).
+QUEUE_OVER_TTFT: dict[str, Any] = {
+    "tpot_seconds": 0.040,
+    "mean_batch": 64.0,
+    "running": 128.0,
+    "waiting": 40.0,
+    "ttft_seconds": 3.0,
+}
+#: TPOT well inside the SLO with 60 running on 3 replicas: two could carry them.
+SPARE_REPLICA: dict[str, Any] = {"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0}
 
 CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
@@ -262,13 +272,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "ttft-above-slo-with-a-queue-adds-replicas",
         Case(
-            obs={
-                "tpot_seconds": 0.040,
-                "mean_batch": 64.0,
-                "running": 128.0,
-                "waiting": 40.0,
-                "ttft_seconds": 3.0,
-            },
+            obs=QUEUE_OVER_TTFT,
             ttft_slo=2.0,
         ),
         # 168 requests (40 waiting) at max-num-seqs 64 need 3 replicas.
@@ -277,13 +281,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "ttft-above-slo-inside-cooldown-after-a-fresh-window-adds-replicas",
         Case(
-            obs={
-                "tpot_seconds": 0.040,
-                "mean_batch": 64.0,
-                "running": 128.0,
-                "waiting": 40.0,
-                "ttft_seconds": 3.0,
-            },
+            obs=QUEUE_OVER_TTFT,
             history={"last_change_time": NOW - 100},
             ttft_slo=2.0,
         ),
@@ -293,20 +291,12 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "ttft-above-slo-without-a-queue-keeps-and-does-not-scale-down",
         # TPOT has headroom and 3 replicas could shrink, but the prefill itself is over the TTFT SLO.
-        Case(
-            obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0, "ttft_seconds": 3.0},
-            current={"replicas": 3},
-            ttft_slo=2.0,
-        ),
+        Case(obs={**SPARE_REPLICA, "ttft_seconds": 3.0}, current={"replicas": 3}, ttft_slo=2.0),
         (Action.KEEP, "TTFTAboveSLO", 64, 3),
     ),
     (
         "ttft-near-its-slo-holds-a-scale-down",
-        Case(
-            obs={"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0, "ttft_seconds": 1.9},
-            current={"replicas": 3},
-            ttft_slo=2.0,
-        ),
+        Case(obs={**SPARE_REPLICA, "ttft_seconds": 1.9}, current={"replicas": 3}, ttft_slo=2.0),
         (Action.KEEP, "SLOMet", 64, 3),
     ),
     (
