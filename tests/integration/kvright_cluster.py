@@ -52,6 +52,13 @@ def install_crd(kube: Kube) -> None:
     cluster.install_crd(kube, field_manager="kvright-tests")
 
 
+def admin_with_crd() -> Kube:
+    """The admin client with the LLMDeployment CRD installed: the setup of every operator test module."""
+    kube = admin()
+    install_crd(kube)
+    return kube
+
+
 def poll(predicate: Callable[[], T], *, what: str, timeout: float = 90.0) -> T:
     """Poll until ``predicate`` returns something truthy (kvright_dev.procs.wait_until)."""
     return wait_until(predicate, timeout, what=what)
@@ -92,6 +99,14 @@ def operator(
         with KopfRunner(args, timeout=60) as runner:
             yield runner
     assert runner.exception is None, runner.output[-4000:]
+
+
+@contextlib.contextmanager
+def operator_namespace(kube: Kube, prefix: str, **options: Any) -> Iterator[str]:
+    """A fresh namespace (see ``namespace``) with the operator running on it (see ``operator``, which
+    takes ``options``); the operator stops before the namespace is deleted."""
+    with namespace(kube, prefix) as ns, operator(ns, **options):
+        yield ns
 
 
 def llmd_path(ns: str, name: str = "") -> str:

@@ -20,9 +20,9 @@ import contextlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -41,6 +41,7 @@ EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 # Bounded waits; GPU pods of earlier tests may still be going away with their namespaces.
 WAIT = 120.0
 RESTART = "bash deploy/cluster.sh down && bash deploy/cluster.sh up"
+T = TypeVar("T")
 
 
 class NotYet(Exception):
@@ -229,31 +230,54 @@ def test_lws_webhooks_default_and_validate_leaderworkersets(
     assert made["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
 
 
+@contextlib.contextmanager
+def group_of_two(kube: Any, namespace: str, name: str, *, topology: str,
+                 until: Callable[[list[Any]], T | None], what: str) -> Iterator[T]:
+    """Create a LeaderWorkerSet of one group of two 8-GPU pods, exclusive per ``topology``; wait until
+    ``until`` (given its pods, leader first) returns a value and yield it; then delete the set and wait
+    for its pods to go. The set is deleted even when the test fails, so the next test has the GPUs."""
+    create_lws(kube, namespace, lws_manifest(name, topology=topology))
+    with deleted_at_end(kube, namespace, name):
+        def seen() -> T:
+            pods = lws_pods(kube, namespace, name)
+            got = until(pods)
+            if got is None:
+                raise NotYet(describe(pods))
+            return got
+
+        yield wait_until(seen, WAIT, what=what)
+        delete_and_wait_for_pods_gone(kube, namespace, name)
+
+
+def assert_exclusive_group(leader: Any, worker: Any, name: str, namespace: str, topology: str) -> None:
+    """The group's labels and leader address, and the pod webhook's exclusive placement on the leader: one
+    affinity to its own group and one anti-affinity to other groups, both keyed on ``topology``."""
+    assert_group_labels_and_leader_address(leader, worker, name, namespace)
+    together, apart = exclusive_terms(leader, topology)
+    assert len(together) == 1 and len(apart) == 1
+
+
 @pytest.mark.cluster
 def test_lws_group_of_two_8_gpu_pods_runs_on_the_two_h100_nodes(
     lws_controller: None, kube: Any, namespace: str
 ) -> None:
     from kubernetes import client
 
-    name = "vllm-multinode"
-    create_lws(kube, namespace, lws_manifest(name, topology="nvidia.com/gpu.product"))
-    with deleted_at_end(kube, namespace, name):
-        def both_running() -> list[Any]:
-            pods = lws_pods(kube, namespace, name)
-            if len(pods) == 2 and all(p.status.phase == "Running" and p.spec.node_name for p in pods):
-                return pods
-            raise NotYet(describe(pods))
+    name, topology = "vllm-multinode", "nvidia.com/gpu.product"
 
-        leader, worker = wait_until(both_running, WAIT,
-                                    what=f"leader and worker of LeaderWorkerSet {name} Running")
+    def both_running(pods: list[Any]) -> list[Any] | None:
+        if len(pods) == 2 and all(p.status.phase == "Running" and p.spec.node_name for p in pods):
+            return pods
+        return None
+
+    with group_of_two(kube, namespace, name, topology=topology, until=both_running,
+                      what=f"leader and worker of LeaderWorkerSet {name} Running") as (leader, worker):
         core: Any = client.CoreV1Api(kube)
         nodes = {p.spec.node_name: core.read_node(p.spec.node_name).metadata.labels for p in (leader, worker)}
         assert len(nodes) == 2, f"leader and worker share a node: {describe([leader, worker])}"
         assert {labels["nvidia.com/gpu.product"] for labels in nodes.values()} == {H100}
-        assert_group_labels_and_leader_address(leader, worker, name, namespace)
-        # the pod webhook's exclusive placement on the leader, the controller's pinning of the worker
-        together, apart = exclusive_terms(leader, "nvidia.com/gpu.product")
-        assert len(together) == 1 and len(apart) == 1
+        assert_exclusive_group(leader, worker, name, namespace, topology)
+        # the controller's pinning of the worker to the leader's domain
         assert worker.spec.node_selector == {"nvidia.com/gpu.product": H100}
 
         custom: Any = client.CustomObjectsApi(kube)
@@ -263,35 +287,30 @@ def test_lws_group_of_two_8_gpu_pods_runs_on_the_two_h100_nodes(
             return int(lws.get("status", {}).get("readyReplicas", 0))
 
         assert wait_until(ready_groups, WAIT, what=f"LeaderWorkerSet {name} to report 1 ready group") == 1
-        delete_and_wait_for_pods_gone(kube, namespace, name)
 
 
 @pytest.mark.cluster
 def test_lws_exclusive_per_host_group_of_two_8_gpu_pods_cannot_share_one_h100_node(
     lws_controller: None, kube: Any, namespace: str
 ) -> None:
-    name = "vllm-per-host"
-    create_lws(kube, namespace, lws_manifest(name, topology="kubernetes.io/hostname"))
-    with deleted_at_end(kube, namespace, name):
-        def leader_running_worker_unschedulable() -> tuple[Any, Any, str]:
-            pods = lws_pods(kube, namespace, name)
-            if len(pods) == 2 and pods[0].status.phase == "Running":
-                conditions = pods[1].status.conditions or []
-                scheduled = next((c for c in conditions if c.type == "PodScheduled"), None)
-                if scheduled is not None and scheduled.reason == "Unschedulable":
-                    return pods[0], pods[1], str(scheduled.message)
-            raise NotYet(describe(pods))
+    name, topology = "vllm-per-host", "kubernetes.io/hostname"
 
-        leader, worker, why = wait_until(leader_running_worker_unschedulable, WAIT,
-                                         what=f"the leader of {name} Running and its worker Unschedulable")
-        assert_group_labels_and_leader_address(leader, worker, name, namespace)
-        together, apart = exclusive_terms(leader, "kubernetes.io/hostname")
-        assert len(together) == 1 and len(apart) == 1
+    def leader_running_worker_unschedulable(pods: list[Any]) -> tuple[Any, Any, str] | None:
+        if len(pods) == 2 and pods[0].status.phase == "Running":
+            conditions = pods[1].status.conditions or []
+            scheduled = next((c for c in conditions if c.type == "PodScheduled"), None)
+            if scheduled is not None and scheduled.reason == "Unschedulable":
+                return pods[0], pods[1], str(scheduled.message)
+        return None
+
+    what = f"the leader of {name} Running and its worker Unschedulable"
+    with group_of_two(kube, namespace, name, topology=topology, until=leader_running_worker_unschedulable,
+                      what=what) as (leader, worker, why):
+        assert_exclusive_group(leader, worker, name, namespace, topology)
         # the worker must go to the leader's node, whose 8 GPUs the leader holds
         assert worker.spec.node_selector == {"kubernetes.io/hostname": leader.spec.node_name}
         assert worker.spec.node_name is None
         assert "Insufficient nvidia.com/gpu" in why, why
-        delete_and_wait_for_pods_gone(kube, namespace, name)
 
 
 def _script(cluster_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

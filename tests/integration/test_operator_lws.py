@@ -24,13 +24,11 @@ import capacity
 from capacity.launch import node_args
 from kvright.operator import Kube
 from tests.integration.kvright_cluster import (
-    admin,
+    admin_with_crd,
     condition,
     create,
-    install_crd,
     llmd_path,
-    namespace,
-    operator,
+    operator_namespace,
     poll,
     reconciled,
 )
@@ -46,8 +44,7 @@ WAIT = 60.0
 
 @pytest.fixture(scope="module")
 def kube() -> Kube:
-    k = admin()
-    install_crd(k)
+    k = admin_with_crd()
     if k.get("/apis/leaderworkerset.x-k8s.io/v1") is None:
         pytest.fail(
             "the cluster does not serve leaderworkerset.x-k8s.io/v1: start it with LeaderWorkerSet "
@@ -58,7 +55,7 @@ def kube() -> Kube:
 
 @pytest.fixture
 def running(kube: Kube) -> Iterator[str]:
-    with namespace(kube, "kvr-lws") as ns, operator(ns):
+    with operator_namespace(kube, "kvr-lws") as ns:
         yield ns
 
 
