@@ -22,6 +22,7 @@ from capacity.catalog import (
     catalog_source,
     load_architecture,
 )
+from capacity.choice import Alternative, GPUChoice, choose_gpu, parse_price
 from capacity.errors import CapacityError, ConfigError
 from capacity.gpus import GPU, gpu_ids, gpu_spec
 from capacity.launch import is_leader, node_args, node_role
@@ -103,6 +104,7 @@ __all__ = [
     "SLO",
     "TPOT_HISTOGRAM_BUCKETS",
     "UNCALIBRATED",
+    "Alternative",
     "Architecture",
     "AttentionKind",
     "BatchLimit",
@@ -114,6 +116,7 @@ __all__ = [
     "DecodeStep",
     "Efficiency",
     "EngineConfig",
+    "GPUChoice",
     "KVCacheLayout",
     "KVGroup",
     "KVMemory",
@@ -138,6 +141,7 @@ __all__ = [
     "catalog_entry",
     "catalog_ids",
     "catalog_source",
+    "choose_gpu",
     "decode_step",
     "default_max_num_batched_tokens",
     "fp8_block_error",
@@ -157,6 +161,7 @@ __all__ = [
     "node_args",
     "node_role",
     "padded_vocab_size",
+    "parse_price",
     "percentile_z",
     "pipeline_stages",
     "plan",

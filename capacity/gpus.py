@@ -23,6 +23,8 @@ from capacity.quantization import WeightFormat
 
 __all__ = ["GPU", "gpu_ids", "gpu_spec", "native_support"]
 
+#: GPU-to-GPU links inside a node that the catalog knows.
+INTERCONNECTS = ("nvlink", "xgmi", "pcie")
 MiB = 2**20
 TB = 10**12
 GB = 10**9
@@ -62,12 +64,23 @@ class GPU:
     ``mxfp8`` on Blackwell only. Left empty, it is derived from ``supports_fp8``."""
     vendor: str = "nvidia"
     """``nvidia`` or ``amd``: which kernels vLLM falls back to for a format the GPU lacks."""
+    interconnect: str = "nvlink"
+    """The GPU-to-GPU link inside a node: ``nvlink`` (NVLink/NVSwitch), ``xgmi`` (AMD Infinity Fabric) or
+    ``pcie`` (PCIe only). vLLM 0.32's custom all-reduce is off on more than two PCIe-only GPUs
+    (``device_communicators/custom_all_reduce.py``), so their all-reduces go through NCCL over PCIe."""
+    price_usd_per_hour: float = 0.0
+    """On-demand price per GPU-hour used to rank GPU products by cost (``gpus.json`` says where each comes
+    from; the CLI's ``--price`` and the operator's prices override it)."""
     network_bytes_per_second: float = 50e9
     """Node-to-node bandwidth per GPU, one direction: 400 Gb/s, one ConnectX-7 / 400G NIC per GPU as
     NVIDIA's HGX reference design has it (``network_gb_per_second`` in ``gpus.json`` overrides it; the
     planner's ``Limits.network_bytes_per_second`` overrides both for a cluster with other NICs)."""
 
     def __post_init__(self) -> None:
+        if self.interconnect not in INTERCONNECTS:
+            raise CapacityError(
+                f"GPU {self.id}: interconnect {self.interconnect!r} is not one of {', '.join(INTERCONNECTS)}"
+            )
         if not self.native_formats:
             derived = {"int8", "int4"} | ({"fp8"} if self.supports_fp8 else set())
             object.__setattr__(self, "native_formats", frozenset(derived))
@@ -95,6 +108,8 @@ def _from_entry(entry: dict[str, Any]) -> GPU:
         large_gpu_defaults=entry["large_gpu_defaults"],
         native_formats=frozenset(entry["native_formats"]),
         network_bytes_per_second=entry.get("network_gb_per_second", 50.0) * GB,
+        interconnect=entry["interconnect"],
+        price_usd_per_hour=entry["price_usd_per_hour"],
     )
 
 

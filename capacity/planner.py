@@ -681,8 +681,8 @@ def _plan(
         rows,
         key=lambda r: (
             not r.candidate.feasible,
-            -round(r.candidate.output_tokens_per_second_per_gpu, 6),
             r.candidate.gpus,
+            -round(r.candidate.output_tokens_per_second_per_gpu, 6),
             _complexity(r.candidate.layout),
             r.candidate.kv_cache_dtype != "auto",
             r.candidate.max_num_batched_tokens != default_mnbt,

@@ -29,6 +29,7 @@ __all__ = [
     "HBM_EFFICIENCY",
     "INTERCONNECT_EFFICIENCY",
     "P2P_LATENCY_SECONDS",
+    "PCIE_ALLREDUCE_LATENCY_SECONDS",
     "SEQUENCE_LAYER_OVERHEAD_SECONDS",
     "STEP_OVERHEAD_SECONDS",
     "Bottleneck",
@@ -55,6 +56,10 @@ COMPUTE_EFFICIENCY = 0.70
 INTERCONNECT_EFFICIENCY = 0.70
 #: Fixed cost per all-reduce (launch and synchronisation of vLLM's custom all-reduce / NCCL), seconds.
 ALLREDUCE_LATENCY_SECONDS = 15e-6
+#: Fixed cost per all-reduce through NCCL over PCIe, where vLLM's custom all-reduce is off (more than two
+#: PCIe-only GPUs): a ring through the host's PCIe switches. Not fitted (no published PCIe TPOT table was
+#: found); NCCL's small-message all-reduce latency over PCIe is tens of microseconds.
+PCIE_ALLREDUCE_LATENCY_SECONDS = 50e-6
 #: Fixed cost per engine step outside the kernels (scheduling, sampling, detokenisation handoff), seconds.
 STEP_OVERHEAD_SECONDS = 3.0e-3
 #: Fixed cost of one expert-parallel dispatch or combine (all-to-all) inside a node, and across nodes over
@@ -146,6 +151,7 @@ class StepModel:
         "a2a_bandwidth",
         "a2a_bytes_per_token",
         "a2a_latency",
+        "allreduce_latency",
         "attention_layers",
         "attn_flops_per_ctx_token",
         "bf_flops",
@@ -246,6 +252,11 @@ class StepModel:
         fp8_weights = arch.weights.compute_format == "fp8" and gpu.supports_fp8
         self.bf_flops = gpu.fp8_flops_per_second if fp8_weights else gpu.bf16_flops_per_second
         self.interconnect = gpu.interconnect_bytes_per_second
+        # vLLM's custom all-reduce runs over NVLink/xGMI and on two PCIe GPUs; more PCIe-only GPUs use NCCL.
+        nccl_over_pcie = gpu.interconnect == "pcie" and tp > 2
+        self.allreduce_latency = max(
+            efficiency.allreduce_latency_seconds, PCIE_ALLREDUCE_LATENCY_SECONDS if nccl_over_pcie else 0.0
+        )
         self.efficiency = efficiency
         self.pp = layout.pipeline_parallel_size
         self.dp = layout.data_parallel_size
@@ -328,7 +339,7 @@ class StepModel:
                 / self.pp
                 / (self.interconnect * eff.interconnect)
             )
-            fixed += 2 * self.layers * eff.allreduce_latency_seconds
+            fixed += 2 * self.layers * self.allreduce_latency
         if self.a2a_bytes_per_token:
             per_token += (
                 self.a2a_bytes_per_token * self.moe_layers / self.pp / (self.a2a_bandwidth * eff.interconnect)

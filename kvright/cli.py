@@ -117,7 +117,19 @@ def _parser() -> _Parser:
     p = _command(
         sub, "plan", "choose the layout (TP x PP x DP, EP), KV dtype, --max-num-seqs and replicas", model_help
     )
-    p.add_argument("--gpu", required=True, help=f"GPU id ({gpus}) or GFD product label")
+    p.add_argument(
+        "--gpu",
+        required=True,
+        help=f"GPU id ({gpus}) or GFD product label; a comma list, or `any` for the whole catalog, plans "
+        "each and chooses the cheapest that holds the workload",
+    )
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="PRODUCT=USD_PER_HOUR",
+        help="price of one GPU-hour of a product (repeatable; default: the catalog's list price)",
+    )
     # Numeric options that default to "not set" (the planner chooses): (flag, type, help).
     optional: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         ("--max-gpus", _positive_int, "GPU budget over all replicas (default: one node); above a node's "
@@ -418,14 +430,25 @@ def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     return data, _table(rows)
 
 
+def _gpus(text: str) -> list[cap.GPU]:
+    """``--gpu``: one product, a comma list, or ``any`` (the whole catalog)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise cap.CapacityError(f"--gpu {text!r} names no GPU; expected an id, a comma list or any")
+    if [n.lower() for n in names] == ["any"]:
+        return [cap.gpu_spec(g) for g in cap.gpu_ids()]
+    return [cap.gpu_spec(n) for n in names]
+
+
 def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     arch = cap.load_architecture(args.model)
-    gpu = cap.gpu_spec(args.gpu)
+    gpus = _gpus(args.gpu)
+    prices = dict(cap.parse_price(p) for p in args.price)
     if args.output_tokens is not None and args.prompt_tokens is None:
         raise cap.CapacityError("--output-tokens needs --prompt-tokens; expected both or neither")
-    result = cap.plan(
+    choice = cap.choose_gpu(
         arch,
-        gpu,
+        gpus,
         cap.Workload(
             max_model_len=args.max_model_len,
             prompt_tokens=args.prompt_tokens,
@@ -450,9 +473,34 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             max_num_seqs=args.max_num_seqs,
             quantization=args.quantization,
         ),
+        prices=prices,
         calibration=args.calibration,
     )
-    return result.to_dict(), _plan_text(arch, gpu, result)
+    first = choice.alternatives[0]
+    data = first.result.to_dict()
+    if data["plan"] is not None:
+        row = first.to_dict()
+        data["plan"].update(gpu=row["gpu"], gpu_product=row["gpu_product"], usd_per_hour=row["usd_per_hour"])
+    text = _plan_text(arch, first.gpu, first.result)
+    if len(gpus) > 1:
+        data["alternatives"] = [a.to_dict() for a in choice.alternatives]
+        text += "\n" + _alternatives_text(choice)
+    return data, text
+
+
+def _alternatives_text(choice: cap.GPUChoice) -> str:
+    lines = ["", "GPU products (cheapest feasible first)"]
+    lines.append(f"  {'gpu':<10} {'GPUs':>4} {'$/GPU-h':>8} {'$/h':>8} {'$/M tok':>8}  plan / why")
+    for a in choice.alternatives:
+        d = a.to_dict()
+        money = (
+            f"{d['usd_per_hour']:>8.2f} {d['usd_per_million_output_tokens'] or 0:>8.3f}"
+            if a.feasible
+            else f"{'-':>8} {'-':>8}"
+        )
+        note = a.summary() if a.why == "chosen" else a.why
+        lines.append(f"  {a.gpu.id:<10} {a.gpus:>4} {a.usd_per_gpu_hour:>8.2f} {money}  {note}")
+    return "\n".join(lines)
 
 
 def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> str:

@@ -205,7 +205,12 @@ def test_plan_json_keys(capsys):
         "max_num_batched_tokens",
         "replicas",
         "quantization",
+        "gpu",
+        "gpu_product",
+        "usd_per_hour",
     }
+    assert (data["plan"]["gpu"], data["plan"]["gpu_product"]) == ("h100-sxm", "NVIDIA-H100-80GB-HBM3")
+    assert "alternatives" not in data  # one product: nothing to choose between
     assert data["plan"]["quantization"] is None and "--quantization" not in data["vllm_args"]
     assert {"total", "budget", "weights", "kv_cache", "activation", "other"} <= data[
         "memory_per_gpu_bytes"
