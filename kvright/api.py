@@ -45,6 +45,7 @@ __all__ = [
     "ArchitectureStatus",
     "Condition",
     "ConfigMapKeyRef",
+    "EndpointPickerSpec",
     "FeedbackMode",
     "FeedbackSpec",
     "GPUSpec",
@@ -60,6 +61,8 @@ __all__ = [
     "PredictionStatus",
     "ReplicasSpec",
     "ResourcesSpec",
+    "RoutingSpec",
+    "RoutingStatus",
     "Rule",
     "SLOSpec",
     "SecretKeyRef",
@@ -80,6 +83,8 @@ PLURAL: Final = "llmdeployments"
 KVCacheDtype = Literal["Auto", "Model", "FP8"]
 Quantization = Literal["None", "FP8", "Auto"]
 FeedbackMode = Literal["Off", "Observe", "Adjust"]
+FailureMode = Literal["FailOpen", "FailClose"]
+RoutingMode = Literal["InferencePool", "Service"]
 ArchitectureSource = Literal["Catalog", "ConfigMap", "Hub"]
 
 #: The JSON Schema marker of a Kubernetes int-or-string field; kvright.crdgen turns it into the CRD's.
@@ -415,6 +420,30 @@ class ResourcesSpec(_Object):
     """Memory request, e.g. 32Gi."""
 
 
+class EndpointPickerSpec(_Object):
+    """The endpoint picker (a gRPC ext-proc Service, such as the Gateway API Inference Extension's) that a
+    gateway asks which vLLM pod of the InferencePool takes each request. One picker serves one pool."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_1035)]
+    """The picker's Service, in this namespace."""
+    port: Annotated[int, Field(ge=1, le=65535)] = 9002
+    """The Service's ext-proc port (9002 is the upstream picker's)."""
+    failure_mode: FailureMode = "FailClose"
+    """What the gateway does when the picker does not answer: FailClose (the request fails; the upstream
+    default) or FailOpen (the gateway forwards it to a pod of its own choosing)."""
+
+
+class RoutingSpec(_Object):
+    """How requests reach the vLLM pods. The Service named after the LLMDeployment always does; when the
+    cluster serves the Gateway API Inference Extension (inference.networking.k8s.io/v1), an InferencePool of
+    the same name also selects the serving pods, for a Gateway's HTTPRoute to send requests through the
+    endpoint picker."""
+
+    endpoint_picker: EndpointPickerSpec | None = None
+    """The InferencePool's endpoint picker; left out, the operator's default (the chart's
+    inferencePool.endpointPicker: a Service named <name>-epp on port 9002 unless changed there)."""
+
+
 def _tp_within_budget(s: LLMDeploymentSpec) -> bool:
     tp, budget = s.tuning.tensor_parallel_size, s.gpu.max_gpus
     return tp is None or budget is None or tp <= budget
@@ -444,6 +473,7 @@ class LLMDeploymentSpec(_Object):
     feedback: FeedbackSpec = FeedbackSpec()
     replicas: ReplicasSpec = ReplicasSpec()
     resources: ResourcesSpec = ResourcesSpec()
+    routing: RoutingSpec = RoutingSpec()
 
 
 # --- status (written by kvright; the models state its schema) --------------------------------------
@@ -524,6 +554,22 @@ class PredictionStatus(_Object):
     """The calibration's spread multiplier the plan was made with."""
 
 
+class RoutingStatus(_Object):
+    """How requests reach the vLLM pods now."""
+
+    mode: RoutingMode | None = None
+    """InferencePool (an InferencePool selects the serving pods; a gateway routes through its endpoint
+    picker) or Service (the cluster serves no InferencePool API: clients use the Service)."""
+    inference_pool: str | None = None
+    """The InferencePool's name, when mode is InferencePool."""
+    endpoint_picker: str | None = None
+    """The pool's endpoint picker as service:port, when it has one."""
+    service: str | None = None
+    """The ClusterIP Service, which reaches the same pods in either mode."""
+    message: str | None = None
+    """Why this mode, in words."""
+
+
 class Condition(_Object):
     """One condition, as the Kubernetes API conventions define it (a list keyed by type)."""
 
@@ -555,6 +601,8 @@ class LLMDeploymentStatus(_Object):
     """Label selector of the vLLM pods (scale subresource, for an HPA)."""
     deployment: str | None = None
     """Name of the vLLM Deployment."""
+    routing: RoutingStatus | None = None
+    """Whether requests are routed by an InferencePool or by the Service."""
     conditions: (
         Annotated[
             list[Condition],

@@ -58,6 +58,7 @@ PRINTER_COLUMNS: Final = (
     _column("TPOT-Observed-ms", "number", ".status.observed.tpotMilliseconds"),
     _column("Ready", "string", f"{_READY}.status"),
     _column("Reason", "string", f"{_READY}.reason", priority=1),
+    _column("Routing", "string", ".status.routing.mode", priority=1),
     _column("Age", "date", ".metadata.creationTimestamp"),
 )
 

@@ -43,7 +43,7 @@ from kvright import api, feedback, inventory, metrics, reconcile
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
 from kvright.observe import PrometheusClient
-from kvright.render import LWS_API_VERSION, selector
+from kvright.render import INFERENCE_POOL_API_VERSION, LWS_API_VERSION, selector
 from kvright.resolve import HubClient, ResolveError, resolve
 
 __all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_once"]
@@ -54,6 +54,9 @@ POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
 LWS_API: Final = "/apis/leaderworkerset.x-k8s.io/v1"
 """The LeaderWorkerSet API group version: served (its discovery document lists ``leaderworkersets``) when
 LeaderWorkerSet is installed. Discovery needs no RBAC grant (system:discovery)."""
+INFERENCE_POOL_API: Final = "/apis/inference.networking.k8s.io/v1"
+"""The Gateway API Inference Extension's group version: served (listing ``inferencepools``) when its
+InferencePool CRD is installed; asked through discovery like LeaderWorkerSet."""
 log = logging.getLogger("kvright.operator")
 
 
@@ -70,6 +73,7 @@ _PLURALS: Final = {
     ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
     ("monitoring.coreos.com/v1", "PodMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors",
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): LWS_API + "/namespaces/{ns}/leaderworkersets",
+    (INFERENCE_POOL_API_VERSION, "InferencePool"): INFERENCE_POOL_API + "/namespaces/{ns}/inferencepools",
 }
 WORKLOAD_KINDS: Final = {
     "Deployment": ("apps/v1", "Deployment"),
@@ -260,6 +264,24 @@ class Runtime:
         """Whether the LeaderWorkerSet API is served, by API discovery (see ``_served``)."""
         return self._served(LWS_API, lambda: self.kube.serves(LWS_API, "leaderworkersets"))
 
+    def inference_pool_supported(self) -> bool:
+        """Whether the InferencePool API is served, by API discovery (see ``_served``)."""
+        return self._served(
+            INFERENCE_POOL_API, lambda: self.kube.serves(INFERENCE_POOL_API, "inferencepools")
+        )
+
+    def endpoint_picker(self, name: str) -> api.EndpointPickerSpec | None:
+        """The operator's default endpoint picker for the InferencePool of LLMDeployment ``name``."""
+        s = self.settings
+        service = s.endpoint_picker_for(name)
+        if not service:
+            return None
+        # Not validated again: the settings checked the template, and a long LLMDeployment name may make a
+        # name no Service can have (the pool still applies; its picker is then reported missing upstream).
+        return api.EndpointPickerSpec.model_construct(
+            name=service, port=s.endpoint_picker_port, failure_mode=s.endpoint_picker_failure_mode
+        )
+
     def _served(self, what: str, probe: Callable[[], bool]) -> bool:
         """Whether an optional API is there, asked at most once a minute: an error keeps the last
         answer and is logged, and a first error counts as absent."""
@@ -342,6 +364,8 @@ def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.
         default_image=runtime.settings.vllm_image,
         pod_monitor=runtime.pod_monitor_supported(),
         leader_worker_set=runtime.leader_worker_set_supported(),
+        inference_pool=runtime.inference_pool_supported(),
+        endpoint_picker=runtime.endpoint_picker(meta["name"]),
         parsed=parsed,
     )
 

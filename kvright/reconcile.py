@@ -20,10 +20,19 @@ from typing import Any, Final, Literal
 
 import capacity
 from kvright import conditions as cond
-from kvright.api import LLMDeploymentSpec, SpecError, parse_spec
+from kvright.api import EndpointPickerSpec, LLMDeploymentSpec, SpecError, parse_spec
 from kvright.conditions import Condition, Reason
 from kvright.inventory import InventoryError, ProductInventory, choose
-from kvright.render import CONTAINER_NAME, LWS_WORKER_INDEX_LABEL, Owner, VLLMWorkload, render_all, selector
+from kvright.render import (
+    CONTAINER_NAME,
+    HTTP_PORT,
+    INFERENCE_POOL_API_VERSION,
+    LWS_WORKER_INDEX_LABEL,
+    Owner,
+    VLLMWorkload,
+    render_all,
+    selector,
+)
 
 __all__ = [
     "Desired",
@@ -88,6 +97,10 @@ class Facts:
     """The PodMonitor CRD is installed."""
     leader_worker_set: bool = False
     """The LeaderWorkerSet API (leaderworkerset.x-k8s.io/v1) is served: replicas may span nodes."""
+    inference_pool: bool = False
+    """The InferencePool API (inference.networking.k8s.io/v1) is served: an InferencePool routes."""
+    endpoint_picker: EndpointPickerSpec | None = None
+    """The operator's default endpoint picker for this object's pool (spec.routing.endpointPicker wins)."""
     overrides: Overrides = field(default_factory=Overrides)
     parsed: LLMDeploymentSpec | SpecError | None = None
     """The spec parsed once per reconcile (the operator's gather passes it; left out, it is parsed here
@@ -320,6 +333,7 @@ def _desire(facts: Facts) -> Desired:
         hf_token=token,
         weight_bytes=weight_total,
         max_request_seconds=2.0 * longest_request,
+        endpoint_picker=spec.routing.endpoint_picker or facts.endpoint_picker,
     )
     plan_status: dict[str, Any] = {
         "gpuProduct": product.product,
@@ -379,6 +393,9 @@ def _desire(facts: Facts) -> Desired:
         "prediction": prediction_status,
         "selector": ",".join(f"{k}={v}" for k, v in selector(facts.name).items()),
         "deployment": facts.name,
+        "routing": _routing(
+            facts.name, inference_pool=facts.inference_pool, picker=workload_render.endpoint_picker
+        ),
     }
     previous = facts.current_status.get("plan")
     if isinstance(previous, Mapping) and _plan_key(previous) != _plan_key(plan_status):
@@ -396,11 +413,40 @@ def _desire(facts: Facts) -> Desired:
         plan_feasible=Condition(
             type=cond.PLAN_FEASIBLE, status="True", reason=Reason.PLANNED, message=message
         ),
-        children=tuple(render_all(workload_render, pod_monitor=facts.pod_monitor)),
+        children=tuple(
+            render_all(workload_render, pod_monitor=facts.pod_monitor, inference_pool=facts.inference_pool)
+        ),
         fields=fields,
         replicas=replicas,
         events=tuple(events),
     )
+
+
+def _routing(name: str, *, inference_pool: bool, picker: EndpointPickerSpec | None) -> dict[str, Any]:
+    """status.routing: by the InferencePool when the cluster serves its API, else by the Service."""
+    if not inference_pool:
+        return {
+            "mode": "Service",
+            "inferencePool": None,
+            "endpointPicker": None,
+            "service": name,
+            "message": f"the cluster does not serve {INFERENCE_POOL_API_VERSION} InferencePools; clients "
+            f"reach the vLLM pods through Service {name}",
+        }
+    where = f"{picker.name}:{picker.port}" if picker is not None else None
+    how = (
+        f"endpoint picker Service {where} ({picker.failure_mode})"
+        if picker is not None
+        else "no endpoint picker (the gateway picks)"
+    )
+    return {
+        "mode": "InferencePool",
+        "inferencePool": name,
+        "endpointPicker": where,
+        "service": name,
+        "message": f"InferencePool {name} selects the serving vLLM pods on port {HTTP_PORT}, {how}; "
+        f"Service {name} reaches the same pods",
+    }
 
 
 _PLAN_KEYS: Final = (
@@ -590,12 +636,31 @@ def status(
     }
     if "selector" not in new:
         new["selector"] = ",".join(f"{k}={v}" for k, v in selector(facts.name).items())
+    wanted = desired.fields.get("routing") or {}
+    if apply_error is not None and wanted.get("mode") == "InferencePool":
+        # Not applied: say what routes now (what the last successful reconcile wrote), not what should.
+        new["routing"] = facts.current_status.get("routing") or {
+            "mode": "Service",
+            "inferencePool": None,
+            "endpointPicker": None,
+            "service": facts.name,
+            "message": f"the InferencePool is not applied (Deployed: {Reason.APPLY_FAILED}); clients reach "
+            f"the vLLM pods through Service {facts.name}",
+        }
     return new
 
 
 def status_changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether writing ``new`` would change anything kvright owns in ``current``."""
-    return any(current.get(key) != value for key, value in new.items())
+    """Whether writing ``new`` would change anything kvright owns in ``current``. A null in ``new`` removes
+    a key (merge patch), so it equals a key that is absent."""
+    return any(_present(current.get(key)) != _present(value) for key, value in new.items())
+
+
+def _present(value: Any) -> Any:
+    """``value`` without the keys a merge patch would remove (null values), at every depth."""
+    if isinstance(value, Mapping):
+        return {k: _present(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def retry_delay(attempt: int, *, base: float = 5.0, cap: float = 300.0) -> float:

@@ -1,5 +1,5 @@
 """The children of an LLMDeployment as plain dicts, pure: the vLLM Deployment (a replica on one node) or
-LeaderWorkerSet (a replica across nodes), Service, PodMonitor.
+LeaderWorkerSet (a replica across nodes), Service, PodMonitor, InferencePool.
 
 Every choice that is not the plan's lives here, with the reason next to it. The output is applied
 with server-side apply under one field manager, so it lists only the fields kvright owns: anything
@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import capacity
-from kvright.api import API_VERSION, KIND, SecretKeyRef
+from kvright.api import API_VERSION, KIND, EndpointPickerSpec, SecretKeyRef
 from kvright.inventory import GPU_RESOURCE, PRODUCT_LABEL
 
 __all__ = [
     "CONTAINER_NAME",
     "HTTP_PORT",
+    "INFERENCE_POOL_API_VERSION",
     "LLMD_LABEL",
     "LWS_API_VERSION",
     "LWS_NAME_LABEL",
@@ -33,6 +34,7 @@ __all__ = [
     "labels",
     "render_all",
     "render_deployment",
+    "render_inference_pool",
     "render_leader_worker_set",
     "render_pod_monitor",
     "render_service",
@@ -52,6 +54,8 @@ PRESTOP_SLEEP_SECONDS: Final = 10
 """Time for endpoints and load balancers to stop sending new requests before vLLM gets SIGTERM."""
 UID: Final = 1000
 LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
+INFERENCE_POOL_API_VERSION: Final = "inference.networking.k8s.io/v1"
+"""The Gateway API Inference Extension's InferencePool (GA in its v1.0.0)."""
 LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
 """Set by the LeaderWorkerSet controller on every pod of a set."""
 LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -98,6 +102,8 @@ class VLLMWorkload:
     max_request_seconds: float = 60.0
     """How long the longest expected request runs: sizes the termination grace period."""
     extra_labels: dict[str, str] = field(default_factory=dict)
+    endpoint_picker: EndpointPickerSpec | None = None
+    """The InferencePool's endpoint picker (None: the pool has no endpointPickerRef)."""
 
     @property
     def gpus_per_pod(self) -> int:
@@ -410,11 +416,46 @@ def render_pod_monitor(w: VLLMWorkload) -> dict[str, Any]:
     }
 
 
-def render_all(w: VLLMWorkload, *, pod_monitor: bool) -> list[dict[str, Any]]:
+def render_inference_pool(w: VLLMWorkload) -> dict[str, Any]:
+    """A Gateway API Inference Extension InferencePool (``inference.networking.k8s.io/v1``) over the pods
+    that serve, on the vLLM port: what a Gateway's HTTPRoute names as its backend, so that an endpoint
+    picker (which reads each pod's vLLM metrics: queue, KV-cache use, prefixes) chooses the pod for each
+    request instead of the Service's round robin.
+
+    The selector is the Service's: every vLLM pod, or a multi-node replica's leaders only (the workers
+    run headless; a pod outside the selector is never offered to the picker). The picker is referenced
+    as a Service (the reference's default kind) with its port and failure mode; without one the
+    reference is left out (allowed from the API's v1.5.0, for gateways that pick endpoints themselves).
+    ``appProtocol`` is left to the API's default (http), so pre-v1.5.0 CRDs, which lack the field,
+    accept the object too."""
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": serving_selector(w.owner.name, spans_nodes=w.layout.spans_nodes)},
+        "targetPorts": [{"number": HTTP_PORT}],
+    }
+    picker = w.endpoint_picker
+    if picker is not None:
+        spec["endpointPickerRef"] = {
+            "kind": "Service",
+            "name": picker.name,
+            "port": {"number": picker.port},
+            "failureMode": picker.failure_mode,
+        }
+    return {
+        "apiVersion": INFERENCE_POOL_API_VERSION,
+        "kind": "InferencePool",
+        "metadata": _metadata(w),
+        "spec": spec,
+    }
+
+
+def render_all(w: VLLMWorkload, *, pod_monitor: bool, inference_pool: bool = False) -> list[dict[str, Any]]:
     """Every child, in apply order: the vLLM workload first (a LeaderWorkerSet when a replica spans
-    nodes, else a Deployment), the Service, the PodMonitor only when its CRD is installed."""
+    nodes, else a Deployment), the Service, the PodMonitor only when its CRD is installed, the
+    InferencePool only when the cluster serves its API."""
     workload = render_leader_worker_set(w) if w.layout.spans_nodes else render_deployment(w)
     children = [workload, render_service(w)]
     if pod_monitor:
         children.append(render_pod_monitor(w))
+    if inference_pool:
+        children.append(render_inference_pool(w))
     return children

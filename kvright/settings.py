@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -14,6 +15,12 @@ __all__ = ["DEFAULT_VLLM_IMAGE", "Settings", "SettingsError", "from_env"]
 
 # The vLLM release the flags kvright renders were checked against (docs/operator.md).
 DEFAULT_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.32.0"
+# The upstream Gateway API Inference Extension's convention: the picker of pool NAME is Service NAME-epp,
+# its ext-proc on gRPC port 9002.
+DEFAULT_ENDPOINT_PICKER: Final = "{name}-epp"
+DEFAULT_ENDPOINT_PICKER_PORT: Final = 9002
+FAILURE_MODES: Final = ("FailClose", "FailOpen")
+_SERVICE_NAME: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 class SettingsError(ValueError):
@@ -40,6 +47,18 @@ class Settings:
     """Tries of one hub fetch within a reconcile before it is reported and retried later."""
     peering: str = ""
     """kopf peering object name for HA (KVRIGHT_PEERING); empty: standalone."""
+    endpoint_picker: str = DEFAULT_ENDPOINT_PICKER
+    """The endpoint picker Service of an InferencePool whose LLMDeployment names none, ``{name}`` standing
+    for the LLMDeployment's name (KVRIGHT_ENDPOINT_PICKER); empty: such pools have no endpointPickerRef
+    (for gateways that pick endpoints themselves; InferencePool CRDs before v1.5.0 refuse that)."""
+    endpoint_picker_port: int = DEFAULT_ENDPOINT_PICKER_PORT
+    """Its ext-proc port (KVRIGHT_ENDPOINT_PICKER_PORT)."""
+    endpoint_picker_failure_mode: str = "FailClose"
+    """FailClose or FailOpen (KVRIGHT_ENDPOINT_PICKER_FAILURE_MODE)."""
+
+    def endpoint_picker_for(self, name: str) -> str:
+        """The default picker's Service name for the LLMDeployment ``name`` ("" when there is none)."""
+        return self.endpoint_picker.replace("{name}", name)
 
 
 def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
@@ -64,6 +83,22 @@ def from_env(env: Mapping[str, str]) -> Settings:
     endpoint = env.get("KVRIGHT_HF_ENDPOINT", "").strip() or "https://huggingface.co"
     if not endpoint.startswith(("http://", "https://")):
         raise SettingsError(f"KVRIGHT_HF_ENDPOINT={endpoint!r} is not a URL; accepted: http(s)://host[:port]")
+    picker = env.get("KVRIGHT_ENDPOINT_PICKER", DEFAULT_ENDPOINT_PICKER).strip()
+    if picker and not _SERVICE_NAME.fullmatch(picker.replace("{name}", "x")):
+        raise SettingsError(
+            f"KVRIGHT_ENDPOINT_PICKER={picker!r} is not a Service name; accepted: a DNS-1035 label in which "
+            "{name} stands for the LLMDeployment's name (e.g. {name}-epp), or empty for no picker"
+        )
+    picker_port = _number(env, "KVRIGHT_ENDPOINT_PICKER_PORT", DEFAULT_ENDPOINT_PICKER_PORT, 1, 65535)
+    if picker_port != int(picker_port):
+        raise SettingsError(
+            f"KVRIGHT_ENDPOINT_PICKER_PORT={picker_port!r} is not an integer; accepted: 1 to 65535"
+        )
+    failure_mode = env.get("KVRIGHT_ENDPOINT_PICKER_FAILURE_MODE", "").strip() or "FailClose"
+    if failure_mode not in FAILURE_MODES:
+        raise SettingsError(
+            f"KVRIGHT_ENDPOINT_PICKER_FAILURE_MODE={failure_mode!r}; accepted: {', '.join(FAILURE_MODES)}"
+        )
     return Settings(
         prometheus_url=env.get("KVRIGHT_PROMETHEUS_URL", "").strip().rstrip("/"),
         metrics_port=int(port),
@@ -74,4 +109,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
         hub_timeout_seconds=_number(env, "KVRIGHT_HUB_TIMEOUT_SECONDS", 10.0, 0.1, 600),
         hub_attempts=int(_number(env, "KVRIGHT_HUB_ATTEMPTS", 3, 1, 20)),
         peering=env.get("KVRIGHT_PEERING", "").strip(),
+        endpoint_picker=picker,
+        endpoint_picker_port=int(picker_port),
+        endpoint_picker_failure_mode=failure_mode,
     )

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import capacity
+from kvright.api import EndpointPickerSpec
 from kvright.conditions import Reason
 from kvright.inventory import GPUNode, summarize
 from kvright.reconcile import (
@@ -597,3 +598,101 @@ def test_a_leader_worker_set_with_an_unschedulable_worker_is_stalled() -> None:
     )
     r = rollout_from(_lws(AVAILABLE), [_pod("x-0", "0", ["m", "lead"]), pending])
     assert r.stalled == "pod x-0-1 cannot be scheduled: Insufficient nvidia.com/gpu"
+
+
+# --- routing: an InferencePool when the cluster serves its API, else the Service ----------------------
+
+DEFAULT_PICKER = EndpointPickerSpec(name="chat-epp", port=9002, failure_mode="FailClose")
+OWN_PICKER = {"name": "my-picker", "port": 9100, "failureMode": "FailOpen"}
+
+
+@pytest.mark.parametrize(
+    ("served", "spec_picker", "default", "ref", "routing"),
+    [
+        (
+            False,
+            OWN_PICKER,
+            DEFAULT_PICKER,
+            None,
+            {"mode": "Service", "inferencePool": None, "endpointPicker": None, "service": "chat"},
+        ),
+        (
+            True,
+            None,
+            DEFAULT_PICKER,
+            {"kind": "Service", "name": "chat-epp", "port": {"number": 9002}, "failureMode": "FailClose"},
+            {
+                "mode": "InferencePool",
+                "inferencePool": "chat",
+                "endpointPicker": "chat-epp:9002",
+                "service": "chat",
+            },
+        ),
+        (
+            True,
+            OWN_PICKER,
+            DEFAULT_PICKER,
+            {"kind": "Service", "name": "my-picker", "port": {"number": 9100}, "failureMode": "FailOpen"},
+            {
+                "mode": "InferencePool",
+                "inferencePool": "chat",
+                "endpointPicker": "my-picker:9100",
+                "service": "chat",
+            },
+        ),
+        (
+            True,
+            None,
+            None,
+            None,
+            {"mode": "InferencePool", "inferencePool": "chat", "endpointPicker": None, "service": "chat"},
+        ),
+    ],
+    ids=[
+        "api-not-served-no-pool-routing-by-service",
+        "served-the-operators-default-picker",
+        "served-the-specs-picker-wins",
+        "served-no-picker-anywhere-a-pool-without-reference",
+    ],
+)
+def test_routing_by_pool_or_service(
+    served: bool,
+    spec_picker: dict[str, Any] | None,
+    default: EndpointPickerSpec | None,
+    ref: dict[str, Any] | None,
+    routing: dict[str, Any],
+) -> None:
+    spec = {**LLAMA70.spec(), **({"routing": {"endpointPicker": spec_picker}} if spec_picker else {})}
+    d = desire(facts(spec, inference_pool=served, endpoint_picker=default))
+    pools = [c for c in d.children if c["kind"] == "InferencePool"]
+    assert len(pools) == int(served)
+    if served:
+        assert pools[0]["spec"].get("endpointPickerRef") == ref
+    got = dict(d.fields["routing"])
+    assert got.pop("message")
+    assert got == routing
+
+
+def test_a_refused_pool_apply_does_not_claim_routing_by_pool() -> None:
+    d = desire(facts(LLAMA70.spec(), inference_pool=True, endpoint_picker=DEFAULT_PICKER))
+    refused = "applying InferencePool chat: 422 spec.endpointPickerRef: Required value"
+    fresh = status(facts(LLAMA70.spec()), d, rollout=None, apply_error=refused, now=NOW)
+    assert fresh["routing"]["mode"] == "Service" and Reason.APPLY_FAILED in fresh["routing"]["message"]
+    before = {
+        "routing": {"mode": "InferencePool", "inferencePool": "chat", "service": "chat", "message": "m"}
+    }
+    kept = status(facts(LLAMA70.spec(), current_status=before), d, rollout=None, apply_error=refused, now=NOW)
+    assert kept["routing"] == before["routing"], "what routes now is what the last applied pool routes"
+    applied = status(facts(LLAMA70.spec()), d, rollout=None, apply_error=None, now=NOW)
+    assert applied["routing"]["mode"] == "InferencePool"
+
+
+def test_a_null_in_the_new_status_equals_an_absent_key() -> None:
+    """A merge patch removes a key sent as null: the status written once is not rewritten every period."""
+    assert not status_changed(
+        {"routing": {"mode": "Service"}}, {"routing": {"mode": "Service", "inferencePool": None}}
+    )
+    assert status_changed(
+        {"routing": {"mode": "InferencePool", "inferencePool": "chat"}},
+        {"routing": {"mode": "Service", "inferencePool": None}},
+    )

@@ -1,4 +1,4 @@
-"""kvright.render: the vLLM Deployment, Service and PodMonitor dicts, pure.
+"""kvright.render: the vLLM Deployment, Service, PodMonitor and InferencePool dicts, pure.
 
 The plan is given as plain values (the renderer never sees capacity's Plan), so nothing is faked.
 """
@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 import capacity
-from kvright.api import SecretKeyRef
+from kvright.api import EndpointPickerSpec, SecretKeyRef
 from kvright.render import (
     Owner,
     VLLMWorkload,
     labels,
     render_all,
     render_deployment,
+    render_inference_pool,
     render_leader_worker_set,
     render_pod_monitor,
     render_service,
@@ -341,3 +342,62 @@ def test_single_node_layouts_including_dp_with_ep_stay_a_deployment() -> None:
         children = render_all(w, pod_monitor=False)
         assert [c["kind"] for c in children] == ["Deployment", "Service"]
         assert container(children[0])["resources"]["limits"] == {"nvidia.com/gpu": str(layout.gpus)}
+
+
+# --- the InferencePool (Gateway API Inference Extension, inference.networking.k8s.io/v1) ------------------
+
+PICKER = EndpointPickerSpec(name="chat-epp", port=9002, failure_mode="FailOpen")
+
+
+def test_the_inference_pool_is_rendered_only_when_its_api_is_served_and_last() -> None:
+    w = workload(endpoint_picker=PICKER)
+    assert [c["kind"] for c in render_all(w, pod_monitor=False)] == ["Deployment", "Service"]
+    assert [c["kind"] for c in render_all(w, pod_monitor=True, inference_pool=True)] == [
+        "Deployment",
+        "Service",
+        "PodMonitor",
+        "InferencePool",
+    ]
+    pool = render_all(w, pod_monitor=False, inference_pool=True)[-1]
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
+    assert pool["metadata"] == render_service(w)["metadata"], "same name, labels and controller owner"
+
+
+@pytest.mark.parametrize(
+    ("w", "selected"),
+    [
+        (workload(), {"app.kubernetes.io/name": "vllm", "kvright.dev/llmdeployment": "chat"}),
+        (
+            multi_node(),
+            {
+                "app.kubernetes.io/name": "vllm",
+                "kvright.dev/llmdeployment": "chat",
+                "leaderworkerset.sigs.k8s.io/worker-index": "0",
+            },
+        ),
+    ],
+    ids=["one-node-replica-every-vllm-pod", "multi-node-replica-only-the-leaders-that-serve"],
+)
+def test_the_pool_selects_the_pods_that_serve_on_the_vllm_port(
+    w: VLLMWorkload, selected: dict[str, str]
+) -> None:
+    spec = render_inference_pool(w)["spec"]
+    assert spec["selector"] == {"matchLabels": selected}
+    assert spec["selector"]["matchLabels"] == render_service(w)["spec"]["selector"]
+    assert spec["targetPorts"] == [{"number": 8000}]
+    assert "appProtocol" not in spec, "left to the API's default, which pre-v1.5.0 CRDs do not have"
+
+
+@pytest.mark.parametrize(
+    ("picker", "ref"),
+    [
+        (
+            PICKER,
+            {"kind": "Service", "name": "chat-epp", "port": {"number": 9002}, "failureMode": "FailOpen"},
+        ),
+        (None, None),
+    ],
+    ids=["picker-as-a-service-with-port-and-failure-mode", "no-picker-no-reference"],
+)
+def test_the_endpoint_picker_reference(picker: EndpointPickerSpec | None, ref: dict[str, Any] | None) -> None:
+    assert render_inference_pool(workload(endpoint_picker=picker))["spec"].get("endpointPickerRef") == ref
