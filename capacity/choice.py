@@ -27,14 +27,13 @@ SECONDS_PER_HOUR = 3600.0
 
 @dataclass(frozen=True, kw_only=True)
 class Alternative:
-    """One GPU product's plan and what it costs."""
+    """One GPU product's plan (``result``) at the price the choice used for one of its GPU-hours, and
+    ``why``: ``chosen``, why a feasible plan lost (its cost against the chosen one's) or why none fits."""
 
     gpu: GPU
     result: PlanResult
     usd_per_gpu_hour: float
-    """The price this choice used for one GPU-hour of this product."""
-    why: str
-    """``chosen``; why a feasible plan lost (its cost against the chosen one's); or why none fits."""
+    why: str = ""
 
     @property
     def feasible(self) -> bool:
@@ -42,6 +41,7 @@ class Alternative:
 
     @property
     def gpus(self) -> int:
+        """Every GPU of every replica (0 when nothing fits)."""
         return self.result.plan.gpus if self.result.plan else 0
 
     @property
@@ -147,17 +147,8 @@ def choose_gpu(
             result = plan(arch, gpu, workload, slo, limits, calibration=calibration)
         except CapacityError as exc:
             errors.append(exc)
-            result = PlanResult(
-                feasible=False,
-                reason=str(exc),
-                plan=None,
-                prediction=None,
-                memory=None,
-                kv_cache_tokens_per_replica=0,
-                max_concurrency_at_max_model_len=0.0,
-                candidates=(),
-            )
-        planned.append(Alternative(gpu=gpu, result=result, usd_per_gpu_hour=price, why=""))
+            result = PlanResult.refused(str(exc))
+        planned.append(Alternative(gpu=gpu, result=result, usd_per_gpu_hour=price))
     if len(errors) == len(planned):
         raise errors[0]
     # With a stated load the deployment's cost per hour decides; without one (no concurrency) every plan

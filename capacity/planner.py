@@ -437,6 +437,20 @@ class PlanResult:
     warnings: tuple[str, ...] = field(default=())
     """Things to know about the plan (e.g. fp8 KV cache on MLA is a quality risk)."""
 
+    @classmethod
+    def refused(cls, reason: str) -> PlanResult:
+        """No candidate was weighed: the request itself rules every plan out, for ``reason``."""
+        return cls(
+            feasible=False,
+            reason=reason,
+            plan=None,
+            prediction=None,
+            memory=None,
+            kv_cache_tokens_per_replica=0,
+            max_concurrency_at_max_model_len=0.0,
+            candidates=(),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The ``kvright plan --json`` object."""
         return {
@@ -655,16 +669,7 @@ def _plan(
         budgets = [default_mnbt] + [t for t in BATCHED_TOKEN_CHOICES if t != default_mnbt]
 
     if not layouts:
-        return PlanResult(
-            feasible=False,
-            reason=_no_layout(arch, limits, req.max_gpus),
-            plan=None,
-            prediction=None,
-            memory=None,
-            kv_cache_tokens_per_replica=0,
-            max_concurrency_at_max_model_len=0.0,
-            candidates=(),
-        )
+        return PlanResult.refused(_no_layout(arch, limits, req.max_gpus))
     rows = []
     for layout in layouts:
         for dtype in dtypes:

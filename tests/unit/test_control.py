@@ -120,6 +120,16 @@ QUEUE_OVER_TTFT: dict[str, Any] = {
 #: TPOT well inside the SLO with 60 running on 3 replicas: two could carry them.
 SPARE_REPLICA: dict[str, Any] = {"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0}
 
+
+def too_slow_at_128(*, running: float, **more: Any) -> Case:
+    """p90 TPOT 70 ms at batch 100 on 2 replicas of max-num-seqs 128 (the model says 60 ms)."""
+    return Case(
+        obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": running},
+        current={"max_num_seqs": 128, "replicas": 2},
+        **more,
+    )
+
+
 CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "waiting-with-free-seats-is-admission-not-a-queue",
@@ -164,20 +174,14 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     ),
     (
         "too-slow-and-the-budget-holds-the-demand-adds-replicas-without-a-restart",
-        Case(
-            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 200.0},
-            current={"max_num_seqs": 128, "replicas": 2},
-        ),
         # predicted 60 ms at 100 -> calibration 1.0833 -> target 63; 200/63 -> 4 replicas <= 4 allowed.
+        too_slow_at_128(running=200.0),
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
     ),
     (
         "too-slow-and-the-budget-cannot-hold-the-demand-lowers-seqs-and-adds-replicas",
-        Case(
-            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 300.0},
-            current={"max_num_seqs": 128, "replicas": 2},
-        ),
         # target 63: 300/63 -> 5 replicas > 4 allowed, so lower the batch (halving floor 64) and add 2.
+        too_slow_at_128(running=300.0),
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
     ),
     (
@@ -197,11 +201,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     ),
     (
         "replica-step-is-bounded",
-        Case(
-            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 1000.0},
-            current={"max_num_seqs": 128, "replicas": 2},
-            bounds={"max_replicas": 30, "max_gpus": 30},
-        ),
+        too_slow_at_128(running=1000.0, bounds={"max_replicas": 30, "max_gpus": 30}),
         # 1000 at target 63 need 16 replicas, within 30; one move adds at most 2.
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
     ),
