@@ -181,6 +181,11 @@ NAMESPACED_ACCESS = [
     ("patch", "nodes", (), False),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", (), False),
     ("delete", "pods", ("-n", TEAM_NS), False),
+    # InferencePools are only server-side applied: create and patch, nothing else.
+    ("create", "inferencepools.inference.networking.k8s.io", ("-n", TEAM_NS), True),
+    ("patch", "inferencepools.inference.networking.k8s.io", ("-n", TEAM_NS), True),
+    ("get", "inferencepools.inference.networking.k8s.io", ("-n", TEAM_NS), False),
+    ("delete", "inferencepools.inference.networking.k8s.io", ("-n", TEAM_NS), False),
 ]
 
 
