@@ -424,45 +424,55 @@ def test_down_is_idempotent_and_never_signals_a_process_it_did_not_start(tmp_pat
 
 
 @pytest.mark.cluster
-def test_a_killed_etcd_is_reported_and_up_recovers_then_down_leaves_nothing(tmp_path: Path) -> None:
-    first = script(tmp_path, "up")
-    assert first.returncode == 0, first.stderr[-2000:]
-    etcd_pid = int((tmp_path / "run" / "etcd.pid").read_text())
-    os.kill(etcd_pid, 9)
-    wait_until(lambda: etcd_pid not in our_processes(tmp_path), 30, what="etcd to die")
-
-    status = script(tmp_path, "status")
-    assert status.returncode == 1
-    assert f"DEAD (pid {etcd_pid} is gone" in status.stdout
-
-    again = script(tmp_path, "up")
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert f"etcd (pid {etcd_pid}) is not running: it died or was killed" in again.stderr
-    assert "stopping what is left and starting fresh" in again.stderr
-    assert script(tmp_path, "status").returncode == 0
-
-    assert script(tmp_path, "down").returncode == 0
-    assert our_processes(tmp_path) == []
-    assert not (tmp_path / "etcd-data").exists()
-
-
-@pytest.mark.cluster
-def test_a_private_cluster_whose_test_session_died_is_stopped_by_the_next_session(tmp_path: Path) -> None:
-    private = tmp_path / "pytest-7" / "cluster0"
+def test_a_killed_etcd_is_reported_up_recovers_a_dead_sessions_cluster_is_reaped_then_down_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """Also the reaper of a private cluster whose test session died: the recovered cluster here serves as
+    the one whose session is still alive (one start fewer than a cluster of its own)."""
     alive = tmp_path / "pytest-8" / "cluster0"
-    for d in (private, alive):
-        d.mkdir(parents=True)
-        assert script(d, "up").returncode == 0
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    (private / OWNER_FILE).write_text(str(gone.pid))  # a session that was killed before its teardown
-    (alive / OWNER_FILE).write_text(str(os.getppid()))  # a session still running
+    alive.mkdir(parents=True)
     try:
+        first = script(alive, "up")
+        assert first.returncode == 0, first.stderr[-2000:]
+        etcd_pid = int((alive / "run" / "etcd.pid").read_text())
+        os.kill(etcd_pid, 9)
+        wait_until(lambda: etcd_pid not in our_processes(alive), 30, what="etcd to die")
+
+        status = script(alive, "status")
+        assert status.returncode == 1
+        assert f"DEAD (pid {etcd_pid} is gone" in status.stdout
+
+        again = script(alive, "up")
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert f"etcd (pid {etcd_pid}) is not running: it died or was killed" in again.stderr
+        assert "stopping what is left and starting fresh" in again.stderr
+        assert script(alive, "status").returncode == 0
+
+        a_private_cluster_whose_test_session_died_is_stopped_by_the_next_session(tmp_path, alive)
+
+        assert script(alive, "down").returncode == 0
+        assert our_processes(alive) == []
+        assert not (alive / "etcd-data").exists()
+    finally:
+        script(alive, "down")
+
+
+def a_private_cluster_whose_test_session_died_is_stopped_by_the_next_session(
+    tmp_path: Path, alive: Path
+) -> None:
+    """``alive`` is a running cluster below ``tmp_path`` (pytest-N/clusterM) of a session still running."""
+    private = tmp_path / "pytest-7" / "cluster0"
+    private.mkdir(parents=True)
+    try:
+        assert script(private, "up").returncode == 0
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        (private / OWNER_FILE).write_text(str(gone.pid))  # a session that was killed before its teardown
+        (alive / OWNER_FILE).write_text(str(os.getppid()))  # a session still running
         assert reap_orphaned_clusters(tmp_path) == [private]
         assert our_processes(private) == []
         assert len(our_processes(alive)) == 6  # etcd, apiserver, KCM, scheduler, kwok, LWS
     finally:
-        script(alive, "down")
         script(private, "down")
 
 
