@@ -318,64 +318,30 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
     arch = facts.architecture
     decision: Decision | None = None
     if not isinstance(arch, capacity.Architecture) or not plan.get("maxNumSeqs"):
-        slo = unknown_slo if not plan else _slo_condition(None, obs, spec)
+        slo_condition = unknown_slo if not plan else _slo_condition(None, obs, spec)
         calibration = {**_calibration_status(history, pins, None, spec, feedback), "note": Reason.NO_PLAN_YET}
         overrides = _overrides(history, pins) if spec.feedback.mode == "Adjust" else Overrides()
-        return FeedbackResult(
-            overrides=overrides,
-            observed=observed,
-            calibration=calibration,
-            conditions=(metrics, slo),
-            events=tuple(events),
+    else:
+        decision = _control(facts, spec, arch, plan, obs, history, feedback, now)
+        slo_condition = _slo_condition(decision, obs, spec)
+        adjust = spec.feedback.mode == "Adjust"
+        if adjust and decision.changes_plan:
+            pins = _pins_after(decision, plan, saved_pins)
+        event = _event_for(decision, facts.current_status, applied=adjust and decision.changes_plan)
+        if event is not None:
+            events.append(event)
+        new_history = (
+            decision.history
+            if adjust
+            else History(
+                calibration=decision.calibration,
+                last_change_time=history.last_change_time,
+                waiting_for_samples_since=decision.history.waiting_for_samples_since,
+            )
         )
-
-    decision = _control(facts, spec, arch, plan, obs, history, feedback, now)
-    slo_condition = _slo_condition(decision, obs, spec)
-    adjust = spec.feedback.mode == "Adjust"
-    if adjust and decision.changes_plan:
-        pins = {
-            "maxNumSeqs": decision.max_num_seqs,
-            "replicas": decision.replicas,
-            "kvCacheDtype": decision.kv_cache_dtype or plan.get("kvCacheDtype"),
-            "tensorParallelSize": decision.tensor_parallel_size or plan.get("tensorParallelSize"),
-            "appliedFactor": round(decision.calibration.scale, 4),
-            "appliedTail": round(decision.calibration.tail, 4),
-        }
-        replicas_only = decision.action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS)
-        if replicas_only and decision.max_num_seqs == plan.get("maxNumSeqs"):
-            # Only the replica count moves, which restarts no pod: the planner keeps sizing the batch with
-            # the calibration committed by the last move that did restart them (committing the new one
-            # would re-size max-num-seqs and roll every pod after all).
-            for key in ("appliedFactor", "appliedTail"):
-                if key in saved_pins:
-                    pins[key] = saved_pins[key]
-                else:
-                    pins.pop(key)
-        if decision.action == Action.REPLAN:
-            # A new plan: the planner sizes batch and replicas again with the new dtype or TP.
-            keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor", "appliedTail")
-            pins = {k: v for k, v in pins.items() if k in keep}
-        events.append(Event(type="Normal", reason=decision.reason, message=decision.message))
-    elif decision.recommend_only and decision.recommended_replicas != decision.replicas:
-        last = ((facts.current_status.get("calibration") or {}).get("lastDecision") or {}).get("reason")
-        if last != decision.reason:
-            events.append(Event(type="Normal", reason=Reason.REPLICAS_RECOMMENDED, message=decision.message))
-    elif decision.reason == Reason.SLO_UNATTAINABLE:
-        last = ((facts.current_status.get("calibration") or {}).get("lastDecision") or {}).get("reason")
-        if last != decision.reason:
-            events.append(Event(type="Warning", reason=decision.reason, message=decision.message))
-    new_history = (
-        decision.history
-        if adjust
-        else History(
-            calibration=decision.calibration,
-            last_change_time=history.last_change_time,
-            waiting_for_samples_since=decision.history.waiting_for_samples_since,
-        )
-    )
-    overrides = _overrides(new_history, pins) if adjust else Overrides()
-    overrides, pins = _planner_accepts(facts, overrides, pins)
-    calibration = _calibration_status(new_history, pins if adjust else {}, decision, spec, feedback)
+        overrides = _overrides(new_history, pins) if adjust else Overrides()
+        overrides, pins = _planner_accepts(facts, overrides, pins)
+        calibration = _calibration_status(new_history, pins if adjust else {}, decision, spec, feedback)
     return FeedbackResult(
         overrides=overrides,
         observed=observed,
@@ -384,6 +350,48 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
         events=tuple(events),
         decision=decision,
     )
+
+
+def _pins_after(decision: Decision, plan: Mapping[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
+    """What an applied move pins for the planner (kept in status.calibration)."""
+    pins: dict[str, Any] = {
+        "maxNumSeqs": decision.max_num_seqs,
+        "replicas": decision.replicas,
+        "kvCacheDtype": decision.kv_cache_dtype or plan.get("kvCacheDtype"),
+        "tensorParallelSize": decision.tensor_parallel_size or plan.get("tensorParallelSize"),
+        "appliedFactor": round(decision.calibration.scale, 4),
+        "appliedTail": round(decision.calibration.tail, 4),
+    }
+    replicas_only = decision.action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS)
+    if replicas_only and decision.max_num_seqs == plan.get("maxNumSeqs"):
+        # Only the replica count moves, which restarts no pod: the planner keeps sizing the batch with the
+        # calibration committed by the last move that did restart them (committing the new one would
+        # re-size max-num-seqs and roll every pod after all).
+        for key in ("appliedFactor", "appliedTail"):
+            if key in saved:
+                pins[key] = saved[key]
+            else:
+                pins.pop(key)
+    if decision.action == Action.REPLAN:
+        # A new plan: the planner sizes batch and replicas again with the new dtype or TP.
+        keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor", "appliedTail")
+        pins = {k: v for k, v in pins.items() if k in keep}
+    return pins
+
+
+def _event_for(decision: Decision, status: Mapping[str, Any], *, applied: bool) -> Event | None:
+    """Every applied move is an event; a recommendation (an HPA owns replicas) or an unattainable SLO is
+    one when it first appears, not on every period that repeats it."""
+    if applied:
+        return Event(type="Normal", reason=decision.reason, message=decision.message)
+    last = ((status.get("calibration") or {}).get("lastDecision") or {}).get("reason")
+    if last == decision.reason:
+        return None
+    if decision.recommend_only and decision.recommended_replicas != decision.replicas:
+        return Event(type="Normal", reason=Reason.REPLICAS_RECOMMENDED, message=decision.message)
+    if decision.reason == Reason.SLO_UNATTAINABLE:
+        return Event(type="Warning", reason=decision.reason, message=decision.message)
+    return None
 
 
 def _planner_accepts(
