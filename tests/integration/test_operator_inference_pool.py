@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kvright.operator import Kube, api_client
+from kvright.operator import Kube, KubeError, api_client
 from tests.builders import llmd
 from tests.fixtures.cluster import local_cluster
 from tests.integration.kvright_cluster import (
@@ -195,6 +195,24 @@ def test_each_llmdeployment_gets_an_owned_pool_selecting_exactly_its_ready_pods_
         poll(lambda: pool(kube, ns, "chat") is None, what="the chat pool collected", timeout=WAIT)
         assert pool(kube, ns, "other") is not None
     print(f"pool test: {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.parametrize(
+    ("picker", "complaint"),
+    [
+        ({"name": "Chat_EPP"}, "spec.routing.endpointPicker.name"),
+        ({"name": "epp", "port": 70000}, "spec.routing.endpointPicker.port"),
+        ({"name": "epp", "failureMode": "failopen"}, "spec.routing.endpointPicker.failureMode"),
+        ({"port": 9002}, "spec.routing.endpointPicker.name"),
+    ],
+    ids=["not-a-service-name", "port-out-of-range", "failure-mode-in-the-wrong-case", "no-name"],
+)
+def test_the_crd_refuses_a_bad_endpoint_picker(kube: Kube, picker: dict[str, Any], complaint: str) -> None:
+    obj = OTHER.obj()
+    obj["spec"]["routing"] = {"endpointPicker": picker}
+    with pytest.raises(KubeError) as refused:
+        create(kube, obj, "default")
+    assert refused.value.status == 422 and complaint in str(refused.value), str(refused.value)
 
 
 @pytest.fixture(scope="module")
