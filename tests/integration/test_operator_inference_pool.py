@@ -37,6 +37,7 @@ from tests.integration.kvright_cluster import (
     poll,
     reconciled,
 )
+from tests.unit.test_api import BAD_ENDPOINT_PICKERS
 
 pytestmark = pytest.mark.cluster
 
@@ -197,16 +198,7 @@ def test_each_llmdeployment_gets_an_owned_pool_selecting_exactly_its_ready_pods_
     print(f"pool test: {time.monotonic() - started:.1f} s")
 
 
-@pytest.mark.parametrize(
-    ("picker", "complaint"),
-    [
-        ({"name": "Chat_EPP"}, "spec.routing.endpointPicker.name"),
-        ({"name": "epp", "port": 70000}, "spec.routing.endpointPicker.port"),
-        ({"name": "epp", "failureMode": "failopen"}, "spec.routing.endpointPicker.failureMode"),
-        ({"port": 9002}, "spec.routing.endpointPicker.name"),
-    ],
-    ids=["not-a-service-name", "port-out-of-range", "failure-mode-in-the-wrong-case", "no-name"],
-)
+@pytest.mark.parametrize(("picker", "complaint"), BAD_ENDPOINT_PICKERS)
 def test_the_crd_refuses_a_bad_endpoint_picker(kube: Kube, picker: dict[str, Any], complaint: str) -> None:
     obj = OTHER.obj()
     obj["spec"]["routing"] = {"endpointPicker": picker}

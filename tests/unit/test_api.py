@@ -138,16 +138,21 @@ def test_the_endpoint_picker_of_the_spec(
     assert (None if got is None else (got.name, got.port, got.failure_mode)) == picker
 
 
-@pytest.mark.parametrize(
-    ("picker", "field"),
-    [
-        ({"name": "Chat_EPP"}, "spec.routing.endpointPicker.name"),
-        ({"name": "epp", "port": 0}, "spec.routing.endpointPicker.port"),
-        ({"name": "epp", "failureMode": "failopen"}, "spec.routing.endpointPicker.failureMode"),
-        ({"port": 9002}, "spec.routing.endpointPicker.name"),
-    ],
-    ids=["not-a-service-name", "port-out-of-range", "failure-mode-in-the-wrong-case", "no-name"],
-)
+BAD_ENDPOINT_PICKERS = [
+    pytest.param({"name": "Chat_EPP"}, "spec.routing.endpointPicker.name", id="not-a-service-name"),
+    pytest.param({"name": "epp", "port": 70000}, "spec.routing.endpointPicker.port", id="port-out-of-range"),
+    pytest.param(
+        {"name": "epp", "failureMode": "failopen"},
+        "spec.routing.endpointPicker.failureMode",
+        id="failure-mode-in-the-wrong-case",
+    ),
+    pytest.param({"port": 9002}, "spec.routing.endpointPicker.name", id="no-name"),
+]
+"""Endpoint pickers that parse_spec and the CRD (tests/integration/test_operator_inference_pool.py) both
+refuse, with the field each names."""
+
+
+@pytest.mark.parametrize(("picker", "field"), BAD_ENDPOINT_PICKERS)
 def test_a_bad_endpoint_picker_names_its_field(picker: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec({**llmd("a").spec(), "routing": {"endpointPicker": picker}})
