@@ -1,21 +1,28 @@
-"""The simulated vLLM engine core: continuous batching, a FCFS queue, KV blocks and preemption.
+"""The simulated vLLM engine core: continuous batching, chunked prefill, KV blocks and preemption.
 
 Pure and deterministic given its inputs: time is a virtual clock advanced by the modelled step
 durations (seeded noise included), never read from the system. :mod:`kvright_dev.sim.server` drives it
 from a thread and paces it against the wall clock; :mod:`bench.control_loop` drives it directly.
 
-The scheduling model follows vLLM V1 in the respects that matter for latency and capacity:
-- at most ``max_num_seqs`` requests run; the rest wait in arrival order;
-- a request is admitted only when the free KV blocks hold its prompt plus one token
-  (blocks of ``block_size`` tokens, allocated as the sequence grows);
-- each step decodes one token for every running request; a newly admitted request has its prompt
-  prefilled in that step (the step takes longer by the prefill time) and emits its first token;
-  a step admits prompts only while they fit ``max_num_batched_tokens`` together with the decodes
-  (vLLM's per-step token budget; a prompt larger than the budget is admitted alone, where vLLM would
-  chunk it over several steps);
-- when a running request needs a new block and none is free, the most recently admitted request is
-  preempted (recompute mode: its blocks are freed, it goes back to the head of the queue, and its
-  prompt plus the tokens it already produced are prefilled again on readmission).
+The scheduling follows vLLM V1's scheduler (``vllm/v1/core/sched/scheduler.py``) in the respects that
+matter for latency and capacity:
+
+- every step has a token budget of ``max_num_batched_tokens``; running requests are scheduled first,
+  in admission order: each decoding request takes one token, a request still prefilling takes the next
+  chunk of its prompt that the budget leaves (chunked prefill);
+- then waiting requests are admitted, first come first served, while a seat is free (at most
+  ``max_num_seqs`` run), the budget has tokens left and the free KV blocks hold the prompt plus one
+  token (blocks of ``block_size`` tokens); a prompt larger than what is left is chunked over later steps;
+- the step that completes a prompt's prefill samples its first token; every later step one more;
+- a decoding request takes a new block each time its context crosses a block; when none is free, the
+  most recently admitted request is preempted (recompute mode: its blocks are freed, it goes back to
+  the head of the queue, and its prompt plus the tokens it already produced are prefilled again on
+  readmission, without emitting a token twice).
+
+How long a step takes is not this module's business: ``step_seconds`` (:mod:`kvright_dev.sim.physics`)
+prices a :class:`StepWork`. Bookkeeping is per event (a request joining, crossing a block, finishing),
+not per request per step, so a step costs the same at batch 8 and at batch 512: the control-loop bench
+runs millions of steps.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-__all__ = ["Engine", "Finished", "SimRequest", "StepResult"]
+__all__ = ["Engine", "Finished", "SimRequest", "StepResult", "StepWork"]
 
 
 @dataclass(kw_only=True)
@@ -38,14 +46,37 @@ class SimRequest:
     max_tokens: int
     arrival_time: float
     generated: int = 0
+    """Tokens produced so far (kept current while waiting or prefilling; derived from the step count
+    while decoding, see :meth:`Engine.generated`)."""
     blocks: int = 0
     first_token_time: float | None = None
     admitted_time: float | None = None
     preemptions: int = 0
+    prefill_target: int = 0
+    """Tokens this admission prefills: the prompt, plus the tokens produced before a preemption."""
+    prefilled: int = 0
+    decoding: bool = False
+    offset: int = 0
+    """While decoding: generated = engine step count - offset."""
+    epoch: int = 0
+    """Bumped on preemption, so events scheduled for an earlier admission are ignored."""
 
     @property
     def context_tokens(self) -> int:
         return self.prompt_tokens + self.generated
+
+
+class StepWork(NamedTuple):
+    """What one engine step computes, for the physics to price (a tuple: built every step)."""
+
+    decode_seqs: int
+    """Requests that decode one token."""
+    decode_context_tokens: int
+    """Sum of their contexts: the KV cache the step reads."""
+    prefill_tokens: int
+    """Prompt tokens computed in the step (chunks)."""
+    prefill_context_tokens: float
+    """Sum over the prefill tokens of the context each attends to (causal: its position)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,25 +99,29 @@ class StepResult:
 
     duration_seconds: float
     batch: int
-    """Requests that produced a token in this step."""
+    """Requests scheduled in this step (decodes and prefill chunks)."""
     prefill_tokens: int
     new_tokens: int
+    """Tokens sampled: one per decode, one per prefill that completed."""
     preempted: int
     finished: tuple[Finished, ...] = field(default_factory=tuple)
 
 
-class Engine:
-    """Continuous batching over a virtual clock.
+def _idle(preempted: int = 0) -> StepResult:
+    return StepResult(duration_seconds=0.0, batch=0, prefill_tokens=0, new_tokens=0, preempted=preempted)
 
-    ``step_seconds(batch, mean_context_tokens, prefill_tokens)`` is one engine step without noise:
-    ``batch`` decodes at that mean context plus ``prefill_tokens`` of prompts in the same step.
-    ``noise`` is the relative standard deviation of a step's duration (Gaussian, clipped at +-3 sigma).
+
+class Engine:
+    """Continuous batching with chunked prefill over a virtual clock.
+
+    ``step_seconds(work)`` is one engine step without noise. ``noise`` is the relative standard deviation
+    of a step's duration (Gaussian, clipped at +-3 sigma).
     """
 
     def __init__(
         self,
         *,
-        step_seconds: Callable[[int, float, int], float],
+        step_seconds: Callable[[StepWork], float],
         max_num_seqs: int,
         num_gpu_blocks: int,
         block_size: int = 16,
@@ -119,12 +154,19 @@ class Engine:
         self.noise = noise
         self.rng = random.Random(seed)
         self.now = 0.0
+        self.steps = 0
         self.free_blocks = num_gpu_blocks
         self.waiting: deque[SimRequest] = deque()
-        self.running: list[SimRequest] = []
+        self.running: dict[int, SimRequest] = {}
+        """Admitted requests by id, in admission order (decoding and prefilling)."""
+        self.prefilling: dict[int, SimRequest] = {}
+        self.decoding = 0
+        self.decode_context_tokens = 0
         self.preemptions_total = 0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        self._block_due: dict[int, list[tuple[SimRequest, int]]] = {}
+        self._finish_due: dict[int, list[tuple[SimRequest, int]]] = {}
         self._next_id = 0
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -173,97 +215,150 @@ class Engine:
     def kv_cache_usage(self) -> float:
         return (self.num_gpu_blocks - self.free_blocks) / self.num_gpu_blocks
 
+    def generated(self, request: SimRequest) -> int:
+        """Tokens ``request`` has produced so far."""
+        return self.steps - request.offset if request.decoding else request.generated
+
     def _blocks_for(self, tokens: int) -> int:
         return math.ceil(tokens / self.block_size)
 
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _schedule_block(self, request: SimRequest) -> None:
+        # The step at which it needs blocks_for(context + 1) > its blocks: context + 1 = blocks x size + 1.
+        due = max(self.steps, request.blocks * self.block_size - request.prompt_tokens + request.offset)
+        self._block_due.setdefault(due, []).append((request, request.epoch))
+
+    def _leave(self, request: SimRequest) -> None:
+        """Take ``request`` out of the running set and give its blocks back."""
+        if request.decoding:
+            request.generated = self.steps - request.offset
+            self.decoding -= 1
+            self.decode_context_tokens -= request.context_tokens
+            request.decoding = False
+        self.prefilling.pop(request.request_id, None)
+        del self.running[request.request_id]
+        self.free_blocks += request.blocks
+        request.blocks = 0
+        request.epoch += 1
+
+    def _preempt_newest(self) -> SimRequest:
+        victim = self.running[next(reversed(self.running))]
+        self._leave(victim)
+        victim.preemptions += 1
+        victim.admitted_time = None
+        self.waiting.appendleft(victim)
+        self.preemptions_total += 1
+        return victim
+
+    def _finish(self, request: SimRequest) -> Finished:
+        self._leave(request)
+        first = request.first_token_time if request.first_token_time is not None else self.now
+        n = request.generated
+        return Finished(
+            request_id=request.request_id,
+            prompt_tokens=request.prompt_tokens,
+            output_tokens=n,
+            ttft_seconds=first - request.arrival_time,
+            tpot_seconds=(self.now - first) / (n - 1) if n > 1 else 0.0,
+            e2e_seconds=self.now - request.arrival_time,
+            queue_seconds=max(0.0, (request.admitted_time or self.now) - request.arrival_time),
+        )
+
     # -- one step -------------------------------------------------------------------------------
     def step(self) -> StepResult:
-        """Admit, prefill, decode one token for every running request, retire finished ones."""
+        """Grow, schedule (decodes, prefill chunks, admissions), price the step, sample, retire."""
         if not self.busy:
-            return StepResult(duration_seconds=0.0, batch=0, prefill_tokens=0, new_tokens=0, preempted=0)
+            return _idle()
         start = self.now
         preempted = 0
-        # Grow: every running request needs room for the token it is about to produce.
-        index = 0
-        while index < len(self.running):
-            request = self.running[index]
-            need = self._blocks_for(request.context_tokens + 1) - request.blocks
-            if need <= self.free_blocks:
-                self.free_blocks -= need
-                request.blocks += need
-                index += 1
-                continue
-            # Out of blocks: preempt the most recently admitted request (possibly this one) and retry.
-            victim = self.running.pop()
-            self.free_blocks += victim.blocks
-            victim.blocks = 0
-            victim.preemptions += 1
-            victim.admitted_time = None
-            self.waiting.appendleft(victim)
-            self.preemptions_total += 1
-            preempted += 1
-        # Admit from the head of the queue while seats and blocks last.
-        prefill_tokens = 0
-        admitted: list[SimRequest] = []
-        token_budget = self.max_num_batched_tokens - len(self.running)
-        while self.waiting and len(self.running) < self.max_num_seqs:
+        # Grow: decoding requests whose next token starts a block need one; out of blocks, preempt.
+        for request, epoch in self._block_due.pop(self.steps, ()):
+            if request.epoch != epoch:
+                continue  # preempted or finished since
+            while self.free_blocks < 1 and request.epoch == epoch:
+                self._preempt_newest()
+                preempted += 1
+            if request.epoch == epoch:
+                self.free_blocks -= 1
+                request.blocks += 1
+                self._schedule_block(request)
+        # Schedule: decodes take a token each, then prefill chunks of running requests, then admissions.
+        budget = max(0, self.max_num_batched_tokens - self.decoding)
+        chunks: list[tuple[SimRequest, int]] = []
+        for request in self.prefilling.values():
+            if budget <= 0:
+                break
+            chunk = min(request.prefill_target - request.prefilled, budget)
+            chunks.append((request, chunk))
+            budget -= chunk
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             head = self.waiting[0]
             need = self._blocks_for(head.context_tokens + 1)
             if need > self.free_blocks:
                 break
-            if admitted and prefill_tokens + head.context_tokens > token_budget:
-                break  # the step's token budget is spent; the rest waits for the next step
             self.waiting.popleft()
             self.free_blocks -= need
             head.blocks = need
             head.admitted_time = start
-            prefill_tokens += head.context_tokens  # recompute: prompt plus what it had produced
-            self.running.append(head)
-            admitted.append(head)
-        batch = len(self.running)
-        if batch == 0:
-            # Nothing fits (cannot happen after validate); do not spin.
-            return StepResult(
-                duration_seconds=0.0, batch=0, prefill_tokens=0, new_tokens=0, preempted=preempted
-            )
-        mean_context = sum(r.context_tokens for r in self.running) / batch
-        duration = self.step_seconds(batch, mean_context, prefill_tokens)
+            head.prefill_target = head.context_tokens  # recompute: prompt plus what it had produced
+            head.prefilled = 0
+            self.running[head.request_id] = head
+            self.prefilling[head.request_id] = head
+            chunk = min(head.prefill_target, budget)
+            chunks.append((head, chunk))
+            budget -= chunk
+        decodes = self.decoding
+        if decodes == 0 and not chunks:
+            return _idle(preempted)  # nothing fits (cannot happen after validate); do not spin
+        prefill_tokens = sum(c for _, c in chunks)
+        work = StepWork(
+            decode_seqs=decodes,
+            decode_context_tokens=self.decode_context_tokens,
+            prefill_tokens=prefill_tokens,
+            prefill_context_tokens=sum(c * (r.prefilled + c / 2.0) for r, c in chunks),
+        )
+        duration = self.step_seconds(work)
         if self.noise > 0:
             jitter = max(-3.0, min(3.0, self.rng.gauss(0.0, 1.0)))
             duration *= max(0.05, 1.0 + self.noise * jitter)
         self.now = start + duration
-        self.prompt_tokens_total += sum(r.prompt_tokens for r in admitted if r.preemptions == 0)
-        finished: list[Finished] = []
-        still: list[SimRequest] = []
-        for request in self.running:
+        self.steps += 1
+        self.decode_context_tokens += decodes
+        new_tokens = decodes
+        finished = [
+            self._finish(request)
+            for request, epoch in self._finish_due.pop(self.steps, ())
+            if request.epoch == epoch
+        ]
+        for request, chunk in chunks:
+            request.prefilled += chunk
+            if request.prefilled < request.prefill_target:
+                continue
+            # The prefill is complete: this step samples its next token.
+            del self.prefilling[request.request_id]
+            if request.preemptions == 0:
+                self.prompt_tokens_total += request.prompt_tokens
             request.generated += 1
+            new_tokens += 1
             if request.first_token_time is None:
                 request.first_token_time = self.now
             if request.generated >= request.max_tokens:
-                self.free_blocks += request.blocks
-                request.blocks = 0
-                first = request.first_token_time
-                tpot = (self.now - first) / (request.generated - 1) if request.generated > 1 else 0.0
-                finished.append(
-                    Finished(
-                        request_id=request.request_id,
-                        prompt_tokens=request.prompt_tokens,
-                        output_tokens=request.generated,
-                        ttft_seconds=first - request.arrival_time,
-                        tpot_seconds=tpot,
-                        e2e_seconds=self.now - request.arrival_time,
-                        queue_seconds=max(0.0, (request.admitted_time or start) - request.arrival_time),
-                    )
-                )
-            else:
-                still.append(request)
-        self.running = still
-        self.generation_tokens_total += batch
+                finished.append(self._finish(request))
+                continue
+            request.decoding = True
+            request.offset = self.steps - request.generated
+            self.decoding += 1
+            self.decode_context_tokens += request.context_tokens
+            self._schedule_block(request)
+            self._finish_due.setdefault(request.offset + request.max_tokens, []).append(
+                (request, request.epoch)
+            )
+        self.generation_tokens_total += new_tokens
         return StepResult(
             duration_seconds=duration,
-            batch=batch,
+            batch=decodes + len(chunks),
             prefill_tokens=prefill_tokens,
-            new_tokens=batch,
+            new_tokens=new_tokens,
             preempted=preempted,
             finished=tuple(finished),
         )

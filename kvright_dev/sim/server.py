@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--efficiency",
         type=float,
         default=1.0,
-        help="simulator: speed relative to kvright's roofline prediction (0.7 = steps take 1/0.7 as long)",
+        help="simulator: speed relative to the nominal GPU profile, which is close to kvright's prediction "
+        "(0.7 = steps take 1/0.7 as long; kvright_dev.sim.physics)",
     )
     p.add_argument(
         "--noise", type=float, default=0.0, help="simulator: relative std-dev of a step's duration"
@@ -433,7 +434,8 @@ class SimServer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: `python -m kvright_dev.sim serve MODEL <vllm flags> [--gpu ...]`."""
-    from kvright_dev.sim.physics import build_engine  # capacity-backed; imported here to keep tests light
+    # Reads capacity's catalog; imported here to keep tests light.
+    from kvright_dev.sim.physics import build_engine
 
     args = parse_command_line(sys.argv[1:] if argv is None else argv)
     if args.headless:

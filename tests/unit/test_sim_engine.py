@@ -1,14 +1,14 @@
-"""kvright_dev.sim.engine: continuous batching, the queue, KV blocks and preemption.
+"""kvright_dev.sim.engine: continuous batching, chunked prefill, the queue, KV blocks and preemption.
 
 Pure: the engine runs on its virtual clock with a hand-checkable step model
-(decode 10 ms + 1 ms per sequence; prefill 1 ms per 100 prompt tokens). Nothing is faked.
+(10 ms per step + 1 ms per decoded sequence; prefill 1 ms per 100 prompt tokens). Nothing is faked.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from kvright_dev.sim.engine import Engine, Finished
+from kvright_dev.sim.engine import Engine, Finished, StepWork
 
 
 def decode(batch: int, context: float) -> float:
@@ -19,12 +19,17 @@ def prefill(tokens: int) -> float:
     return tokens / 100_000.0
 
 
+def step_seconds(work: StepWork) -> float:
+    return decode(work.decode_seqs, work.decode_context_tokens) + prefill(work.prefill_tokens)
+
+
 def engine(**kw: int | float) -> Engine:
     args: dict[str, int | float] = {"max_num_seqs": 4, "num_gpu_blocks": 1000, "max_model_len": 4096}
     args.update(kw)
     return Engine(
-        step_seconds=lambda batch, context, tokens: decode(batch, context) + prefill(tokens),
+        step_seconds=step_seconds,
         max_num_seqs=int(args["max_num_seqs"]),
+        max_num_batched_tokens=int(args.get("max_num_batched_tokens", 8192)),
         num_gpu_blocks=int(args["num_gpu_blocks"]),
         max_model_len=int(args["max_model_len"]),
         noise=float(args.get("noise", 0.0)),
@@ -46,10 +51,11 @@ def test_single_request_latencies_follow_the_step_model() -> None:
     e.submit(prompt_tokens=1000, max_tokens=5)
     steps = [e.step() for _ in range(5)]
     done = steps[-1].finished[0]
-    # First step: prefill 10 ms + decode 11 ms; then four decode steps of 11 ms.
-    assert done.ttft_seconds == pytest.approx(0.021)
+    # First step: the prefill alone (10 ms step + 10 ms of prompt) samples the first token; then four
+    # decode steps of 11 ms.
+    assert done.ttft_seconds == pytest.approx(0.020)
     assert done.tpot_seconds == pytest.approx(0.011)
-    assert done.e2e_seconds == pytest.approx(0.021 + 4 * 0.011)
+    assert done.e2e_seconds == pytest.approx(0.020 + 4 * 0.011)
     assert done.output_tokens == 5
     assert not e.busy
     assert e.free_blocks == 1000
@@ -83,6 +89,19 @@ def test_tpot_grows_with_the_batch() -> None:
 
     assert tpots(alone) == [pytest.approx(0.011)]
     assert tpots(crowd) == [pytest.approx(0.018)] * 8
+
+
+def test_a_long_prompt_is_chunked_and_decodes_keep_running_beside_it() -> None:
+    # A 256-token budget: the decoding request takes 1 token per step, the 1000-token prompt the rest.
+    e = engine(max_num_batched_tokens=256)
+    e.submit(prompt_tokens=10, max_tokens=50)
+    e.step()  # the short one is prefilled and decodes from now on
+    e.submit(prompt_tokens=1000, max_tokens=2)
+    chunks = [e.step().prefill_tokens for _ in range(4)]
+    assert chunks == [255, 255, 255, 235]
+    long = e.running[1]
+    assert long.first_token_time == pytest.approx(e.now)  # the step that completed the prompt sampled
+    assert e.generated(e.running[0]) == 5  # one token per step throughout, never stalled
 
 
 def test_admission_waits_for_kv_blocks() -> None:

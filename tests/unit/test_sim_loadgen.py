@@ -20,7 +20,7 @@ from kvright_dev.sim.server import SimServer
 
 def server(max_num_seqs: int = 64) -> SimServer:
     engine = Engine(
-        step_seconds=lambda batch, context, tokens: 0.020 + 0.0005 * batch + tokens / 200_000.0,
+        step_seconds=lambda w: 0.020 + 0.0005 * w.decode_seqs + w.prefill_tokens / 200_000.0,
         max_num_seqs=max_num_seqs,
         num_gpu_blocks=5000,
         max_model_len=4096,
@@ -81,8 +81,11 @@ def test_a_draining_server_costs_retries_not_requests(two: list[SimServer]) -> N
     stopper = threading.Thread(target=two[0].wait_drained)
     stopper.start()
     stopper.join(30)
-    wait_until(lambda: gen.stats.completed > 30 and gen.stats.retried > 0, 30,
-               what="30 requests completed, some retried")
+    wait_until(
+        lambda: gen.stats.completed > 30 and gen.stats.retried > 0,
+        30,
+        what="30 requests completed, some retried",
+    )
     stats = gen.stop()
     assert stats.dropped == 0, stats.errors
     assert stats.retried > 0

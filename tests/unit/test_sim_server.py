@@ -2,7 +2,7 @@
 
 Real HTTP on 127.0.0.1 with a real engine thread; the in-process tests use a linear step model so
 numbers are checkable, and one test runs the real CLI (`python -m kvright_dev.sim serve ...`) with
-capacity's physics as a subprocess and drains it with SIGTERM. Nothing is faked.
+the simulator's own physics as a subprocess and drains it with SIGTERM. Nothing is faked.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def make_server(*, max_num_seqs: int = 8, time_scale: float = 20.0) -> SimServer:
     engine = Engine(
-        step_seconds=lambda batch, context, tokens: 0.020 + 0.001 * batch + tokens / 100_000.0,
+        step_seconds=lambda w: 0.020 + 0.001 * w.decode_seqs + w.prefill_tokens / 100_000.0,
         max_num_seqs=max_num_seqs,
         num_gpu_blocks=2000,
         max_model_len=4096,
@@ -206,7 +206,7 @@ def test_bad_simulator_flags_are_one_line() -> None:
         parse_command_line(["serve", "m", "--efficiency", "0"])
 
 
-def test_cli_serves_with_capacity_physics_and_drains_on_sigterm(tmp_path: Path) -> None:
+def test_cli_serves_with_the_sims_own_physics_and_drains_on_sigterm(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [
@@ -251,7 +251,7 @@ def test_cli_serves_with_capacity_physics_and_drains_on_sigterm(tmp_path: Path) 
 def test_nan_fault_poisons_kv_usage_and_the_tpot_sum() -> None:
     metrics = VLLMMetrics(model_name="tiny", cache_config={"block_size": "16"}, fault="nan")
     metrics.set_state(running=1, waiting=0, kv_cache_usage=0.5)
-    engine = Engine(step_seconds=lambda b, c, t: 0.02, max_num_seqs=1,
+    engine = Engine(step_seconds=lambda w: 0.02, max_num_seqs=1,
                     num_gpu_blocks=100, max_model_len=1024)  # fmt: skip
     engine.submit(prompt_tokens=4, max_tokens=3)
     while engine.busy:
