@@ -8,28 +8,25 @@ endpoint picker runs (nothing here sends a request through the pool).
 
 "Selects exactly the ready vLLM pods" is checked the way a gateway reads a pool: the pods its selector
 matches in the namespace, next to a second LLMDeployment whose pods must never match. The no-CRD case runs
-on a second, private control plane started with KVRIGHT_INFERENCE_POOL=0 (and KVRIGHT_LWS=0, which it does
-not need), because deleting the CRD on the session's cluster would remove it under the other modules.
+on the second, private control plane without optional APIs (tests/integration/test_without_optional_apis.py),
+because deleting the CRD on the session's cluster would remove it under the other modules.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from kvright.operator import Kube, KubeError, api_client
+from kvright.operator import Kube, KubeError
 from tests.builders import llmd
-from tests.fixtures.cluster import local_cluster
 from tests.integration.kvright_cluster import (
     admin,
     condition,
     create,
-    events,
     install_crd,
     llmd_path,
     namespace,
@@ -205,43 +202,3 @@ def test_the_crd_refuses_a_bad_endpoint_picker(kube: Kube, picker: dict[str, Any
     with pytest.raises(KubeError) as refused:
         create(kube, obj, "default")
     assert refused.value.status == 422 and complaint in str(refused.value), str(refused.value)
-
-
-@pytest.fixture(scope="module")
-def without_pool_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    """A private control plane without the InferencePool CRD; KUBECONFIG points at it for this fixture."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KVRIGHT_INFERENCE_POOL", "0")
-        mp.setenv("KVRIGHT_LWS", "0")
-        with local_cluster(tmp_path_factory.mktemp("no-pool-cluster")) as started:
-            mp.setenv("KUBECONFIG", str(started.kubeconfig))
-            kube = Kube(api_client(), timeout_seconds=30)
-            kube.request("GET", "/readyz")
-            if kube.get(API) is not None:
-                pytest.fail(
-                    "KVRIGHT_INFERENCE_POOL=0 started a cluster that serves inference.networking.k8s.io/v1"
-                )
-            install_crd(kube)
-            yield kube
-
-
-def test_without_the_inference_pool_api_routing_is_by_service_with_no_error(without_pool_api: Kube) -> None:
-    kube = without_pool_api
-    started = time.monotonic()
-    with namespace(kube, "kvr-nopool") as ns, operator(ns) as runner:
-        create(kube, with_routing(OTHER, name="my-picker"), ns)
-        done = poll(lambda: settled(kube, ns, "other", 1), what="other Deployed and Ready", timeout=WAIT)
-        routing = done["status"]["routing"]
-        assert (routing["mode"], routing["service"]) == ("Service", "other"), routing
-        assert "inferencePool" not in routing and "endpointPicker" not in routing
-        assert "does not serve inference.networking.k8s.io/v1" in routing["message"]
-        assert kube.get(f"/api/v1/namespaces/{ns}/services/other") is not None
-        warnings = [e for e in events(kube, ns, "other") if e.get("type") == "Warning"]
-        assert not warnings, warnings
-    # The operator's log, complete once it stopped: no reconcile failed or retried.
-    assert (
-        "succeeded" in runner.output
-        and "Traceback" not in runner.output
-        and "failed" not in runner.output.replace("0 failed", "")
-    ), runner.output[-2000:]
-    print(f"no-pool test: {time.monotonic() - started:.1f} s")

@@ -1,7 +1,7 @@
-"""The operator on a control plane that serves none of the optional APIs (started with KVRIGHT_LWS=0:
-no LeaderWorkerSet controller, no LeaderWorkerSet CRD): a plan that needs a replica over two nodes is
-refused with a condition that names what to install, nothing is created for it, and a one-node plan on
-the same cluster deploys as usual.
+"""The operator on a control plane that serves none of the optional APIs (started with KVRIGHT_LWS=0 and
+KVRIGHT_INFERENCE_POOL=0: no LeaderWorkerSet controller or CRD, no InferencePool CRD): a plan that needs a
+replica over two nodes is refused with a condition that names what to install, nothing is created for it,
+and a one-node plan on the same cluster deploys as usual; routing is by Service, with no error.
 
 This is a second, private control plane (deploy/cluster.sh up in a temp directory), because the session's
 cluster serves LeaderWorkerSet and removing its CRD there would race the other modules' tests. Warm, it
@@ -23,12 +23,14 @@ from tests.fixtures.cluster import local_cluster
 from tests.integration.kvright_cluster import (
     condition,
     create,
+    events,
     install_crd,
     namespace,
     operator,
     poll,
     reconciled,
 )
+from tests.integration.test_operator_inference_pool import API, OTHER, settled, with_routing
 
 SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"
 WAIT = 60.0
@@ -39,15 +41,20 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     """A private control plane without LeaderWorkerSet; KUBECONFIG points at it for this module only."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KVRIGHT_LWS", "0")
+        mp.setenv("KVRIGHT_INFERENCE_POOL", "0")
         with local_cluster(tmp_path_factory.mktemp("bare-cluster")) as started:
             mp.setenv("KUBECONFIG", str(started.kubeconfig))
             kube = Kube(api_client(), timeout_seconds=30)
             kube.request("GET", "/readyz")
-            if kube.get("/apis/leaderworkerset.x-k8s.io/v1") is not None:
-                pytest.fail("KVRIGHT_LWS=0 started a cluster that serves leaderworkerset.x-k8s.io/v1")
+            for api_path, switch in (
+                ("/apis/leaderworkerset.x-k8s.io/v1", "KVRIGHT_LWS"),
+                (API, "KVRIGHT_INFERENCE_POOL"),
+            ):
+                if kube.get(api_path) is not None:
+                    pytest.fail(f"{switch}=0 started a cluster that serves {api_path}")
             install_crd(kube)
             yield kube
-    assert os.environ.get("KVRIGHT_LWS") != "0"
+    assert os.environ.get("KVRIGHT_LWS") != "0" and os.environ.get("KVRIGHT_INFERENCE_POOL") != "0"
 
 
 def sample(name: str) -> dict[str, Any]:
@@ -96,3 +103,23 @@ def test_without_leader_worker_set_a_two_node_plan_names_what_to_install_and_one
         assert pods.get("items") == []
         again = reconciled(bare, ns, big)
         assert condition(again, "PlanFeasible").get("reason") == "LeaderWorkerSetMissing"
+
+
+def test_without_the_inference_pool_api_routing_is_by_service_with_no_error(bare: Kube) -> None:
+    kube = bare
+    with namespace(kube, "kvr-nopool") as ns, operator(ns) as runner:
+        create(kube, with_routing(OTHER, name="my-picker"), ns)
+        done = poll(lambda: settled(kube, ns, "other", 1), what="other Deployed and Ready", timeout=WAIT)
+        routing = done["status"]["routing"]
+        assert (routing["mode"], routing["service"]) == ("Service", "other"), routing
+        assert "inferencePool" not in routing and "endpointPicker" not in routing
+        assert "does not serve inference.networking.k8s.io/v1" in routing["message"]
+        assert kube.get(f"/api/v1/namespaces/{ns}/services/other") is not None
+        warnings = [e for e in events(kube, ns, "other") if e.get("type") == "Warning"]
+        assert not warnings, warnings
+    # The operator's log, complete once it stopped: no reconcile failed or retried.
+    assert (
+        "succeeded" in runner.output
+        and "Traceback" not in runner.output
+        and "failed" not in runner.output.replace("0 failed", "")
+    ), runner.output[-2000:]
