@@ -5,9 +5,8 @@ the scheduler binding them by GPU capacity, taints and affinity, the garbage col
 nodes (kwok: four 8 x H100 nodes, one 8 x H200).
 
 Llama-3.1-405B at maxGPUs 16 is TP 8 x PP 2 over two H100 nodes: one group of a leader and a headless
-worker, 8 GPUs each. The no-LWS path (PlanFeasible names LeaderWorkerSet) is proven at the operator's
-unit edge (tests/unit/test_operator_io.py, ``test_without_the_leader_worker_set_api_...``): a second
-cluster started with KVRIGHT_LWS=0 would cost far more than it adds.
+worker, 8 GPUs each. The no-LWS path (PlanFeasible names LeaderWorkerSet, nothing is created) runs on a
+second control plane started without it: tests/integration/test_without_optional_apis.py.
 """
 
 from __future__ import annotations
