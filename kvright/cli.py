@@ -481,6 +481,9 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if data["plan"] is not None:
         row = first.to_dict()
         data["plan"].update(gpu=row["gpu"], gpu_product=row["gpu_product"], usd_per_hour=row["usd_per_hour"])
+    data["cold_start_seconds"] = {
+        source: round(start.seconds, 1) for source, start in _cold_starts(arch, first.result).items()
+    }
     text = _plan_text(arch, first.gpu, first.result)
     if len(gpus) > 1:
         data["alternatives"] = [a.to_dict() for a in choice.alternatives]
@@ -560,6 +563,12 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                 ("KV cache", _gib(m.kv_cache_bytes)),
             ],
         )
+    starts = _cold_starts(arch, result)
+    if starts:
+        lines += _section(
+            "cold start per pod (time to Ready, by weight source)",
+            [(source, _cold_start_text(start)) for source, start in starts.items()],
+        )
     for warning in result.warnings:
         lines.append(f"warning: {warning}")
     if result.candidates:
@@ -578,6 +587,25 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                 f"{note}"
             )
     return "\n".join(lines)
+
+
+def _cold_starts(arch: cap.Architecture, result: cap.PlanResult) -> dict[str, cap.ColdStart]:
+    """One pod's cold start from every weight source at the documented defaults (docs/capacity.md)."""
+    return cap.plan_cold_starts(result, checkpoint_bytes=cap.weight_bytes(arch))
+
+
+def _cold_start_text(start: cap.ColdStart) -> str:
+    """``668 s (read 564 s, GPU load 9 s, engine 95 s)``: the phases that take time; a cache adds its fill."""
+    phases = (
+        ("fetch", start.fetch_seconds),
+        ("read", start.read_seconds),
+        ("GPU load", start.gpu_load_seconds),
+        ("engine", start.engine_seconds),
+    )
+    text = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases if seconds > 0)
+    if start.first_fill_seconds:
+        text += f"; filled once by a download Job in {start.first_fill_seconds:.0f} s"
+    return f"{start.seconds:.0f} s ({text})"
 
 
 def _layout_text(p: cap.Plan) -> str:
