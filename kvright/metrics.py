@@ -107,24 +107,38 @@ class DeploymentMetrics:
 
 # gauge name -> (help, attribute of DeploymentMetrics). Order is the order of docs/interfaces.md.
 _VALUE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
-    "kvright_plan_tensor_parallel_size": ("Planned tensor-parallel degree (GPUs per replica)",
-                                          "tensor_parallel_size"),
+    "kvright_plan_tensor_parallel_size": (
+        "Planned tensor-parallel degree (GPUs per replica)",
+        "tensor_parallel_size",
+    ),
     "kvright_plan_max_num_seqs": ("Planned vLLM --max-num-seqs", "max_num_seqs"),
     "kvright_plan_replicas": ("Planned replicas", "replicas"),
     "kvright_plan_gpus": ("GPUs the plan uses in all (tensor_parallel_size * replicas)", "gpus"),
-    "kvright_predicted_tpot_seconds": ("Predicted time per output token, calibration applied",
-                                       "predicted_tpot_seconds"),
+    "kvright_predicted_tpot_seconds": (
+        "Predicted time per output token, calibration applied",
+        "predicted_tpot_seconds",
+    ),
     "kvright_predicted_ttft_seconds": ("Predicted time to first token", "predicted_ttft_seconds"),
-    "kvright_predicted_kv_cache_tokens": ("Predicted KV-cache capacity of one replica in tokens",
-                                          "predicted_kv_cache_tokens"),
-    "kvright_predicted_weight_bytes_per_gpu": ("Predicted model weight bytes per GPU",
-                                               "predicted_weight_bytes_per_gpu"),
-    "kvright_predicted_kv_cache_bytes_per_gpu": ("Predicted KV-cache bytes per GPU",
-                                                 "predicted_kv_cache_bytes_per_gpu"),
-    "kvright_observed_kv_cache_tokens": ("KV-cache capacity of one replica vLLM reported, in tokens",
-                                         "observed_kv_cache_tokens"),
-    "kvright_calibration_factor": ("Observed/predicted TPOT factor applied to predictions",
-                                   "calibration_factor"),
+    "kvright_predicted_kv_cache_tokens": (
+        "Predicted KV-cache capacity of one replica in tokens",
+        "predicted_kv_cache_tokens",
+    ),
+    "kvright_predicted_weight_bytes_per_gpu": (
+        "Predicted model weight bytes per GPU",
+        "predicted_weight_bytes_per_gpu",
+    ),
+    "kvright_predicted_kv_cache_bytes_per_gpu": (
+        "Predicted KV-cache bytes per GPU",
+        "predicted_kv_cache_bytes_per_gpu",
+    ),
+    "kvright_observed_kv_cache_tokens": (
+        "KV-cache capacity of one replica vLLM reported, in tokens",
+        "observed_kv_cache_tokens",
+    ),
+    "kvright_calibration_factor": (
+        "Observed/predicted TPOT factor applied to predictions",
+        "calibration_factor",
+    ),
     "kvright_slo_tpot_seconds": ("TPOT target from spec.slo", "slo_tpot_seconds"),
     "kvright_slo_ttft_seconds": ("TTFT target from spec.slo", "slo_ttft_seconds"),
     "kvright_slo_percentile": ("Percentile the SLO targets hold at (50, 90, 95 or 99)", "slo_percentile"),
@@ -158,12 +172,16 @@ class OperatorMetrics:
             for name, (help_text, _) in _VALUE_GAUGES.items()
         }
         self._feasible = Gauge(
-            "kvright_plan_feasible", "1 when the planner found a plan that meets the SLO, else 0",
-            _KEY_LABELS, registry=self.registry,
+            "kvright_plan_feasible",
+            "1 when the planner found a plan that meets the SLO, else 0",
+            _KEY_LABELS,
+            registry=self.registry,
         )
         self._info = Gauge(
-            "kvright_plan_info", "Always 1; labels carry the planned KV-cache dtype, GPU and model",
-            (*_KEY_LABELS, *_INFO_LABELS), registry=self.registry,
+            "kvright_plan_info",
+            "Always 1; labels carry the planned KV-cache dtype, GPU and model",
+            (*_KEY_LABELS, *_INFO_LABELS),
+            registry=self.registry,
         )
         self._info_labels: dict[tuple[str, str], tuple[str, str, str]] = {}
 
@@ -247,9 +265,11 @@ def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
     spec = _mapping(obj, "spec")
     status = _mapping(obj, "status")
     conditions = status.get("conditions")
-    feasible_condition = next(
-        (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "PlanFeasible"), None
-    ) if isinstance(conditions, list) else None
+    feasible_condition = (
+        next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == "PlanFeasible"), None)
+        if isinstance(conditions, list)
+        else None
+    )
     if feasible_condition is None:
         return None
     feasible = feasible_condition.get("status") == "True"

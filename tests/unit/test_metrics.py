@@ -97,8 +97,12 @@ def test_infeasible_plan_keeps_feasible_zero_and_removes_plan_series() -> None:
     m.update(DeploymentMetrics(namespace="team-a", name="llama", feasible=False, slo_tpot_seconds=0.02))
     assert sample(m, "kvright_plan_feasible", **KEY) == 0
     assert sample(m, "kvright_slo_tpot_seconds", **KEY) == pytest.approx(0.02)
-    for gone in ("kvright_plan_tensor_parallel_size", "kvright_plan_gpus", "kvright_predicted_tpot_seconds",
-                 "kvright_observed_kv_cache_tokens"):
+    for gone in (
+        "kvright_plan_tensor_parallel_size",
+        "kvright_plan_gpus",
+        "kvright_predicted_tpot_seconds",
+        "kvright_observed_kv_cache_tokens",
+    ):
         assert sample(m, gone, **KEY) is None, gone
     families = {f.name: f for f in text_string_to_metric_families(exposition(m))}
     assert families["kvright_plan_info"].samples == []
@@ -108,8 +112,12 @@ def test_changed_plan_replaces_info_series_instead_of_adding_one() -> None:
     m = OperatorMetrics()
     m.update(full(kv_cache_dtype="auto"))
     m.update(full(kv_cache_dtype="fp8"))
-    infos = [s for f in text_string_to_metric_families(exposition(m)) if f.name == "kvright_plan_info"
-             for s in f.samples]
+    infos = [
+        s
+        for f in text_string_to_metric_families(exposition(m))
+        if f.name == "kvright_plan_info"
+        for s in f.samples
+    ]
     assert [s.labels["kv_cache_dtype"] for s in infos] == ["fp8"]
 
 
@@ -194,40 +202,75 @@ def llmd_obj(*, feasible: str | None = "True", **status: object) -> dict[str, ob
     conditions = [] if feasible is None else [{"type": "PlanFeasible", "status": feasible}]
     return {
         "metadata": {"namespace": "team-a", "name": "llama"},
-        "spec": {"model": {"name": "meta-llama/Llama-3.1-70B-Instruct"},
-                 "slo": {"tpotMilliseconds": 50, "ttftMilliseconds": 2000, "percentile": 95}},
+        "spec": {
+            "model": {"name": "meta-llama/Llama-3.1-70B-Instruct"},
+            "slo": {"tpotMilliseconds": 50, "ttftMilliseconds": 2000, "percentile": 95},
+        },
         "status": {
             "conditions": conditions,
-            "plan": {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "tensorParallelSize": 4, "maxNumSeqs": 64,
-                     "kvCacheDtype": "fp8", "replicas": 2, "gpus": 8},
-            "prediction": {"tpotMilliseconds": 31.0, "ttftMilliseconds": 400.0,
-                           "kvCacheTokensPerReplica": 1_200_000, "weightBytesPerGPU": 35_000_000_000,
-                           "kvCacheBytesPerGPU": 30_000_000_000},
+            "plan": {
+                "gpuProduct": "NVIDIA-H100-80GB-HBM3",
+                "tensorParallelSize": 4,
+                "maxNumSeqs": 64,
+                "kvCacheDtype": "fp8",
+                "replicas": 2,
+                "gpus": 8,
+            },
+            "prediction": {
+                "tpotMilliseconds": 31.0,
+                "ttftMilliseconds": 400.0,
+                "kvCacheTokensPerReplica": 1_200_000,
+                "weightBytesPerGPU": 35_000_000_000,
+                "kvCacheBytesPerGPU": 30_000_000_000,
+            },
             **status,
         },
     }
 
 
 FEASIBLE = {
-    "feasible": True, "tensor_parallel_size": 4, "max_num_seqs": 64, "replicas": 2,
-    "kv_cache_dtype": "fp8", "gpu": "NVIDIA-H100-80GB-HBM3", "model": "meta-llama/Llama-3.1-70B-Instruct",
-    "predicted_tpot_seconds": 0.031, "predicted_ttft_seconds": 0.4,
-    "predicted_kv_cache_tokens": 1_200_000, "predicted_weight_bytes_per_gpu": 35_000_000_000,
-    "predicted_kv_cache_bytes_per_gpu": 30_000_000_000, "slo_tpot_seconds": 0.05, "slo_ttft_seconds": 2.0,
-    "slo_percentile": 95, "observed_kv_cache_tokens": None, "calibration_factor": None,
+    "feasible": True,
+    "tensor_parallel_size": 4,
+    "max_num_seqs": 64,
+    "replicas": 2,
+    "kv_cache_dtype": "fp8",
+    "gpu": "NVIDIA-H100-80GB-HBM3",
+    "model": "meta-llama/Llama-3.1-70B-Instruct",
+    "predicted_tpot_seconds": 0.031,
+    "predicted_ttft_seconds": 0.4,
+    "predicted_kv_cache_tokens": 1_200_000,
+    "predicted_weight_bytes_per_gpu": 35_000_000_000,
+    "predicted_kv_cache_bytes_per_gpu": 30_000_000_000,
+    "slo_tpot_seconds": 0.05,
+    "slo_ttft_seconds": 2.0,
+    "slo_percentile": 95,
+    "observed_kv_cache_tokens": None,
+    "calibration_factor": None,
 }
 FROM_STATUS = [
     ("feasible-plan-and-prediction", llmd_obj(), FEASIBLE),
-    ("feedback-observed-and-calibrated",
-     llmd_obj(observed={"kvCacheTokens": 1_100_000}, calibration={"factor": 1.25}),
-     {"observed_kv_cache_tokens": 1_100_000, "calibration_factor": 1.25}),
-    ("infeasible-hides-the-stale-plan", llmd_obj(feasible="False"),
-     {"feasible": False, "tensor_parallel_size": None, "predicted_tpot_seconds": None,
-      "kv_cache_dtype": None, "slo_tpot_seconds": 0.05}),
+    (
+        "feedback-observed-and-calibrated",
+        llmd_obj(observed={"kvCacheTokens": 1_100_000}, calibration={"factor": 1.25}),
+        {"observed_kv_cache_tokens": 1_100_000, "calibration_factor": 1.25},
+    ),
+    (
+        "infeasible-hides-the-stale-plan",
+        llmd_obj(feasible="False"),
+        {
+            "feasible": False,
+            "tensor_parallel_size": None,
+            "predicted_tpot_seconds": None,
+            "kv_cache_dtype": None,
+            "slo_tpot_seconds": 0.05,
+        },
+    ),
     ("unknown-feasibility-counts-as-not-feasible", llmd_obj(feasible="Unknown"), {"feasible": False}),
-    ("garbage-numbers-are-unknown",
-     llmd_obj(observed={"kvCacheTokens": "many"}, calibration={"factor": True}),
-     {"observed_kv_cache_tokens": None, "calibration_factor": None}),
+    (
+        "garbage-numbers-are-unknown",
+        llmd_obj(observed={"kvCacheTokens": "many"}, calibration={"factor": True}),
+        {"observed_kv_cache_tokens": None, "calibration_factor": None},
+    ),
 ]
 
 
