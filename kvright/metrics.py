@@ -75,6 +75,13 @@ class DeploymentMetrics:
     """Planned ``--max-num-seqs``."""
     replicas: int | None = None
     """Planned replicas."""
+    recommended_replicas: int | None = None
+    """Replicas kvright recommends, for an autoscaler that owns them (KEDA, an HPA): the feedback loop's
+    recommendation at the load it measured, else the planner's count for ``spec.workload.concurrency``."""
+    predicted_max_concurrency: int | None = None
+    """Sequences one replica serves at once within the SLO: ``--max-num-seqs`` x its data-parallel engines."""
+    predicted_output_tokens_per_second: float | None = None
+    """Output tokens/s one replica is predicted to produce at the workload's load."""
     predicted_tpot_seconds: float | None = None
     """Predicted time per output token at the planned batch, calibration applied."""
     predicted_ttft_seconds: float | None = None
@@ -114,6 +121,18 @@ _VALUE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
     "kvright_plan_max_num_seqs": ("Planned vLLM --max-num-seqs", "max_num_seqs"),
     "kvright_plan_replicas": ("Planned replicas", "replicas"),
     "kvright_plan_gpus": ("GPUs the plan uses in all (tensor_parallel_size * replicas)", "gpus"),
+    "kvright_recommended_replicas": (
+        "Replicas kvright recommends (for KEDA or an HPA that owns replicas)",
+        "recommended_replicas",
+    ),
+    "kvright_predicted_max_concurrency": (
+        "Sequences one replica serves at once within the SLO",
+        "predicted_max_concurrency",
+    ),
+    "kvright_predicted_output_tokens_per_second": (
+        "Predicted output tokens/s of one replica at the workload's load",
+        "predicted_output_tokens_per_second",
+    ),
     "kvright_predicted_tpot_seconds": (
         "Predicted time per output token, calibration applied",
         "predicted_tpot_seconds",
@@ -256,10 +275,13 @@ def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
     """The gauges' values from an LLMDeployment as the operator and the feedback loop wrote it (pure).
 
     Reads ``spec.model.name``, ``spec.slo`` (milliseconds, percentile default 90), ``status.plan``,
-    ``status.prediction``, ``status.observed.kvCacheTokens``, ``status.calibration.factor`` and the
-    ``PlanFeasible`` condition. ``None`` before the operator has written ``PlanFeasible`` (nothing to
-    report yet). Plan values count only while ``PlanFeasible`` is True, so an infeasible object shows
-    ``kvright_plan_feasible 0`` and no stale plan.
+    ``status.prediction``, ``status.observed.kvCacheTokens``, ``status.calibration.factor`` and
+    ``recommendedReplicas`` and the ``PlanFeasible`` condition. The recommended replicas are the feedback
+    loop's when it has decided, else ``prediction.plannedReplicas`` (never ``plan.replicas``: under an
+    autoscaler that is the autoscaler's own count); a replica's tokens/s are the prediction's over the
+    planned replicas it was predicted for. ``None`` before the operator has written ``PlanFeasible``
+    (nothing to report yet). Plan values count only while ``PlanFeasible`` is True, so an infeasible
+    object shows ``kvright_plan_feasible 0`` and no stale plan.
     """
     meta = _mapping(obj, "metadata")
     spec = _mapping(obj, "spec")
@@ -277,6 +299,10 @@ def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
     plan = _mapping(status, "plan") if feasible else {}
     prediction = _mapping(status, "prediction") if feasible else {}
     percentile = _integer(slo, "percentile")
+    seqs, engines = _integer(plan, "maxNumSeqs"), _integer(plan, "dataParallelSize") or 1
+    planned = _integer(prediction, "plannedReplicas")
+    recommended = _integer(_mapping(status, "calibration"), "recommendedReplicas") if feasible else None
+    tokens = _number(prediction, "outputTokensPerSecond")
     return DeploymentMetrics(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -287,6 +313,9 @@ def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
         tensor_parallel_size=_integer(plan, "tensorParallelSize"),
         max_num_seqs=_integer(plan, "maxNumSeqs"),
         replicas=_integer(plan, "replicas"),
+        recommended_replicas=recommended if recommended is not None else planned,
+        predicted_max_concurrency=seqs * engines if seqs is not None else None,
+        predicted_output_tokens_per_second=tokens / planned if tokens is not None and planned else None,
         predicted_tpot_seconds=_number(prediction, "tpotMilliseconds", 1e-3),
         predicted_ttft_seconds=_number(prediction, "ttftMilliseconds", 1e-3),
         predicted_kv_cache_tokens=_integer(prediction, "kvCacheTokensPerReplica"),

@@ -297,3 +297,102 @@ def test_percentile_defaults_to_the_crd_default() -> None:
     del obj["spec"]["slo"]["percentile"]  # type: ignore[index]
     values = from_llmdeployment(obj)
     assert values is not None and values.slo_percentile == 90
+
+
+# -- what other autoscalers read: recommended replicas and predicted capacity -------------------------
+
+AUTOSCALER_GAUGES = (
+    "kvright_recommended_replicas",
+    "kvright_predicted_max_concurrency",
+    "kvright_predicted_output_tokens_per_second",
+)
+PLAN = {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "tensorParallelSize": 4, "maxNumSeqs": 64,
+        "kvCacheDtype": "fp8", "replicas": 7, "gpus": 28}  # fmt: skip
+PREDICTION = {"tpotMilliseconds": 31.0, "plannedReplicas": 3, "outputTokensPerSecond": 4500.0}
+AUTOSCALER_FROM_STATUS = [
+    (
+        "planner-count-without-a-feedback-decision",
+        llmd_obj(plan=PLAN, prediction=PREDICTION),
+        (3, 64, 1500.0),
+    ),
+    (
+        "the-feedback-loops-recommendation-wins",
+        llmd_obj(plan=PLAN, prediction=PREDICTION, calibration={"factor": 1.1, "recommendedReplicas": 5}),
+        (5, 64, 1500.0),
+    ),
+    (
+        "each-data-parallel-engine-has-its-own-seats",
+        llmd_obj(plan={**PLAN, "dataParallelSize": 2}, prediction=PREDICTION),
+        (3, 128, 1500.0),
+    ),
+    (
+        "never-the-autoscalers-own-count-in-plan-replicas",
+        llmd_obj(plan=PLAN, prediction={"tpotMilliseconds": 31.0}),
+        (None, 64, None),
+    ),
+    (
+        "an-infeasible-plan-recommends-nothing",
+        llmd_obj(feasible="False", plan=PLAN, prediction=PREDICTION, calibration={"recommendedReplicas": 5}),
+        (None, None, None),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [(o, e) for _, o, e in AUTOSCALER_FROM_STATUS],
+    ids=[i for i, _, _ in AUTOSCALER_FROM_STATUS],
+)
+def test_recommended_replicas_and_capacity_from_status(
+    obj: dict[str, object], expected: tuple[int | None, int | None, float | None]
+) -> None:
+    values = from_llmdeployment(obj)
+    assert values is not None
+    m = OperatorMetrics()
+    m.update(values)
+    for gauge, want in zip(AUTOSCALER_GAUGES, expected, strict=True):
+        got = sample(m, gauge, **KEY)
+        assert (got is None) if want is None else (got == pytest.approx(want)), (gauge, got, want)
+
+
+def test_autoscaler_gauges_carry_only_the_key_labels_and_go_with_their_llmdeployment() -> None:
+    m = OperatorMetrics()
+    for name, recommended in (("llama", 4), ("qwen", 2)):
+        m.update(full(name=name, recommended_replicas=recommended, predicted_max_concurrency=64,
+                      predicted_output_tokens_per_second=900.0))  # fmt: skip
+    families = {f.name: f for f in text_string_to_metric_families(exposition(m))}
+    for gauge in AUTOSCALER_GAUGES:
+        samples = families[gauge].samples
+        assert {frozenset(s.labels) for s in samples} == {frozenset({"namespace", "llmdeployment"})}, gauge
+        assert sorted(s.labels["llmdeployment"] for s in samples) == ["llama", "qwen"]
+    assert sample(m, "kvright_recommended_replicas", **KEY) == 4
+    m.remove("team-a", "llama")
+    for gauge in AUTOSCALER_GAUGES:
+        assert sample(m, gauge, **KEY) is None, gauge
+        assert sample(m, gauge, namespace="team-a", llmdeployment="qwen") is not None, gauge
+
+
+def test_a_recommendation_that_becomes_unknown_is_removed_not_left_stale() -> None:
+    m = OperatorMetrics()
+    m.update(full(recommended_replicas=4))
+    m.update(full(recommended_replicas=None))
+    assert sample(m, "kvright_recommended_replicas", **KEY) is None
+
+
+def test_the_gauges_read_the_status_the_real_reconcile_writes() -> None:
+    """The status keys are a seam between kvright.reconcile and these gauges: read a real one."""
+    from kvright.reconcile import desire, status
+    from tests.unit.test_reconcile import LLAMA70, NOW, facts
+
+    f = facts(LLAMA70.spec())
+    d = desire(f)
+    written = status(f, d, rollout=None, apply_error=None, now=NOW)
+    values = from_llmdeployment({"metadata": {"namespace": "ml", "name": "chat"}, "spec": LLAMA70.spec(),
+                                 "status": written})  # fmt: skip
+    assert values is not None and values.feasible
+    plan, prediction = written["plan"], written["prediction"]
+    assert values.recommended_replicas == prediction["plannedReplicas"] >= 1
+    assert values.predicted_max_concurrency == plan["maxNumSeqs"] * plan["dataParallelSize"]
+    assert values.predicted_output_tokens_per_second == pytest.approx(
+        prediction["outputTokensPerSecond"] / prediction["plannedReplicas"]
+    )
