@@ -169,10 +169,11 @@ def capacity_overview() -> dict[str, Any]:
                unit="short", grid=(0, 18, 8, 8)),
         _row(9, "Plan: GPUs, replicas, memory", 26),
         _panel(10, "GPUs and replicas",
-               "The plan: tensor-parallel degree, replicas and GPUs in all; and the vLLM pods reporting "
-               "metrics.",
+               "The plan: tensor-parallel degree, replicas and GPUs in all; the replicas kvright recommends "
+               "(what KEDA or an HPA owning replicas follows); and the vLLM pods reporting metrics.",
                [(f"max(kvright_plan_gpus{{{SEL}}})", "GPUs"),
                 (f"max(kvright_plan_replicas{{{SEL}}})", "replicas planned"),
+                (f"max(kvright_recommended_replicas{{{SEL}}})", "replicas recommended"),
                 (f"max(kvright_plan_tensor_parallel_size{{{SEL}}})", "tensor parallel"),
                 (f"count(vllm:num_requests_running{{{SEL}}})", "vLLM pods reporting")],
                unit="short", grid=(8, 18, 8, 8)),
