@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Literal
 
 from capacity.errors import CapacityError
@@ -105,6 +105,12 @@ class SourceProfile:
         if self.fetch_bytes_per_second is not None:
             return self.fetch_bytes_per_second
         return self.read_bytes_per_second
+
+    def with_learned(self, bytes_per_second: float) -> SourceProfile:
+        """This profile with the learned bandwidth replaced (what :func:`learn_bandwidth` returned)."""
+        if self.learned == "fetch":
+            return replace(self, fetch_bytes_per_second=bytes_per_second)
+        return replace(self, read_bytes_per_second=bytes_per_second)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,17 +194,6 @@ class ColdStart:
     def learned_seconds(self) -> float:
         """The seconds of the phase whose bandwidth is learned."""
         return self.fetch_seconds if self.learned == "fetch" else self.read_seconds
-
-    def to_dict(self) -> dict[str, float | str]:
-        return {
-            "source": self.source,
-            "seconds": self.seconds,
-            "fetch_seconds": self.fetch_seconds,
-            "read_seconds": self.read_seconds,
-            "gpu_load_seconds": self.gpu_load_seconds,
-            "engine_seconds": self.engine_seconds,
-            "first_fill_seconds": self.first_fill_seconds,
-        }
 
 
 def cold_start(

@@ -121,6 +121,24 @@ def test_learning_moves_the_bandwidth_towards_what_the_observations_imply(source
     assert many == pytest.approx(target, rel=1e-3)
 
 
+@pytest.mark.parametrize(
+    ("source", "field"),
+    [("hub", "fetch_bytes_per_second"), ("image", "fetch_bytes_per_second"), ("pvc", "read_bytes_per_second"),
+     ("cache", "read_bytes_per_second")],
+    ids=["hub-learns-its-download", "image-learns-its-pull", "pvc-learns-its-read", "cache-learns-its-read"],
+)  # fmt: skip
+def test_a_learned_bandwidth_goes_back_into_its_sources_profile_and_the_prediction(
+    source: str, field: str
+) -> None:
+    profile = cap.DEFAULT_SOURCES[source]
+    prediction = start(source, checkpoint_bytes=16 * GB, profile=profile)
+    slower = profile.with_learned(profile.learned_bytes_per_second / 2)
+    assert getattr(slower, field) == getattr(profile, field) / 2
+    assert start(source, checkpoint_bytes=16 * GB, profile=slower).seconds == pytest.approx(
+        prediction.seconds + prediction.learned_seconds
+    )
+
+
 def test_a_start_faster_than_predicted_raises_the_bandwidth() -> None:
     prediction = start("hub", checkpoint_bytes=16 * GB)
     previous = cap.DEFAULT_SOURCES["hub"].learned_bytes_per_second
