@@ -129,10 +129,13 @@ def choose_gpu(
     *,
     prices: Mapping[str, float] | None = None,
     calibration: Calibration | float = 1.0,
+    limits_by_gpu: Mapping[str, Limits] | None = None,
 ) -> GPUChoice:
     """Plan ``workload`` on each of ``gpus`` and rank the plans by cost per hour (ties: more headroom).
 
-    ``prices`` maps catalog ids to US dollars per GPU-hour and overrides the catalog's list prices. A
+    ``prices`` maps catalog ids to US dollars per GPU-hour and overrides the catalog's list prices;
+    ``limits_by_gpu`` (catalog id -> limits) gives a product its own limits (its node size and GPU count
+    in a cluster) in place of ``limits``. A
     product on which the request itself is invalid (say an fp8 KV cache pinned on a GPU without fp8) is
     listed as not feasible with the reason, not raised, so the other products still compete; when the
     request is invalid on every product, the first product's error is raised."""
@@ -144,7 +147,8 @@ def choose_gpu(
     for gpu in dict.fromkeys(gpus):  # each product once, in the caller's order
         price = prices.get(gpu.id, gpu.price_usd_per_hour)
         try:
-            result = plan(arch, gpu, workload, slo, limits, calibration=calibration)
+            own = (limits_by_gpu or {}).get(gpu.id, limits)
+            result = plan(arch, gpu, workload, slo, own, calibration=calibration)
         except CapacityError as exc:
             errors.append(exc)
             result = PlanResult.refused(str(exc))

@@ -311,12 +311,29 @@ class ModelSpec(_Object):
         )
 
 
+#: A GPU product as GPU Feature Discovery labels it (nvidia.com/gpu.product).
+ProductLabel = Annotated[str, Field(min_length=1, max_length=128)]
+
+
 class GPUSpec(_Object):
     """Which GPUs, and how many at most."""
 
-    product: Annotated[str, Field(min_length=1, max_length=128)] | None = None
-    """GPU product as GPU Feature Discovery labels it (nvidia.com/gpu.product); may be left out when the
-    cluster has one GPU type."""
+    rules: ClassVar = (
+        Rule(
+            "!(has(self.product) && has(self.products))",
+            "gpu.product pins one GPU product and gpu.products lists those kvright may choose among; "
+            "set one or neither",
+            holds=lambda g: g.product is None or g.products is None,
+        ),
+    )
+
+    product: ProductLabel | None = None
+    """GPU product as GPU Feature Discovery labels it (nvidia.com/gpu.product), pinned. Left out, kvright
+    plans every product present (or every one in gpu.products) and chooses the cheapest that holds the
+    workload at the SLO; status.alternatives says what the others would cost and why they lost."""
+    products: Annotated[list[ProductLabel], Field(min_length=1, max_length=16)] | None = None
+    """The GPU products kvright may choose among (GPU Feature Discovery labels); left out, every product
+    present in the cluster."""
     max_gpus: Annotated[int, Field(ge=1, le=4096)] | None = Field(default=None, alias="maxGPUs")
     """Upper bound on GPUs for all replicas together; left out, what the cluster has."""
 
@@ -499,6 +516,22 @@ class GPUStatus(_Object):
     allocatable_gpus: int | None = Field(default=None, alias="allocatableGPUs")
 
 
+class AlternativeStatus(_Object):
+    """One GPU product weighed for this LLMDeployment, cheapest feasible first."""
+
+    product: str | None = None
+    feasible: bool | None = None
+    gpus: int | None = None
+    usd_per_hour: float | None = None
+    """GPUs x the product's price per GPU-hour (the operator's prices, else the catalog's list price)."""
+    usd_per_million_output_tokens: float | None = None
+    """At the planned load."""
+    plan: str | None = None
+    """The plan on this product in words, or why none fits."""
+    why: str | None = None
+    """chosen, or why it lost."""
+
+
 class PlanStatus(_Object):
     """What kvright chose; every value is on the vLLM command line."""
 
@@ -603,6 +636,9 @@ class LLMDeploymentStatus(_Object):
     """Name of the vLLM Deployment."""
     routing: RoutingStatus | None = None
     """Whether requests are routed by an InferencePool or by the Service."""
+    alternatives: Annotated[list[AlternativeStatus], Field(max_length=32)] | None = None
+    """When kvright chose the GPU product (gpu.product left out): every product it weighed, the chosen one
+    first, then by cost."""
     conditions: (
         Annotated[
             list[Condition],

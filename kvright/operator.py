@@ -51,6 +51,8 @@ __all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_o
 FIELD_MANAGER: Final = "kvright"
 PREFIX: Final = "kvright.dev"
 POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
+#: The same event (type, reason, message) about one object is posted at most once in this long.
+EVENT_REPEAT_SECONDS: Final = 300.0
 LWS_API: Final = "/apis/leaderworkerset.x-k8s.io/v1"
 """The LeaderWorkerSet API group version: served (its discovery document lists ``leaderworkersets``) when
 LeaderWorkerSet is installed. Discovery needs no RBAC grant (system:discovery)."""
@@ -234,6 +236,22 @@ class Runtime:
     )
     _probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
+    _posted: dict[str, dict[tuple[str, str, str], float]] = field(default_factory=dict)
+
+    def first_post(self, uid: str, event: reconcile.Event) -> bool:
+        """Whether ``event`` was not already posted about this object within EVENT_REPEAT_SECONDS (and
+        remember it). A reconcile can run on a body that predates the previous reconcile's status write
+        (the create handler and a sweep, a watch event still in flight), and would announce the same
+        change again; as client-go's event recorder aggregates repeats, the repeat is dropped here."""
+        now = time.monotonic()
+        seen = self._posted.setdefault(uid, {})
+        for key in [k for k, at in seen.items() if now - at >= EVENT_REPEAT_SECONDS]:
+            del seen[key]
+        key = (event.type, event.reason, event.message)
+        if key in seen:
+            return False
+        seen[key] = now
+        return True
 
     def lock_for(self, uid: str) -> asyncio.Lock:
         lock = self.locks.get(uid)
@@ -243,6 +261,7 @@ class Runtime:
 
     def forget(self, uid: str) -> None:
         self.locks.pop(uid, None)
+        self._posted.pop(uid, None)
 
     def list_all(self) -> tuple[list[dict[str, Any]], list[inventory.GPUNode]]:
         """Every watched LLMDeployment and every GPU node, for the periodic sweep."""
@@ -362,6 +381,7 @@ def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.
         architecture_source=source,
         inventory=inventory.summarize(nodes),
         default_image=runtime.settings.vllm_image,
+        prices=dict(runtime.settings.gpu_prices),
         pod_monitor=runtime.pod_monitor_supported(),
         leader_worker_set=runtime.leader_worker_set_supported(),
         inference_pool=runtime.inference_pool_supported(),
@@ -513,6 +533,8 @@ async def _reconcile(body: Any, runtime: Runtime, nodes: list[inventory.GPUNode]
         outcome = await loop.run_in_executor(runtime.executor, reconcile_once, snapshot, runtime, nodes)
     ref = {"apiVersion": api.API_VERSION, "kind": api.KIND, **snapshot}
     for event in outcome.events:
+        if not runtime.first_post(meta.get("uid", ""), event):
+            continue
         try:
             kopf.event(ref, type=event.type, reason=event.reason, message=event.message[:1024])
         except LookupError:

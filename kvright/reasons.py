@@ -47,6 +47,7 @@ class Reason:
     PENDING: Final = "Pending"
     # events only
     PLAN_CHANGED: Final = "PlanChanged"
+    GPU_PRODUCT_CHOSEN: Final = "GPUProductChosen"
     REPLICAS_CAPPED: Final = "ReplicasCapped"
 
     # MetricsAvailable (the Prometheus observation)

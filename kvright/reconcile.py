@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
@@ -102,6 +102,9 @@ class Facts:
     endpoint_picker: EndpointPickerSpec | None = None
     """The operator's default endpoint picker for this object's pool (spec.routing.endpointPicker wins)."""
     overrides: Overrides = field(default_factory=Overrides)
+    prices: Mapping[str, float] = field(default_factory=dict)
+    """US dollars per GPU-hour by catalog id (the operator's KVRIGHT_GPU_PRICES) for choosing the GPU
+    product; a product not listed costs its catalog list price."""
     parsed: LLMDeploymentSpec | SpecError | None = None
     """The spec parsed once per reconcile (the operator's gather passes it; left out, it is parsed here
     on construction). ``dataclasses.replace`` carries it along, so the feedback seam and planning never
@@ -180,6 +183,128 @@ def _infeasible(reason: str, message: str, *, retry: float | None = None, warn: 
     )
 
 
+def _plan_pinned(
+    facts: Facts,
+    arch: capacity.Architecture,
+    product: ProductInventory,
+    tp: int | None,
+    workload: capacity.Workload,
+    slo: capacity.SLO,
+    limits: capacity.Limits,
+) -> capacity.PlanResult | Desired:
+    """Plan on the one product the spec pins (or the only one present); a Desired when it cannot."""
+    try:
+        gpu = capacity.gpu_spec(product.product)
+    except capacity.CapacityError as exc:
+        return _infeasible(Reason.GPU_PRODUCT_UNKNOWN, f"{exc}; kvright cannot size for this GPU")
+    if tp is not None:
+        error = capacity.tensor_parallel_error(arch, tp)
+        if error is not None:
+            valid = capacity.valid_tensor_parallel_sizes(arch, product.max_gpus_per_node)
+            return _infeasible(
+                Reason.TENSOR_PARALLEL_INVALID,
+                f"tuning.tensorParallelSize {tp}: {error}; "
+                f"valid here: {', '.join(map(str, valid)) or 'none'}",
+            )
+        if tp > product.max_gpus_per_node:
+            return _infeasible(
+                Reason.INFEASIBLE,
+                f"tuning.tensorParallelSize {tp} needs {tp} GPUs in one node but the largest "
+                f"{product.product} node has {product.max_gpus_per_node}; lower it or set it to Auto",
+            )
+    calibration = facts.overrides.calibration
+    try:
+        result = capacity.plan(arch, gpu, workload, slo, limits, calibration=calibration)
+        if not result.feasible and not facts.leader_worker_set:
+            wider = capacity.plan(
+                arch, gpu, workload, slo, replace(limits, max_nodes_per_replica=None), calibration=calibration
+            )
+            if wider.feasible and wider.plan is not None:
+                return _infeasible(
+                    Reason.LEADER_WORKER_SET_MISSING,
+                    f"one node is not enough ({result.reason}); a replica of {wider.plan.nodes_per_replica} "
+                    f"{product.product} nodes ({wider.plan.layout.label}) would serve it, but this cluster "
+                    "does not serve the LeaderWorkerSet API (leaderworkerset.x-k8s.io/v1) that runs a "
+                    "replica across nodes; install LeaderWorkerSet v0.8.0 or later "
+                    "(https://lws.sigs.k8s.io/docs/installation/) and kvright plans it",
+                )
+    except capacity.CapacityError as exc:
+        return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
+    return result
+
+
+def _choose_product(
+    facts: Facts,
+    allowed: Sequence[str] | None,
+    arch: capacity.Architecture,
+    workload: capacity.Workload,
+    slo: capacity.SLO,
+    limits_on: Callable[[ProductInventory], capacity.Limits],
+) -> tuple[ProductInventory, capacity.PlanResult, list[dict[str, Any]], str | None] | Desired:
+    """Plan on every allowed product present and take the cheapest that holds the workload (capacity's
+    GPU choice, each product with its own node size and GPU count). Returns the product, its plan, the
+    alternatives for status and, when a cheaper product lost, why (else None); a Desired when none fits."""
+    wanted = {a.lower() for a in allowed} if allowed is not None else None
+    present = sorted(facts.inventory.values(), key=lambda p: p.product)
+    candidates = [p for p in present if wanted is None or p.product.lower() in wanted]
+    names = ", ".join(p.product for p in present) or "none"
+    if not candidates:
+        asked = ", ".join(allowed or ())
+        return _infeasible(
+            Reason.NO_GPU_NODES,
+            f"no schedulable node has any of gpu.products ({asked}); products present: {names}",
+        )
+    by_id: dict[str, ProductInventory] = {}
+    for product in candidates:
+        try:
+            by_id.setdefault(capacity.gpu_spec(product.product).id, product)
+        except capacity.CapacityError:
+            continue  # a product kvright has no catalog entry for cannot be sized; the others compete
+    if not by_id:
+        return _infeasible(
+            Reason.GPU_PRODUCT_UNKNOWN,
+            f"none of the GPU products to choose from ({', '.join(p.product for p in candidates)}) is in "
+            "kvright's GPU catalog (kvright catalog lists them); kvright cannot size for them",
+        )
+    gpus = [capacity.gpu_spec(i) for i in by_id]
+    try:
+        choice = capacity.choose_gpu(
+            arch,
+            gpus,
+            workload,
+            slo,
+            limits_on(by_id[gpus[0].id]),
+            prices=facts.prices,
+            calibration=facts.overrides.calibration,
+            limits_by_gpu={i: limits_on(p) for i, p in by_id.items()},
+        )
+    except capacity.CapacityError as exc:
+        return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
+    rows = [_alternative(a, by_id[a.gpu.id].product) for a in choice.alternatives]
+    chosen = choice.chosen
+    if chosen is None:
+        reasons = "; ".join(f"{row['product']}: {row['plan']}" for row in rows)
+        return _infeasible(Reason.INFEASIBLE, f"no GPU product holds the workload: {reasons}")
+    price = chosen.usd_per_gpu_hour
+    cheaper = [a for a in choice.alternatives if not a.feasible and a.usd_per_gpu_hour < price]
+    lost = "; ".join(f"{by_id[a.gpu.id].product} ({a.result.reason})" for a in cheaper) or None
+    return by_id[chosen.gpu.id], chosen.result, rows, lost
+
+
+def _alternative(alt: capacity.Alternative, product: str) -> dict[str, Any]:
+    """One row of status.alternatives."""
+    row = alt.to_dict()
+    return {
+        "product": product,
+        "feasible": alt.feasible,
+        "gpus": alt.gpus,
+        "usdPerHour": row["usd_per_hour"],
+        "usdPerMillionOutputTokens": row["usd_per_million_output_tokens"],
+        "plan": alt.summary()[:1024],
+        "why": alt.why[:1024],
+    }
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
@@ -211,35 +336,9 @@ def _desire(facts: Facts) -> Desired:
     if isinstance(arch, ResolveFailure):
         return _infeasible(arch.reason, arch.message, retry=30.0 if arch.retryable else None)
 
-    try:
-        product = choose(facts.inventory, spec.gpu.product)
-    except InventoryError as exc:
-        # Nodes may join: the periodic reconcile looks again.
-        return _infeasible(exc.reason, str(exc))
-    try:
-        gpu = capacity.gpu_spec(product.product)
-    except capacity.CapacityError as exc:
-        return _infeasible(Reason.GPU_PRODUCT_UNKNOWN, f"{exc}; kvright cannot size for this GPU")
-
     overrides = facts.overrides
     tp = spec.tuning.tensor_parallel_size or overrides.tensor_parallel_size
     kv_dtype = KV_DTYPES[spec.tuning.kv_cache_dtype] or overrides.kv_cache_dtype
-    max_gpus = product.total_gpus if spec.gpu.max_gpus is None else min(spec.gpu.max_gpus, product.total_gpus)
-    if tp is not None:
-        error = capacity.tensor_parallel_error(arch, tp)
-        if error is not None:
-            valid = capacity.valid_tensor_parallel_sizes(arch, product.max_gpus_per_node)
-            return _infeasible(
-                Reason.TENSOR_PARALLEL_INVALID,
-                f"tuning.tensorParallelSize {tp}: {error}; "
-                f"valid here: {', '.join(map(str, valid)) or 'none'}",
-            )
-        if tp > product.max_gpus_per_node:
-            return _infeasible(
-                Reason.INFEASIBLE,
-                f"tuning.tensorParallelSize {tp} needs {tp} GPUs in one node but the largest "
-                f"{product.product} node has {product.max_gpus_per_node}; lower it or set it to Auto",
-            )
     workload = capacity.Workload(
         max_model_len=spec.workload.max_model_len,
         prompt_tokens=spec.workload.prompt_tokens,
@@ -251,39 +350,38 @@ def _desire(facts: Facts) -> Desired:
         ttft_seconds=None if spec.slo.ttft_milliseconds is None else spec.slo.ttft_milliseconds / 1000.0,
         percentile=spec.slo.percentile,
     )
-    limits = capacity.Limits(
-        gpus_per_node=product.max_gpus_per_node,
-        max_gpus=max(1, max_gpus),
-        kv_cache_dtype=kv_dtype,
-        gpu_memory_utilization=spec.tuning.gpu_memory_utilization_percent / 100.0,
-        tensor_parallel_size=tp,
-        max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
-        quantization=_QUANTIZATION[spec.tuning.quantization],
-        # Without LeaderWorkerSet a replica is one pod on one node.
-        max_nodes_per_replica=None if facts.leader_worker_set else 1,
-    )
-    try:
-        result = capacity.plan(arch, gpu, workload, slo, limits, calibration=overrides.calibration)
-        if not result.feasible and not facts.leader_worker_set:
-            wider = capacity.plan(
-                arch,
-                gpu,
-                workload,
-                slo,
-                replace(limits, max_nodes_per_replica=None),
-                calibration=overrides.calibration,
-            )
-            if wider.feasible and wider.plan is not None:
-                return _infeasible(
-                    Reason.LEADER_WORKER_SET_MISSING,
-                    f"one node is not enough ({result.reason}); a replica of {wider.plan.nodes_per_replica} "
-                    f"{product.product} nodes ({wider.plan.layout.label}) would serve it, but this cluster "
-                    "does not serve the LeaderWorkerSet API (leaderworkerset.x-k8s.io/v1) that runs a "
-                    "replica across nodes; install LeaderWorkerSet v0.8.0 or later "
-                    "(https://lws.sigs.k8s.io/docs/installation/) and kvright plans it",
-                )
-    except capacity.CapacityError as exc:
-        return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
+
+    def limits_on(product: ProductInventory) -> capacity.Limits:
+        cap = spec.gpu.max_gpus
+        budget = product.total_gpus if cap is None else min(cap, product.total_gpus)
+        return capacity.Limits(
+            gpus_per_node=product.max_gpus_per_node,
+            max_gpus=max(1, budget),
+            kv_cache_dtype=kv_dtype,
+            gpu_memory_utilization=spec.tuning.gpu_memory_utilization_percent / 100.0,
+            tensor_parallel_size=tp,
+            max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
+            quantization=_QUANTIZATION[spec.tuning.quantization],
+            # Without LeaderWorkerSet a replica is one pod on one node.
+            max_nodes_per_replica=None if facts.leader_worker_set else 1,
+        )
+
+    alternatives: list[dict[str, Any]] | None = None
+    if spec.gpu.product is None and (spec.gpu.products is not None or len(facts.inventory) > 1):
+        picked = _choose_product(facts, spec.gpu.products, arch, workload, slo, limits_on)
+        if isinstance(picked, Desired):
+            return picked
+        product, result, alternatives, lost = picked
+    else:
+        try:
+            product = choose(facts.inventory, spec.gpu.product)
+        except InventoryError as exc:
+            # Nodes may join: the periodic reconcile looks again.
+            return _infeasible(exc.reason, str(exc))
+        pinned = _plan_pinned(facts, arch, product, tp, workload, slo, limits_on(product))
+        if isinstance(pinned, Desired):
+            return pinned
+        result, lost = pinned, None
     if not result.feasible or result.plan is None or result.prediction is None:
         return _infeasible(Reason.INFEASIBLE, result.reason)
 
@@ -396,8 +494,21 @@ def _desire(facts: Facts) -> Desired:
         "routing": _routing(
             facts.name, inference_pool=facts.inference_pool, picker=workload_render.endpoint_picker
         ),
+        # Only when kvright chose the product; null clears a list from an earlier choice.
+        "alternatives": alternatives,
     }
     previous = facts.current_status.get("plan")
+    if alternatives is not None and (previous or {}).get("gpuProduct") != product.product:
+        cost = alternatives[0]["usdPerHour"]
+        events.append(
+            Event(
+                type="Normal",
+                reason=Reason.GPU_PRODUCT_CHOSEN,
+                message=f"{product.product} chosen, the cheapest product that holds the workload "
+                f"(${cost:.2f}/h for {chosen.gpus_per_replica * replicas} GPUs)"
+                + (f"; cheaper products cannot: {lost}" if lost else ""),
+            )
+        )
     if isinstance(previous, Mapping) and _plan_key(previous) != _plan_key(plan_status):
         events.append(
             Event(

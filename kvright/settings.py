@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import capacity
+
 __all__ = ["DEFAULT_VLLM_IMAGE", "Settings", "SettingsError", "from_env"]
 
 # The vLLM release the flags kvright renders were checked against (docs/operator.md).
@@ -55,6 +57,10 @@ class Settings:
     """Its ext-proc port (KVRIGHT_ENDPOINT_PICKER_PORT)."""
     endpoint_picker_failure_mode: str = "FailClose"
     """FailClose or FailOpen (KVRIGHT_ENDPOINT_PICKER_FAILURE_MODE)."""
+    gpu_prices: tuple[tuple[str, float], ...] = ()
+    """US dollars per GPU-hour by catalog id (KVRIGHT_GPU_PRICES, ``PRODUCT=USD`` pairs separated by commas,
+    PRODUCT a catalog id or a GPU Feature Discovery label) for choosing the GPU product; products not
+    listed cost the catalog's list price."""
 
     def endpoint_picker_for(self, name: str) -> str:
         """The default picker's Service name for the LLMDeployment ``name`` ("" when there is none)."""
@@ -99,6 +105,11 @@ def from_env(env: Mapping[str, str]) -> Settings:
         raise SettingsError(
             f"KVRIGHT_ENDPOINT_PICKER_FAILURE_MODE={failure_mode!r}; accepted: {', '.join(FAILURE_MODES)}"
         )
+    try:
+        pairs = [pair.strip() for pair in env.get("KVRIGHT_GPU_PRICES", "").split(",")]
+        prices = tuple(capacity.parse_price(pair) for pair in pairs if pair)
+    except capacity.CapacityError as exc:
+        raise SettingsError(f"KVRIGHT_GPU_PRICES: {exc}") from None
     return Settings(
         prometheus_url=env.get("KVRIGHT_PROMETHEUS_URL", "").strip().rstrip("/"),
         metrics_port=int(port),
@@ -112,4 +123,5 @@ def from_env(env: Mapping[str, str]) -> Settings:
         endpoint_picker=picker,
         endpoint_picker_port=int(picker_port),
         endpoint_picker_failure_mode=failure_mode,
+        gpu_prices=prices,
     )

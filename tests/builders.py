@@ -67,6 +67,10 @@ class LLMD:
     def gpu(self, product: str | None = None, max_gpus: int | None = None) -> LLMD:
         return self._with("gpu", replace=True, product=product, maxGPUs=max_gpus)
 
+    def gpu_products(self, *products: str) -> LLMD:
+        """Let kvright choose among these GPU products (spec.gpu.products)."""
+        return self._with("gpu", replace=True, products=list(products))
+
     def context(self, max_model_len: int, prompt: int | None = None, output: int | None = None) -> LLMD:
         return self._with("workload", maxModelLen=max_model_len, promptTokens=prompt, outputTokens=output)
 

@@ -441,9 +441,13 @@ def test_hub_source_with_a_token_secret(kube: Kube, ns: str, hub: tuple[str, lis
         (BASE.tp(3), "TensorParallelInvalid", "valid here: 1, 2, 4, 8"),
         (BASE.tp(16), "Infeasible", "largest NVIDIA-H100-80GB-HBM3 node has 8"),
         (BASE.gpu("NVIDIA-A100-SXM4-80GB"), "NoGPUNodes", f"products present: {H100}, {H200}"),
-        (llmd("chat").model("llama-3.1-8b"), "GPUProductAmbiguous", "set spec.gpu.product"),
+        (
+            llmd("chat").model("llama-3.1-8b").gpu_products("NVIDIA-L4", "NVIDIA-L40S"),
+            "NoGPUNodes",
+            f"any of gpu.products (NVIDIA-L4, NVIDIA-L40S); products present: {H100}, {H200}",
+        ),
     ],
-    ids=["tp-3-does-not-divide-heads", "tp-16-larger-than-a-node", "absent-product", "two-products-unnamed"],
+    ids=["tp-3-does-not-divide-heads", "tp-16-larger-than-a-node", "absent-product", "products-absent"],
 )
 def test_what_the_schema_cannot_know_is_a_condition(
     kube: Kube, running: str, builder: Any, reason: str, text: str

@@ -246,3 +246,24 @@ def test_a_leader_worker_set_is_up_to_date_only_when_its_pods_run_the_applied_te
     kube.pod_list = [stale_pod]  # type: ignore[attr-defined]
     out = reconcile_once(body(BIG), runtime(kube), FOUR_H100)
     assert cond(out.status, "Deployed") == ("False", "RollingOut")
+
+
+def test_the_same_event_about_one_object_is_posted_once_until_it_ages_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reconcile on a body older than the last status write would announce the same change again."""
+    import kvright.operator as operator_module
+    from kvright.reconcile import Event
+
+    clock = [1000.0]
+    monkeypatch.setattr(operator_module.time, "monotonic", lambda: clock[0])
+    rt = runtime(FakeKube(lws_api=False))
+    chosen = Event(type="Normal", reason="GPUProductChosen", message="NVIDIA-H200 chosen")
+    assert rt.first_post("u-1", chosen)
+    assert not rt.first_post("u-1", chosen)
+    assert rt.first_post("u-2", chosen)  # another object
+    assert rt.first_post("u-1", Event(type="Normal", reason="GPUProductChosen", message="NVIDIA-L4 chosen"))
+    clock[0] += operator_module.EVENT_REPEAT_SECONDS
+    assert rt.first_post("u-1", chosen)  # aged out
+    rt.forget("u-1")
+    assert rt.first_post("u-1", Event(type="Normal", reason="GPUProductChosen", message="NVIDIA-L4 chosen"))

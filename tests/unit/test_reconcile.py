@@ -92,6 +92,65 @@ def test_pod_monitor_only_when_its_crd_exists() -> None:
     assert [c["kind"] for c in d.children] == ["Deployment", "Service", "PodMonitor"]
 
 
+GPU_CHOICE = llmd("chat").model("llama-3.1-70b").context(8192, 2048, 256).concurrency(64).tpot_ms(50)
+
+
+def cost(alternative: dict[str, Any]) -> float:
+    return float(alternative["usdPerHour"])
+
+
+def test_without_a_product_the_cheapest_product_that_holds_the_workload_is_chosen() -> None:
+    d = desire(facts(GPU_CHOICE.spec()))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == ("True", Reason.PLANNED)
+    alternatives = d.fields["alternatives"]
+    assert {a["product"] for a in alternatives} == {H100, H200}
+    chosen, other = alternatives
+    assert chosen["why"] == "chosen" and chosen["product"] == d.fields["plan"]["gpuProduct"]
+    assert other["feasible"] and cost(chosen) <= cost(other)
+    assert other["why"].startswith(("costs more", "same cost"))
+    assert d.fields["gpu"]["product"] == chosen["product"]
+    assert [e.reason for e in d.events] == [Reason.GPU_PRODUCT_CHOSEN]
+    assert chosen["product"] in d.events[0].message
+    # The same choice again posts nothing.
+    again = desire(facts(GPU_CHOICE.spec(), current_status={"plan": d.fields["plan"]}))
+    assert Reason.GPU_PRODUCT_CHOSEN not in [e.reason for e in again.events]
+
+
+def test_prices_move_the_choice() -> None:
+    first = desire(facts(GPU_CHOICE.spec())).fields["plan"]["gpuProduct"]
+    other = H200 if first == H100 else H100
+    prices = {capacity.gpu_spec(first).id: 100.0, capacity.gpu_spec(other).id: 0.5}
+    assert desire(facts(GPU_CHOICE.spec(), prices=prices)).fields["plan"]["gpuProduct"] == other
+
+
+def test_the_listed_products_are_the_only_candidates() -> None:
+    spec = GPU_CHOICE.spec() | {"gpu": {"products": [H200.lower()]}}
+    d = desire(facts(spec, prices={"h200": 1000.0}))
+    assert d.fields["plan"]["gpuProduct"] == H200
+    assert [a["product"] for a in d.fields["alternatives"]] == [H200]
+
+
+def test_a_cheaper_product_without_room_loses_to_the_next_and_the_event_says_why() -> None:
+    """The H200 node has one GPU left to allocate, too little for Llama-3.1-70B's weights: however cheap its
+    price, the H100 nodes win."""
+    inventory = nodes((H100, 2, 8), (H200, 1, 1))
+    d = desire(facts(GPU_CHOICE.spec(), inventory=inventory, prices={"h200": 0.01}))
+    assert d.plan_feasible.status == "True", d.plan_feasible.message
+    assert d.fields["plan"]["gpuProduct"] == H100
+    h200 = next(a for a in d.fields["alternatives"] if a["product"] == H200)
+    assert not h200["feasible"] and h200["why"].startswith("not feasible on h200")
+    [event] = [e for e in d.events if e.reason == Reason.GPU_PRODUCT_CHOSEN]
+    assert "cheaper products cannot: NVIDIA-H200" in event.message
+
+
+def test_no_product_holds_it_is_infeasible_with_each_products_reason() -> None:
+    huge = llmd("chat").model("llama-3.1-405b").context(8192, 2048, 256).concurrency(512).tpot_ms(20)
+    d = desire(facts(huge.spec()))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == ("False", Reason.INFEASIBLE)
+    assert d.plan_feasible.message.startswith("no GPU product holds the workload: ")
+    assert H100 in d.plan_feasible.message and H200 in d.plan_feasible.message
+
+
 def test_single_gpu_type_needs_no_product() -> None:
     d = desire(facts(llmd("a").model("llama-3.1-8b").spec(), inventory=nodes((H200, 1, 8))))
     assert d.fields["plan"]["gpuProduct"] == H200
@@ -121,11 +180,11 @@ def test_single_gpu_type_needs_no_product() -> None:
         ),
         (LLAMA70.spec(), {"inventory": {}}, "False", Reason.NO_GPU_NODES, "products present: none"),
         (
-            llmd("a").model("llama-3.1-70b").spec(),
+            GPU_CHOICE.spec() | {"gpu": {"products": ["NVIDIA-L4", "AMD-Instinct-MI300X"]}},
             {},
             "False",
-            Reason.GPU_PRODUCT_AMBIGUOUS,
-            "set spec.gpu.product",
+            Reason.NO_GPU_NODES,
+            "no schedulable node has any of gpu.products (NVIDIA-L4, AMD-Instinct-MI300X)",
         ),
         (LLAMA70.tp(3).spec(), {}, "False", Reason.TENSOR_PARALLEL_INVALID, "valid here: 1, 2, 4, 8"),
         (LLAMA70.tp(16).spec(), {}, "False", Reason.INFEASIBLE, "largest NVIDIA-H100-80GB-HBM3 node has 8"),
@@ -156,7 +215,7 @@ def test_single_gpu_type_needs_no_product() -> None:
         "hub-down-is-unknown-and-retried",
         "bad-config-is-false",
         "no-gpu-nodes",
-        "two-products-unnamed",
+        "none-of-the-listed-products-present",
         "tp-not-dividing-heads",
         "tp-larger-than-any-node",
         "gpu-not-in-catalog",

@@ -23,6 +23,7 @@ def test_values() -> None:
             "KVRIGHT_VLLM_IMAGE": "registry.local/vllm:1",
             "KVRIGHT_HUB_ATTEMPTS": "5",
             "KVRIGHT_PEERING": "kvright",
+            "KVRIGHT_GPU_PRICES": " NVIDIA-L4=0.45, h100-sxm=2.1 ,",
         }
     )
     assert (s.prometheus_url, s.metrics_port, s.namespaces) == ("http://127.0.0.1:9090", 0, ("a", "b"))
@@ -32,6 +33,7 @@ def test_values() -> None:
         "registry.local/vllm:1",
     )
     assert (s.hub_attempts, s.peering) == (5, "kvright")
+    assert s.gpu_prices == (("l4", 0.45), ("h100-sxm", 2.1))
 
 
 @pytest.mark.parametrize(
@@ -49,6 +51,8 @@ def test_values() -> None:
         ({"KVRIGHT_METRICS_PORT": "80.5"}, "is not an integer; accepted: 0 to 65535"),
         ({"KVRIGHT_HF_ENDPOINT": "huggingface.co"}, "is not a URL; accepted: http(s)://host[:port]"),
         ({"KVRIGHT_HUB_ATTEMPTS": "0"}, "KVRIGHT_HUB_ATTEMPTS='0' is out of range; accepted: 1 to 20"),
+        ({"KVRIGHT_GPU_PRICES": "l4"}, "KVRIGHT_GPU_PRICES: price 'l4' is not PRODUCT=USD_PER_HOUR"),
+        ({"KVRIGHT_GPU_PRICES": "tpu=1"}, "KVRIGHT_GPU_PRICES: unknown GPU 'tpu'"),
     ],
     ids=[
         "period-not-a-number",
@@ -57,6 +61,8 @@ def test_values() -> None:
         "port-fraction",
         "endpoint-no-scheme",
         "no-attempts",
+        "price-without-value",
+        "price-of-an-unknown-gpu",
     ],
 )
 def test_bad_values_are_one_line_errors(env: dict[str, str], text: str) -> None:

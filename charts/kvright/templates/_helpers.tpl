@@ -132,3 +132,12 @@ sum by ({{ $by }}) (rate({{ $m }}_sum[{{ $w }}])) / sum by ({{ $by }}) (rate({{ 
     description: {{ .description | quote }}
     runbook_url: {{ printf "%sKVRight%s.md" $r.runbookBaseURL .name | quote }}
 {{- end -}}
+
+{{/* operator.gpuPrices as KVRIGHT_GPU_PRICES: PRODUCT=USD pairs, comma-separated, in key order. */}}
+{{- define "kvright.gpuPrices" -}}
+{{- $pairs := list -}}
+{{- range $product, $usd := . -}}
+{{- $pairs = append $pairs (printf "%s=%v" $product $usd) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

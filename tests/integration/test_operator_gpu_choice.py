@@ -1,0 +1,98 @@
+"""kvright chooses the GPU product when the spec leaves it out, against the real control plane: the
+kube-apiserver with the CRD, the Deployment controller, the scheduler placing the pods by the product's
+node affinity and GPU capacity. Faked: the GPU nodes (kwok: four 8 x H100 nodes, one 8 x H200).
+
+The operator runs with KVRIGHT_GPU_PRICES making the H200 much cheaper than the H100 (0.50 against the
+catalog's 2.95 per GPU-hour). Llama-3.1-70B at 100 sequences fits on the one 8-GPU H200 node (TP 4 x 2),
+so it goes there; at 200 sequences the H200 node cannot hold it (the one node is the whole H200 budget),
+so it takes the H100 nodes, and the event and status.alternatives say why the cheaper product lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kvright.operator import Kube
+from tests.builders import llmd
+from tests.integration.kvright_cluster import (
+    admin_with_crd,
+    condition,
+    create,
+    events,
+    operator_namespace,
+    poll,
+    reconciled,
+)
+
+pytestmark = pytest.mark.cluster
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+H200 = "NVIDIA-H200"
+WAIT = 60.0
+LLAMA_70B = llmd("chat").model("llama-3.1-70b").context(8192, 2048, 256).tpot_ms(50).replicas(1, 8)
+
+
+@pytest.fixture(scope="module")
+def kube() -> Kube:
+    return admin_with_crd()
+
+
+@pytest.fixture
+def running(kube: Kube) -> Iterator[str]:
+    with operator_namespace(kube, "kvr-gpu", env={"KVRIGHT_GPU_PRICES": f"{H200}=0.5"}) as ns:
+        yield ns
+
+
+def placed(kube: Kube, ns: str, name: str, plan: dict[str, Any]) -> list[str] | None:
+    """The nodes of the object's Running pods, once all of the plan's pods run (one per node of each
+    replica: a replica over two nodes is a LeaderWorkerSet group of two pods)."""
+    want = plan["replicas"] * plan["nodesPerReplica"]
+    got = kube.request(
+        "GET", f"/api/v1/namespaces/{ns}/pods", query=[("labelSelector", f"kvright.dev/llmdeployment={name}")]
+    )
+    pods = [p for p in got.get("items") or [] if not p["metadata"].get("deletionTimestamp")]
+    running = [p["spec"]["nodeName"] for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    return running if len(running) == want == len(pods) else None
+
+
+def product_of(kube: Kube, node: str) -> str:
+    return str((kube.get(f"/api/v1/nodes/{node}") or {})["metadata"]["labels"]["nvidia.com/gpu.product"])
+
+
+def chosen(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    def planned() -> dict[str, Any] | None:
+        obj = reconciled(kube, ns, name)
+        return obj if condition(obj, "PlanFeasible").get("status") == "True" else None
+
+    return poll(planned, what=f"{name} planned", timeout=WAIT)
+
+
+def test_the_cheapest_product_that_holds_the_workload_runs_it_and_the_next_takes_what_it_cannot(
+    kube: Kube, running: str
+) -> None:
+    ns = running
+    create(kube, LLAMA_70B.concurrency(100).obj() | {"metadata": {"name": "fits"}}, ns)
+    fits = chosen(kube, ns, "fits")
+    plan, alternatives = fits["status"]["plan"], fits["status"]["alternatives"]
+    assert plan["gpuProduct"] == H200 and plan["gpus"] <= 8, plan
+    assert [a["product"] for a in alternatives] == [H200, H100]
+    assert alternatives[0]["why"] == "chosen" and alternatives[0]["usdPerHour"] == 0.5 * plan["gpus"]
+    assert alternatives[1]["feasible"] and alternatives[1]["why"].startswith("costs more")
+    nodes = poll(lambda: placed(kube, ns, "fits", plan), what="fits Running")
+    assert {product_of(kube, n) for n in nodes} == {H200}
+    [event] = [e for e in events(kube, ns, "fits") if e["reason"] == "GPUProductChosen"]
+    assert event["message"].startswith(f"{H200} chosen")
+
+    create(kube, LLAMA_70B.concurrency(200).obj() | {"metadata": {"name": "overflow"}}, ns)
+    overflow = chosen(kube, ns, "overflow")
+    plan, alternatives = overflow["status"]["plan"], overflow["status"]["alternatives"]
+    assert plan["gpuProduct"] == H100, plan
+    assert [a["product"] for a in alternatives] == [H100, H200]
+    assert not alternatives[1]["feasible"] and alternatives[1]["why"].startswith("not feasible on h200")
+    nodes = poll(lambda: placed(kube, ns, "overflow", plan), what="overflow Running")
+    assert {product_of(kube, n) for n in nodes} == {H100}
+    [event] = [e for e in events(kube, ns, "overflow") if e["reason"] == "GPUProductChosen"]
+    assert f"cheaper products cannot: {H200}" in event["message"], event["message"]
