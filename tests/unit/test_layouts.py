@@ -227,3 +227,35 @@ def test_without_leader_worker_set_the_operator_names_what_to_install() -> None:
     plan = present.fields["plan"]
     assert (plan["nodesPerReplica"], plan["gpusPerReplica"], plan["layout"]) == (2, 16, "TP 8 x PP 2")
     assert set(plan["vllmArgsByRole"]) == {"leader", "worker"}
+
+
+def test_at_the_same_gpus_a_pipeline_must_beat_one_node_replicas_by_the_margin() -> None:
+    """Llama-3.1-70B, 200 sequences on up to 32 H100s: TP 4 x PP 4 over two nodes is predicted at more
+    output tokens/s per GPU than four TP 4 replicas on the same 16 GPUs, but by less than
+    PIPELINE_MARGIN; its pipeline and network terms are not fitted, so the one-node replicas win and the
+    pipeline's row says why."""
+    from capacity import planner
+
+    result = c.plan(
+        c.catalog_architecture("llama-3.1-70b"),
+        H100_SXM,
+        c.Workload(max_model_len=8192, prompt_tokens=2048, output_tokens=256, concurrency=200),
+        c.SLO(tpot_seconds=0.050),
+        c.Limits(max_gpus=32),
+    )
+    assert result.plan is not None and not result.plan.layout.spans_nodes, result.reason
+    chosen = result.candidates[0]
+    pipelines = [x for x in result.candidates if x.feasible and x.stage == "lost" and x.layout.spans_nodes]
+    faster = [
+        x
+        for x in pipelines
+        if x.gpus == chosen.gpus
+        and x.output_tokens_per_second_per_gpu > (chosen.output_tokens_per_second_per_gpu)
+    ]
+    assert faster, "expected a pipeline predicted faster per GPU at the same GPU count"
+    for x in faster:
+        assert (
+            x.output_tokens_per_second_per_gpu
+            < planner.PIPELINE_MARGIN * chosen.output_tokens_per_second_per_gpu
+        )
+        assert "a pipeline needs to beat one-node replicas" in x.reason
