@@ -246,6 +246,13 @@ class KVCacheLayout:
             return min(full, -(-min(group.bound + self.inflight_tokens, limit) // self.block_size))
         return self.state_blocks  # a Mamba / linear-attention state
 
+    def shared_blocks(self, prefix_tokens: int) -> int:
+        """Blocks a prefix common to every request (a system prompt) holds once for all of them under
+        vLLM's prefix caching: its whole blocks in the full-attention groups. Sliding, chunked and Mamba
+        groups keep only a window or a state per request, so nothing of theirs is shared."""
+        whole = max(0, prefix_tokens) // self.block_size
+        return sum(whole * g.count for g in self.groups if g.kind == "full")
+
     def blocks_per_sequence(self, tokens: int) -> int:
         """Blocks one request of ``tokens`` holds over every group (at least one)."""
         return max(1, sum(self.group_blocks(g, tokens) * g.count for g in self.groups))
@@ -560,16 +567,18 @@ class KVMemory:
         """Sequences of ``tokens`` that fit at once with ``--max-num-seqs max_num_seqs``."""
         return self.blocks(max_num_seqs) // self.blocks_per_sequence(tokens)
 
-    def max_batch(self, tokens: int, cap: int) -> int:
+    def max_batch(self, tokens: int, cap: int, shared_prefix_tokens: int = 0) -> int:
         """Largest ``--max-num-seqs`` b <= cap whose b sequences of ``tokens`` fit beside the activation
-        peak that b itself sets (0 when not one fits)."""
-        need = self.blocks_per_sequence(tokens)
+        peak that b itself sets (0 when not one fits); the first ``shared_prefix_tokens`` of every
+        sequence, common to all, are held once (:meth:`KVCacheLayout.shared_blocks`)."""
+        shared = self.layout.shared_blocks(min(shared_prefix_tokens, tokens))
+        need = self.blocks_per_sequence(tokens) - shared
         lo, hi = 1, cap
-        if hi < 1 or need > self.blocks(1):
+        if hi < 1 or shared + need > self.blocks(1):
             return 0
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if mid * need <= self.blocks(mid):
+            if shared + mid * need <= self.blocks(mid):
                 lo = mid
             else:
                 hi = mid - 1

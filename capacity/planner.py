@@ -101,6 +101,9 @@ class Workload:
     """Typical output length; None with prompt_tokens set: 0."""
     concurrency: int | None = None
     """Sequences in flight to serve at once (drives replicas); None: one replica, as many as fit."""
+    shared_prefix_tokens: int = 0
+    """Tokens at the start of every prompt that all requests share (a system prompt, few-shot examples):
+    vLLM's prefix caching (on by default) holds their KV blocks once and prefills them once."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -503,6 +506,9 @@ def _validate(
     _positive_int("max-model-len", workload.max_model_len)
     _positive_int("prompt tokens", workload.prompt_tokens)
     _positive_int("concurrency", workload.concurrency)
+    shared = workload.shared_prefix_tokens
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise CapacityError(f"shared prefix tokens {shared!r} is not valid; expected an integer >= 0")
     _positive_int("max-num-seqs", limits.max_num_seqs)
     _positive_int("max-num-batched-tokens", limits.max_num_batched_tokens)
     _positive_int("pipeline parallel size", limits.pipeline_parallel_size)
@@ -549,11 +555,31 @@ def _validate(
                 f"prompt + output tokens ({seq_tokens}) exceed max-model-len {max_len}; expected at "
                 f"most {max_len}"
             )
+        if shared > workload.prompt_tokens:
+            raise CapacityError(
+                f"shared prefix tokens ({shared}) exceed the prompt ({workload.prompt_tokens}); expected at "
+                f"most {workload.prompt_tokens}"
+            )
         # Steady state: every output token's share of prefill work rides in the same engine steps.
-        shape = Shape(prompt_tokens=workload.prompt_tokens, output_tokens=output, mixed=output > 0)
+        shape = Shape(
+            prompt_tokens=workload.prompt_tokens,
+            output_tokens=output,
+            mixed=output > 0,
+            cached_prompt_tokens=shared,
+        )
     else:
+        if shared > max_len:
+            raise CapacityError(
+                f"shared prefix tokens ({shared}) exceed max-model-len {max_len}; expected at most {max_len}"
+            )
         seq_tokens = max_len
-        shape = Shape(prompt_tokens=max_len, output_tokens=0, context_tokens=max_len, mixed=False)
+        shape = Shape(
+            prompt_tokens=max_len,
+            output_tokens=0,
+            context_tokens=max_len,
+            mixed=False,
+            cached_prompt_tokens=shared,
+        )
     return _Request(
         arch=arch,
         gpu=gpu,
@@ -1001,12 +1027,14 @@ def pinned_rule(z: _Sizing) -> BatchLimit | None:
 def memory_rule(z: _Sizing) -> BatchLimit | None:
     """Sequences of the workload's length whose KV reservations fit beside the activation peak the batch
     itself sets (:meth:`KVMemory.max_batch`)."""
-    seqs = max(0, z.model.memory.max_batch(z.req.seq_tokens, z.cap))
+    shared = z.req.workload.shared_prefix_tokens
+    seqs = max(0, z.model.memory.max_batch(z.req.seq_tokens, z.cap, shared))
+    sharing = f" sharing a {shared}-token prefix" if shared else ""
     return BatchLimit(
         constraint="memory",
         sequences=seqs,
         detail=f"{_dtype_label(z.req.arch, z.dtype)} KV cache holds {seqs} sequences of "
-        f"{z.req.seq_tokens} tokens",
+        f"{z.req.seq_tokens} tokens{sharing}",
     )
 
 
@@ -1016,12 +1044,13 @@ def prefill_rule(z: _Sizing) -> BatchLimit | None:
     shape, mnbt = z.req.shape, z.model.max_num_batched_tokens
     if not shape.mixed:
         return None
-    seqs = max(0, min(z.cap, mnbt * shape.output_tokens // (shape.prompt_tokens + shape.output_tokens)))
+    seqs = max(0, min(z.cap, mnbt * shape.output_tokens // (shape.prefill_tokens + shape.output_tokens)))
+    cached = f" ({shape.cached_prompt_tokens} of them cached)" if shape.cached_prompt_tokens else ""
     return BatchLimit(
         constraint="prefill",
         sequences=seqs,
-        detail=f"prompts of {shape.prompt_tokens} tokens arriving every {shape.output_tokens} steps fit "
-        f"{mnbt} batched tokens up to batch {seqs}",
+        detail=f"prompts of {shape.prompt_tokens} tokens{cached} arriving every {shape.output_tokens} steps "
+        f"fit {mnbt} batched tokens up to batch {seqs}",
     )
 
 

@@ -142,6 +142,14 @@ class Shape:
     """Mean context over a request's decode steps; None: ``prompt + output / 2``."""
     mixed: bool = True
     """False: price decode steps only (no prompt/output mix was stated)."""
+    cached_prompt_tokens: int = 0
+    """The start of every prompt that vLLM's prefix cache already holds (a shared system prompt): only
+    the rest is prefilled."""
+
+    @property
+    def prefill_tokens(self) -> int:
+        """Prompt tokens each request actually prefills (at least one: vLLM always computes the last)."""
+        return max(1, self.prompt_tokens - self.cached_prompt_tokens)
 
     @property
     def decode_context_tokens(self) -> int:
@@ -298,14 +306,16 @@ class ServingModel:
         uncalibrated; :meth:`ServingPoint.calibrated` applies a calibration."""
         b = max(1, batch)
         context = shape.decode_context_tokens
-        prompt = max(1, shape.prompt_tokens)
-        step = self.roofline.step_function(b, context, prompt)
+        # The prompt's length shapes a chunk's attention; only its uncached part is prefill work.
+        prompt_len = max(1, shape.prompt_tokens)
+        prompt = shape.prefill_tokens
+        step = self.roofline.step_function(b, context, prompt_len)
         t0 = step(0.0)
         chunk_budget = max(1, self.max_num_batched_tokens - b)
         steps_per_prompt = max(1, math.ceil(prompt / chunk_budget))
         if not shape.mixed or shape.output_tokens <= 0:
             # Decode steps only; a lone prompt still needs its chunks for TTFT.
-            t_chunk = self.step_seconds(0, context, min(prompt, chunk_budget), prompt_tokens=prompt)
+            t_chunk = self.step_seconds(0, context, min(prompt, chunk_budget), prompt_tokens=prompt_len)
             return ServingPoint(
                 batch=b,
                 decode_step_seconds=t0,

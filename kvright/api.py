@@ -349,6 +349,12 @@ class WorkloadSpec(_Object):
             holds=lambda w: w.prompt_tokens + w.output_tokens <= w.max_model_len,
             got=lambda w: f"{w.prompt_tokens} + {w.output_tokens} > {w.max_model_len}",
         ),
+        Rule(
+            "self.sharedPrefixTokens <= self.promptTokens",
+            "workload.sharedPrefixTokens must be <= workload.promptTokens (the shared part of a prompt)",
+            holds=lambda w: w.shared_prefix_tokens <= w.prompt_tokens,
+            got=lambda w: f"{w.shared_prefix_tokens} > {w.prompt_tokens}",
+        ),
     )
 
     max_model_len: Annotated[int, Field(ge=128, le=1_048_576)] = 8192
@@ -359,6 +365,10 @@ class WorkloadSpec(_Object):
     """Typical output length in tokens."""
     concurrency: Annotated[int, Field(ge=1, le=1_000_000)] = 32
     """Requests in flight at peak, across all replicas."""
+    shared_prefix_tokens: Annotated[int, Field(ge=0, le=1_048_576)] = 0
+    """Tokens every prompt starts with (a system prompt, few-shot examples). vLLM's prefix caching (on by
+    default) holds their KV blocks once for all requests and prefills them once, so more sequences fit
+    and the first token comes sooner; kvright plans with both."""
 
 
 class SLOSpec(_Object):

@@ -137,6 +137,8 @@ def _parser() -> _Parser:
         ("--max-model-len", _positive_int, "default: the model's maximum"),
         ("--prompt-tokens", _positive_int, "typical prompt (default: full length)"),
         ("--output-tokens", _positive_int, "typical output length"),
+        ("--shared-prefix-tokens", _positive_int, "tokens every prompt starts with (a system prompt): vLLM's "
+         "prefix cache holds them once and prefills them once"),
         ("--tpot-ms", _positive_float, "TPOT SLO in milliseconds"),
         ("--ttft-ms", _positive_float, "TTFT SLO in milliseconds"),
         ("--concurrency", _positive_int, "sequences in flight to serve"),
@@ -454,6 +456,7 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             prompt_tokens=args.prompt_tokens,
             output_tokens=args.output_tokens,
             concurrency=args.concurrency,
+            shared_prefix_tokens=args.shared_prefix_tokens or 0,
         ),
         cap.SLO(
             tpot_seconds=args.tpot_ms / 1e3 if args.tpot_ms else None,

@@ -511,13 +511,13 @@ def serving_curve(
     gpu = capacity.gpu_spec(str(plan.get("gpuProduct", "")))
     prompt = spec.workload.prompt_tokens
     output = spec.workload.output_tokens
+    shared = spec.workload.shared_prefix_tokens
     model = capacity.ServingModel(arch, gpu, plan_engine(plan, gpu))
-    curve = capacity.Curve(
-        model,
-        capacity.Shape(prompt_tokens=max(1, prompt), output_tokens=output, mixed=output > 0),
-        spec.slo.percentile,
+    shape = capacity.Shape(
+        prompt_tokens=max(1, prompt), output_tokens=output, mixed=output > 0, cached_prompt_tokens=shared
     )
-    return curve, model.memory.max_batch(prompt + output, capacity.MAX_NUM_SEQS_CAP)
+    curve = capacity.Curve(model, shape, spec.slo.percentile)
+    return curve, model.memory.max_batch(prompt + output, capacity.MAX_NUM_SEQS_CAP, shared)
 
 
 def _control(

@@ -344,6 +344,7 @@ def _desire(facts: Facts) -> Desired:
         prompt_tokens=spec.workload.prompt_tokens,
         output_tokens=spec.workload.output_tokens,
         concurrency=spec.workload.concurrency,
+        shared_prefix_tokens=spec.workload.shared_prefix_tokens,
     )
     slo = capacity.SLO(
         tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,

@@ -74,6 +74,10 @@ class LLMD:
     def context(self, max_model_len: int, prompt: int | None = None, output: int | None = None) -> LLMD:
         return self._with("workload", maxModelLen=max_model_len, promptTokens=prompt, outputTokens=output)
 
+    def shared_prefix(self, tokens: int) -> LLMD:
+        """Every prompt starts with the same ``tokens`` (spec.workload.sharedPrefixTokens)."""
+        return self._with("workload", sharedPrefixTokens=tokens)
+
     def concurrency(self, n: int) -> LLMD:
         return self._with("workload", concurrency=n)
 

@@ -290,14 +290,19 @@ def _facts(model: str, gpu: str, builder: Any, status: dict[str, Any], overrides
 
 
 def _planned(
-    model: str, calibration: c.Calibration = c.UNCALIBRATED, *, tpot_ms: int = 75, concurrency: int = 96
+    model: str,
+    calibration: c.Calibration = c.UNCALIBRATED,
+    *,
+    tpot_ms: int = 75,
+    concurrency: int = 96,
+    shared_prefix: int = 0,
 ) -> tuple[str, Any, dict[str, Any]]:
     """The first plan for ``model`` on two H200 nodes (B200 where they cannot hold it). The SLO sits
     on a bound of vLLM's TPOT histogram, where the reading Prometheus gives and the engine's percentile
     agree on whether it is met (between bounds the reading is coarse)."""
     builder = (
         llmd("chat", "ml").model(model).context(4096, 1500, 300).concurrency(concurrency).tpot_ms(tpot_ms)
-        .replicas(min=1, max=16).feedback("Adjust", 60, 60)
+        .replicas(min=1, max=16).feedback("Adjust", 60, 60).shared_prefix(shared_prefix)
     )  # fmt: skip
     for gpu in ("h200", "b200"):
         b = builder.gpu(NODES[gpu][0])
@@ -361,13 +366,16 @@ def test_a_plan_that_behaves_as_predicted_is_left_alone(model: str) -> None:
     model=st.sampled_from(c.catalog_ids()),
     scale=st.floats(0.6, 2.5),
     tail=st.floats(0.8, 1.5),
+    shared=st.sampled_from([0, 1024]),
 )
-def test_planner_and_control_law_predict_the_same_tpot(model: str, scale: float, tail: float) -> None:
-    """For the same batch, context and calibration the planner's prediction and the control law's curve
-    (rebuilt from status the way the feedback seam rebuilds it) are the same number."""
+def test_planner_and_control_law_predict_the_same_tpot(
+    model: str, scale: float, tail: float, shared: int
+) -> None:
+    """For the same batch, context, shared prompt prefix and calibration the planner's prediction and the
+    control law's curve (rebuilt from status the way the feedback seam rebuilds it) are the same number."""
     calibration = c.Calibration(scale=scale, tail=tail)
     # An SLO loose enough that every catalog model has a plan at any of these calibrations.
-    _gpu, builder, status = _planned(model, calibration, tpot_ms=400, concurrency=32)
+    _gpu, builder, status = _planned(model, calibration, tpot_ms=400, concurrency=32, shared_prefix=shared)
     curve, _ = serving_curve(parse_spec(builder.spec()), c.catalog_architecture(model), status["plan"])
     batch = status["prediction"]["batchPerReplica"]
     assert curve.tpot_seconds(batch, calibration) * 1000.0 == pytest.approx(
