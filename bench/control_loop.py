@@ -373,12 +373,13 @@ class Setup:
     gpu: capacity.GPU
     plan: FirstPlan
     status_plan: dict[str, Any]
-    blocks: int
+    memory: capacity.KVMemory
+    """vLLM's memory accounting for the plan's engine: KV blocks at a max-num-seqs."""
 
 
 def setup(s: Scenario) -> Setup:
     """The first plan exactly as the operator makes it (:func:`kvright.reconcile.desire`, no feedback
-    yet) on a cluster of ``maxGPUs`` GPUs in 8-GPU nodes, and the KV blocks vLLM would allocate."""
+    yet) on a cluster of ``maxGPUs`` GPUs in 8-GPU nodes, and vLLM's memory accounting for its engine."""
     arch = capacity.load_architecture(str(s.spec["model"]["architecture"]))  # a catalog id
     spec = parse_spec(s.spec)
     product = str(spec.gpu.product)
@@ -405,7 +406,6 @@ def setup(s: Scenario) -> Setup:
         raise SystemExit(f"bench: the spec has no feasible plan: {desired.plan_feasible}")
     gpu = capacity.gpu_spec(str(status_plan["gpuProduct"]))
     engine = plan_engine(status_plan, gpu)
-    blocks = capacity.KVMemory(arch, gpu, engine).breakdown(capacity.MAX_NUM_SEQS_CAP).num_blocks
     plan = FirstPlan(
         tensor_parallel_size=engine.layout.tensor_parallel_size,
         max_num_seqs=int(status_plan["maxNumSeqs"]),
@@ -414,7 +414,14 @@ def setup(s: Scenario) -> Setup:
         max_num_batched_tokens=engine.max_num_batched_tokens,
         replicas=desired.replicas,
     )
-    return Setup(spec=spec, arch=arch, gpu=gpu, plan=plan, status_plan=status_plan, blocks=blocks)
+    return Setup(
+        spec=spec,
+        arch=arch,
+        gpu=gpu,
+        plan=plan,
+        status_plan=status_plan,
+        memory=capacity.KVMemory(arch, gpu, engine),
+    )
 
 
 def simulate(
@@ -429,13 +436,22 @@ def simulate(
     profile = profile or GPUProfile.draw(random.Random(f"profile-{s.seed}"))
     facts = ModelFacts.of(st.arch, st.gpu, tensor_parallel_size=tp, kv_cache_dtype=p.kv_cache_dtype)
     step = step_function(facts, profile)
-    blocks = max(1, math.floor(st.blocks * profile.kv_memory_fraction))
+    blocks_at: dict[int, int] = {}
+
+    def blocks(seqs: int) -> int:
+        """What the engine gets at ``seqs`` (vLLM profiles activations and the sampler at max-num-seqs),
+        as the simulator's server computes it: the accounting times the profile's share."""
+        if seqs not in blocks_at:
+            blocks_at[seqs] = max(
+                1, math.floor(st.memory.breakdown(seqs).num_blocks * profile.kv_memory_fraction)
+            )
+        return blocks_at[seqs]
 
     def make_engine(seqs: int, serial: int) -> Engine:
         return Engine(
             step_seconds=step,
             max_num_seqs=seqs,
-            num_gpu_blocks=blocks,
+            num_gpu_blocks=blocks(seqs),
             max_model_len=p.max_model_len,
             max_num_batched_tokens=p.max_num_batched_tokens,
             noise=profile.step_noise,
