@@ -189,13 +189,25 @@ class LoopbackServer:
     def start(self, timeout: float, *, interval: float = 0.2) -> LoopbackServer:
         """Start and wait (at most ``timeout`` s) until ready; on failure stop it and raise ServerFailed
         naming the server, why, its command and its log's tail."""
+        return self.launch().wait_ready(timeout, interval=interval)
+
+    def launch(self) -> LoopbackServer:
+        """Start the process and return at once (``wait_ready`` waits for it): lets a caller start a
+        slow server in the background while it uses another."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
                 cwd=self.cwd, start_new_session=self.own_group,
             )
+        return self
+
+    def wait_ready(self, timeout: float, *, interval: float = 0.2) -> LoopbackServer:
+        """Wait (at most ``timeout`` s) until the launched server is ready; on failure stop it and raise
+        ServerFailed naming the server, why, its command and its log's tail."""
         proc = self.proc
+        if proc is None:
+            raise ServerFailed(f"{self.name}: wait_ready before launch")
 
         def exited() -> str | None:
             code = proc.poll()

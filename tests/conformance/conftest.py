@@ -6,9 +6,11 @@ randomly initialised Llama checkpoints built here with transformers and a tokeni
 processes on 127.0.0.1. The tests run in kvright's venv and drive vLLM as subprocesses with the
 vLLM venv's python. If the vLLM venv cannot be made, every test here FAILS with the reason.
 
-Servers are expensive on 2 shared cores (about 25 s each), so one pool keeps exactly one server
-alive and hands it to every test that asks for the same (shape, TP, KV budget); test order is
-arranged so consecutive tests share it.
+Servers are expensive on 2 shared cores (about 30 s each, nearly all of it one process at a time
+importing vLLM), so a pool keeps one server in use and hands it to every test that asks for the same
+(shape, TP, KV budget); test order is arranged so consecutive tests share it. While a test waits for
+its server, the pool is already starting the next test's (``get(spec, then=next)``), so two starts
+overlap on two cores.
 """
 
 from __future__ import annotations

@@ -248,8 +248,17 @@ class VllmServer:
 
     def start(self) -> None:
         """Start with a fresh log; ServerFailed (after stopping it) if it exits or is not healthy in time."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process with a fresh log and return at once (``wait_ready`` waits for it)."""
         self.log_path.unlink(missing_ok=True)
-        self.server.start(SERVER_START_TIMEOUT_SECONDS, interval=1.0)
+        self.server.launch()
+
+    def wait_ready(self) -> None:
+        """ServerFailed (after stopping it) if it exits or is not healthy in time."""
+        self.server.wait_ready(SERVER_START_TIMEOUT_SECONDS, interval=0.25)
 
     def stop(self) -> None:
         self.server.stop()
@@ -280,36 +289,74 @@ class VllmServer:
 
 
 class ServerPool:
-    """Keeps one server alive; a request for another spec stops it first (memory is shared)."""
+    """Keeps one server in use and, at most, the next one starting.
+
+    A server takes about 30 s to start, nearly all of it one process at a time importing vLLM and torch
+    (API server, then engine core, then workers), so a start keeps one core busy. ``get(spec, then=next)``
+    launches the next test's server before it waits for this one, so two starts always overlap on two
+    cores. A request for another spec stops the server in use first (memory is shared).
+    """
 
     def __init__(self, env: VllmEnv, models: Mapping[str, Path], logs: Path) -> None:
         self.env = env
         self.models = models
         self.logs = logs
         self.current: VllmServer | None = None
+        self.next: VllmServer | None = None
         self.failed: dict[ServerSpec, str] = {}
 
-    def get(self, spec: ServerSpec) -> VllmServer:
+    def get(self, spec: ServerSpec, *, then: ServerSpec | None = None) -> VllmServer:
+        """The running server for ``spec``; with ``then``, also launch (not wait for) the server the next
+        test will ask for, before waiting for this one."""
         if spec in self.failed:
             pytest.fail(self.failed[spec], pytrace=False)
         current = self.current
         if current is not None and current.spec == spec and current.proc and current.proc.poll() is None:
+            if then is not None and then != spec:
+                self.prepare(then)
             return current
-        self.close()
-        name = f"vllm-{spec.shape}-tp{spec.tensor_parallel_size}-{spec.kv_cache_memory_bytes}.log"
-        server = VllmServer(self.env, spec, self.models[spec.shape], self.logs / name)
+        self.close_current()
+        if self.next is not None and self.next.spec == spec:
+            server, self.next = self.next, None
+        else:
+            self.close()
+            server = self._launch(spec)
+        self.current = server
+        if then is not None and then != spec:
+            self.prepare(then)
         try:
-            server.start()
+            server.wait_ready()
         except ServerFailed as exc:
+            self.current = None
             self.failed[spec] = str(exc)
             pytest.fail(str(exc), pytrace=False)
-        self.current = server
         return server
 
-    def close(self) -> None:
+    def prepare(self, spec: ServerSpec) -> None:
+        """Launch the server for ``spec`` in the background, for a ``get`` to come (a no-op when one is
+        already starting)."""
+        if self.next is None and spec not in self.failed:
+            self.next = self._launch(spec)
+
+    def _launch(self, spec: ServerSpec) -> VllmServer:
+        extra = hashlib.sha256(" ".join(spec.extra_args).encode()).hexdigest()[:6] if spec.extra_args else ""
+        name = f"vllm-{spec.shape}-tp{spec.tensor_parallel_size}-{spec.kv_cache_memory_bytes}{extra}.log"
+        server = VllmServer(self.env, spec, self.models[spec.shape], self.logs / name)
+        server.launch()
+        return server
+
+    def close_current(self) -> None:
+        """Stop the server in use (not the one starting for the next test)."""
         if self.current is not None:
             self.current.stop()
             self.current = None
+
+    def close(self) -> None:
+        """Stop every server of this pool."""
+        self.close_current()
+        if self.next is not None:
+            self.next.stop()
+            self.next = None
 
 
 def server_pool_fixture(models_fixture: str, logs: str) -> Any:
@@ -327,19 +374,26 @@ def server_pool_fixture(models_fixture: str, logs: str) -> Any:
     return servers
 
 
-def run_server_to_exit(env: VllmEnv, model: Path, spec: ServerSpec, log_path: Path) -> tuple[int | None, str]:
-    """Start a server expected to refuse its configuration; return (exit status or None, log).
+def exit_of(server: VllmServer) -> tuple[int | None, str]:
+    """Wait for a launched server expected to refuse its configuration; return (exit status or None, log).
 
-    None means it became healthy (and was stopped): vLLM accepted what it should have refused.
+    None means it became healthy (and was stopped): vLLM accepted what it should have refused. Launch
+    first and wait here later, so that its start overlaps other work (each start is ~30 s of one process
+    at a time importing vLLM).
     """
-    server = VllmServer(env, spec, model, log_path)
     try:
-        server.start()
+        server.wait_ready()
     except ServerFailed:
         assert server.proc is not None
         return server.proc.returncode, server.log()
     server.stop()
     return None, server.log()
+
+
+def following(specs: list[ServerSpec], spec: ServerSpec) -> ServerSpec | None:
+    """The spec after ``spec`` in ``specs`` (what the next parametrized case will ask a pool for)."""
+    i = specs.index(spec)
+    return specs[i + 1] if i + 1 < len(specs) else None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 
 import capacity
 
-from .harness import SHAPES, ServerSpec, VllmEnv, probe, run_server_to_exit
+from .harness import SHAPES, ServerSpec, VllmEnv, VllmServer, exit_of, probe
 
 pytestmark = pytest.mark.conformance
 
@@ -153,6 +153,32 @@ ENGINE_REFUSALS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def refusals(
+    vllm_env: VllmEnv, tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[str, int], tuple[int | None, str]]:
+    """(exit status or None, log) of a server for each ENGINE_REFUSALS case, by (shape, tp). They are
+    launched together and then waited for: each start is ~30 s of one process at a time importing vLLM,
+    so two overlap on two cores."""
+    logs = tmp_path_factory.mktemp("vllm-refusals")
+    servers = {
+        (shape, tp): VllmServer(
+            vllm_env,
+            ServerSpec(shape=shape, tensor_parallel_size=tp, kv_cache_memory_bytes=16 * 2**20),
+            tiny_models[shape],
+            logs / f"vllm-{shape}-tp{tp}.log",
+        )
+        for shape, tp, _ in ENGINE_REFUSALS
+    }
+    try:
+        for server in servers.values():
+            server.launch()
+        return {key: exit_of(server) for key, server in servers.items()}
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
 @pytest.mark.parametrize(
     ("shape", "tp", "message"), ENGINE_REFUSALS, ids=["kv-heads-split", "padded-vocab-split"]
 )
@@ -160,15 +186,10 @@ def test_tp_that_vllm_refuses_while_building_layers_is_refused_by_capacity(
     shape: str,
     tp: int,
     message: str,
-    vllm_env: VllmEnv,
-    tiny_models: dict[str, Path],
+    refusals: dict[tuple[str, int], tuple[int | None, str]],
     archs: dict[str, capacity.Architecture],
-    tmp_path: Path,
 ) -> None:
-    spec = ServerSpec(shape=shape, tensor_parallel_size=tp, kv_cache_memory_bytes=16 * 2**20)
-    status, log = run_server_to_exit(
-        vllm_env, tiny_models[shape], spec, tmp_path / f"vllm-{shape}-tp{tp}.log"
-    )
+    status, log = refusals[shape, tp]
     assert status is not None, f"vLLM served {shape} at TP={tp}; this case no longer shows a refusal"
     assert message in log, log[-3000:]
     assert capacity.tensor_parallel_error(archs[shape], tp) is not None, (

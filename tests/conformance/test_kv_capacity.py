@@ -31,6 +31,7 @@ from .harness import (
     VllmServer,
     cache_config_labels,
     cpu_supports_fp8_kv,
+    following,
     kv_tokens_from_log,
 )
 
@@ -86,8 +87,9 @@ FP8 = ServerSpec(shape="gqa", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=("-
 
 
 def test_fp8_kv_cache_halves_bytes_per_token_or_is_refused_without_avx512(
-    vllm_env: VllmEnv, tiny_models: dict[str, Path], tmp_path: Path
+    vllm_env: VllmEnv, tiny_models: dict[str, Path], tmp_path: Path, vllm_servers: ServerPool
 ) -> None:
+    vllm_servers.prepare(CASES[0])  # the next test's first server starts while this one runs
     arch = architecture(tiny_models["gqa"], "gqa")
     auto = capacity.kv_cache_bytes_per_token(arch)
     assert capacity.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8") * 2 == auto
@@ -121,7 +123,7 @@ def test_fp8_kv_cache_halves_bytes_per_token_or_is_refused_without_avx512(
 def test_vllm_allocates_exactly_the_predicted_kv_cache(
     spec: ServerSpec, vllm_servers: ServerPool, tiny_models: dict[str, Path]
 ) -> None:
-    server = vllm_servers.get(spec)
+    server = vllm_servers.get(spec, then=following(CASES, spec))
     labels = cache_config_labels(server.metrics_text())
     block_size = int(labels["block_size"])
     arch = architecture(tiny_models[spec.shape], spec.shape)

@@ -42,6 +42,7 @@ from .harness import (
     VllmEnv,
     build_model_from_fields,
     cache_config_labels,
+    following,
     group_block_sizes_from_log,
     kv_tokens_from_log,
     server_pool_fixture,
@@ -185,7 +186,7 @@ def _engine_facts(labels: Mapping[str, str], log: str) -> dict[str, Any]:
 def test_hybrid_kv_cache_matches_capacity_layout(
     spec: ServerSpec, layer_servers: ServerPool, layer_models: dict[str, Path]
 ) -> None:
-    server = layer_servers.get(spec)
+    server = layer_servers.get(spec, then=following(CASES, spec))
     log = server.log()
     engine = _engine_facts(cache_config_labels(server.metrics_text()), log)
     layout = _layout(_arch(layer_models[spec.shape], spec.shape), spec)

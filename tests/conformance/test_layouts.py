@@ -166,7 +166,9 @@ def tiny_moe(vllm_env: VllmEnv) -> Path:
 
 
 @pytest.fixture(scope="module")
-def verdicts(vllm_env: VllmEnv, tiny_moe: Path) -> dict[str, dict[str, Any]]:
+def verdicts(vllm_env: VllmEnv, tiny_moe: Path, pp2_launched: TwoNodeReplica) -> dict[str, dict[str, Any]]:
+    """vLLM's verdicts on every layout case. Asks for ``pp2_launched`` first so that the two-node replica
+    the last test uses starts while the probe runs (each is mostly one process importing vLLM)."""
     base = [str(tiny_moe), "--enforce-eager"]
     cases: dict[str, list[str]] = {}
     for case in LAYOUTS:
@@ -288,14 +290,18 @@ class TwoNodeReplica:
         )
         self.worker: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def launch(self) -> None:
+        """Start both nodes and return at once (``wait_ready`` waits for the leader's /health)."""
         with open(self.worker_log, "ab") as log:
             self.worker = subprocess.Popen(
                 self.worker_argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.worker_env, cwd=self.env.scratch, start_new_session=True,
             )  # fmt: skip
+        self.leader.launch()
+
+    def wait_ready(self) -> None:
         try:
-            self.leader.start(SERVER_START_TIMEOUT_SECONDS, interval=1.0)
+            self.leader.wait_ready(SERVER_START_TIMEOUT_SECONDS, interval=0.25)
         except ServerFailed as exc:
             self.stop()
             pytest.fail(f"{exc}\nworker log (tail):\n{self.worker_log_tail()}", pytrace=False)
@@ -310,7 +316,8 @@ class TwoNodeReplica:
 
 
 @pytest.fixture(scope="module")
-def pp2_replica(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodeReplica]:
+def pp2_launched(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodeReplica]:
+    """The PP 2 replica, launched (not yet ready); stopped when the module is done."""
     model = build_model(vllm_env, SHAPES["gqa"])  # 2 layers: one per stage
     replica = TwoNodeReplica(
         vllm_env,
@@ -318,9 +325,15 @@ def pp2_replica(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> 
         Layout(pipeline_parallel_size=2, gpus_per_node=1),
         tmp_path_factory.mktemp("vllm-layouts"),
     )
-    replica.start()
+    replica.launch()
     yield replica
     replica.stop()
+
+
+@pytest.fixture(scope="module")
+def pp2_replica(pp2_launched: TwoNodeReplica) -> TwoNodeReplica:
+    pp2_launched.wait_ready()
+    return pp2_launched
 
 
 def test_pipeline_parallel_replica_across_two_nodes_serves_a_completion(pp2_replica: TwoNodeReplica) -> None:

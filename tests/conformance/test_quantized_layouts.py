@@ -22,6 +22,7 @@ parallelism; capacity.tensor_parallel_error must refuse exactly where vLLM does.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,14 @@ from .harness import (
     ServerPool,
     ServerSpec,
     VllmEnv,
+    VllmServer,
     build_model_from_fields,
     cache_config_labels,
     cpu_has_amx,
+    exit_of,
+    following,
     fp8_block_verdicts,
     kv_tokens_from_log,
-    run_server_to_exit,
     safetensors_bytes,
     server_pool_fixture,
 )
@@ -120,7 +123,8 @@ def test_gptq_kv_cache_and_tp_verdict_match_capacity(
 ) -> None:
     arch = _arch(quant_models[spec.shape], spec.shape)
     assert capacity.tensor_parallel_error(arch, spec.tensor_parallel_size) is None
-    server = quant_servers.get(spec)  # vLLM loads the GPTQ layout at this TP (or the test fails here)
+    # vLLM loads the GPTQ layout at this TP (or the test fails here)
+    server = quant_servers.get(spec, then=following(GPTQ_CASES, spec))
     log = server.log()
     assert "Using CPUWNA16LinearKernel for AutoGPTQLinearMethod" in log
     labels = cache_config_labels(server.metrics_text())
@@ -152,19 +156,6 @@ def test_gptq_generation_needs_the_avx512_kernel_on_cpu(quant_servers: ServerPoo
         assert avx512, "vLLM ran a GPTQ GEMM on a CPU without AVX-512: the KV-only checks can go further"
     finally:
         quant_servers.close()  # the engine is dead after the failed request
-
-
-def test_fp8_moe_checkpoint_is_refused_by_the_cpu_build_without_amx(
-    vllm_env: VllmEnv, quant_models: dict[str, Path], tmp_path: Path
-) -> None:
-    """vLLM 0.32 CPU has FP8 MoE experts only with AMX; elsewhere it refuses to build the layer."""
-    spec = ServerSpec(shape="fp8-moe", kv_cache_memory_bytes=16 * 2**20)
-    status, log = run_server_to_exit(vllm_env, quant_models["fp8-moe"], spec, tmp_path / "vllm-fp8-moe.log")
-    if cpu_has_amx():
-        assert status is None, f"vLLM refused a tiny FP8 MoE on an AMX CPU:\n{log[-3000:]}"
-        return
-    assert status is not None, "vLLM served an FP8 MoE on a CPU without AMX: serve it in the KV tests"
-    assert "ValueError: Unsupported FP8 MoE backend: NONE" in log, log[-3000:]
 
 
 # Real configurations (the fields the TP rules read), as published on the hub.
@@ -252,7 +243,9 @@ def _fp8_checks(name: str, config: dict[str, Any], tp: int, ep: bool) -> list[di
 
 
 @pytest.fixture(scope="module")
-def fp8_verdicts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
+def fp8_verdicts(vllm_env: VllmEnv, fp8_moe_server: VllmServer) -> dict[str, dict[str, Any]]:
+    """vLLM's FP8 block checks on every case. Asks for ``fp8_moe_server`` so that the FP8 MoE server the
+    last test waits for starts while this probe runs (each is mostly one process importing vLLM)."""
     cases = [c for name, tp, ep in FP8_CASES for c in _fp8_checks(name, REAL_FP8[name], tp, ep)]
     return fp8_block_verdicts(vllm_env, cases)
 
@@ -284,3 +277,28 @@ def test_fp8_block_rule_is_the_one_the_issue_reports(fp8_verdicts: dict[str, dic
         "weight quantization block_n = 128."
     )
     assert fp8_verdicts["qwen3-235b-a22b-fp8:8:True:experts"]["accepted"]
+
+
+FP8_MOE = ServerSpec(shape="fp8-moe", kv_cache_memory_bytes=16 * 2**20)
+
+
+@pytest.fixture(scope="module")
+def fp8_moe_server(
+    vllm_env: VllmEnv, quant_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmServer]:
+    """A server for the tiny FP8 MoE, launched (not waited for); stopped when the module is done."""
+    log = tmp_path_factory.mktemp("vllm-fp8-moe") / "vllm-fp8-moe.log"
+    server = VllmServer(vllm_env, FP8_MOE, quant_models["fp8-moe"], log)
+    server.launch()
+    yield server
+    server.stop()
+
+
+def test_fp8_moe_checkpoint_is_refused_by_the_cpu_build_without_amx(fp8_moe_server: VllmServer) -> None:
+    """vLLM 0.32 CPU has FP8 MoE experts only with AMX; elsewhere it refuses to build the layer."""
+    status, log = exit_of(fp8_moe_server)
+    if cpu_has_amx():
+        assert status is None, f"vLLM refused a tiny FP8 MoE on an AMX CPU:\n{log[-3000:]}"
+        return
+    assert status is not None, "vLLM served an FP8 MoE on a CPU without AMX: serve it in the KV tests"
+    assert "ValueError: Unsupported FP8 MoE backend: NONE" in log, log[-3000:]
