@@ -39,6 +39,7 @@ from capacity.errors import CapacityError, ConfigError
 from capacity.gpus import GPU, gpu_ids, gpu_spec
 from capacity.launch import is_leader, node_args, node_role
 from capacity.layout import Layout, layout_error, pipeline_stages
+from capacity.lora import LORA_MAX_VOCAB, MAX_LORA_RANKS, Lora, lora_bytes_per_gpu
 from capacity.memory import (
     BLOCK_SIZE_TOKENS,
     CUDA_GRAPH_RESERVE_BYTES,
@@ -108,6 +109,8 @@ __all__ = [
     "GPU",
     "KV_CACHE_DTYPES",
     "LEADER_ADDRESS_VARIABLE",
+    "LORA_MAX_VOCAB",
+    "MAX_LORA_RANKS",
     "MAX_NUM_SEQS_CAP",
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
@@ -139,6 +142,7 @@ __all__ = [
     "Layer",
     "Layout",
     "Limits",
+    "Lora",
     "MemoryBreakdown",
     "ParameterGroups",
     "Plan",
@@ -177,6 +181,7 @@ __all__ = [
     "learn",
     "learn_bandwidth",
     "load_architecture",
+    "lora_bytes_per_gpu",
     "memory_per_gpu",
     "node_args",
     "node_role",

@@ -19,6 +19,7 @@ from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, STATE_MIXERS, A
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
 from capacity.layout import Layout, Stage, pipeline_stages
+from capacity.lora import Lora, lora_bytes_per_gpu
 from capacity.parallel import kv_heads_per_gpu
 
 __all__ = [
@@ -450,6 +451,8 @@ class MemoryBreakdown:
     """Whole KV blocks that fit in what is left (0 when nothing is left)."""
     num_blocks: int
     """KV blocks of ``BLOCK_SIZE_TOKENS`` tokens on this GPU."""
+    lora_bytes: int = 0
+    """LoRA adapter buffers (``--max-loras`` at ``--max-lora-rank``), counted by vLLM as weights."""
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``memory_per_gpu_bytes`` object: the byte fields, named without ``_bytes``."""
@@ -469,6 +472,8 @@ class EngineConfig:
     """--max-num-batched-tokens."""
     gpu_memory_utilization: float = 0.9
     """--gpu-memory-utilization, a fraction of total device memory."""
+    lora: Lora | None = None
+    """LoRA settings (``--enable-lora``); None: LoRA off."""
 
 
 class KVMemory:
@@ -484,6 +489,8 @@ class KVMemory:
     input embedding, the last the LM head and the sampler) and vLLM gives every worker the fewest blocks
     any worker has room for: the binding stage answers. Under data parallelism each engine's GPUs are
     accounted alone (their own KV cache and batch); the MoE experts are spread over ``tp x dp`` GPUs.
+    With LoRA on, each stage's GPU also holds its adapter buffers (:func:`capacity.lora.lora_bytes_per_gpu`),
+    which vLLM counts as weights.
     """
 
     __slots__ = ("arch", "budget", "gpu", "layout", "mnbt", "other", "parallel", "stages")
@@ -506,9 +513,13 @@ class KVMemory:
             max_num_batched_tokens=max_num_batched_tokens,
         )
         stages = pipeline_stages(arch, layout.pipeline_parallel_size)
+        lora = config.lora
         self.stages = tuple(
             _StageMemory(
                 weights=weight_bytes_per_gpu(arch, tp, layout=layout, stage=stage),
+                lora=0
+                if lora is None
+                else lora_bytes_per_gpu(arch, lora, tensor_parallel_size=tp, layout=layout, stage=stage),
                 forward=activation_bytes(
                     stage.arch,
                     tensor_parallel_size=tp,
@@ -540,7 +551,9 @@ class KVMemory:
         return min(self.stages, key=lambda s: s.layout.num_blocks(self._free(s, max_num_seqs)))
 
     def _free(self, stage: _StageMemory, max_num_seqs: int) -> int:
-        return self.budget - stage.weights - self.other - stage.activation(max_num_seqs, self.mnbt)
+        return (
+            self.budget - stage.weights - stage.lora - self.other - stage.activation(max_num_seqs, self.mnbt)
+        )
 
     def activation(self, max_num_seqs: int) -> int:
         """Peak activation of the profile run with ``--max-num-seqs max_num_seqs`` (binding stage)."""
@@ -604,14 +617,16 @@ class KVMemory:
             other_bytes=self.other,
             kv_cache_bytes=blocks * stage.layout.bytes_per_block,
             num_blocks=blocks,
+            lora_bytes=stage.lora,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class _StageMemory:
-    """One pipeline stage's GPU: its weights, forward activation, sampler rows and KV pages."""
+    """One pipeline stage's GPU: its weights, LoRA buffers, forward activation, sampler rows and KV pages."""
 
     weights: int
+    lora: int
     forward: int
     sampler_per_row: float
     layout: KVCacheLayout

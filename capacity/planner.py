@@ -25,6 +25,7 @@ from capacity.errors import CapacityError
 from capacity.gpus import GPU, native_support
 from capacity.launch import LEADER_RANK, node_args
 from capacity.layout import Layout, layout_error
+from capacity.lora import Lora
 from capacity.memory import (
     KV_CACHE_DTYPES,
     MAX_NUM_SEQS_CAP,
@@ -155,6 +156,8 @@ class Limits:
     fp8_per_tensor``): ``none``
     (the default: it changes the model), ``fp8`` (always), ``auto`` (only when the unquantized model does
     not fit or cannot meet the SLO). A checkpoint that is already quantized is served as it is."""
+    lora: Lora | None = None
+    """LoRA adapters (``--enable-lora``): their GPU buffers come out of the KV budget; None: LoRA off."""
 
 
 QUANTIZATION_CHOICES: tuple[Quantization, ...] = ("none", "fp8", "auto")
@@ -189,6 +192,8 @@ class Plan:
     """--enable-expert-parallel."""
     gpus_per_node: int = 8
     """GPUs of one node of the product the plan was made for."""
+    lora: Lora | None = None
+    """LoRA settings (``--enable-lora --max-loras --max-lora-rank``); None: LoRA off."""
 
     @property
     def layout(self) -> Layout:
@@ -243,6 +248,7 @@ class Plan:
             "--max-num-batched-tokens",
             str(self.max_num_batched_tokens),
             *(["--quantization", self.quantization] if self.quantization else []),
+            *(self.lora.vllm_args() if self.lora is not None else []),
         ]
 
     def vllm_args_by_role(self, leader_address: str = LEADER_ADDRESS_VARIABLE) -> dict[str, list[str]]:
@@ -506,6 +512,8 @@ def _validate(
     _positive_int("max-model-len", workload.max_model_len)
     _positive_int("prompt tokens", workload.prompt_tokens)
     _positive_int("concurrency", workload.concurrency)
+    if limits.lora is not None:
+        limits.lora.validate()
     shared = workload.shared_prefix_tokens
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         raise CapacityError(f"shared prefix tokens {shared!r} is not valid; expected an integer >= 0")
@@ -930,6 +938,7 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         gpu_memory_utilization=req.limits.gpu_memory_utilization,
         max_num_batched_tokens=best.max_num_batched_tokens,
         replicas=best.replicas,
+        lora=req.limits.lora,
     )
     shape = req.shape
     prediction = Prediction(
@@ -1154,6 +1163,7 @@ def _evaluate(req: _Request, layout: Layout, dtype: str, mnbt: int, roofline: St
         kv_cache_dtype=dtype,
         max_num_batched_tokens=mnbt,
         gpu_memory_utilization=limits.gpu_memory_utilization,
+        lora=limits.lora,
     )
     model = ServingModel(arch, gpu, config, efficiency=limits.efficiency, roofline=roofline)
     mem = model.memory
