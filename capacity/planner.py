@@ -266,9 +266,13 @@ class Plan:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The CLI's ``plan`` object: every field, by its name, and the replica's size."""
+        """The CLI's ``plan`` object: every field, by its name (``lora`` only when LoRA is on), and the
+        replica's size."""
+        fields = asdict(self)
+        if self.lora is None:
+            del fields["lora"]
         return {
-            **asdict(self),
+            **fields,
             "gpus_per_replica": self.gpus_per_replica,
             "nodes_per_replica": self.nodes_per_replica,
         }

@@ -148,6 +148,11 @@ def _parser() -> _Parser:
         ("--max-num-seqs", _positive_int, "pin --max-num-seqs"),
         ("--network-gb-per-second", _positive_float, "node-to-node bandwidth per GPU in GB/s (default: the "
          "GPU catalog's, 50 = 400 Gb/s)"),
+        ("--max-loras", _positive_int, "LoRA adapters resident on a GPU at once (turns LoRA on; their "
+         "buffers come out of the KV cache)"),
+        ("--max-lora-rank", _positive_int, "largest LoRA rank, one of vLLM's 1, 8, 16, 32, 64, 128, 256, "
+         "320, 512 (turns LoRA on; default 16)"),
+        ("--max-cpu-loras", _positive_int, "LoRA adapters cached in host memory (at least --max-loras)"),
     )  # fmt: skip
     p.add_argument("--gpus-per-node", type=_positive_int, default=8)
     for flag, kind, text in optional:
@@ -475,6 +480,7 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             network_bytes_per_second=args.network_gb_per_second * 1e9 if args.network_gb_per_second else None,
             max_num_seqs=args.max_num_seqs,
             quantization=args.quantization,
+            lora=_lora(args),
         ),
         prices=prices,
         calibration=args.calibration,
@@ -492,6 +498,17 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         data["alternatives"] = [a.to_dict() for a in choice.alternatives]
         text += "\n" + _alternatives_text(choice)
     return data, text
+
+
+def _lora(args: argparse.Namespace) -> cap.Lora | None:
+    """LoRA is on when any LoRA flag is given; unset values take vLLM's defaults."""
+    if args.max_loras is None and args.max_lora_rank is None and args.max_cpu_loras is None:
+        return None
+    return cap.Lora(
+        max_loras=args.max_loras or 1,
+        max_lora_rank=args.max_lora_rank or 16,
+        max_cpu_loras=args.max_cpu_loras,
+    )
 
 
 def _alternatives_text(choice: cap.GPUChoice) -> str:
@@ -561,6 +578,11 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                 ("total", _gib(m.total_bytes)),
                 ("budget", f"{_gib(m.budget_bytes)} (gpu-memory-utilization)"),
                 ("weights", _gib(m.weights_bytes)),
+                *(
+                    [("LoRA adapters", f"{_gib(m.lora_bytes)} (taken from the KV cache)")]
+                    if m.lora_bytes
+                    else []
+                ),
                 ("activation", _gib(m.activation_bytes)),
                 ("other", f"{_gib(m.other_bytes)} (CUDA graphs, non-torch, NCCL)"),
                 ("KV cache", _gib(m.kv_cache_bytes)),

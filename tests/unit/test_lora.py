@@ -9,11 +9,13 @@ cluster in the reconcile test (the same in-memory fakes as tests/unit/test_recon
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
 import capacity
 from capacity import CapacityError, EngineConfig, KVMemory, Layout, Limits, Lora, Workload
+from tests.unit.test_cli import run as cli
 
 ARCH = capacity.catalog_architecture("llama-3.1-8b")
 H100 = capacity.gpu_spec("h100-sxm")
@@ -159,3 +161,34 @@ def test_plan_renders_lora_flags_and_counts_the_memory() -> None:
     assert with_lora.memory.lora_bytes == capacity.lora_bytes_per_gpu(ARCH, lora)
     assert with_lora.plan.max_num_seqs < plain.plan.max_num_seqs
     assert Lora(max_loras=2).vllm_args() == ["--enable-lora", "--max-loras", "2", "--max-lora-rank", "16"]
+
+
+PLAN = ("plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8192", "--kv-cache-dtype", "auto")
+
+
+def test_cli_plan_adds_the_flags_and_shows_the_adapter_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, *PLAN, "--max-loras", "4", "--max-lora-rank", "64", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    taken = capacity.lora_bytes_per_gpu(ARCH, Lora(max_loras=4, max_lora_rank=64))
+    assert data["memory_per_gpu_bytes"]["lora"] == taken
+    assert data["vllm_args"][-5:] == ["--enable-lora", "--max-loras", "4", "--max-lora-rank", "64"]
+    assert data["plan"]["lora"] == {"max_loras": 4, "max_lora_rank": 64, "max_cpu_loras": None}
+    code, plain, err = cli(capsys, *PLAN, "--json")
+    assert code == 0, err
+    without = json.loads(plain)
+    assert without["memory_per_gpu_bytes"]["lora"] == 0 and "lora" not in without["plan"]
+    assert data["plan"]["max_num_seqs"] < without["plan"]["max_num_seqs"]
+    code, text, _ = cli(capsys, *PLAN, "--max-loras", "4", "--max-lora-rank", "64")
+    assert code == 0
+    row = next(line for line in text.splitlines() if "LoRA adapters" in line)
+    assert f"{taken / 2**30:.2f} GiB (taken from the KV cache)" in row
+
+
+def test_cli_refuses_a_rank_vllm_does_not_accept(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, *PLAN, "--max-lora-rank", "48")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "kvright: error: max LoRA rank 48 is not one vLLM 0.32 accepts; expected one of "
+        "1, 8, 16, 32, 64, 128, 256, 320, 512"
+    )
