@@ -35,7 +35,6 @@ refused rather than guessed.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from capacity.architecture import DTYPE_BYTES, Architecture
@@ -105,10 +104,6 @@ _INPUT_AND_OUTPUT = frozenset(
 _INPUT_ONLY = frozenset({"CohereForCausalLM", "Cohere2ForCausalLM"})
 _OUTPUT_ONLY = frozenset({"InklingForCausalLM", "InklingForConditionalGeneration"})
 
-#: A LoRA module name vLLM serves (``--lora-modules name=path``): the name is the model id in requests,
-#: so kvright keeps to what an OpenAI model field and a shell argument hold safely.
-ADAPTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
 
 @dataclass(frozen=True, kw_only=True)
 class Lora:
@@ -120,6 +115,10 @@ class Lora:
     """--max-lora-rank: one of :data:`MAX_LORA_RANKS`; adapters of a lower rank are padded to it."""
     max_cpu_loras: int | None = None
     """--max-cpu-loras: adapters cached in host memory (at least ``max_loras``); None: ``max_loras``."""
+    adapters: tuple[tuple[str, str], ...] = ()
+    """Adapters served from the start, ``(name, source)`` each (``--lora-modules name=source``); the
+    source is a Hugging Face repository id or a path. Their number does not change the GPU buffers. The
+    caller keeps them to what vLLM parses as ``name=source`` (the CRD's pattern, ``kvright.api``)."""
 
     def validate(self) -> None:
         """Refuse what vLLM's ``LoRAConfig`` refuses, naming what it accepts."""
@@ -137,7 +136,8 @@ class Lora:
             )
 
     def vllm_args(self) -> list[str]:
-        """``--enable-lora --max-loras N --max-lora-rank R`` (and ``--max-cpu-loras`` when set)."""
+        """``--enable-lora --max-loras N --max-lora-rank R`` (``--max-cpu-loras`` when set, ``--lora-modules
+        name=source ...`` for the adapters)."""
         return [
             "--enable-lora",
             "--max-loras",
@@ -145,6 +145,7 @@ class Lora:
             "--max-lora-rank",
             str(self.max_lora_rank),
             *(["--max-cpu-loras", str(self.max_cpu_loras)] if self.max_cpu_loras is not None else []),
+            *(["--lora-modules", *(f"{n}={s}" for n, s in self.adapters)] if self.adapters else []),
         ]
 
 

@@ -55,6 +55,8 @@ __all__ = [
     "LLMDeployment",
     "LLMDeploymentSpec",
     "LLMDeploymentStatus",
+    "LoraAdapter",
+    "LoraSpec",
     "ModelSpec",
     "ObjectMeta",
     "PlanStatus",
@@ -401,6 +403,56 @@ class TuningSpec(_Object):
     miss the SLO). A quantized checkpoint is always served in its own format."""
 
 
+#: An adapter name vLLM 0.32 reads from ``--lora-modules name=source``: the item must hold ``=`` and no
+#: ``,`` (else vLLM parses it as JSON) and splits at the first ``=``; the name is the model id clients
+#: request, so kvright keeps it to letters, digits, ``.``, ``_`` and ``-``.
+LORA_ADAPTER_NAME: Final = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
+#: An adapter source: a Hugging Face repository id or a path, without ``,`` or whitespace.
+LORA_ADAPTER_SOURCE: Final = r"^[^,\s]+$"
+#: The ranks vLLM 0.32 accepts for ``--max-lora-rank`` (``vllm/config/lora.py``, ``MaxLoRARanks``).
+LoraRank = Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]
+
+
+class LoraAdapter(_Object):
+    """One LoRA adapter vLLM serves from the start (--lora-modules name=source)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=LORA_ADAPTER_NAME)]
+    """The model id clients request to use this adapter (letters, digits, '.', '_' and '-')."""
+    source: Annotated[str, Field(min_length=1, max_length=512, pattern=LORA_ADAPTER_SOURCE)]
+    """A Hugging Face repository id (org/adapter, downloaded by vLLM with the model's token) or a path in
+    the vLLM container."""
+
+
+class LoraSpec(_Object):
+    """LoRA adapters (vLLM's --enable-lora). Every resident adapter gets GPU buffers at maxRank over the
+    model's layers, taken from the KV cache, so fewer sequences fit; kvright plans with them."""
+
+    rules: ClassVar = (
+        Rule(
+            "!has(self.maxCPULoras) || self.maxCPULoras >= self.maxLoras",
+            "lora.maxCPULoras must be >= lora.maxLoras (the host cache holds the GPU's adapters too)",
+            holds=lambda s: s.max_cpu_loras is None or s.max_cpu_loras >= s.max_loras,
+            got=lambda s: f"maxCPULoras {s.max_cpu_loras}, maxLoras {s.max_loras}",
+        ),
+        Rule(
+            "!has(self.adapters) || self.adapters.all(a, self.adapters.exists_one(b, b.name == a.name))",
+            "lora.adapters names must be unique (each is a model id clients request)",
+            holds=lambda s: len({a.name for a in s.adapters}) == len(s.adapters),
+            got=lambda s: ", ".join(a.name for a in s.adapters),
+        ),
+    )
+
+    max_loras: Annotated[int, Field(ge=1, le=256)] = 1
+    """Adapters resident on each GPU at once (--max-loras); requests for others wait for a slot."""
+    max_rank: LoraRank = 16
+    """Largest adapter rank (--max-lora-rank): 1, 8, 16, 32, 64, 128, 256, 320 or 512; lower ranks are
+    padded to it."""
+    max_cpu_loras: Annotated[int, Field(ge=1, le=4096)] | None = Field(default=None, alias="maxCPULoras")
+    """Adapters cached in host memory (--max-cpu-loras, at least maxLoras); left out, maxLoras."""
+    adapters: Annotated[list[LoraAdapter], Field(max_length=64)] = []
+    """Adapters served from the start; others can be loaded at run time where vLLM allows it."""
+
+
 class FeedbackSpec(_Object):
     """Correcting the plan against live TPOT from Prometheus."""
 
@@ -501,6 +553,8 @@ class LLMDeploymentSpec(_Object):
     replicas: ReplicasSpec = ReplicasSpec()
     resources: ResourcesSpec = ResourcesSpec()
     routing: RoutingSpec = RoutingSpec()
+    lora: LoraSpec | None = None
+    """LoRA adapters; left out, LoRA is off."""
 
 
 # --- status (written by kvright; the models state its schema) --------------------------------------
@@ -732,7 +786,12 @@ def _at(loc: Sequence[int | str]) -> tuple[str, Mapping[str, Any]]:
     node: Mapping[str, Any] = schema
     path = ["spec"]
     for part in loc:
-        properties = resolve_schema(node, defs).get("properties", {})
+        resolved = resolve_schema(node, defs)
+        if isinstance(part, int) and "items" in resolved:  # a list item: spec.lora.adapters[0]
+            node = resolved["items"]
+            path[-1] += f"[{part}]"
+            continue
+        properties = resolved.get("properties", {})
         if part not in properties:
             break
         node = properties[part]

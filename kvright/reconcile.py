@@ -352,6 +352,15 @@ def _desire(facts: Facts) -> Desired:
         percentile=spec.slo.percentile,
     )
 
+    lora = None
+    if spec.lora is not None:
+        lora = capacity.Lora(
+            max_loras=spec.lora.max_loras,
+            max_lora_rank=spec.lora.max_rank,
+            max_cpu_loras=spec.lora.max_cpu_loras,
+            adapters=tuple((a.name, a.source) for a in spec.lora.adapters),
+        )
+
     def limits_on(product: ProductInventory) -> capacity.Limits:
         cap = spec.gpu.max_gpus
         budget = product.total_gpus if cap is None else min(cap, product.total_gpus)
@@ -363,6 +372,7 @@ def _desire(facts: Facts) -> Desired:
             tensor_parallel_size=tp,
             max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
             quantization=_QUANTIZATION[spec.tuning.quantization],
+            lora=lora,
             # Without LeaderWorkerSet a replica is one pod on one node.
             max_nodes_per_replica=None if facts.leader_worker_set else 1,
         )

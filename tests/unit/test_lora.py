@@ -1,5 +1,5 @@
 """LoRA adapters: the GPU buffers vLLM 0.32 allocates for them, their place in the memory model, the
-planner's flags and the operator's spec.lora.
+planner's flags, the CLI and the operator's spec.lora.
 
 Expected buffer sizes are written out from the tensor shapes in vLLM 0.32's ``create_lora_weights``
 (``vllm/lora/layers/*.py``), not from :func:`capacity.lora_bytes_per_gpu`. Nothing is faked but the
@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
 import capacity
 from capacity import CapacityError, EngineConfig, KVMemory, Layout, Limits, Lora, Workload
+from kvright.api import SpecError, parse_spec
+from kvright.reconcile import desire
 from tests.unit.test_cli import run as cli
+from tests.unit.test_reconcile import LLAMA70, facts
 
 ARCH = capacity.catalog_architecture("llama-3.1-8b")
 H100 = capacity.gpu_spec("h100-sxm")
@@ -173,7 +177,12 @@ def test_cli_plan_adds_the_flags_and_shows_the_adapter_memory(capsys: pytest.Cap
     taken = capacity.lora_bytes_per_gpu(ARCH, Lora(max_loras=4, max_lora_rank=64))
     assert data["memory_per_gpu_bytes"]["lora"] == taken
     assert data["vllm_args"][-5:] == ["--enable-lora", "--max-loras", "4", "--max-lora-rank", "64"]
-    assert data["plan"]["lora"] == {"max_loras": 4, "max_lora_rank": 64, "max_cpu_loras": None}
+    assert data["plan"]["lora"] == {
+        "max_loras": 4,
+        "max_lora_rank": 64,
+        "max_cpu_loras": None,
+        "adapters": [],
+    }
     code, plain, err = cli(capsys, *PLAN, "--json")
     assert code == 0, err
     without = json.loads(plain)
@@ -192,3 +201,55 @@ def test_cli_refuses_a_rank_vllm_does_not_accept(capsys: pytest.CaptureFixture[s
         "kvright: error: max LoRA rank 48 is not one vLLM 0.32 accepts; expected one of "
         "1, 8, 16, 32, 64, 128, 256, 320, 512"
     )
+
+
+# --- the operator: spec.lora reaches the planner and the pod ------------------------------------------
+
+LORA_SPEC = {
+    "maxLoras": 4,
+    "maxRank": 64,
+    "maxCPULoras": 8,
+    "adapters": [
+        {"name": "sql", "source": "org/llama-sql-lora"},
+        {"name": "chat.v2", "source": "/adapters/c"},
+    ],
+}
+
+
+def test_spec_lora_reaches_the_rendered_container_args() -> None:
+    plain = desire(facts(LLAMA70.spec()))
+    d = desire(facts(LLAMA70.set("lora", LORA_SPEC).spec()))
+    assert d.plan_feasible.status == "True", d.plan_feasible.message
+    container = d.children[0]["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    flags = ["--enable-lora", "--max-loras", "4", "--max-lora-rank", "64", "--max-cpu-loras", "8"]
+    modules = ["--lora-modules", "sql=org/llama-sql-lora", "chat.v2=/adapters/c"]
+    at = args.index("--enable-lora")
+    assert args[at : at + len(flags) + len(modules)] == flags + modules
+    assert d.fields["plan"]["vllmArgs"][-len(flags) - len(modules) :] == flags + modules
+    assert "--enable-lora" not in plain.children[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    # The adapters' buffers come out of the KV cache the status reports.
+    with_lora, without = d.fields["prediction"], plain.fields["prediction"]
+    assert with_lora["kvCacheBytesPerGPU"] < without["kvCacheBytesPerGPU"]
+
+
+@pytest.mark.parametrize(
+    ("lora", "message"),
+    [
+        ({"maxRank": 48}, "spec.lora.maxRank"),
+        ({"maxLoras": 4, "maxCPULoras": 2}, "lora.maxCPULoras must be >= lora.maxLoras"),
+        ({"adapters": [{"name": "a", "source": "x"}, {"name": "a", "source": "y"}]}, "names must be unique"),
+        ({"adapters": [{"name": "a=b", "source": "x"}]}, "spec.lora.adapters[0].name"),
+        ({"adapters": [{"name": "a", "source": "x,y"}]}, "spec.lora.adapters[0].source"),
+    ],
+    ids=[
+        "rank-vllm-refuses",
+        "cpu-cache-below-gpu-slots",
+        "repeated-name",
+        "equals-in-name",
+        "comma-in-source",
+    ],
+)
+def test_spec_lora_is_validated_as_vllm_parses_it(lora: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)):
+        parse_spec(LLAMA70.set("lora", lora).spec())
