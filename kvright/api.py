@@ -642,6 +642,9 @@ class PredictionStatus(_Object):
     kv_cache_tokens_per_replica: Int64 | None = None
     weight_bytes_per_gpu: Int64 | None = Field(default=None, alias="weightBytesPerGPU")
     kv_cache_bytes_per_gpu: Int64 | None = Field(default=None, alias="kvCacheBytesPerGPU")
+    prefix_cache_hit_percent: float | None = None
+    """Share of prompt tokens the plan expects vLLM's prefix cache to serve (the shared prefix's whole
+    blocks over the prompt); status.observed.prefixCacheHitPercent is what vLLM reports."""
     bottleneck: str | None = None
     max_num_seqs_bound_by: str | None = None
     """The planner's rule that sets max-num-seqs: vllm-cap, pinned, memory, prefill, tpot or ttft."""

@@ -196,6 +196,14 @@ def capacity_overview() -> dict[str, Any]:
                [(f"max by (kv_cache_dtype, gpu, model) (kvright_plan_info{{{SEL}}})",
                  "{{kv_cache_dtype}} on {{gpu}}")],
                unit="none", grid=(12, 27, 4, 8), kind="stat"),
+        _panel(18, "Prefix cache: hit rate vs plan",
+               "Share of prompt tokens vLLM's prefix cache served (vllm:prefix_cache_hits_total over "
+               "vllm:prefix_cache_queries_total) against the share kvright planned from "
+               "workload.sharedPrefixTokens.",
+               [(f"sum(rate(vllm:prefix_cache_hits_total{{{SEL}}}[{RATE}])) / "
+                 f"sum(rate(vllm:prefix_cache_queries_total{{{SEL}}}[{RATE}]))", "observed"),
+                (f"max(kvright_planned_prefix_cache_hit_ratio{{{SEL}}})", "planned")],
+               unit="percentunit", grid=(16, 27, 8, 8)),
         _row(15, "Operator", 35),
         _panel(16, "Reconciles",
                "LLMDeployment reconciles per second by result, all kvright operators.",

@@ -197,6 +197,11 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _count(value: Any) -> int | None:
+    """A token count >= 0 (0 is a real answer: nothing shared), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _positive(value: Any, default: float = 1.0) -> float:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else default
 
@@ -221,6 +226,7 @@ def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
             "tensorParallelSize",
             "appliedFactor",
             "appliedTail",
+            "sharedPrefixTokens",
         )
         if key in saved and saved[key] is not None
     }
@@ -241,6 +247,7 @@ def _overrides(history: History, pins: Mapping[str, Any]) -> Overrides:
         replicas=_int(pins.get("replicas")),
         kv_cache_dtype=dtype if isinstance(dtype, str) and dtype else None,
         tensor_parallel_size=_int(pins.get("tensorParallelSize")),
+        shared_prefix_tokens=_count(pins.get("sharedPrefixTokens")),
     )
 
 
@@ -314,6 +321,10 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
                 )
             )
 
+    prefix_event = _prefix_cache_event(obs, prediction, facts.current_status.get("observed") or {})
+    if prefix_event is not None:
+        events.append(prefix_event)
+
     plan = facts.current_status.get("plan") or {}
     arch = facts.architecture
     decision: Decision | None = None
@@ -327,6 +338,12 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
         adjust = spec.feedback.mode == "Adjust"
         if adjust and decision.changes_plan:
             pins = _pins_after(decision, plan, saved_pins)
+            seen = _served_prefix(obs, spec)
+            if seen is None:
+                seen = _count(saved_pins.get("sharedPrefixTokens"))
+            if seen is not None:
+                # Committed with a move, as the calibration is: the next plan holds what really is shared.
+                pins["sharedPrefixTokens"] = seen
         event = _event_for(decision, facts.current_status, applied=adjust and decision.changes_plan)
         if event is not None:
             events.append(event)
@@ -350,6 +367,41 @@ def _decide(facts: Facts, feedback: FeedbackFacts, *, now: datetime.datetime) ->
         events=tuple(events),
         decision=decision,
     )
+
+
+#: The prefix cache is "far below plan" under this fraction of the planned hit rate (the chart's alert too).
+PREFIX_BELOW_PLAN = 0.5
+
+
+def _prefix_cache_event(
+    obs: Observation, prediction: Mapping[str, Any], before: Mapping[str, Any]
+) -> Event | None:
+    """A warning when vLLM's prefix cache serves far less than the plan's shared prefix assumed, posted
+    when it first falls below (not on every period that stays there)."""
+    planned = prediction.get("prefixCacheHitPercent")
+    if obs.prefix_cache_hit_rate is None or not isinstance(planned, int | float) or planned <= 0:
+        return None
+    seen = obs.prefix_cache_hit_rate * 100.0
+    was = before.get("prefixCacheHitPercent")
+    floor = PREFIX_BELOW_PLAN * planned
+    if seen >= floor or (isinstance(was, int | float) and was < floor):
+        return None
+    return Event(
+        type="Warning",
+        reason=Reason.PREFIX_CACHE_BELOW_PLAN,
+        message=f"vLLM's prefix cache served {seen:.0f}% of prompt tokens, the plan assumed {planned:.0f}% "
+        "(workload.sharedPrefixTokens): fewer sequences fit and TTFT is longer than planned; the next move "
+        "plans with what is served",
+    )
+
+
+def _served_prefix(obs: Observation, spec: LLMDeploymentSpec) -> int | None:
+    """The shared prefix vLLM's prefix cache was seen to serve, in tokens, when below the spec's."""
+    stated = spec.workload.shared_prefix_tokens
+    if not stated or obs.prefix_cache_hit_rate is None:
+        return None
+    served = int(obs.prefix_cache_hit_rate * spec.workload.prompt_tokens)
+    return served if served < stated else None
 
 
 def _pins_after(decision: Decision, plan: Mapping[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:

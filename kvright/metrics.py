@@ -92,6 +92,9 @@ class DeploymentMetrics:
     """Predicted model weight bytes on each GPU."""
     predicted_kv_cache_bytes_per_gpu: int | None = None
     """Predicted KV-cache bytes on each GPU."""
+    planned_prefix_cache_hit_ratio: float | None = None
+    """Share of prompt tokens the plan expects vLLM's prefix cache to serve (spec.workload.sharedPrefixTokens
+    in whole blocks over the prompt); absent without a shared prefix."""
     observed_kv_cache_tokens: int | None = None
     """KV-cache capacity vLLM reported (``num_gpu_blocks * block_size`` from ``cache_config_info``)."""
     calibration_factor: float | None = None
@@ -149,6 +152,10 @@ _VALUE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
     "kvright_predicted_kv_cache_bytes_per_gpu": (
         "Predicted KV-cache bytes per GPU",
         "predicted_kv_cache_bytes_per_gpu",
+    ),
+    "kvright_planned_prefix_cache_hit_ratio": (
+        "Share of prompt tokens the plan expects vLLM's prefix cache to serve",
+        "planned_prefix_cache_hit_ratio",
     ),
     "kvright_observed_kv_cache_tokens": (
         "KV-cache capacity of one replica vLLM reported, in tokens",
@@ -321,6 +328,7 @@ def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
         predicted_kv_cache_tokens=_integer(prediction, "kvCacheTokensPerReplica"),
         predicted_weight_bytes_per_gpu=_integer(prediction, "weightBytesPerGPU"),
         predicted_kv_cache_bytes_per_gpu=_integer(prediction, "kvCacheBytesPerGPU"),
+        planned_prefix_cache_hit_ratio=_number(prediction, "prefixCacheHitPercent", 1e-2),
         observed_kv_cache_tokens=_integer(_mapping(status, "observed"), "kvCacheTokens"),
         calibration_factor=_number(_mapping(status, "calibration"), "factor"),
         slo_tpot_seconds=_number(slo, "tpotMilliseconds", 1e-3),

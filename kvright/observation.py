@@ -52,6 +52,9 @@ class Observation:
     kv_cache_tokens: int | None = None
     """num_gpu_blocks x block_size of the smallest replica (vLLM's real KV capacity)."""
     cache_dtype: str | None = None
+    prefix_cache_hit_rate: float | None = None
+    """Fraction 0..1 of prompt tokens vLLM's prefix cache served over the window (hits / queries, all
+    replicas); None when nothing was queried or the counters are missing."""
     sample_count: int = 0
     """Finished requests in the window (the TPOT histogram's count)."""
     replicas_reporting: int = 0
@@ -77,6 +80,8 @@ class Observation:
             out["ttftMilliseconds"] = round(self.ttft_seconds * 1000.0, 2)
         if self.kv_cache_usage is not None:
             out["kvCacheUsagePercent"] = round(self.kv_cache_usage * 100.0, 1)
+        if self.prefix_cache_hit_rate is not None:
+            out["prefixCacheHitPercent"] = round(self.prefix_cache_hit_rate * 100.0, 1)
         for key, value in (
             ("running", self.running),
             ("waiting", self.waiting),

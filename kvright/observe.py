@@ -51,6 +51,9 @@ PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
 GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
 SUCCESS_METRIC = "vllm:request_success_total"
 CACHE_CONFIG_METRIC = "vllm:cache_config_info"
+#: Prompt tokens looked up in, and found in, vLLM's prefix cache (counters, vLLM 0.32 v1/metrics/loggers.py).
+PREFIX_QUERIES_METRIC = "vllm:prefix_cache_queries_total"
+PREFIX_HITS_METRIC = "vllm:prefix_cache_hits_total"
 
 
 class PrometheusError(Exception):
@@ -310,6 +313,9 @@ def _observe(
             problems.append("token counters missing or invalid")
 
     blocks, block_size, dtype = _cache_config(q(f"{CACHE_CONFIG_METRIC}{sel}"), problems)
+    queried = _finite(q(f"sum(increase({PREFIX_QUERIES_METRIC}{sel}{window}))"))
+    hit = _finite(q(f"sum(increase({PREFIX_HITS_METRIC}{sel}{window}))")) if queried else None
+    hit_rate = min(1.0, max(0.0, hit / queried)) if hit is not None and queried else None
 
     return Observation(
         **common,
@@ -327,6 +333,7 @@ def _observe(
         running=running,
         waiting=waiting,
         preemptions_per_second=preemptions,
+        prefix_cache_hit_rate=hit_rate,
         mean_batch=mean_batch,
         mean_context_tokens=mean_context,
         num_gpu_blocks=blocks,

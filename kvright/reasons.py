@@ -68,6 +68,7 @@ class Reason:
     # status.calibration notes and feedback events
     NO_PLAN_YET: Final = "NoPlanYet"
     KV_CAPACITY_MISMATCH: Final = "KVCapacityMismatch"
+    PREFIX_CACHE_BELOW_PLAN: Final = "PrefixCacheBelowPlan"
     REPLICAS_RECOMMENDED: Final = "ReplicasRecommended"
 
     # The control law's decisions (status.calibration.lastDecision.reason, and events for applied moves)

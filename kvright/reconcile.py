@@ -65,6 +65,9 @@ class Overrides:
     """Pins the KV dtype (vLLM spelling) when spec says Auto."""
     tensor_parallel_size: int | None = None
     """Pins TP when spec says Auto."""
+    shared_prefix_tokens: int | None = None
+    """The shared prompt prefix vLLM's prefix cache was seen to serve, when below
+    spec.workload.sharedPrefixTokens (planning uses the smaller)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -344,7 +347,12 @@ def _desire(facts: Facts) -> Desired:
         prompt_tokens=spec.workload.prompt_tokens,
         output_tokens=spec.workload.output_tokens,
         concurrency=spec.workload.concurrency,
-        shared_prefix_tokens=spec.workload.shared_prefix_tokens,
+        shared_prefix_tokens=min(
+            spec.workload.shared_prefix_tokens,
+            spec.workload.shared_prefix_tokens
+            if overrides.shared_prefix_tokens is None
+            else overrides.shared_prefix_tokens,
+        ),
     )
     slo = capacity.SLO(
         tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
@@ -480,6 +488,10 @@ def _desire(facts: Facts) -> Desired:
         "maxNumSeqsBoundBy": prediction.binding.constraint,
         "plannedReplicas": planned,
     }
+    shared = spec.workload.shared_prefix_tokens
+    if shared:
+        whole = shared // capacity.BLOCK_SIZE_TOKENS * capacity.BLOCK_SIZE_TOKENS
+        prediction_status["prefixCacheHitPercent"] = round(100.0 * whole / spec.workload.prompt_tokens, 1)
     if memory is not None:
         prediction_status["weightBytesPerGPU"] = memory.weights_bytes
         prediction_status["kvCacheBytesPerGPU"] = memory.kv_cache_bytes

@@ -86,6 +86,9 @@ class VLLMMetrics:
         self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
+        # The simulator keeps no prefix cache: every prompt token is looked up and none is found.
+        self.prefix_queries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.")
+        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.")
         success = Counter(
             "vllm:request_success", "Count of successfully processed requests.", (*LABELS, "finished_reason"),
             registry=r,
@@ -108,6 +111,7 @@ class VLLMMetrics:
         self.generation_tokens.inc(step.new_tokens)
         if prompt_tokens:
             self.prompt_tokens.inc(prompt_tokens)
+            self.prefix_queries.inc(prompt_tokens)
         if step.preempted:
             self.preemptions.inc(step.preempted)
         for done in step.finished:

@@ -317,3 +317,40 @@ def test_one_reconcile_parses_the_spec_once_and_plans_at_most_twice(monkeypatch:
     desire(replace(f, overrides=result.overrides))
     assert len(parses) == 1
     assert len(plans) == 2  # the pin checked against one free plan, then the plan itself
+
+
+def test_a_prefix_cache_far_below_plan_warns_once_and_the_next_move_plans_with_what_is_served() -> None:
+    """The spec says 600 of 1000 prompt tokens are shared (59.2% in whole blocks); vLLM serves 20% from
+    its prefix cache. A warning names both, once; the move the loop then applies commits the shared
+    prefix actually served (200 tokens), and planning with it holds fewer sequences than the spec's."""
+    builder = ONE_REPLICA.shared_prefix(600).feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    assert status["prediction"]["prefixCacheHitPercent"] == 59.2
+    result = decide(
+        facts(builder, status), FeedbackFacts(observation=obs(prefix_cache_hit_rate=0.2)), now=NOW
+    )
+    warnings = [e for e in result.events if e.reason == "PrefixCacheBelowPlan"]
+    assert len(warnings) == 1 and "served 20%" in warnings[0].message and "assumed 59%" in warnings[0].message
+    assert result.observed is not None and result.observed["prefixCacheHitPercent"] == 20.0
+    assert result.decision is not None and result.decision.changes_plan, result.decision
+    assert result.calibration is not None and result.calibration["sharedPrefixTokens"] == 200
+    assert result.overrides.shared_prefix_tokens == 200
+    planned = desire(replace(facts(builder, status), overrides=result.overrides))
+    assert planned.plan_feasible.status == "True", planned.plan_feasible.message
+    full = desire(
+        replace(facts(builder, status), overrides=replace(result.overrides, shared_prefix_tokens=None))
+    )
+    assert planned.fields["prediction"]["ttftMilliseconds"] > full.fields["prediction"]["ttftMilliseconds"]
+    # Still below on the next period: no second warning.
+    later = {**status, "observed": result.observed, "calibration": result.calibration}
+    again = decide(facts(builder, later), FeedbackFacts(observation=obs(prefix_cache_hit_rate=0.2)), now=NOW)
+    assert not [e for e in again.events if e.reason == "PrefixCacheBelowPlan"]
+
+
+def test_a_prefix_cache_near_plan_or_without_a_planned_prefix_says_nothing() -> None:
+    shared = ONE_REPLICA.shared_prefix(600).feedback("Observe", 30, 30)
+    half = FeedbackFacts(observation=obs(prefix_cache_hit_rate=0.5))
+    near = decide(facts(shared, planned_status(shared)), half, now=NOW)
+    none = decide(facts(BASE.feedback("Observe"), planned_status(BASE)),
+                  FeedbackFacts(observation=obs(prefix_cache_hit_rate=0.0)), now=NOW)  # fmt: skip
+    assert not [e for r in (near, none) for e in r.events if e.reason == "PrefixCacheBelowPlan"]

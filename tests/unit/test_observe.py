@@ -99,6 +99,8 @@ def healthy(tpot_metric: str = RTPOT, kv_metric: str = "vllm:kv_cache_usage_perc
         "sum:vllm:request_success_total": 120,
         "sum:vllm:prompt_tokens_total": 120 * 2000,
         "sum:vllm:generation_tokens_total": 120 * 200,
+        "sum:vllm:prefix_cache_queries_total": 120 * 2000,
+        "sum:vllm:prefix_cache_hits_total": 120 * 800,
         ":vllm:cache_config_info": [
             {"num_gpu_blocks": "9000", "block_size": "16", "cache_dtype": "auto", "pod": "a"},
             {"num_gpu_blocks": "8800", "block_size": "16", "cache_dtype": "auto", "pod": "b"},
@@ -126,6 +128,7 @@ def test_healthy_deployment_maps_every_metric(prom: FakePrometheus) -> None:
     # The smallest replica's KV capacity is the one that binds.
     assert (obs.num_gpu_blocks, obs.block_size, obs.kv_cache_tokens) == (8800, 16, 8800 * 16)
     assert obs.cache_dtype == "auto"
+    assert obs.prefix_cache_hit_rate == pytest.approx(0.4)
     assert (obs.sample_count, obs.replicas_reporting) == (120, 2)
     assert obs.problems == ()
     status = obs.to_status()
@@ -135,6 +138,14 @@ def test_healthy_deployment_maps_every_metric(prom: FakePrometheus) -> None:
     assert status["numGPUBlocks"] == 8800
     assert status["sampleCount"] == 120
     assert status["sampleTime"] == "2027-01-15T08:00:00Z"
+    assert status["prefixCacheHitPercent"] == 40.0
+
+
+def test_without_prefix_cache_counters_the_hit_rate_is_unknown_not_zero(prom: FakePrometheus) -> None:
+    prom.table = {k: v for k, v in healthy().items() if "prefix_cache" not in k}
+    obs = run(prom)
+    assert obs.available and obs.prefix_cache_hit_rate is None
+    assert "prefixCacheHitPercent" not in obs.to_status()
 
 
 def test_queries_select_the_deployment_labels_and_window(prom: FakePrometheus) -> None:

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kvright"
 PROMTOOL_TESTS = ROOT / "tests" / "promtool"
 ALERTS = ("TPOTSLOBurn", "KVCacheSaturated", "Preemptions", "RequestsWaiting", "PlanInfeasible",
-          "TPOTPredictionDrift", "KVCapacityMismatch", "OperatorDown", "ReconcileErrors")
+          "TPOTPredictionDrift", "KVCapacityMismatch", "PrefixCacheBelowPlan", "OperatorDown",
+          "ReconcileErrors")
 
 
 def tool(name: str, hint: str) -> str:
