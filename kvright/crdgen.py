@@ -76,6 +76,8 @@ _KEY_ORDER: Final = (
     "minLength",
     "maxLength",
     "pattern",
+    "minItems",
+    "maxItems",
     "items",
     "additionalProperties",
     "properties",

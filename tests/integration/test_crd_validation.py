@@ -111,6 +111,24 @@ INVALID = [
         "spec.model.hub.repository",
     ),
     ("name-not-dns1035", llmd("9lives"), "metadata.name must be a DNS-1035 label"),
+    (
+        "product-and-products",
+        llmd("a").gpu("NVIDIA-H100-80GB-HBM3").set("gpu.products", ["NVIDIA-H200"]),
+        "gpu.product pins one GPU product and gpu.products lists those kvright may choose among",
+    ),
+    ("products-empty", llmd("a").set("gpu.products", []), "spec.gpu.products: Invalid value: 0"),
+    (
+        "shared-prefix-over-prompt",
+        llmd("a").context(8192, 1000, 100).shared_prefix(2000),
+        "workload.sharedPrefixTokens must be <= workload.promptTokens",
+    ),
+    (
+        "lora-adapter-names-repeat",
+        llmd("a").set(
+            "lora", {"adapters": [{"name": "sql", "source": "org/sql"}, {"name": "sql", "source": "/m"}]}
+        ),
+        'spec.lora.adapters[1]: Duplicate value',
+    ),
 ]
 
 
@@ -147,6 +165,7 @@ def test_defaults_are_applied(ns: tuple[Kube, str]) -> None:
         "promptTokens": 1024,
         "outputTokens": 256,
         "concurrency": 32,
+        "sharedPrefixTokens": 0,
     }
     assert stored["slo"] == {"tpotMilliseconds": 50, "percentile": 90}
     assert stored["tuning"] == {
