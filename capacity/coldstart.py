@@ -141,12 +141,8 @@ class EngineCosts:
     @property
     def fixed_seconds(self) -> float:
         """The costs that do not depend on the weights' bytes."""
-        return (
-            self.process_start_seconds
-            + self.torch_compile_seconds
-            + self.cuda_graph_capture_seconds
-            + self.engine_init_seconds
-        )
+        parts = (self.process_start_seconds, self.torch_compile_seconds, self.cuda_graph_capture_seconds)
+        return sum(parts) + self.engine_init_seconds
 
 
 DEFAULT_ENGINE_COSTS: Final = EngineCosts()

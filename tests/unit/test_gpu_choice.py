@@ -8,6 +8,7 @@ ties go to more headroom, and a product that cannot hold the workload is listed 
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -49,17 +50,7 @@ def test_any_gpu_plans_every_product_and_ranks_them_by_cost(capsys: pytest.Captu
 
 
 def test_a_price_change_moves_the_choice(capsys: pytest.CaptureFixture[str]) -> None:
-    base = [
-        "llama-3.1-8b",
-        "--gpu",
-        "any",
-        "--tpot-ms",
-        "50",
-        "--concurrency",
-        "32",
-        "--max-model-len",
-        "8192",
-    ]
+    base = shlex.split("llama-3.1-8b --gpu any --tpot-ms 50 --concurrency 32 --max-model-len 8192")
     first = plan_json(capsys, *base)
     chosen = first["plan"]["gpu"]
     runner_up = next(a for a in first["alternatives"][1:] if a["feasible"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 import pytest
 
@@ -100,16 +101,7 @@ def test_the_spec_refuses_a_prefix_longer_than_the_prompt() -> None:
 
 
 def test_the_cli_takes_the_shared_prefix(capsys: pytest.CaptureFixture[str]) -> None:
-    base = [
-        "plan",
-        "llama-3.1-8b",
-        "--gpu",
-        "h100-sxm",
-        "--tensor-parallel-size",
-        "1",
-        "--max-model-len",
-        "8192",
-    ]
+    base = shlex.split("plan llama-3.1-8b --gpu h100-sxm --tensor-parallel-size 1 --max-model-len 8192")
     base += ["--prompt-tokens", "6000", "--output-tokens", "256", "--concurrency", "64", "--tpot-ms", "100"]
 
     def plan(*extra: str) -> dict[str, object]:
