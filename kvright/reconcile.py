@@ -16,7 +16,7 @@ import datetime
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import capacity
 from kvright import conditions as cond
@@ -70,9 +70,9 @@ class Overrides:
     spec.workload.sharedPrefixTokens (planning uses the smaller)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ResolveFailure:
-    """Why the architecture is not known (gathered by kvright.resolve)."""
+class ResolveFailure(NamedTuple):
+    """Why the architecture is not known (gathered by kvright.resolve): a condition reason, its message,
+    and whether a later reconcile may succeed (retried with backoff)."""
 
     reason: str
     message: str

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import capacity
 from kvright.api import API_VERSION, KIND, EndpointPickerSpec, SecretKeyRef
@@ -66,9 +66,8 @@ LWS_WORKER_INDEX_ENV: Final = "LWS_WORKER_INDEX"
 into every container; the kubelet expands ``$(LWS_WORKER_INDEX)`` in ``args``."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Owner:
-    """The owning LLMDeployment, for ownerReferences (garbage collection on delete)."""
+class Owner(NamedTuple):
+    """The owning LLMDeployment, for ownerReferences (garbage collection on delete): name, namespace, uid."""
 
     name: str
     namespace: str

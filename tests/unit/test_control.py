@@ -632,104 +632,104 @@ def test_the_rules_run_in_the_documented_order() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("rule", "kw", "expected"),
-    [
-        (metrics_unavailable, {}, None),
-        (metrics_unavailable, {"obs": {"available": False, "reason": "NoSeries"}}, (Action.KEEP, "NoSeries")),
-        (rolling_out, {}, None),
-        (rolling_out, {"rollout_in_progress": True}, (Action.KEEP, "RolloutInProgress")),
-        (too_few_samples, {}, None),
-        (too_few_samples, {"obs": {"sample_count": 3}}, (Action.WAIT, "InsufficientSamples")),
-        (
-            too_few_samples,
-            {"obs": {"sample_count": 3}, "history": {"waiting_for_samples_since": NOW - 1000}},
-            None,
-        ),
-        (
-            too_few_samples,
-            {
-                "obs": {"sample_count": 0, "tpot_seconds": None, "running": 0.0, "mean_batch": None},
-                "history": {"waiting_for_samples_since": NOW - 1000},
-            },
-            (Action.REMOVE_REPLICAS, "NoTraffic"),
-        ),
-        (tpot_unmeasured, {}, None),
-        (tpot_unmeasured, {"obs": {"tpot_seconds": None}}, (Action.KEEP, "TPOTUnavailable")),
-    ],
-    ids=[
-        "available-passes",
-        "unavailable-keeps-with-the-observation-reason",
-        "no-rollout-passes",
-        "rollout-keeps",
-        "enough-samples-pass",
-        "few-samples-wait",
-        "deadline-passed-with-tpot-passes-to-the-measured-rules",
-        "deadline-passed-without-traffic-steps-down",
-        "tpot-present-passes",
-        "tpot-missing-keeps",
-    ],
-)
-def test_pre_measurement_rule(rule: Any, kw: dict[str, Any], expected: tuple[Action, str] | None) -> None:
-    decision = rule(period(**kw))
-    assert (None if decision is None else (decision.action, decision.reason)) == expected
+#: Each rule on its own: (rule, Period keywords, expected (action, reason) or None when it passes).
+PRE_MEASUREMENT_CASES: list[tuple[Any, dict[str, Any], tuple[Action, str] | None]] = [
+    (metrics_unavailable, {}, None),
+    (metrics_unavailable, {"obs": {"available": False, "reason": "NoSeries"}}, (Action.KEEP, "NoSeries")),
+    (rolling_out, {}, None),
+    (rolling_out, {"rollout_in_progress": True}, (Action.KEEP, "RolloutInProgress")),
+    (too_few_samples, {}, None),
+    (too_few_samples, {"obs": {"sample_count": 3}}, (Action.WAIT, "InsufficientSamples")),
+    (
+        too_few_samples,
+        {"obs": {"sample_count": 3}, "history": {"waiting_for_samples_since": NOW - 1000}},
+        None,
+    ),
+    (
+        too_few_samples,
+        {
+            "obs": {"sample_count": 0, "tpot_seconds": None, "running": 0.0, "mean_batch": None},
+            "history": {"waiting_for_samples_since": NOW - 1000},
+        },
+        (Action.REMOVE_REPLICAS, "NoTraffic"),
+    ),
+    (tpot_unmeasured, {}, None),
+    (tpot_unmeasured, {"obs": {"tpot_seconds": None}}, (Action.KEEP, "TPOTUnavailable")),
+]
+PRE_MEASUREMENT_IDS = [
+    "available-passes",
+    "unavailable-keeps-with-the-observation-reason",
+    "no-rollout-passes",
+    "rollout-keeps",
+    "enough-samples-pass",
+    "few-samples-wait",
+    "deadline-passed-with-tpot-passes-to-the-measured-rules",
+    "deadline-passed-without-traffic-steps-down",
+    "tpot-present-passes",
+    "tpot-missing-keeps",
+]
+MEASURED_CASES: list[tuple[Any, dict[str, Any], tuple[Action, str] | None]] = [
+    (cooling_down, {"obs": {"tpot_seconds": 0.070}}, None),
+    (
+        cooling_down,
+        {"obs": {"tpot_seconds": 0.070}, "history": {"last_change_time": NOW - 10}},
+        (Action.KEEP, "Cooldown"),
+    ),
+    (cooling_down, {"obs": {"tpot_seconds": 0.046}, "history": {"last_change_time": NOW - 10}}, None),
+    (tpot_above_slo, {"obs": {"tpot_seconds": 0.045}}, None),
+    (tpot_above_slo, {"obs": {"tpot_seconds": 0.070}}, (Action.ADD_REPLICAS, "TPOTAboveSLO")),
+    (kv_cache_preempting, {}, None),
+    (
+        kv_cache_preempting,
+        {"obs": {"preemptions_per_second": 1.0, "kv_cache_usage": 0.99}},
+        (Action.SET_MAX_NUM_SEQS, "KVCachePreempting"),
+    ),
+    (headroom, {"obs": {"tpot_seconds": 0.045}}, None),
+    (
+        headroom,
+        {"obs": {"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 40.0}},
+        (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO"),
+    ),
+    (
+        headroom,
+        {"obs": {"tpot_seconds": 0.020, "waiting": 30.0, "running": 128.0}},
+        (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom"),
+    ),
+    (queue_in_deadband, {"obs": {"tpot_seconds": 0.045}}, None),
+    (
+        queue_in_deadband,
+        {"obs": {"tpot_seconds": 0.045, "waiting": 10.0, "running": 128.0, "mean_batch": 64.0}},
+        (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom"),
+    ),
+    (within_deadband, {"obs": {"tpot_seconds": 0.045}}, (Action.KEEP, "SLOMet")),
+]
+MEASURED_IDS = [
+    "no-cooldown-passes",
+    "cooldown-holds-a-needed-move",
+    "cooldown-irrelevant-inside-the-band-passes",
+    "within-slo-passes",
+    "above-slo-lowers-the-batch-and-adds-replicas-for-the-demand",
+    "no-preemption-passes",
+    "preempting-at-full-kv-lowers-the-batch",
+    "inside-the-band-passes",
+    "idle-replica-is-released",
+    "queue-with-headroom-raises-the-batch",
+    "no-queue-passes",
+    "queue-inside-the-band-raises-towards-the-target",
+    "deadband-keeps",
+]
 
 
 @pytest.mark.parametrize(
-    ("rule", "kw", "expected"),
-    [
-        (cooling_down, {"obs": {"tpot_seconds": 0.070}}, None),
-        (
-            cooling_down,
-            {"obs": {"tpot_seconds": 0.070}, "history": {"last_change_time": NOW - 10}},
-            (Action.KEEP, "Cooldown"),
-        ),
-        (cooling_down, {"obs": {"tpot_seconds": 0.046}, "history": {"last_change_time": NOW - 10}}, None),
-        (tpot_above_slo, {"obs": {"tpot_seconds": 0.045}}, None),
-        (tpot_above_slo, {"obs": {"tpot_seconds": 0.070}}, (Action.ADD_REPLICAS, "TPOTAboveSLO")),
-        (kv_cache_preempting, {}, None),
-        (
-            kv_cache_preempting,
-            {"obs": {"preemptions_per_second": 1.0, "kv_cache_usage": 0.99}},
-            (Action.SET_MAX_NUM_SEQS, "KVCachePreempting"),
-        ),
-        (headroom, {"obs": {"tpot_seconds": 0.045}}, None),
-        (
-            headroom,
-            {"obs": {"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 40.0}},
-            (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO"),
-        ),
-        (
-            headroom,
-            {"obs": {"tpot_seconds": 0.020, "waiting": 30.0, "running": 128.0}},
-            (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom"),
-        ),
-        (queue_in_deadband, {"obs": {"tpot_seconds": 0.045}}, None),
-        (
-            queue_in_deadband,
-            {"obs": {"tpot_seconds": 0.045, "waiting": 10.0, "running": 128.0, "mean_batch": 64.0}},
-            (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom"),
-        ),
-        (within_deadband, {"obs": {"tpot_seconds": 0.045}}, (Action.KEEP, "SLOMet")),
-    ],
-    ids=[
-        "no-cooldown-passes",
-        "cooldown-holds-a-needed-move",
-        "cooldown-irrelevant-inside-the-band-passes",
-        "within-slo-passes",
-        "above-slo-lowers-the-batch-and-adds-replicas-for-the-demand",
-        "no-preemption-passes",
-        "preempting-at-full-kv-lowers-the-batch",
-        "inside-the-band-passes",
-        "idle-replica-is-released",
-        "queue-with-headroom-raises-the-batch",
-        "no-queue-passes",
-        "queue-inside-the-band-raises-towards-the-target",
-        "deadband-keeps",
-    ],
+    ("build", "rule", "kw", "expected"),
+    [(period, *case) for case in PRE_MEASUREMENT_CASES] + [(measured, *case) for case in MEASURED_CASES],
+    ids=PRE_MEASUREMENT_IDS + MEASURED_IDS,
 )
-def test_measured_rule(rule: Any, kw: dict[str, Any], expected: tuple[Action, str] | None) -> None:
-    decision = rule(measured(**kw))
+def test_each_rule_on_its_own(
+    build: Any, rule: Any, kw: dict[str, Any], expected: tuple[Action, str] | None
+) -> None:
+    """Rules before a measurement see a Period, the others a Measured period."""
+    decision = rule(build(**kw))
     assert (None if decision is None else (decision.action, decision.reason)) == expected
 
 
