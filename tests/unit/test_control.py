@@ -21,6 +21,7 @@ from kvright.control import (
     Action,
     Bounds,
     Current,
+    Decision,
     History,
     Measured,
     Period,
@@ -422,21 +423,15 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
 
 
 def test_decision_messages_carry_the_numbers() -> None:
-    decision = decide(
-        current=Current(
+    decision = _law(
+        Current(
             tensor_parallel_size=1,
             max_num_seqs=128,
             kv_cache_dtype="auto",
             replicas=2,
             max_num_seqs_limit=256,
         ),
-        observation=observation(tpot_seconds=0.070, mean_batch=100.0, running=200.0),
-        slo_tpot_seconds=SLO,
-        model=LINEAR,
-        bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
-        tuning=Tuning(),
-        history=History(),
-        now=NOW,
+        observation(tpot_seconds=0.070, mean_batch=100.0, running=200.0),
     )
     for fragment in (
         "p90 TPOT 70.0 ms vs SLO 50.0 ms (x1.40)",
@@ -450,18 +445,19 @@ def test_decision_messages_carry_the_numbers() -> None:
     assert decision.tpot_ratio == pytest.approx(1.4)
 
 
+def _law(current: Current, obs: Observation, **kw: Any) -> Decision:
+    """One period at the 50 ms SLO on the linear model, 1-4 replicas within 8 GPUs, default tuning."""
+    bounds = Bounds(min_replicas=1, max_replicas=4, max_gpus=8)
+    return decide(current=current, observation=obs, slo_tpot_seconds=SLO, model=LINEAR, bounds=bounds,
+                  tuning=Tuning(), history=History(), now=NOW, **kw)  # fmt: skip
+
+
 def test_hpa_recommendation_is_exposed() -> None:
-    decision = decide(
-        current=Current(
+    decision = _law(
+        Current(
             tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=3, max_num_seqs_limit=256
         ),
-        observation=observation(tpot_seconds=0.020, mean_batch=20.0, running=60.0),
-        slo_tpot_seconds=SLO,
-        model=LINEAR,
-        bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
-        tuning=Tuning(),
-        history=History(),
-        now=NOW,
+        observation(tpot_seconds=0.020, mean_batch=20.0, running=60.0),
         hpa_present=True,
     )
     assert (decision.replicas, decision.recommended_replicas, decision.recommend_only) == (3, 2, True)
