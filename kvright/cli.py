@@ -19,6 +19,7 @@ stays fast (no kopf, kubernetes or prometheus imports).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -453,39 +454,44 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     prices = dict(cap.parse_price(p) for p in args.price)
     if args.output_tokens is not None and args.prompt_tokens is None:
         raise cap.CapacityError("--output-tokens needs --prompt-tokens; expected both or neither")
-    choice = cap.choose_gpu(
-        arch,
-        gpus,
-        cap.Workload(
-            max_model_len=args.max_model_len,
-            prompt_tokens=args.prompt_tokens,
-            output_tokens=args.output_tokens,
-            concurrency=args.concurrency,
-            shared_prefix_tokens=args.shared_prefix_tokens or 0,
-        ),
-        cap.SLO(
-            tpot_seconds=args.tpot_ms / 1e3 if args.tpot_ms else None,
-            ttft_seconds=args.ttft_ms / 1e3 if args.ttft_ms else None,
-            percentile=args.percentile,
-        ),
-        cap.Limits(
-            gpus_per_node=args.gpus_per_node,
-            max_gpus=args.max_gpus,
-            kv_cache_dtype=args.kv_cache_dtype,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            tensor_parallel_size=args.tensor_parallel_size,
-            pipeline_parallel_size=args.pipeline_parallel_size,
-            data_parallel_size=args.data_parallel_size,
-            expert_parallel=args.expert_parallel,
-            network_bytes_per_second=args.network_gb_per_second * 1e9 if args.network_gb_per_second else None,
-            max_num_seqs=args.max_num_seqs,
-            quantization=args.quantization,
-            lora=_lora(args),
-        ),
-        prices=prices,
-        calibration=args.calibration,
+    workload = cap.Workload(
+        max_model_len=args.max_model_len,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        concurrency=args.concurrency,
+        shared_prefix_tokens=args.shared_prefix_tokens or 0,
     )
+    slo = cap.SLO(
+        tpot_seconds=args.tpot_ms / 1e3 if args.tpot_ms else None,
+        ttft_seconds=args.ttft_ms / 1e3 if args.ttft_ms else None,
+        percentile=args.percentile,
+    )
+    limits = cap.Limits(
+        gpus_per_node=args.gpus_per_node,
+        max_gpus=args.max_gpus,
+        kv_cache_dtype=args.kv_cache_dtype,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        expert_parallel=args.expert_parallel,
+        network_bytes_per_second=args.network_gb_per_second * 1e9 if args.network_gb_per_second else None,
+        max_num_seqs=args.max_num_seqs,
+        quantization=args.quantization,
+        lora=_lora(args),
+    )
+    choice = cap.choose_gpu(arch, gpus, workload, slo, limits, prices=prices, calibration=args.calibration)
     first = choice.alternatives[0]
+    if len(gpus) == 1 and not first.feasible:
+        # A refusal names another GPU product that holds the workload (issue 14: the levers that help).
+        others = [cap.gpu_spec(g) for g in cap.gpu_ids()]
+        fit = cap.elsewhere(
+            arch, first.gpu, others, workload, slo, limits, prices=prices, calibration=args.calibration
+        )
+        if fit is not None:
+            first = dataclasses.replace(
+                first, result=dataclasses.replace(first.result, reason=f"{first.result.reason}; {fit}")
+            )
     data = first.result.to_dict()
     if data["plan"] is not None:
         row = first.to_dict()

@@ -294,6 +294,43 @@ def _choose_product(
     return by_id[chosen.gpu.id], chosen.result, rows, lost
 
 
+def _fits_elsewhere(
+    facts: Facts,
+    arch: capacity.Architecture,
+    pinned: ProductInventory,
+    workload: capacity.Workload,
+    slo: capacity.SLO,
+    limits_on: Callable[[ProductInventory], capacity.Limits],
+) -> str | None:
+    """For a refusal on the pinned product: the cheapest other product in this cluster that holds the
+    workload, and how to let kvright use it; None when none does."""
+    others: dict[str, ProductInventory] = {}
+    for product in facts.inventory.values():
+        try:
+            others.setdefault(capacity.gpu_spec(product.product).id, product)
+        except capacity.CapacityError:
+            continue
+    try:
+        refused_on = capacity.gpu_spec(pinned.product)
+    except capacity.CapacityError:
+        return None
+    others.pop(refused_on.id, None)
+    fit = capacity.elsewhere(
+        arch,
+        refused_on,
+        [capacity.gpu_spec(i) for i in others],
+        workload,
+        slo,
+        limits_on(pinned),
+        prices=facts.prices,
+        calibration=facts.overrides.calibration,
+        limits_by_gpu={i: limits_on(p) for i, p in others.items()},
+    )
+    if fit is None:
+        return None
+    return f"in this cluster {fit}: name it in gpu.product, or leave gpu.product out and kvright chooses"
+
+
 def _alternative(alt: capacity.Alternative, product: str) -> dict[str, Any]:
     """One row of status.alternatives."""
     row = alt.to_dict()
@@ -402,7 +439,12 @@ def _desire(facts: Facts) -> Desired:
             return pinned
         result, lost = pinned, None
     if not result.feasible or result.plan is None or result.prediction is None:
-        return _infeasible(Reason.INFEASIBLE, result.reason)
+        fit = (
+            None
+            if alternatives is not None
+            else _fits_elsewhere(facts, arch, product, workload, slo, limits_on)
+        )
+        return _infeasible(Reason.INFEASIBLE, result.reason + (f"; {fit}" if fit else ""))
 
     chosen = result.plan
     events: list[Event] = []

@@ -133,3 +133,17 @@ def test_pcie_all_reduces_go_through_nccl_above_two_gpus() -> None:
     assert comm("h100-sxm", 4) == pytest.approx(2 * layers * roofline.ALLREDUCE_LATENCY_SECONDS)
     assert {g.interconnect for g in EVERY_GPU} <= {"nvlink", "xgmi", "pcie"}
     assert all(g.price_usd_per_hour > 0 for g in EVERY_GPU)
+
+
+def test_a_refusal_names_a_gpu_that_holds_the_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-405B does not fit one 8 x H100 node; the refusal says which catalog GPU holds it instead."""
+    code = main(shlex.split("plan llama-3.1-405b --gpu h100-sxm --max-model-len 8192 --concurrency 16 --json"))
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["feasible"] is False
+    holds = data["reason"].split("; ")[-1]
+    assert " holds it: " in holds and "/h" in holds, data["reason"]
+    named = next(g for g in EVERY_GPU if holds.startswith(g.name))
+    assert named.id != "h100-sxm" and cap.plan(
+        cap.load_architecture("llama-3.1-405b"), named, cap.Workload(max_model_len=8192, concurrency=16),
+        cap.SLO(), cap.Limits(),
+    ).feasible  # fmt: skip

@@ -143,6 +143,17 @@ def test_a_cheaper_product_without_room_loses_to_the_next_and_the_event_says_why
     assert "cheaper products cannot: NVIDIA-H200" in event.message
 
 
+def test_a_refusal_on_the_pinned_product_names_another_product_in_the_cluster_that_holds_it() -> None:
+    """Llama-3.1-405B pinned to one 8 x H100 node: the H200 node beside it holds it."""
+    big = llmd("chat").model("llama-3.1-405b").gpu(H100).context(8192, 2048, 256).concurrency(16).tpot_ms(100)
+    d = desire(facts(big.spec(), inventory=nodes((H100, 1, 8), (H200, 1, 8))))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == ("False", Reason.INFEASIBLE)
+    assert "in this cluster NVIDIA H200 141GB holds it: " in d.plan_feasible.message
+    assert "leave gpu.product out and kvright chooses" in d.plan_feasible.message
+    alone = desire(facts(big.spec(), inventory=nodes((H100, 1, 8))))
+    assert "holds it" not in alone.plan_feasible.message
+
+
 def test_no_product_holds_it_is_infeasible_with_each_products_reason() -> None:
     huge = llmd("chat").model("llama-3.1-405b").context(8192, 2048, 256).concurrency(512).tpot_ms(20)
     d = desire(facts(huge.spec()))
