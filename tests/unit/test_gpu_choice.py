@@ -137,7 +137,8 @@ def test_pcie_all_reduces_go_through_nccl_above_two_gpus() -> None:
 
 def test_a_refusal_names_a_gpu_that_holds_the_workload(capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-405B does not fit one 8 x H100 node; the refusal says which catalog GPU holds it instead."""
-    code = main(shlex.split("plan llama-3.1-405b --gpu h100-sxm --max-model-len 8192 --concurrency 16 --json"))
+    argv = "plan llama-3.1-405b --gpu h100-sxm --max-model-len 8192 --concurrency 16 --json"
+    code = main(shlex.split(argv))
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["feasible"] is False
     holds = data["reason"].split("; ")[-1]
