@@ -21,7 +21,7 @@ import pytest
 
 import capacity
 
-from .harness import HERE, VllmEnv, omp_threads_bind, probe
+from .harness import HERE, VllmEnv, build_model_from_fields, omp_threads_bind, probe
 
 pytestmark = pytest.mark.conformance
 
@@ -97,7 +97,7 @@ def test_settings_capacity_refuses_vllm_refuses(case: str, verdicts: dict[str, d
 
 
 # Runs in the vLLM venv: start an engine with LoRA on and report, per worker, the bytes of every LoRA
-# buffer its model holds (the tensors create_lora_weights makes; shared tensors counted once).
+# buffer its model holds (the allocations create_lora_weights makes, each counted once).
 BUFFER_PROBE = """
 import json, os, sys
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process
@@ -112,9 +112,12 @@ def measure(worker):
         for name, value in vars(module).items():
             if "lora" in name and name.endswith("stacked"):
                 for t in value if isinstance(value, (tuple, list)) else (value,):
-                    if isinstance(t, torch.Tensor) and t.data_ptr() not in seen:
-                        seen.add(t.data_ptr())
-                        total += t.numel() * t.element_size()
+                    # FusedMoEWithLoRA's lora_a/b_stacked are views into its w13/w2 buffers: count
+                    # each allocation (storage) once.
+                    storage = t.untyped_storage() if isinstance(t, torch.Tensor) else None
+                    if storage is not None and storage.data_ptr() not in seen:
+                        seen.add(storage.data_ptr())
+                        total += storage.nbytes()
     return total
 
 
@@ -129,8 +132,33 @@ if __name__ == "__main__":
     print("LORA_BUFFER_BYTES", json.dumps(executor.collective_rpc(measure)), flush=True)
 """
 
-# (shape, TP, max_loras, rank): TP 2 splits B of the column-parallel layers and A of the row-parallel ones.
-BUFFER_CASES = [("gqa", 1, 2, 8), ("gqa12-wide", 2, 3, 16), ("mqa", 2, 1, 32)]
+# A tiny Qwen3-MoE (Qwen3MoeForCausalLM: embedding and logits buffers, 8 routed experts and a router
+# per layer; FusedMoEWithLoRA).
+MOE_FIELDS = {
+    "model_type": "qwen3_moe",
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "moe_intermediate_size": 64,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+}
+# (model, TP, max_loras, rank): TP 2 splits B of the column-parallel layers, A of the row-parallel ones
+# and every expert's width.
+BUFFER_CASES = [
+    ("gqa", 1, 2, 8),
+    ("gqa12-wide", 2, 3, 16),
+    ("mqa", 2, 1, 32),
+    ("qwen3-moe", 1, 2, 8),
+    ("qwen3-moe", 2, 2, 16),
+]
 
 
 @pytest.mark.parametrize(
@@ -141,7 +169,9 @@ BUFFER_CASES = [("gqa", 1, 2, 8), ("gqa12-wide", 2, 3, 16), ("mqa", 2, 1, 32)]
 def test_buffer_bytes_are_what_vllms_engine_allocates(
     shape: str, tp: int, loras: int, rank: int, vllm_env: VllmEnv, tiny_models: dict[str, Path]
 ) -> None:
-    model = tiny_models[shape]
+    model = (
+        build_model_from_fields(vllm_env, shape, MOE_FIELDS) if shape == "qwen3-moe" else tiny_models[shape]
+    )
     with open(model / "config.json") as f:
         arch = capacity.architecture_from_config(json.load(f), name=shape)
     ours = capacity.lora_bytes_per_gpu(
