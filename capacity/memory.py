@@ -544,6 +544,11 @@ class KVMemory:
         """Weights on the GPU that holds the most (the heaviest pipeline stage)."""
         return max(s.weights for s in self.stages)
 
+    @property
+    def lora(self) -> int:
+        """LoRA adapter buffers on the GPU that holds the most (0 with LoRA off)."""
+        return max(s.lora for s in self.stages)
+
     def _binding(self, max_num_seqs: int) -> _StageMemory:
         """The stage with room for the fewest blocks."""
         if len(self.stages) == 1:

@@ -1128,8 +1128,9 @@ def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | No
     mem, layout = model.memory, model.layout
     if mem.free_bytes(1) > 0:
         return None
+    adapters = f"{_gib(mem.lora)} of LoRA adapters plus " if mem.lora else ""
     return (
-        f"at {layout.label} the {_gib(mem.weights)} of weights per GPU plus "
+        f"at {layout.label} the {_gib(mem.weights)} of weights per GPU plus {adapters}"
         f"{_gib(mem.other + mem.activation(1))} of activations and reserves exceed the "
         f"{_gib(mem.budget)} budget; {_weight_fixes(req.arch, layout, req.limits, req.max_gpus)}"
     )
@@ -1147,7 +1148,8 @@ def longest_sequence_rule(req: _Request, model: ServingModel, dtype: str) -> str
         "needs "
         f"{_gib(need * mem.layout.bytes_per_block)} of KV cache per GPU but only "
         f"{_gib(mem.free_bytes(1))} is left after "
-        f"{_gib(mem.weights)} of weights; {fixes}"
+        f"{_gib(mem.weights)} of weights{f' and {_gib(mem.lora)} of LoRA adapters' if mem.lora else ''}; "
+        f"{fixes}"
     )
 
 
@@ -1332,7 +1334,15 @@ def _larger_layout(arch: Architecture, layout: Layout, limits: Limits, max_gpus:
 
 
 def _weight_fixes(arch: Architecture, layout: Layout, limits: Limits, max_gpus: int) -> str:
-    """What makes the weights fit: a larger layout, else a bigger GPU or quantized weights kvright reads."""
+    """What makes the weights fit: a larger layout, else a bigger GPU or quantized weights kvright reads
+    (and fewer LoRA adapter slots, when LoRA is on)."""
+    fix = _weight_layout_fixes(arch, layout, limits, max_gpus)
+    if limits.lora is None:
+        return fix
+    return f"{fix}; or fewer or lower-rank LoRA adapters (--max-loras, --max-lora-rank)"
+
+
+def _weight_layout_fixes(arch: Architecture, layout: Layout, limits: Limits, max_gpus: int) -> str:
     larger = _larger_layout(arch, layout, limits, max_gpus)
     if larger:
         return f"needs more GPUs ({larger}), a GPU with more memory or {_quantized_options(arch)}"
@@ -1382,5 +1392,10 @@ def _memory_fixes(
     if not dtype.startswith("fp8") and gpu.supports_fp8:
         fixes.append("fp8 KV cache")
     fixes.append("a shorter max-model-len")
+    if limits.lora is not None:
+        fixes.append(
+            f"fewer or lower-rank LoRA adapters (--max-loras {limits.lora.max_loras} at --max-lora-rank "
+            f"{limits.lora.max_lora_rank} take their buffers from the KV cache)"
+        )
     fixes.append("a GPU with more memory")
     return "needs " + ", ".join(fixes[:-1]) + " or " + fixes[-1]

@@ -167,6 +167,20 @@ def test_plan_renders_lora_flags_and_counts_the_memory() -> None:
     assert Lora(max_loras=2).vllm_args() == ["--enable-lora", "--max-loras", "2", "--max-lora-rank", "16"]
 
 
+def test_a_memory_refusal_names_the_adapters_as_a_lever() -> None:
+    """Llama-3.1-8B at 128K on one L4: the sequence does not fit; the LoRA slots are one of the fixes."""
+    lora = Lora(max_loras=8, max_lora_rank=64)
+    limits = Limits(max_gpus=1, kv_cache_dtype="fp8", lora=lora)
+    l4 = capacity.gpu_spec("l4")
+    result = capacity.plan(ARCH, l4, Workload(max_model_len=131072), capacity.SLO(), limits)
+    assert not result.feasible
+    taken = capacity.lora_bytes_per_gpu(ARCH, lora)
+    assert f"and {taken / 2**30:.2f} GiB of LoRA adapters" in result.reason
+    assert "fewer or lower-rank LoRA adapters (--max-loras 8 at --max-lora-rank 64" in result.reason
+    without = capacity.plan(ARCH, l4, Workload(max_model_len=131072), capacity.SLO(), Limits(max_gpus=1))
+    assert "LoRA" not in without.reason
+
+
 PLAN = ("plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8192", "--kv-cache-dtype", "auto")
 
 
