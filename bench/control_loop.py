@@ -638,6 +638,7 @@ def _kvright(
         current=current,
         observation=obs,
         slo_tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
+        slo_ttft_seconds=spec.slo.ttft_milliseconds / 1000.0 if spec.slo.ttft_milliseconds else None,
         model=curve,
         bounds=bounds,
         tuning=tuning,

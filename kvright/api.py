@@ -468,7 +468,7 @@ class FeedbackSpec(_Object):
 
     mode: FeedbackMode = "Observe"
     """Off (no feedback), Observe (report observed latency), Adjust (also re-plan)."""
-    window_seconds: Annotated[int, Field(ge=30, le=86_400)] = 300
+    window_seconds: Annotated[int, Field(ge=30, le=86_400)] = 60
     """The window latency percentiles are measured over."""
     cooldown_seconds: Annotated[int, Field(ge=0, le=86_400)] = 600
     """Least time between two adjustments."""
