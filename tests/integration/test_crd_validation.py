@@ -175,7 +175,7 @@ def test_defaults_are_applied(ns: tuple[Kube, str]) -> None:
         "gpuMemoryUtilizationPercent": 90,
         "quantization": "None",
     }
-    assert stored["feedback"] == {"mode": "Observe", "windowSeconds": 300, "cooldownSeconds": 600}
+    assert stored["feedback"] == {"mode": "Observe", "windowSeconds": 60, "cooldownSeconds": 600}
     assert stored["replicas"] == {"min": 1, "max": 4}
     assert stored["resources"] == {"cpu": "4", "memory": "32Gi"}
     assert stored["gpu"] == {}
