@@ -42,7 +42,7 @@ def test_defaults_fill_a_minimal_spec() -> None:
     assert spec.tuning.gpu_memory_utilization_percent == 90
     assert (spec.feedback.mode, spec.feedback.window_seconds, spec.feedback.cooldown_seconds) == (
         "Observe",
-        300,
+        60,
         600,
     )
     assert (spec.replicas.min, spec.replicas.max, spec.replicas.count) == (1, 4, None)
