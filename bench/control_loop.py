@@ -62,7 +62,7 @@ from typing import Any
 import capacity
 from kvright.api import LLMDeploymentSpec, parse_spec
 from kvright.control import Action, Bounds, Current, History, Tuning, decide
-from kvright.feedback import _min_samples, plan_engine, serving_curve
+from kvright.feedback import law_settings, plan_engine, serving_curve
 from kvright.inventory import ProductInventory
 from kvright.observe import Observation
 from kvright.reconcile import Facts, desire
@@ -494,12 +494,9 @@ def simulate(
     feedback_window = float(spec.feedback.window_seconds)
     window = Window(seconds=max(feedback_window, s.hpa.metric_window_seconds) + TICK)
     curve, memory_bound = serving_curve(spec, st.arch, st.status_plan)
-    # The seam's tuning (kvright.feedback._control) at the CRD's defaults.
-    tuning = Tuning(
-        cooldown_seconds=float(spec.feedback.cooldown_seconds),
-        sample_deadline_seconds=float(max(3 * spec.feedback.window_seconds, 60)),
-        min_samples=_min_samples(spec.feedback.window_seconds),
-    )
+    # What the operator's seam tells the law (kvright.feedback.law_settings) at the CRD's defaults.
+    law = law_settings(spec)
+    tuning = law["tuning"]
     history = History()
     hpa_state = HPAState()
     period = RECONCILE_SECONDS if policy == "kvright" else s.hpa.sync_seconds
@@ -634,18 +631,8 @@ def _kvright(
         replicas=fleet.want_replicas,
         max_num_seqs_limit=max(memory_bound, fleet.want_seqs),
     )
-    decision = decide(
-        current=current,
-        observation=obs,
-        slo_tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
-        slo_ttft_seconds=spec.slo.ttft_milliseconds / 1000.0 if spec.slo.ttft_milliseconds else None,
-        model=curve,
-        bounds=bounds,
-        tuning=tuning,
-        history=history,
-        now=t,
-        rollout_in_progress=fleet.rolling(t),
-    )
+    law = {**law_settings(spec), "tuning": tuning, "model": curve, "bounds": bounds, "history": history}
+    decision = decide(**law, current=current, observation=obs, now=t, rollout_in_progress=fleet.rolling(t))
     if decision.action == Action.REPLAN:
         out.replans += 1
         out.events.append(f"t={t:.0f}s {decision.reason} (not applied in the bench): {decision.message}")

@@ -22,7 +22,7 @@ from capacity.catalog import (
     catalog_source,
     load_architecture,
 )
-from capacity.choice import Alternative, GPUChoice, choose_gpu, elsewhere, parse_price
+from capacity.choice import Alternative, GPUChoice, choose_gpu, parse_price
 from capacity.coldstart import (
     DEFAULT_ENGINE_COSTS,
     DEFAULT_SOURCES,
@@ -167,7 +167,6 @@ __all__ = [
     "cold_starts",
     "decode_step",
     "default_max_num_batched_tokens",
-    "elsewhere",
     "fp8_block_error",
     "gpu_ids",
     "gpu_spec",

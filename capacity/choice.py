@@ -20,7 +20,7 @@ from capacity.gpus import GPU, gpu_spec
 from capacity.planner import SLO, Limits, PlanResult, Workload, plan
 from capacity.serving import Calibration
 
-__all__ = ["Alternative", "GPUChoice", "choose_gpu", "elsewhere", "parse_price"]
+__all__ = ["Alternative", "GPUChoice", "choose_gpu", "parse_price"]
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -96,6 +96,14 @@ class GPUChoice:
     @property
     def feasible(self) -> bool:
         return self.chosen is not None
+
+    def holds_it(self) -> str | None:
+        """The chosen product in words, for a refusal elsewhere ("NVIDIA H200 141GB holds it: TP 4 x 1
+        replica(s), ... at $16.00/h"); None when no product holds the workload."""
+        best = self.chosen
+        if best is None:
+            return None
+        return f"{best.gpu.name} holds it: {best.summary()} at ${best.usd_per_hour or 0.0:.2f}/h"
 
 
 def parse_price(text: str) -> tuple[str, float]:
@@ -178,36 +186,6 @@ def choose_gpu(
             why = _why_lost(alt, best, by_load=by_load)
         out.append(replace(alt, why=why))
     return GPUChoice(alternatives=tuple(out))
-
-
-def elsewhere(
-    arch: Architecture,
-    refused_on: GPU,
-    others: Sequence[GPU],
-    workload: Workload,
-    slo: SLO,
-    limits: Limits,
-    *,
-    prices: Mapping[str, float] | None = None,
-    calibration: Calibration | float = 1.0,
-    limits_by_gpu: Mapping[str, Limits] | None = None,
-) -> str | None:
-    """For a refusal on ``refused_on``: the cheapest of ``others`` that holds the workload, in words
-    ("NVIDIA H200 141GB holds it: TP 4 x 1 replica(s), ... at $16.00/h"), or None when none does."""
-    candidates = [g for g in dict.fromkeys(others) if g.id != refused_on.id]
-    if not candidates:
-        return None
-    try:
-        choice = choose_gpu(
-            arch, candidates, workload, slo, limits,
-            prices=prices, calibration=calibration, limits_by_gpu=limits_by_gpu,
-        )  # fmt: skip
-    except CapacityError:
-        return None
-    best = choice.chosen
-    if best is None:
-        return None
-    return f"{best.gpu.name} holds it: {best.summary()} at ${best.usd_per_hour or 0.0:.2f}/h"
 
 
 def _why_lost(alt: Alternative, best: Alternative, *, by_load: bool) -> str:

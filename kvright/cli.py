@@ -484,10 +484,14 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     first = choice.alternatives[0]
     if len(gpus) == 1 and not first.feasible:
         # A refusal names another GPU product that holds the workload (issue 14: the levers that help).
-        others = [cap.gpu_spec(g) for g in cap.gpu_ids()]
-        fit = cap.elsewhere(
-            arch, first.gpu, others, workload, slo, limits, prices=prices, calibration=args.calibration
-        )
+        others = [cap.gpu_spec(g) for g in cap.gpu_ids() if g != first.gpu.id]
+        try:
+            options = cap.choose_gpu(
+                arch, others, workload, slo, limits, prices=prices, calibration=args.calibration
+            )
+            fit = options.holds_it()
+        except cap.CapacityError:  # the request is invalid on every other GPU too: nothing to name
+            fit = None
         if fit is not None:
             first = dataclasses.replace(
                 first, result=dataclasses.replace(first.result, reason=f"{first.result.reason}; {fit}")

@@ -612,20 +612,12 @@ def _control(
         fp8_kv_allowed=spec.tuning.kv_cache_dtype == "Auto",
         larger_tensor_parallel_size=larger,
     )
-    window = spec.feedback.window_seconds
-    tuning = Tuning(
-        cooldown_seconds=float(spec.feedback.cooldown_seconds),
-        sample_deadline_seconds=float(max(3 * window, 60)),
-        min_samples=_min_samples(window),
-    )
     return control_decide(
+        **law_settings(spec),
         current=current,
         observation=obs,
-        slo_tpot_seconds=spec.slo.tpot_milliseconds / 1000.0,
-        slo_ttft_seconds=spec.slo.ttft_milliseconds / 1000.0 if spec.slo.ttft_milliseconds else None,
         model=curve,
         bounds=bounds,
-        tuning=tuning,
         history=history,
         now=now.timestamp(),
         hpa_present=feedback.hpa is not None or spec.replicas.count is not None,
@@ -633,6 +625,18 @@ def _control(
     )
 
 
-def _min_samples(window_seconds: int) -> int:
-    """Finished requests needed per window: 50 for production windows, fewer for test-sized ones."""
-    return max(10, min(50, window_seconds // 6))
+def law_settings(spec: LLMDeploymentSpec) -> dict[str, Any]:
+    """What the spec tells the control law (``kvright.control.decide``'s ``slo_tpot_seconds``,
+    ``slo_ttft_seconds`` and ``tuning``): the SLOs, and the tuning at the spec's window and cooldown,
+    with 50 finished requests per window for production windows and fewer for test-sized ones."""
+    window = spec.feedback.window_seconds
+    ttft = spec.slo.ttft_milliseconds
+    return {
+        "slo_tpot_seconds": spec.slo.tpot_milliseconds / 1000.0,
+        "slo_ttft_seconds": ttft / 1000.0 if ttft else None,
+        "tuning": Tuning(
+            cooldown_seconds=float(spec.feedback.cooldown_seconds),
+            sample_deadline_seconds=float(max(3 * window, 60)),
+            min_samples=max(10, min(50, window // 6)),
+        ),
+    }

@@ -315,17 +315,21 @@ def _fits_elsewhere(
     except capacity.CapacityError:
         return None
     others.pop(refused_on.id, None)
-    fit = capacity.elsewhere(
-        arch,
-        refused_on,
-        [capacity.gpu_spec(i) for i in others],
-        workload,
-        slo,
-        limits_on(pinned),
-        prices=facts.prices,
-        calibration=facts.overrides.calibration,
-        limits_by_gpu={i: limits_on(p) for i, p in others.items()},
-    )
+    if not others:
+        return None
+    try:
+        fit = capacity.choose_gpu(
+            arch,
+            [capacity.gpu_spec(i) for i in others],
+            workload,
+            slo,
+            limits_on(pinned),
+            prices=facts.prices,
+            calibration=facts.overrides.calibration,
+            limits_by_gpu={i: limits_on(p) for i, p in others.items()},
+        ).holds_it()
+    except capacity.CapacityError:
+        return None
     if fit is None:
         return None
     return f"in this cluster {fit}: name it in gpu.product, or leave gpu.product out and kvright chooses"

@@ -122,11 +122,11 @@ QUEUE_OVER_TTFT: dict[str, Any] = {
 SPARE_REPLICA: dict[str, Any] = {"tpot_seconds": 0.020, "mean_batch": 20.0, "running": 60.0}
 
 
-def too_slow_at_128(*, running: float, **more: Any) -> Case:
-    """p90 TPOT 70 ms at batch 100 on 2 replicas of max-num-seqs 128 (the model says 60 ms)."""
+def too_slow_at_128(*, running: float, replicas: int = 2, **more: Any) -> Case:
+    """p90 TPOT 70 ms at batch 100 on ``replicas`` of max-num-seqs 128 (the model says 60 ms)."""
     return Case(
         obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": running},
-        current={"max_num_seqs": 128, "replicas": 2},
+        current={"max_num_seqs": 128, "replicas": replicas},
         **more,
     )
 
@@ -188,10 +188,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "too-slow-at-the-replica-ceiling-lowers-seqs",
         # Already 4 replicas, the most allowed: only a smaller batch (halving floor 64) helps now.
-        Case(
-            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 300.0},
-            current={"max_num_seqs": 128, "replicas": 4},
-        ),
+        too_slow_at_128(running=300.0, replicas=4),
         (Action.SET_MAX_NUM_SEQS, "TPOTAboveSLO", 64, 4),
     ),
     (
@@ -212,7 +209,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "replica-step-is-bounded",
         too_slow_at_128(running=1000.0, bounds={"max_replicas": 30, "max_gpus": 30}),
-        # 1000 at target 63 need 16 replicas, within 30; one move adds at most 2.
+        # 1000 at target 63 need 16 replicas, within 30; one move at most doubles them.
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
     ),
     (
