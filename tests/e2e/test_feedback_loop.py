@@ -9,8 +9,9 @@ generator sending OpenAI completions to those simulators.
 Faked (by design, these are the test's subject): the GPUs. Each simulator times its engine steps with
 physics of its own (kvright_dev/sim/physics.py: a GPU profile with its own weight-read, KV-read and
 prefill efficiencies and a fixed step overhead, not capacity's model) scaled by a speed this test
-chooses, so a first plan can be made too aggressive on purpose. Windows are 30 s (the CRD's minimum), the cooldown 30 s and the reconcile period 3 s, so the
-loop acts in seconds where production acts in minutes.
+chooses, so a first plan can be made too aggressive on purpose. Windows are 30 s (the CRD's minimum),
+the cooldown 30 s and the reconcile period 3 s, so the loop acts in seconds where production acts in
+minutes.
 
 Waits poll the LLMDeployment's status with deadlines; nothing asserts on elapsed time.
 """
