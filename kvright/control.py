@@ -585,30 +585,31 @@ def _ttft_queueing(p: Period) -> bool:
 
 
 def _scale_out(m: Measured, reason: str, *, at_least_one: bool) -> Decision | None:
-    """Add replicas and keep max-num-seqs (no pod restarts, no cold start of the running ones), as many as
-    the larger of two estimates asks: the demand at the target batch (the serving model's), and the HPA's
-    ``replicas x observed / SLO`` (the measurement's, which holds when the calibrated model does not yet
-    explain a miss). One move at most doubles the replicas (or adds ``max_replicas_step``), within the
-    GPU budget; None at the ceiling or when nothing needs adding. ``at_least_one``: a queue or a TTFT miss
-    asks for one more replica even when the demand, as measured, would fit."""
+    """Add replicas and keep max-num-seqs (no pod restarts, no cold start of the running ones) when the
+    GPU budget holds the demand at the target batch; None when it cannot, or nothing needs adding.
+    ``at_least_one``: a queue or a TTFT miss asks for one more replica even when the demand, as
+    measured, would fit."""
     p = m.period
     if p.hpa_present:
         return None  # an HPA owns the replica count: kvright's own lever is max-num-seqs
-    seqs, reps = p.current.max_num_seqs, p.current.replicas
-    per_replica = min(seqs, m.target) if m.target >= 1 else seqs
-    by_model = math.ceil(p.demand / per_replica) if p.demand > 0 else reps
-    by_reading = math.ceil(reps * m.ratio) if m.ratio > 1.0 else reps
-    needed = max(by_model, by_reading, reps + 1 if at_least_one else reps)
-    step = max(p.tuning.max_replicas_step, reps)
-    new_reps = min(needed, reps + step, p.ceiling)
+    seqs, reps, step = p.current.max_num_seqs, p.current.replicas, p.tuning.max_replicas_step
+    if m.target >= 1:
+        per_replica = min(seqs, m.target)
+    elif at_least_one:
+        per_replica = seqs
+    else:
+        return None
+    needed = math.ceil(p.demand / per_replica) if p.demand > 0 else reps
+    if needed > p.ceiling:
+        return None
+    new_reps = min(max(needed, reps + 1) if at_least_one else needed, reps + step, p.ceiling)
     if new_reps <= reps:
         return None
     return m.act(
         Action.ADD_REPLICAS,
         reason,
         f"{m.head}; replicas {reps} -> {new_reps} at max-num-seqs {seqs} (demand {p.demand:.0f} at batch "
-        f"{per_replica} needs {by_model}, the reading x{m.ratio:.2f} needs {by_reading}; adding replicas "
-        f"restarts no pod); {m.detail}",
+        f"{per_replica} needs {needed}; adding replicas restarts no pod); {m.detail}",
         new_reps=new_reps,
     )
 
