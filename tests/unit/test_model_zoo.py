@@ -70,6 +70,8 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         layers = text["hybrid_override_pattern"].count("*")
     elif "layer_types" in text:
         layers = text["layer_types"].count("full_attention")
+    elif "full_attention_interval" in text:  # Qwen3-Next: every interval-th layer is full attention
+        layers = text["num_hidden_layers"] // text["full_attention_interval"]
     elif "block_configs" in text:
         heads = text["num_attention_heads"]
         head_dim = text.get("head_dim") or text["hidden_size"] // heads
