@@ -22,7 +22,7 @@ from capacity.catalog import (
     catalog_source,
     load_architecture,
 )
-from capacity.choice import Alternative, GPUChoice, choose_gpu, parse_price
+from capacity.choice import Alternative, GPUChoice, choose_gpu, parse_price, price_per_gpu_hour
 from capacity.coldstart import (
     DEFAULT_ENGINE_COSTS,
     DEFAULT_SOURCES,
@@ -191,6 +191,7 @@ __all__ = [
     "pipeline_stages",
     "plan",
     "plan_cold_starts",
+    "price_per_gpu_hour",
     "rollout_seconds",
     "tensor_parallel_error",
     "valid_tensor_parallel_sizes",

@@ -20,7 +20,7 @@ from capacity.gpus import GPU, gpu_spec
 from capacity.planner import SLO, Limits, PlanResult, Workload, plan
 from capacity.serving import Calibration
 
-__all__ = ["Alternative", "GPUChoice", "choose_gpu", "parse_price"]
+__all__ = ["Alternative", "GPUChoice", "choose_gpu", "parse_price", "price_per_gpu_hour"]
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -120,6 +120,12 @@ def parse_price(text: str) -> tuple[str, float]:
     return gpu_spec(product).id, price
 
 
+def price_per_gpu_hour(gpu: GPU, prices: Mapping[str, float] | None = None) -> float:
+    """US dollars per GPU-hour of ``gpu``: ``prices`` (catalog id -> USD) where it names the product,
+    else the catalog's list price."""
+    return (prices or {}).get(gpu.id, gpu.price_usd_per_hour)
+
+
 def _headroom(alt: Alternative, slo: SLO) -> float:
     """Predicted TPOT over the SLO (lower is more headroom); the TPOT itself without a TPOT SLO."""
     pred = alt.result.prediction
@@ -153,7 +159,7 @@ def choose_gpu(
     planned: list[Alternative] = []
     errors: list[CapacityError] = []
     for gpu in dict.fromkeys(gpus):  # each product once, in the caller's order
-        price = prices.get(gpu.id, gpu.price_usd_per_hour)
+        price = price_per_gpu_hour(gpu, prices)
         try:
             own = (limits_by_gpu or {}).get(gpu.id, limits)
             result = plan(arch, gpu, workload, slo, own, calibration=calibration)

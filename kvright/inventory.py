@@ -19,10 +19,13 @@ __all__ = [
     "GPU_RESOURCE",
     "PRODUCT_LABEL",
     "GPUNode",
+    "GPUPod",
     "InventoryError",
     "ProductInventory",
     "choose",
     "gpu_node",
+    "gpu_pod",
+    "pods_fit",
     "summarize",
 ]
 
@@ -43,6 +46,22 @@ class GPUNode:
     """``status.allocatable["nvidia.com/gpu"]`` (falls back to the gpu.count label)."""
     memory_mib: int | None
     """Per-GPU memory from the gpu.memory label, MiB, when labelled."""
+    free_gpus: int | None = None
+    """Allocatable GPUs not requested by pods bound to the node (see :func:`summarize`); None when
+    occupancy is not known (the operator could not or was told not to list pods)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPUPod:
+    """A pod bound to a node that holds GPUs there."""
+
+    node: str
+    namespace: str
+    owner: str | None
+    """The LLMDeployment whose pod this is (its ``kvright.dev/llmdeployment`` label), else None."""
+    gpus: int
+    """The GPUs the scheduler reserved for it: the larger of its containers' sum and its largest init
+    container (the pod's effective request, as the scheduler computes it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +73,18 @@ class ProductInventory:
     max_gpus_per_node: int
     """The most GPUs one pod can get on one node: the upper bound of tensor parallelism."""
     total_gpus: int
+    free_by_node: tuple[int, ...] | None = None
+    """GPUs free on each node, largest first; None when occupancy is not known."""
+
+    @property
+    def free_gpus(self) -> int | None:
+        """GPUs not held by other pods over every node of the product; None when not known."""
+        return None if self.free_by_node is None else sum(self.free_by_node)
+
+    def room(self) -> str:
+        """``5 of 16 GPUs free`` (or ``16 GPUs`` when occupancy is not known), for messages."""
+        free = self.free_gpus
+        return f"{self.total_gpus} GPUs" if free is None else f"{free} of {self.total_gpus} GPUs free"
 
 
 class InventoryError(ValueError):
@@ -97,8 +128,61 @@ def gpu_node(node: Mapping[str, Any]) -> GPUNode | None:
     )
 
 
-def summarize(nodes: Iterable[GPUNode]) -> dict[str, ProductInventory]:
-    """Per product (keyed by the label as written), the node count, largest node and total GPUs."""
+def gpu_pod(pod: Mapping[str, Any], *, owner_label: str) -> GPUPod | None:
+    """The GPUs a Pod dict holds on its node, or None when it holds none: not bound yet, finished
+    (``Succeeded``/``Failed`` pods release their devices), or asking for no ``nvidia.com/gpu``.
+
+    A pod's effective request is ``max(sum over containers, max over init containers)``: init containers
+    run one at a time before the others and their devices are reused (the scheduler's rule)."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    node = spec.get("nodeName")
+    if not isinstance(node, str) or not node:
+        return None
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+
+    def wanted(container: Mapping[str, Any]) -> int:
+        resources = container.get("resources") or {}
+        # Extended resources are requested by limits; requests, when given, must equal them.
+        for key in ("limits", "requests"):
+            value = (resources.get(key) or {}).get(GPU_RESOURCE)
+            if value is not None:
+                return _count(value)
+        return 0
+
+    running = sum(wanted(c) for c in spec.get("containers") or ())
+    init = max((wanted(c) for c in spec.get("initContainers") or ()), default=0)
+    gpus = max(running, init)
+    if gpus <= 0:
+        return None
+    labels = metadata.get("labels") or {}
+    owner = labels.get(owner_label)
+    return GPUPod(
+        node=node,
+        namespace=str(metadata.get("namespace", "")),
+        owner=owner if isinstance(owner, str) and owner else None,
+        gpus=gpus,
+    )
+
+
+def summarize(
+    nodes: Iterable[GPUNode],
+    pods: Iterable[GPUPod] | None = None,
+    *,
+    exclude: tuple[str, str] | None = None,
+) -> dict[str, ProductInventory]:
+    """Per product (keyed by the label as written), the node count, largest node and total GPUs and,
+    when ``pods`` is given, the GPUs free on each node: allocatable minus what bound pods hold, except
+    the pods of ``exclude`` (namespace, LLMDeployment name): a deployment's own pods are room for it, so
+    re-planning it never sees its own replicas as a full cluster."""
+    held: dict[str, int] | None = None
+    if pods is not None:
+        held = {}
+        for pod in pods:
+            if exclude is not None and (pod.namespace, pod.owner) == exclude:
+                continue
+            held[pod.node] = held.get(pod.node, 0) + pod.gpus
     grouped: dict[str, list[GPUNode]] = {}
     for node in nodes:
         grouped.setdefault(node.product, []).append(node)
@@ -108,9 +192,36 @@ def summarize(nodes: Iterable[GPUNode]) -> dict[str, ProductInventory]:
             nodes=len(members),
             max_gpus_per_node=max(n.allocatable_gpus for n in members),
             total_gpus=sum(n.allocatable_gpus for n in members),
+            free_by_node=None
+            if held is None
+            else tuple(
+                sorted((max(0, n.allocatable_gpus - held.get(n.name, 0)) for n in members), reverse=True)
+            ),
         )
         for product, members in sorted(grouped.items())
     }
+
+
+def pods_fit(free_by_node: Iterable[int], *, pods: int, gpus_per_pod: int, pods_per_group: int = 1) -> bool:
+    """Whether ``pods`` pods of ``gpus_per_pod`` GPUs each can be placed on nodes with these free GPUs.
+
+    Pods of one group (a replica spanning ``pods_per_group`` nodes, one pod per node) go to different
+    nodes. Placement is greedy: each group takes the ``pods_per_group`` distinct nodes with the most GPUs
+    left. Every pod of one plan has the same size, and for one size, most-room-first never leaves a
+    placement out that another order finds. The scheduler may still place differently; this is the
+    check that room exists, not a placement."""
+    if pods <= 0:
+        return True
+    if gpus_per_pod <= 0 or pods_per_group <= 0:
+        return False
+    left = sorted(free_by_node, reverse=True)
+    for _ in range(-(-pods // pods_per_group)):
+        if len(left) < pods_per_group or left[pods_per_group - 1] < gpus_per_pod:
+            return False
+        for i in range(pods_per_group):
+            left[i] -= gpus_per_pod
+        left.sort(reverse=True)
+    return True
 
 
 def choose(inventory: Mapping[str, ProductInventory], product: str | None) -> ProductInventory:

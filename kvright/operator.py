@@ -43,7 +43,7 @@ from kvright import api, feedback, inventory, metrics, reconcile
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
 from kvright.observe import PrometheusClient
-from kvright.render import INFERENCE_POOL_API_VERSION, LWS_API_VERSION, selector
+from kvright.render import INFERENCE_POOL_API_VERSION, LLMD_LABEL, LWS_API_VERSION, selector
 from kvright.resolve import HubClient, ResolveError, resolve
 
 __all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_once"]
@@ -53,6 +53,8 @@ PREFIX: Final = "kvright.dev"
 POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
 #: The same event (type, reason, message) about one object is posted at most once in this long.
 EVENT_REPEAT_SECONDS: Final = 300.0
+#: How long one cluster-wide listing of GPU pods (the room on each product) is reused.
+OCCUPANCY_SECONDS: Final = 10.0
 LWS_API: Final = "/apis/leaderworkerset.x-k8s.io/v1"
 """The LeaderWorkerSet API group version: served (its discovery document lists ``leaderworkersets``) when
 LeaderWorkerSet is installed. Discovery needs no RBAC grant (system:discovery)."""
@@ -200,6 +202,21 @@ class Kube:
             r.get("name") == resource for r in document.get("resources") or ()
         )
 
+    def bound_pods(self) -> list[dict[str, Any]]:
+        """Every pod bound to a node and not finished, in every namespace, in pages of 500."""
+        items: list[dict[str, Any]] = []
+        query = [
+            ("fieldSelector", "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"),
+            ("limit", "500"),
+        ]
+        while True:
+            page = self.request("GET", "/api/v1/pods", query=query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            query = [*query[:2], ("continue", token)]
+
     def pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         sel = ",".join(f"{k}={v}" for k, v in labels.items())
         result = self.request("GET", f"/api/v1/namespaces/{namespace}/pods", query=[("labelSelector", sel)])
@@ -234,6 +251,31 @@ class Runtime:
             max_workers=16, thread_name_prefix="reconcile"
         )
     )
+    _occupancy: tuple[float, list[inventory.GPUPod] | None] | None = None
+    _occupancy_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def gpu_pods(self) -> list[inventory.GPUPod] | None:
+        """The pods that hold GPUs on any node (bound, not finished), for the room on each product when
+        kvright chooses it; one listing is reused for OCCUPANCY_SECONDS. None when KVRIGHT_GPU_OCCUPANCY
+        is off or the listing failed: the choice then weighs allocatable GPUs, and the failure (a 403
+        names the missing grant) is logged, never read as an empty cluster."""
+        if not self.settings.gpu_occupancy:
+            return None
+        with self._occupancy_lock:
+            if self._occupancy is not None and time.monotonic() - self._occupancy[0] < OCCUPANCY_SECONDS:
+                return self._occupancy[1]
+            try:
+                pods: list[inventory.GPUPod] | None = [
+                    pod
+                    for item in self.kube.bound_pods()
+                    if (pod := inventory.gpu_pod(item, owner_label=LLMD_LABEL)) is not None
+                ]
+            except KubeError as exc:
+                grant = " (the operator needs list on pods in every namespace)" if exc.status == 403 else ""
+                log.warning("cannot list pods to weigh free GPUs%s; choosing by allocatable: %s", grant, exc)
+                pods = None
+            self._occupancy = (time.monotonic(), pods)
+            return pods
     _probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
     _posted: dict[str, dict[tuple[str, str, str], float]] = field(default_factory=dict)
@@ -379,7 +421,14 @@ def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.
         current_status=body.get("status") or {},
         architecture=architecture,
         architecture_source=source,
-        inventory=inventory.summarize(nodes),
+        inventory=inventory.summarize(
+            nodes,
+            # Room matters only where kvright chooses the product; a pinned product is the user's call.
+            runtime.gpu_pods()
+            if not isinstance(parsed, api.SpecError) and parsed.gpu.product is None
+            else None,
+            exclude=(meta["namespace"], meta["name"]),
+        ),
         default_image=runtime.settings.vllm_image,
         prices=dict(runtime.settings.gpu_prices),
         pod_monitor=runtime.pod_monitor_supported(),

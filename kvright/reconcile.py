@@ -22,7 +22,7 @@ import capacity
 from kvright import conditions as cond
 from kvright.api import EndpointPickerSpec, LLMDeploymentSpec, SpecError, parse_spec
 from kvright.conditions import Condition, Reason
-from kvright.inventory import InventoryError, ProductInventory, choose
+from kvright.inventory import InventoryError, ProductInventory, choose, pods_fit
 from kvright.render import (
     CONTAINER_NAME,
     HTTP_PORT,
@@ -269,29 +269,95 @@ def _choose_product(
             f"none of the GPU products to choose from ({', '.join(p.product for p in candidates)}) is in "
             "kvright's GPU catalog (kvright catalog lists them); kvright cannot size for them",
         )
-    gpus = [capacity.gpu_spec(i) for i in by_id]
-    try:
-        choice = capacity.choose_gpu(
-            arch,
-            gpus,
-            workload,
-            slo,
-            limits_on(by_id[gpus[0].id]),
-            prices=facts.prices,
-            calibration=facts.overrides.calibration,
-            limits_by_gpu={i: limits_on(p) for i, p in by_id.items()},
+
+    def with_room(product: ProductInventory) -> capacity.Limits:
+        # Only the GPUs other workloads' pods leave free are room for this deployment (its own are).
+        limits = limits_on(product)
+        free = product.free_gpus
+        if free is None:
+            return limits
+        room = free if limits.max_gpus is None else min(limits.max_gpus, free)
+        return replace(limits, max_gpus=max(1, room))
+
+    # Products whose nodes other pods fill are not planned; one whose plan's pods would not fit on the
+    # nodes' free GPUs (free GPUs spread thin) is dropped and the choice is made again without it.
+    full: dict[str, str] = {}
+    for gpu_id, product in by_id.items():
+        if product.free_gpus == 0:
+            full[gpu_id] = f"no room: {product.room()}, other workloads' pods hold the rest"
+    choice: capacity.GPUChoice | None = None
+    while True:
+        open_ids = [i for i in by_id if i not in full]
+        if not open_ids:
+            break
+        try:
+            choice = capacity.choose_gpu(
+                arch,
+                [capacity.gpu_spec(i) for i in open_ids],
+                workload,
+                slo,
+                with_room(by_id[open_ids[0]]),
+                prices=facts.prices,
+                calibration=facts.overrides.calibration,
+                limits_by_gpu={i: with_room(by_id[i]) for i in open_ids},
+            )
+        except capacity.CapacityError as exc:
+            return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
+        picked = choice.chosen
+        if picked is None or picked.result.plan is None:
+            break
+        product, plan = by_id[picked.gpu.id], picked.result.plan
+        if product.free_by_node is None or inventory_fits(product, plan):
+            break
+        full[picked.gpu.id] = (
+            f"no room for {plan.replicas * plan.nodes_per_replica} pod(s) of "
+            f"{plan.gpus_per_replica // plan.nodes_per_replica} GPUs: {product.room()}, "
+            f"per node {', '.join(map(str, product.free_by_node))}"
         )
-    except capacity.CapacityError as exc:
-        return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
-    rows = [_alternative(a, by_id[a.gpu.id].product) for a in choice.alternatives]
-    chosen = choice.chosen
-    if chosen is None:
+        choice = None
+    rows = [] if choice is None else [_alternative(a, by_id[a.gpu.id].product) for a in choice.alternatives]
+    rows += [_no_room(by_id[i], why) for i, why in full.items()]
+    chosen = None if choice is None else choice.chosen
+    if choice is None or chosen is None:
         reasons = "; ".join(f"{row['product']}: {row['plan']}" for row in rows)
         return _infeasible(Reason.INFEASIBLE, f"no GPU product holds the workload: {reasons}")
     price = chosen.usd_per_gpu_hour
-    cheaper = [a for a in choice.alternatives if not a.feasible and a.usd_per_gpu_hour < price]
-    lost = "; ".join(f"{by_id[a.gpu.id].product} ({a.result.reason})" for a in cheaper) or None
-    return by_id[chosen.gpu.id], chosen.result, rows, lost
+    cheaper = [
+        f"{by_id[a.gpu.id].product} ({a.result.reason})"
+        for a in choice.alternatives
+        if not a.feasible and a.usd_per_gpu_hour < price
+    ]
+    cheaper += [
+        f"{by_id[i].product} ({why})"
+        for i, why in full.items()
+        if capacity.price_per_gpu_hour(capacity.gpu_spec(i), facts.prices) < price
+    ]
+    return by_id[chosen.gpu.id], chosen.result, rows, "; ".join(cheaper) or None
+
+
+def inventory_fits(product: ProductInventory, plan: capacity.Plan) -> bool:
+    """Whether a plan's pods find room on the product's free GPUs (True when occupancy is not known)."""
+    if product.free_by_node is None:
+        return True
+    return pods_fit(
+        product.free_by_node,
+        pods=plan.replicas * plan.nodes_per_replica,
+        gpus_per_pod=plan.gpus_per_replica // plan.nodes_per_replica,
+        pods_per_group=plan.nodes_per_replica,
+    )
+
+
+def _no_room(product: ProductInventory, why: str) -> dict[str, Any]:
+    """A status.alternatives row for a product that was not planned: no room on its nodes."""
+    return {
+        "product": product.product,
+        "feasible": False,
+        "gpus": 0,
+        "usdPerHour": None,
+        "usdPerMillionOutputTokens": None,
+        "plan": why[:1024],
+        "why": why[:1024],
+    }
 
 
 def _fits_elsewhere(
@@ -555,6 +621,8 @@ def _desire(facts: Facts) -> Desired:
             "gpusPerNode": product.max_gpus_per_node,
             "nodes": product.nodes,
             "allocatableGPUs": product.total_gpus,
+            # Room is only weighed when kvright chose among products (a pinned product is the user's).
+            **({"freeGPUs": product.free_gpus} if alternatives is not None else {}),
         },
         "plan": plan_status,
         "prediction": prediction_status,

@@ -62,9 +62,26 @@ class Settings:
     PRODUCT a catalog id or a GPU Feature Discovery label) for choosing the GPU product; products not
     listed cost the catalog's list price."""
 
+    gpu_occupancy: bool = True
+    """Whether to list pods cluster-wide to weigh the free GPUs of each product when kvright chooses the
+    product (KVRIGHT_GPU_OCCUPANCY; needs ``list`` on pods in every namespace); off: allocatable GPUs."""
+
     def endpoint_picker_for(self, name: str) -> str:
         """The default picker's Service name for the LLMDeployment ``name`` ("" when there is none)."""
         return self.endpoint_picker.replace("{name}", name)
+
+
+_TRUE: Final = ("1", "true", "yes", "on")
+_FALSE: Final = ("0", "false", "no", "off")
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE or raw in _FALSE:
+        return raw in _TRUE
+    raise SettingsError(f"{name}={raw!r} is not a switch; accepted: {', '.join(_TRUE + _FALSE)}")
 
 
 def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
@@ -124,4 +141,5 @@ def from_env(env: Mapping[str, str]) -> Settings:
         endpoint_picker_port=int(picker_port),
         endpoint_picker_failure_mode=failure_mode,
         gpu_prices=prices,
+        gpu_occupancy=_flag(env, "KVRIGHT_GPU_OCCUPANCY", True),
     )

@@ -43,6 +43,9 @@ class FakeKube:
         self.applied: list[tuple[str, str]] = []
         self.deleted: list[tuple[str, str]] = []
         self.status_patches: list[dict[str, Any]] = []
+        self.bound: list[dict[str, Any]] | KubeError = []
+        """What a cluster-wide listing of bound pods answers (or raises)."""
+        self.listings = 0
 
     # resolve.KubeReader
     def config_map_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
@@ -75,6 +78,12 @@ class FakeKube:
 
     def pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         return []
+
+    def bound_pods(self) -> list[dict[str, Any]]:
+        self.listings += 1
+        if isinstance(self.bound, KubeError):
+            raise self.bound
+        return self.bound
 
     def has_crd(self, name: str) -> bool:
         return False
@@ -267,3 +276,63 @@ def test_the_same_event_about_one_object_is_posted_once_until_it_ages_out(
     assert rt.first_post("u-1", chosen)  # aged out
     rt.forget("u-1")
     assert rt.first_post("u-1", Event(type="Normal", reason="GPUProductChosen", message="NVIDIA-L4 chosen"))
+
+
+def gpu_pod_obj(node: str, gpus: int, owner: str | None = None, namespace: str = "default") -> dict[str, Any]:
+    labels = {"kvright.dev/llmdeployment": owner} if owner else {}
+    return {
+        "metadata": {"name": f"p-{node}", "namespace": namespace, "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_gpu_pods_are_listed_once_per_period_and_a_403_is_logged_not_read_as_room(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kube = FakeKube()
+    kube.bound = [gpu_pod_obj("h0", 8, owner="batch"), gpu_pod_obj("h1", 0)]
+    rt = runtime(kube)
+    pods = rt.gpu_pods()
+    assert pods is not None and [(p.node, p.owner, p.gpus) for p in pods] == [("h0", "batch", 8)]
+    assert rt.gpu_pods() == pods and kube.listings == 1  # reused inside OCCUPANCY_SECONDS
+
+    denied = FakeKube()
+    denied.bound = KubeError(403, 'GET /api/v1/pods: 403 pods is forbidden: cannot list resource "pods"')
+    with caplog.at_level("WARNING", logger="kvright.operator"):
+        assert runtime(denied).gpu_pods() is None
+    assert "the operator needs list on pods in every namespace" in caplog.text
+
+    off = FakeKube()
+    rt_off = Runtime(
+        settings=Settings(metrics_port=0, gpu_occupancy=False),
+        kube=off,  # type: ignore[arg-type]
+        hub=HubClient("http://127.0.0.1:9", attempts=1, sleep=lambda _: None),
+        clock=lambda: NOW,
+    )
+    assert rt_off.gpu_pods() is None and off.listings == 0
+
+
+def test_a_chosen_product_weighs_other_workloads_pods_but_a_pinned_one_does_not_list_them() -> None:
+    """Two products, the H200 priced lowest but its node full of another workload's pods: the reconcile
+    runs on the H100s and status records the room it saw. A pinned spec never lists pods."""
+    kube = FakeKube()
+    kube.bound = [gpu_pod_obj("x0", 8, owner="batch"), gpu_pod_obj("h0", 8, owner="chat")]
+    nodes = [*NODES, GPUNode(name="x0", product="NVIDIA-H200", allocatable_gpus=8, memory_mib=None)]
+    rt = Runtime(
+        settings=Settings(metrics_port=0, gpu_prices=(("h200", 0.01),)),
+        kube=kube,  # type: ignore[arg-type]
+        hub=HubClient("http://127.0.0.1:9", attempts=1, sleep=lambda _: None),
+        clock=lambda: NOW,
+    )
+    chosen = llmd("chat").model("llama-3.1-8b").tpot_ms(50)
+    out = reconcile_once(body(chosen), rt, nodes)
+    assert out.status["plan"]["gpuProduct"] == H100
+    # The H100 pod is this deployment's own: room for it, so all 16 H100 GPUs are free to it.
+    assert out.status["gpu"]["freeGPUs"] == 16 and kube.listings == 1
+    pinned = FakeKube()
+    reconcile_once(body(SPEC), runtime(pinned), NODES)
+    assert pinned.listings == 0

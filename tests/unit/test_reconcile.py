@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import capacity
 from kvright.api import EndpointPickerSpec
 from kvright.conditions import Reason
-from kvright.inventory import GPUNode, summarize
+from kvright.inventory import GPUNode, GPUPod, summarize
 from kvright.reconcile import (
     Facts,
     Overrides,
@@ -141,6 +141,64 @@ def test_a_cheaper_product_without_room_loses_to_the_next_and_the_event_says_why
     assert not h200["feasible"] and h200["why"].startswith("not feasible on h200")
     [event] = [e for e in d.events if e.reason == Reason.GPU_PRODUCT_CHOSEN]
     assert "cheaper products cannot: NVIDIA-H200" in event.message
+
+
+def room(inventory: dict[str, Any], held: dict[str, int]) -> dict[str, Any]:
+    """The inventory with ``held`` GPUs taken by other workloads' pods on each named node."""
+    pods = [GPUPod(node=n, namespace="other", owner=None, gpus=g) for n, g in held.items()]
+    listed = [
+        GPUNode(
+            name=f"{p.product}-{i}", product=p.product, allocatable_gpus=p.max_gpus_per_node, memory_mib=None
+        )
+        for p in inventory.values()
+        for i in range(p.nodes)
+    ]
+    return summarize(listed, pods)
+
+
+def test_the_cheapest_product_with_full_nodes_is_passed_over_for_the_next_and_status_says_so() -> None:
+    """The H200 is the cheapest and would hold the workload, but another workload's pods hold all its GPUs:
+    kvright takes the H100 nodes, and status, the alternatives row and the event say why."""
+    prices = {"h200": 0.01}
+    free = desire(facts(GPU_CHOICE.spec(), inventory=room(CLUSTER, {}), prices=prices))
+    assert free.fields["plan"]["gpuProduct"] == H200 and free.fields["gpu"]["freeGPUs"] == 8
+    full = desire(facts(GPU_CHOICE.spec(), inventory=room(CLUSTER, {f"{H200}-0": 8}), prices=prices))
+    assert full.plan_feasible.status == "True", full.plan_feasible.message
+    assert full.fields["plan"]["gpuProduct"] == H100
+    assert full.fields["gpu"]["freeGPUs"] == 16
+    h200 = next(a for a in full.fields["alternatives"] if a["product"] == H200)
+    assert (
+        not h200["feasible"]
+        and h200["why"] == "no room: 0 of 8 GPUs free, other workloads' pods hold the rest"
+    )
+    [event] = [e for e in full.events if e.reason == Reason.GPU_PRODUCT_CHOSEN]
+    assert f"cheaper products cannot: {H200} (no room: 0 of 8 GPUs free" in event.message
+
+
+def test_free_gpus_spread_thin_are_no_room_for_the_plans_pods() -> None:
+    """Six H200 GPUs are free, but three on each of two nodes: no room for a TP 4 pod of Llama-3.1-70B."""
+    inventory = room(nodes((H100, 2, 8), (H200, 2, 8)), {f"{H200}-0": 5, f"{H200}-1": 5})
+    d = desire(facts(GPU_CHOICE.spec(), inventory=inventory, prices={"h200": 0.01}))
+    assert d.fields["plan"]["gpuProduct"] == H100, d.plan_feasible.message
+    h200 = next(a for a in d.fields["alternatives"] if a["product"] == H200)
+    assert not h200["feasible"]
+    assert "6 of 16 GPUs free" in h200["why"] and "per node 3, 3" in h200["why"]
+
+
+def test_every_product_full_is_infeasible_naming_the_room_of_each() -> None:
+    inventory = room(CLUSTER, {f"{H100}-0": 8, f"{H100}-1": 8, f"{H200}-0": 8})
+    d = desire(facts(GPU_CHOICE.spec(), inventory=inventory))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == ("False", Reason.INFEASIBLE)
+    assert f"{H100}: no room: 0 of 16 GPUs free" in d.plan_feasible.message
+    assert f"{H200}: no room: 0 of 8 GPUs free" in d.plan_feasible.message
+
+
+def test_a_pinned_product_ignores_room() -> None:
+    """Pinned, the product is the user's call: its pods may wait for room; kvright plans as before."""
+    pinned = GPU_CHOICE.spec() | {"gpu": {"product": H200}}
+    d = desire(facts(pinned, inventory=room(CLUSTER, {f"{H200}-0": 8})))
+    assert d.plan_feasible.status == "True" and d.fields["plan"]["gpuProduct"] == H200
+    assert "freeGPUs" not in d.fields["gpu"]
 
 
 def test_a_refusal_on_the_pinned_product_names_another_product_in_the_cluster_that_holds_it() -> None:

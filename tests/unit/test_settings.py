@@ -24,8 +24,10 @@ def test_values() -> None:
             "KVRIGHT_HUB_ATTEMPTS": "5",
             "KVRIGHT_PEERING": "kvright",
             "KVRIGHT_GPU_PRICES": " NVIDIA-L4=0.45, h100-sxm=2.1 ,",
+            "KVRIGHT_GPU_OCCUPANCY": " False",
         }
     )
+    assert s.gpu_occupancy is False and from_env({}).gpu_occupancy is True
     assert (s.prometheus_url, s.metrics_port, s.namespaces) == ("http://127.0.0.1:9090", 0, ("a", "b"))
     assert (s.hf_endpoint, s.reconcile_seconds, s.vllm_image) == (
         "http://127.0.0.1:8080",
@@ -53,6 +55,10 @@ def test_values() -> None:
         ({"KVRIGHT_HUB_ATTEMPTS": "0"}, "KVRIGHT_HUB_ATTEMPTS='0' is out of range; accepted: 1 to 20"),
         ({"KVRIGHT_GPU_PRICES": "l4"}, "KVRIGHT_GPU_PRICES: price 'l4' is not PRODUCT=USD_PER_HOUR"),
         ({"KVRIGHT_GPU_PRICES": "tpu=1"}, "KVRIGHT_GPU_PRICES: unknown GPU 'tpu'"),
+        (
+            {"KVRIGHT_GPU_OCCUPANCY": "maybe"},
+            "KVRIGHT_GPU_OCCUPANCY='maybe' is not a switch; accepted: 1, true",
+        ),
     ],
     ids=[
         "period-not-a-number",
@@ -63,6 +69,7 @@ def test_values() -> None:
         "no-attempts",
         "price-without-value",
         "price-of-an-unknown-gpu",
+        "occupancy-not-a-switch",
     ],
 )
 def test_bad_values_are_one_line_errors(env: dict[str, str], text: str) -> None:
