@@ -124,7 +124,8 @@ def _nulls_for_gone(new: dict[str, Any], previous: Any) -> dict[str, Any]:
 def gather(
     facts: Facts, *, kube: Reader, prometheus: PrometheusClient | None, now: datetime.datetime
 ) -> FeedbackFacts:
-    """Observe Prometheus and read the HPAs and the Deployment; never raises for their failures."""
+    """Observe Prometheus (its failures become the observation's error) and read the HPAs and the
+    Deployment (an API error, a 403 included, raises: :func:`run` reports it)."""
     spec = facts.spec_or_error
     if isinstance(spec, SpecError):
         return FeedbackFacts(observation=None, prometheus_configured=prometheus is not None)
@@ -146,10 +147,10 @@ def gather(
 
 
 def _hpa_targeting(kube: Reader, namespace: str, name: str) -> str | None:
-    try:
-        listing = kube.get(f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers")
-    except Exception:  # no RBAC or no API: behave as without an HPA (spec.replicas.count still counts)
-        return None
+    """The HPA that owns the replicas, if any. No API (404) reads as none; any other error raises, a
+    403 included, so that :func:`run` reports it (MetricsAvailable Unknown, FeedbackFailed, naming the
+    request) and the loop does not act while it cannot tell whether an HPA owns the replicas."""
+    listing = kube.get(f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers")
     for hpa in (listing or {}).get("items") or []:
         ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
         if ref.get("name") == name and ref.get("kind") in ("LLMDeployment", "Deployment"):
@@ -158,10 +159,9 @@ def _hpa_targeting(kube: Reader, namespace: str, name: str) -> str | None:
 
 
 def _rolling_out(kube: Reader, namespace: str, name: str) -> bool:
-    try:
-        live = kube.deployment(namespace, name)
-    except Exception:
-        return False
+    """Whether the Deployment is still rolling out; none (404) is not. Errors raise, as in
+    :func:`_hpa_targeting`: a refused read is not a finished rollout."""
+    live = kube.deployment(namespace, name)
     if live is None:
         return False
     meta, spec, status = live.get("metadata") or {}, live.get("spec") or {}, live.get("status") or {}

@@ -227,12 +227,9 @@ class Kube:
         self.request("PATCH", path, body={"status": status}, content_type="application/merge-patch+json")
 
     def has_crd(self, name: str) -> bool:
-        try:
-            return self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") is not None
-        except KubeError as exc:
-            if exc.status == 403:
-                return False
-            raise
+        """Whether the CRD ``name`` exists (404: no). Any other error raises, a 403 included: a refusal
+        is not an answer (the caller, ``Runtime._served``, logs it with its reason)."""
+        return self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") is not None
 
 
 @dataclass
@@ -345,7 +342,9 @@ class Runtime:
 
     def _served(self, what: str, probe: Callable[[], bool]) -> bool:
         """Whether an optional API is there, asked at most once a minute: an error keeps the last
-        answer and is logged, and a first error counts as absent."""
+        answer and is logged, and a first error counts as absent. A 403 is logged as an error that names
+        the missing permission: it means the ServiceAccount's rules are short (the chart grants get on
+        customresourcedefinitions), never that the API is absent."""
         with self._probe_lock:
             cached = self._probes.get(what)
         if cached is not None and time.monotonic() - cached[0] < 60:
@@ -353,8 +352,15 @@ class Runtime:
         try:
             present = probe()
         except KubeError as exc:
-            log.warning("cannot tell whether %s is served: %s", what, exc)
             present = cached[1] if cached else False
+            if exc.status == 403:
+                log.error(
+                    "cannot tell whether %s is served: forbidden (the operator's RBAC rules lack this "
+                    "read; planning as if it were %s until it is granted): %s",
+                    what, "present" if present else "absent", exc,
+                )
+            else:
+                log.warning("cannot tell whether %s is served: %s", what, exc)
         with self._probe_lock:
             self._probes[what] = (time.monotonic(), present)
         return present
