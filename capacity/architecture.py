@@ -1125,6 +1125,15 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     total += (positions or 0) * h
     out = _int(v, ("out_hidden_size", "vision_output_dim", "projector_output_dim"), default=h)
     merge = _int(v, ("spatial_merge_size",), default=1)
+    if merge > 1 and "out_hidden_size" in v:
+        # The Qwen-VL patch merger (vLLM's Qwen2/Qwen3 VisionPatchMerger, also Qwen3.5's tower): a LayerNorm,
+        # fc1 over the merged patch (h*m^2 -> h*m^2) and fc2 into the text width, both with biases. Qwen3-VL
+        # adds one more merger per `deepstack_visual_indexes` entry, its norm after the shuffle (h*m^2 wide).
+        merged = h * merge * merge
+        linears = merged * merged + merged + merged * out + out
+        deepstack = v.get("deepstack_visual_indexes") or []
+        total += 2 * h + linears + len(deepstack) * (2 * merged + linears)
+        return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
 

@@ -213,3 +213,14 @@ def test_an_nvfp4_checkpoint_on_hopper_says_it_falls_back():
     )
     assert result.feasible
     assert any("FP4" in w for w in result.warnings), result.warnings
+
+
+def test_qwen3_vl_vision_tower_counts_its_mergers_and_deepstack_mergers(capsys):
+    """Qwen3-VL-235B's vision tower, summed from the checkpoint's own tensor list (the report that holds the
+    fixture lists every `model.visual.*` tensor): 27 blocks, patch and position embeddings, the patch merger
+    (LayerNorm, fc1 4608x4608, fc2 4608x4096) and three deepstack mergers of the same shape with a 4608-wide
+    norm: 576,388,336. The ViT arithmetic without the Qwen-VL merger missed the deepstack mergers (-21%)."""
+    code, data, err = run(capsys, "inspect", str(CONFIGS / "qwen3-vl-235b-a22b"))
+    assert code == 0, err
+    assert data["vision_parameters"] == pytest.approx(576_388_336, rel=1e-4)
+    assert data["parameters"] == pytest.approx(235_670_022_896, rel=1e-6)  # the checkpoint's tensor sum
