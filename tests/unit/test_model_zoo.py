@@ -134,6 +134,7 @@ QUANTIZED = [
     ("mythomax-l2-13b-gptq-int4", 0.5 + 2 / 128, "linear"),  # GPTQ 4-bit, fp16 scale per 128 (symmetric)
     ("mythomax-l2-13b-gptq-int8", 1 + 2 / 128, "linear"),
     ("tinyllama-1.1b-chat-fp8-compressed-tensors", 1.0, "linear"),  # compressed-tensors fp8 per tensor
+    ("glm-4.5-fp8", 1.0, "linear"),  # compressed-tensors fp8, one scale per output channel
 ]
 
 
