@@ -254,6 +254,14 @@ class KVCacheLayout:
         whole = max(0, prefix_tokens) // self.block_size
         return sum(whole * g.count for g in self.groups if g.kind == "full")
 
+    def cached_prefix_tokens(self, prefix_tokens: int) -> int:
+        """Tokens of a prefix common to every request that vLLM's prefix cache serves: its whole blocks
+        (of this layout's block size, which a Mamba hybrid raises well above 16), and none when no group
+        holds full attention (a window or a state is not a reusable prefix)."""
+        if not any(g.kind == "full" for g in self.groups):
+            return 0
+        return max(0, prefix_tokens) // self.block_size * self.block_size
+
     def blocks_per_sequence(self, tokens: int) -> int:
         """Blocks one request of ``tokens`` holds over every group (at least one)."""
         return max(1, sum(self.group_blocks(g, tokens) * g.count for g in self.groups))

@@ -602,8 +602,14 @@ def _desire(facts: Facts) -> Desired:
     }
     shared = spec.workload.shared_prefix_tokens
     if shared:
-        whole = shared // capacity.BLOCK_SIZE_TOKENS * capacity.BLOCK_SIZE_TOKENS
-        prediction_status["prefixCacheHitPercent"] = round(100.0 * whole / spec.workload.prompt_tokens, 1)
+        layout = capacity.kv_cache_layout(
+            arch,
+            tensor_parallel_size=chosen.layout.tensor_parallel_size,
+            kv_cache_dtype=chosen.kv_cache_dtype,
+            max_num_batched_tokens=chosen.max_num_batched_tokens,
+        )
+        cached = layout.cached_prefix_tokens(shared)
+        prediction_status["prefixCacheHitPercent"] = round(100.0 * cached / spec.workload.prompt_tokens, 1)
     if memory is not None:
         prediction_status["weightBytesPerGPU"] = memory.weights_bytes
         prediction_status["kvCacheBytesPerGPU"] = memory.kv_cache_bytes

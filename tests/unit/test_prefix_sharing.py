@@ -17,6 +17,8 @@ import pytest
 import capacity as c
 from kvright.api import SpecError, parse_spec
 from kvright.cli import main
+from kvright.inventory import ProductInventory
+from kvright.reconcile import Facts, desire
 from tests.builders import llmd
 
 H100 = c.gpu_spec("h100-sxm")
@@ -63,6 +65,44 @@ def test_only_whole_blocks_of_full_attention_layers_are_shared() -> None:
     assert dense.shared_blocks(0) == 0
     hybrid = c.kv_cache_layout(c.catalog_architecture("gemma-3-27b"))  # 5 sliding layers per full one
     assert 0 < hybrid.shared_blocks(4096) < hybrid.blocks_per_sequence(4096)
+
+
+def test_the_cached_prefix_is_whole_blocks_of_the_layouts_own_block_size() -> None:
+    """A Gated-DeltaNet hybrid raises vLLM's block size far above 16 tokens to hold a state per block, so
+    a 3000-token prefix is cached in fewer tokens than 16-token blocks would suggest."""
+    dense = c.kv_cache_layout(c.catalog_architecture("llama-3.1-8b"))
+    assert dense.cached_prefix_tokens(3000) == 3000 // 16 * 16
+    hybrid = c.kv_cache_layout(c.catalog_architecture("qwen3.5-397b-a17b"))
+    assert hybrid.block_size > 16
+    assert hybrid.cached_prefix_tokens(3000) == 3000 // hybrid.block_size * hybrid.block_size
+    assert hybrid.cached_prefix_tokens(hybrid.block_size - 1) == 0
+
+
+def test_status_states_the_hit_rate_the_prefix_cache_can_reach() -> None:
+    def hit(model: str) -> float:
+        spec = (
+            llmd("chat").model(model).gpu("NVIDIA-H200").context(8192, 4000, 256).shared_prefix(3000).spec()
+        )
+        product = ProductInventory(product="NVIDIA-H200", nodes=2, max_gpus_per_node=8, total_gpus=16)
+        d = desire(
+            Facts(
+                name="chat",
+                namespace="ml",
+                uid="u",
+                generation=1,
+                spec=spec,
+                current_status={},
+                architecture=c.catalog_architecture(model),
+                inventory={product.product: product},
+                default_image="vllm/vllm-openai:test",
+            )
+        )
+        assert d.plan_feasible.status == "True", d.plan_feasible.message
+        return float(d.fields["prediction"]["prefixCacheHitPercent"])
+
+    assert hit("llama-3.1-8b") == round(100 * (3000 // 16 * 16) / 4000, 1)
+    block = c.kv_cache_layout(c.catalog_architecture("qwen3-next-80b-a3b"), tensor_parallel_size=1).block_size
+    assert block > 16 and hit("qwen3-next-80b-a3b") < hit("llama-3.1-8b")
 
 
 def test_more_sequences_fit_when_their_prefix_is_held_once() -> None:
