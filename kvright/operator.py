@@ -53,8 +53,6 @@ PREFIX: Final = "kvright.dev"
 POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
 #: The same event (type, reason, message) about one object is posted at most once in this long.
 EVENT_REPEAT_SECONDS: Final = 300.0
-#: How long one cluster-wide listing of GPU pods (the room on each product) is reused.
-OCCUPANCY_SECONDS: Final = 10.0
 LWS_API: Final = "/apis/leaderworkerset.x-k8s.io/v1"
 """The LeaderWorkerSet API group version: served (its discovery document lists ``leaderworkersets``) when
 LeaderWorkerSet is installed. Discovery needs no RBAC grant (system:discovery)."""
@@ -248,34 +246,28 @@ class Runtime:
             max_workers=16, thread_name_prefix="reconcile"
         )
     )
-    _occupancy: tuple[float, list[inventory.GPUPod] | None] | None = None
-    _occupancy_lock: threading.Lock = field(default_factory=threading.Lock)
+    _probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    _probe_lock: threading.Lock = field(default_factory=threading.Lock)
+    _posted: dict[str, dict[tuple[str, str, str], float]] = field(default_factory=dict)
 
     def gpu_pods(self) -> list[inventory.GPUPod] | None:
-        """The pods that hold GPUs on any node (bound, not finished), for the room on each product when
-        kvright chooses it; one listing is reused for OCCUPANCY_SECONDS. None when KVRIGHT_GPU_OCCUPANCY
+        """The pods that hold GPUs on any node now (bound, not finished), for the room on each product
+        when kvright chooses it: one cluster-wide listing, taken when asked (a create or edit asks itself;
+        the sweep asks once per pass and shares it, see :class:`PodsOnce`). None when KVRIGHT_GPU_OCCUPANCY
         is off or the listing failed: the choice then weighs allocatable GPUs, and the failure (a 403
         names the missing grant) is logged, never read as an empty cluster."""
         if not self.settings.gpu_occupancy:
             return None
-        with self._occupancy_lock:
-            if self._occupancy is not None and time.monotonic() - self._occupancy[0] < OCCUPANCY_SECONDS:
-                return self._occupancy[1]
-            try:
-                pods: list[inventory.GPUPod] | None = [
-                    pod
-                    for item in self.kube.bound_pods()
-                    if (pod := inventory.gpu_pod(item, owner_label=LLMD_LABEL)) is not None
-                ]
-            except KubeError as exc:
-                grant = " (the operator needs list on pods in every namespace)" if exc.status == 403 else ""
-                log.warning("cannot list pods to weigh free GPUs%s; choosing by allocatable: %s", grant, exc)
-                pods = None
-            self._occupancy = (time.monotonic(), pods)
-            return pods
-    _probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
-    _probe_lock: threading.Lock = field(default_factory=threading.Lock)
-    _posted: dict[str, dict[tuple[str, str, str], float]] = field(default_factory=dict)
+        try:
+            return [
+                pod
+                for item in self.kube.bound_pods()
+                if (pod := inventory.gpu_pod(item, owner_label=LLMD_LABEL)) is not None
+            ]
+        except KubeError as exc:
+            grant = " (the operator needs list on pods in every namespace)" if exc.status == 403 else ""
+            log.warning("cannot list pods to weigh free GPUs%s; choosing by allocatable: %s", grant, exc)
+            return None
 
     def first_post(self, uid: str, event: reconcile.Event) -> bool:
         """Whether ``event`` was not already posted about this object within EVENT_REPEAT_SECONDS (and
@@ -392,7 +384,33 @@ def runtime_from_env(env: Mapping[str, str]) -> Runtime:
 # --- gather, decide, act ---------------------------------------------------------------------------
 
 
-def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> reconcile.Facts:
+GPUPods = Callable[[], "list[inventory.GPUPod] | None"]
+"""What gather calls for the pods holding GPUs, only when the spec lets kvright choose the product."""
+
+
+class PodsOnce:
+    """One listing of GPU pods for a whole sweep pass, taken by the first reconcile that needs it (none
+    when no object chooses its product); thread-safe, as the pass reconciles objects concurrently."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._lock = threading.Lock()
+        self._listed = False
+        self._pods: list[inventory.GPUPod] | None = None
+
+    def __call__(self) -> list[inventory.GPUPod] | None:
+        with self._lock:
+            if not self._listed:
+                self._pods, self._listed = self._runtime.gpu_pods(), True
+            return self._pods
+
+
+def gather(
+    body: Mapping[str, Any],
+    runtime: Runtime,
+    nodes: Iterable[inventory.GPUNode],
+    gpu_pods: GPUPods | None = None,
+) -> reconcile.Facts:
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     parsed = reconcile.spec_or_error(spec)
@@ -430,7 +448,7 @@ def gather(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.
         inventory=inventory.summarize(
             nodes,
             # Room matters only where kvright chooses the product; a pinned product is the user's call.
-            runtime.gpu_pods()
+            (gpu_pods or runtime.gpu_pods)()
             if not isinstance(parsed, api.SpecError) and parsed.gpu.product is None
             else None,
             exclude=(meta["namespace"], meta["name"]),
@@ -453,19 +471,29 @@ class Outcome:
     status_written: bool
 
 
-def reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> Outcome:
+def reconcile_once(
+    body: Mapping[str, Any],
+    runtime: Runtime,
+    nodes: Iterable[inventory.GPUNode],
+    gpu_pods: GPUPods | None = None,
+) -> Outcome:
     """Gather, decide and act for one LLMDeployment (blocking IO: run it in a thread), counted and
     timed in the operator's metrics, whose per-object gauges then show the status just written."""
     with metrics.METRICS.reconcile():
-        outcome = _reconcile_once(body, runtime, nodes)
+        outcome = _reconcile_once(body, runtime, nodes, gpu_pods)
     gauges = metrics.from_llmdeployment({**body, "status": outcome.status})
     if gauges is not None:
         metrics.METRICS.update(gauges)
     return outcome
 
 
-def _reconcile_once(body: Mapping[str, Any], runtime: Runtime, nodes: Iterable[inventory.GPUNode]) -> Outcome:
-    facts = gather(body, runtime, nodes)
+def _reconcile_once(
+    body: Mapping[str, Any],
+    runtime: Runtime,
+    nodes: Iterable[inventory.GPUNode],
+    gpu_pods: GPUPods | None = None,
+) -> Outcome:
+    facts = gather(body, runtime, nodes, gpu_pods)
     now = runtime.clock()
     # The feedback loop (kvright.feedback): observe, decide, and feed its overrides into planning.
     loop = feedback.run(facts, kube=runtime.kube, prometheus=runtime.prometheus, now=now)
@@ -580,12 +608,16 @@ def _post_event(kube: Kube, ref: Mapping[str, Any], event: reconcile.Event, now:
         log.warning("posting event %s about %s failed: %s", event.reason, meta.get("name"), exc)
 
 
-async def _reconcile(body: Any, runtime: Runtime, nodes: list[inventory.GPUNode], logger: Any) -> Outcome:
+async def _reconcile(
+    body: Any, runtime: Runtime, nodes: list[inventory.GPUNode], logger: Any, gpu_pods: GPUPods | None = None
+) -> Outcome:
     meta = body.get("metadata") or {}
     async with runtime.lock_for(meta.get("uid", "")):
         snapshot = copy.deepcopy(dict(body))
         loop = asyncio.get_running_loop()
-        outcome = await loop.run_in_executor(runtime.executor, reconcile_once, snapshot, runtime, nodes)
+        outcome = await loop.run_in_executor(
+            runtime.executor, reconcile_once, snapshot, runtime, nodes, gpu_pods
+        )
     ref = {"apiVersion": api.API_VERSION, "kind": api.KIND, **snapshot}
     for event in outcome.events:
         if not runtime.first_post(meta.get("uid", ""), event):
@@ -685,10 +717,10 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
     round trip on every create."""
     limit = asyncio.Semaphore(8)
 
-    async def one(body: dict[str, Any], nodes: list[inventory.GPUNode]) -> None:
+    async def one(body: dict[str, Any], nodes: list[inventory.GPUNode], pods: PodsOnce) -> None:
         async with limit:
             try:
-                await _reconcile(body, runtime, nodes, logger)
+                await _reconcile(body, runtime, nodes, logger, pods)
             except Exception as exc:  # one object's failure must not stop the others or the loop
                 meta = body.get("metadata") or {}
                 logger.warning(
@@ -709,7 +741,8 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
             logger.warning("periodic reconcile: listing failed: %s: %s", type(exc).__name__, exc)
             continue
         live = [b for b in bodies if not (b.get("metadata") or {}).get("deletionTimestamp")]
-        await asyncio.gather(*(one(b, nodes) for b in live))
+        pods = PodsOnce(runtime)
+        await asyncio.gather(*(one(b, nodes, pods) for b in live))
 
 
 @kopf.on.cleanup()

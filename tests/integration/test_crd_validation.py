@@ -1,8 +1,10 @@
 """The LLMDeployment CRD's own validation, as the real kube-apiserver applies it.
 
 Each invalid object is created (server-side dry run, so nothing is stored) and must be rejected with the
-CRD's message: schema bounds and enums, and every CEL rule. The samples and a defaulted minimal object
-must be accepted. Nothing is faked; no operator runs.
+CRD's message: schema bounds and enums, and every CEL rule. The same objects written as an update over a
+stored valid one are rejected the same way (the rules hold on every write, not only on create); a spec
+sent through the status subresource is dropped by the API server. The samples and a defaulted minimal
+object must be accepted. Nothing is faked; no operator runs.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ INVALID = [
         llmd("a").set(
             "lora", {"adapters": [{"name": "sql", "source": "org/sql"}, {"name": "sql", "source": "/m"}]}
         ),
-        'spec.lora.adapters[1]: Duplicate value',
+        "spec.lora.adapters[1]: Duplicate value",
     ),
 ]
 
@@ -143,6 +145,46 @@ def test_invalid_objects_are_rejected_with_the_crds_message(
         dry_run(kube, name, builder.obj())
     assert info.value.status == 422, str(info.value)
     assert message in str(info.value)
+
+
+@pytest.fixture(scope="module")
+def stored(ns: tuple[Kube, str]) -> dict[str, Any]:
+    """One valid LLMDeployment, stored, that the update cases overwrite (dry run)."""
+    kube, name = ns
+    obj = llmd("edited").obj()
+    obj["metadata"]["namespace"] = name
+    created: dict[str, Any] = kube.request("POST", llmd_path(name), body=obj)
+    return created
+
+
+#: Every invalid case but the name's: a name is immutable, so an edit cannot carry a bad one.
+EDITS = [case for case in INVALID if case[0] != "name-not-dns1035"]
+
+
+@pytest.mark.parametrize(("builder", "message"), [(b, m) for _, b, m in EDITS], ids=[i for i, _, _ in EDITS])
+def test_invalid_edits_are_rejected_like_invalid_creates(
+    ns: tuple[Kube, str], stored: dict[str, Any], builder: Any, message: str
+) -> None:
+    kube, name = ns
+    meta = stored["metadata"]
+    edit = {**builder.obj(), "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
+    with pytest.raises(KubeError) as info:
+        kube.request("PUT", llmd_path(name, meta["name"]), body=edit, query=[("dryRun", "All")])
+    assert info.value.status == 422, str(info.value)
+    assert message in str(info.value)
+
+
+def test_a_spec_written_through_the_status_subresource_is_dropped(
+    ns: tuple[Kube, str], stored: dict[str, Any]
+) -> None:
+    """Another actor's write to /status can change status only: the spec it carries is ignored (so it
+    cannot bypass validation), while its status lands (kvright repairs that: test_operator.py)."""
+    kube, name = ns
+    path = llmd_path(name, stored["metadata"]["name"]) + "/status"
+    body = {"spec": {"slo": {"percentile": 75}}, "status": {"observedGeneration": 99}}
+    written = kube.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+    assert written["spec"]["slo"] == stored["spec"]["slo"]
+    assert written["status"]["observedGeneration"] == 99
 
 
 def test_at_least_fifteen_invalid_cases() -> None:

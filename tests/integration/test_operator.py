@@ -461,6 +461,54 @@ def test_what_the_schema_cannot_know_is_a_condition(
     assert deployment(kube, ns, "chat") is None
 
 
+def test_an_edit_the_architecture_cannot_take_is_a_condition_and_the_running_pods_stay(
+    kube: Kube, running: str
+) -> None:
+    """The schema accepts TP 3 (an integer from 1 to 64); Llama-3.1-8B's 32 heads do not split in 3. An
+    edit to it is reported and the Deployment of the last feasible plan keeps serving unchanged."""
+    ns = running
+    create(kube, BASE.obj(), ns)
+    poll(lambda: ready(kube, ns, "chat"), what="chat Ready")
+    before = deployment(kube, ns, "chat") or {}
+    _patch_spec(kube, ns, "chat", {"tuning": {"tensorParallelSize": 3}})
+    edited = poll(
+        lambda: (
+            (o := reconciled(kube, ns, "chat")) and condition(o, "PlanFeasible")["status"] == "False" and o
+        ),
+        what="the edit reconciled",
+    )
+    pf = condition(edited, "PlanFeasible")
+    assert pf["reason"] == "TensorParallelInvalid" and "valid here: 1, 2, 4, 8" in pf["message"], pf
+    after = deployment(kube, ns, "chat") or {}
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    assert after["spec"]["template"] == before["spec"]["template"]
+
+
+def test_a_status_written_by_another_actor_is_repaired_by_the_next_reconcile(
+    kube: Kube, running: str
+) -> None:
+    """status is kvright's: a write through the status subresource (a stale controller, a hand edit) is
+    overwritten by the next periodic reconcile (KVRIGHT_RECONCILE_SECONDS, 2 s here)."""
+    ns = running
+    create(kube, BASE.obj(), ns)
+    good = poll(lambda: ready(kube, ns, "chat"), what="chat Ready")["status"]
+    forged = {
+        "plan": {"maxNumSeqs": 1},
+        "conditions": [{**condition({"status": good}, "Ready"), "status": "False"}],
+    }
+    kube.request(
+        "PATCH",
+        llmd_path(ns, "chat") + "/status",
+        body={"status": forged},
+        content_type="application/merge-patch+json",
+    )
+    repaired = poll(
+        lambda: (o := ready(kube, ns, "chat")) and o["status"]["plan"] == good["plan"] and o,
+        what="status repaired",
+    )
+    assert condition(repaired, "Ready")["status"] == "True"
+
+
 # --- restart ---------------------------------------------------------------------------------------------
 
 

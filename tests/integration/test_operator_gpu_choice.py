@@ -3,9 +3,11 @@ kube-apiserver with the CRD, the Deployment controller, the scheduler placing th
 node affinity and GPU capacity. Faked: the GPU nodes (kwok: four 8 x H100 nodes, one 8 x H200).
 
 The operator runs with KVRIGHT_GPU_PRICES making the H200 much cheaper than the H100 (0.50 against the
-catalog's 2.95 per GPU-hour). Llama-3.1-70B at 100 sequences fits on the one 8-GPU H200 node (TP 4 x 2),
-so it goes there; at 200 sequences the H200 node cannot hold it (the one node is the whole H200 budget),
-so it takes the H100 nodes, and the event and status.alternatives say why the cheaper product lost.
+catalog's 2.95 per GPU-hour). At 200 sequences Llama-3.1-70B does not fit the one 8-GPU H200 node (the
+one node is the whole H200 budget), so it takes the H100 nodes, and the event and status.alternatives
+say why the cheaper product lost; at 100 sequences it fits the H200 node (TP 4 x 2) and goes there. A
+third deployment the H200 node would hold then finds it full (the second one's pods hold its 8 GPUs):
+kvright takes the H100 nodes for it and says the H200 had no room.
 """
 
 from __future__ import annotations
@@ -74,18 +76,7 @@ def test_the_cheapest_product_that_holds_the_workload_runs_it_and_the_next_takes
     kube: Kube, running: str
 ) -> None:
     ns = running
-    create(kube, LLAMA_70B.concurrency(100).obj() | {"metadata": {"name": "fits"}}, ns)
-    fits = chosen(kube, ns, "fits")
-    plan, alternatives = fits["status"]["plan"], fits["status"]["alternatives"]
-    assert plan["gpuProduct"] == H200 and plan["gpus"] <= 8, plan
-    assert [a["product"] for a in alternatives] == [H200, H100]
-    assert alternatives[0]["why"] == "chosen" and alternatives[0]["usdPerHour"] == 0.5 * plan["gpus"]
-    assert alternatives[1]["feasible"] and alternatives[1]["why"].startswith("costs more")
-    nodes = poll(lambda: placed(kube, ns, "fits", plan), what="fits Running")
-    assert {product_of(kube, n) for n in nodes} == {H200}
-    [event] = [e for e in events(kube, ns, "fits") if e["reason"] == "GPUProductChosen"]
-    assert event["message"].startswith(f"{H200} chosen")
-
+    # 200 sequences: the one H200 node cannot hold them however cheap it is; the H100 nodes take them.
     create(kube, LLAMA_70B.concurrency(200).obj() | {"metadata": {"name": "overflow"}}, ns)
     overflow = chosen(kube, ns, "overflow")
     plan, alternatives = overflow["status"]["plan"], overflow["status"]["alternatives"]
@@ -96,3 +87,30 @@ def test_the_cheapest_product_that_holds_the_workload_runs_it_and_the_next_takes
     assert {product_of(kube, n) for n in nodes} == {H100}
     [event] = [e for e in events(kube, ns, "overflow") if e["reason"] == "GPUProductChosen"]
     assert f"cheaper products cannot: {H200}" in event["message"], event["message"]
+
+    # 100 sequences fit on the H200 node (TP 4 x 2): the cheapest product takes them.
+    create(kube, LLAMA_70B.concurrency(100).obj() | {"metadata": {"name": "fits"}}, ns)
+    fits = chosen(kube, ns, "fits")
+    plan, alternatives = fits["status"]["plan"], fits["status"]["alternatives"]
+    assert plan["gpuProduct"] == H200 and plan["gpus"] == 8, plan
+    assert [a["product"] for a in alternatives] == [H200, H100]
+    assert alternatives[0]["why"] == "chosen" and alternatives[0]["usdPerHour"] == 0.5 * plan["gpus"]
+    assert alternatives[1]["feasible"] and alternatives[1]["why"].startswith("costs more")
+    nodes = poll(lambda: placed(kube, ns, "fits", plan), what="fits Running")
+    assert {product_of(kube, n) for n in nodes} == {H200}
+    [event] = [e for e in events(kube, ns, "fits") if e["reason"] == "GPUProductChosen"]
+    assert event["message"].startswith(f"{H200} chosen")
+
+    # The H200 node is full now (the first deployment's pods hold its 8 GPUs): the same workload again
+    # goes to the H100 nodes, and status and the event say the H200 had no room.
+    create(kube, LLAMA_70B.concurrency(100).obj() | {"metadata": {"name": "crowded"}}, ns)
+    crowded = chosen(kube, ns, "crowded")
+    status = crowded["status"]
+    assert status["plan"]["gpuProduct"] == H100, status["plan"]
+    assert status["gpu"]["freeGPUs"] >= status["plan"]["gpus"], status["gpu"]
+    h200 = next(a for a in status["alternatives"] if a["product"] == H200)
+    assert not h200["feasible"] and h200["why"].startswith("no room: 0 of 8 GPUs free"), h200
+    nodes = poll(lambda: placed(kube, ns, "crowded", status["plan"]), what="crowded Running")
+    assert {product_of(kube, n) for n in nodes} == {H100}
+    [event] = [e for e in events(kube, ns, "crowded") if e["reason"] == "GPUProductChosen"]
+    assert f"cheaper products cannot: {H200} (no room" in event["message"], event["message"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kvright.inventory import GPUNode
-from kvright.operator import KubeError, Runtime, reconcile_once
+from kvright.operator import KubeError, PodsOnce, Runtime, reconcile_once
 from kvright.resolve import HubClient
 from kvright.settings import Settings
 from tests.builders import llmd
@@ -290,7 +290,7 @@ def gpu_pod_obj(node: str, gpus: int, owner: str | None = None, namespace: str =
     }
 
 
-def test_gpu_pods_are_listed_once_per_period_and_a_403_is_logged_not_read_as_room(
+def test_gpu_pods_are_listed_when_asked_once_per_sweep_pass_and_a_403_is_logged_not_read_as_room(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kube = FakeKube()
@@ -298,7 +298,9 @@ def test_gpu_pods_are_listed_once_per_period_and_a_403_is_logged_not_read_as_roo
     rt = runtime(kube)
     pods = rt.gpu_pods()
     assert pods is not None and [(p.node, p.owner, p.gpus) for p in pods] == [("h0", "batch", 8)]
-    assert rt.gpu_pods() == pods and kube.listings == 1  # reused inside OCCUPANCY_SECONDS
+    assert rt.gpu_pods() == pods and kube.listings == 2  # a create or edit lists what is bound now
+    once = PodsOnce(rt)
+    assert once() == pods and once() == pods and kube.listings == 3  # a sweep pass shares one listing
 
     denied = FakeKube()
     denied.bound = KubeError(403, 'GET /api/v1/pods: 403 pods is forbidden: cannot list resource "pods"')
