@@ -132,14 +132,19 @@ def attention_bytes_per_token(arch: Architecture, kv_heads: int, kv_cache_dtype:
     return 2 * max(1, kv_heads // tp) * arch.head_dim * size
 
 
-def state_bytes_per_sequence(arch: Architecture, tp: int) -> int:
+def state_bytes_per_sequence(arch: Architecture, tp: int, ssm_cache_dtype: str | None = None) -> int:
     """The constant Mamba-2 / Gated-DeltaNet state one sequence holds in one layer on one of ``tp`` ranks:
-    the conv state in the model dtype and the recurrent state in its own dtype (vLLM ``MambaSpec``)."""
+    the conv state in the model dtype and the recurrent state in its own dtype (vLLM ``MambaSpec``).
+
+    ``ssm_cache_dtype`` is vLLM's ``--mamba-ssm-cache-dtype`` when it is not ``auto`` (an engine may also
+    set it: vLLM 0.32's CPU platform keeps the recurrent state in float32 on CPUs with AVX-512 BF16);
+    otherwise the model's own (the config's, e.g. Nemotron-H's float32) or its dtype."""
     if arch.state is None:
         return 0
     conv, recurrent = arch.state.state_elements(tp)
     conv_bytes = DTYPE_BYTES[arch.dtype]
-    ssm_bytes = DTYPE_BYTES.get(arch.state.ssm_dtype or arch.dtype, conv_bytes)
+    chosen = ssm_cache_dtype if ssm_cache_dtype not in (None, "auto") else arch.state.ssm_dtype
+    ssm_bytes = DTYPE_BYTES.get(chosen or arch.dtype, conv_bytes)
     return conv * conv_bytes + recurrent * ssm_bytes
 
 
@@ -282,6 +287,7 @@ def kv_cache_layout(
     max_model_len: int | None = None,
     max_in_flight_tokens: int | None = None,
     enable_prefix_caching: bool = True,
+    mamba_ssm_cache_dtype: str | None = None,
 ) -> KVCacheLayout:
     """The :class:`KVCacheLayout` vLLM builds for ``arch`` on one of ``tensor_parallel_size`` ranks.
 
@@ -289,7 +295,9 @@ def kv_cache_layout(
     ``kernel_block_alignment`` the attention kernel's block alignment used to fit Mamba states (16 on GPUs;
     128 on CPU, where it is ``max(32, block_size)``). ``max_in_flight_tokens`` defaults to ``2 x
     max_num_batched_tokens`` (GPU async scheduling); the CPU backend schedules synchronously (``1 x``).
-    With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request."""
+    With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request.
+    ``mamba_ssm_cache_dtype``: the recurrent state's dtype when the engine overrides it (see
+    :func:`state_bytes_per_sequence`)."""
     args = (
         tensor_parallel_size,
         kv_cache_dtype,
@@ -299,6 +307,7 @@ def kv_cache_layout(
         max_model_len,
         max_in_flight_tokens,
         enable_prefix_caching,
+        mamba_ssm_cache_dtype,
     )
     layout = arch.memo.get(("kv_cache_layout", *args))
     if layout is None:
@@ -317,6 +326,7 @@ def _kv_cache_layout(
     max_model_len: int | None,
     max_in_flight_tokens: int | None,
     enable_prefix_caching: bool,
+    mamba_ssm_cache_dtype: str | None = None,
 ) -> KVCacheLayout:
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
@@ -329,7 +339,8 @@ def _kv_cache_layout(
             page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
             buckets.setdefault((kind, None if kind == "full" else bound), []).append((page, layers))
         elif mixer in STATE_MIXERS:
-            buckets.setdefault(("mamba", None), []).append((state_bytes_per_sequence(arch, tp), layers))
+            state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
+            buckets.setdefault(("mamba", None), []).append((state, layers))
     inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
     if not buckets:
         return KVCacheLayout(block_size=block_size, bytes_per_block=0, groups=(), inflight_tokens=inflight)

@@ -420,15 +420,29 @@ def cache_config_labels(metrics_text: str) -> dict[str, str]:
     return found[0]
 
 
-def cpu_supports_fp8_kv() -> bool:
-    """vLLM's CPU attention runs an fp8 KV cache only with AVX-512 or AMX (cpu_attn._get_attn_isa)."""
+def cpu_flags() -> set[str]:
+    """This CPU's feature flags (the first ``flags`` line of /proc/cpuinfo)."""
     flags: set[str] = set()
     with open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("flags"):
                 flags.update(line.split(":", 1)[1].split())
                 break
+    return flags
+
+
+def cpu_supports_fp8_kv() -> bool:
+    """vLLM's CPU attention runs an fp8 KV cache only with AVX-512 or AMX (cpu_attn._get_attn_isa)."""
+    flags = cpu_flags()
     return "avx512f" in flags or "amx_tile" in flags
+
+
+def cpu_mamba_ssm_cache_dtype() -> str | None:
+    """The recurrent-state dtype vLLM 0.32's CPU platform gives Mamba / Gated-DeltaNet layers when
+    ``--mamba-ssm-cache-dtype`` is left at ``auto``: on CPUs with AVX-512 BF16 (its accelerated GDN path,
+    ``torch.cpu._is_avx512_bf16_supported``) ``CpuPlatform.check_and_update_config`` resets it to float32;
+    elsewhere it stays the model's (None)."""
+    return "float32" if "avx512_bf16" in cpu_flags() else None
 
 
 def metric_samples(metrics_text: str, name: str) -> list[tuple[dict[str, str], float]]:

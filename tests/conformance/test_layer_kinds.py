@@ -42,6 +42,7 @@ from .harness import (
     VllmEnv,
     build_model_from_fields,
     cache_config_labels,
+    cpu_mamba_ssm_cache_dtype,
     following,
     group_block_sizes_from_log,
     kv_tokens_from_log,
@@ -161,6 +162,7 @@ def _layout(arch: capacity.Architecture, spec: ServerSpec) -> Any:
         max_model_len=spec.max_model_len,
         max_in_flight_tokens=mnbt,  # CPU: async scheduling off, one batch in flight
         enable_prefix_caching=NO_PREFIX_CACHING[0] not in spec.extra_args,
+        mamba_ssm_cache_dtype=cpu_mamba_ssm_cache_dtype(),
     )
 
 

@@ -97,6 +97,20 @@ def test_a_mamba_state_raises_the_attention_block_until_its_page_holds_it():
     assert plain.blocks_per_sequence(tokens) == -(-tokens // plain.block_size) + 3
 
 
+def test_an_engine_that_keeps_the_recurrent_state_in_float32_needs_larger_blocks():
+    """vLLM's --mamba-ssm-cache-dtype (set to float32 by vLLM 0.32's CPU platform on AVX-512 BF16 CPUs):
+    the recurrent state doubles from bf16, the conv state stays in the model dtype."""
+    arch = c.architecture_from_config(_qwen3_next())
+    conv, recurrent = (2 * 2 * 128 + 4 * 128) * 3, 4 * 128 * 128
+    assert c.memory.state_bytes_per_sequence(arch, 1, "float32") == conv * 2 + recurrent * 4
+    assert c.memory.state_bytes_per_sequence(arch, 1, "auto") == (conv + recurrent) * 2
+    wide = c.kv_cache_layout(
+        arch, block_size=128, kernel_block_alignment=128, mamba_ssm_cache_dtype="float32"
+    )
+    narrow = c.kv_cache_layout(arch, block_size=128, kernel_block_alignment=128)
+    assert wide.block_size == 128 * -(-(conv * 2 + recurrent * 4) // (128 * 512)) > narrow.block_size
+
+
 def test_state_layers_add_no_kv_per_token_and_tp_splits_their_heads():
     arch = c.architecture_from_config(_qwen3_next())
     assert c.kv_cache_bytes_per_token(arch) == 2 * 2 * 64 * 2  # the one full-attention layer
