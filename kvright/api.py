@@ -51,6 +51,7 @@ __all__ = [
     "GPUSpec",
     "GPUStatus",
     "HubSource",
+    "ImageWeights",
     "KVCacheDtype",
     "LLMDeployment",
     "LLMDeploymentSpec",
@@ -59,6 +60,7 @@ __all__ = [
     "LoraSpec",
     "ModelSpec",
     "ObjectMeta",
+    "PVCWeights",
     "PlanStatus",
     "PredictionStatus",
     "ReplicasSpec",
@@ -70,6 +72,8 @@ __all__ = [
     "SecretKeyRef",
     "SpecError",
     "TuningSpec",
+    "WeightSource",
+    "WeightsCache",
     "WorkloadSpec",
     "accepted",
     "parse_spec",
@@ -88,6 +92,7 @@ FeedbackMode = Literal["Off", "Observe", "Adjust"]
 FailureMode = Literal["FailOpen", "FailClose"]
 RoutingMode = Literal["InferencePool", "Service"]
 ArchitectureSource = Literal["Catalog", "ConfigMap", "Hub"]
+WeightSourceType = Literal["Hub", "PVC", "Image", "Cache"]
 
 #: The JSON Schema marker of a Kubernetes int-or-string field; kvright.crdgen turns it into the CRD's.
 INT_OR_STRING: Final = "x-kubernetes-int-or-string"
@@ -95,6 +100,12 @@ INT_OR_STRING: Final = "x-kubernetes-int-or-string"
 VALIDATIONS: Final = "x-kubernetes-validations"
 #: metadata.name: the Service is named after the object, so a DNS-1035 label.
 DNS_1035: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+#: A PersistentVolumeClaim's name: a DNS-1123 subdomain.
+DNS_1123_SUBDOMAIN: Final = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+#: A hub repository id, owner/name.
+HUB_REPOSITORY: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+#: A folder inside a volume: relative, segments that do not start with "." (so never ".." or absolute).
+VOLUME_PATH: Final = r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$"
 
 
 class SpecError(ValueError):
@@ -234,9 +245,7 @@ class HubSource(_Object):
 
     repository: Annotated[
         str,
-        Field(
-            min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
-        ),
+        Field(min_length=3, max_length=200, pattern=HUB_REPOSITORY),
     ]
     """Repository id, owner/name."""
     revision: Annotated[str, Field(min_length=1, max_length=200)] = "main"
@@ -263,6 +272,83 @@ class ArchitectureRef(_Object):
     """Optional Secret key holding a hub token (also handed to vLLM as HF_TOKEN)."""
 
 
+# --- where the weights come from (spec.model.source) -------------------------------------------------
+
+VolumePath = Annotated[str, Field(min_length=1, max_length=512, pattern=VOLUME_PATH)]
+
+
+class PVCWeights(_Object):
+    """An existing PersistentVolumeClaim in this namespace that holds the checkpoint (config.json, the
+    tokenizer and the safetensors); every vLLM pod mounts it read-only."""
+
+    claim_name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_1123_SUBDOMAIN)]
+    """The claim's name."""
+    path: VolumePath | None = None
+    """The checkpoint's folder inside the claim (relative); left out, the claim's root."""
+
+
+class ImageWeights(_Object):
+    """An OCI image (or artifact) holding the checkpoint, mounted read-only as a Kubernetes image volume
+    (GA in Kubernetes 1.36): the kubelet pulls it before the container starts."""
+
+    reference: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+    """The image reference (registry/repository:tag or @sha256:digest)."""
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    """The kubelet's pull policy for the image volume."""
+    path: VolumePath | None = None
+    """The checkpoint's folder inside the image (relative); left out, the image's root."""
+
+
+class WeightsCache(_Object):
+    """A shared cache kvright fills once: a PersistentVolumeClaim named <name>-weights and a download Job
+    that puts model.name at its revision into it (with the hub token of model.hub.tokenSecretRef, if
+    any); every replica then mounts the claim read-only, so a restart or a new replica loads from it."""
+
+    size: Annotated[str, Field(pattern=r"^[0-9]+([KMGT]i?)?$"), QUANTITY] | None = None
+    """The claim's storage request, e.g. 200Gi; left out, the checkpoint's bytes plus 15% and 1 GiB."""
+    storage_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    """The claim's StorageClass; left out, the cluster's default."""
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+    """ReadWriteMany (replicas on any node share the claim) or ReadWriteOnce (the download Job and every
+    replica must then run on one node)."""
+    revision: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """The hub revision (branch, tag or commit) to download; left out, model.hub.revision, else main."""
+
+
+class WeightSource(_Object):
+    """Where the vLLM pods get the model's weights. vLLM is pointed at the mounted folder (and keeps the
+    public name through --served-model-name); the startup probe's budget follows the source."""
+
+    rules: ClassVar = (
+        Rule(
+            "self.type == 'PVC' ? has(self.pvc) : !has(self.pvc)",
+            "model.source.pvc (its claimName) is required with type PVC and allowed with no other type",
+            holds=lambda s: (s.type == "PVC") == (s.pvc is not None),
+            got=lambda s: f"type {s.type}, pvc {'set' if s.pvc is not None else 'unset'}",
+        ),
+        Rule(
+            "self.type == 'Image' ? has(self.image) : !has(self.image)",
+            "model.source.image (its reference) is required with type Image and allowed with no other type",
+            holds=lambda s: (s.type == "Image") == (s.image is not None),
+            got=lambda s: f"type {s.type}, image {'set' if s.image is not None else 'unset'}",
+        ),
+        Rule(
+            "self.type == 'Cache' || !has(self.cache)",
+            "model.source.cache is allowed with type Cache only",
+            holds=lambda s: s.type == "Cache" or s.cache is None,
+            got=lambda s: f"type {s.type}",
+        ),
+    )
+
+    type: WeightSourceType = "Hub"
+    """Hub (vLLM downloads model.name at every pod start, the default), PVC (an existing claim), Image (an
+    OCI image volume) or Cache (a claim kvright fills once with a download Job)."""
+    pvc: PVCWeights | None = None
+    image: ImageWeights | None = None
+    cache: WeightsCache | None = None
+
+
+
 def _sources(m: ModelSpec) -> list[str]:
     named = (("architecture", m.catalog_id), ("configMapRef", m.config_map_ref), ("hub", m.hub))
     return [key for key, value in named if value is not None]
@@ -279,6 +365,15 @@ class ModelSpec(_Object):
             holds=lambda m: len(_sources(m)) == 1,
             got=lambda m: ", ".join(_sources(m)) or "none",
         ),
+        Rule(
+            f"!has(self.source) || self.source.type != 'Cache' || self.name.matches('{HUB_REPOSITORY}')",
+            "model.source type Cache downloads model.name from the hub, so model.name must be a repository "
+            "id (owner/name)",
+            holds=lambda m: m.source is None
+            or m.source.type != "Cache"
+            or re.fullmatch(HUB_REPOSITORY, m.name) is not None,
+            got=lambda m: m.name,
+        ),
     )
 
     name: Name
@@ -291,6 +386,8 @@ class ModelSpec(_Object):
     """A built-in catalog id (e.g. llama-3.1-70b); see `kvright catalog`."""
     config_map_ref: ConfigMapKeyRef | None = None
     hub: HubSource | None = None
+    source: WeightSource | None = None
+    """Where the weights come from; left out, the hub (vLLM downloads model.name at every pod start)."""
 
     @property
     def served_model_name(self) -> str:
