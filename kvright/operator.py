@@ -39,7 +39,7 @@ import kopf
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from kvright import api, feedback, inventory, metrics, reconcile
+from kvright import api, feedback, inventory, metrics, reconcile, weights
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
 from kvright.observe import PrometheusClient
@@ -71,6 +71,8 @@ class KubeError(Exception):
 
 
 _PLURALS: Final = {
+    ("v1", "PersistentVolumeClaim"): "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+    ("batch/v1", "Job"): "/apis/batch/v1/namespaces/{ns}/jobs",
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
     ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
     ("monitoring.coreos.com/v1", "PodMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors",
@@ -494,6 +496,7 @@ def _reconcile_once(
     gpu_pods: GPUPods | None = None,
 ) -> Outcome:
     facts = gather(body, runtime, nodes, gpu_pods)
+    facts = dataclasses.replace(facts, weights=_weights_observed(runtime.kube, facts))
     now = runtime.clock()
     # The feedback loop (kvright.feedback): observe, decide, and feed its overrides into planning.
     loop = feedback.run(facts, kube=runtime.kube, prometheus=runtime.prometheus, now=now)
@@ -510,8 +513,9 @@ def _reconcile_once(
         if child["kind"] in WORKLOAD_KINDS:
             live = answered
     kinds = ("Deployment", "LeaderWorkerSet") if facts.leader_worker_set else ("Deployment",)
-    if not desired.children:
-        # Nothing applied (no feasible plan): the last applied workload, of either kind, keeps serving.
+    if live is None and apply_error is None:
+        # No workload applied (no feasible plan, or its weights are not ready): the last applied workload,
+        # of either kind, keeps serving.
         for kind in kinds:
             live = runtime.kube.workload(kind, facts.namespace, facts.name)
             if live is not None:
@@ -563,6 +567,29 @@ def _delete_stale_workload(
             return f"deleting the {kind} {facts.name} of the previous plan: {exc}"
         log.info("deleted %s %s/%s of the previous plan", kind, facts.namespace, facts.name)
     return None
+
+
+def _weights_observed(kube: Kube, facts: reconcile.Facts) -> weights.Observed | None:
+    """What the weights' decision reads (kvright.weights): a PVC source's claim; the cache's claim and
+    download Job; an Image source's vLLM pods (their kubelets report a failed pull). None for the hub.
+    A failed read is an Observed error (the decision is then Unknown and the workload waits)."""
+    spec = facts.spec_or_error
+    if isinstance(spec, api.SpecError) or spec.model.source is None or spec.model.source.type == "Hub":
+        return None
+    source, ns = spec.model.source, facts.namespace
+    claims = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+    try:
+        if source.image is not None:
+            return weights.Observed(pods=tuple(kube.pods(ns, selector(facts.name))))
+        if source.pvc is not None:
+            return weights.Observed(claim=kube.get(f"{claims}/{quote(source.pvc.claim_name)}"))
+        job = weights.fill_job_name(facts.name, weights.cache_key(*weights.cache_target(spec.model)))
+        return weights.Observed(
+            claim=kube.get(f"{claims}/{quote(weights.cache_claim_name(facts.name))}"),
+            job=kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{quote(job)}"),
+        )
+    except KubeError as exc:
+        return weights.Observed(error=str(exc))
 
 
 def _controlled_by(obj: Mapping[str, Any], uid: str) -> bool:

@@ -45,6 +45,17 @@ class Reason:
     REPLICAS_NOT_READY: Final = "ReplicasNotReady"
     SCALED_TO_ZERO: Final = "ScaledToZero"
     PENDING: Final = "Pending"
+    # WeightsReady (spec.model.source: where the weights come from)
+    WEIGHTS_AVAILABLE: Final = "WeightsAvailable"
+    WEIGHTS_CLAIM_MISSING: Final = "WeightsClaimMissing"
+    """The PersistentVolumeClaim the weights are on (source PVC, or the cache's) does not exist."""
+    MODEL_CACHE_FILLING: Final = "ModelCacheFilling"
+    """The cache's download Job has not finished: the workload waits (not created, not rolled)."""
+    MODEL_CACHE_FILL_FAILED: Final = "ModelCacheFillFailed"
+    WEIGHTS_IMAGE_PULL_FAILED: Final = "WeightsImagePullFailed"
+    """A vLLM pod's kubelet cannot pull the image volume holding the weights."""
+    WEIGHTS_STATUS_UNKNOWN: Final = "WeightsStatusUnknown"
+    """Reading the claim or the download Job failed (the API server away, a missing grant)."""
     # events only
     PLAN_CHANGED: Final = "PlanChanged"
     GPU_PRODUCT_CHOSEN: Final = "GPUProductChosen"

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 import capacity
 from kvright import conditions as cond
+from kvright import weights as weight_source
 from kvright.api import EndpointPickerSpec, LLMDeploymentSpec, SpecError, parse_spec
 from kvright.conditions import Condition, Reason
 from kvright.inventory import InventoryError, ProductInventory, choose, pods_fit
@@ -108,6 +109,9 @@ class Facts:
     prices: Mapping[str, float] = field(default_factory=dict)
     """US dollars per GPU-hour by catalog id (the operator's KVRIGHT_GPU_PRICES) for choosing the GPU
     product; a product not listed costs its catalog list price."""
+    weights: weight_source.Observed | None = None
+    """The weights' claim, download Job and pods as read (spec.model.source PVC, Image or Cache); None:
+    not read (a PVC or Cache source then waits)."""
     parsed: LLMDeploymentSpec | SpecError | None = None
     """The spec parsed once per reconcile (the operator's gather passes it; left out, it is parsed here
     on construction). ``dataclasses.replace`` carries it along, so the feedback seam and planning never
@@ -145,6 +149,8 @@ class Desired:
     events: tuple[Event, ...] = ()
     retry_seconds: float | None = None
     """Try again this soon (a transient failure); None: the regular period."""
+    weights: Condition | None = None
+    """WeightsReady (kvright.weights); None for weights from the hub."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -547,8 +553,18 @@ def _desire(facts: Facts) -> Desired:
         prediction.tpot_seconds, slo.tpot_seconds or 0.0
     )
     token = spec.model.architecture.hub_token
+    owner = Owner(name=facts.name, namespace=facts.namespace, uid=facts.uid)
+    weights = weight_source.decide(
+        spec.model,
+        owner=owner,
+        image=spec.image or facts.default_image,
+        checkpoint_bytes=weight_total,
+        starts=capacity.plan_cold_starts(result, checkpoint_bytes=weight_total),
+        observed=facts.weights,
+        reported=cond.find(facts.current_status.get("conditions"), weight_source.WEIGHTS_READY) is not None,
+    )
     workload_render = VLLMWorkload(
-        owner=Owner(name=facts.name, namespace=facts.namespace, uid=facts.uid),
+        owner=owner,
         model=spec.model.name,
         served_model_name=spec.model.served_model_name,
         image=spec.image or facts.default_image,
@@ -563,6 +579,7 @@ def _desire(facts: Facts) -> Desired:
         weight_bytes=weight_total,
         max_request_seconds=2.0 * longest_request,
         endpoint_picker=spec.routing.endpoint_picker or facts.endpoint_picker,
+        weights=weights.mount,
     )
     plan_status: dict[str, Any] = {
         "gpuProduct": product.product,
@@ -667,12 +684,21 @@ def _desire(facts: Facts) -> Desired:
         plan_feasible=Condition(
             type=cond.PLAN_FEASIBLE, status="True", reason=Reason.PLANNED, message=message
         ),
-        children=tuple(
-            render_all(workload_render, pod_monitor=facts.pod_monitor, inference_pool=facts.inference_pool)
+        children=(
+            *weights.children,
+            *(
+                child
+                for child in render_all(
+                    workload_render, pod_monitor=facts.pod_monitor, inference_pool=facts.inference_pool
+                )
+                # Weights not ready: the workload is neither created nor rolled (the last one keeps serving).
+                if not (weights.hold and child["kind"] in ("Deployment", "LeaderWorkerSet"))
+            ),
         ),
         fields=fields,
         replicas=replicas,
         events=tuple(events),
+        weights=weights.condition,
     )
 
 
@@ -819,6 +845,10 @@ def deployed_condition(desired: Desired, rollout: Rollout | None, apply_error: s
     """Deployed: True once the children are applied and the Deployment runs the new template everywhere."""
     if apply_error is not None:
         return Condition(type=cond.DEPLOYED, status="False", reason=Reason.APPLY_FAILED, message=apply_error)
+    if desired.children and desired.weights is not None and desired.weights.status != "True":
+        kept = "; the last applied workload keeps serving" if rollout is not None else ""
+        held = desired.weights
+        return Condition(type=cond.DEPLOYED, status="False", reason=held.reason, message=held.message + kept)
     if not desired.children:
         if rollout is not None:
             return Condition(
@@ -883,7 +913,7 @@ def status(
         "readyReplicas": rollout.ready_replicas if rollout else 0,
         "conditions": cond.merge(
             facts.current_status.get("conditions"),
-            [desired.plan_feasible, deployed, ready_cond],
+            [desired.plan_feasible, deployed, ready_cond, *([desired.weights] if desired.weights else [])],
             generation=facts.generation,
             now=now,
         ),

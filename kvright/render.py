@@ -31,7 +31,9 @@ __all__ = [
     "MANAGED_BY",
     "Owner",
     "VLLMWorkload",
+    "WeightsMount",
     "labels",
+    "owner_references",
     "render_all",
     "render_deployment",
     "render_inference_pool",
@@ -64,6 +66,29 @@ LWS_WORKER_INDEX_ENV: Final = "LWS_WORKER_INDEX"
 """The worker index as an environment variable, injected by the LeaderWorkerSet v0.8.0 pod webhook
 (``pkg/utils/pod/pod_utils.go`` ``AddLWSVariables``, with ``LWS_LEADER_ADDRESS`` and ``LWS_GROUP_SIZE``)
 into every container; the kubelet expands ``$(LWS_WORKER_INDEX)`` in ``args``."""
+
+
+WEIGHTS_VOLUME: Final = "weights"
+"""The pod volume holding the model's weights when they do not come from the hub."""
+WEIGHTS_MOUNT_PATH: Final = "/models"
+"""Where the vLLM container mounts that volume, read-only."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightsMount:
+    """Weights on a volume (``spec.model.source`` PVC, Image or Cache; decided by kvright.weights): the
+    pod volume, what ``vllm serve`` loads, and the startup budget that source needs."""
+
+    volume: Mapping[str, Any]
+    """The pod volume (its name is WEIGHTS_VOLUME), mounted read-only at WEIGHTS_MOUNT_PATH."""
+    model_path: str
+    """The checkpoint's folder in the container: ``vllm serve`` loads it instead of the model name (which
+    stays the public one through ``--served-model-name``)."""
+    startup_budget_seconds: int
+    """The startup probe's budget from container start (kvright.weights.startup_budget_seconds)."""
+    pull_seconds: int = 0
+    """Predicted time before the container starts (an image volume's pull): added to the Deployment's
+    progress deadline, not to the probe (which starts with the container)."""
 
 
 class Owner(NamedTuple):
@@ -103,6 +128,8 @@ class VLLMWorkload:
     extra_labels: dict[str, str] = field(default_factory=dict)
     endpoint_picker: EndpointPickerSpec | None = None
     """The InferencePool's endpoint picker (None: the pool has no endpointPickerRef)."""
+    weights: WeightsMount | None = None
+    """Weights on a volume; None: vLLM downloads ``model`` from the hub at every start."""
 
     @property
     def gpus_per_pod(self) -> int:
@@ -141,22 +168,34 @@ def worker_args(args: Sequence[str]) -> list[str]:
     return out
 
 
+def owner_references(owner: Owner) -> list[dict[str, Any]]:
+    """The controller ownerReference every child carries (garbage-collected with the LLMDeployment)."""
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": owner.name,
+            "uid": owner.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
 def _metadata(w: VLLMWorkload) -> dict[str, Any]:
     return {
         "name": w.owner.name,
         "namespace": w.owner.namespace,
         "labels": {**labels(w.owner.name), **w.extra_labels},
-        "ownerReferences": [
-            {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "name": w.owner.name,
-                "uid": w.owner.uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
+        "ownerReferences": owner_references(w.owner),
     }
+
+
+def _startup_budget(w: VLLMWorkload) -> int:
+    """The startup probe's budget: the weight source's (kvright.weights), else the hub's."""
+    return (
+        w.weights.startup_budget_seconds if w.weights is not None else startup_budget_seconds(w.weight_bytes)
+    )
 
 
 def startup_budget_seconds(weight_bytes: int) -> int:
@@ -207,7 +246,7 @@ def _container(w: VLLMWorkload, args: Sequence[str] | None = None, *, serves: bo
         "name": CONTAINER_NAME,
         "image": w.image,
         "command": ["vllm", "serve"],
-        "args": [w.model, *flags],
+        "args": [w.model if w.weights is None else w.weights.model_path, *flags],
     }
     if serves:
         container["args"] += ["--served-model-name", w.served_model_name, "--port", str(HTTP_PORT)]
@@ -222,7 +261,7 @@ def _container(w: VLLMWorkload, args: Sequence[str] | None = None, *, serves: bo
             "startupProbe": {
                 **health,
                 "periodSeconds": startup_period,
-                "failureThreshold": math.ceil(startup_budget_seconds(w.weight_bytes) / startup_period),
+                "failureThreshold": math.ceil(_startup_budget(w) / startup_period),
             },
             "readinessProbe": {**health, "periodSeconds": 5, "failureThreshold": 3},
             "livenessProbe": {**health, "periodSeconds": 10, "failureThreshold": 6, "timeoutSeconds": 5},
@@ -242,6 +281,10 @@ def _container(w: VLLMWorkload, args: Sequence[str] | None = None, *, serves: bo
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
+    if w.weights is not None:
+        container["volumeMounts"].append(
+            {"name": WEIGHTS_VOLUME, "mountPath": WEIGHTS_MOUNT_PATH, "readOnly": True}
+        )
     return container
 
 
@@ -281,6 +324,7 @@ def _pod_template(
                 {"name": "dshm", "emptyDir": {"medium": "Memory"}},
                 {"name": "cache", "emptyDir": {}},
                 {"name": "tmp", "emptyDir": {}},
+                *([dict(w.weights.volume)] if w.weights is not None else []),
             ],
         },
     }
@@ -303,7 +347,9 @@ def render_deployment(w: VLLMWorkload) -> dict[str, Any]:
             "selector": {"matchLabels": selector(w.owner.name)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             # Weight loading is slow: a rollout only counts as stalled after the startup budget.
-            "progressDeadlineSeconds": startup_budget_seconds(w.weight_bytes) + 300,
+            "progressDeadlineSeconds": _startup_budget(w)
+            + 300
+            + (w.weights.pull_seconds if w.weights else 0),
             "revisionHistoryLimit": 3,
             "template": _pod_template(w, _container(w)),
         },
