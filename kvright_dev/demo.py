@@ -72,6 +72,49 @@ def _apply(kube: Kube, path: str, obj: dict[str, Any]) -> None:
     apply(kube, path, obj, field_manager="kvright-demo")
 
 
+def _cache_volume(kube: Kube, obj: dict[str, Any]) -> None:
+    """For a sample whose weights come from the shared cache (spec.model.source.type Cache): the
+    PersistentVolume a storage provisioner would make for its claim (the local control plane has none),
+    bound in advance to ``<name>-weights``. Nothing is written there: kwok runs no containers."""
+    source = obj["spec"]["model"].get("source") or {}
+    if source.get("type") != "Cache":
+        return
+    claim = f"{obj['metadata']['name']}-weights"
+    size = (source.get("cache") or {}).get("size", "50Gi")
+    name = f"{NAMESPACE}-{claim}"
+    _apply(kube, f"/api/v1/persistentvolumes/{name}", {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": f"/tmp/{name}"},
+            "claimRef": {"namespace": NAMESPACE, "name": claim},
+        },
+    })  # fmt: skip
+
+
+def print_cache(kube: Kube, name: str) -> None:
+    """The shared cache of one sample: its claim, its download Job and what the vLLM pods load."""
+    claim = kube.get(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{name}-weights") or {}
+    selector = f"app.kubernetes.io/component=model-cache,kvright.dev/llmdeployment={name}"
+    jobs = kube.request(
+        "GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", query=[("labelSelector", selector)]
+    ).get("items") or []  # fmt: skip
+    print(f"\n{name} loads from the shared cache:")
+    print(f"  PersistentVolumeClaim {name}-weights   {(claim.get('status') or {}).get('phase', '?')}")
+    for job in jobs:
+        st = job.get("status") or {}
+        finished = [c["type"] for c in st.get("conditions") or () if c.get("status") == "True"]
+        print(f"  Job {job['metadata']['name']}   {', '.join(finished) or 'running'}, "
+              f"{st.get('succeeded', 0)} download pod succeeded")  # fmt: skip
+    obj = kube.get(f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{NAMESPACE}/{api.PLURAL}/{name}") or {}
+    ready = _condition(obj, "WeightsReady")
+    print(f"  WeightsReady={ready.get('status')} ({ready.get('reason')}): {ready.get('message')}")
+
+
 def _wait(what: str, check: Callable[[], T | None], timeout: float, *,
           operator: subprocess.Popen[bytes] | None = None, log: str = "") -> T:
     """``check()`` until truthy (an API error counts as not yet); SystemExit naming ``what`` on a timeout
@@ -168,6 +211,7 @@ def main() -> int:
             name = obj["metadata"]["name"]
             names.append(name)
             obj["metadata"]["namespace"] = NAMESPACE
+            _cache_volume(kube, obj)
             _apply(kube, f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{NAMESPACE}/{api.PLURAL}/{name}", obj)
             print(f"demo: applied {path.relative_to(ROOT)}", flush=True)
         done = {}
@@ -183,7 +227,11 @@ def main() -> int:
             pf = _condition(done[name], "PlanFeasible")
             if pf.get("status") != "True":
                 print(f"\n{name}: PlanFeasible={pf.get('status')} ({pf.get('reason')}): {pf.get('message')}")
-        pods = kube.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods").get("items") or []
+        cached = [n for n in names if _condition(done[n], "WeightsReady").get("reason")]
+        for name in cached:
+            print_cache(kube, name)
+        vllm = [("labelSelector", "app.kubernetes.io/name=vllm")]
+        pods = kube.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query=vllm).get("items") or []
         print("\nvLLM pods on the fake GPU nodes:")
         for pod in pods:
             limits = pod["spec"]["containers"][0]["resources"]["limits"]
