@@ -165,13 +165,26 @@ def test_namespaced_mode_uses_roles_per_namespace_and_keeps_node_inventory_clust
     cluster_roles = by_kind(nondefault, "ClusterRole")
     assert [r["metadata"]["name"] for r in cluster_roles] == ["kv-inventory"]
     cluster_resources = {res for r in cluster_roles for rule in r["rules"] for res in rule["resources"]}
-    assert cluster_resources == {"nodes", "namespaces", "customresourcedefinitions"}
+    assert cluster_resources == {"nodes", "namespaces", "customresourcedefinitions", "pods"}
+    # Pods cluster-wide are read for GPU occupancy only: list, nothing else.
+    pod_verbs = [rule["verbs"] for r in cluster_roles for rule in r["rules"] if "pods" in rule["resources"]]
+    assert pod_verbs == [["list"]]
     bindings = by_kind(nondefault, "RoleBinding")
     assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": "kv", "namespace": "kvright-system"}]
                for b in bindings)
     env = {e["name"]: e.get("value") for e in one(nondefault, "Deployment")["spec"]["template"]["spec"]
            ["containers"][0]["env"]}
     assert env["KVRIGHT_NAMESPACES"] == "team-a,team-b"
+
+
+def test_without_gpu_occupancy_no_pod_is_read_cluster_wide() -> None:
+    docs = render("--set", "operator.gpuOccupancy=false")
+    inventory = next(r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == "kvright-inventory")
+    assert all("pods" not in rule["resources"] for rule in inventory["rules"])
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "KVRIGHT_GPU_OCCUPANCY", "value": "false"} in container["env"]
+    default = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "KVRIGHT_GPU_OCCUPANCY" not in {e["name"] for e in default["env"]}
 
 
 def test_cluster_mode_workload_is_a_cluster_role(default: list[dict[str, Any]]) -> None:
