@@ -439,6 +439,29 @@ EOF
   mv -f "$KUBECONFIG_PATH.tmp" "$KUBECONFIG_PATH"
 }
 
+# The API server's audit log: every request a ServiceAccount makes, at Metadata level (user, verb, resource,
+# namespace, response code and the authorizer's decision; no bodies), one JSON line each, so tests can prove
+# what the operator's ServiceAccount did and that nothing was refused (tests/integration/test_rbac_audit.py).
+# Only ServiceAccounts: the control plane's own components and the admin client (system:masters) are not
+# logged, which keeps the cost to a few lines per operator request. RequestReceived is omitted (the same
+# request again); ResponseStarted stays, as a watch's ResponseComplete comes only when it ends. Rotated at
+# $AUDIT_LOG_MAX_MB MB with one backup (audit-<time>.log beside it).
+AUDIT_LOG="$CLUSTER_DIR/audit/audit.log"
+AUDIT_LOG_MAX_MB=64
+write_audit_policy() { # -> the policy file's path
+  mkdir -p "$CLUSTER_DIR/audit"
+  cat >"$CLUSTER_DIR/audit/policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+EOF
+  printf '%s' "$CLUSTER_DIR/audit/policy.yaml"
+}
+
 start_component() { # name args...
   local name="$1"; shift
   printf '\n==== %s started %s\n' "$name" "$(date -u +%FT%TZ)" >>"$LOGS/$name.log"
@@ -784,7 +807,9 @@ cmd_up() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" --endpoint-reconciler-type=none --allow-privileged=true \
-    --profiling=false
+    --profiling=false \
+    --audit-policy-file="$(write_audit_policy)" --audit-log-path="$AUDIT_LOG" --audit-log-format=json \
+    --audit-log-maxsize="$AUDIT_LOG_MAX_MB" --audit-log-maxbackup=1
   wait_until "kube-apiserver /readyz on 127.0.0.1:$APISERVER_PORT" "$START_TIMEOUT" "etcd kube-apiserver" apiserver_ready
   write_kubeconfig "$APISERVER_PORT"
   wait_until "the default namespace" "$START_TIMEOUT" "etcd kube-apiserver" default_namespace

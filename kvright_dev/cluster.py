@@ -1,5 +1,5 @@
-"""The local control plane as tests, demos and benches reach it: where its kubeconfig is, server-side
-apply, and the LLMDeployment CRD installed and Established.
+"""The local control plane as tests, demos and benches reach it: where its kubeconfig and its API server's
+audit log are, server-side apply, and the LLMDeployment CRD installed and Established.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 from kvright.operator import Kube
 from kvright_dev.procs import ROOT, wait_until
 
-__all__ = ["CRD", "apply", "crd_established", "install_crd", "local_kubeconfig"]
+__all__ = ["CRD", "apply", "audit_logs", "crd_established", "install_crd", "local_kubeconfig"]
 
 CRD = ROOT / "crds" / "llmdeployment.yaml"
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -24,6 +24,17 @@ def local_kubeconfig() -> Path:
     by default under ~/.cache/kvright/cluster). It may not exist: callers say how to start one."""
     cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
     return Path(os.environ.get("KUBECONFIG") or cluster_dir / "kubeconfig")
+
+
+def audit_logs(cluster_dir: Path) -> list[Path]:
+    """The audit log files of the cluster.sh control plane in ``cluster_dir``, oldest first: the rotated
+    backup (``audit-<time>.log``), if any, then ``audit.log``. Every request a ServiceAccount makes is one
+    JSON line there (audit.k8s.io/v1 Event, Metadata level; deploy/cluster.sh writes the policy). Empty
+    when the cluster was started without it (before cluster.sh logged audits, or kind)."""
+    folder = cluster_dir / "audit"
+    backups = sorted(p for p in folder.glob("audit-*.log"))
+    current = folder / "audit.log"
+    return [*backups, *([current] if current.is_file() else [])]
 
 
 def apply(kube: Kube, path: str, obj: dict[str, Any], *, field_manager: str) -> Any:
