@@ -13,7 +13,9 @@ A grant is one (API group, resource[/subresource], verb) in one scope: cluster-w
 a ClusterRoleBinding) or one namespace (a Role, or a ClusterRole bound by a RoleBinding). The verdict fails
 when
 
-- a grant was never used by an allowed request (``unused``: the chart asks for more than the operator does),
+- a grant was never used by an allowed request (``unused``: the chart asks for more than the operator does;
+  a request uses the narrowest grants that allow it, so a cluster-wide grant needs a request that no
+  namespaced grant covers),
 - an allowed request matches no grant (``ungranted``: the rules checked are not the rules that let it
   through, e.g. a copy with a rule removed),
 - the authorizer refused a request (``forbidden``: a 403 with the audit annotation
@@ -28,18 +30,21 @@ too. Grants that no request can show (a verb that only admission checks, such as
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Grant", "Request", "Verdict", "compare", "granted", "parse_audit", "service_account_user"]
+__all__ = [
+    "Grant", "Request", "Verdict", "compare", "granted", "implied", "parse_audit", "service_account_user",
+]
 
 DECISION = "authorization.k8s.io/decision"
 """The audit annotation the authorizer writes on every request it decided (``allow`` or ``forbid``)."""
 
 
-@dataclass(frozen=True, order=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Grant:
     """One verb on one resource, in one scope."""
 
@@ -50,6 +55,10 @@ class Grant:
     verb: str
     namespace: str | None = None
     """The namespace a Role (or a RoleBinding) grants it in; None: every namespace and cluster-scoped."""
+
+    @property
+    def sort_key(self) -> tuple[str, str, str, str]:
+        return (self.group, self.resource, self.verb, self.namespace or "")
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else " cluster-wide"
@@ -70,6 +79,8 @@ class Request:
     decision: str
     """The authorizer's decision, ``allow`` or ``forbid`` ("" when not recorded)."""
     uri: str
+    received: datetime.datetime | None = None
+    """When the API server received it (``requestReceivedTimestamp``)."""
 
     @property
     def verbs_used(self) -> tuple[str, ...]:
@@ -197,9 +208,28 @@ def parse_audit(lines: Iterable[str], *, user: str) -> list[Request]:
                 code=int((event.get("responseStatus") or {}).get("code", 0) or 0),
                 decision=str((event.get("annotations") or {}).get(DECISION, "")),
                 uri=str(event.get("requestURI", "")),
+                received=_timestamp(event.get("requestReceivedTimestamp")),
             )
         )
     return out
+
+
+def implied(grant: Grant, by: Iterable[Grant]) -> bool:
+    """Whether ``by`` grants ``grant`` already: the same verb on the same resource, cluster-wide or in
+    the same namespace (a rule whose every grant is implied by the others is redundant: dropping it changes
+    nothing the API server allows)."""
+    return any(
+        (g.group, g.resource, g.verb) == (grant.group, grant.resource, grant.verb)
+        and (g.namespace is None or g.namespace == grant.namespace)
+        for g in by
+    )
+
+
+def _timestamp(value: Any) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
 
 
 def _covers(grant: Grant, request: Request, verb: str) -> bool:
@@ -217,7 +247,7 @@ def compare(
     """The verdict on ``grants`` given the ``requests`` made (see the module docstring). ``exempt`` maps
     a grant (namespace ignored) to the reason no request can show its use; such a grant is never
     ``unused``."""
-    grants = sorted(set(grants))
+    grants = sorted(set(grants), key=lambda g: g.sort_key)
     exempt_keys = {(g.group, g.resource, g.verb) for g in (exempt or {})}
     used: dict[Grant, list[Request]] = {g: [] for g in grants}
     ungranted: list[Request] = []
@@ -234,7 +264,10 @@ def compare(
             covering = [g for g in grants if _covers(g, request, verb)]
             if not covering:
                 ungranted.append(request)
-            for g in covering:
+            # The narrowest grant that allows it is the one it needs: a cluster-wide grant is used only by
+            # a request no namespaced grant covers (a cluster-wide listing, another namespace).
+            narrow = [g for g in covering if g.namespace is not None]
+            for g in narrow or covering:
                 used[g].append(request)
     unused = tuple(
         g for g in grants if not used[g] and (g.group, g.resource, g.verb) not in exempt_keys

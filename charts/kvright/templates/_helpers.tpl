@@ -61,43 +61,49 @@ app.kubernetes.io/part-of: kvright
 
 {{/* What the operator does to LLMDeployments and their children (Deployment, Service, PodMonitor). */}}
 {{- define "kvright.workloadRules" -}}
+# Each verb here is used by some operator path (tests/integration/test_rbac_audit.py proves it from the API
+# server's audit log); none is granted "just in case".
+# kopf lists and watches LLMDeployments and patches its annotations on them; the sweep lists them. No get or
+# update: bodies come from the watch and the listing.
 - apiGroups: [kvright.dev]
   resources: [llmdeployments]
-  verbs: [get, list, watch, patch, update]
+  verbs: [list, watch, patch]
 - apiGroups: [kvright.dev]
   resources: [llmdeployments/status]
-  verbs: [get, patch, update]
+  verbs: [patch]
 # ownerReferences with blockOwnerDeletion on children need update on the owner's finalizers.
 - apiGroups: [kvright.dev]
   resources: [llmdeployments/finalizers]
   verbs: [update]
+# The one-node workload: get (its rollout; the other kind's after a move), create and patch (server-side apply;
+# an apply that creates is also authorized as create), delete (the Deployment of a previous plan once the
+# LeaderWorkerSet of a plan over several nodes is applied). No list, watch or update.
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [get, create, patch, delete]
+# Service and PodMonitor: server-side apply only, never read, updated or deleted (garbage collection does).
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [create, patch]
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors]
-  verbs: [get, list, watch, create, patch, update, delete]
-# config.json from spec.model.configMapRef: read only.
+  verbs: [create, patch]
+# config.json from spec.model.configMapRef: read by name.
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, watch]
-# vLLM pods: read only (readiness, which node and GPU they landed on).
+  verbs: [get]
+# vLLM pods: listed by label (readiness, which template they run, why one cannot be scheduled).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch]
+  verbs: [list]
+# core/v1 Events, posted (kopf and the sweep post them; neither patches one).
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
-# An HPA that targets the LLMDeployment or its Deployment owns replicas: read only, to step aside.
+  verbs: [create]
+# An HPA that targets the LLMDeployment or its Deployment owns replicas: listed, to step aside.
 - apiGroups: [autoscaling]
   resources: [horizontalpodautoscalers]
-  verbs: [get, list]
-- apiGroups: [events.k8s.io]
-  resources: [events]
-  verbs: [create, patch]
+  verbs: [list]
 {{- end -}}
 
 {{/* Per-second rate of the TPOT histogram buckets by (labels, le), current vLLM name or else the legacy one.

@@ -4,12 +4,21 @@ and audit.k8s.io/v1 define); the real ones are compared in tests/integration/tes
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
 import pytest
 
-from kvright_dev.rbac_audit import Grant, Request, compare, granted, parse_audit, service_account_user
+from kvright_dev.rbac_audit import (
+    Grant,
+    Request,
+    compare,
+    granted,
+    implied,
+    parse_audit,
+    service_account_user,
+)
 
 SA = ("kvr-system", "kvr")
 USER = service_account_user(*SA)
@@ -51,7 +60,8 @@ def audit_line(*, user: str = USER, verb: str = "get", resource: str | None = "c
                decision: str = "allow", stage: str = "ResponseComplete") -> str:
     event: dict[str, Any] = {
         "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "stage": stage,
-        "auditID": "a1", "requestURI": f"/api/v1/namespaces/{namespace}/{resource}", "verb": verb,
+        "auditID": "a1", "requestReceivedTimestamp": "2026-12-01T08:40:01.123456Z",
+        "requestURI": f"/api/v1/namespaces/{namespace}/{resource}", "verb": verb,
         "user": {"username": user, "groups": ["system:serviceaccounts", "system:authenticated"]},
         "responseStatus": {"metadata": {}, "code": code},
         "annotations": {"authorization.k8s.io/decision": decision, "authorization.k8s.io/reason": ""},
@@ -147,6 +157,7 @@ PARSE_CASES = [
 @pytest.mark.parametrize(("line", "want"), [c[1:] for c in PARSE_CASES], ids=[c[0] for c in PARSE_CASES])
 def test_parse_audit(line: str, want: list[Request]) -> None:
     got = parse_audit([line], user=USER)
+    assert all(r.received == datetime.datetime(2026, 12, 1, 8, 40, 1, 123456, datetime.UTC) for r in got)
     assert [(r.verb, r.group, r.resource, r.namespace, r.code, r.decision) for r in got] == [
         (r.verb, r.group, r.resource, r.namespace, r.code, r.decision) for r in want
     ]
@@ -176,6 +187,14 @@ COMPARE_CASES = [
      ("", "", "list /api/secrets -> 403", "")),
     ("admission-403-is-refused", GRANTS, [*ALL_USED, req("patch", "deployments", "apps", code=403)], {},
      ("", "", "", "patch /apps/deployments -> 403")),
+    ("a-namespaced-request-uses-the-namespaced-grant-not-the-cluster-wide-one",
+     GRANTS | {g("list", "pods"), g("list", "pods", namespace="team")}, [*ALL_USED, req("list", "pods")], {},
+     ("list pods cluster-wide", "", "", "")),
+    ("a-cluster-wide-listing-uses-the-cluster-wide-grant",
+     GRANTS | {g("list", "pods"), g("list", "pods", namespace="team")},
+     [*ALL_USED, req("list", "pods"), req("list", "pods", namespace=None)], {}, ("", "", "", "")),
+    ("a-request-in-a-namespace-without-a-role-uses-the-cluster-wide-grant",
+     GRANTS | {g("list", "pods")}, [*ALL_USED, req("list", "pods", namespace="other")], {}, ("", "", "", "")),
     ("an-exempt-grant-is-never-unused",
      GRANTS | {g("update", "llmdeployments/finalizers", "kvright.dev")}, ALL_USED,
      {g("update", "llmdeployments/finalizers", "kvright.dev"): "admission checks it"}, ("", "", "", "")),
@@ -207,3 +226,20 @@ def test_explain_names_each_finding_under_its_heading() -> None:
         "forbidden by the authorizer:\n  list /api/secrets -> 403"
     )
     assert compare(GRANTS, ALL_USED).explain() == "ok"
+
+
+IMPLIED_CASES = [
+    ("same-grant-cluster-wide", g("list", "pods", namespace="team"), {g("list", "pods")}, True),
+    ("same-namespace", g("list", "pods", namespace="team"), {g("list", "pods", namespace="team")}, True),
+    ("a-role-does-not-imply-cluster-wide", g("list", "pods"), {g("list", "pods", namespace="team")}, False),
+    ("another-namespace", g("list", "pods", namespace="a"), {g("list", "pods", namespace="b")}, False),
+    ("another-verb", g("watch", "pods"), {g("list", "pods")}, False),
+    ("another-group", g("list", "events"), {g("list", "events", "events.k8s.io")}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("grant", "by", "want"), [c[1:] for c in IMPLIED_CASES], ids=[c[0] for c in IMPLIED_CASES]
+)
+def test_implied(grant: Grant, by: set[Grant], want: bool) -> None:
+    assert implied(grant, by) is want
