@@ -216,6 +216,15 @@ class Fleet:
             p.max_num_seqs != self.want_seqs or not p.serving(now) for p in active
         )
 
+    def scaling_out(self, now: float) -> bool:
+        """Rolling only because replicas were added: every pod runs the wanted max-num-seqs."""
+        active = [p for p in self.pods if not p.draining]
+        return (
+            self.rolling(now)
+            and len(active) <= self.want_replicas
+            and all(p.max_num_seqs == self.want_seqs for p in active)
+        )
+
     def gpus(self) -> int:
         return len(self.pods) * self.tp
 
@@ -632,7 +641,14 @@ def _kvright(
         max_num_seqs_limit=max(memory_bound, fleet.want_seqs),
     )
     law = {**law_settings(spec), "tuning": tuning, "model": curve, "bounds": bounds, "history": history}
-    decision = decide(**law, current=current, observation=obs, now=t, rollout_in_progress=fleet.rolling(t))
+    decision = decide(
+        **law,
+        current=current,
+        observation=obs,
+        now=t,
+        rollout_in_progress=fleet.rolling(t),
+        scaling_out=fleet.scaling_out(t),
+    )
     if decision.action == Action.REPLAN:
         out.replans += 1
         out.events.append(f"t={t:.0f}s {decision.reason} (not applied in the bench): {decision.message}")

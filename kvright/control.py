@@ -7,7 +7,10 @@ Pure: no IO, no clock (``now`` is an argument), no Kubernetes. The operator gath
 The law, in the order it is applied (docs/feedback.md explains it with tuning advice):
 
 1. No usable metrics -> keep everything (reason from the observation). A rollout still in progress
-   -> keep, and restart the cooldown (the window must only see the plan being judged).
+   -> keep, and restart the cooldown (the window must only see the plan being judged); except when
+   the rollout only adds replicas and the SLO is still missed or requests queue: then the replicas
+   already asked for count as capacity and more are added if the demand measured now needs more (a
+   cold start can take minutes; a rising load must not wait for it).
 2. Fewer than ``min_samples`` finished requests in the window -> wait, but only until
    ``sample_deadline_seconds``: after that act on what there is, and with no traffic at all scale
    down one replica at a time towards ``min_replicas`` (the loop never stalls for lack of data).
@@ -21,11 +24,12 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    ``cooldown_seconds`` of the last change. Adding replicas restarts nothing and disturbs no running
    request, so it waits only for one fresh window after the last change (the HPA's fast scale-up):
    inside the cooldown, an SLO miss (TPOT or TTFT) or a queue still adds replicas when the budget
-   holds the demand at the target batch.
+   holds the demand at the target batch (with a queue, as many as the budget allows when it does not).
 6. TPOT above the SLO: the cheaper move first. When the GPU budget holds the demand at the target
-   batch, add replicas (at most ``max_replicas_step`` per move) and keep max-num-seqs: no pod
-   restarts, no cold start. Otherwise lower max-num-seqs to the target batch (at most a factor
-   ``max_seqs_step`` per move; one such step when the calibrated model says even batch 1 misses) and
+   batch, add the replicas that demand needs in one move (at least ``max_replicas_step``) and keep
+   max-num-seqs: no pod restarts, no cold start. Otherwise lower max-num-seqs to the target batch (at
+   most a factor ``max_seqs_step`` per move; one such step when the calibrated model says even batch 1
+   misses) and
    add replicas for the demand that no longer fits, within min/max replicas and the GPU budget. When
    that cannot meet the SLO (the uncalibrated roofline says batch 1 is too slow, or the budget cannot
    hold the demand at the target batch) ask for a re-plan: fp8 KV cache first, then a larger
@@ -114,7 +118,9 @@ class Tuning:
     sample_deadline_seconds: float = 900.0
     """Stop waiting for min_samples after this long and act on what there is."""
     max_replicas_step: int = 2
-    """Most replicas added in one move (removal is always one at a time)."""
+    """Replicas one move may add at least: a scale-out takes the fleet to what the measured demand needs
+    at the target batch in one move, and a move that lowers max-num-seqs adds at most this many (removal
+    is always one at a time)."""
     max_seqs_step: float = 2.0
     """max-num-seqs moves by at most this factor per move."""
     calibration_alpha: float = 0.5
@@ -278,6 +284,8 @@ class Period:
     now: float
     hpa_present: bool = False
     rollout_in_progress: bool = False
+    scaling_out: bool = False
+    """The rollout in progress only adds replicas (no running pod is replaced)."""
     slo_ttft_seconds: float | None = None
 
     @property
@@ -484,6 +492,18 @@ def rolling_out(p: Period) -> Decision | None:
     yet. Keep, and restart the cooldown so the next decision sees a window taken after the rollout."""
     if not p.rollout_in_progress:
         return None
+    if p.scaling_out and not p.hpa_present and _short(p):
+        return None  # replicas are being added and users still wait: scale_out_while_adding may add more
+    return _keep_rolling(p)
+
+
+def _short(p: Period) -> bool:
+    """The reading misses the TPOT SLO, or requests queue (seats full, or TTFT above its SLO)."""
+    reading = p.observation.tpot_seconds
+    return (reading is not None and reading > p.slo_tpot_seconds) or p.queued or _ttft_queueing(p)
+
+
+def _keep_rolling(p: Period) -> Decision:
     c = p.current
     return p.decision(
         Action.KEEP,
@@ -557,6 +577,21 @@ PRE_MEASUREMENT: tuple[Callable[[Period], Decision | None], ...] = (
 # -- rules on a measurement -------------------------------------------------------------------------------
 
 
+def scale_out_while_adding(m: Measured) -> Decision | None:
+    """Replicas are being added (their pods still starting) and the SLO is still missed: the replicas
+    already asked for count as capacity, and more are added only when the demand measured now needs more
+    than all of them at the target batch. Nothing that runs is touched; otherwise keep until the
+    rollout is done (a cold start can take minutes, and a rising load must not wait for it)."""
+    p = m.period
+    if not p.rollout_in_progress:
+        return None
+    reason = Reason.TPOT_ABOVE_SLO if m.ratio > 1.0 else Reason.REQUESTS_WAITING
+    if m.ratio <= 1.0 and _ttft_queueing(p):
+        reason = Reason.TTFT_ABOVE_SLO
+    scaled = _scale_out(m, reason, at_least_one=False)
+    return scaled if scaled is not None else _keep_rolling(p)
+
+
 def cooling_down(m: Measured) -> Decision | None:
     """No move that restarts pods or removes a replica within ``cooldown_seconds`` of the last change
     (when there is anything to change). Adding replicas disturbs nothing that runs, so an SLO miss or a
@@ -600,16 +635,21 @@ def _scale_out(m: Measured, reason: str, *, at_least_one: bool) -> Decision | No
     else:
         return None
     needed = math.ceil(p.demand / per_replica) if p.demand > 0 else reps
-    if needed > p.ceiling:
-        return None
+    if needed > p.ceiling and not p.queued and not _ttft_queueing(p):
+        return None  # the budget cannot hold the demand and nothing waits: a smaller batch or a re-plan
+    # Adding replicas restarts nothing that runs, so the fleet goes to what the measured demand needs at
+    # the target batch in one move (each move waits for its pods' cold start and a fresh window: steps
+    # of max_replicas_step left a rising load above the SLO for several cold starts in a row).
+    step = max(step, needed - reps)
     new_reps = min(max(needed, reps + 1) if at_least_one else needed, reps + step, p.ceiling)
     if new_reps <= reps:
         return None
+    short = f", the budget holds {p.ceiling}" if needed > p.ceiling else ""
     return m.act(
         Action.ADD_REPLICAS,
         reason,
         f"{m.head}; replicas {reps} -> {new_reps} at max-num-seqs {seqs} (demand {p.demand:.0f} at batch "
-        f"{per_replica} needs {needed}; adding replicas restarts no pod); {m.detail}",
+        f"{per_replica} needs {needed}{short}; adding replicas restarts no pod); {m.detail}",
         new_reps=new_reps,
     )
 
@@ -819,6 +859,7 @@ def within_deadband(m: Measured) -> Decision | None:
 
 
 MEASURED: tuple[Callable[[Measured], Decision | None], ...] = (
+    scale_out_while_adding,
     cooling_down,
     tpot_above_slo,
     kv_cache_preempting,
@@ -871,6 +912,7 @@ def decide(
     now: float,
     hpa_present: bool = False,
     rollout_in_progress: bool = False,
+    scaling_out: bool = False,
     slo_ttft_seconds: float | None = None,
 ) -> Decision:
     """One period of the control law: the first of :data:`PRE_MEASUREMENT`, then of :data:`MEASURED`,
@@ -885,6 +927,7 @@ def decide(
         now=now,
         hpa_present=hpa_present,
         rollout_in_progress=rollout_in_progress,
+        scaling_out=scaling_out,
         slo_ttft_seconds=slo_ttft_seconds,
     )
     for rule in PRE_MEASUREMENT:

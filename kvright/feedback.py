@@ -59,6 +59,8 @@ class FeedbackFacts:
     hpa: str | None = None
     """Name of an HPA targeting the LLMDeployment or its Deployment, if any."""
     rollout_in_progress: bool = False
+    scaling_out: bool = False
+    """The rollout in progress only adds pods of the running template (no pod is replaced)."""
     prometheus_configured: bool = True
 
 
@@ -139,10 +141,12 @@ def gather(
         percentile=spec.slo.percentile,
         now=now.timestamp(),
     )
+    rolling, adding = _rolling_out(kube, facts.namespace, facts.name)
     return FeedbackFacts(
         observation=observation,
         hpa=_hpa_targeting(kube, facts.namespace, facts.name),
-        rollout_in_progress=_rolling_out(kube, facts.namespace, facts.name),
+        rollout_in_progress=rolling,
+        scaling_out=adding,
     )
 
 
@@ -158,19 +162,22 @@ def _hpa_targeting(kube: Reader, namespace: str, name: str) -> str | None:
     return None
 
 
-def _rolling_out(kube: Reader, namespace: str, name: str) -> bool:
-    """Whether the Deployment is still rolling out; none (404) is not. Errors raise, as in
-    :func:`_hpa_targeting`: a refused read is not a finished rollout."""
+def _rolling_out(kube: Reader, namespace: str, name: str) -> tuple[bool, bool]:
+    """Whether the Deployment is still rolling out, and whether that rollout only adds pods of the
+    running template (every pod is of the current template, fewer are ready than wanted); none (404) is
+    not rolling. Errors raise, as in :func:`_hpa_targeting`: a refused read is not a finished rollout."""
     live = kube.deployment(namespace, name)
     if live is None:
-        return False
+        return False, False
     meta, spec, status = live.get("metadata") or {}, live.get("spec") or {}, live.get("status") or {}
     want = int(spec.get("replicas", 1) or 0)
     seen = int(status.get("observedGeneration", 0) or 0) >= int(meta.get("generation", 0) or 0)
     updated = int(status.get("updatedReplicas", 0) or 0)
     ready = int(status.get("readyReplicas", 0) or 0)
     total = int(status.get("replicas", 0) or 0)
-    return not seen or updated < want or ready < want or total > want
+    rolling = not seen or updated < want or ready < want or total > want
+    adding = seen and rolling and updated == total <= want and ready < want
+    return rolling, adding
 
 
 # -- decide (pure) ------------------------------------------------------------------------------------
@@ -622,6 +629,7 @@ def _control(
         now=now.timestamp(),
         hpa_present=feedback.hpa is not None or spec.replicas.count is not None,
         rollout_in_progress=feedback.rollout_in_progress,
+        scaling_out=feedback.scaling_out,
     )
 
 

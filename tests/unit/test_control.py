@@ -99,6 +99,7 @@ class Case:
     slo: float = SLO
     ttft_slo: float | None = None
     hpa: bool = False
+    scaling_out: bool = False
 
 
 #: A window with no finished, running or waiting request; and a samples clock started long ago.
@@ -201,10 +202,48 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.SET_MAX_NUM_SEQS, "TPOTAboveSLO", 64, 4),
     ),
     (
-        "replica-step-is-bounded",
+        "adding-replicas-while-still-short-adds-what-the-demand-needs-now",
+        # Replicas are starting (2 asked for) and TPOT still misses: the demand of 1000 needs 16.
+        replace(
+            too_slow_at_128(running=1000.0, bounds={"max_replicas": 30, "max_gpus": 30}),
+            rollout=True,
+            scaling_out=True,
+        ),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 16),
+    ),
+    (
+        "adding-replicas-that-already-cover-the-demand-waits-for-them",
+        replace(
+            Case(
+                obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 200.0},
+                current={"max_num_seqs": 128, "replicas": 4},
+            ),
+            rollout=True,
+            scaling_out=True,
+        ),
+        (Action.KEEP, "RolloutInProgress", 128, 4),
+    ),
+    (
+        "adding-replicas-within-the-slo-waits-for-them",
+        Case(rollout=True, scaling_out=True),
+        (Action.KEEP, "RolloutInProgress", 64, 2),
+    ),
+    (
+        "a-rollout-that-replaces-pods-waits-even-when-short",
+        replace(too_slow_at_128(running=1000.0, bounds={"max_replicas": 30, "max_gpus": 30}), rollout=True),
+        (Action.KEEP, "RolloutInProgress", 128, 2),
+    ),
+    (
+        "a-queue-beyond-the-budget-gets-every-replica-the-budget-holds",
+        # 628 requests (500 waiting) at a target batch near 34 need 19 replicas; the budget holds 4.
+        Case(obs={"tpot_seconds": 0.070, "mean_batch": 64.0, "running": 128.0, "waiting": 500.0}),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 64, 4),
+    ),
+    (
+        "scale-out-goes-to-what-the-demand-needs",
         too_slow_at_128(running=1000.0, bounds={"max_replicas": 30, "max_gpus": 30}),
-        # 1000 at target 63 need 16 replicas, within 30; one move adds at most 2.
-        (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
+        # 1000 at target 63 need 16 replicas, within 30: one move adds them all (no pod restarts).
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 16),
     ),
     (
         "calibrated-model-too-pessimistic-at-batch-one-steps-down",
@@ -404,6 +443,7 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         now=NOW,
         hpa_present=case.hpa,
         rollout_in_progress=case.rollout,
+        scaling_out=case.scaling_out,
         slo_ttft_seconds=case.ttft_slo,
     )
     action, reason, seqs, replicas = expected
@@ -618,6 +658,7 @@ def test_the_rules_run_in_the_documented_order() -> None:
         "tpot_unmeasured",
     ]
     assert [r.__name__ for r in MEASURED] == [
+        "scale_out_while_adding",
         "cooling_down",
         "tpot_above_slo",
         "kv_cache_preempting",
@@ -634,6 +675,19 @@ PRE_MEASUREMENT_CASES: list[tuple[Any, dict[str, Any], tuple[Action, str] | None
     (metrics_unavailable, {"obs": {"available": False, "reason": "NoSeries"}}, (Action.KEEP, "NoSeries")),
     (rolling_out, {}, None),
     (rolling_out, {"rollout_in_progress": True}, (Action.KEEP, "RolloutInProgress")),
+    # Only replicas being added, and TPOT still misses: the measured rules may add more.
+    (rolling_out, {"rollout_in_progress": True, "scaling_out": True, "obs": {"tpot_seconds": 0.070}}, None),
+    (rolling_out, {"rollout_in_progress": True, "scaling_out": True}, (Action.KEEP, "RolloutInProgress")),
+    (
+        rolling_out,
+        {
+            "rollout_in_progress": True,
+            "scaling_out": True,
+            "hpa_present": True,
+            "obs": {"tpot_seconds": 0.07},
+        },
+        (Action.KEEP, "RolloutInProgress"),
+    ),
     (too_few_samples, {}, None),
     (too_few_samples, {"obs": {"sample_count": 3}}, (Action.WAIT, "InsufficientSamples")),
     (
@@ -657,6 +711,9 @@ PRE_MEASUREMENT_IDS = [
     "unavailable-keeps-with-the-observation-reason",
     "no-rollout-passes",
     "rollout-keeps",
+    "adding-replicas-while-short-passes-to-the-measured-rules",
+    "adding-replicas-within-the-slo-keeps",
+    "adding-replicas-under-an-hpa-keeps",
     "enough-samples-pass",
     "few-samples-wait",
     "deadline-passed-with-tpot-passes-to-the-measured-rules",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import capacity
-from kvright.feedback import FeedbackFacts, decide
+from kvright.feedback import FeedbackFacts, _rolling_out, decide
 from kvright.inventory import GPUNode, summarize
 from kvright.observe import Observation
 from kvright.reconcile import Facts, desire
@@ -354,3 +354,45 @@ def test_a_prefix_cache_near_plan_or_without_a_planned_prefix_says_nothing() -> 
     none = decide(facts(BASE.feedback("Observe"), planned_status(BASE)),
                   FeedbackFacts(observation=obs(prefix_cache_hit_rate=0.0)), now=NOW)  # fmt: skip
     assert not [e for r in (near, none) for e in r.events if e.reason == "PrefixCacheBelowPlan"]
+
+
+class OneDeployment:
+    """Answers the feedback loop's Deployment read with one Deployment dict (or None: 404)."""
+
+    def __init__(self, live: dict[str, Any] | None) -> None:
+        self.live = live
+
+    def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.live
+
+
+def deployment(want: int, *, total: int, updated: int, ready: int, observed: int = 2) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": 2},
+        "spec": {"replicas": want},
+        "status": {
+            "observedGeneration": observed,
+            "replicas": total,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("live", "expected"),
+    [
+        (None, (False, False)),
+        (deployment(2, total=2, updated=2, ready=2), (False, False)),
+        # 2 -> 5 replicas of the same template: three pods starting, none replaced.
+        (deployment(5, total=5, updated=5, ready=2), (True, True)),
+        # A new template rolling: old pods are being replaced (maxSurge 1: one extra pod).
+        (deployment(2, total=3, updated=1, ready=2), (True, False)),
+        (deployment(2, total=2, updated=2, ready=2, observed=1), (True, False)),  # not seen yet
+    ],
+    ids=["none", "settled", "adding-replicas", "replacing-pods", "edit-not-observed"],
+)
+def test_a_rollout_that_only_adds_replicas_is_told_apart_from_one_that_replaces_pods(
+    live: dict[str, Any] | None, expected: tuple[bool, bool]
+) -> None:
+    assert _rolling_out(OneDeployment(live), "ns", "chat") == expected  # type: ignore[arg-type]
