@@ -191,7 +191,8 @@ def main() -> int:
     env = {
         **os.environ,
         "KUBECONFIG": str(operator_kubeconfig),
-        "KVRIGHT_NAMESPACES": NAMESPACE,
+        # Cluster-wide, as the chart installed it: a namespaced operator (KVRIGHT_NAMESPACES) follows its
+        # namespaces through a namespaces listing that only the chart's namespaced mode grants.
         "KVRIGHT_RECONCILE_SECONDS": "5",
         "KVRIGHT_METRICS_PORT": "0",
     }
