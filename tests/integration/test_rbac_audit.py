@@ -454,9 +454,13 @@ def test_the_audit_log_shows_every_granted_verb_used_and_nothing_refused(outcome
 
 
 def test_the_authorizer_refused_nothing_in_any_namespace(outcome: Outcome) -> None:
-    """In cluster-wide mode the operator also touches other tests' leftovers: RBAC must allow that too
-    (admission may refuse writes into a namespace being deleted; that is not RBAC)."""
-    refused = sorted({str(r) for r in outcome.requests if r.decision == "forbid"})
+    """In cluster-wide mode the operator also reconciles other tests' leftovers, and RBAC must allow that
+    too. Two refusals there are by design, not gaps: a Secret read outside rbac.secretReaderNamespaces (a
+    leftover's tokenSecretRef), and admission's 403 for writes into a namespace being deleted (not RBAC)."""
+    refused = sorted({
+        str(r) for r in outcome.requests
+        if r.decision == "forbid" and not (r.namespace != outcome.ns and r.resource == "secrets")
+    })
     assert refused == []
 
 
