@@ -685,6 +685,10 @@ class GPUStatus(_Object):
     gpus_per_node: int | None = None
     nodes: int | None = None
     allocatable_gpus: int | None = Field(default=None, alias="allocatableGPUs")
+    free_gpus: int | None = Field(default=None, alias="freeGPUs")
+    """Allocatable GPUs of the product not held by other workloads' pods when the product was chosen
+    (this deployment's own pods count as free); absent when kvright did not choose the product or could
+    not list pods."""
 
 
 class AlternativeStatus(_Object):
@@ -782,10 +786,6 @@ class Condition(_Object):
 
     type: Annotated[str, Field(max_length=316)]
     status: Literal["True", "False", "Unknown"]
-    free_gpus: int | None = Field(default=None, alias="freeGPUs")
-    """Allocatable GPUs of the product not held by other workloads' pods when the product was chosen
-    (this deployment's own pods count as free); absent when kvright did not choose the product or could
-    not list pods."""
     observed_generation: Annotated[Int64, Field(ge=0)] | None = None
     last_transition_time: Annotated[str, Field(json_schema_extra={"format": "date-time"})] | None = None
     reason: Annotated[str, Field(max_length=1024)] | None = None

@@ -351,7 +351,9 @@ class Runtime:
                 log.error(
                     "cannot tell whether %s is served: forbidden (the operator's RBAC rules lack this "
                     "read; planning as if it were %s until it is granted): %s",
-                    what, "present" if present else "absent", exc,
+                    what,
+                    "present" if present else "absent",
+                    exc,
                 )
             else:
                 log.warning("cannot tell whether %s is served: %s", what, exc)
