@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kvright import inventory
 from kvright.operator import Kube
 from tests.builders import llmd
 from tests.integration.kvright_cluster import (
@@ -42,8 +43,21 @@ def kube() -> Kube:
     return admin_with_crd()
 
 
+def gpus_held(kube: Kube) -> dict[str, int]:
+    """GPUs that bound, unfinished pods hold, by node, in every namespace."""
+    held: dict[str, int] = {}
+    for item in kube.bound_pods():
+        pod = inventory.gpu_pod(item, owner_label="kvright.dev/llmdeployment")
+        if pod is not None:
+            held[pod.node] = held.get(pod.node, 0) + pod.gpus
+    return held
+
+
 @pytest.fixture
 def running(kube: Kube) -> Iterator[str]:
+    # kvright weighs free GPUs: the pods of earlier tests (their namespaces being deleted) must be gone,
+    # or this test would measure their room instead of its own.
+    poll(lambda: not gpus_held(kube), what="no pod holding GPUs before the test", timeout=WAIT)
     with operator_namespace(kube, "kvr-gpu", env={"KVRIGHT_GPU_PRICES": f"{H200}=0.5"}) as ns:
         yield ns
 
