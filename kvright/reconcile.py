@@ -297,16 +297,7 @@ def _choose_product(
         if not open_ids:
             break
         try:
-            choice = capacity.choose_gpu(
-                arch,
-                [capacity.gpu_spec(i) for i in open_ids],
-                workload,
-                slo,
-                with_room(by_id[open_ids[0]]),
-                prices=facts.prices,
-                calibration=facts.overrides.calibration,
-                limits_by_gpu={i: with_room(by_id[i]) for i in open_ids},
-            )
+            choice = _choose_among(facts, arch, {i: by_id[i] for i in open_ids}, workload, slo, with_room)
         except capacity.CapacityError as exc:
             return _infeasible(Reason.PLAN_INPUT_INVALID, str(exc))
         picked = choice.chosen
@@ -339,6 +330,29 @@ def _choose_product(
         if capacity.price_per_gpu_hour(capacity.gpu_spec(i), facts.prices) < price
     ]
     return by_id[chosen.gpu.id], chosen.result, rows, "; ".join(cheaper) or None
+
+
+def _choose_among(
+    facts: Facts,
+    arch: capacity.Architecture,
+    products: Mapping[str, ProductInventory],
+    workload: capacity.Workload,
+    slo: capacity.SLO,
+    limits_on: Callable[[ProductInventory], capacity.Limits],
+) -> capacity.GPUChoice:
+    """capacity's GPU choice over ``products`` (catalog id -> what the cluster has of it), each planned
+    with its own limits, at the operator's prices and the committed calibration."""
+    ids = list(products)
+    return capacity.choose_gpu(
+        arch,
+        [capacity.gpu_spec(i) for i in ids],
+        workload,
+        slo,
+        limits_on(products[ids[0]]),
+        prices=facts.prices,
+        calibration=facts.overrides.calibration,
+        limits_by_gpu={i: limits_on(p) for i, p in products.items()},
+    )
 
 
 def inventory_fits(product: ProductInventory, plan: capacity.Plan) -> bool:
@@ -390,16 +404,7 @@ def _fits_elsewhere(
     if not others:
         return None
     try:
-        fit = capacity.choose_gpu(
-            arch,
-            [capacity.gpu_spec(i) for i in others],
-            workload,
-            slo,
-            limits_on(pinned),
-            prices=facts.prices,
-            calibration=facts.overrides.calibration,
-            limits_by_gpu={i: limits_on(p) for i, p in others.items()},
-        ).holds_it()
+        fit = _choose_among(facts, arch, others, workload, slo, limits_on).holds_it()
     except capacity.CapacityError:
         return None
     if fit is None:

@@ -32,8 +32,10 @@ __all__ = [
     "Owner",
     "VLLMWorkload",
     "WeightsMount",
+    "gpu_toleration",
     "labels",
     "owner_references",
+    "pod_security_context",
     "render_all",
     "render_deployment",
     "render_inference_pool",
@@ -135,6 +137,23 @@ class VLLMWorkload:
     def gpus_per_pod(self) -> int:
         """GPUs of one pod: the replica's on one node, or one node's share of a multi-node replica."""
         return self.layout.gpus // self.layout.nodes
+
+
+def gpu_toleration() -> dict[str, str]:
+    """GPU node pools are commonly tainted ``nvidia.com/gpu:NoSchedule``; kvright's pods tolerate it."""
+    return {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pod_security_context() -> dict[str, Any]:
+    """The pod-level security context of every pod kvright renders: non-root as UID/GID 1000, the
+    volumes' group 1000, the runtime's default seccomp profile (Pod Security ``restricted``)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": UID,
+        "runAsGroup": UID,
+        "fsGroup": UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def labels(name: str) -> dict[str, str]:
@@ -308,15 +327,8 @@ def _pod_template(
                 },
                 **(affinity or {}),
             },
-            # GPU node pools are commonly tainted nvidia.com/gpu:NoSchedule.
-            "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": UID,
-                "runAsGroup": UID,
-                "fsGroup": UID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "tolerations": [gpu_toleration()],
+            "securityContext": pod_security_context(),
             "terminationGracePeriodSeconds": termination_grace_seconds(w.max_request_seconds),
             "enableServiceLinks": False,
             "volumes": [

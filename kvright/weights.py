@@ -30,15 +30,15 @@ from typing import Any, Final, Literal
 import capacity
 from kvright.api import ModelSpec, SecretKeyRef, WeightSource
 from kvright.conditions import Condition, Reason
-from kvright.inventory import GPU_RESOURCE
 from kvright.render import (
     CONTAINER_NAME,
-    UID,
     WEIGHTS_MOUNT_PATH,
     WEIGHTS_VOLUME,
     Owner,
     WeightsMount,
+    gpu_toleration,
     owner_references,
+    pod_security_context,
 )
 
 __all__ = [
@@ -249,14 +249,8 @@ def render_fill_job(
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
-                    "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": UID,
-                        "runAsGroup": UID,
-                        "fsGroup": UID,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "tolerations": [gpu_toleration()],
+                    "securityContext": pod_security_context(),
                     "containers": [
                         {
                             "name": "download",
@@ -443,46 +437,36 @@ def _cache(
         )
     what = f"{repository}@{revision}"
     finished = _job_finished(job)
-    if finished is not None and finished[0] == "Failed":
+
+    def held(reason: str, message: str) -> Weights:
+        """Not ready: the workload waits, the cache's missing children are applied."""
         return Weights(
             source="cache",
             mount=mount,
             children=tuple(children),
             hold=True,
-            condition=_ready(
-                "False",
-                Reason.MODEL_CACHE_FILL_FAILED,
-                f"the download Job {job_name} of {what} failed ({finished[1]}); its pod's log says why "
-                f"(a gated model needs model.hub.tokenSecretRef); delete the Job and kvright runs it again",
-            ),
+            condition=_ready("False", reason, message),
+        )
+
+    if finished is not None and finished[0] == "Failed":
+        return held(
+            Reason.MODEL_CACHE_FILL_FAILED,
+            f"the download Job {job_name} of {what} failed ({finished[1]}); its pod's log says why "
+            f"(a gated model needs model.hub.tokenSecretRef); delete the Job and kvright runs it again",
         )
     if observed.claim is None and finished is not None:
-        return Weights(
-            source="cache",
-            mount=mount,
-            children=tuple(children),
-            hold=True,
-            condition=_ready(
-                "False",
-                Reason.WEIGHTS_CLAIM_MISSING,
-                f"the model cache's PersistentVolumeClaim {claim_name} is gone after Job {job_name} filled "
-                "it; kvright creates it again: delete the Job and kvright fills it again",
-            ),
+        return held(
+            Reason.WEIGHTS_CLAIM_MISSING,
+            f"the model cache's PersistentVolumeClaim {claim_name} is gone after Job {job_name} filled "
+            "it; kvright creates it again: delete the Job and kvright fills it again",
         )
     if finished is None:
         predicted = f" (predicted {math.ceil(fill_seconds)} s)" if fill_seconds else ""
-        return Weights(
-            source="cache",
-            mount=mount,
-            children=tuple(children),
-            hold=True,
-            condition=_ready(
-                "False",
-                Reason.MODEL_CACHE_FILLING,
-                f"Job {job_name} is downloading {what} into PersistentVolumeClaim {claim_name}{predicted}"
-                + _pending(observed.claim)
-                + "; the vLLM workload is applied once it has finished",
-            ),
+        return held(
+            Reason.MODEL_CACHE_FILLING,
+            f"Job {job_name} is downloading {what} into PersistentVolumeClaim {claim_name}{predicted}"
+            + _pending(observed.claim)
+            + "; the vLLM workload is applied once it has finished",
         )
     return Weights(
         source="cache",

@@ -12,6 +12,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import capacity
+from kvright.inventory import GPUNode, ProductInventory, summarize
+from kvright.reconcile import Facts
+
 API_VERSION = "kvright.dev/v1alpha1"
 
 
@@ -175,7 +179,48 @@ def gpu_node_obj(
 
 def llama_8b_config() -> dict[str, Any]:
     """Llama-3.1-8B's config.json as the Hugging Face hub serves it (for ConfigMap and hub sources)."""
-    shape = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-                 intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072)
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **shape, "torch_dtype": "bfloat16",
-            "tie_word_embeddings": False}
+    shape = dict(
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=14336,
+        vocab_size=128256,
+        max_position_embeddings=131072,
+    )
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        **shape,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+    }
+
+
+def gpu_nodes(*groups: tuple[str, int, int]) -> dict[str, ProductInventory]:
+    """A GPU inventory (product -> ProductInventory) of ``(product, nodes, GPUs per node)`` groups."""
+    return summarize(
+        GPUNode(name=f"{p}-{i}", product=p, allocatable_gpus=g, memory_mib=None)
+        for p, count, g in groups
+        for i in range(count)
+    )
+
+
+def reconcile_facts(spec: dict[str, Any], **overrides: Any) -> Facts:
+    """kvright.reconcile.Facts for ``spec`` (object chat in ml, generation 3), the architecture from the
+    catalog when the spec names a catalog id; ``overrides`` replace any field (inventory, status, ...)."""
+    arch_id = (spec.get("model") or {}).get("architecture")
+    values: dict[str, Any] = {
+        "name": "chat",
+        "namespace": "ml",
+        "uid": "u-1",
+        "generation": 3,
+        "spec": spec,
+        "current_status": {},
+        "architecture": capacity.catalog_architecture(arch_id) if arch_id in capacity.catalog_ids() else None,
+        "architecture_source": f"Catalog {arch_id}",
+        "inventory": gpu_nodes(("NVIDIA-H100-80GB-HBM3", 2, 8), ("NVIDIA-H200", 1, 8)),
+        "default_image": "vllm/vllm-openai:test",
+    }
+    values.update(overrides)
+    return Facts(**values)

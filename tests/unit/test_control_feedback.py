@@ -18,7 +18,7 @@ from kvright.feedback import FeedbackFacts, _rolling_out, decide
 from kvright.inventory import GPUNode, summarize
 from kvright.observe import Observation
 from kvright.reconcile import Facts, desire
-from tests.builders import llmd
+from tests.builders import llmd, reconcile_facts
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
@@ -39,18 +39,8 @@ ONE_REPLICA = BASE.replicas(min=1, max=1)
 
 
 def facts(builder: Any = BASE, status: dict[str, Any] | None = None) -> Facts:
-    spec = builder.spec()
-    return Facts(
-        name="chat",
-        namespace="ml",
-        uid="u-1",
-        generation=2,
-        spec=spec,
-        current_status=status or {},
-        architecture=capacity.catalog_architecture("llama-3.1-8b"),
-        architecture_source="Catalog llama-3.1-8b",
-        inventory=CLUSTER,
-        default_image="vllm/vllm-openai:test",
+    return reconcile_facts(
+        builder.spec(), generation=2, current_status=status or {}, inventory=CLUSTER
     )
 
 

@@ -29,40 +29,19 @@ from kvright.reconcile import (
     status,
     status_changed,
 )
-from tests.builders import llmd
+from tests.builders import gpu_nodes, llmd, reconcile_facts
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 H200 = "NVIDIA-H200"
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
-def nodes(*groups: tuple[str, int, int]) -> dict[str, Any]:
-    return summarize(
-        GPUNode(name=f"{p}-{i}", product=p, allocatable_gpus=g, memory_mib=None)
-        for p, count, g in groups
-        for i in range(count)
-    )
-
-
+nodes = gpu_nodes
 CLUSTER = nodes((H100, 2, 8), (H200, 1, 8))
 
 
 def facts(spec: dict[str, Any], **overrides: Any) -> Facts:
-    arch_id = (spec.get("model") or {}).get("architecture")
-    values: dict[str, Any] = {
-        "name": "chat",
-        "namespace": "ml",
-        "uid": "u-1",
-        "generation": 3,
-        "spec": spec,
-        "current_status": {},
-        "architecture": capacity.catalog_architecture(arch_id) if arch_id in capacity.catalog_ids() else None,
-        "architecture_source": f"Catalog {arch_id}",
-        "inventory": CLUSTER,
-        "default_image": "vllm/vllm-openai:test",
-    }
-    values.update(overrides)
-    return Facts(**values)
+    return reconcile_facts(spec, **{"inventory": CLUSTER, **overrides})
 
 
 LLAMA70 = llmd("chat").model("llama-3.1-70b").gpu(H100).context(8192, 2048, 256).concurrency(64).tpot_ms(50)

@@ -28,7 +28,7 @@ from kvright.weights import (
     fill_job_name,
     startup_budget_seconds,
 )
-from tests.builders import llmd
+from tests.builders import llmd, reconcile_facts
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -41,22 +41,19 @@ IMAGE = BASE.set("model.source", {"type": "Image", "image": {"reference": "regis
 CACHE = BASE.set("model.source", {"type": "Cache"})
 KEY = cache_key("meta-llama/Llama-3.1-8B-Instruct", "main")
 JOB = fill_job_name("chat", KEY)
+LLAMA_8B = capacity.catalog_architecture("llama-3.1-8b")
 CLAIM = {"metadata": {"name": "chat-weights"}, "status": {"phase": "Bound"}}
 
 
 def facts(spec: dict[str, Any], observed: Observed | None, current: dict[str, Any] | None = None) -> Facts:
-    return Facts(
-        name="chat",
-        namespace="ml",
-        uid="u-1",
+    return reconcile_facts(
+        spec,
         generation=2,
-        spec=spec,
         current_status=current or {},
-        architecture=capacity.catalog_architecture("llama-3.1-8b"),
-        architecture_source="Catalog llama-3.1-8b",
         inventory=CLUSTER,
-        default_image="vllm/vllm-openai:test",
         weights=observed,
+        architecture=LLAMA_8B,
+        architecture_source="Catalog llama-3.1-8b",
     )
 
 
