@@ -338,15 +338,7 @@ def decide(
                 mount=mount,
                 condition=_ready("False", Reason.WEIGHTS_IMAGE_PULL_FAILED, failed),
             )
-        return Weights(
-            source=kind,
-            mount=mount,
-            condition=_ready(
-                "True",
-                Reason.WEIGHTS_AVAILABLE,
-                f"vLLM loads {mount.model_path} from the image volume {ref} (read-only)",
-            ),
-        )
+        return _loaded(kind, mount, f"the image volume {ref}")
     if source.type == "PVC":
         assert source.pvc is not None  # the CRD's rule: type PVC needs pvc
         claim = source.pvc.claim_name
@@ -372,16 +364,7 @@ def decide(
                     "pods",
                 ),
             )
-        return Weights(
-            source=kind,
-            mount=mount,
-            condition=_ready(
-                "True",
-                Reason.WEIGHTS_AVAILABLE,
-                f"vLLM loads {mount.model_path} from PersistentVolumeClaim {claim} (read-only)"
-                + _pending(observed.claim),
-            ),
-        )
+        return _loaded(kind, mount, f"PersistentVolumeClaim {claim}", note=_pending(observed.claim))
     return _cache(model, source, owner=owner, image=image, checkpoint_bytes=checkpoint_bytes,
                   start=start, observed=observed, budget=budget)  # fmt: skip
 
@@ -468,15 +451,25 @@ def _cache(
             + _pending(observed.claim)
             + "; the vLLM workload is applied once it has finished",
         )
-    return Weights(
-        source="cache",
-        mount=mount,
+    return _loaded(
+        "cache",
+        mount,
+        f"the model cache {claim_name}",
+        note=f", filled with {what} by Job {job_name}",
         children=tuple(children),
+    )
+
+
+def _loaded(
+    source: str, mount: WeightsMount, where: str, *, note: str = "", children: tuple[dict[str, Any], ...] = ()
+) -> Weights:
+    """Ready: vLLM loads the weights from the mounted volume ``where`` names."""
+    return Weights(
+        source=source,
+        mount=mount,
+        children=children,
         condition=_ready(
-            "True",
-            Reason.WEIGHTS_AVAILABLE,
-            f"vLLM loads {mount.model_path} from the model cache {claim_name} (read-only), filled with "
-            f"{what} by Job {job_name}",
+            "True", Reason.WEIGHTS_AVAILABLE, f"vLLM loads {mount.model_path} from {where} (read-only){note}"
         ),
     )
 

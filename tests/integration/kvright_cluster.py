@@ -9,9 +9,11 @@ test fails (never skips) when it does not answer, saying how to start it.
 from __future__ import annotations
 
 import contextlib
+import http.server
+import json
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,7 +68,14 @@ def poll(predicate: Callable[[], T], *, what: str, timeout: float = 90.0) -> T:
 
 @contextlib.contextmanager
 def namespace(kube: Kube, prefix: str) -> Iterator[str]:
-    name = f"{prefix}-{secrets.token_hex(3)}"
+    """A fresh namespace named ``prefix-<random>``, deleted afterwards (see :func:`namespace_named`)."""
+    with namespace_named(kube, f"{prefix}-{secrets.token_hex(3)}") as name:
+        yield name
+
+
+@contextlib.contextmanager
+def namespace_named(kube: Kube, name: str) -> Iterator[str]:
+    """The namespace ``name``, created, ready for pods (its default ServiceAccount exists), deleted after."""
     kube.request(
         "POST",
         "/api/v1/namespaces",
@@ -79,6 +88,33 @@ def namespace(kube: Kube, prefix: str) -> Iterator[str]:
     finally:
         with contextlib.suppress(KubeError):
             kube.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+class FakeHub(http.server.ThreadingHTTPServer):
+    """A loopback stand-in for the model hub: serves ``config`` as every path's JSON to requests bearing
+    ``token``, 401 to the rest, and remembers which paths it served and refused."""
+
+    def __init__(self, token: str, config: Mapping[str, Any]) -> None:
+        self.token = token
+        self.authorized: list[str] = []
+        self.refused: list[str] = []
+        hub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                ok = self.headers.get("Authorization") == f"Bearer {hub.token}"
+                (hub.authorized if ok else hub.refused).append(self.path)
+                body = json.dumps(dict(config)).encode() if ok else b"{}"
+                self.send_response(200 if ok else 401)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import http.server
 import json
 import os
 import secrets
@@ -34,7 +33,7 @@ import yaml
 
 from kvright_dev.procs import WaitFailed, wait_until
 from tests.builders import llmd
-from tests.integration.kvright_cluster import kubeconfig
+from tests.integration.kvright_cluster import FakeHub, kubeconfig
 
 pytestmark = [pytest.mark.helm, pytest.mark.cluster]
 
@@ -221,43 +220,13 @@ def test_clusterwide_service_account_reads_no_secret_and_deletes_no_node(
     assert can_i(clusterwide_release, verb, resource, *scope) is allowed
 
 
-class FakeHub(http.server.ThreadingHTTPServer):
-    """Serves config.json to requests with the right bearer token; remembers what it was asked."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.authorized: list[str] = []
-        self.refused: list[str] = []
-        hub = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.headers.get("Authorization") != f"Bearer {hub.token}":
-                    hub.refused.append(self.path)
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                hub.authorized.append(self.path)
-                body = json.dumps(LLAMA_31_8B).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-
-
 @pytest.fixture(scope="module")
 def reconciled(namespaced_release: str) -> Iterator[dict[str, Any]]:
     """Run the operator as the ServiceAccount until it has reconciled a gated hub model; collect what a
     user or an attacker could read afterwards."""
     from kopf.testing import KopfRunner
 
-    hub = FakeHub(TOKEN_VALUE)
+    hub = FakeHub(TOKEN_VALUE, LLAMA_31_8B)
     threading.Thread(target=hub.serve_forever, daemon=True).start()
     kubectl("create", "secret", "generic", "hf-token", "-n", TEAM_NS, f"--from-literal=token={TOKEN_VALUE}")
     sample = (llmd("gated", TEAM_NS).hub(REPOSITORY, token_secret="hf-token")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
-import http.server
 import json
 import secrets
 import subprocess
@@ -50,11 +49,13 @@ from kvright_dev.rbac_audit import Grant, Request
 from tests.builders import llmd
 from tests.fixtures.cluster import Cluster, tool
 from tests.integration.kvright_cluster import (
+    FakeHub,
     admin_with_crd,
     condition,
     create,
     llmd_path,
     namespace,
+    namespace_named,
     poll,
     reconciled,
 )
@@ -260,29 +261,6 @@ def sa_kubeconfig(admin: Path, folder: Path, system_ns: str, sa: str) -> Path:
     return path
 
 
-class FakeHub(http.server.ThreadingHTTPServer):
-    """Serves phi-4's config.json to requests bearing the token; 401 to the rest."""
-
-    def __init__(self, token: str) -> None:
-        hub = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                ok = self.headers.get("Authorization") == f"Bearer {hub.token}"
-                body = json.dumps(CONFIG).encode() if ok else b"{}"
-                self.send_response(200 if ok else 401)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.token = token
-        super().__init__(("127.0.0.1", 0), Handler)
-
-
 @contextlib.contextmanager
 def optional_crd(kube: Kube, crd: dict[str, Any]) -> Iterator[None]:
     """The CRD installed for the block when absent (removed afterwards), left alone when present."""
@@ -358,7 +336,7 @@ def run_mode(cluster: Cluster, folder: Path, *, namespaced: bool) -> Outcome:
         sa_config = sa_kubeconfig(cluster.kubeconfig, folder, system_ns, sa)
         user = rbac_audit.service_account_user(system_ns, sa)
         token = f"hf_{secrets.token_hex(12)}"
-        hub = FakeHub(token)
+        hub = FakeHub(token, CONFIG)
         threading.Thread(target=hub.serve_forever, daemon=True).start()
         stack.callback(hub.shutdown)
         prometheus = stack.enter_context(Prometheus(folder / "prometheus").start())
@@ -389,18 +367,6 @@ def run_mode(cluster: Cluster, folder: Path, *, namespaced: bool) -> Outcome:
         requests = rbac_audit.parse_audit(audit_lines(cluster.cluster_dir), user=user)
         return Outcome(docs=docs, service_account=(system_ns, sa), ns=ns, requests=requests, marks=run.marks,
                        operator_log=runner.output)
-
-
-@contextlib.contextmanager
-def namespace_named(kube: Kube, name: str) -> Iterator[str]:
-    kube.request("POST", "/api/v1/namespaces",
-                 body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    poll(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), what=f"{name}/default SA")
-    try:
-        yield name
-    finally:
-        with contextlib.suppress(KubeError):
-            kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
 def now() -> datetime.datetime:
