@@ -106,10 +106,15 @@ class HPA:
     """The HPA controller's defaults (kube-controller-manager flags and autoscaling/v2 behavior)."""
 
     sync_seconds: float = 15.0
+    """--horizontal-pod-autoscaler-sync-period."""
     tolerance: float = 0.1
+    """--horizontal-pod-autoscaler-tolerance: no move while the metric is within 10 % of its target."""
     scale_down_stabilisation_seconds: float = 300.0
+    """behavior.scaleDown.stabilizationWindowSeconds: the highest recommendation of the last 5 minutes."""
     scale_up_pods: int = 4
+    """behavior.scaleUp: at most 4 pods ..."""
     scale_up_percent: float = 100.0
+    """... or 100 % of the current replicas per 15 s, whichever is more."""
     metric_window_seconds: float = 60.0
     """The baselines' PromQL range (a KEDA query's ``[1m]``)."""
 

@@ -484,20 +484,14 @@ def reconcile_once(
     """Gather, decide and act for one LLMDeployment (blocking IO: run it in a thread), counted and
     timed in the operator's metrics, whose per-object gauges then show the status just written."""
     with metrics.METRICS.reconcile():
-        outcome = _reconcile_once(body, runtime, nodes, gpu_pods)
+        outcome = _decide_and_act(gather(body, runtime, nodes, gpu_pods), runtime)
     gauges = metrics.from_llmdeployment({**body, "status": outcome.status})
     if gauges is not None:
         metrics.METRICS.update(gauges)
     return outcome
 
 
-def _reconcile_once(
-    body: Mapping[str, Any],
-    runtime: Runtime,
-    nodes: Iterable[inventory.GPUNode],
-    gpu_pods: GPUPods | None = None,
-) -> Outcome:
-    facts = gather(body, runtime, nodes, gpu_pods)
+def _decide_and_act(facts: reconcile.Facts, runtime: Runtime) -> Outcome:
     facts = dataclasses.replace(facts, weights=_weights_observed(runtime.kube, facts))
     now = runtime.clock()
     # The feedback loop (kvright.feedback): observe, decide, and feed its overrides into planning.

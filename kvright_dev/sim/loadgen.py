@@ -31,10 +31,16 @@ __all__ = ["LoadGenerator", "LoadStats"]
 
 @dataclass
 class LoadStats:
+    """What the load generator saw, counted per request."""
+
     sent: int = 0
+    """Requests started (a retry is the same request)."""
     completed: int = 0
+    """Requests answered with every output token."""
     retried: int = 0
+    """Tries that met no serving endpoint or a 503 (a pod draining) and went again."""
     dropped: int = 0
+    """Requests that failed after admission or ran out of retries: lost ones."""
     rejected: int = 0
     """400-class answers (a bad request, not a capacity problem)."""
     tpot_seconds: list[float] = field(default_factory=list)

@@ -41,11 +41,17 @@ class SimOptions:
     """Simulator flags the runner adds to every pod's command line."""
 
     efficiency: float = 1.0
+    """--efficiency: the simulated GPU runs at this fraction of its nominal speed."""
     noise: float = 0.0
+    """--noise: relative standard deviation of a step's duration."""
     time_scale: float = 1.0
+    """--time-scale: virtual seconds per wall second."""
     seed: int = 0
+    """The first simulator's --seed; each further one gets the next."""
     drain_timeout: float = 60.0
+    """--drain-timeout: how long a SIGTERM'd simulator lets admitted requests finish."""
     extra_args: tuple[str, ...] = ()
+    """Any other simulator flags, as written."""
 
 
 @dataclass
