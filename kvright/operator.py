@@ -51,6 +51,8 @@ __all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_o
 FIELD_MANAGER: Final = "kvright"
 PREFIX: Final = "kvright.dev"
 POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
+#: The exit code of a process stopped by the fault-injection seam (Kube.exit_after_writes).
+FAULT_EXIT_CODE: Final = 75
 #: The same event (type, reason, message) about one object is posted at most once in this long.
 EVENT_REPEAT_SECONDS: Final = 300.0
 LWS_API: Final = "/apis/leaderworkerset.x-k8s.io/v1"
@@ -90,9 +92,17 @@ class Kube:
     """The operator's own API calls (kopf does the watching), as plain dicts over the kubernetes
     client's transport. Implements :class:`kvright.resolve.KubeReader`."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, *, timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self, api_client: k8s_client.ApiClient, *, timeout_seconds: float = 30.0, exit_after_writes: int = 0
+    ) -> None:
         self.api = api_client
         self.timeout_seconds = timeout_seconds
+        self.exit_after_writes = exit_after_writes
+        """A fault-injection seam for tests, off (0) in production: the process exits at once, as if
+        killed, right after this many writes (POST, PUT, PATCH, DELETE) have been answered, so a
+        reconcile is cut between two of its writes (KVRIGHT_FAULT_EXIT_AFTER_WRITES)."""
+        self._writes = 0
+        self._writes_lock = threading.Lock()
 
     def request(
         self,
@@ -121,6 +131,8 @@ class Kube:
         except Exception as exc:  # urllib3 connection errors and the like
             raise KubeError(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
         if 200 <= response.status < 300:
+            if self.exit_after_writes and method in ("POST", "PUT", "PATCH", "DELETE"):
+                self._count_write(method, path)
             if not data:
                 return None
             try:
@@ -132,6 +144,14 @@ class Kube:
         except (ValueError, AttributeError):
             message = data[:200].decode(errors="replace") if data else ""
         raise KubeError(response.status, f"{method} {path}: {response.status} {message}")
+
+    def _count_write(self, method: str, path: str) -> None:
+        with self._writes_lock:
+            self._writes += 1
+            if self._writes >= self.exit_after_writes:
+                log.error("fault injection: exiting after write %d (%s %s)", self._writes, method, path)
+                logging.shutdown()
+                os._exit(FAULT_EXIT_CODE)
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:
@@ -379,7 +399,7 @@ def runtime_from_env(env: Mapping[str, str]) -> Runtime:
     s = settings_mod.from_env(env)
     return Runtime(
         settings=s,
-        kube=Kube(api_client()),
+        kube=Kube(api_client(), exit_after_writes=s.fault_exit_after_writes),
         hub=HubClient(s.hf_endpoint, timeout_seconds=s.hub_timeout_seconds, attempts=s.hub_attempts),
         prometheus=PrometheusClient(s.prometheus_url) if s.prometheus_url else None,
     )
@@ -676,6 +696,11 @@ async def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, 
     if not hasattr(memo, "runtime"):
         memo.runtime = runtime_from_env(os.environ)
     logger.info("kvright settings: %s", memo.runtime.settings)
+    if memo.runtime.settings.fault_exit_after_writes:
+        logger.warning(
+            "fault injection armed (a test seam): the operator exits after %d API writes",
+            memo.runtime.settings.fault_exit_after_writes,
+        )
     memo.sweeper = asyncio.get_running_loop().create_task(sweep(memo.runtime, logger=logger))
     port = memo.runtime.settings.metrics_port
     if port and getattr(memo, "metrics_server", None) is None:

@@ -62,6 +62,9 @@ class Settings:
     PRODUCT a catalog id or a GPU Feature Discovery label) for choosing the GPU product; products not
     listed cost the catalog's list price."""
 
+    fault_exit_after_writes: int = 0
+    """A test seam, off (0) in production: exit right after this many of the operator's own API writes
+    (KVRIGHT_FAULT_EXIT_AFTER_WRITES), cutting a reconcile between two writes; logged when set."""
     gpu_occupancy: bool = True
     """Whether to list pods cluster-wide to weigh the free GPUs of each product when kvright chooses the
     product (KVRIGHT_GPU_OCCUPANCY; needs ``list`` on pods in every namespace); off: allocatable GPUs."""
@@ -142,4 +145,5 @@ def from_env(env: Mapping[str, str]) -> Settings:
         endpoint_picker_failure_mode=failure_mode,
         gpu_prices=prices,
         gpu_occupancy=_flag(env, "KVRIGHT_GPU_OCCUPANCY", True),
+        fault_exit_after_writes=int(_number(env, "KVRIGHT_FAULT_EXIT_AFTER_WRITES", 0, 0, 1000)),
     )

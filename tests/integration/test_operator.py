@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 import capacity
-from kvright.operator import Kube
+from kvright.operator import FAULT_EXIT_CODE, Kube
 from kvright_dev.cluster import apply
 from kvright_dev.procs import free_port
 from tests.builders import llama_8b_config, llmd
@@ -563,6 +563,58 @@ def test_restart_mid_reconcile_resumes_without_duplicates_or_lost_status(kube: K
         assert done[n]["status"]["plan"]["replicas"] == 0
         if (before[n] or {}).get("status", {}).get("observedGeneration"):
             assert done[n]["status"]["plan"] == before[n]["status"]["plan"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("writes", [1, 2], ids=["cut-after-the-first-write", "cut-after-the-second-write"])
+def test_a_reconcile_cut_between_two_writes_is_finished_by_the_next_operator(
+    kube: Kube, ns: str, writes: int
+) -> None:
+    """The fault-injection seam (KVRIGHT_FAULT_EXIT_AFTER_WRITES) makes the first operator exit right after
+    its first (or second) write of the first reconcile: a child applied, the rest and the status not.
+    A restarted operator finishes the job: one of each child, status for the current generation with every
+    condition, and no event posted twice."""
+    env = {
+        **os.environ,
+        "KVRIGHT_NAMESPACES": ns,
+        "KVRIGHT_RECONCILE_SECONDS": "60",
+        "KVRIGHT_METRICS_PORT": "0",
+        "KVRIGHT_FAULT_EXIT_AFTER_WRITES": str(writes),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvright.operator"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        create(kube, BASE.obj(), ns)
+        assert proc.wait(timeout=120) == FAULT_EXIT_CODE  # the reconcile was cut, not finished
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    cut = kube.get(llmd_path(ns, "chat")) or {}
+    assert not (cut.get("status") or {}).get("observedGeneration"), cut.get("status")  # no status yet
+    assert deployment(kube, ns, "chat") is not None  # the first write: the Deployment
+    services = kube.request("GET", f"/api/v1/namespaces/{ns}/services")["items"]
+    assert len(services) == writes - 1  # the second write: the Service
+    with operator(ns, reconcile_seconds=60):
+        done = poll(lambda: ready(kube, ns, "chat"), what="chat Ready after the restart")
+    assert done["status"]["observedGeneration"] == done["metadata"]["generation"]
+    assert {c["type"] for c in done["status"]["conditions"]} >= {"PlanFeasible", "Deployed", "Ready"}
+    assert [
+        d["metadata"]["name"]
+        for d in kube.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments")["items"]
+    ] == ["chat"]
+    assert [
+        s["metadata"]["name"] for s in kube.request("GET", f"/api/v1/namespaces/{ns}/services")["items"]
+    ] == ["chat"]
+    seen = [
+        (e["type"], e["reason"], e["message"])
+        for e in events(kube, ns, "chat")
+        if e.get("source", {}).get("component") == "kvright" or e.get("reportingComponent") == "kvright"
+    ]
+    assert len(seen) == len(set(seen)), seen
 
 
 # --- operator metrics ------------------------------------------------------------------------------------
