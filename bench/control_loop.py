@@ -389,6 +389,9 @@ class Setup:
     status_plan: dict[str, Any]
     memory: capacity.KVMemory
     """vLLM's memory accounting for the plan's engine: KV blocks at a max-num-seqs."""
+    cold_start_seconds: float
+    """kvright's predicted cold start of one pod (status.prediction.coldStartSeconds), which its law
+    weighs a restart by; the simulated pods start as the hidden profile says."""
 
 
 def setup(s: Scenario) -> Setup:
@@ -435,6 +438,7 @@ def setup(s: Scenario) -> Setup:
         plan=plan,
         status_plan=status_plan,
         memory=capacity.KVMemory(arch, gpu, engine),
+        cold_start_seconds=float((desired.fields.get("prediction") or {}).get("coldStartSeconds") or 0.0),
     )
 
 
@@ -571,6 +575,7 @@ def simulate(
                     out,
                     tp,
                     p.kv_cache_dtype,
+                    st.cold_start_seconds,
                 )
             else:
                 _baseline(s, policy, t, fleet, window, slo_tpot, q, bounds, tp, hpa_state)
@@ -611,6 +616,7 @@ def _kvright(
     out: Result,
     tp: int,
     dtype: str,
+    cold_start_seconds: float,
 ) -> History:
     tpots = window.tpots(t, seconds)
     ticks = window.recent(t, seconds)
@@ -653,6 +659,7 @@ def _kvright(
         now=t,
         rollout_in_progress=fleet.rolling(t),
         scaling_out=fleet.scaling_out(t),
+        restart_seconds=capacity.rollout_seconds(cold_start_seconds, fleet.want_replicas),
     )
     if decision.action == Action.REPLAN:
         out.replans += 1

@@ -281,13 +281,15 @@ def plan_cold_starts(
     )
 
 
-def rollout_seconds(start: ColdStart, replicas: int, *, max_surge: int = 1) -> float:
+def rollout_seconds(start: ColdStart | float, replicas: int, *, max_surge: int = 1) -> float:
     """How long a rollout that restarts every pod takes: kvright rolls with ``maxSurge`` new pods at a
-    time and ``maxUnavailable 0``, so ``ceil(replicas / max_surge)`` starts one after another. The cost a
-    control law weighs before a change that restarts pods."""
+    time and ``maxUnavailable 0``, so ``ceil(replicas / max_surge)`` starts one after another (``start``:
+    one pod's cold start, or its seconds). The cost a control law weighs before a change that restarts
+    pods."""
     if replicas <= 0:
         return 0.0
-    return math.ceil(replicas / max(1, max_surge)) * start.seconds
+    seconds = start.seconds if isinstance(start, ColdStart) else float(start)
+    return math.ceil(replicas / max(1, max_surge)) * seconds
 
 
 def learn_bandwidth(

@@ -763,6 +763,10 @@ class PredictionStatus(_Object):
     """The calibration scale the plan was made with (1 = the uncorrected serving model)."""
     calibration_tail: float | None = None
     """The calibration's spread multiplier the plan was made with."""
+    cold_start_seconds: float | None = None
+    """Predicted time from a pod's start to Ready from the spec's weight source (capacity.coldstart: the
+    weights' bytes over the source's bandwidth plus vLLM's own start); the feedback loop weighs a move
+    that restarts pods by it."""
 
 
 class RoutingStatus(_Object):

@@ -40,7 +40,8 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    without a queue nothing the loop moves shortens a prefill, so keep, and never scale down.
 9. TPOT below ``(1 - deadband) x SLO`` (the lower of the reading and the calibrated estimate, since a
    histogram reading cannot show headroom inside a bucket): with requests queued (waiting while the
-   slots or the KV cache are full), raise max-num-seqs towards the target batch or add replicas; with
+   slots or the KV cache are full), raise max-num-seqs towards the target batch or add replicas (a
+   move that restarts the pods states its predicted cost, ``restart_seconds``); with
    none waiting, remove one replica if the rest can carry the demand at the target batch. Never scale
    down while requests wait or TTFT lacks the same headroom.
 10. Otherwise (inside the deadband) keep.
@@ -287,6 +288,9 @@ class Period:
     scaling_out: bool = False
     """The rollout in progress only adds replicas (no running pod is replaced)."""
     slo_ttft_seconds: float | None = None
+    restart_seconds: float = 0.0
+    """Predicted time a move that restarts every pod takes (the pods' cold start, one after another);
+    0 when not known."""
 
     @property
     def ceiling(self) -> int:
@@ -463,7 +467,16 @@ class Measured:
 
     def act(self, action: Action, reason: str, message: str, **moves: Any) -> Decision:
         """:meth:`Period.decision` with this measurement's calibration, ratio and history; ``moves`` are
-        its ``new_seqs``, ``new_reps``, ``kv_cache_dtype`` and ``tensor_parallel_size``."""
+        its ``new_seqs``, ``new_reps``, ``kv_cache_dtype`` and ``tensor_parallel_size``. A move that
+        restarts the pods says what the restart costs, at the predicted cold start."""
+        p = self.period
+        seqs = moves.get("new_seqs")
+        restarts = action == Action.REPLAN or (seqs is not None and seqs != p.current.max_num_seqs)
+        if restarts and p.restart_seconds > 0:
+            message += (
+                f"; restarting the {p.current.replicas} pod(s) takes about {p.restart_seconds:.0f}s at the "
+                "predicted cold start"
+            )
         return self.period.decision(
             action,
             reason,
@@ -914,6 +927,7 @@ def decide(
     rollout_in_progress: bool = False,
     scaling_out: bool = False,
     slo_ttft_seconds: float | None = None,
+    restart_seconds: float = 0.0,
 ) -> Decision:
     """One period of the control law: the first of :data:`PRE_MEASUREMENT`, then of :data:`MEASURED`,
     that answers (see the module docstring). Pure and total: never raises on data."""
@@ -929,6 +943,7 @@ def decide(
         rollout_in_progress=rollout_in_progress,
         scaling_out=scaling_out,
         slo_ttft_seconds=slo_ttft_seconds,
+        restart_seconds=restart_seconds,
     )
     for rule in PRE_MEASUREMENT:
         decision = rule(period)

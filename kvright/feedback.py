@@ -605,6 +605,8 @@ def _control(
         ]
         larger = min(bigger) if bigger else None
     replicas = int(plan.get("replicas", 1) or 1)
+    # One pod's predicted time to Ready from the spec's weight source (0: not known): what a restart costs.
+    cold_start = _positive((facts.current_status.get("prediction") or {}).get("coldStartSeconds"), 0.0)
     current = Current(
         tensor_parallel_size=tp,
         max_num_seqs=int(plan["maxNumSeqs"]),
@@ -630,6 +632,7 @@ def _control(
         hpa_present=feedback.hpa is not None or spec.replicas.count is not None,
         rollout_in_progress=feedback.rollout_in_progress,
         scaling_out=feedback.scaling_out,
+        restart_seconds=capacity.rollout_seconds(cold_start, replicas),
     )
 
 

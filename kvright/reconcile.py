@@ -559,12 +559,13 @@ def _desire(facts: Facts) -> Desired:
     )
     token = spec.model.architecture.hub_token
     owner = Owner(name=facts.name, namespace=facts.namespace, uid=facts.uid)
+    starts = capacity.plan_cold_starts(result, checkpoint_bytes=weight_total)
     weights = weight_source.decide(
         spec.model,
         owner=owner,
         image=spec.image or facts.default_image,
         checkpoint_bytes=weight_total,
-        starts=capacity.plan_cold_starts(result, checkpoint_bytes=weight_total),
+        starts=starts,
         observed=facts.weights,
         reported=cond.find(facts.current_status.get("conditions"), weight_source.WEIGHTS_READY) is not None,
     )
@@ -632,6 +633,8 @@ def _desire(facts: Facts) -> Desired:
         )
         cached = layout.cached_prefix_tokens(shared)
         prediction_status["prefixCacheHitPercent"] = round(100.0 * cached / spec.workload.prompt_tokens, 1)
+    if weights.source in starts:
+        prediction_status["coldStartSeconds"] = round(starts[weights.source].seconds, 1)
     if memory is not None:
         prediction_status["weightBytesPerGPU"] = memory.weights_bytes
         prediction_status["kvCacheBytesPerGPU"] = memory.kv_cache_bytes

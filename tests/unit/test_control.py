@@ -100,6 +100,7 @@ class Case:
     ttft_slo: float | None = None
     hpa: bool = False
     scaling_out: bool = False
+    restart_seconds: float = 0.0
 
 
 #: A window with no finished, running or waiting request; and a samples clock started long ago.
@@ -445,6 +446,7 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         rollout_in_progress=case.rollout,
         scaling_out=case.scaling_out,
         slo_ttft_seconds=case.ttft_slo,
+        restart_seconds=case.restart_seconds,
     )
     action, reason, seqs, replicas = expected
     assert (decision.action, decision.reason, decision.max_num_seqs, decision.replicas) == (
@@ -815,3 +817,27 @@ def test_headroom_is_seen_through_a_coarse_histogram_reading() -> None:
         Action.REMOVE_REPLICAS,
         "TPOTWellBelowSLO",
     )
+
+
+def test_a_move_that_restarts_the_pods_says_what_the_restart_costs() -> None:
+    """A move that restarts the pods carries the predicted cost in its message; a replicas-only move
+    restarts nothing and says nothing of it."""
+    law = {
+        "slo_tpot_seconds": SLO,
+        "model": LINEAR,
+        "bounds": Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+        "tuning": Tuning(cooldown_seconds=300.0),
+        "history": History(),
+        "now": NOW,
+        "restart_seconds": 40.0,
+    }
+    current = Current(
+        tensor_parallel_size=1, max_num_seqs=40, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
+    )
+    queued = observation(tpot_seconds=0.030, mean_batch=40.0, running=80.0, waiting=30.0)
+    raised = decide(current=current, observation=queued, **law)
+    assert raised.action == Action.SET_MAX_NUM_SEQS
+    assert raised.message.endswith("restarting the 2 pod(s) takes about 40s at the predicted cold start")
+    slow = observation(tpot_seconds=0.070, mean_batch=100.0, running=200.0)
+    added = decide(current=replace(current, max_num_seqs=128), observation=slow, **law)
+    assert added.action == Action.ADD_REPLICAS and "cold start" not in added.message

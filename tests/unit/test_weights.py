@@ -380,3 +380,11 @@ def test_hub_sets_no_condition_unless_one_is_there_to_update() -> None:
         "True",
         Reason.WEIGHTS_AVAILABLE,
     )
+
+
+def test_status_predicts_the_cold_start_from_the_specs_own_source() -> None:
+    """status.prediction.coldStartSeconds: one pod's time to Ready from where its weights come from (the
+    feedback loop weighs a restart by it); a PVC skips the hub download, so it starts sooner."""
+    hub = desire(facts(BASE.spec(), None)).fields["prediction"]["coldStartSeconds"]
+    pvc = desire(facts(PVC.spec(), Observed(claim=CLAIM))).fields["prediction"]["coldStartSeconds"]
+    assert 0 < pvc < hub
