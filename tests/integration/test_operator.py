@@ -512,22 +512,28 @@ def test_a_status_written_by_another_actor_is_repaired_by_the_next_reconcile(
 # --- restart ---------------------------------------------------------------------------------------------
 
 
-def test_restart_mid_reconcile_resumes_without_duplicates_or_lost_status(kube: Kube, ns: str) -> None:
-    names = [f"m{i:02d}" for i in range(24)]
-    env = {
-        **os.environ,
-        "KVRIGHT_NAMESPACES": ns,
-        "KVRIGHT_RECONCILE_SECONDS": "60",
-        "KVRIGHT_METRICS_PORT": "0",
-    }
-    # The first operator is a process killed with SIGKILL while objects are still arriving and being
-    # reconciled: no graceful shutdown, some reconciles cut between applying children and writing status.
-    proc = subprocess.Popen(
+def operator_process(ns: str, **env: str) -> subprocess.Popen[bytes]:
+    """The operator as a process of its own (so that it can be killed, or exit), watching ``ns``, with a
+    sweep too slow to matter (60 s) and ``env`` on top."""
+    return subprocess.Popen(
         [sys.executable, "-m", "kvright.operator"],
-        env=env,
+        env={
+            **os.environ,
+            "KVRIGHT_NAMESPACES": ns,
+            "KVRIGHT_RECONCILE_SECONDS": "60",
+            "KVRIGHT_METRICS_PORT": "0",
+            **env,
+        },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def test_restart_mid_reconcile_resumes_without_duplicates_or_lost_status(kube: Kube, ns: str) -> None:
+    names = [f"m{i:02d}" for i in range(24)]
+    # The first operator is a process killed with SIGKILL while objects are still arriving and being
+    # reconciled: no graceful shutdown, some reconciles cut between applying children and writing status.
+    proc = operator_process(ns)
     try:
         for name in names[:8]:
             create(kube, BASE.replicas(0, 1, count=0).obj() | {"metadata": {"name": name}}, ns)
@@ -573,19 +579,7 @@ def test_a_reconcile_cut_between_two_writes_is_finished_by_the_next_operator(
     its first (or second) write of the first reconcile: a child applied, the rest and the status not.
     A restarted operator finishes the job: one of each child, status for the current generation with every
     condition, and no event posted twice."""
-    env = {
-        **os.environ,
-        "KVRIGHT_NAMESPACES": ns,
-        "KVRIGHT_RECONCILE_SECONDS": "60",
-        "KVRIGHT_METRICS_PORT": "0",
-        "KVRIGHT_FAULT_EXIT_AFTER_WRITES": str(writes),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvright.operator"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = operator_process(ns, KVRIGHT_FAULT_EXIT_AFTER_WRITES=str(writes))
     try:
         create(kube, BASE.obj(), ns)
         assert proc.wait(timeout=120) == FAULT_EXIT_CODE  # the reconcile was cut, not finished
