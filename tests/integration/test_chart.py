@@ -279,3 +279,45 @@ def test_packaged_chart_carries_the_crd_and_dashboards(tmp_path: Path) -> None:
     assert {c["metadata"]["name"] for c in by_kind(docs, "CustomResourceDefinition")} == {
         "llmdeployments.kvright.dev", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
     assert [m["metadata"]["name"] for m in by_kind(docs, "ConfigMap")] == ["kvright-dashboard-capacity"]
+
+
+def test_network_policies_admit_only_the_listed_peers() -> None:
+    """networkPolicy.enabled: the operator pod takes ingress on its metrics port from metricsFrom only;
+    the vLLM pods of each watched namespace on port 8000 from vllmFrom, and any port from each other."""
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    gateway = {"podSelector": {"matchLabels": {"app": "gateway"}}}
+    docs = render(
+        "--set", "networkPolicy.enabled=true", "--set", "operator.watchNamespaces={team-a,team-b}",
+        "--set-json", f"networkPolicy.metricsFrom=[{json.dumps(monitoring)}]",
+        "--set-json", f"networkPolicy.vllmFrom=[{json.dumps(gateway)}]",
+    )  # fmt: skip
+    policies = {
+        (p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in by_kind(docs, "NetworkPolicy")
+    }
+    assert sorted(policies) == [
+        ("", "kvright-operator"),
+        ("team-a", "kvright-vllm"),
+        ("team-b", "kvright-vllm"),
+    ]
+    operator = policies[("", "kvright-operator")]["spec"]
+    assert operator["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "kvright"
+    assert operator["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}], "from": [monitoring]}]
+    vllm = policies[("team-a", "kvright-vllm")]["spec"]
+    assert vllm["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "vllm"}}
+    assert vllm["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}}}]},
+        {"ports": [{"port": 8000, "protocol": "TCP"}], "from": [gateway]},
+    ]
+    # Without peers the operator takes no ingress at all; off by default.
+    bare = render("--set", "networkPolicy.enabled=true", "--set", "networkPolicy.vllmNamespaces={ml}")
+    assert next(p for p in by_kind(bare, "NetworkPolicy") if p["metadata"]["name"] == "kvright-operator")[
+        "spec"
+    ]["ingress"] == []
+    assert by_kind(render(), "NetworkPolicy") == []
+
+
+def test_network_policies_need_the_namespaces_of_the_vllm_pods() -> None:
+    done = run_helm("template", "kvright", str(CHART), "--kube-version", KUBE_VERSION,
+                    "--set", "networkPolicy.enabled=true")  # fmt: skip
+    assert done.returncode != 0
+    assert "needs networkPolicy.vllmNamespaces (or operator.watchNamespaces)" in done.stderr

@@ -155,6 +155,18 @@ def test_install_is_deployed_with_the_crd_kept_and_owned(namespaced_release: str
     assert kubectl("get", "crd", "kopfpeerings.kopf.dev", check=False).returncode == 0
 
 
+def test_the_network_policies_are_valid_for_the_api_server(namespaced_release: str) -> None:
+    """networkPolicy.enabled renders policies the real API server accepts (server-side dry run). Whether
+    traffic is then limited depends on the CNI, which the local control plane does not run."""
+    rendered = helm(
+        "template", "np", str(CHART), "--namespace", SYSTEM_NS, "--show-only", "templates/networkpolicy.yaml",
+        "--set", "networkPolicy.enabled=true", "--set", f"networkPolicy.vllmNamespaces={{{TEAM_NS}}}",
+        "--set-json", 'networkPolicy.vllmFrom=[{"namespaceSelector":{}}]',
+    ).stdout  # fmt: skip
+    done = kubectl("apply", "--dry-run=server", "-f", "-", stdin=rendered)
+    assert done.stdout.count("networkpolicy.networking.k8s.io/") == 2, done.stdout
+
+
 def test_ha_peering_object_exists_in_each_watched_namespace(namespaced_release: str) -> None:
     got = kubectl("get", "kopfpeerings.kopf.dev", "kvright-test", "-n", TEAM_NS, "-o", "json")
     peering = json.loads(got.stdout)
