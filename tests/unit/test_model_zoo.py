@@ -70,6 +70,8 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         layers = text["hybrid_override_pattern"].count("*")
     elif "layer_types" in text:
         layers = text["layer_types"].count("full_attention")
+    elif "sliding_window_pattern" in text:  # older Gemma 3 files: every pattern-th layer is full attention
+        layers = text["num_hidden_layers"] // text["sliding_window_pattern"]
     elif "full_attention_interval" in text:  # Qwen3-Next: every interval-th layer is full attention
         layers = text["num_hidden_layers"] // text["full_attention_interval"]
     elif "block_configs" in text:
@@ -135,6 +137,7 @@ QUANTIZED = [
     ("mythomax-l2-13b-gptq-int8", 1 + 2 / 128, "linear"),
     ("tinyllama-1.1b-chat-fp8-compressed-tensors", 1.0, "linear"),  # compressed-tensors fp8 per tensor
     ("glm-4.5-fp8", 1.0, "linear"),  # compressed-tensors fp8, one scale per output channel
+    ("gemma-3-4b-it-fp8-dynamic", 1.0, "linear"),  # the same, vision tower and lm_head ignored (bf16)
 ]
 
 
