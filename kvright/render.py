@@ -32,6 +32,7 @@ __all__ = [
     "Owner",
     "VLLMWorkload",
     "WeightsMount",
+    "drain_seconds",
     "gpu_toleration",
     "labels",
     "owner_references",
@@ -227,12 +228,18 @@ def startup_budget_seconds(weight_bytes: int) -> int:
     return int(min(3600, max(600, 300 + math.ceil(loading))))
 
 
+def drain_seconds(max_request_seconds: float) -> int:
+    """vLLM's ``--shutdown-timeout``: how long the server lets requests in flight finish after SIGTERM
+    (it stops accepting at once). One longest request, at least 1 s (0 would mean abort them all, vLLM's
+    default), at most what the grace period below leaves after the preStop pause."""
+    return int(min(900 - PRESTOP_SLEEP_SECONDS - 5, max(1, math.ceil(max(0.0, max_request_seconds)))))
+
+
 def termination_grace_seconds(max_request_seconds: float) -> int:
-    """Seconds a stopping pod gets: the preStop pause, then in-flight requests drain after SIGTERM
-    (vLLM's server stops accepting and finishes open requests), with one longest request of slack.
+    """Seconds a stopping pod gets: the preStop pause (endpoints stop routing to it), then
+    :func:`drain_seconds` for vLLM to finish what it admitted, with 5 s of slack before SIGKILL.
     Clamped to 30 s .. 15 min."""
-    drain = math.ceil(max(0.0, max_request_seconds))
-    return int(min(900, max(30, PRESTOP_SLEEP_SECONDS + drain + 5)))
+    return int(min(900, max(30, PRESTOP_SLEEP_SECONDS + drain_seconds(max_request_seconds) + 5)))
 
 
 def _product_in(product: str) -> dict[str, Any]:
@@ -268,7 +275,13 @@ def _container(w: VLLMWorkload, args: Sequence[str] | None = None, *, serves: bo
         "args": [w.model if w.weights is None else w.weights.model_path, *flags],
     }
     if serves:
-        container["args"] += ["--served-model-name", w.served_model_name, "--port", str(HTTP_PORT)]
+        container["args"] += [
+            "--served-model-name", w.served_model_name,
+            "--port", str(HTTP_PORT),
+            # vLLM 0.32 aborts every request in flight on SIGTERM unless told to drain (its default
+            # --shutdown-timeout is 0): the pod's grace period only helps if the server waits for them.
+            "--shutdown-timeout", str(drain_seconds(w.max_request_seconds)),
+        ]  # fmt: skip
         container["ports"] = [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}]
     container["env"] = env
     container["resources"] = {

@@ -57,7 +57,7 @@ def test_feasible_plan_renders_children_and_status() -> None:
     container = d.children[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": str(plan["tensorParallelSize"])}
     assert container["args"][0] == "org/llama-3.1-70b"
-    assert container["args"][1:-4] == plan["vllmArgs"]
+    assert container["args"][1 : container["args"].index("--served-model-name")] == plan["vllmArgs"]
     assert container["image"] == "vllm/vllm-openai:test"
     assert d.fields["selector"] == "app.kubernetes.io/name=vllm,kvright.dev/llmdeployment=chat"
     assert d.fields["gpu"] == {"product": H100, "gpusPerNode": 8, "nodes": 2, "allocatableGPUs": 16}

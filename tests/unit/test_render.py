@@ -5,6 +5,7 @@ The plan is given as plain values (the renderer never sees capacity's Plan), so 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,8 +13,10 @@ import pytest
 import capacity
 from kvright.api import EndpointPickerSpec, SecretKeyRef
 from kvright.render import (
+    PRESTOP_SLEEP_SECONDS,
     Owner,
     VLLMWorkload,
+    drain_seconds,
     labels,
     render_all,
     render_deployment,
@@ -72,7 +75,23 @@ def test_command_line_is_vllm_serve_model_plus_plan_args() -> None:
         "llama",
         "--port",
         "8000",
+        "--shutdown-timeout",
+        "60",
     ]
+
+
+@pytest.mark.parametrize(
+    ("longest", "drain", "grace"), [(60.0, 60, 75), (0.0, 1, 30), (3.2, 4, 30), (5000, 885, 900)]
+)
+def test_vllm_drains_what_it_admitted_within_the_grace_period(longest: float, drain: int, grace: int) -> None:
+    """vLLM aborts requests in flight on SIGTERM unless --shutdown-timeout is above 0; the drain plus the
+    preStop pause fits in the pod's grace period, so the kubelet's SIGKILL never cuts a drain short."""
+    c = container(render_deployment(replace(workload(), max_request_seconds=longest)))
+    assert c["args"][c["args"].index("--shutdown-timeout") + 1] == str(drain)
+    assert drain_seconds(longest) == drain >= 1
+    pod = render_deployment(replace(workload(), max_request_seconds=longest))["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == grace
+    assert PRESTOP_SLEEP_SECONDS + drain < grace
 
 
 @pytest.mark.parametrize(
@@ -296,7 +315,8 @@ def test_the_leader_serves_and_the_workers_join_headless_with_their_worker_index
     (leader,) = leader_t["spec"]["containers"]
     (worker,) = worker_t["spec"]["containers"]
     assert leader["command"] == worker["command"] == ["vllm", "serve"]
-    assert leader["args"] == [w.model, *roles["leader"], "--served-model-name", "llama", "--port", "8000"]
+    served = ["--served-model-name", "llama", "--port", "8000", "--shutdown-timeout", "60"]
+    assert leader["args"] == [w.model, *roles["leader"], *served]
     assert leader["args"][leader["args"].index("--node-rank") + 1] == "0"
     assert leader["args"][leader["args"].index("--master-addr") + 1] == "$(LWS_LEADER_ADDRESS)"
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
