@@ -85,8 +85,8 @@ bench: venv ## benchmarks; results are ratios measured side by side (planner, co
 	$(BIN)/python -m bench.control_loop
 
 .PHONY: bench-operator
-bench-operator: venv tools ## 500 LLMDeployments against the local control plane (after cluster-up)
-	$(BIN)/python -m bench --operator
+bench-operator: venv tools ## 1,000 LLMDeployments in a burst and paced vs the raw API floor, then a 20-minute soak (~35 min; its own control plane unless KUBECONFIG is set)
+	$(BIN)/python -m bench --operator --count 1000 --rate 10 --soak-seconds 1200
 
 .PHONY: demo
 demo: venv tools ## the main job: plan offline; kvright installed with Helm on the local control plane; the samples; the feedback loop acting

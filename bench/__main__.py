@@ -1,6 +1,7 @@
 """``python -m bench``: run the planner benchmark and print the machine, timings and ratios.
 
-``python -m bench --operator [--count N --rate R]``: the operator scale benchmark (bench/operator_scale.py).
+``python -m bench --operator [--count N --rate R --soak-seconds S ...]``: the operator at scale, a burst and a
+paced run against the raw API floor, then a soak (bench/operator_scale.py, bench/operator_soak.py).
 ``python -m bench control-loop [--seeds N --json ...]``: the control-loop benchmark (bench/control_loop.py).
 """
 
