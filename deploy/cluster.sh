@@ -10,6 +10,9 @@
 #   deploy/cluster.sh down     stop what `up` started, by PID (idempotent)
 #   deploy/cluster.sh env      print `export KUBECONFIG=...`
 #   deploy/cluster.sh status   say what runs, what died, and the memory it uses (exit 1 unless all up)
+#   deploy/cluster.sh restart etcd|apiserver [--kill]
+#                              stop one server of the running cluster (--kill: SIGKILL, a crash) and start
+#                              it again (same ports and data), then wait for the apiserver's /readyz
 #
 # With Docker and kind on PATH and KVRIGHT_CLUSTER=kind, up/down/env use kind and deploy/kind.yaml instead.
 # Documentation: docs/local-control-plane.md.
@@ -296,8 +299,8 @@ component_state() {
   else echo "dead $pid"; fi
 }
 
-stop_component() {
-  local name="$1" state pid f
+stop_component() { # name [KILL: no SIGTERM first, as if it crashed]
+  local name="$1" signal="${2:-TERM}" state pid f
   f="$(pidfile "$name")"
   read -r state pid <<<"$(component_state "$name")"
   case "$state" in
@@ -305,7 +308,7 @@ stop_component() {
     dead) log "$name: stale pid file (pid $pid is not running; it died or was killed: see $LOGS/$name.log)" ;;
     foreign) log "$name: stale pid file (pid $pid is now another process: $(tr '\0' ' ' </proc/"$pid"/cmdline | cut -c1-80)); not touching it" ;;
     running)
-      kill -TERM "$pid" 2>/dev/null || true
+      kill "-$signal" "$pid" 2>/dev/null || true
       local i
       for ((i = 0; i < 150; i++)); do is_ours "$pid" "$name" || break; sleep 0.1; done
       if is_ours "$pid" "$name"; then
@@ -744,6 +747,29 @@ existing_healthy() {
   return 1
 }
 
+# etcd and kube-apiserver are started by `up` and again by `restart`, on the ports in ports.env, with
+# the same data directory: a restarted etcd keeps every object, a restarted apiserver its port.
+start_etcd() {
+  start_component etcd --name=kvright --data-dir="$CLUSTER_DIR/etcd-data" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="kvright=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync=true --auto-compaction-retention=1 --quota-backend-bytes=2147483648 --log-level=warn
+}
+
+start_apiserver() {
+  start_component kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" --etcd-prefix=/registry \
+    --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" --advertise-address=127.0.0.1 \
+    --cert-dir="$PKI" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --endpoint-reconciler-type=none --allow-privileged=true \
+    --profiling=false \
+    --audit-policy-file="$(write_audit_policy)" --audit-log-path="$AUDIT_LOG" --audit-log-format=json \
+    --audit-log-maxsize="$AUDIT_LOG_MAX_MB" --audit-log-maxbackup=1
+}
+
 cmd_up() {
   local with_lws=0
   lws_requested && with_lws=1
@@ -793,23 +819,10 @@ cmd_up() {
   UP_DONE=0
   trap 'if ((UP_DONE == 0)); then log "startup failed; stopping what was started (logs stay in $LOGS)"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
 
-  start_component etcd --name=kvright --data-dir="$CLUSTER_DIR/etcd-data" \
-    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster="kvright=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --unsafe-no-fsync=true --auto-compaction-retention=1 --quota-backend-bytes=2147483648 --log-level=warn
+  start_etcd
   wait_until "etcd health on 127.0.0.1:$ETCD_PORT" "$START_TIMEOUT" etcd etcd_healthy
 
-  start_component kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" --etcd-prefix=/registry \
-    --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" --advertise-address=127.0.0.1 \
-    --cert-dir="$PKI" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" --authorization-mode=Node,RBAC \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-    --service-cluster-ip-range="$SERVICE_CIDR" --endpoint-reconciler-type=none --allow-privileged=true \
-    --profiling=false \
-    --audit-policy-file="$(write_audit_policy)" --audit-log-path="$AUDIT_LOG" --audit-log-format=json \
-    --audit-log-maxsize="$AUDIT_LOG_MAX_MB" --audit-log-maxbackup=1
+  start_apiserver
   wait_until "kube-apiserver /readyz on 127.0.0.1:$APISERVER_PORT" "$START_TIMEOUT" "etcd kube-apiserver" apiserver_ready
   write_kubeconfig "$APISERVER_PORT"
   wait_until "the default namespace" "$START_TIMEOUT" "etcd kube-apiserver" default_namespace
@@ -855,6 +868,32 @@ cmd_up() {
   if inference_pool_requested; then lws_note+=", the InferencePool CRD"; else lws_note+=", no InferencePool CRD (KVRIGHT_INFERENCE_POOL=0)"; fi
   log "up in $((SECONDS - t0))s: https://127.0.0.1:$APISERVER_PORT, $nodes nodes, $lws_note; $(memory_report)"
   echo "export KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# restart etcd|kube-apiserver [--kill]: stop one server of the running cluster (SIGTERM, SIGKILL after 15 s;
+# --kill: SIGKILL at once, a crash) and start it again with the same flags, ports and data, then wait until
+# etcd is healthy and the apiserver's /readyz says ok (after an etcd restart too: the apiserver reconnects).
+# For tests of clients across a restart (tests/integration/test_operator_faults.py); the other components
+# reconnect by themselves.
+cmd_restart() {
+  local name="${1:-}" how="${2:-}" signal=TERM state pid t0=$SECONDS
+  [[ "$name" == apiserver ]] && name=kube-apiserver
+  [[ "$name" == etcd || "$name" == kube-apiserver ]] || die "restart: want etcd or kube-apiserver (apiserver), not '${name}'"
+  case "$how" in
+    "") ;;
+    --kill) signal=KILL ;;
+    *) die "restart $name: unknown option '$how' (want --kill or nothing)" ;;
+  esac
+  [[ -f "$CLUSTER_DIR/ports.env" ]] || die "restart $name: no cluster is up in $CLUSTER_DIR (run: deploy/cluster.sh up)"
+  # shellcheck disable=SC1091
+  source "$CLUSTER_DIR/ports.env"
+  read -r state pid <<<"$(component_state "$name")"
+  [[ "$state" == running ]] || die "restart $name: it is not running ($state${pid:+ $pid}); \`up\` restarts a broken cluster"
+  stop_component "$name" "$signal"
+  "start_${name#kube-}"
+  wait_until "etcd health on 127.0.0.1:$ETCD_PORT" "$START_TIMEOUT" etcd etcd_healthy
+  wait_until "kube-apiserver /readyz on 127.0.0.1:$APISERVER_PORT" "$START_TIMEOUT" "etcd kube-apiserver" apiserver_ready
+  log "restarted $name in $((SECONDS - t0))s (pid $(cat "$(pidfile "$name")"))"
 }
 
 cmd_status() {
@@ -916,12 +955,19 @@ kind_down() { command -v kind >/dev/null || { log "kind not on PATH; nothing to 
 
 # ---------------------------------------------------------------------------------------------- main
 
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 main() {
   local cmd="${1:-}"
   case "$cmd" in
     build) shift; cmd_build "$@" ;;
+    restart)
+      use_kind && die "restart works on cluster.sh's own control plane, not KVRIGHT_CLUSTER=kind"
+      mkdir -p "$CLUSTER_DIR"
+      exec 9>"$CLUSTER_DIR/.lock"
+      flock -w 300 9 || die "another cluster.sh up/down/restart holds $CLUSTER_DIR/.lock"
+      shift; cmd_restart "$@"
+      ;;
     up | down | status | env)
       if use_kind; then
         case "$cmd" in up) kind_up ;; down) kind_down ;; env) cmd_env ;; status) kubectl --kubeconfig "$KUBECONFIG_PATH" get nodes ;; esac
@@ -929,14 +975,14 @@ main() {
       fi
       mkdir -p "$CLUSTER_DIR"
       if [[ "$cmd" == up || "$cmd" == down ]]; then
-        # one up/down at a time per cluster directory
+        # one up/down/restart at a time per cluster directory
         exec 9>"$CLUSTER_DIR/.lock"
         flock -w 300 9 || die "another cluster.sh up/down holds $CLUSTER_DIR/.lock"
       fi
       "cmd_$cmd"
       ;;
     -h | --help | help) usage ;;
-    *) usage >&2; die "unknown subcommand '${cmd}': want build, up, down, env or status" ;;
+    *) usage >&2; die "unknown subcommand '${cmd}': want build, up, down, restart, env or status" ;;
   esac
 }
 

@@ -28,6 +28,7 @@ import datetime
 import json
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -93,7 +94,12 @@ class Kube:
     client's transport. Implements :class:`kvright.resolve.KubeReader`."""
 
     def __init__(
-        self, api_client: k8s_client.ApiClient, *, timeout_seconds: float = 30.0, exit_after_writes: int = 0
+        self,
+        api_client: k8s_client.ApiClient,
+        *,
+        timeout_seconds: float = 30.0,
+        exit_after_writes: int = 0,
+        pause_after_writes: int = 0,
     ) -> None:
         self.api = api_client
         self.timeout_seconds = timeout_seconds
@@ -101,6 +107,10 @@ class Kube:
         """A fault-injection seam for tests, off (0) in production: the process exits at once, as if
         killed, right after this many writes (POST, PUT, PATCH, DELETE) have been answered, so a
         reconcile is cut between two of its writes (KVRIGHT_FAULT_EXIT_AFTER_WRITES)."""
+        self.pause_after_writes = pause_after_writes
+        """The same seam, pausing instead (KVRIGHT_FAULT_PAUSE_AFTER_WRITES): right after this write the
+        process stops itself (SIGSTOP, every thread at once, its connections left open) until SIGCONT,
+        then goes on with the same reconcile: a test restarts a server in between. Once only."""
         self._writes = 0
         self._writes_lock = threading.Lock()
 
@@ -131,7 +141,8 @@ class Kube:
         except Exception as exc:  # urllib3 connection errors and the like
             raise KubeError(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
         if 200 <= response.status < 300:
-            if self.exit_after_writes and method in ("POST", "PUT", "PATCH", "DELETE"):
+            armed = self.exit_after_writes or self.pause_after_writes
+            if armed and method in ("POST", "PUT", "PATCH", "DELETE"):
                 self._count_write(method, path)
             if not data:
                 return None
@@ -148,10 +159,18 @@ class Kube:
     def _count_write(self, method: str, path: str) -> None:
         with self._writes_lock:
             self._writes += 1
-            if self._writes >= self.exit_after_writes:
+            if self.exit_after_writes and self._writes >= self.exit_after_writes:
                 log.error("fault injection: exiting after write %d (%s %s)", self._writes, method, path)
                 logging.shutdown()
                 os._exit(FAULT_EXIT_CODE)
+            if self._writes == self.pause_after_writes:
+                log.error("fault injection: pausing after write %d (%s %s)", self._writes, method, path)
+                for handler in logging.getLogger().handlers:
+                    handler.flush()
+                # To this thread: it stops before it returns (os.kill may let it run on a moment). Every
+                # thread stops with it; a SIGCONT lets them all go on.
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+                log.error("fault injection: resumed after write %d", self._writes)
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:
@@ -399,7 +418,11 @@ def runtime_from_env(env: Mapping[str, str]) -> Runtime:
     s = settings_mod.from_env(env)
     return Runtime(
         settings=s,
-        kube=Kube(api_client(), exit_after_writes=s.fault_exit_after_writes),
+        kube=Kube(
+            api_client(),
+            exit_after_writes=s.fault_exit_after_writes,
+            pause_after_writes=s.fault_pause_after_writes,
+        ),
         hub=HubClient(s.hf_endpoint, timeout_seconds=s.hub_timeout_seconds, attempts=s.hub_attempts),
         prometheus=PrometheusClient(s.prometheus_url) if s.prometheus_url else None,
     )
@@ -700,6 +723,11 @@ async def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, 
         logger.warning(
             "fault injection armed (a test seam): the operator exits after %d API writes",
             memo.runtime.settings.fault_exit_after_writes,
+        )
+    if memo.runtime.settings.fault_pause_after_writes:
+        logger.warning(
+            "fault injection armed (a test seam): the operator stops itself (SIGSTOP) after %d API writes",
+            memo.runtime.settings.fault_pause_after_writes,
         )
     memo.sweeper = asyncio.get_running_loop().create_task(sweep(memo.runtime, logger=logger))
     port = memo.runtime.settings.metrics_port

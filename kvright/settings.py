@@ -65,6 +65,10 @@ class Settings:
     fault_exit_after_writes: int = 0
     """A test seam, off (0) in production: exit right after this many of the operator's own API writes
     (KVRIGHT_FAULT_EXIT_AFTER_WRITES), cutting a reconcile between two writes; logged when set."""
+    fault_pause_after_writes: int = 0
+    """A test seam, off (0) in production: stop the whole process (SIGSTOP) right after this many of the
+    operator's own API writes (KVRIGHT_FAULT_PAUSE_AFTER_WRITES), in the middle of that reconcile, until
+    a test sends SIGCONT (after restarting an API server or etcd, say); once only; logged when set."""
     gpu_occupancy: bool = True
     """Whether to list pods cluster-wide to weigh the free GPUs of each product when kvright chooses the
     product (KVRIGHT_GPU_OCCUPANCY; needs ``list`` on pods in every namespace); off: allocatable GPUs."""
@@ -146,4 +150,5 @@ def from_env(env: Mapping[str, str]) -> Settings:
         gpu_prices=prices,
         gpu_occupancy=_flag(env, "KVRIGHT_GPU_OCCUPANCY", True),
         fault_exit_after_writes=int(_number(env, "KVRIGHT_FAULT_EXIT_AFTER_WRITES", 0, 0, 1000)),
+        fault_pause_after_writes=int(_number(env, "KVRIGHT_FAULT_PAUSE_AFTER_WRITES", 0, 0, 1000)),
     )

@@ -1,10 +1,13 @@
 """The local control plane as tests, demos and benches reach it: where its kubeconfig and its API server's
-audit log are, server-side apply, and the LLMDeployment CRD installed and Established.
+audit log are, server-side apply, the LLMDeployment CRD installed and Established, and one of its servers
+restarted (fault tests).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +16,11 @@ import yaml
 from kvright.operator import Kube
 from kvright_dev.procs import ROOT, wait_until
 
-__all__ = ["CRD", "apply", "audit_logs", "crd_established", "install_crd", "local_kubeconfig"]
+__all__ = ["CRD", "apply", "audit_logs", "crd_established", "install_crd", "local_kubeconfig", "restart"]
 
 CRD = ROOT / "crds" / "llmdeployment.yaml"
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SCRIPT = ROOT / "deploy" / "cluster.sh"
 
 
 def local_kubeconfig() -> Path:
@@ -62,3 +66,22 @@ def install_crd(kube: Kube, *, field_manager: str, timeout: float = 60) -> None:
     name = crd["metadata"]["name"]
     apply(kube, f"{CRDS_PATH}/{name}", crd, field_manager=field_manager)
     wait_until(lambda: crd_established(kube, name), timeout, what=f"the CRD {name} to be Established")
+
+
+def restart(component: str, cluster_dir: Path, *, kill: bool = False, timeout: float = 180) -> float:
+    """Restart ``etcd`` or ``kube-apiserver`` of the cluster.sh control plane in ``cluster_dir``
+    (``deploy/cluster.sh restart``: the same flags, ports and data; ``kill``: SIGKILL, a crash, rather than
+    SIGTERM) and return, in seconds taken, once the API server's /readyz says ok again. Raises
+    RuntimeError with the script's last lines when it fails or outlasts ``timeout``."""
+    env = {**os.environ, "KVRIGHT_CLUSTER_DIR": str(cluster_dir)}
+    args = ["bash", str(SCRIPT), "restart", component, *(["--kill"] if kill else [])]
+    what = " ".join(args[1:])
+    started = time.monotonic()
+    try:
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what} took over {timeout:g} s (logs in {cluster_dir}/logs)") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise RuntimeError(f"{what} failed (exit {done.returncode}):\n{tail}")
+    return time.monotonic() - started

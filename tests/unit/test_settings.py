@@ -31,6 +31,8 @@ def test_values() -> None:
     # The fault-injection seam is off unless asked for.
     assert from_env({}).fault_exit_after_writes == 0
     assert from_env({"KVRIGHT_FAULT_EXIT_AFTER_WRITES": "2"}).fault_exit_after_writes == 2
+    assert from_env({}).fault_pause_after_writes == 0
+    assert from_env({"KVRIGHT_FAULT_PAUSE_AFTER_WRITES": "1"}).fault_pause_after_writes == 1
     assert (s.prometheus_url, s.metrics_port, s.namespaces) == ("http://127.0.0.1:9090", 0, ("a", "b"))
     assert (s.hf_endpoint, s.reconcile_seconds, s.vllm_image) == (
         "http://127.0.0.1:8080",

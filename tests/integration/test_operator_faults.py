@@ -1,0 +1,277 @@
+"""The operator across faults of the control plane: kube-apiserver restarted and etcd restarted during a
+reconcile, and a watch that expires (410 Gone).
+
+The operator runs as a process of its own (``python -m kvright.operator``, one namespace, its level-based
+sweep every 2 s as in the other operator tests). "During a reconcile" is made certain with the
+seam ``KVRIGHT_FAULT_PAUSE_AFTER_WRITES=1``: the operator stops itself (SIGSTOP) right after the first write
+of its first reconcile (the Deployment applied; the Service, the status and the events not yet). While it is
+stopped, a server is killed and started again (``deploy/cluster.sh restart --kill``) and the spec is edited
+(generation 2); then SIGCONT lets the same reconcile go on against the new server, with its generation-1
+snapshot. Afterwards: one Deployment and one Service, both controlled by the LLMDeployment, the Deployment
+running generation 2's plan, status and every condition at generation 2, Ready, and no event posted twice.
+
+The watch expiry: the operator, idle, is stopped by the test and the API server restarted. Its new watch
+cache starts at the current resourceVersion, so the operator's watch, resuming from the last one it saw, is
+answered 410 Gone ("too old resource version"); kopf then lists again. The test proves the 410 from the
+operator's log (kopf logs "Restarting the watch-stream" at DEBUG, on a 410 only) and checks that what changed
+while the watch was broken, an edit and a new object, is handled by kopf (its record of the handled spec, an
+annotation kvright's own sweep never writes, moves to the edit and appears on the new object) and ends
+consistent.
+
+Which control plane: one no one else uses, since its servers are restarted. When this test session started
+its own cluster, that one (each restart waits for /readyz, and the module ends by checking every component
+runs); when the session reuses a running cluster (a developer's ``make cluster-up``, maybe shared), a private
+one for this module (without LeaderWorkerSet and InferencePool, about 10 s to start). Nothing is faked: the
+architecture comes from the catalog, so no hub is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvright.operator import Kube
+from kvright_dev import cluster as dev_cluster
+from tests.builders import llmd
+from tests.fixtures.cluster import OWNER_FILE, Cluster, local_cluster
+from tests.integration.kvright_cluster import (
+    admin_with_crd,
+    condition,
+    create,
+    llmd_path,
+    namespace,
+    poll,
+    reconciled,
+)
+
+pytestmark = pytest.mark.cluster
+
+BASE = llmd("chat").model("llama-3.1-8b").gpu("NVIDIA-H100-80GB-HBM3").context(8192, 1024, 256).tpot_ms(50)
+EDIT = {"workload": {"maxModelLen": 32768}}
+"""The edit made while the operator cannot see it: generation 2, whose plan runs a longer context."""
+RELISTED = "Restarting the watch-stream for llmdeployments.v1alpha1.kvright.dev in '{ns}'"
+"""What kopf logs (DEBUG) when a watch on LLMDeployments is answered 410 Gone, before it lists them again."""
+WAIT = 50.0
+"""Seconds to wait for the operator to converge after a fault."""
+HANDLED = "kvright.dev/last-handled-configuration"
+"""kopf's record of the spec its handlers last handled (the diff base for the next update)."""
+
+
+@pytest.fixture(scope="module")
+def restartable(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The state directory of a cluster.sh control plane whose servers these tests may restart, with
+    ``$KUBECONFIG`` pointing at it (see the module docstring for which one)."""
+    if cluster.started_here and cluster.cluster_dir is not None:
+        yield cluster.cluster_dir
+        state = subprocess.run(
+            ["bash", str(dev_cluster.SCRIPT), "status"],
+            env={**os.environ, "KVRIGHT_CLUSTER_DIR": str(cluster.cluster_dir)},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert state.returncode == 0, f"the cluster is not healthy after the restarts:\n{state.stdout}"
+        return
+    private = tmp_path_factory.mktemp("cluster-faults")
+    (private / OWNER_FILE).write_text(str(os.getpid()))  # reaped if this session dies before its teardown
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KVRIGHT_LWS", "0")
+        mp.setenv("KVRIGHT_INFERENCE_POOL", "0")
+        with local_cluster(private) as own:
+            mp.setenv("KUBECONFIG", str(own.kubeconfig))
+            mp.setenv("KVRIGHT_CLUSTER_DIR", str(private))
+            yield private
+
+
+@pytest.fixture(scope="module")
+def kube(restartable: Path) -> Kube:
+    return admin_with_crd()
+
+
+@pytest.fixture
+def ns(kube: Kube) -> Iterator[str]:
+    with namespace(kube, "kvr-fault") as name:
+        yield name
+
+
+@contextlib.contextmanager
+def operator_process(ns: str, log: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator as a process watching ``ns``, its log in ``log`` (kopf's watcher at DEBUG, so that a
+    410 shows), with ``env`` on top; stopped at the end (continued first, should it be paused)."""
+    code = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
+        "logging.getLogger('kopf._cogs.clients.watching').setLevel(logging.DEBUG)\n"
+        "from kvright.operator import main\n"
+        "sys.exit(main())\n"
+    )
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env={
+                **os.environ,
+                "KVRIGHT_NAMESPACES": ns,
+                "KVRIGHT_RECONCILE_SECONDS": "2",
+                "KVRIGHT_METRICS_PORT": "0",
+                **env,
+            },
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=20)
+
+
+def stopped(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc/PID/stat); a dead one fails the test."""
+    assert proc.poll() is None, f"the operator exited ({proc.returncode})"
+    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+def children(kube: Kube, ns: str) -> dict[str, list[dict[str, Any]]]:
+    """The Deployments and Services in ``ns`` (every child kvright makes for this spec)."""
+    return {
+        "Deployment": kube.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments")["items"],
+        "Service": kube.request("GET", f"/api/v1/namespaces/{ns}/services")["items"],
+    }
+
+
+def ready_at(kube: Kube, ns: str, name: str, generation: int) -> dict[str, Any] | None:
+    """The LLMDeployment once its status describes ``generation`` and says Ready, else None."""
+    obj = reconciled(kube, ns, name)
+    if obj is None or obj["metadata"]["generation"] != generation:
+        return None
+    return obj if condition(obj, "Ready").get("status") == "True" else None
+
+
+def changes(kube: Kube, ns: str, uid: str) -> list[tuple[str, str, str]]:
+    return [e for e in about(kube, ns, uid) if e[1] == "PlanChanged"]
+
+
+def about(kube: Kube, ns: str, uid: str) -> list[tuple[str, str, str]]:
+    """The events posted about the object ``uid`` (type, reason, message), kopf's own log lines left out."""
+    got = kube.request(
+        "GET", f"/api/v1/namespaces/{ns}/events", query=[("fieldSelector", f"involvedObject.uid={uid}")]
+    )
+    return [(e["type"], e["reason"], e["message"]) for e in got["items"] if e["reason"] != "Logging"]
+
+
+def assert_consistent(kube: Kube, ns: str, obj: dict[str, Any], *, plan_changed: bool) -> None:
+    """One Deployment and one Service per LLMDeployment, each controlled by it; the Deployment runs the plan
+    in status; status and every condition describe the current generation; and no event posted twice (once
+    ``plan_changed``'s PlanChanged, posted after the status write, is there)."""
+    listed = kube.request("GET", llmd_path(ns))["items"]
+    uids = {o["metadata"]["name"]: o["metadata"]["uid"] for o in listed}
+    for kind, items in children(kube, ns).items():
+        assert sorted(i["metadata"]["name"] for i in items) == sorted(uids), kind  # none missing, none extra
+        for item in items:  # not orphaned: controlled by the LLMDeployment of its name
+            owners = [r["uid"] for r in item["metadata"].get("ownerReferences") or () if r.get("controller")]
+            assert owners == [uids[item["metadata"]["name"]]], (kind, item["metadata"])
+    name, generation, uid = obj["metadata"]["name"], obj["metadata"]["generation"], obj["metadata"]["uid"]
+    status = obj["status"]
+    assert status["observedGeneration"] == generation
+    assert {c["type"] for c in status["conditions"]} >= {"PlanFeasible", "Deployed", "Ready"}
+    assert all(c["observedGeneration"] == generation for c in status["conditions"]), status["conditions"]
+    dep = kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}") or {}
+    args, flags = dep["spec"]["template"]["spec"]["containers"][0]["args"], status["plan"]["vllmArgs"]
+    assert args[1 : 1 + len(flags)] == flags, args  # `vllm serve MODEL FLAGS...`, then serving flags
+    if plan_changed:
+        poll(lambda: changes(kube, ns, uid), what="PlanChanged", timeout=WAIT)
+    posted = about(kube, ns, uid)
+    assert len(posted) == len(set(posted)), posted
+    assert len(changes(kube, ns, uid)) == int(plan_changed), posted  # one edit, one PlanChanged
+
+
+def _edit(kube: Kube, ns: str, name: str) -> int:
+    """Make the edit; returns the new generation."""
+    got = kube.request(
+        "PATCH", llmd_path(ns, name), body={"spec": EDIT}, content_type="application/merge-patch+json"
+    )
+    return int(got["metadata"]["generation"])
+
+
+def _max_model_len(obj: dict[str, Any]) -> int:
+    args = obj["status"]["plan"]["vllmArgs"]
+    return int(args[args.index("--max-model-len") + 1])
+
+
+@pytest.mark.parametrize("server", ["kube-apiserver", "etcd"], ids=["apiserver-restart", "etcd-restart"])
+def test_a_server_restarted_during_a_reconcile_leaves_it_consistent(
+    kube: Kube, ns: str, restartable: Path, tmp_path: Path, server: str
+) -> None:
+    log = tmp_path / "operator.log"
+    with operator_process(ns, log, KVRIGHT_FAULT_PAUSE_AFTER_WRITES="1") as proc:
+        create(kube, BASE.obj(), ns)
+        poll(lambda: stopped(proc), what="the operator to pause after its first write", timeout=WAIT)
+        first_write = f"PATCH /apis/apps/v1/namespaces/{ns}/deployments/chat"
+        assert f"pausing after write 1 ({first_write})" in log.read_text()
+        # Cut in the middle: the Deployment applied, no Service and no status yet.
+        cut = children(kube, ns)
+        assert ([len(cut["Deployment"]), len(cut["Service"])]) == [1, 0]
+        assert not (kube.get(llmd_path(ns, "chat")) or {}).get("status")
+        dev_cluster.restart(server, restartable, kill=True)
+        generation = _edit(kube, ns, "chat")
+        assert generation == 2
+        proc.send_signal(signal.SIGCONT)
+        done = poll(lambda: ready_at(kube, ns, "chat", 2), what="chat Ready at generation 2", timeout=WAIT)
+        assert "resumed after write 1" in log.read_text()  # the same process went on, not a new one
+        assert _max_model_len(done) == 32768  # generation 2's plan, not the paused reconcile's
+        assert_consistent(kube, ns, done, plan_changed=True)
+        assert proc.poll() is None, log.read_text()[-3000:]
+
+
+def handled(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    """The spec kopf's handlers last handled for ``name`` (from its annotation), or None."""
+    obj = kube.get(llmd_path(ns, name)) or {}
+    record = (obj.get("metadata") or {}).get("annotations", {}).get(HANDLED)
+    return dict(json.loads(record)["spec"]) if record else None
+
+
+def test_a_watch_that_expires_is_listed_again_and_what_changed_meanwhile_is_acted_on(
+    kube: Kube, ns: str, restartable: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "operator.log"
+    with operator_process(ns, log) as proc:
+        create(kube, BASE.obj(), ns)
+        poll(lambda: handled(kube, ns, "chat") and ready_at(kube, ns, "chat", 1), what="chat", timeout=WAIT)
+        relisted = RELISTED.format(ns=ns)
+        before = log.read_text().count(relisted)
+        os.kill(proc.pid, signal.SIGSTOP)
+        poll(lambda: stopped(proc), what="the operator stopped", timeout=10)
+        dev_cluster.restart("kube-apiserver", restartable, kill=True)
+        # While the operator's watch is broken: an edit, and a new object.
+        assert _edit(kube, ns, "chat") == 2
+        create(kube, BASE.obj() | {"metadata": {"name": "second"}}, ns)
+        os.kill(proc.pid, signal.SIGCONT)
+        poll(
+            lambda: (h := handled(kube, ns, "chat")) and h["workload"]["maxModelLen"] == 32768,
+            what="kopf to handle the edit",
+            timeout=WAIT,
+        )
+        poll(lambda: handled(kube, ns, "second"), what="kopf to handle the new object", timeout=WAIT)
+        edited = poll(lambda: ready_at(kube, ns, "chat", 2), what="chat Ready at generation 2", timeout=WAIT)
+        second = poll(lambda: ready_at(kube, ns, "second", 1), what="second Ready", timeout=WAIT)
+        assert _max_model_len(edited) == 32768
+        assert_consistent(kube, ns, edited, plan_changed=True)
+        assert_consistent(kube, ns, second, plan_changed=False)
+        assert proc.poll() is None, log.read_text()[-3000:]
+    text = log.read_text()
+    # The watch resumed from a resourceVersion the new API server no longer had: 410 Gone, then a new list.
+    assert text.count(relisted) > before, text[-3000:]
