@@ -897,7 +897,9 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     extra: dict[str, Any] = {"sliding_window": window}
     if model_type in ("llama4", "llama4_text"):
         chunk = _opt_int(cfg, ("attention_chunk_size",))
-        no_rope = _list(cfg, "no_rope_layers", layers)
+        # transformers' Llama4TextConfig takes an empty list for the default ("no_rope_layers == [] is
+        # invalid as we cannot have 0 layers"), as Meta's and RedHatAI's April 2025 Scout files write it.
+        no_rope = None if cfg.get("no_rope_layers") == [] else _list(cfg, "no_rope_layers", layers)
         if chunk is not None:
             # NoPE layers (no_rope_layers[i] == 0) are global; the RoPE layers attend within a chunk.
             if no_rope is None:

@@ -329,6 +329,8 @@ _FAMILIES: dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]] = {
                 "model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj",
                 "vision_model.encoder.layers.0.self_attn.q_proj",
                 "model.vision_model.encoder.layers.0.self_attn.q_proj",
+                "vision_model.model.layers.0.self_attn.q_proj",  # Llama 4 (Llama4VisionModel)
+                "model.vision_model.model.layers.0.self_attn.q_proj",
                 "vision_tower.transformer.layers.0.attention.q_proj",
                 "model.vision_tower.transformer.layers.0.attention.q_proj",
                 "vision_encoder.transformer.layers.0.attention.wq",

@@ -183,3 +183,41 @@ def test_fp8_weight_blocks_bound_the_expert_width_per_rank(expert_parallel, vali
     if not expert_parallel:
         error = c.tensor_parallel_error(arch, 8)
         assert error is not None and "192" in error and "accepted: 1, 2, 4" in error
+
+
+def _llama4_text(**extra: Any) -> dict[str, Any]:
+    return {
+        "architectures": ["Llama4ForCausalLM"],
+        "model_type": "llama4_text",
+        "hidden_size": 128,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "intermediate_size": 64,
+        "intermediate_size_mlp": 256,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "vocab_size": 512,
+        "max_position_embeddings": 65536,
+        "attention_chunk_size": 1024,
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("no_rope", [None, []], ids=["absent", "empty"])
+def test_llama4_default_no_rope_layers_make_every_fourth_layer_global(no_rope):
+    """transformers' Llama4TextConfig builds ``no_rope_layers`` from ``no_rope_layer_interval`` (4) when the
+    file leaves it out or writes ``[]`` (Meta's and RedHatAI's April 2025 Scout files): layers 3 and 7 are
+    NoPE full attention, the six RoPE layers attend within the chunk."""
+    cfg = _llama4_text() if no_rope is None else _llama4_text(no_rope_layers=no_rope)
+    arch = c.architecture_from_config(cfg)
+    assert [layer.mixer for layer in arch.layers] == ["chunked", "chunked", "chunked", "full"] * 2
+    assert arch.mixer_counts == {"chunked": 6, "full": 2}
+
+
+def test_llama4_explicit_no_rope_layers_are_read_as_written_and_a_short_list_refused():
+    arch = c.architecture_from_config(_llama4_text(no_rope_layers=[1, 0, 1, 1, 1, 1, 1, 0]))
+    assert [layer.mixer for layer in arch.layers] == ["chunked", "full"] + ["chunked"] * 5 + ["full"]
+    with pytest.raises(c.ConfigError, match="no_rope_layers"):
+        c.architecture_from_config(_llama4_text(no_rope_layers=[1, 0]))

@@ -84,6 +84,13 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         layers = text["layer_types"].count("full_attention")
     elif "sliding_window_pattern" in text:  # older Gemma 3 files: every pattern-th layer is full attention
         layers = text["num_hidden_layers"] // text["sliding_window_pattern"]
+    elif "attention_chunk_size" in text:  # Llama 4: the NoPE layers (no_rope_layers[i] == 0) are global; an
+        # absent or empty list is transformers' default, every no_rope_layer_interval-th (4th) layer
+        flags = text.get("no_rope_layers") or [
+            int((i + 1) % text.get("no_rope_layer_interval", 4) != 0)
+            for i in range(text["num_hidden_layers"])
+        ]
+        layers = flags.count(0)
     elif "full_attention_interval" in text:  # Qwen3-Next: every interval-th layer is full attention
         layers = text["num_hidden_layers"] // text["full_attention_interval"]
     elif "block_configs" in text:
@@ -155,6 +162,7 @@ QUANTIZED = [
     ("tinyllama-1.1b-chat-fp8-compressed-tensors", 1.0, "linear"),  # compressed-tensors fp8 per tensor
     ("glm-4.5-fp8", 1.0, "linear"),  # compressed-tensors fp8, one scale per output channel
     ("gemma-3-4b-it-fp8-dynamic", 1.0, "linear"),  # the same, vision tower and lm_head ignored (bf16)
+    ("llama-4-scout-17b-16e-instruct-fp8-dynamic", 1.0, "linear-but-attention"),  # attention, routers bf16
 ]
 
 
@@ -180,6 +188,8 @@ def test_quantized_weights_are_within_five_percent_of_the_methods_arithmetic(slu
         expected = experts * per_weight + (g.total - experts) * bf16
     else:
         quantized = experts + linear
+        if scope == "linear-but-attention":  # RedHatAI's Llama 4 recipe ignores re:.*self_attn
+            quantized -= _attention_parameters(json.loads((CONFIGS / slug / "config.json").read_text()))
         if scope == "linear-but-mla-down":
             text = json.loads((CONFIGS / slug / "config.json").read_text())
             attention = _mla_attention_parameters(text)
@@ -194,6 +204,14 @@ def _norms_and_routers(arch: c.Architecture) -> float:
     norms = (arch.norms_per_layer * arch.num_layers + 1) * arch.hidden_size
     routers = arch.hidden_size * arch.num_experts * arch.num_moe_layers
     return norms + routers
+
+
+def _attention_parameters(cfg: dict[str, Any]) -> float:
+    """q, k, v and o projections of every layer (GQA, from the config's fields)."""
+    text = cfg.get("text_config", cfg)
+    h, heads, kv = text["hidden_size"], text["num_attention_heads"], text["num_key_value_heads"]
+    head_dim = text.get("head_dim") or h // heads
+    return text["num_hidden_layers"] * h * head_dim * (2 * heads + 2 * kv)
 
 
 def _mla_attention_parameters(text: dict[str, Any]) -> float:

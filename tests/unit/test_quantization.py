@@ -276,6 +276,23 @@ IGNORES = [
         FP8_ROW,
     ),
     (
+        "Llama 4's vision_model.model.layers entries (RedHatAI Scout FP8-dynamic names every one)",
+        fmt_of(
+            {
+                **CT_FP8_DYNAMIC,
+                "ignore": [
+                    "vision_model.patch_embedding.linear",
+                    *(f"vision_model.model.layers.{i}.self_attn.{p}_proj" for i in range(34) for p in "qkvo"),
+                    *(f"vision_model.model.layers.{i}.mlp.fc{n}" for i in range(34) for n in (1, 2)),
+                    "language_model.lm_head",
+                ],
+            }
+        ),
+        "vision",
+        None,
+        BF16,
+    ),
+    (
         "plain vision_tower entry",
         fmt_of({**FP8_BLOCK, "modules_to_not_convert": ["vision_tower", "multi_modal_projector"]}),
         "vision",
