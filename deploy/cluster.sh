@@ -346,6 +346,18 @@ except OSError:
 sys.exit(1)' "$1"
 }
 
+# 0 when no socket listens on the port, so a server may bind it again; with SO_REUSEADDR, as Go binds, so
+# the closed connections of a server just stopped (TIME_WAIT) do not count.
+port_bindable() { # port
+  "$PY" -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$1"
+}
+
 free_ports() { # n -> n distinct free loopback ports, one per line
   "$PY" -c 'import socket, sys
 socks = [socket.socket() for _ in range(int(sys.argv[1]))]
@@ -890,6 +902,13 @@ cmd_restart() {
   read -r state pid <<<"$(component_state "$name")"
   [[ "$state" == running ]] || die "restart $name: it is not running ($state${pid:+ $pid}); \`up\` restarts a broken cluster"
   stop_component "$name" "$signal"
+  # A killed process stops looking like ours (its command line empties) before the kernel has closed its
+  # sockets: wait until its ports can be bound, or the new one fails with "address already in use".
+  local port ports="$APISERVER_PORT"
+  [[ "$name" == etcd ]] && ports="$ETCD_PORT $ETCD_PEER_PORT"
+  for port in $ports; do
+    wait_until "127.0.0.1:$port to be free after $name stopped" "$START_TIMEOUT" "" port_bindable "$port"
+  done
   "start_${name#kube-}"
   wait_until "etcd health on 127.0.0.1:$ETCD_PORT" "$START_TIMEOUT" etcd etcd_healthy
   wait_until "kube-apiserver /readyz on 127.0.0.1:$APISERVER_PORT" "$START_TIMEOUT" "etcd kube-apiserver" apiserver_ready
