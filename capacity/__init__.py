@@ -86,7 +86,9 @@ from capacity.planner import (
 from capacity.quantization import ONLINE_FP8, WeightFormat, weight_format
 from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, decode_step
 from capacity.serving import (
+    BATCH_SCALE_BOUNDS,
     PERCENTILES,
+    POINTS_KEPT,
     TPOT_HISTOGRAM_BUCKETS,
     UNCALIBRATED,
     Calibration,
@@ -101,6 +103,7 @@ from capacity.serving import (
 )
 
 __all__ = [
+    "BATCH_SCALE_BOUNDS",
     "BLOCK_SIZE_TOKENS",
     "CUDA_GRAPH_RESERVE_BYTES",
     "DEFAULT_EFFICIENCY",
@@ -116,6 +119,7 @@ __all__ = [
     "NON_TORCH_OVERHEAD_BYTES",
     "ONLINE_FP8",
     "PERCENTILES",
+    "POINTS_KEPT",
     "QUANTIZATION_CHOICES",
     "SAMPLER_FP32_LOGIT_COPIES",
     "SLO",

@@ -44,7 +44,9 @@ from capacity.memory import EngineConfig, KVMemory
 from capacity.roofline import DEFAULT_EFFICIENCY, Efficiency, StepModel
 
 __all__ = [
+    "BATCH_SCALE_BOUNDS",
     "PERCENTILES",
+    "POINTS_KEPT",
     "TPOT_HISTOGRAM_BUCKETS",
     "UNCALIBRATED",
     "Calibration",
@@ -108,23 +110,48 @@ def histogram_quantile(q: float, mean: float, sd: float, buckets: tuple[float, .
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
-    """The correction learned from a live engine; ``Calibration()`` is the uncorrected model."""
+    """The correction learned from a live engine; ``Calibration()`` is the uncorrected model.
+
+    A step the model prices at ``t`` takes ``scale x (F + batch_scale x (t - F))``, where ``F`` is the
+    model's step with nothing in it (weights streamed once, the step overhead) and ``t - F`` what the
+    sequences and prefill chunks add. ``scale`` alone is the model wrong by a constant (bandwidth and
+    overheads the engine really reaches); ``batch_scale`` is the model wrong in shape: an engine whose
+    fixed cost per step is much larger than the model's (``batch_scale < 1``: a CPU, a slow scheduler)
+    or whose per-sequence work is (``> 1``). Both are learned from windows at different batches
+    (:func:`learn`)."""
 
     scale: float = 1.0
-    """Observed mean TPOT over the predicted mean at the served batch: multiplies every step time."""
+    """Observed mean TPOT over the predicted mean: multiplies every step time."""
     tail: float = 1.0
     """Multiplies the spread of a request's TPOT (the dispersion that reproduces the observed percentile)."""
+    batch_scale: float = 1.0
+    """Multiplies (on top of ``scale``) the part of a step that grows with the batch and the prefill."""
+    points: tuple[tuple[float, float, float], ...] = ()
+    """The windows learned from, newest last: the model's fixed and batch-dependent parts of the mean TPOT
+    at the batch served (uncalibrated seconds) and the observed mean (seconds)."""
 
     def __post_init__(self) -> None:
-        for name in ("scale", "tail"):
+        for name in ("scale", "tail", "batch_scale"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise CapacityError(f"calibration {name} {value!r} is not valid; expected a positive number")
             if value <= 0:
                 raise CapacityError(f"calibration {name} {value!r} is not valid; expected a positive number")
+        for point in self.points:
+            if len(point) != 3 or not all(math.isfinite(x) and x >= 0 for x in point):
+                raise CapacityError(
+                    f"calibration point {point!r} is not valid; "
+                    "expected (fixed, variable, observed) seconds >= 0"
+                )
+
+    def step_seconds(self, seconds: float, fixed_seconds: float, steps: float = 1.0) -> float:
+        """``steps`` model steps totalling ``seconds``, of which ``steps x fixed_seconds`` is fixed, as the
+        engine runs them."""
+        fixed = steps * fixed_seconds
+        return self.scale * (fixed + self.batch_scale * max(0.0, seconds - fixed))
 
     def to_dict(self) -> dict[str, float]:
-        return {"scale": self.scale, "tail": self.tail}
+        return {"scale": self.scale, "batchScale": self.batch_scale, "tail": self.tail}
 
 
 UNCALIBRATED = Calibration()
@@ -186,19 +213,26 @@ class ServingPoint:
     """The calibration's tail factor: multiplies the TPOT spread (TTFT takes the scale only)."""
     output_tokens: int
     """Tokens each request decodes."""
+    fixed_step_seconds: float
+    """``F``: the part of every step that does not grow with the batch (a step with nothing in it)."""
 
     def calibrated(self, calibration: Calibration) -> ServingPoint:
-        """This point with a calibration applied: every time times ``scale``, percentiles times ``tail``."""
+        """This point with a calibration applied (:class:`Calibration`: each step's fixed part times
+        ``scale``, the rest times ``scale x batch_scale``), percentiles' spread times ``tail``."""
         if calibration == UNCALIBRATED:
             return self
-        k = calibration.scale
+        f = self.fixed_step_seconds
+
+        def step(seconds: float, steps: float = 1.0) -> float:
+            return calibration.step_seconds(seconds, f, steps)
+
         return replace(
             self,
-            decode_step_seconds=k * self.decode_step_seconds,
-            prefill_step_seconds=k * self.prefill_step_seconds,
-            tpot_mean_seconds=k * self.tpot_mean_seconds,
-            tpot_sd_seconds=k * self.tpot_sd_seconds,
-            ttft_service_seconds=k * self.ttft_service_seconds,
+            decode_step_seconds=step(self.decode_step_seconds),
+            prefill_step_seconds=step(self.prefill_step_seconds),
+            tpot_mean_seconds=step(self.tpot_mean_seconds),
+            tpot_sd_seconds=calibration.scale * calibration.batch_scale * self.tpot_sd_seconds,
+            ttft_service_seconds=step(self.ttft_service_seconds, self.prefill_steps_per_prompt),
             tail=self.tail * calibration.tail,
         )
 
@@ -311,6 +345,7 @@ class ServingModel:
         prompt = shape.prefill_tokens
         step = self.roofline.step_function(b, context, prompt_len)
         t0 = step(0.0)
+        fixed = min(t0, self.roofline.step_function(0, context, prompt_len)(0.0))
         chunk_budget = max(1, self.max_num_batched_tokens - b)
         steps_per_prompt = max(1, math.ceil(prompt / chunk_budget))
         if not shape.mixed or shape.output_tokens <= 0:
@@ -329,6 +364,7 @@ class ServingModel:
                 ttft_service_seconds=steps_per_prompt * t_chunk,
                 tail=1.0,
                 output_tokens=max(1, shape.output_tokens),
+                fixed_step_seconds=fixed,
             )
         # Prompts arrive (as sequences finish) at b / output per step, each split into m equal chunks;
         # the chunks a step carries are Poisson with mean mu = arrivals x m, at most what the budget holds.
@@ -361,6 +397,7 @@ class ServingModel:
             ttft_service_seconds=steps_per_prompt * t_own,
             tail=1.0,
             output_tokens=shape.output_tokens,
+            fixed_step_seconds=fixed,
         )
 
 
@@ -419,6 +456,10 @@ class Curve:
         """Uncalibrated mean TPOT at ``batch``."""
         return self.point(batch).tpot_mean_seconds
 
+    def fixed_seconds(self, batch: int) -> float:
+        """The part of the uncalibrated mean TPOT at ``batch`` that does not grow with the batch."""
+        return self.point(batch).fixed_step_seconds
+
     def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
         """The engine's TPOT at the curve's percentile with ``calibration`` applied: what the plan is
         sized on and the law targets."""
@@ -468,6 +509,16 @@ def largest_within(lo: int, hi: int, value: Callable[[int], float], bound: float
     return lo
 
 
+#: Bounds of :attr:`Calibration.batch_scale`. Wide on purpose: the model's batch-dependent part can be a
+#: sliver of its step (a tiny model on a fast GPU) while the engine's is most of it (the same on a CPU).
+BATCH_SCALE_BOUNDS: tuple[float, float] = (1.0 / 64.0, 1.0e4)
+#: Windows :func:`learn` keeps to fit the shape from.
+POINTS_KEPT = 6
+#: The smallest spread of the batch-dependent share (largest over smallest ``variable / fixed``) among the
+#: kept windows from which the shape is fitted; closer windows cannot tell a fixed cost from a per-batch one.
+SHAPE_SPREAD = 1.3
+
+
 def learn(
     previous: Calibration,
     *,
@@ -478,49 +529,115 @@ def learn(
     alpha: float,
     bounds: tuple[float, float],
     tail_bounds: tuple[float, float] = (0.5, 4.0),
+    fixed_seconds: float | None = None,
+    batch_bounds: tuple[float, float] = BATCH_SCALE_BOUNDS,
 ) -> Calibration:
     """The calibration after one window, from the prediction at the batch that was served.
 
-    ``scale`` is an EWMA towards ``observed mean / predicted mean`` (the mean is exact from the
-    histogram's ``_sum/_count``), clamped to ``bounds``: a wilder ratio is a broken metric, not physics.
+    With ``fixed_seconds`` (the model's fixed part of ``predicted_mean_seconds``) and an observed mean,
+    the window is kept as a point (the last :data:`POINTS_KEPT`). Once the kept points were served at
+    batches far enough apart to tell a fixed cost from a per-batch one (:data:`SHAPE_SPREAD`), ``scale``
+    and ``batch_scale`` are the weighted least-squares fit ``observed = scale x (F + batch_scale x V)``
+    over them (newer points weigh more, by ``1 - alpha`` per window of age). Until then ``scale`` is an
+    EWMA towards ``observed mean / calibrated prediction``, and what its ``bounds`` cannot take (a
+    ratio far beyond any bandwidth error) is put in ``batch_scale``: a model that is wrong by more than
+    a constant is wrong in shape, and the per-sequence work is where models are weakest. ``scale`` is
+    clamped to ``bounds`` (a wilder ratio at the same shape is a broken metric), ``batch_scale`` to
+    ``batch_bounds``.
+
     ``tail`` is the spread multiplier nearest the previous one, within ``tail_bounds``, at which the
     model's percentile at that scale (``percentile_at``, measured the way the observation was: through
     the same histogram) reproduces the observed one; where the histogram cannot tell (a reading inside
-    one bucket does not move with the spread) it stays as it was. Without a
-    mean, ``scale`` moves towards the observed over the predicted percentile. Non-finite or non-positive
-    inputs leave the previous values (clamped).
+    one bucket does not move with the spread) it stays as it was. Without a mean, ``scale`` moves
+    towards the observed over the predicted percentile. Non-finite or non-positive inputs leave the
+    previous values (clamped).
     """
     low, high = bounds
 
     def good(x: float | None) -> bool:
         return x is not None and math.isfinite(x) and x > 0
 
-    def ewma(prev: float, ratio: float) -> float:
-        clamped = min(high, max(low, ratio))
-        return min(high, max(low, (1.0 - alpha) * prev + alpha * clamped))
+    def clamp(x: float, lo_hi: tuple[float, float]) -> float:
+        return min(lo_hi[1], max(lo_hi[0], x))
 
-    scale = min(high, max(low, previous.scale))
-    tail = min(tail_bounds[1], max(tail_bounds[0], previous.tail))
+    def ewma(prev: float, ratio: float) -> float:
+        return clamp((1.0 - alpha) * prev + alpha * clamp(ratio, bounds), bounds)
+
+    scale = clamp(previous.scale, bounds)
+    tail = clamp(previous.tail, tail_bounds)
+    beta = clamp(previous.batch_scale, batch_bounds)
+    points = previous.points
+    kept = replace(previous, scale=scale, tail=tail, batch_scale=beta)
     if not good(predicted_mean_seconds):
-        return Calibration(scale=scale, tail=tail)
+        return kept
     if not good(observed_mean_seconds):
         if good(observed_percentile_seconds):
             assert observed_percentile_seconds is not None
-            predicted = percentile_at(Calibration(scale=1.0, tail=tail))
+            predicted = percentile_at(replace(kept, scale=1.0))
             if good(predicted):
                 scale = ewma(scale, observed_percentile_seconds / predicted)
-        return Calibration(scale=scale, tail=tail)
+        return replace(kept, scale=scale)
     assert observed_mean_seconds is not None
-    scale = ewma(scale, observed_mean_seconds / predicted_mean_seconds)
+    observed = observed_mean_seconds
+    if (
+        fixed_seconds is not None
+        and math.isfinite(fixed_seconds)
+        and 0 < fixed_seconds <= predicted_mean_seconds
+    ):
+        fixed, variable = fixed_seconds, predicted_mean_seconds - fixed_seconds
+        points = (*points, (fixed, variable, observed))[-POINTS_KEPT:]
+        fitted = _fit_shape(points, 1.0 - alpha, bounds, batch_bounds)
+        if fitted is not None:
+            scale, beta = fitted
+        else:
+            ratio = observed / (fixed + beta * variable)
+            scale = ewma(scale, ratio)
+            if variable > 0 and not low <= ratio <= high:
+                beta = clamp((observed / scale - fixed) / variable, batch_bounds)
+    else:
+        scale = ewma(scale, observed / predicted_mean_seconds)
+    learned = replace(kept, scale=scale, batch_scale=beta, points=points)
     if good(observed_percentile_seconds):
         assert observed_percentile_seconds is not None
         target = observed_percentile_seconds
 
         def at(t: float) -> float:
-            return percentile_at(Calibration(scale=scale, tail=t))
+            return percentile_at(replace(learned, tail=t))
 
         tail = _nearest_tail(at, target, tail, tail_bounds)
-    return Calibration(scale=scale, tail=tail)
+    return replace(learned, tail=tail)
+
+
+def _fit_shape(
+    points: tuple[tuple[float, float, float], ...],
+    decay: float,
+    bounds: tuple[float, float],
+    batch_bounds: tuple[float, float],
+) -> tuple[float, float] | None:
+    """(scale, batch_scale) fitting ``observed = a F + c V`` (``a = scale``, ``c = scale x batch_scale``) by
+    weighted least squares over ``points``, or None when their batch-dependent shares are too close to
+    tell the two apart. ``a`` is held within ``bounds`` (then ``c`` is refitted alone)."""
+    shares = [v / f for f, v, _ in points if f > 0]
+    if len(shares) < 2 or min(shares) <= 0 or max(shares) / min(shares) < SHAPE_SPREAD:
+        return None
+    n = len(points)
+    weights = [decay ** (n - 1 - i) for i in range(n)]
+    sff = sum(w * f * f for w, (f, _, _) in zip(weights, points, strict=True))
+    sfv = sum(w * f * v for w, (f, v, _) in zip(weights, points, strict=True))
+    svv = sum(w * v * v for w, (_, v, _) in zip(weights, points, strict=True))
+    sfo = sum(w * f * o for w, (f, _, o) in zip(weights, points, strict=True))
+    svo = sum(w * v * o for w, (_, v, o) in zip(weights, points, strict=True))
+    det = sff * svv - sfv * sfv
+    if det <= 0 or svv <= 0:
+        return None
+    a = (sfo * svv - sfv * svo) / det
+    c = (sff * svo - sfv * sfo) / det
+    if not bounds[0] <= a <= bounds[1] or c <= 0:
+        a = min(bounds[1], max(bounds[0], a))
+        c = (svo - a * sfv) / svv  # the best per-batch cost with the fixed one held at its bound
+    if c <= 0:
+        return None
+    return a, min(batch_bounds[1], max(batch_bounds[0], c / a))
 
 
 def _nearest_tail(

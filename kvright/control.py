@@ -14,9 +14,12 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
 2. Fewer than ``min_samples`` finished requests in the window -> wait, but only until
    ``sample_deadline_seconds``: after that act on what there is, and with no traffic at all scale
    down one replica at a time towards ``min_replicas`` (the loop never stalls for lack of data).
-3. Calibrate the serving model (:func:`capacity.learn`) at the batch that was actually served: the
-   scale is an EWMA of observed over predicted mean TPOT, bounded to ``calibration_bounds``; the tail
-   is the window's percentile-over-mean against the predicted one. The law then judges every batch
+3. Calibrate the serving model (:func:`capacity.learn`) at the batch that was actually served: once
+   windows at batches far enough apart were seen, the scale of the model's fixed step cost and of its
+   per-batch cost are fitted to them (a model wrong in shape, e.g. an engine with a large fixed
+   overhead, not only by a constant); before that the scale is an EWMA of observed over predicted mean
+   TPOT, bounded to ``calibration_bounds``, with what the bounds cannot take put in the per-batch part;
+   the tail is the window's percentile-over-mean against the predicted one. The law then judges every batch
    by ``model.tpot_seconds(batch, calibration)``, the curve the planner sized the plan with.
 4. The target batch per replica is the largest batch whose calibrated TPOT stays within
    ``target_fraction x SLO`` (and within the memory limit on max-num-seqs).
@@ -28,12 +31,11 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
 6. TPOT above the SLO: the cheaper move first. When the GPU budget holds the demand at the target
    batch, add the replicas that demand needs in one move (at least ``max_replicas_step``) and keep
    max-num-seqs: no pod restarts, no cold start. Otherwise lower max-num-seqs to the target batch (at
-   most a factor ``max_seqs_step`` per move; one such step when the calibrated model says even batch 1
-   misses) and
-   add replicas for the demand that no longer fits, within min/max replicas and the GPU budget. When
-   that cannot meet the SLO (the uncalibrated roofline says batch 1 is too slow, or the budget cannot
-   hold the demand at the target batch) ask for a re-plan: fp8 KV cache first, then a larger
-   tensor-parallel degree.
+   most a factor ``max_seqs_step`` below the seats the load fills, per move; one such step when the
+   calibrated model says even batch 1 misses) and add replicas for the demand that no longer fits,
+   within min/max replicas and the GPU budget. When that cannot meet the SLO (the uncalibrated
+   roofline says batch 1 is too slow, or the budget cannot hold the demand at the target batch) ask
+   for a re-plan: fp8 KV cache first, then a larger tensor-parallel degree.
 7. KV cache exhausted (preemptions while usage is near 1): lower max-num-seqs one step.
 8. TTFT above the SLO (when the spec states one) while requests wait: add replicas (a queue is
    served by more engines, not by a smaller batch), else raise max-num-seqs within the TPOT target;
@@ -160,6 +162,10 @@ class TPOTModel(Protocol):
 
     def mean_seconds(self, batch: int) -> float:
         """Uncalibrated mean TPOT at ``batch``."""
+        ...
+
+    def fixed_seconds(self, batch: int) -> float:
+        """The part of the uncalibrated mean TPOT at ``batch`` that does not grow with the batch."""
         ...
 
     def tpot_seconds(self, batch: int, calibration: Calibration = UNCALIBRATED) -> float:
@@ -449,15 +455,25 @@ class Measured:
     def detail(self) -> str:
         p, c = self.period, self.calibration
         return (
-            f"calibration x{c.scale:.2f} (tail x{c.tail:.2f}), target batch {self.target}, "
+            f"calibration x{c.scale:.2f} (per-batch x{c.batch_scale:.3g}, tail x{c.tail:.2f}), "
+            f"target batch {self.target}, "
             f"demand {p.demand:.0f} ({p.running:.0f} running, {p.waiting:.0f} waiting), "
             f"max-num-seqs {p.current.max_num_seqs}, replicas {p.current.replicas}"
         )
 
     @property
+    def seats_in_use(self) -> int:
+        """The seats per replica the load fills: what max-num-seqs really limits. A roofline plan may grant
+        a thousand seats to a load that fills forty; halving the thousand would change nothing."""
+        p = self.period
+        reps = max(1, p.current.replicas)
+        batch = max(p.observation.mean_batch or 0.0, p.running / reps)
+        return max(1, min(p.current.max_num_seqs, math.ceil(batch + p.waiting / reps)))
+
+    @property
     def min_step(self) -> int:
-        """The smallest max-num-seqs one move may go to."""
-        return max(1, math.floor(self.period.current.max_num_seqs / self.period.tuning.max_seqs_step))
+        """The smallest max-num-seqs one move may go to: the seats in use over ``max_seqs_step``."""
+        return max(1, math.floor(self.seats_in_use / self.period.tuning.max_seqs_step))
 
     @property
     def max_step(self) -> int:
@@ -897,6 +913,7 @@ def measure(p: Period, model: TPOTModel) -> Measured:
         calibration = learn(
             p.history.calibration,
             predicted_mean_seconds=model.mean_seconds(served),
+            fixed_seconds=model.fixed_seconds(served),
             percentile_at=lambda cal: model.measured_seconds(served, cal),
             observed_mean_seconds=mean,
             observed_percentile_seconds=obs.tpot_seconds,

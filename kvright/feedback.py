@@ -213,13 +213,33 @@ def _positive(value: Any, default: float = 1.0) -> float:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else default
 
 
+def _points(value: Any) -> tuple[tuple[float, float, float], ...]:
+    """The calibration's kept windows from status (``[[fixed, variable, observed], ...]`` in seconds);
+    anything malformed (a hand edit, an older status) is dropped, not trusted."""
+    if not isinstance(value, list):
+        return ()
+    points = []
+    for item in value[-capacity.POINTS_KEPT :]:
+        if (
+            isinstance(item, list)
+            and len(item) == 3
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in item)
+            and all(math.isfinite(x) and x >= 0 for x in item)
+        ):
+            points.append((float(item[0]), float(item[1]), float(item[2])))
+    return tuple(points)
+
+
 def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
     """The loop's memory from status.calibration: its History and the pins it set."""
     saved = status.get("calibration")
     saved = saved if isinstance(saved, Mapping) else {}
     history = History(
         calibration=capacity.Calibration(
-            scale=_positive(saved.get("factor")), tail=_positive(saved.get("tail"))
+            scale=_positive(saved.get("factor")),
+            tail=_positive(saved.get("tail")),
+            batch_scale=_positive(saved.get("batchScale")),
+            points=_points(saved.get("points")),
         ),
         last_change_time=_time(saved.get("lastChangeTime")),
         waiting_for_samples_since=_time(saved.get("waitingForSamplesSince")),
@@ -233,6 +253,7 @@ def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
             "tensorParallelSize",
             "appliedFactor",
             "appliedTail",
+            "appliedBatchScale",
             "sharedPrefixTokens",
         )
         if key in saved and saved[key] is not None
@@ -248,7 +269,9 @@ def _overrides(history: History, pins: Mapping[str, Any]) -> Overrides:
     dtype = pins.get("kvCacheDtype")
     return Overrides(
         calibration=capacity.Calibration(
-            scale=_positive(pins.get("appliedFactor")), tail=_positive(pins.get("appliedTail"))
+            scale=_positive(pins.get("appliedFactor")),
+            tail=_positive(pins.get("appliedTail")),
+            batch_scale=_positive(pins.get("appliedBatchScale")),
         ),
         max_num_seqs=_int(pins.get("maxNumSeqs")),
         replicas=_int(pins.get("replicas")),
@@ -420,20 +443,21 @@ def _pins_after(decision: Decision, plan: Mapping[str, Any], saved: Mapping[str,
         "tensorParallelSize": decision.tensor_parallel_size or plan.get("tensorParallelSize"),
         "appliedFactor": round(decision.calibration.scale, 4),
         "appliedTail": round(decision.calibration.tail, 4),
+        "appliedBatchScale": round(decision.calibration.batch_scale, 4),
     }
     replicas_only = decision.action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS)
     if replicas_only and decision.max_num_seqs == plan.get("maxNumSeqs"):
         # Only the replica count moves, which restarts no pod: the planner keeps sizing the batch with the
         # calibration committed by the last move that did restart them (committing the new one would
         # re-size max-num-seqs and roll every pod after all).
-        for key in ("appliedFactor", "appliedTail"):
+        for key in ("appliedFactor", "appliedTail", "appliedBatchScale"):
             if key in saved:
                 pins[key] = saved[key]
             else:
                 pins.pop(key)
     if decision.action == Action.REPLAN:
         # A new plan: the planner sizes batch and replicas again with the new dtype or TP.
-        keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor", "appliedTail")
+        keep = ("kvCacheDtype", "tensorParallelSize", "appliedFactor", "appliedTail", "appliedBatchScale")
         pins = {k: v for k, v in pins.items() if k in keep}
     return pins
 
@@ -513,6 +537,8 @@ def _calibration_status(
     out: dict[str, Any] = {
         "factor": round(history.calibration.scale, 4),
         "tail": round(history.calibration.tail, 4),
+        "batchScale": round(history.calibration.batch_scale, 4),
+        "points": [[float(f"{x:.6g}") for x in point] for point in history.calibration.points],
         "mode": spec.feedback.mode,
         **{k: v for k, v in pins.items() if v is not None},
     }

@@ -39,9 +39,7 @@ ONE_REPLICA = BASE.replicas(min=1, max=1)
 
 
 def facts(builder: Any = BASE, status: dict[str, Any] | None = None) -> Facts:
-    return reconcile_facts(
-        builder.spec(), generation=2, current_status=status or {}, inventory=CLUSTER
-    )
+    return reconcile_facts(builder.spec(), generation=2, current_status=status or {}, inventory=CLUSTER)
 
 
 def planned_status(builder: Any = BASE) -> dict[str, Any]:
@@ -124,6 +122,40 @@ def test_memory_in_status_holds_the_cooldown_and_the_pins() -> None:
     assert second.events == ()
 
 
+def test_the_windows_the_shape_is_learned_from_live_in_status() -> None:
+    """status.calibration keeps the windows (fixed, per-batch, observed seconds) and the shape learned from
+    them, so an operator restart or another replica of kvright goes on where the last left off; a point a
+    person edited into nonsense is dropped, not trusted."""
+    builder = ONE_REPLICA.feedback("Observe", 30, 600)
+    status = planned_status(builder)
+    first = decide(facts(builder, status), FeedbackFacts(observation=obs(mean_batch=60.0)), now=NOW)
+    assert first.calibration is not None
+    assert len(first.calibration["points"]) == 1 and first.calibration["batchScale"] > 0
+    later = {**status, "calibration": first.calibration}
+    second = decide(
+        facts(builder, later),
+        FeedbackFacts(observation=obs(mean_batch=12.0, tpot_seconds=0.040, tpot_mean_seconds=0.030)),
+        now=NOW + datetime.timedelta(seconds=60),
+    )
+    assert second.calibration is not None and second.decision is not None
+    assert len(second.calibration["points"]) == 2
+    assert second.calibration["points"][0] == first.calibration["points"][0]
+    # Two windows at batches 60 and 12, far enough apart: the shape is fitted from them.
+    assert second.calibration["batchScale"] != first.calibration["batchScale"]
+    assert "per-batch x" in second.decision.message
+    edited = {
+        **second.calibration,
+        "points": [[0.01, "x", 0.02], [-1.0, 0.0, 0.0], "junk", *second.calibration["points"]],
+    }
+    third = decide(
+        facts(builder, {**status, "calibration": edited}),
+        FeedbackFacts(observation=obs(mean_batch=12.0, tpot_seconds=0.040, tpot_mean_seconds=0.030)),
+        now=NOW + datetime.timedelta(seconds=120),
+    )
+    assert third.calibration is not None
+    assert len(third.calibration["points"]) == 3
+
+
 def test_a_replicas_only_move_keeps_the_batch_and_the_committed_calibration_so_no_pod_restarts() -> None:
     """When the GPU budget holds the demand at the target batch, the loop adds replicas and the next plan
     runs the same max-num-seqs: the new calibration is not committed, or the planner would re-size the
@@ -144,7 +176,7 @@ def test_a_replicas_only_move_keeps_the_batch_and_the_committed_calibration_so_n
     later = {**again.fields, "calibration": first.calibration}
     second = decide(
         facts(builder, later),
-        FeedbackFacts(observation=obs(running=96.0, waiting=0.0, mean_batch=48.0)),
+        FeedbackFacts(observation=obs(running=80.0, waiting=0.0, mean_batch=48.0)),
         now=NOW + datetime.timedelta(seconds=60),
     )
     assert second.decision is not None and second.decision.action == "AddReplicas", second.decision

@@ -257,6 +257,112 @@ def test_calibration_is_applied_the_same_way_everywhere() -> None:
         assert curve.point(batch, cal).tpot_mean_seconds == pytest.approx(1.3 * mean)
 
 
+def _learn_at(curve: c.Curve, previous: c.Calibration, batch: int, observed_mean: float) -> c.Calibration:
+    return c.learn(
+        previous,
+        predicted_mean_seconds=curve.mean_seconds(batch),
+        fixed_seconds=curve.fixed_seconds(batch),
+        percentile_at=lambda cal: curve.measured_seconds(batch, cal),
+        observed_mean_seconds=observed_mean,
+        observed_percentile_seconds=None,
+        alpha=0.5,
+        bounds=(0.5, 4.0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("scale", "batch_scale"),
+    [(1.0, 1.0), (2.5, 0.2), (1.5, 3.0), (0.7, 1.0)],
+    ids=["as-predicted", "large-fixed-overhead", "heavy-per-sequence-work", "faster-by-a-constant"],
+)
+def test_windows_at_two_batches_recover_a_model_wrong_in_shape(scale: float, batch_scale: float) -> None:
+    """An engine whose step is ``scale x (F + batch_scale x (t - F))`` of the model's: a window at one
+    batch cannot tell a fixed cost from a per-batch one; a second window at a batch far enough away
+    recovers both exactly, and the calibrated curve then predicts every other batch."""
+    curve = _histogram_curve()
+    truth = c.Calibration(scale=scale, batch_scale=batch_scale)
+    cal = c.UNCALIBRATED
+    for batch in (96, 24):
+        cal = _learn_at(curve, cal, batch, curve.point(batch, truth).tpot_mean_seconds)
+    assert cal.scale == pytest.approx(scale, rel=1e-6)
+    assert cal.batch_scale == pytest.approx(batch_scale, rel=1e-6)
+    assert len(cal.points) == 2
+    for batch in (1, 8, 48, 160):
+        assert curve.point(batch, cal).tpot_mean_seconds == pytest.approx(
+            curve.point(batch, truth).tpot_mean_seconds, rel=1e-6
+        )
+
+
+def test_a_ratio_beyond_the_scale_bounds_goes_into_the_per_batch_part() -> None:
+    """A CPU serving a tiny model: 9x the roofline at a batch of 48, far beyond any bandwidth error. The
+    scale stays within its bounds and the per-batch part takes the rest, so the calibrated curve
+    reproduces the window at once and grows with the batch (a scale alone would say every batch is
+    equally slow, and the law could never find a batch that meets the SLO)."""
+    arch = c.architecture_from_config(
+        {
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4,
+            "hidden_size": 384, "num_attention_heads": 12, "num_key_value_heads": 4, "head_dim": 64,
+            "intermediate_size": 768, "vocab_size": 576, "max_position_embeddings": 2048,
+            "torch_dtype": "bfloat16",
+        },
+        name="tiny",
+    )  # fmt: skip
+    model = c.ServingModel(arch, c.gpu_spec("h100-sxm"), c.EngineConfig(max_num_batched_tokens=8192))
+    curve = c.Curve(model, c.Shape(prompt_tokens=256, output_tokens=64), 90)
+    observed = 9.0 * curve.mean_seconds(48)
+    cal = _learn_at(curve, c.UNCALIBRATED, 48, observed)
+    assert 0.5 <= cal.scale <= 4.0
+    assert cal.batch_scale > 10.0
+    assert curve.point(48, cal).tpot_mean_seconds == pytest.approx(observed, rel=1e-9)
+    assert curve.point(24, cal).tpot_mean_seconds < 0.75 * observed
+
+
+def test_windows_at_the_same_share_keep_the_shape() -> None:
+    """Two windows at nearly the same batch cannot separate the two costs: the shape stays, the scale
+    follows the newest window (EWMA), and the window is still kept for a later fit."""
+    curve = _histogram_curve()
+    first = _learn_at(curve, c.UNCALIBRATED, 64, 1.2 * curve.mean_seconds(64))
+    second = _learn_at(curve, first, 66, 1.4 * curve.mean_seconds(66))
+    assert second.batch_scale == first.batch_scale == 1.0
+    assert first.scale == pytest.approx(1.1) and second.scale > first.scale
+    assert len(second.points) == 2
+
+
+def test_only_the_last_windows_are_kept() -> None:
+    curve = _histogram_curve()
+    cal = c.UNCALIBRATED
+    for i in range(c.POINTS_KEPT + 3):
+        cal = _learn_at(curve, cal, 16 + 8 * i, 1.1 * curve.mean_seconds(16 + 8 * i))
+    assert len(cal.points) == c.POINTS_KEPT
+    assert cal.points[-1][2] == pytest.approx(1.1 * curve.mean_seconds(16 + 8 * (c.POINTS_KEPT + 2)))
+
+
+@pytest.mark.parametrize("point", [(0.01, -0.001, 0.02), (0.01, 0.002), (math.nan, 0.0, 0.01)])
+def test_a_calibration_refuses_a_malformed_point(point: tuple[float, ...]) -> None:
+    with pytest.raises(c.CapacityError, match="calibration point"):
+        c.Calibration(points=(point,))  # type: ignore[arg-type]
+
+
+def test_a_shape_calibration_applies_to_decode_spread_and_ttft_alike() -> None:
+    """batch_scale 1 is the scale-only calibration exactly; otherwise each step's fixed part takes the
+    scale and the rest the scale times batch_scale, TTFT's chunk steps included."""
+    curve = _histogram_curve()
+    for batch in (1, 40):
+        plain = curve.point(batch)
+        only = curve.point(batch, c.Calibration(scale=1.7))
+        assert only.tpot_mean_seconds == pytest.approx(1.7 * plain.tpot_mean_seconds)
+        assert only.ttft_service_seconds == pytest.approx(1.7 * plain.ttft_service_seconds)
+        shaped = curve.point(batch, c.Calibration(scale=2.0, batch_scale=0.5))
+        f = plain.fixed_step_seconds
+        assert 0 < f <= plain.decode_step_seconds
+        assert shaped.tpot_mean_seconds == pytest.approx(2.0 * (f + 0.5 * (plain.tpot_mean_seconds - f)))
+        assert shaped.tpot_sd_seconds == pytest.approx(1.0 * plain.tpot_sd_seconds)
+        m = plain.prefill_steps_per_prompt
+        assert shaped.ttft_service_seconds == pytest.approx(
+            2.0 * (m * f + 0.5 * (plain.ttft_service_seconds - m * f))
+        )
+
+
 # -- the planner and the control law agree ------------------------------------------------------------------
 
 NODES = {
