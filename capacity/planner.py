@@ -146,6 +146,10 @@ class Limits:
     """Node-to-node bandwidth per GPU; None: the GPU catalog's (:attr:`GPU.network_bytes_per_second`)."""
     max_num_seqs: int | None = None
     """Pinned --max-num-seqs; None: choose."""
+    max_num_seqs_measured: bool = False
+    """The pinned max-num-seqs was set by a feedback loop from what the live engine measured: the latency
+    rules (tpot, ttft, prefill), which are the model's predictions, do not refuse it (the measurement
+    outranks them); memory and vLLM's own caps still do."""
     max_num_batched_tokens: int | None = None
     """Pinned --max-num-batched-tokens; None: choose among vLLM's default and
     :data:`BATCHED_TOKEN_CHOICES`."""
@@ -1029,6 +1033,10 @@ def vllm_cap_rule(z: _Sizing) -> BatchLimit | None:
     )
 
 
+#: The batch limits that predict latency from the serving model (a measured pin outranks them).
+PREDICTED_LIMITS = frozenset({"tpot", "ttft", "prefill"})
+
+
 def pinned_rule(z: _Sizing) -> BatchLimit | None:
     """A max-num-seqs the user (or the feedback loop) pinned."""
     pinned = z.req.limits.max_num_seqs
@@ -1212,6 +1220,9 @@ def _evaluate(req: _Request, layout: Layout, dtype: str, mnbt: int, roofline: St
             return refuse("memory", refusal)
     curve = Curve(model, req.shape, req.slo.percentile)
     batch_limits = _batch_limits(req, curve, dtype)
+    if limits.max_num_seqs is not None and limits.max_num_seqs_measured:
+        # The model's latency limits do not bind a measured pin (the plan's prediction still shows them).
+        batch_limits = tuple(b for b in batch_limits if b.constraint not in PREDICTED_LIMITS)
     binding = _binding(batch_limits)
     seqs = binding.sequences
     others = ", ".join(limit.label for limit in batch_limits if limit is not binding)

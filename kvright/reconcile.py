@@ -497,6 +497,8 @@ def _desire(facts: Facts) -> Desired:
             gpu_memory_utilization=spec.tuning.gpu_memory_utilization_percent / 100.0,
             tensor_parallel_size=tp,
             max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
+            # The loop's pin comes from the live engine's TPOT; only the user's is checked by the model.
+            max_num_seqs_measured=spec.tuning.max_num_seqs is None and overrides.max_num_seqs is not None,
             quantization=_QUANTIZATION[spec.tuning.quantization],
             lora=lora,
             # Without LeaderWorkerSet a replica is one pod on one node.

@@ -338,6 +338,23 @@ def test_feedback_overrides_feed_the_planner() -> None:
     assert base.fields["plan"]["maxNumSeqs"] != 16
 
 
+def test_the_loops_measured_pin_is_planned_even_where_the_model_predicts_it_too_slow() -> None:
+    """The loop lowers max-num-seqs one bounded step at a time from what the engine measured; its
+    calibration (committed with the move) may already say the step is not enough. The planner must
+    deploy the step (the measurement outranks the model) rather than refuse it and keep the old plan,
+    which would leave the loop stuck. A user's own pin is still checked against the model."""
+    steep = capacity.Calibration(scale=4.0, batch_scale=200.0, tail=4.0)
+    spec = LLAMA70.tpot_ms(25).spec()
+    looped = desire(facts(spec, overrides=Overrides(calibration=steep, max_num_seqs=24, replicas=1)))
+    assert looped.plan_feasible.status == "True", looped.plan_feasible.message
+    assert looped.fields["plan"]["maxNumSeqs"] == 24
+    assert looped.fields["prediction"]["maxNumSeqsBoundBy"] == "pinned"
+    user = LLAMA70.tpot_ms(25).max_num_seqs(24).spec()
+    pinned = desire(facts(user, overrides=Overrides(calibration=steep)))
+    assert pinned.plan_feasible.status == "False"
+    assert "pinned max-num-seqs 24 breaks the tpot limit" in pinned.plan_feasible.message
+
+
 def test_plan_change_is_an_event() -> None:
     old = desire(facts(LLAMA70.spec()))
     new = desire(facts(LLAMA70.tp(8).spec(), current_status={"plan": old.fields["plan"]}))
