@@ -1245,7 +1245,11 @@ def _evaluate(req: _Request, layout: Layout, dtype: str, mnbt: int, roofline: St
         )
     concurrency = req.workload.concurrency
     replicas = math.ceil(concurrency / (seqs * dp)) if concurrency else 1
-    op_batch = math.ceil(concurrency / (replicas * dp)) if concurrency else seqs
+    if replicas * size > req.max_gpus and limits.max_num_seqs is not None and limits.max_num_seqs_measured:
+        # The feedback loop chose this batch knowing the budget cannot seat the whole demand: the rest
+        # queues (its law weighed that), so the plan is the replicas the budget holds, not a refusal.
+        replicas = max(1, req.max_gpus // size)
+    op_batch = min(seqs, math.ceil(concurrency / (replicas * dp))) if concurrency else seqs
     point = curve.point(op_batch, req.calibration)
     p = req.slo.percentile
     tpot = curve.tpot_seconds(op_batch, req.calibration)

@@ -349,6 +349,11 @@ def test_the_loops_measured_pin_is_planned_even_where_the_model_predicts_it_too_
     assert looped.plan_feasible.status == "True", looped.plan_feasible.message
     assert looped.fields["plan"]["maxNumSeqs"] == 24
     assert looped.fields["prediction"]["maxNumSeqsBoundBy"] == "pinned"
+    # A budget that cannot seat the spec's concurrency at the loop's batch: the loop weighed the queue.
+    queued = LLAMA70.tpot_ms(25).concurrency(400).gpu(H100, 8).spec()
+    over = desire(facts(queued, overrides=Overrides(calibration=steep, max_num_seqs=24, replicas=1)))
+    assert over.plan_feasible.status == "True", over.plan_feasible.message
+    assert over.fields["plan"]["maxNumSeqs"] == 24
     user = LLAMA70.tpot_ms(25).max_num_seqs(24).spec()
     pinned = desire(facts(user, overrides=Overrides(calibration=steep)))
     assert pinned.plan_feasible.status == "False"
