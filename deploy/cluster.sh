@@ -12,7 +12,8 @@
 #   deploy/cluster.sh status   say what runs, what died, and the memory it uses (exit 1 unless all up)
 #   deploy/cluster.sh restart etcd|apiserver [--kill]
 #                              stop one server of the running cluster (--kill: SIGKILL, a crash) and start
-#                              it again (same ports and data), then wait for the apiserver's /readyz
+#                              it again (same ports and data), then wait for the apiserver's /readyz;
+#                              stop-server and start-server do the two halves (an outage in between)
 #
 # With Docker and kind on PATH and KVRIGHT_CLUSTER=kind, up/down/env use kind and deploy/kind.yaml instead.
 # Documentation: docs/local-control-plane.md.
@@ -882,36 +883,65 @@ cmd_up() {
   echo "export KUBECONFIG=$KUBECONFIG_PATH"
 }
 
-# restart etcd|kube-apiserver [--kill]: stop one server of the running cluster (SIGTERM, SIGKILL after 15 s;
-# --kill: SIGKILL at once, a crash) and start it again with the same flags, ports and data, then wait until
-# etcd is healthy and the apiserver's /readyz says ok (after an etcd restart too: the apiserver reconnects).
-# For tests of clients across a restart (tests/integration/test_operator_faults.py); the other components
-# reconnect by themselves.
-cmd_restart() {
-  local name="${1:-}" how="${2:-}" signal=TERM state pid t0=$SECONDS
-  [[ "$name" == apiserver ]] && name=kube-apiserver
-  [[ "$name" == etcd || "$name" == kube-apiserver ]] || die "restart: want etcd or kube-apiserver (apiserver), not '${name}'"
-  case "$how" in
-    "") ;;
-    --kill) signal=KILL ;;
-    *) die "restart $name: unknown option '$how' (want --kill or nothing)" ;;
+# One server of the running cluster, etcd or kube-apiserver, stopped and started again with the same flags,
+# ports and data, for tests of clients across a restart or an outage (tests/integration/test_operator_faults.py);
+# the other components reconnect by themselves.
+server_name() { # etcd|kube-apiserver|apiserver -> the component's name
+  case "${1:-}" in
+    etcd) echo etcd ;;
+    kube-apiserver | apiserver) echo kube-apiserver ;;
+    *) die "want etcd or kube-apiserver (apiserver), not '${1:-}'" ;;
   esac
-  [[ -f "$CLUSTER_DIR/ports.env" ]] || die "restart $name: no cluster is up in $CLUSTER_DIR (run: deploy/cluster.sh up)"
+}
+
+load_ports() {
+  [[ -f "$CLUSTER_DIR/ports.env" ]] || die "no cluster is up in $CLUSTER_DIR (run: deploy/cluster.sh up)"
   # shellcheck disable=SC1091
   source "$CLUSTER_DIR/ports.env"
+}
+
+# stop-server etcd|apiserver [--kill]: SIGTERM (SIGKILL after 15 s), or with --kill SIGKILL at once (a crash);
+# returns once its ports can be bound again.
+cmd_stop_server() {
+  local name signal=TERM state pid
+  name="$(server_name "${1:-}")"
+  case "${2:-}" in
+    "") ;;
+    --kill) signal=KILL ;;
+    *) die "stop-server $name: unknown option '$2' (want --kill or nothing)" ;;
+  esac
+  load_ports
   read -r state pid <<<"$(component_state "$name")"
-  [[ "$state" == running ]] || die "restart $name: it is not running ($state${pid:+ $pid}); \`up\` restarts a broken cluster"
+  [[ "$state" == running ]] || die "stop-server $name: it is not running ($state${pid:+ $pid}); \`up\` restarts a broken cluster"
   stop_component "$name" "$signal"
   # A killed process stops looking like ours (its command line empties) before the kernel has closed its
-  # sockets: wait until its ports can be bound, or the new one fails with "address already in use".
+  # sockets: wait until its ports can be bound, or the next one fails with "address already in use".
   local port ports="$APISERVER_PORT"
   [[ "$name" == etcd ]] && ports="$ETCD_PORT $ETCD_PEER_PORT"
   for port in $ports; do
     wait_until "127.0.0.1:$port to be free after $name stopped" "$START_TIMEOUT" "" port_bindable "$port"
   done
+}
+
+# start-server etcd|apiserver: start a server that stop-server stopped, then wait until etcd is healthy and the
+# apiserver's /readyz says ok (after etcd too: the apiserver reconnects).
+cmd_start_server() {
+  local name state pid
+  name="$(server_name "${1:-}")"
+  load_ports
+  read -r state pid <<<"$(component_state "$name")"
+  [[ "$state" == running ]] && die "start-server $name: it is already running (pid $pid)"
   "start_${name#kube-}"
   wait_until "etcd health on 127.0.0.1:$ETCD_PORT" "$START_TIMEOUT" etcd etcd_healthy
   wait_until "kube-apiserver /readyz on 127.0.0.1:$APISERVER_PORT" "$START_TIMEOUT" "etcd kube-apiserver" apiserver_ready
+}
+
+# restart etcd|apiserver [--kill]: stop-server, then start-server.
+cmd_restart() {
+  local t0=$SECONDS name
+  name="$(server_name "${1:-}")"
+  cmd_stop_server "$@"
+  cmd_start_server "$name"
   log "restarted $name in $((SECONDS - t0))s (pid $(cat "$(pidfile "$name")"))"
 }
 
@@ -974,18 +1004,18 @@ kind_down() { command -v kind >/dev/null || { log "kind not on PATH; nothing to 
 
 # ---------------------------------------------------------------------------------------------- main
 
-usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 main() {
   local cmd="${1:-}"
   case "$cmd" in
     build) shift; cmd_build "$@" ;;
-    restart)
-      use_kind && die "restart works on cluster.sh's own control plane, not KVRIGHT_CLUSTER=kind"
+    restart | stop-server | start-server)
+      use_kind && die "$cmd works on cluster.sh's own control plane, not KVRIGHT_CLUSTER=kind"
       mkdir -p "$CLUSTER_DIR"
       exec 9>"$CLUSTER_DIR/.lock"
-      flock -w 300 9 || die "another cluster.sh up/down/restart holds $CLUSTER_DIR/.lock"
-      shift; cmd_restart "$@"
+      flock -w 300 9 || die "another cluster.sh command holds $CLUSTER_DIR/.lock"
+      shift; "cmd_${cmd//-/_}" "$@"
       ;;
     up | down | status | env)
       if use_kind; then
@@ -994,14 +1024,14 @@ main() {
       fi
       mkdir -p "$CLUSTER_DIR"
       if [[ "$cmd" == up || "$cmd" == down ]]; then
-        # one up/down/restart at a time per cluster directory
+        # one up/down/restart/stop-server/start-server at a time per cluster directory
         exec 9>"$CLUSTER_DIR/.lock"
         flock -w 300 9 || die "another cluster.sh up/down holds $CLUSTER_DIR/.lock"
       fi
       "cmd_$cmd"
       ;;
     -h | --help | help) usage ;;
-    *) usage >&2; die "unknown subcommand '${cmd}': want build, up, down, restart, env or status" ;;
+    *) usage >&2; die "unknown subcommand '${cmd}': want build, up, down, restart, stop-server, start-server, env or status" ;;
   esac
 }
 

@@ -39,6 +39,7 @@ from urllib.parse import quote
 import kopf
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+from kubernetes.client.api_client import RequestSerialized
 
 from kvright import api, feedback, inventory, metrics, reconcile, weights
 from kvright import settings as settings_mod
@@ -54,6 +55,7 @@ PREFIX: Final = "kvright.dev"
 POD_MONITOR_CRD: Final = "podmonitors.monitoring.coreos.com"
 #: The exit code of a process stopped by the fault-injection seam (Kube.exit_after_writes).
 FAULT_EXIT_CODE: Final = 75
+_WRITES: Final = ("POST", "PUT", "PATCH", "DELETE")
 #: The same event (type, reason, message) about one object is posted at most once in this long.
 EVENT_REPEAT_SECONDS: Final = 300.0
 LWS_API: Final = "/apis/leaderworkerset.x-k8s.io/v1"
@@ -113,6 +115,7 @@ class Kube:
         then goes on with the same reconcile: a test restarts a server in between. Once only."""
         self._writes = 0
         self._writes_lock = threading.Lock()
+        self._resumed = False
 
     def request(
         self,
@@ -133,16 +136,12 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
         )
-        try:
-            response = self.api.call_api(*serialized, _request_timeout=self.timeout_seconds)
-            data = response.read()  # type: ignore[no-untyped-call]
-        except k8s_client.ApiException as exc:  # transport-level failures
-            raise KubeError(int(exc.status or 0), f"{method} {path}: {exc.reason}") from None
-        except Exception as exc:  # urllib3 connection errors and the like
-            raise KubeError(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        if self._resumed and method in _WRITES:
+            response, data = self._traced(method, path, serialized)
+        else:
+            response, data = self._call(method, path, serialized)
         if 200 <= response.status < 300:
-            armed = self.exit_after_writes or self.pause_after_writes
-            if armed and method in ("POST", "PUT", "PATCH", "DELETE"):
+            if (self.exit_after_writes or self.pause_after_writes) and method in _WRITES:
                 self._count_write(method, path)
             if not data:
                 return None
@@ -155,6 +154,30 @@ class Kube:
         except (ValueError, AttributeError):
             message = data[:200].decode(errors="replace") if data else ""
         raise KubeError(response.status, f"{method} {path}: {response.status} {message}")
+
+    def _call(self, method: str, path: str, serialized: RequestSerialized) -> tuple[Any, bytes]:
+        try:
+            response = self.api.call_api(*serialized, _request_timeout=self.timeout_seconds)
+            return response, response.read()  # type: ignore[no-untyped-call]
+        except k8s_client.ApiException as exc:  # transport-level failures
+            raise KubeError(int(exc.status or 0), f"{method} {path}: {exc.reason}") from None
+        except Exception as exc:  # urllib3 connection errors and the like
+            raise KubeError(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
+
+    def _traced(self, method: str, path: str, serialized: RequestSerialized) -> tuple[Any, bytes]:
+        """The first write after a pause (pause_after_writes), logged with the time it was sent and the time
+        it ended: a test that stops a server meanwhile shows from these lines that the write was in flight
+        while the server was down."""
+        self._resumed = False
+        n = self._writes + 1
+        log.error("fault injection: write %d (%s %s) sent at %.3f", n, method, path, time.time())
+        try:
+            response, data = self._call(method, path, serialized)
+        except KubeError as exc:
+            log.error("fault injection: write %d failed at %.3f: %s", n, time.time(), exc)
+            raise
+        log.error("fault injection: write %d answered %d at %.3f", n, response.status, time.time())
+        return response, data
 
     def _count_write(self, method: str, path: str) -> None:
         with self._writes_lock:
@@ -171,6 +194,7 @@ class Kube:
                 # thread stops with it; a SIGCONT lets them all go on.
                 signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
                 log.error("fault injection: resumed after write %d", self._writes)
+                self._resumed = True
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:

@@ -1,6 +1,6 @@
 """The local control plane as tests, demos and benches reach it: where its kubeconfig and its API server's
 audit log are, server-side apply, the LLMDeployment CRD installed and Established, and one of its servers
-restarted (fault tests).
+restarted, or stopped and started again (fault tests).
 """
 
 from __future__ import annotations
@@ -16,7 +16,17 @@ import yaml
 from kvright.operator import Kube
 from kvright_dev.procs import ROOT, wait_until
 
-__all__ = ["CRD", "apply", "audit_logs", "crd_established", "install_crd", "local_kubeconfig", "restart"]
+__all__ = [
+    "CRD",
+    "apply",
+    "audit_logs",
+    "crd_established",
+    "install_crd",
+    "local_kubeconfig",
+    "restart",
+    "start_server",
+    "stop_server",
+]
 
 CRD = ROOT / "crds" / "llmdeployment.yaml"
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -73,8 +83,23 @@ def restart(component: str, cluster_dir: Path, *, kill: bool = False, timeout: f
     (``deploy/cluster.sh restart``: the same flags, ports and data; ``kill``: SIGKILL, a crash, rather than
     SIGTERM) and return, in seconds taken, once the API server's /readyz says ok again. Raises
     RuntimeError with the script's last lines when it fails or outlasts ``timeout``."""
+    return _server("restart", component, cluster_dir, kill=kill, timeout=timeout)
+
+
+def stop_server(component: str, cluster_dir: Path, *, kill: bool = False, timeout: float = 60) -> float:
+    """The first half of :func:`restart`: the server stopped, its ports free (an outage until
+    :func:`start_server`)."""
+    return _server("stop-server", component, cluster_dir, kill=kill, timeout=timeout)
+
+
+def start_server(component: str, cluster_dir: Path, *, timeout: float = 180) -> float:
+    """The second half of :func:`restart`: the stopped server started, the API server's /readyz ok."""
+    return _server("start-server", component, cluster_dir, kill=False, timeout=timeout)
+
+
+def _server(action: str, component: str, cluster_dir: Path, *, kill: bool, timeout: float) -> float:
     env = {**os.environ, "KVRIGHT_CLUSTER_DIR": str(cluster_dir)}
-    args = ["bash", str(SCRIPT), "restart", component, *(["--kill"] if kill else [])]
+    args = ["bash", str(SCRIPT), action, component, *(["--kill"] if kill else [])]
     what = " ".join(args[1:])
     started = time.monotonic()
     try:
