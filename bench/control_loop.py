@@ -349,6 +349,8 @@ class Result:
     changes: int = 0
     timeline: list[tuple[float, int, int, float | None, float | None]] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
+    calibration: capacity.Calibration | None = None
+    """kvright's: the calibration its law had learned when the run ended."""
 
     def summary(self) -> dict[str, float | None]:
         hours = self.gpu_seconds / 3600.0
@@ -599,6 +601,8 @@ def simulate(
         if t >= seconds and not todo and not any(pod.engine.busy for pod in fleet.pods):
             break
     out.restarts = fleet.restarts
+    if policy == "kvright":
+        out.calibration = history.calibration
     return out
 
 
