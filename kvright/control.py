@@ -42,7 +42,10 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    without a queue nothing the loop moves shortens a prefill, so keep, and never scale down.
 9. TPOT below ``(1 - deadband) x SLO`` (the lower of the reading and the calibrated estimate, since a
    histogram reading cannot show headroom inside a bucket): with requests queued (waiting while the
-   slots or the KV cache are full), raise max-num-seqs towards the target batch or add replicas (a
+   slots or the KV cache are full), raise max-num-seqs towards the target batch (never past halfway to
+   the batch where TPOT was last measured above the SLO, for ``MISSED_MEMORY_COOLDOWNS`` cooldowns:
+   the law bisects between what met and what missed rather than trust a model that just failed) or
+   add replicas (a
    move that restarts the pods states its predicted cost, ``restart_seconds``); with
    none waiting, remove one replica if the rest can carry the demand at the target batch. Never scale
    down while requests wait or TTFT lacks the same headroom.
@@ -216,6 +219,12 @@ class History:
     """When the last change was applied, or last seen still rolling out (unix seconds)."""
     waiting_for_samples_since: float | None = None
     """When the loop started waiting for min_samples; None when it is not waiting."""
+    missed_batch: int | None = None
+    """The seats in use per replica when TPOT was last measured above the SLO: raising max-num-seqs for a
+    queue stops halfway to it (the law bisects between a batch that met the SLO and one that missed,
+    instead of trusting a model that just failed there), until ``missed_time`` is
+    ``MISSED_MEMORY_COOLDOWNS`` cooldowns old."""
+    missed_time: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -350,6 +359,16 @@ class Period:
         return since if since is not None else self.now
 
     @property
+    def recent_miss(self) -> int | None:
+        """:attr:`History.missed_batch` while it is remembered, else None."""
+        h = self.history
+        if h.missed_batch is None or h.missed_time is None:
+            return None
+        if self.now - h.missed_time > MISSED_MEMORY_COOLDOWNS * self.tuning.cooldown_seconds:
+            return None
+        return h.missed_batch
+
+    @property
     def history_after(self) -> History:
         """The history a measured decision starts from: the samples clock runs only while short."""
         since = self.waiting_for_samples_since if self.samples_short else None
@@ -402,6 +421,8 @@ class Period:
 
 
 _CHANGES = (Action.SET_MAX_NUM_SEQS, Action.ADD_REPLICAS, Action.REMOVE_REPLICAS, Action.REPLAN)
+#: How many cooldowns a measured miss keeps capping raises of max-num-seqs (History.missed_batch).
+MISSED_MEMORY_COOLDOWNS = 6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -493,11 +514,14 @@ class Measured:
                 f"; restarting the {p.current.replicas} pod(s) takes about {p.restart_seconds:.0f}s at the "
                 "predicted cold start"
             )
+        hist = self.period.history_after
+        if self.ratio > 1.0:
+            hist = replace(hist, missed_batch=self.seats_in_use, missed_time=p.now)
         return self.period.decision(
             action,
             reason,
             message,
-            hist=self.period.history_after,
+            hist=hist,
             calibration=self.calibration,
             slo_met=self.ratio <= 1.0,
             ratio=self.ratio,
@@ -864,12 +888,16 @@ def _more_seats(m: Measured) -> Decision | None:
     p = m.period
     seqs = p.current.max_num_seqs
     new_seqs = min(m.target, m.max_step, p.current.max_num_seqs_limit)
+    missed, note = p.recent_miss, ""
+    if missed is not None and new_seqs > (seqs + missed) // 2:
+        new_seqs = (seqs + missed) // 2
+        note = f" (halfway to batch {missed}, where TPOT was last measured above the SLO)"
     if new_seqs <= seqs:
         return None
     return m.act(
         Action.SET_MAX_NUM_SEQS,
         Reason.QUEUE_WITH_HEADROOM,
-        f"{m.head}; {p.waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}; {m.detail}",
+        f"{m.head}; {p.waiting:.0f} waiting; max-num-seqs {seqs} -> {new_seqs}{note}; {m.detail}",
         new_seqs=new_seqs,
     )
 

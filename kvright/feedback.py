@@ -243,6 +243,8 @@ def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
         ),
         last_change_time=_time(saved.get("lastChangeTime")),
         waiting_for_samples_since=_time(saved.get("waitingForSamplesSince")),
+        missed_batch=_int(saved.get("missedBatch")),
+        missed_time=_time(saved.get("missedTime")),
     )
     pins = {
         key: saved[key]
@@ -545,6 +547,8 @@ def _calibration_status(
     for key, value in (
         ("lastChangeTime", _stamp(history.last_change_time)),
         ("waitingForSamplesSince", _stamp(history.waiting_for_samples_since)),
+        ("missedBatch", history.missed_batch),
+        ("missedTime", _stamp(history.missed_time)),
     ):
         if value is not None:
             out[key] = value

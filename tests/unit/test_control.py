@@ -361,6 +361,35 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 70, 2),
     ),
     (
+        "a-recent-miss-caps-the-raise-halfway-to-it",
+        # The same, but TPOT was measured above the SLO at batch 60 five minutes ago: the model's 70 is
+        # not trusted past halfway between the 40 that meets and the 60 that missed.
+        Case(
+            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            current={"max_num_seqs": 40},
+            history={"missed_batch": 60, "missed_time": NOW - 300},
+        ),
+        (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 50, 2),
+    ),
+    (
+        "a-miss-six-cooldowns-old-is-forgotten",
+        Case(
+            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            current={"max_num_seqs": 40},
+            history={"missed_batch": 60, "missed_time": NOW - 6 * 600 - 1},
+        ),
+        (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 70, 2),
+    ),
+    (
+        "a-miss-next-door-leaves-nothing-to-raise-so-the-queue-gets-a-replica",
+        Case(
+            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            current={"max_num_seqs": 40},
+            history={"missed_batch": 41, "missed_time": NOW - 300},
+        ),
+        (Action.ADD_REPLICAS, "RequestsWaiting", 40, 3),
+    ),
+    (
         "queue-at-target-batch-adds-replicas",
         Case(
             obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 140.0, "waiting": 60.0},
