@@ -5,8 +5,9 @@ Each of the two create runs (burst: as fast as the client can; paced: ``--rate``
 twice against the same real kube-apiserver, side by side:
 
 * floor: with no operator running, the bench creates with the Kubernetes client what the kvright run
-  ends with: each LLMDeployment, then its Deployment and Service (the bodies kvright renders, owned by
-  the LLMDeployment), one request each, so this is the least any operator could take;
+  ends with: each LLMDeployment, then its Deployment, Service and the optional children kvright renders
+  on that cluster (an InferencePool where its API is served, a PodMonitor where its CRD exists), the
+  bodies kvright renders, owned by the LLMDeployment, one POST each: the least any operator could take;
 * kvright: the bench creates the LLMDeployments while ``python -m kvright.operator`` runs as a
   subprocess; a watch on Deployments records when each one appears, a watch on LLMDeployments when
   each status is written.
@@ -49,8 +50,8 @@ import requests
 
 import capacity
 from kvright import api
-from kvright.operator import Kube, KubeError, api_client
-from kvright.render import Owner, VLLMWorkload, render_deployment, render_service
+from kvright.operator import INFERENCE_POOL_API, POD_MONITOR_CRD, Kube, KubeError, api_client
+from kvright.render import Owner, VLLMWorkload, render_all
 from kvright_dev.cluster import install_crd
 from kvright_dev.procs import WaitFailed, free_port, stop_processes, wait_until
 
@@ -68,6 +69,16 @@ TARGET_RSS_BYTES = 300 * 2**20
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
 NAMESPACE_GONE_SECONDS = 300.0
 RECONCILE_HISTOGRAM = "kvright_reconcile_duration_seconds"
+CHILD_PATHS = {
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "Service": "/api/v1/namespaces/{ns}/services",
+    "PodMonitor": "/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors",
+    "InferencePool": INFERENCE_POOL_API + "/namespaces/{ns}/inferencepools",
+}
+"""Where the floor POSTs each child kvright renders."""
+OPERATOR_ENV: dict[str, str] = {}
+"""Extra environment of every operator the bench starts (``--operator-env``: experiments such as an
+allocator setting), reported with the results."""
 
 
 def log(message: str) -> None:
@@ -182,6 +193,21 @@ def cpu_split(u: Usage) -> str:
     return f"{u.machine_busy_cpu_seconds:.1f} CPU-s: " + ", ".join(f"{n} {v:.1f}" for n, v in parts)
 
 
+def cpu_work(u: Usage) -> float | None:
+    """CPU seconds of the processes a run is made of (kube-apiserver, etcd, kube-controller-manager, the
+    operator, the bench client); None without the control plane's pids."""
+    if u.apiserver_cpu_seconds is None:
+        return None
+    parts = (
+        u.apiserver_cpu_seconds,
+        u.etcd_cpu_seconds,
+        u.controller_manager_cpu_seconds,
+        u.operator_cpu_seconds,
+        u.bench_cpu_seconds,
+    )
+    return sum(v for v in parts if v is not None)
+
+
 def burst_bounds(*, ratio: float, floor: Usage, kvright: Usage, count: int) -> list[str]:
     """Why the burst ratio is what it is, from the measured usage of both runs (the lines printed under a
     missed target). Each line is one measured bound."""
@@ -191,15 +217,22 @@ def burst_bounds(*, ratio: float, floor: Usage, kvright: Usage, count: int) -> l
         floor_rate = floor.writes / floor.wall_seconds if floor.wall_seconds else 0.0
         lines.append(
             f"API server writes: {per_kvright:.1f} per object in the kvright run against {per_floor:.1f} "
-            f"in the "
-            f"floor (every client counted); at the floor's own write rate ({floor_rate:.0f}/s) those writes "
-            f"alone take {per_kvright / per_floor:.2f}x the floor's time"
+            f"in the floor (every client counted); at the floor's own write rate ({floor_rate:.0f}/s) "
+            f"those writes alone take {per_kvright / per_floor:.2f}x the floor's time"
+        )
+    work_floor, work_kvright = cpu_work(floor), cpu_work(kvright)
+    if work_floor and work_kvright:
+        lines.append(
+            f"CPU work: the control plane, the operator and the bench client used {work_kvright:.1f} "
+            f"CPU-s in the kvright run against {work_floor:.1f} in the floor "
+            f"({work_kvright / work_floor:.2f}x); "
+            f"on a machine whose cores are all busy the ratio cannot fall much below that"
         )
     if kvright.busy_fraction >= 0.85:
         lines.append(
             f"CPU: the machine's {kvright.cores} cores were {kvright.busy_fraction:.0%} busy during the "
-            "kvright "
-            f"burst ({cpu_split(kvright)}); during the floor {floor.busy_fraction:.0%} ({cpu_split(floor)})"
+            f"kvright burst ({cpu_split(kvright)}); "
+            f"during the floor {floor.busy_fraction:.0%} ({cpu_split(floor)})"
         )
     if kvright.operator_cpu_seconds is not None and kvright.wall_seconds:
         share = kvright.operator_cpu_seconds / kvright.wall_seconds
@@ -594,6 +627,7 @@ class Operator:
             "KVRIGHT_RECONCILE_SECONDS": "3600",  # level loop idle: only the create path is measured
             "KVRIGHT_METRICS_PORT": str(self.metrics_port),
             "KVRIGHT_METRICS_ADDRESS": "127.0.0.1",
+            **OPERATOR_ENV,
             **(extra_env or {}),
         }
         log_fd, self.log_path = tempfile.mkstemp(prefix="kvright-bench-operator-", suffix=".log")
@@ -650,6 +684,12 @@ def floor_run(kube: Kube, kubeconfig: str, count: int, timeout: float, rate: flo
     LLMDeployment, then its Deployment and Service (the bodies kvright renders, owned by it)."""
     ns = make_namespace(kube, "bench-floor")
 
+    # The same optional children the operator renders on this cluster (it asks the same way).
+    pod_monitor = (
+        kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{POD_MONITOR_CRD}") is not None
+    )
+    inference_pool = kube.serves(INFERENCE_POOL_API, "inferencepools")
+
     def children(name: str, uid: str) -> None:
         w = VLLMWorkload(
             owner=Owner(name=name, namespace=ns, uid=uid),
@@ -660,9 +700,13 @@ def floor_run(kube: Kube, kubeconfig: str, count: int, timeout: float, rate: flo
             layout=capacity.Layout(tensor_parallel_size=1),
             replicas=0,
             vllm_args=("--tensor-parallel-size", "1"),
+            endpoint_picker=api.EndpointPickerSpec.model_construct(
+                name=f"{name}-epp", port=9002, failure_mode="FailClose"
+            ),
         )
-        kube.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=render_deployment(w))
-        kube.request("POST", f"/api/v1/namespaces/{ns}/services", body=render_service(w))
+        for child in render_all(w, pod_monitor=pod_monitor, inference_pool=inference_pool):
+            path = CHILD_PATHS[child["kind"]].format(ns=ns)
+            kube.request("POST", path, body=child)
 
     meter = Meter(kube, kubeconfig)
     with DeploymentWatcher(kube, ns) as watcher:
@@ -849,6 +893,13 @@ def report(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--soak-sample-seconds", type=float, default=10, help="soak: seconds between samples (10)"
     )
+    parser.add_argument(
+        "--operator-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for the operators the bench starts (repeatable), e.g. MALLOC_ARENA_MAX=2",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the JSON object to this file")
     args = parser.parse_args(argv)
@@ -861,6 +912,12 @@ def report(argv: list[str] | None = None) -> int:
 
     from bench import operator_soak  # after argument parsing: it imports the Prometheus helper
 
+    for pair_text in args.operator_env:
+        name, sep, value = pair_text.partition("=")
+        if not sep or not name:
+            parser.error(f"--operator-env {pair_text!r} is not NAME=VALUE")
+        OPERATOR_ENV[name] = value
+
     started_env: dict[str, str] | None = None
     kubeconfig = os.environ.get("KUBECONFIG", "")
     if not kubeconfig:
@@ -871,6 +928,7 @@ def report(argv: list[str] | None = None) -> int:
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}",
         "count": args.count,
+        "operator_env": dict(OPERATOR_ENV),
     }
     try:
         kube = Kube(api_client())
@@ -957,6 +1015,8 @@ def print_pair(title: str, r: Mapping[str, Any]) -> None:
 
 def print_table(r: Mapping[str, Any]) -> None:
     print(f"operator scale: {r['count']} LLMDeployments on {r['machine']}")
+    if r.get("operator_env"):
+        print("operator environment: " + " ".join(f"{k}={v}" for k, v in r["operator_env"].items()))
     if "burst" in r:
         print_pair("burst (as fast as the client can)", r["burst"])
     if "paced" in r:

@@ -17,6 +17,7 @@ from bench.operator_scale import (
     apiserver_requests,
     burst_bounds,
     histogram_quantile,
+    paced_bounds,
     percentile,
     writes_by_resource,
 )
@@ -114,15 +115,20 @@ def test_burst_bounds_name_the_write_ratio_the_saturated_machine_and_the_operato
         "the floor's time"
     )
     assert lines[1] == (
+        "CPU work: the control plane, the operator and the bench client used 17.4 CPU-s in the kvright run "
+        "against 12.0 in the floor (1.45x); on a machine whose cores are all busy the ratio cannot fall much "
+        "below that"
+    )
+    assert lines[2] == (
         "CPU: the machine's 2 cores were 97% busy during the kvright burst (35.0 CPU-s: kube-apiserver 10.0, "
         "etcd 2.0, operator 5.4, other processes 17.6); "
         "during the floor 95% (19.0 CPU-s: kube-apiserver 10.0, etcd 2.0, other processes 7.0)"
     )
-    assert lines[2] == "the operator used 0.30 of one core on average (5.4 CPU-s): it is not the bottleneck"
+    assert lines[3] == "the operator used 0.30 of one core on average (5.4 CPU-s): it is not the bottleneck"
 
 
 def test_burst_bounds_without_evidence_say_so() -> None:
-    idle = _usage(wall=10.0, busy=2.0, writes=None, operator=None)
+    idle = Usage(wall_seconds=10.0, metered_seconds=10.0, cores=2, machine_busy_cpu_seconds=2.0)
     assert burst_bounds(ratio=1.6, floor=idle, kvright=idle, count=10) == [
         "no bound measured (ratio 1.60); the API server's pid or metrics were not available"
     ]
@@ -260,3 +266,15 @@ def test_summarize_flags_memory_growth_and_an_unobserved_edit() -> None:
     assert s["edits_unobserved"] == 1
     assert s["operator_cpu_cores"] == pytest.approx(0.1)
     assert s["reconciles_per_second"] == pytest.approx(10.0)
+
+
+def test_paced_bounds_split_the_latency_between_the_reconcile_and_the_wait() -> None:
+    kvright = _usage(wall=100.0, busy=190.0, writes=None, operator=40.0)
+    lines = paced_bounds(p99=3.0, floor_p99=0.05, kvright=kvright, rate=10.0, reconcile_p99=0.5)
+    assert lines[0] == "the floor's own p99 at 10/s is 0.05 s (the API server alone, no operator)"
+    assert lines[1].startswith("the operator's own reconcile takes p99 <= 0.50 s")
+    assert lines[1].endswith(
+        "the rest of the 3.00 s is waiting: kopf's watch and queue, the API server's answers"
+    )
+    assert lines[2].startswith("the machine's 2 cores were 95% busy during the paced kvright run (190")
+    assert lines[3] == "the operator used 0.40 of one core (40.0 CPU-s)"
