@@ -62,7 +62,10 @@ class LoadGenerator:
         max_concurrency: int = 256,
         retry_seconds: float = 60.0,
         timeout_seconds: float = 300.0,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
+        """``extra_body``: more fields for every request (``{"ignore_eos": True}`` makes a real engine with
+        random weights generate exactly ``output_tokens``)."""
         if not 0 <= concurrency <= max_concurrency:
             raise ValueError(f"concurrency {concurrency} (accepted: 0..{max_concurrency})")
         self.endpoints = endpoints
@@ -72,6 +75,7 @@ class LoadGenerator:
         self.max_concurrency = max_concurrency
         self.retry_seconds = retry_seconds
         self.timeout_seconds = timeout_seconds
+        self.extra_body = dict(extra_body or {})
         self.stats = LoadStats()
         self._concurrency = concurrency
         self._prompt_tokens = prompt_tokens
@@ -145,10 +149,20 @@ class LoadGenerator:
                 self._record("dropped", f"{type(exc).__name__}: {str(exc)[:200]}")
 
     def _one(self, session: requests.Session, prompt_tokens: int, output_tokens: int) -> None:
-        body = {"model": self.model, "prompt": [1] * prompt_tokens, "max_tokens": output_tokens}
+        body = {
+            "model": self.model,
+            "prompt": [1] * prompt_tokens,
+            "max_tokens": output_tokens,
+            **self.extra_body,
+        }
         try:
-            wait_until(lambda: self._attempt(session, body), self.retry_seconds,
-                       what="an endpoint to accept the request", interval=0.05, transient=())
+            wait_until(
+                lambda: self._attempt(session, body),
+                self.retry_seconds,
+                what="an endpoint to accept the request",
+                interval=0.05,
+                transient=(),
+            )
         except WaitFailed:
             self._record("dropped", f"no endpoint accepted the request within {self.retry_seconds:.0f}s")
 

@@ -9,6 +9,13 @@ writes all live simulators to a Prometheus file_sd file with the labels ``namesp
 SIGTERM: the simulator drains (503 to new requests, admitted ones finish) and exits; its target
 leaves the file once it has.
 
+With a :class:`RealEngine` it runs the real vLLM engine (the CPU build, a local checkpoint per
+LLMDeployment) instead of the simulator, on the pod's own flags, and then stands in for the kubelet
+more closely: a pod is not Ready (in its status, as a kubelet reports a readiness probe) and its engine
+takes no traffic until the engine's ``/health`` answers, and
+a deleted pod leaves the endpoints, waits out its ``preStop`` sleep, gets SIGTERM (vLLM drains for its
+``--shutdown-timeout``) and SIGKILL after its ``terminationGracePeriodSeconds``.
+
 Run it in-process (:class:`PodRunner`, tests call :meth:`PodRunner.sync` or start :meth:`run` in a
 thread) or as ``python -m kvright_dev.sim.podrunner --kubeconfig K --file-sd F``.
 """
@@ -23,14 +30,15 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvright_dev.procs import dev_environ, free_port, stop_processes
+from kvright_dev.procs import answers_200, dev_environ, free_port, stop_processes
 
-__all__ = ["PodRunner", "SimOptions", "main"]
+__all__ = ["PodRunner", "RealEngine", "SimOptions", "main"]
 
 LLMD_LABEL = "kvright.dev/llmdeployment"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -54,6 +62,44 @@ class SimOptions:
     """Any other simulator flags, as written."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class RealEngine:
+    """Run the real vLLM engine for each pod (``python -m vllm.entrypoints.openai.api_server``)."""
+
+    python: Path
+    """The vLLM venv's python (deploy/vllm-env.sh)."""
+    models: Mapping[str, Path]
+    """A local checkpoint folder per ``namespace/llmdeployment`` (the hub is not reachable)."""
+    environ: Mapping[str, str]
+    """The engine's whole environment (offline flags, TMPDIR, CPU thread binding)."""
+    kv_cache_memory_bytes: int
+    """--kv-cache-memory-bytes: a CPU has no GPU memory to take a fraction of."""
+    extra_args: tuple[str, ...] = ("--enforce-eager",)
+    """Flags added after the pod's (--enforce-eager: a start in about half the time)."""
+    dropped_flags: frozenset[str] = frozenset({"--host", "--port", "--gpu-memory-utilization"})
+    """Pod flags (with their values) the runner replaces: it binds the loopback port it chose."""
+
+    def command(self, key: str, vllm_args: Sequence[str], port: int) -> list[str]:
+        """The engine's command line for the pod's ``serve MODEL <flags>``."""
+        model = self.models.get(key)
+        if model is None:
+            raise KeyError(f"no local checkpoint for {key} (RealEngine.models has {sorted(self.models)})")
+        flags: list[str] = []
+        rest = list(vllm_args[2:])
+        i = 0
+        while i < len(rest):
+            if rest[i] in self.dropped_flags:
+                i += 2
+                continue
+            flags.append(rest[i])
+            i += 1
+        return [
+            str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), *flags,
+            "--host", "127.0.0.1", "--port", str(port),
+            "--kv-cache-memory-bytes", str(self.kv_cache_memory_bytes), *self.extra_args,
+        ]  # fmt: skip
+
+
 @dataclass
 class _Sim:
     namespace: str
@@ -64,6 +110,13 @@ class _Sim:
     process: subprocess.Popen[bytes]
     args: list[str]
     draining: bool = False
+    ready: bool = True
+    """Takes traffic (a real engine: once /health answers)."""
+    prestop_seconds: float = 0.0
+    grace_seconds: float = 30.0
+    term_at: float | None = None
+    """A real engine's pod is gone: SIGTERM at this monotonic time (after its preStop)."""
+    signalled: bool = False
 
     @property
     def url(self) -> str:
@@ -102,6 +155,7 @@ class PodRunner:
         log_dir: Path | None = None,
         efficiency_by_llmdeployment: dict[str, float] | None = None,
         extra_args_by_llmdeployment: dict[str, tuple[str, ...]] | None = None,
+        engine: RealEngine | None = None,
     ) -> None:
         self.core = core
         self.custom = custom
@@ -111,6 +165,7 @@ class PodRunner:
         self.log_dir = log_dir
         self.efficiency_by_llmdeployment = dict(efficiency_by_llmdeployment or {})
         self.extra_args_by_llmdeployment = dict(extra_args_by_llmdeployment or {})
+        self.engine = engine
         self.sims: dict[str, _Sim] = {}  # by pod uid
         self.lock = threading.Lock()
         self.problems: list[str] = []
@@ -126,7 +181,10 @@ class PodRunner:
             return [
                 s.url
                 for s in self.sims.values()
-                if s.namespace == namespace and s.llmdeployment == llmdeployment and not s.draining
+                if s.namespace == namespace
+                and s.llmdeployment == llmdeployment
+                and s.ready
+                and not s.draining
             ]
 
     def running(self, namespace: str, llmdeployment: str) -> list[_Sim]:
@@ -154,7 +212,7 @@ class PodRunner:
         self._stop.set()
         with self.lock:
             sims = list(self.sims.values())
-        stop_processes([sim.process for sim in sims], timeout=10)
+        stop_processes([sim.process for sim in sims], timeout=10, group=True)  # an engine and its workers
         with self.lock:
             self.sims.clear()
         self._write_file_sd()
@@ -189,10 +247,25 @@ class PodRunner:
             sims = list(self.sims.items())
         changed = False
         for uid, sim in sims:
+            if uid in wanted and not sim.ready and answers_200(f"{sim.url}/health", timeout=1.0):
+                with self.lock:
+                    sim.ready = True
+                self._report_ready(sim.namespace, sim.pod, True)
             if uid not in wanted and not sim.draining and sim.process.poll() is None:
-                sim.process.send_signal(signal.SIGTERM)
                 with self.lock:
                     sim.draining = True
+                if self.engine is None:
+                    sim.process.send_signal(signal.SIGTERM)  # the simulator pauses and drains itself
+                else:
+                    sim.term_at = time.monotonic() + sim.prestop_seconds
+            if sim.term_at is not None and sim.process.poll() is None:
+                now = time.monotonic()
+                if not sim.signalled and now >= sim.term_at:
+                    sim.process.send_signal(signal.SIGTERM)
+                    sim.signalled = True
+                elif now >= sim.term_at + sim.grace_seconds:
+                    self._problem(f"engine for {sim.namespace}/{sim.pod} outlived its grace period: SIGKILL")
+                    os.killpg(sim.process.pid, signal.SIGKILL)
             if sim.process.poll() is not None:
                 if uid in wanted and not sim.draining:
                     self._problem(
@@ -232,6 +305,9 @@ class PodRunner:
         llmd = (meta.labels or {}).get(LLMD_LABEL, "")
         vllm_args = vllm_command_line(pod)
         port = free_port()
+        if self.engine is not None:
+            self._start_engine(pod, llmd, vllm_args, port)
+            return
         self._seed += 1
         opts = self.options
         efficiency = self.efficiency_by_llmdeployment.get(f"{meta.namespace}/{llmd}", opts.efficiency)
@@ -262,26 +338,63 @@ class PodRunner:
         arch = self._architecture(meta.namespace, llmd)
         if arch:
             cmd += ["--architecture", arch]
+        self._track(meta, llmd, port, self._spawn(cmd, meta, dev_environ()), cmd)
+
+    def _start_engine(self, pod: Any, llmd: str, vllm_args: list[str], port: int) -> None:
+        """The real engine for this pod, not ready until /health answers."""
+        assert self.engine is not None
+        meta = pod.metadata
+        try:
+            cmd = self.engine.command(f"{meta.namespace}/{llmd}", vllm_args, port)
+        except KeyError as exc:
+            self._problem(str(exc))
+            return
+        container = next((c for c in pod.spec.containers if c.name == "vllm"), pod.spec.containers[0])
+        prestop = getattr(getattr(getattr(container, "lifecycle", None), "pre_stop", None), "sleep", None)
+        process = self._spawn(cmd, meta, dict(self.engine.environ))
+        self._report_ready(meta.namespace, meta.name, False)
+        self._track(
+            meta, llmd, port, process, cmd,
+            ready=False,
+            prestop_seconds=float(prestop.seconds) if prestop is not None else 0.0,
+            grace_seconds=float(pod.spec.termination_grace_period_seconds or 30),
+        )  # fmt: skip
+
+    def _track(
+        self, meta: Any, llmd: str, port: int, process: subprocess.Popen[bytes], cmd: list[str], **kw: Any
+    ) -> None:
+        """Remember a started engine or simulator and publish its scrape target."""
+        sim = _Sim(
+            namespace=meta.namespace, llmdeployment=llmd, pod=meta.name, uid=meta.uid, port=port,
+            process=process, args=cmd, **kw,
+        )  # fmt: skip
+        with self.lock:
+            self.sims[meta.uid] = sim
+        self._write_file_sd()
+
+    def _report_ready(self, namespace: str, pod: str, ready: bool) -> None:
+        """The readiness probe's verdict in the pod's status, as a kubelet writes it: kwok marks a pod
+        Ready the moment it runs, but a real engine is not ready until its /health answers, and the
+        Deployment (and kvright, which waits for a rollout) must see that."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status = "True" if ready else "False"
+        why = {} if ready else {"reason": "ReadinessProbe", "message": "the engine's /health does not answer"}
+        conditions = [
+            {"type": kind, "status": status, "lastTransitionTime": now, **why}
+            for kind in ("Ready", "ContainersReady")
+        ]
+        try:
+            self.core.patch_namespaced_pod_status(pod, namespace, {"status": {"conditions": conditions}})
+        except Exception as exc:  # the pod may be gone already: its engine is being drained anyway
+            self._problem(f"readiness of {namespace}/{pod}: {type(exc).__name__}: {str(exc)[:160]}")
+
+    def _spawn(self, cmd: list[str], meta: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
         out: Any = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{meta.namespace}_{meta.name}")
             out = open(self.log_dir / f"{safe}.log", "ab")  # noqa: SIM115 - owned by the child
-        process = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=dev_environ(), start_new_session=True
-        )
-        sim = _Sim(
-            namespace=meta.namespace,
-            llmdeployment=llmd,
-            pod=meta.name,
-            uid=meta.uid,
-            port=port,
-            process=process,
-            args=cmd,
-        )
-        with self.lock:
-            self.sims[meta.uid] = sim
-        self._write_file_sd()
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def _write_file_sd(self) -> None:
         with self.lock:

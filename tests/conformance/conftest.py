@@ -15,33 +15,18 @@ overlap on two cores.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .harness import CACHE, REPO, SHAPES, ServerPool, VllmEnv, build_model, tail
+from .harness import SHAPES, ServerPool, VllmEnv, build_model, make_vllm_env
 
 
 @pytest.fixture(scope="session")
 def vllm_env() -> VllmEnv:
     """Create or reuse the vLLM venv via deploy/vllm-env.sh (a no-op when its stamp matches)."""
-    proc = subprocess.run(
-        ["bash", str(REPO / "deploy" / "vllm-env.sh")], capture_output=True, text=True, timeout=1800
-    )
-    if proc.returncode != 0:
-        pytest.fail(
-            "the vLLM venv could not be made (deploy/vllm-env.sh exited "
-            f"{proc.returncode}):\n{tail(proc.stdout + proc.stderr, 30)}",
-            pytrace=False,
-        )
-    python = Path(proc.stdout.strip().splitlines()[-1])
-    version = os.environ.get("KVRIGHT_VLLM_VERSION", "0.32.0")
-    scratch = CACHE / "tmp"
-    scratch.mkdir(parents=True, exist_ok=True)
-    return VllmEnv(python=python, version=version, scratch=scratch)
+    return make_vllm_env()
 
 
 @pytest.fixture(scope="session")

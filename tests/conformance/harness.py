@@ -149,6 +149,25 @@ class VllmEnv:
         return proc.stdout
 
 
+def make_vllm_env() -> VllmEnv:
+    """Create or reuse the vLLM venv via deploy/vllm-env.sh (a no-op when its stamp matches); fails the
+    test with the script's output when it cannot be made."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "deploy" / "vllm-env.sh")], capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            "the vLLM venv could not be made (deploy/vllm-env.sh exited "
+            f"{proc.returncode}):\n{tail(proc.stdout + proc.stderr, 30)}",
+            pytrace=False,
+        )
+    python = Path(proc.stdout.strip().splitlines()[-1])
+    version = os.environ.get("KVRIGHT_VLLM_VERSION", "0.32.0")
+    scratch = CACHE / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return VllmEnv(python=python, version=version, scratch=scratch)
+
+
 def tail(text: str, lines: int) -> str:
     """The last `lines` lines of `text`."""
     return "\n".join(text.splitlines()[-lines:])

@@ -18,10 +18,8 @@ Waits poll the LLMDeployment's status with deadlines; nothing asserts on elapsed
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
-import logging
 import os
 import secrets
 import subprocess
@@ -37,6 +35,7 @@ from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
 from tests.builders import llmd
+from tests.e2e.operator_run import operator_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.prometheus]
 
@@ -187,20 +186,8 @@ class Loop:
         ).start()
 
 
-class Collect(logging.Handler):
-    """Keeps the operator's recent log lines, readable while it runs."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.INFO)
-        self.lines: collections.deque[str] = collections.deque(maxlen=400)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
-
-
 @pytest.fixture(scope="module")
 def loop(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loop]:
-    from kopf.testing import KopfRunner
     from kubernetes import client, config
 
     path = str(cluster.kubeconfig)
@@ -222,37 +209,9 @@ def loop(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loo
     )
     runner.start(period=0.5)
     prometheus.start()
-    env = {
-        "KUBECONFIG": path,
-        "KVRIGHT_NAMESPACES": NS,
-        "KVRIGHT_METRICS_PORT": "0",
-        "KVRIGHT_RECONCILE_SECONDS": RECONCILE_SECONDS,
-        "KVRIGHT_PROMETHEUS_URL": prometheus.url,
-    }
     try:
-        with pytest.MonkeyPatch.context() as mp:
-            for key, value in env.items():
-                mp.setenv(key, value)
-            # KopfRunner.output is only readable after the operator stops; keep its log lines as they come.
-            handler = Collect()
-            lines = handler.lines
-            logging.getLogger().addHandler(handler)
-            try:
-                with KopfRunner(
-                    ["run", "--standalone", "--namespace", NS, "-m", "kvright.operator"], timeout=60
-                ):
-                    yield Loop(runner, prometheus, lambda: "\n".join(lines))
-                    kubectl("delete", "llmdeployments", "--all", "-n", NS, "--wait=false", check=False)
-                    # The operator sees the deletes (and forgets their metrics) while it still runs.
-                    with contextlib.suppress(WaitFailed):
-                        wait_until(
-                            lambda: not kubectl("get", "llmdeployments", "-n", NS, "-o", "name", check=False),
-                            30,
-                            what="the LLMDeployments to be gone",
-                            interval=0.5,
-                        )
-            finally:
-                logging.getLogger().removeHandler(handler)
+        with operator_in(path, NS, prometheus.url, reconcile_seconds=RECONCILE_SECONDS) as operator_output:
+            yield Loop(runner, prometheus, operator_output)
     finally:
         runner.close()
         prometheus.stop()

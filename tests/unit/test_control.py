@@ -106,6 +106,8 @@ class Case:
     restart_seconds: float = 0.0
 
 
+#: 30 ms at a batch of 40 with 30 requests waiting: headroom and a queue.
+QUEUED_AT_40: dict[str, Any] = {"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0}
 #: A window with no finished, running or waiting request; and a samples clock started long ago.
 IDLE: dict[str, Any] = {
     "sample_count": 0,
@@ -354,7 +356,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "queue-with-headroom-raises-seqs-to-the-target",
         Case(
-            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            obs=QUEUED_AT_40,
             current={"max_num_seqs": 40},
         ),
         # predicted 30 ms at 40 -> calibration 1 -> target 70, capped at 2 x 40 = 80 -> 70.
@@ -365,7 +367,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         # The same, but TPOT was measured above the SLO at batch 60 five minutes ago: the model's 70 is
         # not trusted past halfway between the 40 that meets and the 60 that missed.
         Case(
-            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            obs=QUEUED_AT_40,
             current={"max_num_seqs": 40},
             history={"missed_batch": 60, "missed_time": NOW - 300},
         ),
@@ -374,7 +376,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "a-miss-six-cooldowns-old-is-forgotten",
         Case(
-            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            obs=QUEUED_AT_40,
             current={"max_num_seqs": 40},
             history={"missed_batch": 60, "missed_time": NOW - 6 * 600 - 1},
         ),
@@ -383,7 +385,7 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     (
         "a-miss-next-door-leaves-nothing-to-raise-so-the-queue-gets-a-replica",
         Case(
-            obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0},
+            obs=QUEUED_AT_40,
             current={"max_num_seqs": 40},
             history={"missed_batch": 41, "missed_time": NOW - 300},
         ),

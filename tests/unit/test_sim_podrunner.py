@@ -12,10 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import requests
 
 from kvright_dev.procs import answers_200, wait_until
-from kvright_dev.sim.podrunner import PodRunner, SimOptions
+from kvright_dev.sim.podrunner import PodRunner, RealEngine, SimOptions
 
 
 def pod(name: str, *, node: str | None = "gpu-0", phase: str = "Running", deleting: bool = False) -> Any:
@@ -101,3 +102,27 @@ def test_runs_a_simulator_per_gpu_pod_and_stops_it_with_the_pod(tmp_path: Path) 
         assert runner.problems == []
     finally:
         runner.close()
+
+
+def test_the_real_engine_runs_the_pods_own_flags_on_a_loopback_port_and_a_local_checkpoint() -> None:
+    """RealEngine.command: the pod's ``serve MODEL <flags>`` becomes vLLM's API server on the checkpoint
+    kept for that LLMDeployment, with the runner's port on 127.0.0.1 and a CPU KV budget; the pod's port,
+    host and GPU memory share (meaningless on a CPU) are replaced, everything else is passed as written."""
+    engine = RealEngine(
+        python=Path("/venv/bin/python"),
+        models={"team/chat": Path("/models/tiny")},
+        environ={},
+        kv_cache_memory_bytes=1 << 28,
+    )
+    args = ["serve", "org/model", "--max-num-seqs", "24", "--gpu-memory-utilization", "0.9",
+            "--served-model-name", "chat", "--port", "8000", "--shutdown-timeout", "60"]  # fmt: skip
+    cmd = engine.command("team/chat", args, 18080)
+    assert cmd[:3] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert cmd[3:5] == ["--model", "/models/tiny"]
+    flags = cmd[5:]
+    assert flags[:6] == ["--max-num-seqs", "24", "--served-model-name", "chat", "--shutdown-timeout", "60"]
+    assert flags[flags.index("--host") + 1] == "127.0.0.1" and flags[flags.index("--port") + 1] == "18080"
+    assert flags.count("--port") == 1 and "--gpu-memory-utilization" not in flags
+    assert flags[flags.index("--kv-cache-memory-bytes") + 1] == str(1 << 28) and "--enforce-eager" in flags
+    with pytest.raises(KeyError, match="no local checkpoint for team/other"):
+        engine.command("team/other", args, 18080)

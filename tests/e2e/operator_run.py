@@ -1,0 +1,74 @@
+"""The kvright operator in-process for the end-to-end tests (kopf's KopfRunner), one way for every module.
+
+``operator_in(kubeconfig, namespace, prometheus_url)`` sets the operator's environment (one namespace,
+metrics port 0, a short reconcile period, Prometheus), runs it, and yields a callable returning its recent
+log lines (KopfRunner's own output is readable only after it stops). On the way out it deletes the
+namespace's LLMDeployments while the operator still runs, so it sees the deletes and forgets their metrics.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import subprocess
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from kvright_dev.procs import WaitFailed, wait_until
+
+
+class Collect(logging.Handler):
+    """Keeps the operator's recent log lines, readable while it runs."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.lines: collections.deque[str] = collections.deque(maxlen=400)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+
+def _kubectl(kubeconfig: str, *args: str) -> str:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.stdout if done.returncode == 0 else ""
+
+
+@contextlib.contextmanager
+def operator_in(
+    kubeconfig: str, namespace: str, prometheus_url: str, *, reconcile_seconds: str = "3"
+) -> Iterator[Callable[[], str]]:
+    from kopf.testing import KopfRunner
+
+    env = {
+        "KUBECONFIG": kubeconfig,
+        "KVRIGHT_NAMESPACES": namespace,
+        "KVRIGHT_METRICS_PORT": "0",
+        "KVRIGHT_RECONCILE_SECONDS": reconcile_seconds,
+        "KVRIGHT_PROMETHEUS_URL": prometheus_url,
+    }
+    handler = Collect()
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        logging.getLogger().addHandler(handler)
+        try:
+            args = ["run", "--standalone", "--namespace", namespace, "-m", "kvright.operator"]
+            with KopfRunner(args, timeout=60):
+                yield lambda: "\n".join(handler.lines)
+                _kubectl(kubeconfig, "delete", "llmdeployments", "--all", "-n", namespace, "--wait=false")
+                listing = ("get", "llmdeployments", "-n", namespace, "-o", "name")
+                with contextlib.suppress(WaitFailed):
+                    wait_until(
+                        lambda: not _kubectl(kubeconfig, *listing),
+                        30, what="the LLMDeployments to be gone", interval=0.5,
+                    )  # fmt: skip
+        finally:
+            logging.getLogger().removeHandler(handler)
