@@ -430,6 +430,12 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
+def _seconds_from_ms(value: Any) -> float:
+    """A status milliseconds field as seconds; 0 for anything that is not a finite, positive number."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) / 1000.0 if ok else 0.0
+
+
 def desire(facts: Facts) -> Desired:
     """Plan and render. Infeasible or unknown plans leave the running children alone.
 
@@ -556,8 +562,13 @@ def _desire(facts: Facts) -> Desired:
     )
     memory = result.memory
     weight_total = capacity.weight_bytes(arch)
-    longest_request = ttft_seconds + spec.workload.output_tokens * max(
-        prediction.tpot_seconds, slo.tpot_seconds or 0.0
+    # What a request in flight may take when its pod stops (the drain budget): the prediction, the SLO, or
+    # what the feedback loop last measured, whichever is longest (pods are restarted because they are slow).
+    observed = facts.current_status.get("observed") or {}
+    seen_tpot = _seconds_from_ms(observed.get("tpotMilliseconds"))
+    seen_ttft = _seconds_from_ms(observed.get("ttftMilliseconds"))
+    longest_request = max(ttft_seconds, seen_ttft) + spec.workload.output_tokens * max(
+        prediction.tpot_seconds, slo.tpot_seconds or 0.0, seen_tpot
     )
     token = spec.model.architecture.hub_token
     owner = Owner(name=facts.name, namespace=facts.namespace, uid=facts.uid)

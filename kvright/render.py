@@ -56,6 +56,8 @@ CONTAINER_NAME: Final = "vllm"
 HTTP_PORT: Final = 8000
 """vLLM's OpenAI-compatible server port; /health and /metrics are on it too."""
 PRESTOP_SLEEP_SECONDS: Final = 10
+MIN_DRAIN_SECONDS: Final = 60
+"""The least time a stopping vLLM gets to finish what it admitted (see :func:`drain_seconds`)."""
 """Time for endpoints and load balancers to stop sending new requests before vLLM gets SIGTERM."""
 UID: Final = 1000
 LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
@@ -229,10 +231,14 @@ def startup_budget_seconds(weight_bytes: int) -> int:
 
 
 def drain_seconds(max_request_seconds: float) -> int:
-    """vLLM's ``--shutdown-timeout``: how long the server lets requests in flight finish after SIGTERM
-    (it stops accepting at once). One longest request, at least 1 s (0 would mean abort them all, vLLM's
-    default), at most what the grace period below leaves after the preStop pause."""
-    return int(min(900 - PRESTOP_SLEEP_SECONDS - 5, max(1, math.ceil(max(0.0, max_request_seconds)))))
+    """vLLM's ``--shutdown-timeout``: how long the server lets the requests it admitted (running and
+    waiting) finish after SIGTERM; it stops accepting at once and exits as soon as they are done, so a long
+    budget costs nothing when they finish early. One longest request, at least :data:`MIN_DRAIN_SECONDS`
+    (0 would mean abort them all, vLLM's default; the pod is usually restarted because it is slower than
+    predicted, so a prediction alone is too short), at most what the grace period leaves after the
+    preStop pause."""
+    longest = math.ceil(max(0.0, max_request_seconds))
+    return int(min(900 - PRESTOP_SLEEP_SECONDS - 5, max(MIN_DRAIN_SECONDS, longest)))
 
 
 def termination_grace_seconds(max_request_seconds: float) -> int:

@@ -360,6 +360,23 @@ def test_the_loops_measured_pin_is_planned_even_where_the_model_predicts_it_too_
     assert "pinned max-num-seqs 24 breaks the tpot limit" in pinned.plan_feasible.message
 
 
+def test_the_drain_budget_covers_what_the_loop_measured_not_only_the_prediction() -> None:
+    """A pod is restarted because it is slower than predicted: the requests it holds when it stops take
+    what was measured. With status.observed far above the prediction, --shutdown-timeout and the grace
+    period grow to twice the measured request (TTFT + outputs x TPOT)."""
+
+    def drain(status: dict[str, Any]) -> int:
+        d = desire(facts(LLAMA70.spec(), current_status=status))
+        args = d.children[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        return int(args[args.index("--shutdown-timeout") + 1])
+
+    planned = drain({})
+    slow = drain({"observed": {"tpotMilliseconds": 400.0, "ttftMilliseconds": 30_000.0}})
+    output = LLAMA70.spec()["workload"]["outputTokens"]
+    assert slow >= 2 * (30.0 + output * 0.4) > planned
+    assert drain({"observed": {"tpotMilliseconds": "nan?", "ttftMilliseconds": -1}}) == planned
+
+
 def test_plan_change_is_an_event() -> None:
     old = desire(facts(LLAMA70.spec()))
     new = desire(facts(LLAMA70.tp(8).spec(), current_status={"plan": old.fields["plan"]}))

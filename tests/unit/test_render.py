@@ -13,6 +13,7 @@ import pytest
 import capacity
 from kvright.api import EndpointPickerSpec, SecretKeyRef
 from kvright.render import (
+    MIN_DRAIN_SECONDS,
     PRESTOP_SLEEP_SECONDS,
     Owner,
     VLLMWorkload,
@@ -81,14 +82,15 @@ def test_command_line_is_vllm_serve_model_plus_plan_args() -> None:
 
 
 @pytest.mark.parametrize(
-    ("longest", "drain", "grace"), [(60.0, 60, 75), (0.0, 1, 30), (3.2, 4, 30), (5000, 885, 900)]
+    ("longest", "drain", "grace"),
+    [(60.0, 60, 75), (0.0, 60, 75), (3.2, 60, 75), (200.4, 201, 216), (5000, 885, 900)],
 )
 def test_vllm_drains_what_it_admitted_within_the_grace_period(longest: float, drain: int, grace: int) -> None:
     """vLLM aborts requests in flight on SIGTERM unless --shutdown-timeout is above 0; the drain plus the
     preStop pause fits in the pod's grace period, so the kubelet's SIGKILL never cuts a drain short."""
     c = container(render_deployment(replace(workload(), max_request_seconds=longest)))
     assert c["args"][c["args"].index("--shutdown-timeout") + 1] == str(drain)
-    assert drain_seconds(longest) == drain >= 1
+    assert drain_seconds(longest) == drain >= MIN_DRAIN_SECONDS
     pod = render_deployment(replace(workload(), max_request_seconds=longest))["spec"]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] == grace
     assert PRESTOP_SLEEP_SECONDS + drain < grace
@@ -220,7 +222,7 @@ def test_startup_budget(weight_bytes: int, seconds: int) -> None:
 
 @pytest.mark.parametrize(
     ("request_s", "grace"),
-    [(0.0, 30), (60.0, 75), (100.5, 116), (5000.0, 900)],
+    [(0.0, 75), (60.0, 75), (100.5, 116), (5000.0, 900)],
     ids=["floor", "minute", "rounds-up", "capped"],
 )
 def test_termination_grace(request_s: float, grace: int) -> None:
