@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import logging
 import subprocess
 from collections.abc import Callable, Iterator
@@ -39,6 +40,32 @@ def _kubectl(kubeconfig: str, *args: str) -> str:
         check=False,
     )
     return done.stdout if done.returncode == 0 else ""
+
+
+#: The reasons of the events the feedback loop posts when it moves the plan (kvright.reasons).
+MOVE_REASONS = frozenset(
+    {
+        "TPOTAboveSLO", "TTFTAboveSLO", "TPOTWellBelowSLO", "RequestsWaiting", "QueueWithHeadroom",
+        "KVCachePreempting", "NoTraffic", "ReplanFP8KVCache", "ReplanLargerTP",
+    }
+)  # fmt: skip
+
+
+def move_events(kubeconfig: str, namespace: str, name: str) -> list[str]:
+    """``REASON: message`` of every plan-moving event about the LLMDeployment ``name``."""
+    out = _kubectl(
+        kubeconfig,
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.name={name}",
+        "-o",
+        "json",
+    )
+    items = json.loads(out or "{}").get("items") or []
+    return [f"{e['reason']}: {e['message']}" for e in items if e.get("reason") in MOVE_REASONS]
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
 from tests.builders import llmd
-from tests.e2e.operator_run import operator_in
+from tests.e2e.operator_run import move_events, operator_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.prometheus]
 
@@ -231,17 +231,7 @@ def replicas_of(status: dict[str, Any]) -> int:
 
 
 def feedback_events(loop: Loop, name: str) -> list[str]:
-    changes = {
-        "TPOTAboveSLO",
-        "TPOTWellBelowSLO",
-        "RequestsWaiting",
-        "QueueWithHeadroom",
-        "KVCachePreempting",
-        "NoTraffic",
-        "ReplanFP8KVCache",
-        "ReplanLargerTP",
-    }
-    return [f"{e['reason']}: {e['message']}" for e in loop.events(name) if e.get("reason") in changes]
+    return move_events(kubeconfig(), NS, name)
 
 
 @pytest.mark.timeout(1200)
