@@ -871,14 +871,23 @@ def headroom(m: Measured) -> Decision | None:
         # Hysteresis: the replicas left must run inside the deadband, not merely at the target, or the
         # next noisy window would add back what this one removed.
         calm = after < (1.0 - p.tuning.deadband) * p.slo_tpot_seconds
-        if per_replica_after <= min(m.target, seqs) and calm:
+        need = max(1, math.ceil(per_replica_after))
+        missed = p.recent_miss
+        # Fewer seats than the replicas left need (a loop that stepped max-num-seqs down under a load that
+        # has since fallen): release the replica and give the rest the seats in the same move, or the
+        # fleet stays large forever (no queue raises the seats, and the seats block the release).
+        new_seqs = max(seqs, need)
+        fits = need <= m.target and (new_seqs == seqs or missed is None or new_seqs < missed)
+        if fits and calm:
+            seats = f", max-num-seqs {seqs} -> {new_seqs}" if new_seqs != seqs else ""
             return m.act(
                 Action.REMOVE_REPLICAS,
                 Reason.TPOT_WELL_BELOW_SLO,
                 f"{m.head}; demand fits {reps - 1} replica(s) at batch {per_replica_after:.1f} "
                 f"(predicted {_ms(after)}); "
-                f"replicas {reps} -> {reps - 1}; {m.detail}",
+                f"replicas {reps} -> {reps - 1}{seats}; {m.detail}",
                 new_reps=reps - 1,
+                new_seqs=new_seqs,
             )
     return m.act(Action.KEEP, Reason.SLO_MET, f"{m.head}; headroom but nothing to release; {m.detail}")
 

@@ -4,7 +4,9 @@ kvright gives every serving container ``--shutdown-timeout`` (kvright.render.dra
 period that covers it, because vLLM 0.32 aborts every request in flight on SIGTERM when that flag is 0,
 its default. Both halves are shown here, each on its own server (the tiny gqa model): a request that is
 decoding when the server gets SIGTERM finishes with every token when the flag is set, and is cut when it
-is not. Either way the server stops taking new connections. Waits are bounded; nothing is timed.
+is not (an error, a short answer, or, as vLLM 0.32 does on some runs, no answer at all: the engine is
+killed while the HTTP server waits for the connection to close). Either way the server stops taking new
+connections. Waits are bounded; nothing is timed.
 """
 
 from __future__ import annotations
@@ -61,15 +63,16 @@ def _running(server: VllmServer) -> float:
     return sum(v for _, v in metric_samples(server.metrics_text(), "vllm:num_requests_running"))
 
 
-def _sigterm_mid_request(server: VllmServer) -> tuple[Future[requests.Response], str]:
-    """Start one long generation, send the server SIGTERM once it is decoding (as the kubelet signals a
-    container's first process), and return the request's future and what a new request met."""
+def _sigterm_mid_request(server: VllmServer, timeout: float) -> tuple[Future[requests.Response], str]:
+    """Start one long generation (given ``timeout`` seconds), send the server SIGTERM once it is decoding
+    (as the kubelet signals a container's first process), and return the request's future and what a new
+    request met."""
     pool = ThreadPoolExecutor(max_workers=1)
     body = {
         "model": server.served_name, "prompt": [5] * 32, "max_tokens": OUTPUT_TOKENS,
         "ignore_eos": True, "temperature": 0.0,
     }  # fmt: skip
-    future = pool.submit(requests.post, f"{server.url}/v1/completions", json=body, timeout=300)
+    future = pool.submit(requests.post, f"{server.url}/v1/completions", json=body, timeout=timeout)
     pool.shutdown(wait=False)
     wait_until(lambda: _running(server) >= 1, 60, what="the request to be decoding", interval=0.05)
     assert server.proc is not None
@@ -100,7 +103,7 @@ def test_with_shutdown_timeout_an_admitted_request_finishes_after_sigterm(
     servers: dict[str, VllmServer],
 ) -> None:
     server = servers["drain"]
-    future, new = _sigterm_mid_request(server)
+    future, new = _sigterm_mid_request(server, timeout=300)
     assert new == "refused", new
     response = future.result(timeout=DRAIN + 60)
     assert response.status_code == 200, response.text[:300]
@@ -118,12 +121,14 @@ def test_with_shutdown_timeout_an_admitted_request_finishes_after_sigterm(
 
 def test_without_it_vllm_aborts_the_request_in_flight(servers: dict[str, VllmServer]) -> None:
     server = servers["default"]
-    future, new = _sigterm_mid_request(server)
+    future, new = _sigterm_mid_request(server, timeout=30)
     assert new == "refused", new
     try:
-        response = future.result(timeout=120)
-    except requests.RequestException:
-        cut = True  # the connection closed under the request
+        response = future.result(timeout=45)
+    except (requests.RequestException, TimeoutError):
+        # The connection closed under the request, or it was never answered: vLLM killed its engine and
+        # its HTTP server waits for the open connection that can no longer complete.
+        cut = True
     else:
         body = (
             response.json() if response.headers.get("content-type", "").startswith("application/json") else {}

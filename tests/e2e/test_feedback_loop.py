@@ -263,7 +263,10 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
     status = loop.status("tight")
     assert settled[0] < first[0] or settled[1] > first[1], plans
     assert 2 <= len(plans) <= 7, plans  # a bounded number of moves (noise 10 %, deadband, cooldown)
-    assert status["calibration"]["factor"] > 1.2, status["calibration"]
+    # The engine runs at 60 % of the model's speed: the calibration says slower, in its fixed part, its
+    # per-batch part, or both (it learns the shape: docs/feedback.md).
+    cal = status["calibration"]
+    assert max(cal["factor"], cal["factor"] * cal.get("batchScale", 1.0)) > 1.2, cal
     assert status["observed"]["tpotMilliseconds"] <= 25.0, status["observed"]
     assert status["calibration"]["lastDecision"]["reason"] in ("SLOMet", "Cooldown", "RolloutInProgress")
     assert stats.dropped == 0, stats.errors

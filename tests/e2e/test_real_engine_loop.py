@@ -234,17 +234,19 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
         retry_seconds=240,  # a restart of the one replica: the new engine's start (kwok reports it Ready)
         extra_body={"ignore_eos": True},  # random weights: every request runs to max_tokens
     ).start()
-    seen: list[str] = []
+    seen: list[tuple[str, float]] = []
     plans = [first]
 
     def follow() -> dict[str, Any]:
-        """Log each new decision (with the window's TPOT and TTFT) and each plan change."""
+        """Log the loop's decision (with the window's TPOT and TTFT) whenever its reason changes, it moves,
+        or a window's length has passed since the last line; and each plan change."""
         s = status()
         last = (s.get("calibration") or {}).get("lastDecision") or {}
         observed = s.get("observed") or {}
-        key = f"{observed.get('sampleTime')}|{last.get('message')}"
-        if last.get("message") and key not in seen:
-            seen.append(key)
+        reason = f"{last.get('reason')}|{last.get('applied')}"
+        fresh = not seen or seen[-1][0] != reason or time.monotonic() - seen[-1][1] >= 30
+        if last.get("message") and fresh:
+            seen.append((reason, time.monotonic()))
             log(
                 f"window: TPOT p90 {observed.get('tpotMilliseconds')} ms, TTFT p90 "
                 f"{observed.get('ttftMilliseconds')} ms, mean batch {observed.get('meanBatch')}; "

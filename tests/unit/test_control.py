@@ -363,6 +363,17 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 70, 2),
     ),
     (
+        "too-few-seats-for-the-replicas-left-get-raised-with-the-release",
+        # A loop that stepped max-num-seqs down to 1 under a load that has fallen to 4: 3 replicas carry it
+        # at batch 2, so one goes and the rest get the seats in the same move (no queue would ever raise
+        # them, and at 1 seat each no replica could go).
+        Case(
+            obs={"tpot_seconds": 0.012, "mean_batch": 1.0, "running": 4.0, "waiting": 0.0},
+            current={"max_num_seqs": 1, "replicas": 4},
+        ),
+        (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO", 2, 3),
+    ),
+    (
         "a-recent-miss-caps-the-raise-halfway-to-it",
         # The same, but TPOT was measured above the SLO at batch 60 five minutes ago: the model's 70 is
         # not trusted past halfway between the 40 that meets and the 60 that missed.
