@@ -47,8 +47,9 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    the law bisects between what met and what missed rather than trust a model that just failed) or
    add replicas (a
    move that restarts the pods states its predicted cost, ``restart_seconds``); with
-   none waiting, remove one replica if the rest can carry the demand at the target batch. Never scale
-   down while requests wait or TTFT lacks the same headroom.
+   none waiting, remove one replica if the rest can carry the demand at the target batch (raising
+   max-num-seqs in the same move when they need more seats than they have). Never scale down while
+   requests wait or TTFT lacks the same headroom.
 10. Otherwise (inside the deadband) keep.
 
 If an HPA targets the workload, replica changes become recommendations (``recommend_only``).
