@@ -175,13 +175,14 @@ def engine_tpot_seconds(url: str, concurrency: int) -> float:
 
 
 def run_slo_seconds(alone: float, loaded: float) -> float:
-    """The largest bound of vLLM's TPOT buckets (what the histogram reads exactly) that the planned batch
-    misses by a margin (<= 0.8 x its mean) while a single request has room under it (>= 1.3 x)."""
-    fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if 1.3 * alone <= b <= 0.8 * loaded]
+    """The largest bound of vLLM's TPOT buckets (what the histogram reads exactly) below the mean TPOT at the
+    planned batch (<= 0.95 x: its p90 reading, above the mean, misses it) while a single request has room
+    under it (>= 1.3 x)."""
+    fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if 1.3 * alone <= b <= 0.95 * loaded]
     if not fitting:
         pytest.fail(
             f"this machine's engine shows no SLO to converge to: {alone * 1000:.1f} ms per token alone and "
-            f"{loaded * 1000:.1f} ms at {CLIENTS} leave no TPOT bucket bound between 1.3x and 0.8x of them"
+            f"{loaded * 1000:.1f} ms at {CLIENTS} leave no TPOT bucket bound between 1.3x and 0.95x of them"
         )
     return fitting[-1]
 
