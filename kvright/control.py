@@ -448,10 +448,10 @@ class Measured:
         the served batch, over the SLO. vLLM's histogram reads every TPOT inside a bucket near its top
         (all of 10-25 ms reads 23.5 ms at p90), so a reading alone cannot show headroom below a bucket
         bound; the calibration reproduces the reading, and its percentile is the estimate of the truth."""
-        obs = self.period.observation
-        if obs.mean_batch is None or obs.mean_batch < 1:
+        served = served_batch(self.period.observation)
+        if served is None:
             return self.ratio
-        estimate = self.model.tpot_seconds(max(1, round(obs.mean_batch)), self.calibration)
+        estimate = self.model.tpot_seconds(served, self.calibration)
         return min(self.ratio, estimate / self.period.slo_tpot_seconds)
 
     def calibrated(self, batch: int) -> float:
@@ -937,17 +937,26 @@ MEASURED: tuple[Callable[[Measured], Decision | None], ...] = (
 )
 
 
+def served_batch(obs: Observation) -> int | None:
+    """The batch the window's TPOT was served at: the mean number running per replica, rounded, and at
+    least 1 whenever anything ran. A mean below 1 is a replica idle part of the window (4 clients on 4
+    replicas read 0.93), not a fraction of a sequence: every token it decoded was decoded at batch 1 or
+    more. Nothing running at all (or no gauge) is None."""
+    if obs.mean_batch is None or not math.isfinite(obs.mean_batch) or obs.mean_batch <= 0:
+        return None
+    return max(1, round(obs.mean_batch))
+
+
 def measure(p: Period, model: TPOTModel) -> Measured:
     """Calibrate the serving model at the batch actually served (``capacity.learn``: the mean TPOT, exact
     from the histogram's ``_sum/_count``, against the predicted mean; the percentile's spread over the mean
     against the predicted spread) and size the target batch on the calibrated curve."""
     obs = p.observation
     assert obs.tpot_seconds is not None
-    served_batch = obs.mean_batch if obs.mean_batch is not None and obs.mean_batch >= 1 else None
+    served = served_batch(obs)
     mean = obs.tpot_mean_seconds if obs.tpot_mean_seconds is not None and obs.tpot_mean_seconds > 0 else None
     calibration = p.history.calibration
-    if served_batch is not None:
-        served = max(1, round(served_batch))
+    if served is not None:
         calibration = learn(
             p.history.calibration,
             predicted_mean_seconds=model.mean_seconds(served),

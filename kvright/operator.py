@@ -290,7 +290,7 @@ class Kube:
         return list(result.get("items") or [])
 
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        path = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{namespace}/{api.PLURAL}/{quote(name)}/status"
+        path = f"{_object_path(namespace, name)}/status"
         self.request("PATCH", path, body={"status": status}, content_type="application/merge-patch+json")
 
     def has_crd(self, name: str) -> bool:
@@ -318,6 +318,20 @@ class Runtime:
     _probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
     _posted: dict[str, dict[tuple[str, str, str], float]] = field(default_factory=dict)
+    _status_written: dict[str, float] = field(default_factory=dict)
+
+    def wrote_status(self, uid: str) -> None:
+        """Remember that this operator just wrote ``uid``'s status (see :meth:`stale`)."""
+        self._status_written[uid] = time.monotonic()
+
+    def stale(self, uid: str, read_at: float | None) -> bool:
+        """Whether a body read at ``read_at`` (``time.monotonic()``; None: unknown, a watch event's body)
+        may predate this operator's last status write for ``uid``. Such a body lacks the feedback loop's
+        pins and calibration: reconciled as it is, it would re-plan from the spec and roll the pods back
+        (the sweep's listing taken before a handler's move, then reconciled after it). Never written:
+        not stale."""
+        written = self._status_written.get(uid)
+        return written is not None and (read_at is None or written >= read_at)
 
     def gpu_pods(self) -> list[inventory.GPUPod] | None:
         """The pods that hold GPUs on any node now (bound, not finished), for the room on each product
@@ -361,6 +375,7 @@ class Runtime:
 
     def forget(self, uid: str) -> None:
         self.locks.pop(uid, None)
+        self._status_written.pop(uid, None)
         self._posted.pop(uid, None)
 
     def list_all(self) -> tuple[list[dict[str, Any]], list[inventory.GPUNode]]:
@@ -702,16 +717,42 @@ def _post_event(kube: Kube, ref: Mapping[str, Any], event: reconcile.Event, now:
         log.warning("posting event %s about %s failed: %s", event.reason, meta.get("name"), exc)
 
 
+def _object_path(namespace: str, name: str) -> str:
+    """The API path of one LLMDeployment."""
+    return f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{namespace}/{api.PLURAL}/{quote(name)}"
+
+
 async def _reconcile(
-    body: Any, runtime: Runtime, nodes: list[inventory.GPUNode], logger: Any, gpu_pods: GPUPods | None = None
-) -> Outcome:
+    body: Any,
+    runtime: Runtime,
+    nodes: list[inventory.GPUNode],
+    logger: Any,
+    gpu_pods: GPUPods | None = None,
+    *,
+    read_at: float | None = None,
+) -> Outcome | None:
+    """Reconcile one object under its lock. ``read_at`` is when ``body`` was read (the sweep's listing);
+    None for a watch event's body, whose age is unknown. A body that may predate this operator's last
+    status write for the object is read again first; an object gone by then is skipped (None)."""
     meta = body.get("metadata") or {}
-    async with runtime.lock_for(meta.get("uid", "")):
+    uid = meta.get("uid", "")
+    loop = asyncio.get_running_loop()
+    async with runtime.lock_for(uid):
+        if runtime.stale(uid, read_at):
+            fresh = await loop.run_in_executor(
+                runtime.executor,
+                runtime.kube.get,
+                _object_path(str(meta.get("namespace")), str(meta.get("name"))),
+            )
+            if fresh is None or (fresh.get("metadata") or {}).get("uid") != uid:
+                return None
+            body = fresh
         snapshot = copy.deepcopy(dict(body))
-        loop = asyncio.get_running_loop()
         outcome = await loop.run_in_executor(
             runtime.executor, reconcile_once, snapshot, runtime, nodes, gpu_pods
         )
+        if outcome.status_written:
+            runtime.wrote_status(uid)
     ref = {"apiVersion": api.API_VERSION, "kind": api.KIND, **snapshot}
     for event in outcome.events:
         if not runtime.first_post(meta.get("uid", ""), event):
@@ -791,7 +832,7 @@ async def _changed(
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
     outcome = await _reconcile(body, memo.runtime, _nodes(gpu_nodes), logger)
-    if outcome.desired.retry_seconds is not None:
+    if outcome is not None and outcome.desired.retry_seconds is not None:
         raise kopf.TemporaryError(outcome.desired.plan_feasible.message, delay=reconcile.retry_delay(retry))
 
 
@@ -825,10 +866,12 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
     round trip on every create."""
     limit = asyncio.Semaphore(8)
 
-    async def one(body: dict[str, Any], nodes: list[inventory.GPUNode], pods: PodsOnce) -> None:
+    async def one(
+        body: dict[str, Any], nodes: list[inventory.GPUNode], pods: PodsOnce, read_at: float
+    ) -> None:
         async with limit:
             try:
-                await _reconcile(body, runtime, nodes, logger, pods)
+                await _reconcile(body, runtime, nodes, logger, pods, read_at=read_at)
             except Exception as exc:  # one object's failure must not stop the others or the loop
                 meta = body.get("metadata") or {}
                 logger.warning(
@@ -841,6 +884,7 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
 
     while True:
         await asyncio.sleep(runtime.settings.reconcile_seconds)
+        read_at = time.monotonic()
         try:
             bodies, nodes = await asyncio.get_running_loop().run_in_executor(
                 runtime.executor, runtime.list_all
@@ -850,7 +894,7 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
             continue
         live = [b for b in bodies if not (b.get("metadata") or {}).get("deletionTimestamp")]
         pods = PodsOnce(runtime)
-        await asyncio.gather(*(one(b, nodes, pods) for b in live))
+        await asyncio.gather(*(one(b, nodes, pods, read_at) for b in live))
 
 
 @kopf.on.cleanup()

@@ -338,3 +338,41 @@ def test_a_chosen_product_weighs_other_workloads_pods_but_a_pinned_one_does_not_
     pinned = FakeKube()
     reconcile_once(body(SPEC), runtime(pinned), NODES)
     assert pinned.listings == 0
+
+
+def test_a_body_read_before_the_last_status_write_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fresh-clone CI's real-engine run rolled its pods back: the sweep listed the object, a handler then
+    moved max-num-seqs 1024 -> 12 and wrote the pins to status, and the sweep, reconciling its older body
+    under the lock after it, re-planned from the spec (1024). A body that may predate the operator's own
+    last status write is read again; one read after it, or of an object never written, is used as it is."""
+    import asyncio
+    import logging
+
+    import kvright.operator as operator_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(operator_module.time, "monotonic", lambda: clock[0])
+    kube = FakeKube()
+    rt = runtime(kube)
+    path = "/apis/kvright.dev/v1alpha1/namespaces/default/llmdeployments/chat"
+    fresh = body(llmd("chat").model("llama-3.1-8b").gpu(H100).tpot_ms(25))
+    fresh["metadata"]["generation"] = 2
+    kube.live[path] = fresh
+    logger = logging.getLogger("test")
+
+    def reconcile(obj: dict[str, Any], read_at: float | None) -> Any:
+        return asyncio.run(operator_module._reconcile(obj, rt, NODES, logger, read_at=read_at))
+
+    listed_at = clock[0]
+    first = reconcile(body(SPEC), None)  # a create: never written before, the event's body is used
+    assert first is not None and first.status["observedGeneration"] == 1
+    clock[0] += 1.0  # the write above came after the sweep's listing
+    second = reconcile(body(SPEC), listed_at)
+    assert second is not None and second.status["observedGeneration"] == 2  # the object as it is now
+    clock[0] += 1.0
+    third = reconcile(body(SPEC), clock[0])  # listed after the last write: used as it is
+    assert third is not None and third.status["observedGeneration"] == 1
+    kube.live[path] = body(SPEC) | {"metadata": {**fresh["metadata"], "uid": "another"}}
+    applied = len(kube.applied)
+    assert reconcile(body(SPEC), None) is None  # deleted and created again under the same name: skipped
+    assert len(kube.applied) == applied

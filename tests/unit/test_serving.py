@@ -540,3 +540,30 @@ def test_learn_keeps_the_tail_where_the_histogram_cannot_tell_it() -> None:
         bounds=(0.5, 4.0),
     )
     assert (got.scale, got.tail) == pytest.approx((1.0, 1.3))
+
+
+def test_a_fleet_idle_between_requests_is_judged_at_batch_one() -> None:
+    """The fresh-clone CI's elastic run, after the load fell to 4 clients: 4 replicas at max-num-seqs 1 read
+    a mean batch of 0.93 (each replica idle between requests) and a p90 of 23.5 ms (every TPOT in the
+    10-25 ms bucket reads near its top) against a 25 ms SLO. Each token was still decoded at batch 1, so
+    the law calibrates there and sees the headroom the reading hides: one replica goes, and the three left
+    get the 2 seats they need. Reading 0.93 as no batch at all kept 4 replicas at 1 seat for good."""
+    gpu, builder, status = _planned("llama-3.1-8b", tpot_ms=25, concurrency=4)
+    builder = builder.replicas(min=1, max=4)
+    status["plan"] = {**status["plan"], "replicas": 4, "maxNumSeqs": 1}
+    status["calibration"] = {"maxNumSeqs": 1, "replicas": 4}
+    window = dataclasses.replace(
+        _as_predicted(status),
+        window_seconds=30,
+        tpot_seconds=0.02349,
+        tpot_mean_seconds=0.01024,
+        sample_count=170,
+        running=4.0,
+        mean_batch=0.925,
+    )
+    d = decide(
+        _facts("llama-3.1-8b", gpu, builder, status, Overrides()), FeedbackFacts(observation=window), now=NOW
+    )
+    assert d.decision is not None
+    assert (d.decision.replicas, d.decision.max_num_seqs) == (3, 2), d.decision.message
+    assert d.decision.calibration.scale > 1.0  # learned at batch 1: the engine is slower than the roofline
