@@ -541,8 +541,11 @@ def learn(
     over them (newer points weigh more, by ``1 - alpha`` per window of age). Until then ``scale`` is an
     EWMA towards ``observed mean / calibrated prediction``, and what its ``bounds`` cannot take (a
     ratio far beyond any bandwidth error) is put in ``batch_scale``: a model that is wrong by more than
-    a constant is wrong in shape, and the per-sequence work is where models are weakest. ``scale`` is
-    clamped to ``bounds`` (a wilder ratio at the same shape is a broken metric), ``batch_scale`` to
+    a constant is wrong in shape, and the per-sequence work is where models are weakest. Without that
+    spread, a ``batch_scale`` is kept only as far as the bounds force it: when the model's own shape
+    explains the window at a scale within bounds, it returns to 1 (a factor learned from windows that have
+    aged out would otherwise stick, with nothing left to support it).
+    ``scale`` is clamped to ``bounds`` (a wilder ratio at the same shape is a broken metric), ``batch_scale`` to
     ``batch_bounds``.
 
     ``tail`` is the spread multiplier nearest the previous one, within ``tail_bounds``, at which the
@@ -591,6 +594,12 @@ def learn(
             scale, beta = fitted
         else:
             ratio = observed / (fixed + beta * variable)
+            plain = observed / (fixed + variable)
+            if low <= plain <= high:
+                # The kept windows cannot tell the shape (one share), and the model's own shape explains
+                # this one at a scale within bounds: no evidence is left for a per-batch factor learned from
+                # windows that have aged out, so the shape returns to the model's.
+                beta, ratio = 1.0, plain
             scale = ewma(scale, ratio)
             if variable > 0 and not low <= ratio <= high:
                 beta = clamp((observed / scale - fixed) / variable, batch_bounds)

@@ -567,3 +567,40 @@ def test_a_fleet_idle_between_requests_is_judged_at_batch_one() -> None:
     assert d.decision is not None
     assert (d.decision.replicas, d.decision.max_num_seqs) == (3, 2), d.decision.message
     assert d.decision.calibration.scale > 1.0  # learned at batch 1: the engine is slower than the roofline
+
+
+def test_a_per_batch_factor_left_from_an_older_regime_returns_to_the_models_shape() -> None:
+    """The fresh-clone CI's elastic run: after an overload taught a per-batch factor of 59, every window at
+    batch 1 (one share, no shape to fit) was explained by the scale at its lower bound 0.5 times that
+    factor, and the calibrated spread at batch 2 read far over the SLO, so no replica was ever released.
+    The model's own shape explains the same window at scale 1.23: the factor goes back to 1."""
+    fixed, variable, observed = 0.00812063, 0.000208942, 0.01024
+    stuck = c.Calibration(
+        scale=0.5005, batch_scale=59.0402, tail=2.272, points=((fixed, variable, observed),) * 5
+    )
+    got = stuck
+    for _ in range(6):
+        got = c.learn(
+            got,
+            predicted_mean_seconds=fixed + variable,
+            fixed_seconds=fixed,
+            percentile_at=lambda cal: cal.step_seconds(fixed + variable, fixed),
+            observed_mean_seconds=observed,
+            observed_percentile_seconds=None,
+            alpha=0.5,
+            bounds=(0.5, 4.0),
+        )
+        assert got.batch_scale == 1.0
+    assert got.scale == pytest.approx(observed / (fixed + variable), rel=0.02)
+    # A factor the bounds do force stays: an engine 6x slower than the model at this share.
+    slow = c.learn(
+        c.Calibration(scale=4.0, batch_scale=100.0),
+        predicted_mean_seconds=fixed + variable,
+        fixed_seconds=fixed,
+        percentile_at=lambda cal: cal.step_seconds(fixed + variable, fixed),
+        observed_mean_seconds=6 * (fixed + variable),
+        observed_percentile_seconds=None,
+        alpha=0.5,
+        bounds=(0.5, 4.0),
+    )
+    assert slow.batch_scale > 1.0
