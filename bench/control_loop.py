@@ -345,6 +345,10 @@ class Result:
     ttfts: list[float] = field(default_factory=list)
     gpu_seconds: float = 0.0
     restarts: int = 0
+    missed_tpot: int = 0
+    """Finished requests over the TPOT SLO (TTFT met or not)."""
+    missed_ttft: int = 0
+    """Finished requests over the TTFT SLO with TPOT met."""
     replans: int = 0
     changes: int = 0
     timeline: list[tuple[float, int, int, float | None, float | None]] = field(default_factory=list)
@@ -542,7 +546,10 @@ def simulate(
                     out.ttfts.append(done.ttft_seconds)
                     if done.output_tokens > 1:
                         out.tpots.append(done.tpot_seconds)
-                    out.good += done.tpot_seconds <= slo_tpot and done.ttft_seconds <= slo_ttft
+                    tpot_met = done.tpot_seconds <= slo_tpot
+                    out.missed_tpot += not tpot_met
+                    out.missed_ttft += tpot_met and done.ttft_seconds > slo_ttft
+                    out.good += tpot_met and done.ttft_seconds <= slo_ttft
         t = stop
         out.gpu_seconds += fleet.gpus() * TICK
         live = [pod for pod in fleet.pods if pod.serving(t)] or fleet.pods
@@ -664,6 +671,7 @@ def _kvright(
         rollout_in_progress=fleet.rolling(t),
         scaling_out=fleet.scaling_out(t),
         restart_seconds=capacity.rollout_seconds(cold_start_seconds, fleet.want_replicas),
+        cold_start_seconds=cold_start_seconds,
     )
     if decision.action == Action.REPLAN:
         out.replans += 1

@@ -544,9 +544,8 @@ def learn(
     a constant is wrong in shape, and the per-sequence work is where models are weakest. Without that
     spread, a ``batch_scale`` is kept only as far as the bounds force it: when the model's own shape
     explains the window at a scale within bounds, it returns to 1 (a factor learned from windows that have
-    aged out would otherwise stick, with nothing left to support it).
-    ``scale`` is clamped to ``bounds`` (a wilder ratio at the same shape is a broken metric), ``batch_scale`` to
-    ``batch_bounds``.
+    aged out would otherwise stick, with nothing left to support it). ``scale`` is clamped to ``bounds``
+    (a wilder ratio at the same shape is a broken metric), ``batch_scale`` to ``batch_bounds``.
 
     ``tail`` is the spread multiplier nearest the previous one, within ``tail_bounds``, at which the
     model's percentile at that scale (``percentile_at``, measured the way the observation was: through

@@ -83,6 +83,7 @@ __all__ = [
     "Tuning",
     "cooling_down",
     "decide",
+    "demand_rising",
     "headroom",
     "kv_cache_preempting",
     "measure",
@@ -226,6 +227,10 @@ class History:
     instead of trusting a model that just failed there), until ``missed_time`` is
     ``MISSED_MEMORY_COOLDOWNS`` cooldowns old."""
     missed_time: float | None = None
+    demand: float | None = None
+    """The demand the last period with metrics saw (:attr:`Period.load`), for its trend."""
+    demand_time: float | None = None
+    """When ``demand`` was seen."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -307,6 +312,8 @@ class Period:
     restart_seconds: float = 0.0
     """Predicted time a move that restarts every pod takes (the pods' cold start, one after another);
     0 when not known."""
+    cold_start_seconds: float = 0.0
+    """Predicted time from adding a replica to its serving (one pod's cold start); 0 when not known."""
 
     @property
     def ceiling(self) -> int:
@@ -341,6 +348,47 @@ class Period:
     @property
     def demand(self) -> float:
         return self.running + self.waiting
+
+    @property
+    def load(self) -> float:
+        """The demand averaged over the window (the mean running per replica times the replicas reporting,
+        plus those waiting now): what the trend compares, as the gauge at one instant swings by tens of
+        requests at a steady load."""
+        obs = self.observation
+        if obs.mean_batch is None or not math.isfinite(obs.mean_batch):
+            return self.demand
+        return obs.mean_batch * (obs.replicas_reporting or self.current.replicas) + self.waiting
+
+    @property
+    def rising(self) -> float:
+        """Requests per second by which the demand grew since the last period with metrics, when the
+        growth is beyond a count's noise (twice the square root of the earlier count) and that period is
+        recent (within three windows); else 0. Falling demand is 0 too: releasing waits for what is."""
+        h = self.history
+        if h.demand is None or h.demand_time is None or not self.observation.available or self.waiting > 0:
+            return 0.0
+        elapsed = self.now - h.demand_time
+        if not 0 < elapsed <= 3 * max(1, self.observation.window_seconds):
+            return 0.0
+        grew = self.load - h.demand
+        if grew <= math.sqrt(max(1.0, h.demand)):
+            return 0.0
+        return grew / elapsed
+
+    @property
+    def horizon_seconds(self) -> float:
+        """How far ahead a replica added now must serve (its cold start, then a window to judge it), but no
+        further than :data:`TREND_REACH` times the span the trend was measured over: two readings a minute
+        apart do not say where the load is a quarter of an hour later."""
+        h = self.history
+        span = self.now - h.demand_time if h.demand_time is not None else 0.0
+        return min(self.cold_start_seconds + self.observation.window_seconds, TREND_REACH * max(0.0, span))
+
+    @property
+    def forecast(self) -> float:
+        """The demand when a replica added now starts serving, at the trend :attr:`rising` measured (the
+        demand now when it is not rising): capacity is planned for the load the cold start will meet."""
+        return self.demand + self.rising * self.horizon_seconds
 
     @property
     def queued(self) -> bool:
@@ -401,6 +449,8 @@ class Period:
             if action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS):
                 action = Action.SET_MAX_NUM_SEQS if new_seqs != seqs else Action.KEEP
         hist = replace(hist if hist is not None else self.history, calibration=calibration)
+        if self.observation.available:
+            hist = replace(hist, demand=self.load, demand_time=self.now)
         if action in _CHANGES:
             hist = replace(hist, last_change_time=self.now)
         return Decision(
@@ -422,6 +472,8 @@ class Period:
 
 
 _CHANGES = (Action.SET_MAX_NUM_SEQS, Action.ADD_REPLICAS, Action.REMOVE_REPLICAS, Action.REPLAN)
+#: How far a demand trend is extrapolated at most, in spans it was measured over (Period.horizon_seconds).
+TREND_REACH = 3.0
 #: How many cooldowns a measured miss keeps capping raises of max-num-seqs (History.missed_batch).
 MISSED_MEMORY_COOLDOWNS = 6
 
@@ -646,6 +698,30 @@ def scale_out_while_adding(m: Measured) -> Decision | None:
     return scaled if scaled is not None else _keep_rolling(p)
 
 
+def demand_rising(m: Measured) -> Decision | None:
+    """The SLO holds, but the demand grows fast enough that the replicas there are will not carry it at
+    the target batch by the time a replica added now has started (:attr:`Period.forecast`): add them
+    now. A reactive loop adds them only once the SLO is missed, and the load meets a cold start. Adding
+    replicas restarts nothing, so it needs only a fresh window since the last change, not the cooldown."""
+    p = m.period
+    if p.rising <= 0 or not p.fresh or p.hpa_present or m.target < 1 or m.ratio > 1.0:
+        return None
+    seqs, reps = p.current.max_num_seqs, p.current.replicas
+    per_replica = min(seqs, m.target)
+    needed = math.ceil(p.forecast / per_replica)
+    new_reps = min(needed, p.ceiling)
+    if new_reps <= reps:
+        return None
+    return m.act(
+        Action.ADD_REPLICAS,
+        Reason.DEMAND_RISING,
+        f"{m.head}; demand {p.demand:.0f} rising by {p.rising * 60:.1f}/min: about {p.forecast:.0f} in "
+        f"{p.horizon_seconds:.0f}s (a replica's cold start and a window) needs {needed} at batch "
+        f"{per_replica}; replicas {reps} -> {new_reps}; {m.detail}",
+        new_reps=new_reps,
+    )
+
+
 def cooling_down(m: Measured) -> Decision | None:
     """No move that restarts pods or removes a replica within ``cooldown_seconds`` of the last change
     (when there is anything to change). Adding replicas disturbs nothing that runs, so an SLO miss or a
@@ -691,6 +767,8 @@ def _scale_out(m: Measured, reason: str, *, at_least_one: bool) -> Decision | No
     needed = math.ceil(p.demand / per_replica) if p.demand > 0 else reps
     if needed > p.ceiling and not p.queued and not _ttft_queueing(p):
         return None  # the budget cannot hold the demand and nothing waits: a smaller batch or a re-plan
+    # Sized for the demand the new pods will meet once started (the trend over their cold start).
+    needed = max(needed, math.ceil(p.forecast / per_replica))
     # Adding replicas restarts nothing that runs, so the fleet goes to what the measured demand needs at
     # the target batch in one move (each move waits for its pods' cold start and a fresh window: steps
     # of max_replicas_step left a rising load above the SLO for several cold starts in a row).
@@ -927,6 +1005,7 @@ def within_deadband(m: Measured) -> Decision | None:
 
 MEASURED: tuple[Callable[[Measured], Decision | None], ...] = (
     scale_out_while_adding,
+    demand_rising,
     cooling_down,
     tpot_above_slo,
     kv_cache_preempting,
@@ -992,6 +1071,7 @@ def decide(
     scaling_out: bool = False,
     slo_ttft_seconds: float | None = None,
     restart_seconds: float = 0.0,
+    cold_start_seconds: float = 0.0,
 ) -> Decision:
     """One period of the control law: the first of :data:`PRE_MEASUREMENT`, then of :data:`MEASURED`,
     that answers (see the module docstring). Pure and total: never raises on data."""
@@ -1008,6 +1088,7 @@ def decide(
         scaling_out=scaling_out,
         slo_ttft_seconds=slo_ttft_seconds,
         restart_seconds=restart_seconds,
+        cold_start_seconds=cold_start_seconds,
     )
     for rule in PRE_MEASUREMENT:
         decision = rule(period)

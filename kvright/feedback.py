@@ -213,6 +213,13 @@ def _positive(value: Any, default: float = 1.0) -> float:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else default
 
 
+def _nonnegative(value: Any) -> float | None:
+    """A finite number >= 0 from status (a demand of 0 is a real reading), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
 def _points(value: Any) -> tuple[tuple[float, float, float], ...]:
     """The calibration's kept windows from status (``[[fixed, variable, observed], ...]`` in seconds);
     anything malformed (a hand edit, an older status) is dropped, not trusted."""
@@ -245,6 +252,8 @@ def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
         waiting_for_samples_since=_time(saved.get("waitingForSamplesSince")),
         missed_batch=_int(saved.get("missedBatch")),
         missed_time=_time(saved.get("missedTime")),
+        demand=_nonnegative(saved.get("demand")),
+        demand_time=_time(saved.get("demandTime")),
     )
     pins = {
         key: saved[key]
@@ -549,6 +558,8 @@ def _calibration_status(
         ("waitingForSamplesSince", _stamp(history.waiting_for_samples_since)),
         ("missedBatch", history.missed_batch),
         ("missedTime", _stamp(history.missed_time)),
+        ("demand", None if history.demand is None else round(history.demand, 2)),
+        ("demandTime", _stamp(history.demand_time)),
     ):
         if value is not None:
             out[key] = value
@@ -663,6 +674,7 @@ def _control(
         rollout_in_progress=feedback.rollout_in_progress,
         scaling_out=feedback.scaling_out,
         restart_seconds=capacity.rollout_seconds(cold_start, replicas),
+        cold_start_seconds=cold_start,
     )
 
 

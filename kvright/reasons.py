@@ -94,6 +94,7 @@ class Reason:
     KV_CACHE_PREEMPTING: Final = "KVCachePreempting"
     QUEUE_WITH_HEADROOM: Final = "QueueWithHeadroom"
     REQUESTS_WAITING: Final = "RequestsWaiting"
+    DEMAND_RISING: Final = "DemandRising"
     REPLICA_CEILING: Final = "ReplicaCeiling"
     TPOT_WELL_BELOW_SLO: Final = "TPOTWellBelowSLO"
     SLO_MET: Final = "SLOMet"

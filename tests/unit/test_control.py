@@ -28,6 +28,7 @@ from kvright.control import (
     Tuning,
     cooling_down,
     decide,
+    demand_rising,
     headroom,
     kv_cache_preempting,
     measure,
@@ -104,6 +105,7 @@ class Case:
     hpa: bool = False
     scaling_out: bool = False
     restart_seconds: float = 0.0
+    cold_start_seconds: float = 0.0
 
 
 #: 30 ms at a batch of 40 with 30 requests waiting: headroom and a queue.
@@ -374,6 +376,31 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO", 2, 3),
     ),
     (
+        "a-demand-rising-faster-than-a-cold-start-gets-its-replicas-before-the-slo-is-missed",
+        # Within the SLO (45 ms, target batch 64), but the load grew from 90 to 120 in the last minute
+        # (0.5/s, past the noise of sqrt(90)). A replica added now serves after its 120 s cold start and
+        # is judged a window later: 180 s, no more than 3 x the minute the trend was seen over. By then
+        # 120 + 0.5 x 180 = 210 need 4 replicas at 64.
+        Case(history={"demand": 90.0, "demand_time": NOW - 60}, cold_start_seconds=120.0),
+        (Action.ADD_REPLICAS, "DemandRising", 64, 4),
+    ),
+    (
+        "a-rise-within-the-noise-of-the-count-is-no-trend",
+        Case(history={"demand": 112.0, "demand_time": NOW - 60}, cold_start_seconds=120.0),
+        (Action.KEEP, "SLOMet", 64, 2),
+    ),
+    (
+        "a-trend-is-extrapolated-no-further-than-three-times-the-span-it-was-seen-over",
+        # 30 more in 20 s (1.5/s) with a 900 s cold start: forecast over 60 s, not 960 s: 120 + 90 = 210.
+        Case(history={"demand": 90.0, "demand_time": NOW - 20}, cold_start_seconds=900.0),
+        (Action.ADD_REPLICAS, "DemandRising", 64, 4),
+    ),
+    (
+        "a-demand-seen-long-ago-says-nothing-about-the-trend",
+        Case(history={"demand": 10.0, "demand_time": NOW - 600}, cold_start_seconds=120.0),
+        (Action.KEEP, "SLOMet", 64, 2),
+    ),
+    (
         "a-recent-miss-caps-the-raise-halfway-to-it",
         # The same, but TPOT was measured above the SLO at batch 60 five minutes ago: the model's 70 is
         # not trusted past halfway between the 40 that meets and the 60 that missed.
@@ -495,6 +522,7 @@ def test_control_law(case: Case, expected: tuple[Action, str, int, int]) -> None
         scaling_out=case.scaling_out,
         slo_ttft_seconds=case.ttft_slo,
         restart_seconds=case.restart_seconds,
+        cold_start_seconds=case.cold_start_seconds,
     )
     action, reason, seqs, replicas = expected
     assert (decision.action, decision.reason, decision.max_num_seqs, decision.replicas) == (
@@ -709,6 +737,7 @@ def test_the_rules_run_in_the_documented_order() -> None:
     ]
     assert [r.__name__ for r in MEASURED] == [
         "scale_out_while_adding",
+        "demand_rising",
         "cooling_down",
         "tpot_above_slo",
         "kv_cache_preempting",
@@ -772,6 +801,32 @@ PRE_MEASUREMENT_IDS = [
     "tpot-missing-keeps",
 ]
 MEASURED_CASES: list[tuple[Any, dict[str, Any], tuple[Action, str] | None]] = [
+    (demand_rising, {}, None),
+    (
+        demand_rising,
+        {"history": {"demand": 90.0, "demand_time": NOW - 60}, "cold_start_seconds": 120.0},
+        (Action.ADD_REPLICAS, "DemandRising"),
+    ),
+    # A queue grows at a steady load too (the backlog of a fleet that is short): the queue's rules answer.
+    (
+        demand_rising,
+        {
+            "obs": {"waiting": 20.0},
+            "history": {"demand": 90.0, "demand_time": NOW - 60},
+            "cold_start_seconds": 120.0,
+        },
+        None,
+    ),
+    # A miss is the TPOT rule's, which sizes its scale-out for the same forecast.
+    (
+        demand_rising,
+        {
+            "obs": {"tpot_seconds": 0.070},
+            "history": {"demand": 90.0, "demand_time": NOW - 60},
+            "cold_start_seconds": 120.0,
+        },
+        None,
+    ),
     (cooling_down, {"obs": {"tpot_seconds": 0.070}}, None),
     (
         cooling_down,
@@ -807,6 +862,10 @@ MEASURED_CASES: list[tuple[Any, dict[str, Any], tuple[Action, str] | None]] = [
     (within_deadband, {"obs": {"tpot_seconds": 0.045}}, (Action.KEEP, "SLOMet")),
 ]
 MEASURED_IDS = [
+    "no-trend-passes",
+    "a-rising-demand-adds-replicas-before-the-miss",
+    "a-growing-queue-is-not-a-trend",
+    "a-miss-is-the-tpot-rules",
     "no-cooldown-passes",
     "cooldown-holds-a-needed-move",
     "cooldown-irrelevant-inside-the-band-passes",

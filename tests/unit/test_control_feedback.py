@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import capacity
-from kvright.feedback import FeedbackFacts, _rolling_out, decide
+from kvright.feedback import FeedbackFacts, _memory, _rolling_out, decide
 from kvright.inventory import GPUNode, summarize
 from kvright.observe import Observation
 from kvright.reconcile import Facts, desire
@@ -120,6 +120,26 @@ def test_memory_in_status_holds_the_cooldown_and_the_pins() -> None:
     assert second.decision is not None and second.decision.reason == "Cooldown"
     assert second.overrides == replace(first.overrides, calibration=second.overrides.calibration)
     assert second.events == ()
+
+
+def test_the_demand_trend_lives_in_status() -> None:
+    """Every period with metrics leaves its demand in status.calibration (``demand``, ``demandTime``), so
+    the next period, after an operator restart too, measures the trend from it; Observe mode keeps it
+    out (nothing it decides adds replicas)."""
+    builder = BASE.feedback("Adjust", 30, 600)
+    status = planned_status(builder)
+    first = decide(facts(builder, status), FeedbackFacts(observation=obs(mean_batch=60.0)), now=NOW)
+    assert first.calibration is not None
+    assert first.calibration["demand"] > 0 and first.calibration["demandTime"] == "2026-01-01T12:00:00Z"
+    history, _ = _memory({"calibration": first.calibration})
+    assert history.demand == first.calibration["demand"]
+    assert history.demand_time == NOW.timestamp()
+    garbled, _ = _memory({"calibration": {**first.calibration, "demand": "many", "demandTime": 5}})
+    assert (garbled.demand, garbled.demand_time) == (None, None)
+    observed = decide(
+        facts(BASE.feedback("Observe", 30, 600), status), FeedbackFacts(observation=obs()), now=NOW
+    )
+    assert observed.calibration is not None and "demand" not in observed.calibration
 
 
 def test_the_windows_the_shape_is_learned_from_live_in_status() -> None:
