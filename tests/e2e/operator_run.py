@@ -46,7 +46,7 @@ def _kubectl(kubeconfig: str, *args: str) -> str:
 MOVE_REASONS = frozenset(
     {
         "TPOTAboveSLO", "TTFTAboveSLO", "TPOTWellBelowSLO", "RequestsWaiting", "QueueWithHeadroom",
-        "KVCachePreempting", "NoTraffic", "ReplanFP8KVCache", "ReplanLargerTP",
+        "KVCachePreempting", "NoTraffic", "ReplanFP8KVCache", "ReplanLargerTP", "DemandRising",
     }
 )  # fmt: skip
 

@@ -63,11 +63,12 @@ app.kubernetes.io/part-of: kvright
 {{- define "kvright.workloadRules" -}}
 # Each verb here is used by some operator path (tests/integration/test_rbac_audit.py proves it from the API
 # server's audit log); none is granted "just in case".
-# kopf lists and watches LLMDeployments and patches its annotations on them; the sweep lists them. No get or
-# update: bodies come from the watch and the listing.
+# kopf lists and watches LLMDeployments and patches its annotations on them; the sweep lists them; get reads
+# one again before reconciling a body older than the operator's own last status write (a watch event's, or
+# the sweep's listing taken before a handler's move). No update.
 - apiGroups: [kvright.dev]
   resources: [llmdeployments]
-  verbs: [list, watch, patch]
+  verbs: [get, list, watch, patch]
 - apiGroups: [kvright.dev]
   resources: [llmdeployments/status]
   verbs: [patch]
