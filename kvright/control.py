@@ -23,6 +23,11 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    by ``model.tpot_seconds(batch, calibration)``, the curve the planner sized the plan with.
 4. The target batch per replica is the largest batch whose calibrated TPOT stays within
    ``target_fraction x SLO`` (and within the memory limit on max-num-seqs).
+4a. Demand rising: the SLO holds, but the window's mean demand grew since the last period (beyond a
+   count's noise, with no queue) fast enough that, extrapolated over a new pod's cold start and a window
+   (at most ``TREND_REACH`` times the span the trend was seen over), the replicas there are will not carry
+   it at the target batch: add the replicas it needs now (``DemandRising``). Every scale-out for a miss
+   is sized for the same forecast.
 5. Cooldown: no move that restarts pods (max-num-seqs, re-plan) or removes a replica within
    ``cooldown_seconds`` of the last change. Adding replicas restarts nothing and disturbs no running
    request, so it waits only for one fresh window after the last change (the HPA's fast scale-up):
