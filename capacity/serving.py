@@ -517,6 +517,8 @@ POINTS_KEPT = 6
 #: The smallest spread of the batch-dependent share (largest over smallest ``variable / fixed``) among the
 #: kept windows from which the shape is fitted; closer windows cannot tell a fixed cost from a per-batch one.
 SHAPE_SPREAD = 1.3
+#: A window's ratio within this factor of the lower scale bound counts as at the bound (see :func:`learn`).
+AT_BOUND = 1.05
 
 
 def learn(
@@ -542,9 +544,12 @@ def learn(
     EWMA towards ``observed mean / calibrated prediction``, and what its ``bounds`` cannot take (a
     ratio far beyond any bandwidth error) is put in ``batch_scale``: a model that is wrong by more than
     a constant is wrong in shape, and the per-sequence work is where models are weakest. Without that
-    spread, a ``batch_scale`` is kept only as far as the bounds force it: when the model's own shape
-    explains the window at a scale within bounds, it returns to 1 (a factor learned from windows that have
-    aged out would otherwise stick, with nothing left to support it). ``scale`` is clamped to ``bounds``
+    spread, a ``batch_scale`` above 1 that only a scale at its lower bound (:data:`AT_BOUND`) reconciles
+    with the window returns to 1 when the model's own shape explains the window at a scale within bounds:
+    a fixed cost scaled to half the model's would be weights streamed faster than the model allows, so the
+    factor is a leftover of windows that aged out (an overload), not this engine's shape. An engine slower
+    than the model (a CPU, the upper side) keeps its factor: there a large per-batch cost is plausible.
+    ``scale`` is clamped to ``bounds``
     (a wilder ratio at the same shape is a broken metric), ``batch_scale`` to ``batch_bounds``.
 
     ``tail`` is the spread multiplier nearest the previous one, within ``tail_bounds``, at which the
@@ -594,10 +599,11 @@ def learn(
         else:
             ratio = observed / (fixed + beta * variable)
             plain = observed / (fixed + variable)
-            if low <= plain <= high:
-                # The kept windows cannot tell the shape (one share), and the model's own shape explains
-                # this one at a scale within bounds: no evidence is left for a per-batch factor learned from
-                # windows that have aged out, so the shape returns to the model's.
+            if beta > 1.0 and ratio <= low * AT_BOUND and low <= plain <= high:
+                # Only a scale at its lower bound reconciles this window with the per-batch factor: the
+                # engine would stream its weights at twice the rate the model allows, which no engine does,
+                # while the model's own shape explains the window at a scale within bounds. The factor is
+                # left from windows that have aged out (an overload), so the shape returns to the model's.
                 beta, ratio = 1.0, plain
             scale = ewma(scale, ratio)
             if variable > 0 and not low <= ratio <= high:

@@ -575,32 +575,32 @@ def test_a_per_batch_factor_left_from_an_older_regime_returns_to_the_models_shap
     factor, and the calibrated spread at batch 2 read far over the SLO, so no replica was ever released.
     The model's own shape explains the same window at scale 1.23: the factor goes back to 1."""
     fixed, variable, observed = 0.00812063, 0.000208942, 0.01024
-    stuck = c.Calibration(
-        scale=0.5005, batch_scale=59.0402, tail=2.272, points=((fixed, variable, observed),) * 5
-    )
-    got = stuck
-    for _ in range(6):
-        got = c.learn(
-            got,
+
+    def window(cal: c.Calibration, seconds: float) -> c.Calibration:
+        """One window at this share (batch 1) observed at a mean TPOT of ``seconds``."""
+        return c.learn(
+            cal,
             predicted_mean_seconds=fixed + variable,
             fixed_seconds=fixed,
             percentile_at=lambda cal: cal.step_seconds(fixed + variable, fixed),
-            observed_mean_seconds=observed,
+            observed_mean_seconds=seconds,
             observed_percentile_seconds=None,
             alpha=0.5,
             bounds=(0.5, 4.0),
         )
+
+    got = c.Calibration(
+        scale=0.5005, batch_scale=59.0402, tail=2.272, points=((fixed, variable, observed),) * 5
+    )
+    for _ in range(6):
+        got = window(got, observed)
         assert got.batch_scale == 1.0
     assert got.scale == pytest.approx(observed / (fixed + variable), rel=0.02)
+    # Not at the lower bound, the factor stays: one share cannot tell it from a scale (a CPU engine learned
+    # x55 per batch at scale 2.5, and its windows then sat at one batch; both explain them).
+    cpu = c.Calibration(scale=2.5, batch_scale=55.0)
+    kept = window(cpu, cpu.step_seconds(fixed + variable, fixed))
+    assert (kept.scale, kept.batch_scale) == pytest.approx((2.5, 55.0))
     # A factor the bounds do force stays: an engine 6x slower than the model at this share.
-    slow = c.learn(
-        c.Calibration(scale=4.0, batch_scale=100.0),
-        predicted_mean_seconds=fixed + variable,
-        fixed_seconds=fixed,
-        percentile_at=lambda cal: cal.step_seconds(fixed + variable, fixed),
-        observed_mean_seconds=6 * (fixed + variable),
-        observed_percentile_seconds=None,
-        alpha=0.5,
-        bounds=(0.5, 4.0),
-    )
+    slow = window(c.Calibration(scale=4.0, batch_scale=100.0), 6 * (fixed + variable))
     assert slow.batch_scale > 1.0
