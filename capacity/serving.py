@@ -657,28 +657,34 @@ def _fit_shape(
 def _nearest_tail(
     at: Callable[[float], float], target: float, previous: float, bounds: tuple[float, float]
 ) -> float:
-    """The tail nearest ``previous`` whose percentile ``at(tail)`` (non-decreasing) reaches ``target``:
-    the smallest above it when the reading is higher, the largest below it when lower, clamped to
+    """The tail nearest ``previous`` whose percentile reading ``at(tail)`` reaches ``target``, clamped to
     ``bounds``; ``previous`` when its own reading already matches within :data:`TAIL_MATCH` (a histogram
     reading is coarse: chasing its last percent would swing the tail across the flat stretches where the
-    spread does not move the reading)."""
+    spread does not move the reading).
+
+    The reading is not monotone in the spread: with the mean just above a bucket bound, more spread puts
+    mass below the bound and *lowers* the reading (all of 10-25 ms reads 23.5 ms at p90 only when nearly
+    every request is above 10 ms: a narrow distribution). So both directions are searched, the one a
+    monotone reading would take first: the first tail from ``previous`` whose reading crosses ``target``,
+    else the bound that comes closest, else ``previous`` when neither bound comes closer."""
     now = at(previous)
     if math.isclose(now, target, rel_tol=TAIL_MATCH):
         return previous
-    lo, hi = (previous, bounds[1]) if now < target else (bounds[0], previous)
-    far = at(hi) if now < target else at(lo)
-    if (now < target and far <= now) or (now > target and far >= now):
-        # The reading does not move that way with the spread (a mean near a bucket bound: more spread
-        # puts mass on both sides): the histogram cannot tell the tail, so it stays.
-        return previous
-    if now < target and far < target:
-        return hi
-    if now > target and far > target:
-        return lo
-    for _ in range(40):  # bisection on the tail, to ~1e-12 of the bracket
-        mid = 0.5 * (lo + hi)
-        if (at(mid) < target) if now < target else (at(mid) <= target):
-            lo = mid
-        else:
-            hi = mid
-    return hi if now < target else lo
+    wider_first = now < target
+    best, best_error = previous, abs(now - target)
+    for edge in (bounds[1], bounds[0]) if wider_first else (bounds[0], bounds[1]):
+        if edge == previous:
+            continue
+        far = at(edge)
+        if (far - target) * (now - target) <= 0:  # the reading crosses the target between the two
+            near, beyond = previous, edge
+            for _ in range(40):  # bisection, to ~1e-12 of the bracket
+                mid = 0.5 * (near + beyond)
+                if (at(mid) - target) * (now - target) > 0:
+                    near = mid
+                else:
+                    beyond = mid
+            return beyond
+        if abs(far - target) < best_error:
+            best, best_error = edge, abs(far - target)
+    return best

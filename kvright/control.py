@@ -68,7 +68,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from capacity import UNCALIBRATED, Calibration, largest_within, learn
+from capacity import TPOT_HISTOGRAM_BUCKETS, UNCALIBRATED, Calibration, largest_within, learn
 from kvright.reasons import Reason
 
 if TYPE_CHECKING:  # a typed value only; importing the IO module at runtime would drag `requests` in
@@ -232,6 +232,11 @@ class History:
     instead of trusting a model that just failed there), until ``missed_time`` is
     ``MISSED_MEMORY_COOLDOWNS`` cooldowns old."""
     missed_time: float | None = None
+    met_batch: int | None = None
+    """The largest seats in use per replica at which TPOT was measured within the SLO, while remembered
+    (as ``missed_batch``; a miss at or below it forgets it): TPOT does not fall as the batch grows, so half
+    of it is a batch the engine has shown it serves within the SLO, whatever the calibrated model says."""
+    met_time: float | None = None
     demand: float | None = None
     """The demand the last period with metrics saw (:attr:`Period.load`), for its trend."""
     demand_time: float | None = None
@@ -423,6 +428,16 @@ class Period:
         return h.missed_batch
 
     @property
+    def recent_met(self) -> int | None:
+        """:attr:`History.met_batch` while it is remembered, else None."""
+        h = self.history
+        if h.met_batch is None or h.met_time is None:
+            return None
+        if self.now - h.met_time > MISSED_MEMORY_COOLDOWNS * self.tuning.cooldown_seconds:
+            return None
+        return h.met_batch
+
+    @property
     def history_after(self) -> History:
         """The history a measured decision starts from: the samples clock runs only while short."""
         since = self.waiting_for_samples_since if self.samples_short else None
@@ -508,11 +523,25 @@ class Measured:
         served = served_batch(self.period.observation)
         if served is None:
             return self.ratio
-        estimate = self.model.tpot_seconds(served, self.calibration)
+        estimate = self.model.tpot_seconds(served, self.release_calibration)
         return min(self.ratio, estimate / self.period.slo_tpot_seconds)
 
     def calibrated(self, batch: int) -> float:
         return self.model.tpot_seconds(batch, self.calibration)
+
+    @property
+    def release_calibration(self) -> Calibration:
+        """The calibration a release is judged with. A reading in the same histogram bucket as the mean
+        (all of 10-25 ms reads 23.5 ms at p90) cannot show the spread, so a tail wider than the model's own
+        learned from earlier windows is not evidence here: the release uses the model's spread (tail 1)
+        then. Elsewhere the learned calibration as it is."""
+        obs = self.period.observation
+        mean = obs.tpot_mean_seconds
+        if self.calibration.tail <= 1.0 or mean is None or not math.isfinite(mean):
+            return self.calibration
+        if _bucket(mean) != _bucket(self.observed_tpot_seconds):
+            return self.calibration
+        return replace(self.calibration, tail=1.0)
 
     @property
     def head(self) -> str:
@@ -573,8 +602,13 @@ class Measured:
                 "predicted cold start"
             )
         hist = self.period.history_after
+        seats, met = self.seats_in_use, p.recent_met
         if self.ratio > 1.0:
-            hist = replace(hist, missed_batch=self.seats_in_use, missed_time=p.now)
+            hist = replace(hist, missed_batch=seats, missed_time=p.now)
+            if met is not None and met >= seats:
+                hist = replace(hist, met_batch=None, met_time=None)  # what met then does not hold now
+        elif not p.samples_short:
+            hist = replace(hist, met_batch=max(seats, met or 0), met_time=p.now)
         return self.period.decision(
             action,
             reason,
@@ -922,6 +956,13 @@ def ttft_above_slo(m: Measured) -> Decision | None:
     )
 
 
+def _bucket(seconds: float) -> int:
+    """The index of vLLM's TPOT histogram bucket holding ``seconds`` (len(buckets) past the last)."""
+    return next(
+        (i for i, upper in enumerate(TPOT_HISTOGRAM_BUCKETS) if seconds <= upper), len(TPOT_HISTOGRAM_BUCKETS)
+    )
+
+
 def headroom(m: Measured) -> Decision | None:
     """TPOT below ``(1 - deadband) x SLO``: serve a queue with more seats or replicas; with nothing
     waiting, release one replica if the rest carry the demand at the target batch."""
@@ -951,7 +992,8 @@ def headroom(m: Measured) -> Decision | None:
     ttft_room = p.ttft_ratio is None or p.ttft_ratio < 1.0 - p.tuning.deadband
     if reps > p.bounds.min_replicas and m.target >= 1 and p.waiting == 0 and ttft_room:
         per_replica_after = p.demand / (reps - 1)
-        after = m.calibrated(max(1, math.ceil(per_replica_after)))
+        judged = m.release_calibration
+        after = m.model.tpot_seconds(max(1, math.ceil(per_replica_after)), judged)
         # Hysteresis: the replicas left must run inside the deadband, not merely at the target, or the
         # next noisy window would add back what this one removed.
         calm = after < (1.0 - p.tuning.deadband) * p.slo_tpot_seconds
@@ -961,8 +1003,19 @@ def headroom(m: Measured) -> Decision | None:
         # has since fallen): release the replica and give the rest the seats in the same move, or the
         # fleet stays large forever (no queue raises the seats, and the seats block the release).
         new_seqs = max(seqs, need)
-        fits = need <= m.target and (new_seqs == seqs or missed is None or new_seqs < missed)
-        if fits and calm:
+        # Or measured: half a batch served within the SLO (the model's spread can be learned wide from
+        # windows that cannot show it, and would then hold every replica for good).
+        met = p.recent_met
+        proven = met is not None and need <= met // 2
+        target = m.target
+        if judged is not m.calibration:
+            target = target_batch(
+                lambda batch: m.model.tpot_seconds(batch, judged),
+                budget_seconds=p.tuning.target_fraction * p.slo_tpot_seconds,
+                limit=p.current.max_num_seqs_limit,
+            )
+        fits = (need <= target or proven) and (new_seqs == seqs or missed is None or new_seqs < missed)
+        if fits and (calm or proven):
             seats = f", max-num-seqs {seqs} -> {new_seqs}" if new_seqs != seqs else ""
             return m.act(
                 Action.REMOVE_REPLICAS,

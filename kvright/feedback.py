@@ -252,6 +252,8 @@ def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
         waiting_for_samples_since=_time(saved.get("waitingForSamplesSince")),
         missed_batch=_int(saved.get("missedBatch")),
         missed_time=_time(saved.get("missedTime")),
+        met_batch=_int(saved.get("metBatch")),
+        met_time=_time(saved.get("metTime")),
         demand=_nonnegative(saved.get("demand")),
         demand_time=_time(saved.get("demandTime")),
     )
@@ -558,6 +560,8 @@ def _calibration_status(
         ("waitingForSamplesSince", _stamp(history.waiting_for_samples_since)),
         ("missedBatch", history.missed_batch),
         ("missedTime", _stamp(history.missed_time)),
+        ("metBatch", history.met_batch),
+        ("metTime", _stamp(history.met_time)),
         ("demand", None if history.demand is None else round(history.demand, 2)),
         ("demandTime", _stamp(history.demand_time)),
     ):

@@ -401,6 +401,28 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.KEEP, "SLOMet", 64, 2),
     ),
     (
+        "a-replica-goes-when-half-a-batch-measured-within-the-slo-carries-the-rest",
+        # The calibrated model (scale 1.84 after this window) puts the 40 per replica that 3 replicas would
+        # serve at 55 ms, but 100 per replica was measured within the SLO five minutes ago: TPOT does not
+        # fall as the batch grows, so 40 (under half of 100) is served within it. The fresh-clone CI's
+        # elastic run held 3 replicas for 4 clients on a model whose spread was learned wide.
+        Case(
+            obs={"tpot_seconds": 0.042, "mean_batch": 30.0, "running": 120.0},
+            current={"replicas": 4},
+            history={"calibration": Calibration(scale=2.0), "met_batch": 100, "met_time": NOW - 300},
+        ),
+        (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO", 64, 3),
+    ),
+    (
+        "without-that-measurement-the-model-keeps-the-replica",
+        Case(
+            obs={"tpot_seconds": 0.042, "mean_batch": 30.0, "running": 120.0},
+            current={"replicas": 4},
+            history={"calibration": Calibration(scale=2.0)},
+        ),
+        (Action.KEEP, "SLOMet", 64, 4),
+    ),
+    (
         "a-recent-miss-caps-the-raise-halfway-to-it",
         # The same, but TPOT was measured above the SLO at batch 60 five minutes ago: the model's 70 is
         # not trusted past halfway between the 40 that meets and the 60 that missed.
@@ -948,3 +970,30 @@ def test_a_move_that_restarts_the_pods_says_what_the_restart_costs() -> None:
     slow = observation(tpot_seconds=0.070, mean_batch=100.0, running=200.0)
     added = decide(current=replace(current, max_num_seqs=128), observation=slow, **law)
     assert added.action == Action.ADD_REPLICAS and "cold start" not in added.message
+
+
+def test_the_largest_batch_measured_within_the_slo_is_remembered_and_a_miss_below_it_forgets_it() -> None:
+    def period_at(tpot: float, batch: float, history: History) -> Decision:
+        return decide(
+            current=Current(
+                tensor_parallel_size=1,
+                max_num_seqs=64,
+                kv_cache_dtype="auto",
+                replicas=2,
+                max_num_seqs_limit=256,
+            ),
+            observation=observation(tpot_seconds=tpot, mean_batch=batch, running=2 * batch),
+            slo_tpot_seconds=SLO,
+            model=LINEAR,
+            bounds=Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+            tuning=Tuning(cooldown_seconds=300.0),
+            history=history,
+            now=NOW,
+        )
+
+    met = period_at(0.045, 50.0, History())
+    assert met.history.met_batch == 50 and met.history.met_time == NOW
+    smaller = period_at(0.040, 20.0, met.history)
+    assert smaller.history.met_batch == 50  # the largest is kept
+    missed = period_at(0.060, 40.0, met.history)
+    assert missed.history.met_batch is None  # a miss at 40 says 50 no longer holds

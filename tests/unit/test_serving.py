@@ -527,9 +527,12 @@ def test_at_a_bucket_bound_the_reading_and_the_percentile_agree_on_the_slo(
         assert (reading <= bound) == (exact <= bound)
 
 
-def test_learn_keeps_the_tail_where_the_histogram_cannot_tell_it() -> None:
-    """With the mean near a bucket bound more spread moves mass below the bound and lowers the reading:
-    a reading above the prediction cannot be reached by widening the tail, so the tail stays."""
+def test_a_reading_high_in_the_bucket_of_the_mean_narrows_the_tail() -> None:
+    """With the mean near a bucket bound more spread moves mass below the bound and lowers the reading: a
+    reading above the prediction is reached by narrowing the tail, not widening it (as far as the bound
+    allows). The fresh-clone CI's elastic run kept a tail of 4 learned under load through every window at
+    batch 1 (mean 10.2 ms, p90 reading 23.5 ms), whose calibrated spread then put batch 2 over the SLO and
+    held 3 replicas for 4 clients."""
     got = c.learn(
         c.Calibration(tail=1.3),
         predicted_mean_seconds=0.0105,
@@ -539,7 +542,24 @@ def test_learn_keeps_the_tail_where_the_histogram_cannot_tell_it() -> None:
         alpha=0.5,
         bounds=(0.5, 4.0),
     )
-    assert (got.scale, got.tail) == pytest.approx((1.0, 1.3))
+    assert (got.scale, got.tail) == pytest.approx((1.0, 0.5))
+    # Through vLLM's own buckets: a mean of 10.24 ms read as 23.49 ms at p90 is a narrow distribution.
+    sd = 0.0012
+
+    def reading(cal: c.Calibration) -> float:
+        return c.histogram_quantile(0.9, 0.01024, cal.tail * sd, c.TPOT_HISTOGRAM_BUCKETS)
+
+    narrowed = c.learn(
+        c.Calibration(tail=4.0),
+        predicted_mean_seconds=0.01024,
+        percentile_at=reading,
+        observed_mean_seconds=0.01024,
+        observed_percentile_seconds=0.02349,
+        alpha=0.5,
+        bounds=(0.5, 4.0),
+    )
+    assert narrowed.tail == pytest.approx(0.5)  # as narrow as the bound allows: the closest reading
+    assert reading(narrowed) > reading(c.Calibration(tail=4.0))
 
 
 def test_a_fleet_idle_between_requests_is_judged_at_batch_one() -> None:
@@ -604,3 +624,36 @@ def test_a_per_batch_factor_left_from_an_older_regime_returns_to_the_models_shap
     # A factor the bounds do force stays: an engine 6x slower than the model at this share.
     slow = window(c.Calibration(scale=4.0, batch_scale=100.0), 6 * (fixed + variable))
     assert slow.batch_scale > 1.0
+
+
+def test_a_tail_the_reading_cannot_show_does_not_hold_a_replica() -> None:
+    """The fresh-clone CI's elastic run, the third way it stuck: a tail of 2.3 learned under load, kept
+    through windows whose reading (23.5 ms) sits in the same 10-25 ms bucket as their mean (10.2 ms), put
+    batch 2 over the SLO. Such a reading cannot show the spread, so the release is judged with the model's
+    own (tail 1): one replica goes and the three left get their 2 seats."""
+    gpu, builder, status = _planned("llama-3.1-8b", tpot_ms=25, concurrency=4)
+    builder = builder.replicas(min=1, max=4)
+    status["plan"] = {**status["plan"], "replicas": 4, "maxNumSeqs": 1}
+    point = [0.00812063, 0.000208942, 0.010232]
+    learned = {"factor": 0.5005, "batchScale": 59.0402, "tail": 2.272, "points": [point] * 6}
+    status["calibration"] = {"maxNumSeqs": 1, "replicas": 4, **learned}
+    window = dataclasses.replace(
+        _as_predicted(status),
+        window_seconds=30,
+        tpot_seconds=0.02349,
+        tpot_mean_seconds=0.01024,
+        sample_count=170,
+        running=4.0,
+        mean_batch=0.925,
+    )
+    d = decide(
+        _facts("llama-3.1-8b", gpu, builder, status, Overrides()), FeedbackFacts(observation=window), now=NOW
+    )
+    assert d.decision is not None
+    assert (d.decision.replicas, d.decision.max_num_seqs) == (3, 2), d.decision.message
+    # A reading in a bucket above the mean's does show the spread: the learned tail judges the release.
+    wide = dataclasses.replace(window, tpot_seconds=0.030)
+    kept = decide(
+        _facts("llama-3.1-8b", gpu, builder, status, Overrides()), FeedbackFacts(observation=wide), now=NOW
+    )
+    assert kept.decision is not None and kept.decision.replicas == 4, kept.decision.message
