@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import capacity as c
 from kvright.api import parse_spec
 from kvright.cli import main
+from kvright.control import Decision
 from kvright.feedback import FeedbackFacts, decide, serving_curve
 from kvright.inventory import GPUNode, summarize
 from kvright.observe import Observation
@@ -562,20 +563,18 @@ def test_a_reading_high_in_the_bucket_of_the_mean_narrows_the_tail() -> None:
     assert reading(narrowed) > reading(c.Calibration(tail=4.0))
 
 
-def test_a_fleet_idle_between_requests_is_judged_at_batch_one() -> None:
-    """The fresh-clone CI's elastic run, after the load fell to 4 clients: 4 replicas at max-num-seqs 1 read
-    a mean batch of 0.93 (each replica idle between requests) and a p90 of 23.5 ms (every TPOT in the
-    10-25 ms bucket reads near its top) against a 25 ms SLO. Each token was still decoded at batch 1, so
-    the law calibrates there and sees the headroom the reading hides: one replica goes, and the three left
-    get the 2 seats they need. Reading 0.93 as no batch at all kept 4 replicas at 1 seat for good."""
+def _idle_fleet(learned: dict[str, Any], tpot_seconds: float = 0.02349) -> Decision:
+    """The law's decision on the fresh-clone CI's elastic fleet after the load fell to 4 clients: llama-3.1-8b
+    at a 25 ms SLO, 4 replicas at max-num-seqs 1, a window of 170 requests with a mean TPOT of 10.24 ms and a
+    mean batch of 0.93, its p90 reading ``tpot_seconds``; ``learned`` is the calibration in status."""
     gpu, builder, status = _planned("llama-3.1-8b", tpot_ms=25, concurrency=4)
     builder = builder.replicas(min=1, max=4)
     status["plan"] = {**status["plan"], "replicas": 4, "maxNumSeqs": 1}
-    status["calibration"] = {"maxNumSeqs": 1, "replicas": 4}
+    status["calibration"] = {"maxNumSeqs": 1, "replicas": 4, **learned}
     window = dataclasses.replace(
         _as_predicted(status),
         window_seconds=30,
-        tpot_seconds=0.02349,
+        tpot_seconds=tpot_seconds,
         tpot_mean_seconds=0.01024,
         sample_count=170,
         running=4.0,
@@ -583,10 +582,20 @@ def test_a_fleet_idle_between_requests_is_judged_at_batch_one() -> None:
     )
     d = decide(
         _facts("llama-3.1-8b", gpu, builder, status, Overrides()), FeedbackFacts(observation=window), now=NOW
-    )
-    assert d.decision is not None
-    assert (d.decision.replicas, d.decision.max_num_seqs) == (3, 2), d.decision.message
-    assert d.decision.calibration.scale > 1.0  # learned at batch 1: the engine is slower than the roofline
+    ).decision
+    assert d is not None
+    return d
+
+
+def test_a_fleet_idle_between_requests_is_judged_at_batch_one() -> None:
+    """The fresh-clone CI's elastic run, after the load fell to 4 clients: 4 replicas at max-num-seqs 1 read
+    a mean batch of 0.93 (each replica idle between requests) and a p90 of 23.5 ms (every TPOT in the
+    10-25 ms bucket reads near its top) against a 25 ms SLO. Each token was still decoded at batch 1, so
+    the law calibrates there and sees the headroom the reading hides: one replica goes, and the three left
+    get the 2 seats they need. Reading 0.93 as no batch at all kept 4 replicas at 1 seat for good."""
+    d = _idle_fleet({})
+    assert (d.replicas, d.max_num_seqs) == (3, 2), d.message
+    assert d.calibration.scale > 1.0  # learned at batch 1: the engine is slower than the roofline
 
 
 def test_a_per_batch_factor_left_from_an_older_regime_returns_to_the_models_shape() -> None:
@@ -631,29 +640,10 @@ def test_a_tail_the_reading_cannot_show_does_not_hold_a_replica() -> None:
     through windows whose reading (23.5 ms) sits in the same 10-25 ms bucket as their mean (10.2 ms), put
     batch 2 over the SLO. Such a reading cannot show the spread, so the release is judged with the model's
     own (tail 1): one replica goes and the three left get their 2 seats."""
-    gpu, builder, status = _planned("llama-3.1-8b", tpot_ms=25, concurrency=4)
-    builder = builder.replicas(min=1, max=4)
-    status["plan"] = {**status["plan"], "replicas": 4, "maxNumSeqs": 1}
     point = [0.00812063, 0.000208942, 0.010232]
     learned = {"factor": 0.5005, "batchScale": 59.0402, "tail": 2.272, "points": [point] * 6}
-    status["calibration"] = {"maxNumSeqs": 1, "replicas": 4, **learned}
-    window = dataclasses.replace(
-        _as_predicted(status),
-        window_seconds=30,
-        tpot_seconds=0.02349,
-        tpot_mean_seconds=0.01024,
-        sample_count=170,
-        running=4.0,
-        mean_batch=0.925,
-    )
-    d = decide(
-        _facts("llama-3.1-8b", gpu, builder, status, Overrides()), FeedbackFacts(observation=window), now=NOW
-    )
-    assert d.decision is not None
-    assert (d.decision.replicas, d.decision.max_num_seqs) == (3, 2), d.decision.message
+    d = _idle_fleet(learned)
+    assert (d.replicas, d.max_num_seqs) == (3, 2), d.message
     # A reading in a bucket above the mean's does show the spread: the learned tail judges the release.
-    wide = dataclasses.replace(window, tpot_seconds=0.030)
-    kept = decide(
-        _facts("llama-3.1-8b", gpu, builder, status, Overrides()), FeedbackFacts(observation=wide), now=NOW
-    )
-    assert kept.decision is not None and kept.decision.replicas == 4, kept.decision.message
+    kept = _idle_fleet(learned, tpot_seconds=0.030)
+    assert kept.replicas == 4, kept.message
