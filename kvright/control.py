@@ -417,25 +417,24 @@ class Period:
         since = self.history.waiting_for_samples_since
         return since if since is not None else self.now
 
+    def _remembered(self, batch: int | None, at: float | None) -> int | None:
+        """``batch``, measured at ``at``, while the loop remembers it (``MISSED_MEMORY_COOLDOWNS``
+        cooldowns), else None."""
+        if batch is None or at is None:
+            return None
+        if self.now - at > MISSED_MEMORY_COOLDOWNS * self.tuning.cooldown_seconds:
+            return None
+        return batch
+
     @property
     def recent_miss(self) -> int | None:
         """:attr:`History.missed_batch` while it is remembered, else None."""
-        h = self.history
-        if h.missed_batch is None or h.missed_time is None:
-            return None
-        if self.now - h.missed_time > MISSED_MEMORY_COOLDOWNS * self.tuning.cooldown_seconds:
-            return None
-        return h.missed_batch
+        return self._remembered(self.history.missed_batch, self.history.missed_time)
 
     @property
     def recent_met(self) -> int | None:
         """:attr:`History.met_batch` while it is remembered, else None."""
-        h = self.history
-        if h.met_batch is None or h.met_time is None:
-            return None
-        if self.now - h.met_time > MISSED_MEMORY_COOLDOWNS * self.tuning.cooldown_seconds:
-            return None
-        return h.met_batch
+        return self._remembered(self.history.met_batch, self.history.met_time)
 
     @property
     def history_after(self) -> History:
