@@ -1008,11 +1008,7 @@ def headroom(m: Measured) -> Decision | None:
         proven = met is not None and need <= met // 2
         target = m.target
         if judged is not m.calibration:
-            target = target_batch(
-                lambda batch: m.model.tpot_seconds(batch, judged),
-                budget_seconds=p.tuning.target_fraction * p.slo_tpot_seconds,
-                limit=p.current.max_num_seqs_limit,
-            )
+            target = _target(p, m.model, judged)
         fits = (need <= target or proven) and (new_seqs == seqs or missed is None or new_seqs < missed)
         if fits and (calm or proven):
             seats = f", max-num-seqs {seqs} -> {new_seqs}" if new_seqs != seqs else ""
@@ -1083,6 +1079,16 @@ def served_batch(obs: Observation) -> int | None:
     return max(1, round(obs.mean_batch))
 
 
+def _target(p: Period, model: TPOTModel, calibration: Calibration) -> int:
+    """The largest batch whose TPOT by ``model`` at ``calibration`` stays within ``target_fraction x SLO``
+    and the memory limit on max-num-seqs."""
+    return target_batch(
+        lambda batch: model.tpot_seconds(batch, calibration),
+        budget_seconds=p.tuning.target_fraction * p.slo_tpot_seconds,
+        limit=p.current.max_num_seqs_limit,
+    )
+
+
 def measure(p: Period, model: TPOTModel) -> Measured:
     """Calibrate the serving model at the batch actually served (``capacity.learn``: the mean TPOT, exact
     from the histogram's ``_sum/_count``, against the predicted mean; the percentile's spread over the mean
@@ -1103,11 +1109,7 @@ def measure(p: Period, model: TPOTModel) -> Measured:
             alpha=p.tuning.calibration_alpha,
             bounds=p.tuning.calibration_bounds,
         )
-    target = target_batch(
-        lambda batch: model.tpot_seconds(batch, calibration),
-        budget_seconds=p.tuning.target_fraction * p.slo_tpot_seconds,
-        limit=p.current.max_num_seqs_limit,
-    )
+    target = _target(p, model, calibration)
     return Measured(
         period=p, observed_tpot_seconds=obs.tpot_seconds, calibration=calibration, model=model, target=target
     )
