@@ -37,7 +37,9 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    batch, add the replicas that demand needs in one move (at least ``max_replicas_step``) and keep
    max-num-seqs: no pod restarts, no cold start. Otherwise lower max-num-seqs to the target batch (at
    most a factor ``max_seqs_step`` below the seats the load fills, per move; one such step when the
-   calibrated model says even batch 1 misses) and add replicas for the demand that no longer fits,
+   calibrated model says even batch 1 misses; at least ``deadband`` below the seats it has, since a
+   smaller step moves TPOT by less than the noise it is judged by, and each step restarts the pods) and
+   add replicas for the demand that no longer fits,
    within min/max replicas and the GPU budget. When that cannot meet the SLO (the uncalibrated
    roofline says batch 1 is too slow, or the budget cannot hold the demand at the target batch) ask
    for a re-plan: fp8 KV cache first, then a larger tensor-parallel degree.
@@ -47,7 +49,8 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    without a queue nothing the loop moves shortens a prefill, so keep, and never scale down.
 9. TPOT below ``(1 - deadband) x SLO`` (the lower of the reading and the calibrated estimate, since a
    histogram reading cannot show headroom inside a bucket): with requests queued (waiting while the
-   slots or the KV cache are full), raise max-num-seqs towards the target batch (never past halfway to
+   slots or the KV cache are full), raise max-num-seqs towards the target batch (by at least
+   ``deadband`` or not at all: a gain inside the noise is not worth a restart; never past halfway to
    the batch where TPOT was last measured above the SLO, for ``MISSED_MEMORY_COOLDOWNS`` cooldowns:
    the law bisects between what met and what missed rather than trust a model that just failed) or
    add replicas (a
@@ -868,7 +871,16 @@ def tpot_above_slo(m: Measured) -> Decision | None:
         return scaled  # the cheaper move: the budget holds the demand at the target batch
     # When only the calibrated model says batch 1 misses, the calibration (learned at a large batch)
     # may overstate small batches: step down one bounded step and measure again.
-    new_seqs = max(min(m.target, seqs), m.min_step) if m.target >= 1 else m.min_step
+    new_seqs, notes = m.min_step, []
+    if m.target >= 1:
+        new_seqs = min(m.target, seqs)
+        stepped = math.floor(seqs * (1.0 - tuning.deadband))
+        if new_seqs < seqs and stepped < new_seqs:
+            # A step smaller than the deadband moves TPOT by less than the noise the law judges it by: the
+            # next window could as well miss again, and each step restarts the pods. Step out of it.
+            new_seqs = stepped
+            notes.append(f"a step out of the {tuning.deadband:.0%} deadband, not to the target {m.target}")
+        new_seqs = max(new_seqs, m.min_step, 1)
     needed = math.ceil(p.demand / new_seqs) if p.demand > 0 else reps
     new_reps = max(min(max(needed, reps), reps + tuning.max_replicas_step, p.ceiling), p.bounds.min_replicas)
     short = (
@@ -876,7 +888,9 @@ def tpot_above_slo(m: Measured) -> Decision | None:
         if needed > p.ceiling
         else ""
     )
-    note = f" ({short})" if short else ""
+    if short:
+        notes.append(short)
+    note = f" ({'; '.join(notes)})" if notes else ""
     if new_reps > reps:
         return m.act(
             Action.ADD_REPLICAS,
@@ -1033,8 +1047,8 @@ def _more_seats(m: Measured) -> Decision | None:
     if missed is not None and new_seqs > (seqs + missed) // 2:
         new_seqs = (seqs + missed) // 2
         note = f" (halfway to batch {missed}, where TPOT was last measured above the SLO)"
-    if new_seqs <= seqs:
-        return None
+    if new_seqs < seqs * (1.0 + p.tuning.deadband):
+        return None  # no seats, or too few to tell from the noise: not worth restarting the pods for
     return m.act(
         Action.SET_MAX_NUM_SEQS,
         Reason.QUEUE_WITH_HEADROOM,
