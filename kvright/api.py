@@ -785,6 +785,26 @@ class RoutingStatus(_Object):
     """Why this mode, in words."""
 
 
+class ColdStartStatus(_Object):
+    """The weight source's bandwidth learned from the vLLM pods' own starts (kvright.podstarts)."""
+
+    source: Literal["hub", "pvc", "image", "cache"] | None = None
+    """The spec's weight source the starts were observed with (a new source starts over)."""
+    learned_phase: Literal["fetch", "read"] | None = None
+    """The phase whose bandwidth the starts correct: fetch (a download or an image pull at every start)
+    or read (the volume)."""
+    learned_bytes_per_second: Int64 | None = None
+    """That phase's bandwidth, learned (an EWMA on seconds per byte over the starts)."""
+    default_bytes_per_second: Int64 | None = None
+    """The documented default it started from (docs/capacity.md, "Cold start")."""
+    observed_starts: Int64 | None = None
+    """Pod starts counted so far."""
+    last_start_seconds: float | None = None
+    """The last counted start, scheduled to Ready."""
+    last_ready_time: Annotated[str, Field(json_schema_extra={"format": "date-time"})] | None = None
+    """The Ready time of the last counted pod: a pod is counted once."""
+
+
 class Condition(_Object):
     """One condition, as the Kubernetes API conventions define it (a list keyed by type)."""
 
@@ -818,6 +838,9 @@ class LLMDeploymentStatus(_Object):
     """Name of the vLLM Deployment."""
     routing: RoutingStatus | None = None
     """Whether requests are routed by an InferencePool or by the Service."""
+    cold_start: ColdStartStatus | None = None
+    """What the vLLM pods' own starts taught about the weight source's bandwidth; it predicts
+    prediction.coldStartSeconds."""
     alternatives: Annotated[list[AlternativeStatus], Field(max_length=32)] | None = None
     """When kvright chose the GPU product (gpu.product left out): every product it weighed, the chosen one
     first, then by cost."""

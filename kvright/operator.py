@@ -42,12 +42,14 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.api_client import RequestSerialized
 
-from kvright import api, feedback, inventory, metrics, reconcile, weights
+from kvright import api, feedback, inventory, metrics, podstarts, reconcile, weights
+from kvright import conditions as cond
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
 from kvright.observe import PrometheusClient
 from kvright.render import INFERENCE_POOL_API_VERSION, LLMD_LABEL, LWS_API_VERSION, selector
 from kvright.resolve import HubClient, ResolveError, resolve
+from kvright.settings import PUBLIC_HUB
 
 __all__ = ["FIELD_MANAGER", "Kube", "KubeError", "Runtime", "main", "reconcile_once"]
 
@@ -544,6 +546,7 @@ def gather(
             exclude=(meta["namespace"], meta["name"]),
         ),
         default_image=runtime.settings.vllm_image,
+        hub_endpoint=None if runtime.settings.hf_endpoint == PUBLIC_HUB else runtime.settings.hf_endpoint,
         prices=dict(runtime.settings.gpu_prices),
         pod_monitor=runtime.pod_monitor_supported(),
         leader_worker_set=runtime.leader_worker_set_supported(),
@@ -578,8 +581,9 @@ def reconcile_once(
 
 
 def _decide_and_act(facts: reconcile.Facts, runtime: Runtime) -> Outcome:
-    facts = dataclasses.replace(facts, weights=_weights_observed(runtime.kube, facts))
     now = runtime.clock()
+    starting = _starting_pods(runtime.kube, facts, now=now, grace=3 * runtime.settings.reconcile_seconds)
+    facts = dataclasses.replace(facts, weights=_weights_observed(runtime.kube, facts), pods=starting)
     # The feedback loop (kvright.feedback): observe, decide, and feed its overrides into planning.
     loop = feedback.run(facts, kube=runtime.kube, prometheus=runtime.prometheus, now=now)
     facts = dataclasses.replace(facts, overrides=loop.overrides)
@@ -672,6 +676,35 @@ def _weights_observed(kube: Kube, facts: reconcile.Facts) -> weights.Observed | 
         )
     except KubeError as exc:
         return weights.Observed(error=str(exc))
+
+
+def _starting_pods(
+    kube: Kube, facts: reconcile.Facts, *, now: datetime.datetime, grace: float
+) -> tuple[dict[str, Any], ...] | None:
+    """The vLLM pods, listed only while pods start: the last status saw fewer Ready than exist or are
+    planned, or was not deployed, or became Ready less than ``grace`` ago (the reconcile that saw the last
+    pod Ready may have listed the pods a moment before it was). Their starts teach the cold start
+    (kvright.podstarts). None otherwise, or when the list fails (learning waits; nothing else needs it)."""
+    last = facts.current_status
+    planned = (last.get("plan") or {}).get("replicas")
+    deployed = cond.find(last.get("conditions"), cond.DEPLOYED)
+    ready = cond.find(last.get("conditions"), cond.READY) or {}
+    since = podstarts.parse_time(ready.get("lastTransitionTime"))
+    settled = (
+        deployed is not None
+        and deployed.get("status") == "True"
+        and ready.get("status") == "True"
+        and since is not None
+        and (now - since).total_seconds() >= grace
+        and last.get("readyReplicas") == last.get("replicas") == planned
+    )
+    if settled:
+        return None
+    try:
+        return tuple(kube.pods(facts.namespace, selector(facts.name)))
+    except KubeError as exc:
+        log.debug("listing the vLLM pods of %s/%s for their starts: %s", facts.namespace, facts.name, exc)
+        return None
 
 
 def _controlled_by(obj: Mapping[str, Any], uid: str) -> bool:

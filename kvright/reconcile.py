@@ -20,8 +20,9 @@ from typing import Any, Final, Literal, NamedTuple
 
 import capacity
 from kvright import conditions as cond
+from kvright import podstarts
 from kvright import weights as weight_source
-from kvright.api import EndpointPickerSpec, LLMDeploymentSpec, SpecError, parse_spec
+from kvright.api import EndpointPickerSpec, LLMDeploymentSpec, SpecError, WeightSource, parse_spec
 from kvright.conditions import Condition, Reason
 from kvright.inventory import InventoryError, ProductInventory, choose, pods_fit
 from kvright.render import (
@@ -112,6 +113,12 @@ class Facts:
     weights: weight_source.Observed | None = None
     """The weights' claim, download Job and pods as read (spec.model.source PVC, Image or Cache); None:
     not read (a PVC or Cache source then waits)."""
+    hub_endpoint: str | None = None
+    """The hub mirror the operator reads config.json from (KVRIGHT_HF_ENDPOINT) when it is not the public
+    hub: the vLLM pods and the cache's download Job download from it too (HF_ENDPOINT)."""
+    pods: tuple[Mapping[str, Any], ...] | None = None
+    """The vLLM pods as listed while a rollout runs (kvright.podstarts learns the cold start from their
+    starts); None: not listed."""
     parsed: LLMDeploymentSpec | SpecError | None = None
     """The spec parsed once per reconcile (the operator's gather passes it; left out, it is parsed here
     on construction). ``dataclasses.replace`` carries it along, so the feedback seam and planning never
@@ -572,7 +579,18 @@ def _desire(facts: Facts) -> Desired:
     )
     token = spec.model.architecture.hub_token
     owner = Owner(name=facts.name, namespace=facts.namespace, uid=facts.uid)
+    # The pod template (its startup budget) follows the documented defaults, so that learning never rolls
+    # the pods; what the pods' own starts taught predicts the restart cost the feedback loop weighs.
     starts = capacity.plan_cold_starts(result, checkpoint_bytes=weight_total)
+    learned = podstarts.learn(
+        facts.current_status.get("coldStart"),
+        facts.pods,
+        source=weight_source.SOURCES[(spec.model.source or WeightSource()).type],
+        predict=lambda profiles: capacity.plan_cold_starts(
+            result, checkpoint_bytes=weight_total, profiles=profiles
+        ),
+    )
+    predicted = capacity.plan_cold_starts(result, checkpoint_bytes=weight_total, profiles=learned.profiles)
     weights = weight_source.decide(
         spec.model,
         owner=owner,
@@ -581,6 +599,7 @@ def _desire(facts: Facts) -> Desired:
         starts=starts,
         observed=facts.weights,
         reported=cond.find(facts.current_status.get("conditions"), weight_source.WEIGHTS_READY) is not None,
+        hub_endpoint=facts.hub_endpoint,
     )
     workload_render = VLLMWorkload(
         owner=owner,
@@ -595,6 +614,7 @@ def _desire(facts: Facts) -> Desired:
         cpu=spec.resources.cpu,
         memory=spec.resources.memory,
         hf_token=token,
+        hub_endpoint=facts.hub_endpoint,
         weight_bytes=weight_total,
         max_request_seconds=2.0 * longest_request,
         endpoint_picker=spec.routing.endpoint_picker or facts.endpoint_picker,
@@ -646,8 +666,8 @@ def _desire(facts: Facts) -> Desired:
         )
         cached = layout.cached_prefix_tokens(shared)
         prediction_status["prefixCacheHitPercent"] = round(100.0 * cached / spec.workload.prompt_tokens, 1)
-    if weights.source in starts:
-        prediction_status["coldStartSeconds"] = round(starts[weights.source].seconds, 1)
+    if weights.source in predicted:
+        prediction_status["coldStartSeconds"] = round(predicted[weights.source].seconds, 1)
     if memory is not None:
         prediction_status["weightBytesPerGPU"] = memory.weights_bytes
         prediction_status["kvCacheBytesPerGPU"] = memory.kv_cache_bytes
@@ -677,6 +697,8 @@ def _desire(facts: Facts) -> Desired:
         ),
         # Only when kvright chose the product; null clears a list from an earlier choice.
         "alternatives": alternatives,
+        # What the pods' own starts taught (null: nothing yet, or a source it no longer holds for).
+        "coldStart": learned.status,
     }
     previous = facts.current_status.get("plan")
     if alternatives is not None and (previous or {}).get("gpuProduct") != product.product:

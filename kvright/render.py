@@ -126,6 +126,9 @@ class VLLMWorkload:
     cpu: str = "4"
     memory: str = "32Gi"
     hf_token: SecretKeyRef | None = None
+    hub_endpoint: str | None = None
+    """The hub mirror vLLM downloads from (``HF_ENDPOINT``; the operator's KVRIGHT_HF_ENDPOINT when it is
+    not the public hub); None: the public hub."""
     weight_bytes: int = 0
     """Model weights, all GPUs: sizes the startup probe's budget for loading."""
     max_request_seconds: float = 60.0
@@ -270,6 +273,8 @@ def _container(w: VLLMWorkload, args: Sequence[str] | None = None, *, serves: bo
                 "valueFrom": {"secretKeyRef": {"name": w.hf_token.name, "key": w.hf_token.key}},
             }
         )
+    if w.hub_endpoint is not None:
+        env.append({"name": "HF_ENDPOINT", "value": w.hub_endpoint})
     health = {"httpGet": {"path": "/health", "port": "http"}}
     startup_period = 10
     gpus = str(w.gpus_per_pod)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -25,6 +26,10 @@ FAILURE_MODES: Final = ("FailClose", "FailOpen")
 _SERVICE_NAME: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
+#: The public Hugging Face hub: KVRIGHT_HF_ENDPOINT's default.
+PUBLIC_HUB: Final = "https://huggingface.co"
+
+
 class SettingsError(ValueError):
     """An environment variable holds a value the operator cannot use."""
 
@@ -37,8 +42,9 @@ class Settings:
     """Port of the operator's own /metrics; 0 disables it."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch; empty means cluster-wide."""
-    hf_endpoint: str = "https://huggingface.co"
-    """Where model config.json files are fetched from."""
+    hf_endpoint: str = PUBLIC_HUB
+    """Where model config.json files are fetched from; a mirror other than the public hub is also given to
+    the vLLM pods and the cache's download Job as HF_ENDPOINT, so the weights come from it too."""
     reconcile_seconds: float = 60.0
     """Period of the level-based reconcile timer."""
     vllm_image: str = DEFAULT_VLLM_IMAGE
@@ -110,9 +116,15 @@ def from_env(env: Mapping[str, str]) -> Settings:
     if port != int(port):
         raise SettingsError(f"KVRIGHT_METRICS_PORT={port!r} is not an integer; accepted: 0 to 65535")
     namespaces = tuple(ns.strip() for ns in env.get("KVRIGHT_NAMESPACES", "").split(",") if ns.strip())
-    endpoint = env.get("KVRIGHT_HF_ENDPOINT", "").strip() or "https://huggingface.co"
+    endpoint = env.get("KVRIGHT_HF_ENDPOINT", "").strip().rstrip("/") or PUBLIC_HUB
     if not endpoint.startswith(("http://", "https://")):
         raise SettingsError(f"KVRIGHT_HF_ENDPOINT={endpoint!r} is not a URL; accepted: http(s)://host[:port]")
+    if "@" in urllib.parse.urlsplit(endpoint).netloc:
+        # It goes into pod specs as HF_ENDPOINT: a credential there is readable by anyone who reads pods.
+        raise SettingsError(
+            "KVRIGHT_HF_ENDPOINT carries credentials (user:password@); accepted: a URL without them, with "
+            "the token in the model's hub.tokenSecretRef Secret"
+        )
     picker = env.get("KVRIGHT_ENDPOINT_PICKER", DEFAULT_ENDPOINT_PICKER).strip()
     if picker and not _SERVICE_NAME.fullmatch(picker.replace("{name}", "x")):
         raise SettingsError(

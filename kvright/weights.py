@@ -211,8 +211,9 @@ def render_fill_job(
     image: str,
     token: SecretKeyRef | None,
     deadline_seconds: int,
+    hub_endpoint: str | None = None,
 ) -> dict[str, Any]:
-    """The download Job that fills the cache once.
+    """The download Job that fills the cache once (from ``hub_endpoint``, a hub mirror, when given).
 
     One pod (``backoffLimit`` 3 retries, ``activeDeadlineSeconds`` from the predicted fill), the vLLM image
     (it ships huggingface_hub), non-root with a read-only root filesystem, no service account token, and
@@ -229,6 +230,8 @@ def render_fill_job(
         env.append(
             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}}
         )
+    if hub_endpoint is not None:
+        env.append({"name": "HF_ENDPOINT", "value": hub_endpoint})
     labels = _cache_labels(owner.name)
     return {
         "apiVersion": "batch/v1",
@@ -299,13 +302,15 @@ def decide(
     starts: Mapping[str, capacity.ColdStart],
     observed: Observed | None,
     reported: bool = False,
+    hub_endpoint: str | None = None,
 ) -> Weights:
     """Where the weights come from and whether they are ready.
 
     ``starts``: capacity.coldstart's prediction for one pod of the plan from each source (this source's
     sizes the startup budget and the download Job's deadline); ``observed``: what the operator read
     (None: nothing was read, as in a pure test: a PVC or Cache source then waits); ``reported``: status
-    already has a WeightsReady condition (a Hub source then updates it rather than leaving a stale one)."""
+    already has a WeightsReady condition (a Hub source then updates it rather than leaving a stale one);
+    ``hub_endpoint``: the hub mirror the cache's download Job fetches from (None: the public hub)."""
     source = model.source or WeightSource()
     kind = SOURCES[source.type]
     start = starts.get(kind)
@@ -366,7 +371,7 @@ def decide(
             )
         return _loaded(kind, mount, f"PersistentVolumeClaim {claim}", note=_pending(observed.claim))
     return _cache(model, source, owner=owner, image=image, checkpoint_bytes=checkpoint_bytes,
-                  start=start, observed=observed, budget=budget)  # fmt: skip
+                  start=start, observed=observed, budget=budget, hub_endpoint=hub_endpoint)  # fmt: skip
 
 
 def _cache(
@@ -379,6 +384,7 @@ def _cache(
     start: capacity.ColdStart | None,
     observed: Observed | None,
     budget: int,
+    hub_endpoint: str | None,
 ) -> Weights:
     cache = source.cache
     repository, revision = cache_target(model)
@@ -416,6 +422,7 @@ def _cache(
                 token=model.hub.token_secret_ref if model.hub is not None else None,
                 # Three times the predicted fill, and at least 30 minutes: a slow hub is not a failure.
                 deadline_seconds=int(min(7 * 86400, max(1800, math.ceil(3.0 * fill_seconds)))),
+                hub_endpoint=hub_endpoint,
             )
         )
     what = f"{repository}@{revision}"

@@ -178,6 +178,19 @@ def test_sample_reconciles_to_the_plan_and_pods_land_on_its_gpus(
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
         assert limits["nvidia.com/gpu"] == str(plan["gpusPerReplica"])  # one pod holds a one-node replica
 
+    # Each pod's start (scheduled to Ready: seconds under kwok) was counted once, and the predicted cold
+    # start is now the pods' own: below the documented hub bandwidth's, never below vLLM's fixed costs.
+    def learned() -> dict[str, Any] | None:
+        o = reconciled(kube, ns, name) or {}
+        counted = (o.get("status", {}).get("coldStart") or {}).get("observedStarts")
+        return o if counted == plan["replicas"] else None
+
+    status = poll(learned, what=f"{name}'s pod starts counted")["status"]
+    assert status["coldStart"]["source"] == "hub" and status["coldStart"]["lastStartSeconds"] < 60
+    arch = capacity.catalog_architecture(obj["spec"]["model"]["architecture"])
+    default = capacity.plan_cold_starts(want, checkpoint_bytes=capacity.weight_bytes(arch))["hub"]
+    assert default.engine_seconds < status["prediction"]["coldStartSeconds"] < default.seconds
+
 
 def reconciles() -> float:
     """Reconciles the in-process operator has finished so far (its kvright_reconcile_total counter)."""

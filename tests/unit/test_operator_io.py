@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kvright.inventory import GPUNode
-from kvright.operator import KubeError, PodsOnce, Runtime, reconcile_once
+from kvright.operator import KubeError, PodsOnce, Runtime, _starting_pods, gather, reconcile_once
 from kvright.resolve import HubClient
 from kvright.settings import Settings
 from tests.builders import llmd
@@ -376,3 +376,46 @@ def test_a_body_read_before_the_last_status_write_is_read_again(monkeypatch: pyt
     applied = len(kube.applied)
     assert reconcile(body(SPEC), None) is None  # deleted and created again under the same name: skipped
     assert len(kube.applied) == applied
+
+
+def test_pods_are_listed_for_their_starts_only_while_pods_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A settled object (deployed, all Ready, Ready for three reconcile periods) costs no pod listing; a
+    rollout, or one that just became Ready (the reconcile that saw the last pod Ready may have listed a
+    moment before it was), lists them and counts their starts into status.coldStart."""
+    listed: list[str] = []
+    started = {
+        "metadata": {"name": "chat-1"},
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2025-12-31T23:50:00Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2025-12-31T23:54:00Z"},
+            ]
+        },
+    }
+
+    def pods(self: FakeKube, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        listed.append(namespace)
+        return [started]
+
+    monkeypatch.setattr(FakeKube, "pods", pods)
+    kube = FakeKube()
+    first = reconcile_once(body(SPEC), runtime(kube), NODES)  # nothing deployed yet: listed
+    assert listed and first.status["coldStart"]["observedStarts"] == 1
+    assert first.status["coldStart"]["lastStartSeconds"] == 240.0
+
+    def settled(ready_since: datetime.datetime) -> dict[str, Any]:
+        stamp = ready_since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        conditions = [
+            {"type": "Deployed", "status": "True", "reason": "RolledOut", "lastTransitionTime": stamp},
+            {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": stamp},
+        ]
+        replicas = first.status["plan"]["replicas"]
+        return {**first.status, "conditions": conditions, "replicas": replicas, "readyReplicas": replicas}
+
+    def starting(status: dict[str, Any]) -> Any:
+        facts = gather(body(SPEC, status=status), runtime(kube), NODES)
+        return _starting_pods(kube, facts, now=NOW, grace=180.0)  # type: ignore[arg-type]
+
+    assert starting(settled(NOW - datetime.timedelta(seconds=10))) == (started,)  # Ready 10 s ago
+    assert starting(settled(NOW - datetime.timedelta(hours=1))) is None  # settled: not listed
+    assert starting({**settled(NOW - datetime.timedelta(hours=1)), "readyReplicas": 0}) == (started,)

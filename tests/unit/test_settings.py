@@ -57,6 +57,10 @@ def test_values() -> None:
         ),
         ({"KVRIGHT_METRICS_PORT": "80.5"}, "is not an integer; accepted: 0 to 65535"),
         ({"KVRIGHT_HF_ENDPOINT": "huggingface.co"}, "is not a URL; accepted: http(s)://host[:port]"),
+        (
+            {"KVRIGHT_HF_ENDPOINT": "https://me:pw@mirror.internal"},
+            "KVRIGHT_HF_ENDPOINT carries credentials (user:password@); accepted: a URL without them",
+        ),
         ({"KVRIGHT_HUB_ATTEMPTS": "0"}, "KVRIGHT_HUB_ATTEMPTS='0' is out of range; accepted: 1 to 20"),
         ({"KVRIGHT_GPU_PRICES": "l4"}, "KVRIGHT_GPU_PRICES: price 'l4' is not PRODUCT=USD_PER_HOUR"),
         ({"KVRIGHT_GPU_PRICES": "tpu=1"}, "KVRIGHT_GPU_PRICES: unknown GPU 'tpu'"),
@@ -71,6 +75,7 @@ def test_values() -> None:
         "port-too-big",
         "port-fraction",
         "endpoint-no-scheme",
+        "endpoint-with-credentials",
         "no-attempts",
         "price-without-value",
         "price-of-an-unknown-gpu",

@@ -9,6 +9,7 @@ kubelet writes it for an image volume it cannot pull); the cluster tests apply t
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -315,6 +316,29 @@ def test_the_cache_claim_and_job_are_owned_and_the_token_is_only_a_reference() -
     # The Deployment mounts the folder of that revision.
     ready = desire(facts(spec, Observed(claim=CLAIM, job={**job("Complete"), "metadata": {"name": "x"}})))
     assert vllm(children(ready)["Deployment"])["args"][0].endswith(key)
+
+
+def test_a_hub_mirror_is_where_the_pods_and_the_download_job_fetch_the_weights() -> None:
+    """The operator's KVRIGHT_HF_ENDPOINT, when it is a mirror, goes to vLLM and to the cache's download Job
+    as HF_ENDPOINT (huggingface_hub's), so an air-gapped cluster loads from the mirror it resolves
+    config.json from; with the public hub nothing is added."""
+    spec = BASE.set("model.source", {"type": "Cache"}).spec()
+    mirror = "http://hub-mirror.models.svc:8080"
+
+    def endpoints(hub_endpoint: str | None, observed: Observed) -> dict[str, list[str]]:
+        made = children(desire(replace(facts(spec, observed), hub_endpoint=hub_endpoint)))
+        found = {}
+        for kind in ("Job", "Deployment"):
+            if kind in made:
+                env = made[kind]["spec"]["template"]["spec"]["containers"][0]["env"]
+                found[kind] = [e["value"] for e in env if e["name"] == "HF_ENDPOINT"]
+        return found
+
+    filling = Observed()
+    filled = Observed(claim=CLAIM, job={**job("Complete"), "metadata": {"name": "x"}})
+    assert endpoints(mirror, filling) == {"Job": [mirror]}
+    assert endpoints(mirror, filled) == {"Deployment": [mirror]}
+    assert endpoints(None, filling) == {"Job": []} and endpoints(None, filled) == {"Deployment": []}
 
 
 @pytest.mark.parametrize(

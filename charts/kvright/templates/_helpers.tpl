@@ -93,7 +93,8 @@ app.kubernetes.io/part-of: kvright
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get]
-# vLLM pods: listed by label (readiness, which template they run, why one cannot be scheduled).
+# vLLM pods: listed by label (readiness, which template they run, why one cannot be scheduled, how long
+# each took to start: status.coldStart).
 - apiGroups: [""]
   resources: [pods]
   verbs: [list]
