@@ -258,9 +258,9 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
         with contextlib.suppress(WaitFailed):  # 90 s of SLOMet never False is the pass
             wait_until(lambda: slo_is("False"), 90, what="SLOMet=False again", interval=5, transient=())
             raise AssertionError(f"SLOMet fell back to False: {loop.status('tight')}")
+        status = loop.status("tight")  # read under the load: once it stops, the law rightly releases replicas
     finally:
         stats = load.stop()
-    status = loop.status("tight")
     assert settled[0] < first[0] or settled[1] > first[1], plans
     assert 2 <= len(plans) <= 7, plans  # a bounded number of moves (noise 10 %, deadband, cooldown)
     # The engine runs at 60 % of the model's speed: the calibration says slower, in its fixed part, its
@@ -268,7 +268,14 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
     cal = status["calibration"]
     assert max(cal["factor"], cal["factor"] * cal.get("batchScale", 1.0)) > 1.2, cal
     assert status["observed"]["tpotMilliseconds"] <= 25.0, status["observed"]
-    assert status["calibration"]["lastDecision"]["reason"] in ("SLOMet", "Cooldown", "RolloutInProgress")
+    # Settled: the last decision holds the SLO. A step down leaves the replicas below the deadband, so the
+    # law may also be releasing one (TPOTWellBelowSLO) or probing a batch halfway to the miss.
+    settled_reasons = ("SLOMet", "Cooldown", "RolloutInProgress", "TPOTWellBelowSLO", "QueueWithHeadroom")
+    assert status["calibration"]["lastDecision"]["reason"] in settled_reasons, (
+        plans,
+        status["calibration"]["lastDecision"],
+        feedback_events(loop, "tight"),
+    )
     assert stats.dropped == 0, stats.errors
     # Every move was an event with the numbers behind it.
     events = feedback_events(loop, "tight")
