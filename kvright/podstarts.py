@@ -20,11 +20,14 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import capacity
 
-__all__ = ["Learned", "PodStart", "learn", "parse_time", "pod_starts"]
+__all__ = ["TIME_RESOLUTION_SECONDS", "Learned", "PodStart", "learn", "parse_time", "pod_starts"]
+
+#: The resolution of a condition's lastTransitionTime (RFC 3339 to the second).
+TIME_RESOLUTION_SECONDS: Final = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +86,10 @@ def pod_starts(pods: Iterable[Mapping[str, Any]]) -> tuple[PodStart, ...]:
         if restarted or began is None or up is None or up < began:
             continue
         name = str((pod.get("metadata") or {}).get("name", ""))
-        found.append(PodStart(name=name, ready=up, seconds=(up - began).total_seconds()))
+        # Condition times have a resolution of one second: Ready in the second it was scheduled is half a
+        # second, the middle of what the two times can tell (and not a zero, which means no reading).
+        seconds = max((up - began).total_seconds(), TIME_RESOLUTION_SECONDS / 2)
+        found.append(PodStart(name=name, ready=up, seconds=seconds))
     return tuple(sorted(found, key=lambda s: (s.ready, s.name)))
 
 

@@ -39,9 +39,10 @@ def test_a_start_is_scheduled_to_ready_of_a_pod_that_never_restarted() -> None:
             pod("crashed", "2026-12-01T10:00:00Z", "2026-12-01T10:09:00Z", restarts=2),
             pod("starting", "2026-12-01T10:00:00Z", None),
             pod("unready", "2026-12-01T10:00:00Z", "2026-12-01T10:01:00Z", ready_status="False"),
+            pod("instant", "2026-12-01T10:00:00Z", "2026-12-01T10:00:00Z"),  # within the second
         ]
     )
-    assert [(s.name, s.seconds) for s in starts] == [("a", 150.0), ("b", 240.0)]
+    assert [(s.name, s.seconds) for s in starts] == [("instant", 0.5), ("a", 150.0), ("b", 240.0)]
 
 
 def _predict(profiles: Any) -> dict[str, capacity.ColdStart]:
