@@ -64,7 +64,7 @@ test-conformance: venv vllm-env ## the real-vLLM conformance suite alone
 
 .PHONY: test
 test: venv lint typecheck contracts tools vllm-env ## everything: lint, types, contracts, unit, cluster, e2e and conformance tests
-	$(BIN)/pytest -q --durations=40 tests
+	PYTEST=$(BIN)/pytest bash deploy/run-tests.sh
 
 .PHONY: crd
 crd: venv ## write crds/llmdeployment.yaml and the chart's copy from the models in kvright/api.py
