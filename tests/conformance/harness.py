@@ -98,6 +98,12 @@ SHAPES: dict[str, Shape] = {
     )
 }
 
+LONG_GQA = Shape(
+    name="gqa-long", layers=2, heads=4, kv_heads=2, head_dim=32, hidden=128, max_position_embeddings=16_384
+)
+"""The gqa shape with room for a long generation: minutes of decode on a CPU (the SIGTERM tests). Not in
+SHAPES, so the TP-verdict cases do not start engines for it."""
+
 
 # ---------------------------------------------------------------------------------------------------
 # The vLLM venv and running things in it
