@@ -1,49 +1,77 @@
 #!/usr/bin/env bash
 # Every test suite, for `make test`, in two lanes where that is safe.
 #
-# The conformance suite is CPU-bound: one real vLLM engine after another. The cluster suite
-# (tests/integration, tests/promtool) mostly waits on its own local control plane. They run side by side,
-# each with its own pytest session (the cluster suite starts and stops its own control plane), and the
-# cluster suite's output is held back until the conformance suite is done, so the two never interleave.
-# Then the unit tests and the end-to-end suite run with the machine to themselves: the real-engine
-# scenario measures latency, and a busy machine would be its noise.
+# The conformance suite is CPU-bound: one real vLLM engine after another. The cluster suites mostly wait:
+# tests/integration and tests/promtool on their own local control plane, then the simulator's end-to-end
+# tests (tests/e2e/test_feedback_loop.py, test_dashboards_data.py) on another. The simulated engines keep
+# their own virtual clock, so the latencies those tests judge come from the simulator's physics, not from
+# how busy the machine is. The cluster lane runs beside the conformance suite, one pytest session after the
+# other (each starts and stops its own control plane), and its output is held back until the conformance
+# suite is done, so the two never interleave. Then the unit tests and the real-engine scenario run with the
+# machine to themselves: that scenario measures a real engine's latency, and a busy machine would be its
+# noise.
 #
 # Exit status: the first failing suite's (pytest's 5, "no tests collected", is a failure like any other).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTEST=${PYTEST:-.venv/bin/pytest}
 ARGS=(-q --durations=25)
+SIM_E2E=(tests/e2e/test_feedback_loop.py tests/e2e/test_dashboards_data.py)
+REAL_E2E=(tests/e2e/test_real_engine_loop.py)
 
-lane_log=$(mktemp "${TMPDIR:-/tmp}/kvright-cluster-suite.XXXXXX")
+lane_log=$(mktemp "${TMPDIR:-/tmp}/kvright-cluster-lane.XXXXXX")
+lane_status=$(mktemp "${TMPDIR:-/tmp}/kvright-cluster-lane-status.XXXXXX")
 lane=""
 cleanup() {
   if [ -n "$lane" ] && kill -0 "$lane" 2>/dev/null; then
-    kill "$lane" 2>/dev/null
+    kill -- "-$lane" 2>/dev/null || kill "$lane" 2>/dev/null
     wait "$lane" 2>/dev/null
   fi
-  rm -f "$lane_log"
+  rm -f "$lane_log" "$lane_status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Every e2e module is run by one lane or the other: a new one must be added to a list above.
+listed=$(printf '%s\n' "${SIM_E2E[@]}" "${REAL_E2E[@]}" | sort)
+present=$(ls tests/e2e/test_*.py | sort)
+if [ "$listed" != "$present" ]; then
+  echo "deploy/run-tests.sh: tests/e2e modules and the lanes' lists differ:" >&2
+  diff <(echo "$listed") <(echo "$present") >&2
+  exit 2
+fi
+
+cluster_lane() {
+  echo "== tests/integration tests/promtool"
+  "$PYTEST" "${ARGS[@]}" tests/integration tests/promtool
+  local integration=$?
+  echo "== ${SIM_E2E[*]}"
+  "$PYTEST" "${ARGS[@]}" "${SIM_E2E[@]}"
+  local sim=$?
+  echo "$integration $sim" >"$lane_status"
+}
+
 started=$(date +%s)
-"$PYTEST" "${ARGS[@]}" tests/integration tests/promtool >"$lane_log" 2>&1 &
+set -m  # the lane gets a process group of its own, so cleanup can stop all of it
+cluster_lane >"$lane_log" 2>&1 &
 lane=$!
-echo "== tests/conformance (tests/integration and tests/promtool run alongside; their output follows)"
+set +m
+echo "== tests/conformance (the cluster lane runs alongside; its output follows)"
 "$PYTEST" "${ARGS[@]}" tests/conformance
 conformance=$?
 wait "$lane"
-cluster=$?
 lane=""
-echo "== tests/integration tests/promtool (ran alongside the conformance suite)"
+read -r integration sim <"$lane_status" || { integration=1; sim=1; }
+echo "== the cluster lane (ran alongside the conformance suite)"
 cat "$lane_log"
-echo "== tests/unit tests/e2e"
-"$PYTEST" "${ARGS[@]}" tests/unit tests/e2e
+echo "== tests/unit ${REAL_E2E[*]}"
+"$PYTEST" "${ARGS[@]}" tests/unit "${REAL_E2E[@]}"
 rest=$?
 
-echo "== suites: conformance exit $conformance, integration+promtool exit $cluster, unit+e2e exit $rest;" \
+echo "== suites: conformance exit $conformance, integration+promtool exit $integration," \
+  "simulator e2e exit $sim, unit+real-engine e2e exit $rest;" \
   "$(( ($(date +%s) - started) / 60 )) min $(( ($(date +%s) - started) % 60 )) s in all"
-for status in "$conformance" "$cluster" "$rest"; do
+for status in "$conformance" "$integration" "$sim" "$rest"; do
   if [ "$status" -ne 0 ]; then
     exit "$status"
   fi
