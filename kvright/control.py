@@ -38,7 +38,9 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    max-num-seqs: no pod restarts, no cold start. Otherwise lower max-num-seqs to the target batch (at
    most a factor ``max_seqs_step`` below the seats the load fills, per move; one such step when the
    calibrated model says even batch 1 misses; at least ``deadband`` below the seats it has, since a
-   smaller step moves TPOT by less than the noise it is judged by, and each step restarts the pods) and
+   smaller step moves TPOT by less than the noise it is judged by, and each step restarts the pods; and
+   when the calibrated model, which lags a miss at the edge, still fits the seats that were just
+   measured above the SLO, the deadband below the seats in use: the reading outranks the model) and
    add replicas for the demand that no longer fits,
    within min/max replicas and the GPU budget. When that cannot meet the SLO (the uncalibrated
    roofline says batch 1 is too slow, or the budget cannot hold the demand at the target batch) ask
@@ -53,8 +55,10 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    ``deadband`` or not at all: a gain inside the noise is not worth a restart; never past halfway to
    the batch where TPOT was last measured above the SLO, for ``MISSED_MEMORY_COOLDOWNS`` cooldowns:
    the law bisects between what met and what missed rather than trust a model that just failed) or
-   add replicas (a
-   move that restarts the pods states its predicted cost, ``restart_seconds``); with
+   add replicas. The cold start is the cost of a restart: when restarting the pods for the seats
+   (``restart_seconds``, one pod after another) takes longer than a new replica's cold start and a
+   window, the queue gets the replica, which serves sooner and restarts nothing (a move that restarts
+   the pods states its predicted cost); with
    none waiting, remove one replica if the rest can carry the demand at the target batch (raising
    max-num-seqs in the same move when they need more seats than they have). Never scale down while
    requests wait or TTFT lacks the same headroom.
@@ -872,10 +876,20 @@ def tpot_above_slo(m: Measured) -> Decision | None:
     # When only the calibrated model says batch 1 misses, the calibration (learned at a large batch)
     # may overstate small batches: step down one bounded step and measure again.
     new_seqs, notes = m.min_step, []
-    if m.target >= 1:
+    # The reading outranks the model: when the calibrated model still says the seats fit (it learns over
+    # windows, and lags a miss at the edge of the SLO), the seats in use were just measured above it.
+    lagging = m.target >= seqs
+    if lagging:
+        new_seqs = math.floor(min(seqs, m.seats_in_use) * (1.0 - tuning.deadband))
+        notes.append(
+            f"measured above the SLO at {m.seats_in_use} seats in use, which the calibrated model still "
+            f"fits (target {m.target}): a step out of the {tuning.deadband:.0%} deadband while it relearns"
+        )
+        new_seqs = max(new_seqs, m.min_step, 1)
+    elif m.target >= 1:
         new_seqs = min(m.target, seqs)
         stepped = math.floor(seqs * (1.0 - tuning.deadband))
-        if new_seqs < seqs and stepped < new_seqs:
+        if stepped < new_seqs:
             # A step smaller than the deadband moves TPOT by less than the noise the law judges it by: the
             # next window could as well miss again, and each step restarts the pods. Step out of it.
             new_seqs = stepped
@@ -899,6 +913,12 @@ def tpot_above_slo(m: Measured) -> Decision | None:
             new_seqs=new_seqs,
             new_reps=new_reps,
         )
+    if short and (new_seqs >= seqs or lagging):
+        # The demand does not fit the budget at the seats the model allows: a cheaper plan (fp8 KV cache, a
+        # larger TP) serves more per GPU; without one, step the seats down as measured.
+        replanned = _replan(m, short)
+        if new_seqs >= seqs or replanned.action == Action.REPLAN:
+            return replanned
     if new_seqs < seqs:
         return m.act(
             Action.SET_MAX_NUM_SEQS,
@@ -906,8 +926,6 @@ def tpot_above_slo(m: Measured) -> Decision | None:
             f"{m.head}; max-num-seqs {seqs} -> {new_seqs}{note}; {m.detail}",
             new_seqs=new_seqs,
         )
-    if short:
-        return _replan(m, short)
     return m.act(
         Action.KEEP,
         Reason.TPOT_ABOVE_SLO,
@@ -985,18 +1003,27 @@ def headroom(m: Measured) -> Decision | None:
     seqs, reps = p.current.max_num_seqs, p.current.replicas
     if p.queued:
         raised = _more_seats(m)
-        if raised is not None:
+        if raised is not None and not _replica_serves_sooner(p):
             return raised
         needed = math.ceil(p.demand / max(1, seqs))
         new_reps = min(max(needed, reps + 1), reps + p.tuning.max_replicas_step, p.ceiling)
         if new_reps > reps:
+            sooner = ""
+            if raised is not None:
+                sooner = (
+                    f" (sooner than max-num-seqs {seqs} -> {raised.max_num_seqs}, which restarts the "
+                    f"{reps} pods one after another, about {p.restart_seconds:.0f}s: a replica serves after "
+                    f"one cold start, about {p.cold_start_seconds:.0f}s)"
+                )
             return m.act(
                 Action.ADD_REPLICAS,
                 Reason.REQUESTS_WAITING,
-                f"{m.head}; {p.waiting:.0f} waiting at max-num-seqs {seqs}; replicas {reps} -> {new_reps}; "
-                f"{m.detail}",
+                f"{m.head}; {p.waiting:.0f} waiting at max-num-seqs {seqs}; replicas {reps} -> {new_reps}"
+                f"{sooner}; {m.detail}",
                 new_reps=new_reps,
             )
+        if raised is not None:
+            return raised
         return m.act(
             Action.KEEP,
             Reason.REPLICA_CEILING,
@@ -1036,6 +1063,15 @@ def headroom(m: Measured) -> Decision | None:
                 new_seqs=new_seqs,
             )
     return m.act(Action.KEEP, Reason.SLO_MET, f"{m.head}; headroom but nothing to release; {m.detail}")
+
+
+def _replica_serves_sooner(p: Period) -> bool:
+    """The cold start counted as the cost of a restart: more seats reach a queue only when every pod has
+    restarted, one after another (``restart_seconds``); a replica serves it after one cold start and
+    restarts nothing. A replica is the sooner move when the restart takes longer than its start and a
+    window; the seats come back when nothing waits, with the release of a replica (one rollout then,
+    with no queue to serve). With one replica, or a start that is not known, both arrive together."""
+    return p.restart_seconds > p.cold_start_seconds + p.observation.window_seconds
 
 
 def _more_seats(m: Measured) -> Decision | None:
