@@ -759,7 +759,6 @@ async def _reconcile(
     body: Any,
     runtime: Runtime,
     nodes: list[inventory.GPUNode],
-    logger: Any,
     gpu_pods: GPUPods | None = None,
     *,
     read_at: float | None = None,
@@ -798,7 +797,8 @@ async def _reconcile(
                 runtime.executor, _post_event, runtime.kube, ref, event, runtime.clock()
             )
     cond = outcome.desired.plan_feasible
-    logger.debug("reconciled: %s %s (%s)", cond.type, cond.status, cond.reason)
+    namespace, name = meta.get("namespace"), meta.get("name")
+    log.debug("reconciled %s/%s: %s %s (%s)", namespace, name, cond.type, cond.status, cond.reason)
     return outcome
 
 
@@ -864,7 +864,7 @@ async def _changed(
 ) -> None:
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
-    outcome = await _reconcile(body, memo.runtime, _nodes(gpu_nodes), logger)
+    outcome = await _reconcile(body, memo.runtime, _nodes(gpu_nodes))
     if outcome is not None and outcome.desired.retry_seconds is not None:
         raise kopf.TemporaryError(outcome.desired.plan_feasible.message, delay=reconcile.retry_delay(retry))
 
@@ -904,7 +904,7 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
     ) -> None:
         async with limit:
             try:
-                await _reconcile(body, runtime, nodes, logger, pods, read_at=read_at)
+                await _reconcile(body, runtime, nodes, pods, read_at=read_at)
             except Exception as exc:  # one object's failure must not stop the others or the loop
                 meta = body.get("metadata") or {}
                 logger.warning(

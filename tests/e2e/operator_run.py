@@ -1,9 +1,10 @@
 """The kvright operator in-process for the end-to-end tests (kopf's KopfRunner), one way for every module.
 
 ``operator_in(kubeconfig, namespace, prometheus_url)`` sets the operator's environment (one namespace,
-metrics port 0, a short reconcile period, Prometheus), runs it, and yields a callable returning its recent
-log lines (KopfRunner's own output is readable only after it stops). On the way out it deletes the
-namespace's LLMDeployments while the operator still runs, so it sees the deletes and forgets their metrics.
+metrics port 0, a short reconcile period, Prometheus), runs it, and yields an :class:`OperatorLog`: its
+recent log lines (KopfRunner's own output is readable only after it stops) and its count of finished
+reconciles per object. On the way out it deletes the namespace's LLMDeployments while the operator still
+runs, so it sees the deletes and forgets their metrics.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import json
 import logging
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,6 +30,35 @@ class Collect(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+
+class Reconciles(logging.Handler):
+    """Counts the operator's finished reconciles per object, from its "reconciled NS/NAME: ..." debug line:
+    the positive signal a test waits for before it asserts that nothing happened."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args
+        if isinstance(record.msg, str) and record.msg.startswith("reconciled ") and isinstance(args, tuple):
+            self.counts[f"{args[0]}/{args[1]}"] += 1
+
+
+class OperatorLog:
+    """What a test reads of the operator in-process: its recent log lines (calling it) and how many
+    reconciles of an object it has finished."""
+
+    def __init__(self, lines: Collect, reconciles: Reconciles) -> None:
+        self._lines = lines
+        self._reconciles = reconciles
+
+    def __call__(self) -> str:
+        return "\n".join(self._lines.lines)
+
+    def reconciles(self, namespace: str, name: str) -> int:
+        return self._reconciles.counts[f"{namespace}/{name}"]
 
 
 def _kubectl(kubeconfig: str, *args: str) -> str:
@@ -71,7 +101,7 @@ def move_events(kubeconfig: str, namespace: str, name: str) -> list[str]:
 @contextlib.contextmanager
 def operator_in(
     kubeconfig: str, namespace: str, prometheus_url: str, *, reconcile_seconds: str = "3"
-) -> Iterator[Callable[[], str]]:
+) -> Iterator[OperatorLog]:
     from kopf.testing import KopfRunner
 
     env = {
@@ -81,15 +111,19 @@ def operator_in(
         "KVRIGHT_RECONCILE_SECONDS": reconcile_seconds,
         "KVRIGHT_PROMETHEUS_URL": prometheus_url,
     }
-    handler = Collect()
+    handler, reconciles = Collect(), Reconciles()
+    operator_log = logging.getLogger("kvright.operator")
+    level = operator_log.level
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
         logging.getLogger().addHandler(handler)
+        operator_log.addHandler(reconciles)
+        operator_log.setLevel(logging.DEBUG)
         try:
             args = ["run", "--standalone", "--namespace", namespace, "-m", "kvright.operator"]
             with KopfRunner(args, timeout=60):
-                yield lambda: "\n".join(handler.lines)
+                yield OperatorLog(handler, reconciles)
                 _kubectl(kubeconfig, "delete", "llmdeployments", "--all", "-n", namespace, "--wait=false")
                 listing = ("get", "llmdeployments", "-n", namespace, "-o", "name")
                 with contextlib.suppress(WaitFailed):
@@ -99,3 +133,5 @@ def operator_in(
                     )  # fmt: skip
         finally:
             logging.getLogger().removeHandler(handler)
+            operator_log.removeHandler(reconciles)
+            operator_log.setLevel(level)

@@ -23,7 +23,6 @@ import json
 import os
 import secrets
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
 from tests.builders import llmd
-from tests.e2e.operator_run import move_events, operator_in
+from tests.e2e.operator_run import OperatorLog, move_events, operator_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.prometheus]
 
@@ -113,10 +112,23 @@ def prometheus_for(work: Path) -> Prometheus:
 class Loop:
     """The running system, as the tests drive it."""
 
-    def __init__(self, runner: PodRunner, prometheus: Prometheus, operator_output: Callable[[], str]) -> None:
+    def __init__(self, runner: PodRunner, prometheus: Prometheus, operator_output: OperatorLog) -> None:
         self.runner = runner
         self.prometheus = prometheus
         self.operator_output = operator_output
+
+    def reconciles(self, name: str) -> int:
+        """The reconciles of ``name`` the operator has finished."""
+        return self.operator_output.reconciles(NS, name)
+
+    def wait_reconciles(self, name: str, count: int, *, since: int) -> None:
+        """Wait for ``count`` more finished reconciles of ``name`` than ``since``: the positive signal before
+        asserting that they did nothing (an absence cannot be waited for)."""
+        self.wait(
+            f"{count} reconciles of {name}",
+            lambda: self.reconciles(name) >= since + count,
+            timeout=count * float(RECONCILE_SECONDS) + 60,
+        )
 
     def create(self, name: str, builder: Any = BASE) -> None:
         obj = builder.obj()
@@ -364,7 +376,7 @@ def test_prometheus_gone_means_metrics_unavailable_no_action_and_recovery(loop: 
         down = loop.wait_condition("steady", "MetricsAvailable", "False", 120)
         assert down["reason"] == "PrometheusUnreachable", down
         before = plan_of(loop.status("steady"))
-        time.sleep(4 * float(RECONCILE_SECONDS))  # several reconciles without metrics
+        loop.wait_reconciles("steady", 4, since=loop.reconciles("steady"))  # reconciles without metrics
         assert plan_of(loop.status("steady")) == before
         assert loop.condition("steady", "MetricsAvailable")["status"] == "False"
         assert any(e.get("reason") == "PrometheusUnreachable" for e in loop.events("steady"))
@@ -394,7 +406,9 @@ class WrongMetrics:
         self.loop = loop
         self.first: dict[str, tuple[int, int]] = {}
         self.loads: dict[str, LoadGenerator] = {}
-        self.seen: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.seen: dict[str, tuple[int, dict[str, Any]]] = {}
+        """Per case: the operator's reconciles of it when its expected reason was first seen, and the
+        condition."""
 
     def start(self) -> None:
         for name in WRONG_METRICS:
@@ -406,12 +420,13 @@ class WrongMetrics:
         for name in WRONG_METRICS:
             self.loads[name] = self.loop.load(name, 8)
 
-    def poll(self, name: str) -> tuple[float, dict[str, Any]] | None:
+    def poll(self, name: str) -> tuple[int, dict[str, Any]] | None:
         for other, (_, reason) in WRONG_METRICS.items():
             if other not in self.seen:
+                reconciles = self.loop.reconciles(other)
                 c = self.loop.condition(other, "MetricsAvailable")
                 if c.get("reason") == reason:
-                    self.seen[other] = (time.monotonic(), c)
+                    self.seen[other] = (reconciles, c)
         return self.seen.get(name)
 
     def close(self) -> None:
@@ -443,9 +458,9 @@ def test_wrong_or_empty_metrics_are_ignored_with_a_condition(
             f"MetricsAvailable={status} ({reason})", lambda: wrong_metrics.poll(name), timeout=180
         )
         assert cond["status"] == status
-        # An absence of action can only be observed over time: several reconciles since the reason was first
-        # seen (for the later cases, the earlier cases' waits have usually let them pass already).
-        time.sleep(max(0.0, seen_at + 4 * float(RECONCILE_SECONDS) - time.monotonic()))
+        # An absence of action is judged after several reconciles since the reason was first seen (for the
+        # later cases, the earlier cases' waits have usually let them pass already).
+        loop.wait_reconciles(name, 4, since=seen_at)
         current = loop.status(name)
         observed = current.get("observed") or {}
         if name == "nan":

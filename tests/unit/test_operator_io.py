@@ -346,7 +346,6 @@ def test_a_body_read_before_the_last_status_write_is_read_again(monkeypatch: pyt
     under the lock after it, re-planned from the spec (1024). A body that may predate the operator's own
     last status write is read again; one read after it, or of an object never written, is used as it is."""
     import asyncio
-    import logging
 
     import kvright.operator as operator_module
 
@@ -358,10 +357,9 @@ def test_a_body_read_before_the_last_status_write_is_read_again(monkeypatch: pyt
     fresh = body(llmd("chat").model("llama-3.1-8b").gpu(H100).tpot_ms(25))
     fresh["metadata"]["generation"] = 2
     kube.live[path] = fresh
-    logger = logging.getLogger("test")
 
     def reconcile(obj: dict[str, Any], read_at: float | None) -> Any:
-        return asyncio.run(operator_module._reconcile(obj, rt, NODES, logger, read_at=read_at))
+        return asyncio.run(operator_module._reconcile(obj, rt, NODES, read_at=read_at))
 
     listed_at = clock[0]
     first = reconcile(body(SPEC), None)  # a create: never written before, the event's body is used
