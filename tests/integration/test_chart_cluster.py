@@ -23,7 +23,6 @@ import os
 import secrets
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ LLAMA_31_8B = {  # the public config.json facts of Llama 3.1 8B that capacity re
     "torch_dtype": "bfloat16", "head_dim": 128, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
 }
 WAIT_SECONDS = 120.0
+ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
 def tool(name: str) -> str:
@@ -116,9 +116,11 @@ def cluster_ready() -> None:
 
 @pytest.fixture(scope="module")
 def namespaced_release(cluster_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The chart in namespaced mode for TEAM_NS, allowed to read Secrets there; yields the SA kubeconfig."""
-    for ns in (TEAM_NS, OTHER_NS):
+    """The chart in namespaced mode for TEAM_NS, allowed to read Secrets there; yields the SA kubeconfig.
+    Its own namespace enforces the restricted Pod Security Standard, as a cluster operator's would."""
+    for ns in (TEAM_NS, OTHER_NS, SYSTEM_NS):
         kubectl("create", "namespace", ns)
+    kubectl("label", "namespace", SYSTEM_NS, f"{ENFORCE}=restricted")
     try:
         helm("install", RELEASE, str(CHART), "--namespace", SYSTEM_NS, "--create-namespace",
              "--take-ownership",
@@ -153,6 +155,37 @@ def test_install_is_deployed_with_the_crd_kept_and_owned(namespaced_release: str
     crd = json.loads(kubectl("get", "crd", "llmdeployments.kvright.dev", "-o", "json").stdout)
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert kubectl("get", "crd", "kopfpeerings.kopf.dev", check=False).returncode == 0
+
+
+def test_the_operator_pods_are_admitted_where_restricted_is_enforced(namespaced_release: str) -> None:
+    """Pod Security admission refuses a pod when it is created, so a refused pod never exists and its
+    ReplicaSet records FailedCreate: the operator's pods existing, with no such refusal, is the pass."""
+    selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=kvright"
+
+    def listed(*args: str) -> list[dict[str, Any]]:
+        return list(json.loads(kubectl("get", *args, "-n", SYSTEM_NS, "-o", "json").stdout)["items"])
+
+    deployments = listed("deployments", "-l", selector)
+    assert len(deployments) == 1, deployments
+    want = int(deployments[0]["spec"]["replicas"])
+    assert want >= 1
+
+    def admitted() -> list[dict[str, Any]] | None:
+        pods = listed("pods", "-l", selector)
+        return pods if len(pods) >= want else None
+
+    def refused() -> list[str]:
+        events = listed("events", "--field-selector", "reason=FailedCreate")
+        return [str(e.get("message")) for e in events if "PodSecurity" in str(e.get("message"))]
+
+    try:
+        pods = wait_until(admitted, WAIT_SECONDS, what="the operator's pods to be created", interval=1)
+    except WaitFailed as exc:
+        raise AssertionError(f"{exc}; Pod Security refusals: {refused()}") from exc
+    assert not refused()
+    labels = json.loads(kubectl("get", "namespace", SYSTEM_NS, "-o", "json").stdout)["metadata"]["labels"]
+    assert labels.get(ENFORCE) == "restricted"
+    assert all(p["spec"]["securityContext"].get("runAsNonRoot") for p in pods), pods
 
 
 def test_the_network_policies_are_valid_for_the_api_server(namespaced_release: str) -> None:
@@ -270,8 +303,14 @@ def reconciled(namespaced_release: str) -> Iterator[dict[str, Any]]:
                            interval=1, transient=())
             collected["events"] = kubectl("get", "events", "-n", TEAM_NS, "-o", "json").stdout
             collected["object"] = kubectl("get", "llmdeployment", "gated", "-n", TEAM_NS, "-o", "json").stdout
+            # Deleted while the operator is still up, so its delete handler runs as the ServiceAccount too.
             kubectl("delete", "llmdeployment", "gated", "-n", TEAM_NS, "--wait=false")
-            time.sleep(2)  # let the finalizer run while the operator is still up
+            gone = ("get", "llmdeployment", "gated", "-n", TEAM_NS)
+            with contextlib.suppress(WaitFailed):
+                wait_until(
+                    lambda: kubectl(*gone, check=False).returncode != 0,
+                    WAIT_SECONDS, what="gated to be gone", interval=0.5, transient=(),
+                )  # fmt: skip
         collected["logs"] = runner.output
         collected["exception"] = runner.exception
     hub.shutdown()
