@@ -62,7 +62,8 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    none waiting, remove one replica if the rest can carry the demand at the target batch (raising
    max-num-seqs in the same move when they need more seats than they have). Never scale down while
    requests wait or TTFT lacks the same headroom.
-10. Otherwise (inside the deadband) keep.
+10. Inside the deadband with a queue (outside a cooldown): serve it as in 9 (seats worth a restart, else
+   replicas, else the ceiling). Otherwise keep.
 
 If an HPA targets the workload, replica changes become recommendations (``recommend_only``).
 """
@@ -1002,33 +1003,7 @@ def headroom(m: Measured) -> Decision | None:
         return None
     seqs, reps = p.current.max_num_seqs, p.current.replicas
     if p.queued:
-        raised = _more_seats(m)
-        if raised is not None and not _replica_serves_sooner(p):
-            return raised
-        needed = math.ceil(p.demand / max(1, seqs))
-        new_reps = min(max(needed, reps + 1), reps + p.tuning.max_replicas_step, p.ceiling)
-        if new_reps > reps:
-            sooner = ""
-            if raised is not None:
-                sooner = (
-                    f" (sooner than max-num-seqs {seqs} -> {raised.max_num_seqs}, which restarts the "
-                    f"{reps} pods one after another, about {p.restart_seconds:.0f}s: a replica serves after "
-                    f"one cold start, about {p.cold_start_seconds:.0f}s)"
-                )
-            return m.act(
-                Action.ADD_REPLICAS,
-                Reason.REQUESTS_WAITING,
-                f"{m.head}; {p.waiting:.0f} waiting at max-num-seqs {seqs}; replicas {reps} -> {new_reps}"
-                f"{sooner}; {m.detail}",
-                new_reps=new_reps,
-            )
-        if raised is not None:
-            return raised
-        return m.act(
-            Action.KEEP,
-            Reason.REPLICA_CEILING,
-            f"{m.head}; {p.waiting:.0f} waiting but replicas are at the ceiling {p.ceiling}; {m.detail}",
-        )
+        return _serve_queue(m)
     ttft_room = p.ttft_ratio is None or p.ttft_ratio < 1.0 - p.tuning.deadband
     if reps > p.bounds.min_replicas and m.target >= 1 and p.waiting == 0 and ttft_room:
         per_replica_after = p.demand / (reps - 1)
@@ -1065,6 +1040,40 @@ def headroom(m: Measured) -> Decision | None:
     return m.act(Action.KEEP, Reason.SLO_MET, f"{m.head}; headroom but nothing to release; {m.detail}")
 
 
+def _serve_queue(m: Measured) -> Decision:
+    """Requests wait at full seats: more seats while the TPOT target allows (unless a replica serves the
+    queue sooner than restarting every pod for them), else more replicas, else the ceiling says so."""
+    p = m.period
+    seqs, reps = p.current.max_num_seqs, p.current.replicas
+    raised = _more_seats(m)
+    if raised is not None and not _replica_serves_sooner(p):
+        return raised
+    needed = math.ceil(p.demand / max(1, seqs))
+    new_reps = min(max(needed, reps + 1), reps + p.tuning.max_replicas_step, p.ceiling)
+    if new_reps > reps:
+        sooner = ""
+        if raised is not None:
+            sooner = (
+                f" (sooner than max-num-seqs {seqs} -> {raised.max_num_seqs}, which restarts the "
+                f"{reps} pods one after another, about {p.restart_seconds:.0f}s: a replica serves after "
+                f"one cold start, about {p.cold_start_seconds:.0f}s)"
+            )
+        return m.act(
+            Action.ADD_REPLICAS,
+            Reason.REQUESTS_WAITING,
+            f"{m.head}; {p.waiting:.0f} waiting at max-num-seqs {seqs}; replicas {reps} -> {new_reps}"
+            f"{sooner}; {m.detail}",
+            new_reps=new_reps,
+        )
+    if raised is not None:
+        return raised
+    return m.act(
+        Action.KEEP,
+        Reason.REPLICA_CEILING,
+        f"{m.head}; {p.waiting:.0f} waiting but replicas are at the ceiling {p.ceiling}; {m.detail}",
+    )
+
+
 def _replica_serves_sooner(p: Period) -> bool:
     """The cold start counted as the cost of a restart: more seats reach a queue only when every pod has
     restarted, one after another (``restart_seconds``); a replica serves it after one cold start and
@@ -1094,11 +1103,12 @@ def _more_seats(m: Measured) -> Decision | None:
 
 
 def queue_in_deadband(m: Measured) -> Decision | None:
-    """Inside the deadband but queueing: loosen max-num-seqs only as far as the target allows."""
+    """Inside the deadband but queueing: loosen max-num-seqs only as far as the target allows, else add
+    replicas (the seats are at the target, so only more engines serve a queue that persists)."""
     p = m.period
     if not p.queued or p.in_cooldown:
         return None
-    return _more_seats(m)
+    return _serve_queue(m)
 
 
 def within_deadband(m: Measured) -> Decision | None:

@@ -973,11 +973,21 @@ MEASURED_CASES: list[tuple[Any, dict[str, Any], tuple[Action, str] | None]] = [
         },
         (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom"),
     ),
-    # The target is two seats above the 64 in use: a gain lost in the noise is not worth a restart.
+    # The target is two seats above the 64 in use: a gain lost in the noise is not worth a restart, so the
+    # queue gets a replica (the demo once settled at its seats with 20 requests waiting for good).
     (
         queue_in_deadband,
         {"obs": {"tpot_seconds": 0.045, "waiting": 10.0, "running": 128.0, "mean_batch": 64.0}},
-        None,
+        (Action.ADD_REPLICAS, "RequestsWaiting"),
+    ),
+    # The same at the replica ceiling: nothing to add, and the reason says why the queue stays.
+    (
+        queue_in_deadband,
+        {
+            "obs": {"tpot_seconds": 0.045, "waiting": 10.0, "running": 128.0, "mean_batch": 64.0},
+            "bounds": Bounds(min_replicas=1, max_replicas=2, max_gpus=8),
+        },
+        (Action.KEEP, "ReplicaCeiling"),
     ),
     (within_deadband, {"obs": {"tpot_seconds": 0.045}}, (Action.KEEP, "SLOMet")),
 ]
@@ -998,7 +1008,8 @@ MEASURED_IDS = [
     "queue-with-headroom-raises-the-batch",
     "no-queue-passes",
     "queue-inside-the-band-raises-towards-the-target",
-    "queue-inside-the-band-keeps-a-raise-within-the-noise",
+    "queue-inside-the-band-with-no-seats-worth-a-restart-adds-a-replica",
+    "queue-inside-the-band-at-the-replica-ceiling-says-so",
     "deadband-keeps",
 ]
 
