@@ -484,7 +484,18 @@ start_component() { # name args...
   # setsid: its own session, so a terminal's or a test runner's signals to our group do not reach it.
   # 9>&-: the long-running process must not inherit (and hold) the up/down lock.
   setsid "$TOOLS_DIR/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
-  echo "$!" >"$(pidfile "$name")"
+  local pid=$! i
+  echo "$pid" >"$(pidfile "$name")"
+  # Until the child has exec'd the component, its /proc cmdline is still this shell's, which check_alive
+  # would read as "exited during startup". On a busy machine that takes a while (a fresh-clone CI's run
+  # beside the real-engine conformance suite failed `up` this way, the component's log still empty):
+  # wait for the exec, or for the process to end, at most 10 s.
+  for ((i = 0; i < 200; i++)); do
+    is_ours "$pid" "$name" && break
+    [[ -d "/proc/$pid" ]] || break
+    awk '{exit ($3 == "Z") ? 0 : 1}' "/proc/$pid/stat" 2>/dev/null && break  # ended, not yet reaped
+    sleep 0.05
+  done
 }
 
 # Fail with the component's log tail if it died while we wait for something.

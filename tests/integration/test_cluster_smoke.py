@@ -464,7 +464,8 @@ def a_private_cluster_whose_test_session_died_is_stopped_by_the_next_session(
     private = tmp_path / "pytest-7" / "cluster0"
     private.mkdir(parents=True)
     try:
-        assert script(private, "up").returncode == 0
+        started = script(private, "up")
+        assert started.returncode == 0, started.stderr[-3000:]
         gone = subprocess.Popen(["true"])
         gone.wait()
         (private / OWNER_FILE).write_text(str(gone.pid))  # a session that was killed before its teardown
