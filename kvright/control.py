@@ -38,7 +38,8 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    max-num-seqs: no pod restarts, no cold start. Otherwise lower max-num-seqs to the target batch (at
    most a factor ``max_seqs_step`` below the seats the load fills, per move; one such step when the
    calibrated model says even batch 1 misses; at least ``deadband`` below the seats it has, since a
-   smaller step moves TPOT by less than the noise it is judged by, and each step restarts the pods; and
+   smaller step moves TPOT by less than the noise it is judged by, and each step restarts the pods, but
+   no lower than a batch recently measured within the SLO: the law bisects from below too; and
    when the calibrated model, which lags a miss at the edge, still fits the seats that were just
    measured above the SLO, the deadband below the seats in use: the reading outranks the model) and
    add replicas for the demand that no longer fits,
@@ -895,6 +896,13 @@ def tpot_above_slo(m: Measured) -> Decision | None:
             # next window could as well miss again, and each step restarts the pods. Step out of it.
             new_seqs = stepped
             notes.append(f"a step out of the {tuning.deadband:.0%} deadband, not to the target {m.target}")
+        met = p.recent_met
+        if met is not None and new_seqs < min(met, stepped):
+            # Bisect from below too: a batch measured within the SLO since is a floor the model, just
+            # recalibrated on a miss, may not take the seats under (the real engine once went 24 met, 33
+            # missed, then 17 on the model's word, and had to probe its way back up).
+            new_seqs = min(met, stepped)
+            notes.append(f"not below batch {met}, measured within the SLO, for the model's {m.target}")
         new_seqs = max(new_seqs, m.min_step, 1)
     needed = math.ceil(p.demand / new_seqs) if p.demand > 0 else reps
     new_reps = max(min(max(needed, reps), reps + tuning.max_replicas_step, p.ceiling), p.bounds.min_replicas)

@@ -315,13 +315,19 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
     log(f"load: {stats.completed} completed, {stats.retried} retried, {stats.dropped} dropped")
     assert plans[-1][0] < first[0], plans  # the roofline's batch was too large for this engine
     assert 2 <= len(plans) <= 8, plans  # a bounded number of moves (the engine shares its CPUs: noisy)
-    # Converging, not flapping: max-num-seqs turns (down, then up, then down) at most twice. The law steps
-    # down past the SLO by at least its deadband, probes back up at most halfway to the batch that missed
-    # (and only by a gain outside the noise), and steps down once more if the probe misses.
+    # Converging, not flapping. The law steps down past the SLO by at least its deadband, probes back up at
+    # most halfway to the batch that missed (and only by a gain outside the noise), and after a probe that
+    # misses steps back no lower than the batch that met: it bisects between the two, and the deadband ends
+    # the bisection once the halfway point is within 15 % of what met. Every probe is two turns; an engine
+    # whose speed changes under it (this one shares two cores: one CI's engine ran 96 requests at 40.7 ms
+    # where others ran them at 27-29 ms) may take two probes. More turns than that is flapping; so are
+    # probes whose reach grows instead of shrinking.
     seats = [p[0] for p in plans]
     steps = [b - a for a, b in itertools.pairwise(seats) if b != a]
     turns = sum((x > 0) != (y > 0) for x, y in itertools.pairwise(steps))
-    assert turns <= 2, plans
+    assert turns <= 4, plans
+    probes = [x for x in steps[1:] if x > 0]
+    assert all(b <= a for a, b in itertools.pairwise(probes)), plans
     # Every move was an event with the numbers behind it.
     events = move_events(kubeconfig, NS, NAME)
     assert len(events) == len(plans) - 1, (events, plans)

@@ -513,6 +513,30 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.SET_MAX_NUM_SEQS, "TPOTAboveSLO", 54, 1),
     ),
     (
+        "a-miss-after-a-probe-steps-back-to-the-batch-that-met-not-to-the-models-target",
+        # 24 met five minutes ago, the probe to 33 misses at 60 ms: the recalibrated model says 7 (the real
+        # engine once took such a word, 33 -> 17, and had to probe its way back up). The law bisects: 24.
+        Case(
+            obs={"tpot_seconds": 0.060, "mean_batch": 33.0, "running": 33.0, "waiting": 60.0},
+            current={"replicas": 1, "max_num_seqs": 33},
+            bounds={"max_replicas": 1, "fp8_kv_allowed": False},
+            history={"met_batch": 24, "met_time": NOW - 300},
+            slo=0.025,
+        ),
+        (Action.SET_MAX_NUM_SEQS, "TPOTAboveSLO", 24, 1),
+    ),
+    (
+        "without-that-measurement-the-models-target-is-taken-halving-at-most",
+        # The model's target is 7; one move at most halves the 33 seats in use.
+        Case(
+            obs={"tpot_seconds": 0.060, "mean_batch": 33.0, "running": 33.0, "waiting": 60.0},
+            current={"replicas": 1, "max_num_seqs": 33},
+            bounds={"max_replicas": 1, "fp8_kv_allowed": False},
+            slo=0.025,
+        ),
+        (Action.SET_MAX_NUM_SEQS, "TPOTAboveSLO", 16, 1),
+    ),
+    (
         "the-same-miss-re-plans-when-a-cheaper-plan-serves-the-demand",
         Case(
             obs={"tpot_seconds": 0.0505, "mean_batch": 64.0, "running": 64.0, "waiting": 40.0},
