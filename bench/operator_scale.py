@@ -807,6 +807,10 @@ def start_cluster() -> tuple[str, dict[str, str]]:
     return os.path.join(cluster_dir, "kubeconfig"), env
 
 
+def _verdict(value: float, target_max: float, bounds: list[str]) -> dict[str, Any]:
+    return {"value": value, "target_max": target_max, "met": value <= target_max, "bounds": bounds}
+
+
 def verdicts(result: Mapping[str, Any]) -> dict[str, Any]:
     """Each target, met or not, with the measured bounds for a missed one."""
     out: dict[str, Any] = {}
@@ -814,43 +818,36 @@ def verdicts(result: Mapping[str, Any]) -> dict[str, Any]:
     rss: list[int] = []
     if burst is not None:
         ratio = burst["ratio_total"]
-        out["burst_ratio"] = {
-            "value": ratio,
-            "target_max": TARGET_BURST_RATIO,
-            "met": ratio <= TARGET_BURST_RATIO,
-            "bounds": burst_bounds(
+        out["burst_ratio"] = _verdict(
+            ratio,
+            TARGET_BURST_RATIO,
+            burst_bounds(
                 ratio=ratio,
                 floor=burst["floor"]["_usage"],
                 kvright=burst["kvright"]["_usage"],
                 count=result["count"],
             ),
-        }
+        )
         rss.append(burst["kvright"]["operator_peak_rss_bytes"])
     if paced is not None:
         p99 = paced["kvright"]["create_to_deployment_p99_seconds"]
-        out["paced_p99"] = {
-            "value": p99,
-            "target_max": TARGET_PACED_P99_SECONDS,
-            "met": p99 <= TARGET_PACED_P99_SECONDS,
-            "bounds": paced_bounds(
+        out["paced_p99"] = _verdict(
+            p99,
+            TARGET_PACED_P99_SECONDS,
+            paced_bounds(
                 p99=p99,
                 floor_p99=paced["floor"]["create_to_deployment_p99_seconds"],
                 kvright=paced["kvright"]["_usage"],
                 rate=float(paced["rate_per_second"]),
                 reconcile_p99=paced["kvright"]["reconcile_p99_seconds_at_most"],
             ),
-        }
+        )
         rss.append(paced["kvright"]["operator_peak_rss_bytes"])
     soak = result.get("soak")
     if soak is not None and soak.get("rss_peak_bytes"):
         rss.append(soak["rss_peak_bytes"])
     if rss:
-        out["peak_rss"] = {
-            "value": max(rss),
-            "target_max": TARGET_RSS_BYTES,
-            "met": max(rss) <= TARGET_RSS_BYTES,
-            "bounds": [],
-        }
+        out["peak_rss"] = _verdict(max(rss), TARGET_RSS_BYTES, [])
     return out
 
 
