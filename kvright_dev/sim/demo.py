@@ -53,6 +53,10 @@ def _summary(obj: dict[str, Any]) -> str:
         f"KV {observed.get('kvCacheTokens')} tokens (predicted {observed.get('kvCacheTokensPredicted')})",
         f"  calibration: {calibration.get('factor')}",
     ]
+    decision = calibration.get("lastDecision") or {}
+    if decision:
+        applied = "applied" if decision.get("applied") else "not applied"
+        lines.append(f"  decision:    {decision.get('action')} ({decision.get('reason')}, {applied})")
     for kind in ("MetricsAvailable", "SLOMet"):
         c = conditions.get(kind, {})
         lines.append(f"  {kind + ':':<13}{c.get('status')} {c.get('reason')}: {c.get('message')}")
@@ -169,7 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_seconds=ns.minutes * 60,
         ).start()
         until("SLOMet=False", lambda: slo(get()) == "False", 2)
-        print("\nbefore (SLO first seen violated):")
+        # The status update that first reports the miss carries the loop's answer to it, so ``plan`` here is
+        # already the corrected one and ``decision`` says what changed.
+        print("\nbefore (SLO first seen violated, with the loop's answer to it):")
         print(_summary(get()))
         until("SLOMet=True", lambda: slo(get()) == "True", 2)
         time.sleep(10)
