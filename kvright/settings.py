@@ -14,7 +14,7 @@ from typing import Final
 
 import capacity
 
-__all__ = ["DEFAULT_VLLM_IMAGE", "Settings", "SettingsError", "from_env"]
+__all__ = ["DEFAULT_VLLM_IMAGE", "LOG_LEVELS", "Settings", "SettingsError", "from_env"]
 
 # The vLLM release the flags kvright renders were checked against (docs/operator.md).
 DEFAULT_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.32.0"
@@ -24,6 +24,8 @@ DEFAULT_ENDPOINT_PICKER: Final = "{name}-epp"
 DEFAULT_ENDPOINT_PICKER_PORT: Final = 9002
 FAILURE_MODES: Final = ("FailClose", "FailOpen")
 _SERVICE_NAME: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
+"""The Python log levels LOG_LEVEL accepts (any case)."""
 
 
 #: The public Hugging Face hub: KVRIGHT_HF_ENDPOINT's default.
@@ -78,6 +80,8 @@ class Settings:
     gpu_occupancy: bool = True
     """Whether to list pods cluster-wide to weigh the free GPUs of each product when kvright chooses the
     product (KVRIGHT_GPU_OCCUPANCY; needs ``list`` on pods in every namespace); off: allocatable GPUs."""
+    log_level: str = "INFO"
+    """The operator's Python log level (LOG_LEVEL, any case): DEBUG, INFO, WARNING or ERROR, upper-case."""
 
     def endpoint_picker_for(self, name: str) -> str:
         """The default picker's Service name for the LLMDeployment ``name`` ("" when there is none)."""
@@ -146,6 +150,12 @@ def from_env(env: Mapping[str, str]) -> Settings:
         prices = tuple(capacity.parse_price(pair) for pair in pairs if pair)
     except capacity.CapacityError as exc:
         raise SettingsError(f"KVRIGHT_GPU_PRICES: {exc}") from None
+    raw_level = env.get("LOG_LEVEL", "").strip()
+    log_level = raw_level.upper() or "INFO"
+    if log_level not in LOG_LEVELS:
+        raise SettingsError(
+            f"LOG_LEVEL={raw_level!r} is not a log level; accepted: {', '.join(LOG_LEVELS)}, any case"
+        )
     return Settings(
         prometheus_url=env.get("KVRIGHT_PROMETHEUS_URL", "").strip().rstrip("/"),
         metrics_port=int(port),
@@ -161,6 +171,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
         endpoint_picker_failure_mode=failure_mode,
         gpu_prices=prices,
         gpu_occupancy=_flag(env, "KVRIGHT_GPU_OCCUPANCY", True),
+        log_level=log_level,
         fault_exit_after_writes=int(_number(env, "KVRIGHT_FAULT_EXIT_AFTER_WRITES", 0, 0, 1000)),
         fault_pause_after_writes=int(_number(env, "KVRIGHT_FAULT_PAUSE_AFTER_WRITES", 0, 0, 1000)),
     )

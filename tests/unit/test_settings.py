@@ -86,3 +86,30 @@ def test_bad_values_are_one_line_errors(env: dict[str, str], text: str) -> None:
     with pytest.raises(SettingsError) as info:
         from_env(env)
     assert text in str(info.value)
+
+
+def test_log_level() -> None:
+    assert from_env({}).log_level == "INFO"
+    assert from_env({"LOG_LEVEL": " debug"}).log_level == "DEBUG"
+    assert from_env({"LOG_LEVEL": "Warning"}).log_level == "WARNING"
+
+
+@pytest.mark.parametrize(
+    ("env", "text"),
+    [
+        (
+            {"LOG_LEVEL": "verbose"},
+            "LOG_LEVEL='verbose' is not a log level; accepted: DEBUG, INFO, WARNING, ERROR",
+        ),
+        (
+            {"LOG_LEVEL": "CRITICAL"},
+            "LOG_LEVEL='CRITICAL' is not a log level; accepted: DEBUG, INFO, WARNING",
+        ),
+    ],
+    ids=["log-level-unknown", "log-level-not-offered"],
+)
+def test_bad_log_level_is_a_one_line_error(env: dict[str, str], text: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        from_env(env)
+    assert text in str(info.value)
+    assert "\n" not in str(info.value)
