@@ -83,7 +83,11 @@ class DeploymentMetrics:
     predicted_output_tokens_per_second: float | None = None
     """Output tokens/s one replica is predicted to produce at the workload's load."""
     predicted_tpot_seconds: float | None = None
-    """Predicted time per output token at the planned batch, calibration applied."""
+    """Predicted time per output token at the SLO's percentile at the planned batch, calibration applied
+    (``status.prediction.tpotMilliseconds``: what the plan is sized on)."""
+    predicted_tpot_mean_seconds: float | None = None
+    """Predicted mean time per output token at the planned batch, calibration applied
+    (``status.prediction.tpotMeanMilliseconds``): what vLLM's histogram ``_sum / _count`` is compared with."""
     predicted_ttft_seconds: float | None = None
     """Predicted time to first token."""
     predicted_kv_cache_tokens: int | None = None
@@ -137,8 +141,12 @@ _VALUE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
         "predicted_output_tokens_per_second",
     ),
     "kvright_predicted_tpot_seconds": (
-        "Predicted time per output token, calibration applied",
+        "Predicted time per output token at the SLO's percentile, calibration applied",
         "predicted_tpot_seconds",
+    ),
+    "kvright_predicted_tpot_mean_seconds": (
+        "Predicted mean time per output token, calibration applied",
+        "predicted_tpot_mean_seconds",
     ),
     "kvright_predicted_ttft_seconds": ("Predicted time to first token", "predicted_ttft_seconds"),
     "kvright_predicted_kv_cache_tokens": (
@@ -324,6 +332,7 @@ def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
         predicted_max_concurrency=seqs * engines if seqs is not None else None,
         predicted_output_tokens_per_second=tokens / planned if tokens is not None and planned else None,
         predicted_tpot_seconds=_number(prediction, "tpotMilliseconds", 1e-3),
+        predicted_tpot_mean_seconds=_number(prediction, "tpotMeanMilliseconds", 1e-3),
         predicted_ttft_seconds=_number(prediction, "ttftMilliseconds", 1e-3),
         predicted_kv_cache_tokens=_integer(prediction, "kvCacheTokensPerReplica"),
         predicted_weight_bytes_per_gpu=_integer(prediction, "weightBytesPerGPU"),

@@ -34,6 +34,7 @@ def full(namespace: str = "team-a", name: str = "llama", **overrides: object) ->
         "max_num_seqs": 64,
         "replicas": 2,
         "predicted_tpot_seconds": 0.031,
+        "predicted_tpot_mean_seconds": 0.026,
         "predicted_ttft_seconds": 0.4,
         "predicted_kv_cache_tokens": 1_200_000,
         "predicted_weight_bytes_per_gpu": 35_000_000_000,
@@ -65,6 +66,7 @@ KEY = {"namespace": "team-a", "llmdeployment": "llama"}
         ("kvright_plan_gpus", 8),
         ("kvright_plan_feasible", 1),
         ("kvright_predicted_tpot_seconds", 0.031),
+        ("kvright_predicted_tpot_mean_seconds", 0.026),
         ("kvright_predicted_ttft_seconds", 0.4),
         ("kvright_predicted_kv_cache_tokens", 1_200_000),
         ("kvright_predicted_weight_bytes_per_gpu", 35_000_000_000),
@@ -101,6 +103,7 @@ def test_infeasible_plan_keeps_feasible_zero_and_removes_plan_series() -> None:
         "kvright_plan_tensor_parallel_size",
         "kvright_plan_gpus",
         "kvright_predicted_tpot_seconds",
+        "kvright_predicted_tpot_mean_seconds",
         "kvright_observed_kv_cache_tokens",
     ):
         assert sample(m, gone, **KEY) is None, gone
@@ -218,6 +221,7 @@ def llmd_obj(*, feasible: str | None = "True", **status: object) -> dict[str, ob
             },
             "prediction": {
                 "tpotMilliseconds": 31.0,
+                "tpotMeanMilliseconds": 26.0,
                 "ttftMilliseconds": 400.0,
                 "kvCacheTokensPerReplica": 1_200_000,
                 "weightBytesPerGPU": 35_000_000_000,
@@ -237,6 +241,7 @@ FEASIBLE = {
     "gpu": "NVIDIA-H100-80GB-HBM3",
     "model": "meta-llama/Llama-3.1-70B-Instruct",
     "predicted_tpot_seconds": 0.031,
+    "predicted_tpot_mean_seconds": 0.026,
     "predicted_ttft_seconds": 0.4,
     "predicted_kv_cache_tokens": 1_200_000,
     "predicted_weight_bytes_per_gpu": 35_000_000_000,
@@ -261,6 +266,7 @@ FROM_STATUS = [
             "feasible": False,
             "tensor_parallel_size": None,
             "predicted_tpot_seconds": None,
+            "predicted_tpot_mean_seconds": None,
             "kv_cache_dtype": None,
             "slo_tpot_seconds": 0.05,
         },
@@ -396,3 +402,8 @@ def test_the_gauges_read_the_status_the_real_reconcile_writes() -> None:
     assert values.predicted_output_tokens_per_second == pytest.approx(
         prediction["outputTokensPerSecond"] / prediction["plannedReplicas"]
     )
+    # The drift alert divides vLLM's mean TPOT by the predicted mean, which is below the SLO percentile's.
+    mean, at_percentile = values.predicted_tpot_mean_seconds, values.predicted_tpot_seconds
+    assert mean == pytest.approx(prediction["tpotMeanMilliseconds"] / 1000.0)
+    assert at_percentile == pytest.approx(prediction["tpotMilliseconds"] / 1000.0)
+    assert mean is not None and at_percentile is not None and mean < at_percentile

@@ -156,6 +156,13 @@ def test_renamed_vllm_metrics_are_queried_under_both_names(alert: str, current: 
     assert current in expr and legacy in expr and " or" in expr
 
 
+def test_prediction_drift_divides_the_observed_mean_by_the_predicted_mean() -> None:
+    """vLLM's _sum/_count is a mean TPOT: the percentile's prediction would read a wide tail as drift."""
+    expr = alert_rules()["KVRightTPOTPredictionDrift"]["expr"]
+    assert "kvright_predicted_tpot_mean_seconds" in expr
+    assert "kvright_predicted_tpot_seconds" not in expr
+
+
 def test_operator_alerts_select_the_chart_job_or_the_override() -> None:
     assert 'job="kvright-metrics"' in alert_rules()["KVRightOperatorDown"]["expr"]
     overridden = alert_rules("--set", "prometheusRule.operatorJob=my-kvright")
