@@ -133,7 +133,10 @@ class VLLMWorkload:
     """Model weights, all GPUs: sizes the startup probe's budget for loading."""
     max_request_seconds: float = 60.0
     """How long the longest expected request runs: sizes the termination grace period."""
-    extra_labels: dict[str, str] = field(default_factory=dict)
+    pod_monitor_labels: Mapping[str, str] = field(default_factory=dict)
+    """Extra labels on the PodMonitor only (the operator's KVRIGHT_PODMONITOR_LABELS): the label a Prometheus
+    selects PodMonitors by, e.g. kube-prometheus-stack's ``release``. Not on the workload or its pods, so
+    changing it never restarts vLLM; kvright's own labels win over these."""
     endpoint_picker: EndpointPickerSpec | None = None
     """The InferencePool's endpoint picker (None: the pool has no endpointPickerRef)."""
     weights: WeightsMount | None = None
@@ -211,7 +214,7 @@ def _metadata(w: VLLMWorkload) -> dict[str, Any]:
     return {
         "name": w.owner.name,
         "namespace": w.owner.namespace,
-        "labels": {**labels(w.owner.name), **w.extra_labels},
+        "labels": labels(w.owner.name),
         "ownerReferences": owner_references(w.owner),
     }
 
@@ -338,7 +341,7 @@ def _pod_template(
     contexts and volumes (the same for a Deployment's pods and a LeaderWorkerSet's)."""
     return {
         "metadata": {
-            "labels": {**labels(w.owner.name), **w.extra_labels},
+            "labels": labels(w.owner.name),
             "annotations": {"kvright.dev/gpu-product": w.gpu_product},
         },
         "spec": {
@@ -472,11 +475,15 @@ def render_service(w: VLLMWorkload) -> dict[str, Any]:
 
 def render_pod_monitor(w: VLLMWorkload) -> dict[str, Any]:
     """A prometheus-operator PodMonitor scraping vLLM's /metrics, with the ``llmdeployment`` label on
-    every series (``namespace`` is added by prometheus-operator)."""
+    every series (``namespace`` is added by prometheus-operator). Its object carries
+    ``w.pod_monitor_labels`` too: a Prometheus picks up only the PodMonitors its podMonitorSelector matches
+    (kube-prometheus-stack's default is its ``release`` label), so without them no vllm:* series exists."""
+    metadata = _metadata(w)
+    metadata["labels"] = {**w.pod_monitor_labels, **metadata["labels"]}
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": _metadata(w),
+        "metadata": metadata,
         "spec": {
             "selector": {"matchLabels": serving_selector(w.owner.name, spans_nodes=w.layout.spans_nodes)},
             "podMetricsEndpoints": [

@@ -14,7 +14,7 @@ from typing import Final
 
 import capacity
 
-__all__ = ["DEFAULT_VLLM_IMAGE", "LOG_LEVELS", "Settings", "SettingsError", "from_env"]
+__all__ = ["DEFAULT_VLLM_IMAGE", "KVRIGHT_LABEL_KEYS", "LOG_LEVELS", "Settings", "SettingsError", "from_env"]
 
 # The vLLM release the flags kvright renders were checked against (docs/operator.md).
 DEFAULT_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.32.0"
@@ -26,6 +26,26 @@ FAILURE_MODES: Final = ("FailClose", "FailOpen")
 _SERVICE_NAME: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
 """The Python log levels LOG_LEVEL accepts (any case)."""
+# Kubernetes label syntax (apimachinery's validation.IsQualifiedName and IsValidLabelValue): a name is at most
+# 63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit; a key may be
+# prefixed by a DNS subdomain (lower case, at most 253 characters) and '/'; a value is a name or empty.
+_LABEL_NAME: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+KVRIGHT_LABEL_KEYS: Final = frozenset(
+    {
+        "app.kubernetes.io/managed-by",
+        "app.kubernetes.io/name",
+        "app.kubernetes.io/instance",
+        "kvright.dev/llmdeployment",
+    }
+)
+"""The labels kvright puts on every child itself (kvright.render.labels; a unit test keeps the two equal):
+KVRIGHT_PODMONITOR_LABELS may not set them, so a PodMonitor always says whose it is."""
+_LABEL_ACCEPTED: Final = (
+    "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. release=kube-prometheus-stack): KEY is "
+    "[PREFIX/]NAME, NAME and VALUE at most 63 letters, digits, '-', '_' or '.', starting and ending with a "
+    "letter or digit (VALUE may be empty), PREFIX a lower-case DNS subdomain"
+)
 
 
 #: The public Hugging Face hub: KVRIGHT_HF_ENDPOINT's default.
@@ -80,6 +100,10 @@ class Settings:
     gpu_occupancy: bool = True
     """Whether to list pods cluster-wide to weigh the free GPUs of each product when kvright chooses the
     product (KVRIGHT_GPU_OCCUPANCY; needs ``list`` on pods in every namespace); off: allocatable GPUs."""
+    pod_monitor_labels: tuple[tuple[str, str], ...] = ()
+    """Extra labels on every PodMonitor kvright renders, as (key, value) pairs in the given order
+    (KVRIGHT_PODMONITOR_LABELS, ``KEY=VALUE`` pairs separated by commas): the label a Prometheus selects
+    PodMonitors by (kube-prometheus-stack's default podMonitorSelector: ``release=<its release>``)."""
     log_level: str = "INFO"
     """The operator's Python log level (LOG_LEVEL, any case): DEBUG, INFO, WARNING or ERROR, upper-case."""
 
@@ -112,6 +136,41 @@ def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: fl
     if not lo <= value <= hi:
         raise SettingsError(f"{name}={raw!r} is out of range; accepted: {lo:g} to {hi:g}")
     return value
+
+
+def _label_error(name: str, what: str, text: str) -> SettingsError:
+    return SettingsError(f"{name}: {what} {text!r} is not valid; {_LABEL_ACCEPTED}")
+
+
+def _is_label_key(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
+def _labels(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
+    """Comma-separated ``KEY=VALUE`` Kubernetes labels; none of kvright's own keys, no key twice."""
+    pairs: dict[str, str] = {}
+    for item in (part.strip() for part in env.get(name, "").split(",")):
+        if not item:
+            continue
+        key, equals, value = (s.strip() for s in item.partition("="))
+        if not equals:
+            raise _label_error(name, "pair", item)
+        if not _is_label_key(key):
+            raise _label_error(name, "key", key)
+        if value and not (len(value) <= 63 and _LABEL_NAME.fullmatch(value)):
+            raise _label_error(name, "value", value)
+        if key in KVRIGHT_LABEL_KEYS:
+            raise SettingsError(
+                f"{name}: {key!r} is a label kvright sets itself; accepted: any other key "
+                f"(kvright's own: {', '.join(sorted(KVRIGHT_LABEL_KEYS))})"
+            )
+        if key in pairs:
+            raise SettingsError(f"{name}: {key!r} is given twice; accepted: each key once")
+        pairs[key] = value
+    return tuple(pairs.items())
 
 
 def from_env(env: Mapping[str, str]) -> Settings:
@@ -171,6 +230,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
         endpoint_picker_failure_mode=failure_mode,
         gpu_prices=prices,
         gpu_occupancy=_flag(env, "KVRIGHT_GPU_OCCUPANCY", True),
+        pod_monitor_labels=_labels(env, "KVRIGHT_PODMONITOR_LABELS"),
         log_level=log_level,
         fault_exit_after_writes=int(_number(env, "KVRIGHT_FAULT_EXIT_AFTER_WRITES", 0, 0, 1000)),
         fault_pause_after_writes=int(_number(env, "KVRIGHT_FAULT_PAUSE_AFTER_WRITES", 0, 0, 1000)),

@@ -321,3 +321,35 @@ def test_network_policies_need_the_namespaces_of_the_vllm_pods() -> None:
                     "--set", "networkPolicy.enabled=true")  # fmt: skip
     assert done.returncode != 0
     assert "needs networkPolicy.vllmNamespaces (or operator.watchNamespaces)" in done.stderr
+
+
+def test_pod_monitor_labels_reach_the_operator_as_one_env_var() -> None:
+    """podMonitor.labels (kube-prometheus-stack selects PodMonitors by its release label) become
+    KVRIGHT_PODMONITOR_LABELS, KEY=VALUE pairs in key order; none by default."""
+    docs = render("--set", "podMonitor.labels.release=kube-prometheus-stack",
+                  "--set", r"podMonitor.labels.example\.com/team=ml")  # fmt: skip
+    env = {e["name"]: e.get("value") for e in one(docs, "Deployment")["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert env["KVRIGHT_PODMONITOR_LABELS"] == "example.com/team=ml,release=kube-prometheus-stack"
+    default = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "KVRIGHT_PODMONITOR_LABELS" not in {e["name"] for e in default["env"]}
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--set", r"podMonitor.labels.app\.kubernetes\.io/name=x"],
+         'podMonitor.labels: "app.kubernetes.io/name" is a label kvright sets on its PodMonitors itself'),
+        (["--set", "podMonitor.labels.Bad key=x"],
+         'podMonitor.labels: "Bad key" is not a Kubernetes label key; accepted: [PREFIX/]NAME'),
+        (["--set", r"podMonitor.labels.Example\.com/team=x"],
+         '"Example.com/team" is not a Kubernetes label key'),
+        (["--set", "podMonitor.labels.release=kube prometheus"], "/podMonitor/labels/release"),
+        (["--set", "podMonitor.label.release=x"], "additional properties 'label' not allowed"),
+    ],
+    ids=["kvrights-own-key", "key-with-space", "upper-case-prefix", "value-with-space", "typo"],
+)
+def test_bad_pod_monitor_labels_fail_the_render(args: list[str], complaint: str) -> None:
+    done = run_helm("template", "kvright", str(CHART), "--kube-version", KUBE_VERSION, *args)
+    assert done.returncode != 0
+    assert complaint in done.stderr

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from kvright import dashboards
+from kvright.settings import KVRIGHT_LABEL_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kvright"
@@ -107,3 +108,12 @@ def _objects(schema: Any, path: str = "$") -> list[tuple[str, dict[str, Any]]]:
 @pytest.mark.parametrize(("path", "node"), _objects(SCHEMA), ids=[p for p, _ in _objects(SCHEMA)])
 def test_schema_rejects_unknown_keys_at_every_level(path: str, node: dict[str, Any]) -> None:
     assert node.get("additionalProperties") is False, f"{path} accepts unknown keys"
+
+
+def test_the_chart_refuses_the_same_pod_monitor_label_keys_as_the_operator() -> None:
+    """podMonitor.labels may not set kvright's own labels: the chart's list is the operator's
+    (kvright.settings.KVRIGHT_LABEL_KEYS, which tests/unit/test_render.py ties to kvright.render.labels)."""
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
+    match = re.search(r"\$own := list ((?:\"[^\"]+\" ?)+)", helpers)
+    assert match, "_helpers.tpl no longer lists kvright's own label keys in kvright.podMonitorLabels"
+    assert set(re.findall(r"\"([^\"]+)\"", match.group(1))) == KVRIGHT_LABEL_KEYS

@@ -29,6 +29,7 @@ from kvright.render import (
     termination_grace_seconds,
     worker_args,
 )
+from kvright.settings import KVRIGHT_LABEL_KEYS
 
 ARGS = (
     "--tensor-parallel-size",
@@ -209,6 +210,28 @@ def test_service_and_pod_monitor_ports() -> None:
     assert endpoint["relabelings"][0]["sourceLabels"] == [
         "__meta_kubernetes_pod_label_kvright_dev_llmdeployment"
     ]
+
+
+def test_only_the_pod_monitor_carries_the_pod_monitor_labels() -> None:
+    """kube-prometheus-stack's Prometheus selects PodMonitors by its release label: the operator's
+    KVRIGHT_PODMONITOR_LABELS go on the PodMonitor and nowhere else (a pod label change would restart vLLM),
+    and cannot displace kvright's own labels."""
+    extra = {"release": "kube-prometheus-stack", "team": "ml"}
+    w = workload(pod_monitor_labels={**extra, "app.kubernetes.io/name": "other"})
+    by_kind = {c["kind"]: c for c in render_all(w, pod_monitor=True, inference_pool=True)}
+    assert by_kind["PodMonitor"]["metadata"]["labels"] == {**labels("chat"), **extra}
+    for kind in ("Deployment", "Service", "InferencePool"):
+        assert by_kind[kind]["metadata"]["labels"] == labels("chat"), kind
+    assert by_kind["Deployment"]["spec"]["template"]["metadata"]["labels"] == labels("chat")
+    lws = render_leader_worker_set(multi_node(pod_monitor_labels=extra))
+    assert lws["metadata"]["labels"] == labels("chat")
+    leader, worker = _templates(lws)
+    assert leader["metadata"]["labels"] == worker["metadata"]["labels"] == labels("chat")
+    assert render_pod_monitor(workload())["metadata"]["labels"] == labels("chat")
+
+
+def test_the_settings_reserve_exactly_the_labels_kvright_sets() -> None:
+    assert set(labels("chat")) == KVRIGHT_LABEL_KEYS
 
 
 @pytest.mark.parametrize(

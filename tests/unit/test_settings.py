@@ -113,3 +113,59 @@ def test_bad_log_level_is_a_one_line_error(env: dict[str, str], text: str) -> No
         from_env(env)
     assert text in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_pod_monitor_labels() -> None:
+    s = from_env(
+        {"KVRIGHT_PODMONITOR_LABELS": " release=kube-prometheus-stack, example.com/team = ml ,empty=,"}
+    )
+    assert s.pod_monitor_labels == (
+        ("release", "kube-prometheus-stack"),
+        ("example.com/team", "ml"),
+        ("empty", ""),
+    )
+    assert from_env({}).pod_monitor_labels == ()
+
+
+LABELS_ACCEPTED = "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. release=kube-prometheus-stack)"
+
+
+@pytest.mark.parametrize(
+    ("env", "text"),
+    [
+        ({"KVRIGHT_PODMONITOR_LABELS": "release"}, f"pair 'release' is not valid; {LABELS_ACCEPTED}"),
+        ({"KVRIGHT_PODMONITOR_LABELS": "rel ease=x"}, f"key 'rel ease' is not valid; {LABELS_ACCEPTED}"),
+        ({"KVRIGHT_PODMONITOR_LABELS": "=x"}, f"key '' is not valid; {LABELS_ACCEPTED}"),
+        ({"KVRIGHT_PODMONITOR_LABELS": "Example.com/team=x"}, "key 'Example.com/team' is not valid"),
+        ({"KVRIGHT_PODMONITOR_LABELS": f"{'k' * 64}=x"}, f"key '{'k' * 64}' is not valid"),
+        ({"KVRIGHT_PODMONITOR_LABELS": "release=kube prometheus"}, "value 'kube prometheus' is not valid"),
+        ({"KVRIGHT_PODMONITOR_LABELS": "release=-stack"}, "value '-stack' is not valid"),
+        ({"KVRIGHT_PODMONITOR_LABELS": f"release={'v' * 64}"}, f"value '{'v' * 64}' is not valid"),
+        (
+            {"KVRIGHT_PODMONITOR_LABELS": "app.kubernetes.io/name=x"},
+            "KVRIGHT_PODMONITOR_LABELS: 'app.kubernetes.io/name' is a label kvright sets itself; "
+            "accepted: any other key",
+        ),
+        (
+            {"KVRIGHT_PODMONITOR_LABELS": "release=a,release=b"},
+            "KVRIGHT_PODMONITOR_LABELS: 'release' is given twice; accepted: each key once",
+        ),
+    ],
+    ids=[
+        "without-equals",
+        "key-with-space",
+        "key-empty",
+        "prefix-upper-case",
+        "name-too-long",
+        "value-with-space",
+        "value-starts-with-dash",
+        "value-too-long",
+        "key-kvright-sets",
+        "key-twice",
+    ],
+)
+def test_bad_pod_monitor_labels_are_one_line_errors(env: dict[str, str], text: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        from_env(env)
+    assert text in str(info.value)
+    assert "\n" not in str(info.value)

@@ -141,11 +141,29 @@ sum by ({{ $by }}) (rate({{ $m }}_sum[{{ $w }}])) / sum by ({{ $by }}) (rate({{ 
     runbook_url: {{ printf "%sKVRight%s.md" $r.runbookBaseURL .name | quote }}
 {{- end -}}
 
-{{/* operator.gpuPrices as KVRIGHT_GPU_PRICES: PRODUCT=USD pairs, comma-separated, in key order. */}}
-{{- define "kvright.gpuPrices" -}}
+{{/* A map as comma-separated KEY=VALUE pairs in key order: operator.gpuPrices as KVRIGHT_GPU_PRICES
+     (PRODUCT=USD), podMonitor.labels as KVRIGHT_PODMONITOR_LABELS. */}}
+{{- define "kvright.pairs" -}}
 {{- $pairs := list -}}
 {{- range $product, $usd := . -}}
 {{- $pairs = append $pairs (printf "%s=%v" $product $usd) -}}
 {{- end -}}
 {{- join "," $pairs -}}
+{{- end -}}
+
+{{/* podMonitor.labels as KVRIGHT_PODMONITOR_LABELS, each key checked first (the schema checks the values; a
+     schema check of map keys reports them at a wrong path in Helm 3.22). The operator checks them again. */}}
+{{- define "kvright.podMonitorLabels" -}}
+{{- $own := list "app.kubernetes.io/managed-by" "app.kubernetes.io/name" "app.kubernetes.io/instance" "kvright.dev/llmdeployment" -}}
+{{- range $key, $_ := . -}}
+{{- if has $key $own -}}
+{{- fail (printf "podMonitor.labels: %q is a label kvright sets on its PodMonitors itself; accepted: any other key (kvright's own: %s)" $key (join ", " $own)) -}}
+{{- end -}}
+{{- $name := regexReplaceAll "^.*/" $key "" -}}
+{{- $prefix := trimSuffix "/" (trimSuffix $name $key) -}}
+{{- if or (gt (len $name) 63) (gt (len $prefix) 253) (not (regexMatch "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$" $name)) (and (contains "/" $key) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $prefix))) -}}
+{{- fail (printf "podMonitor.labels: %q is not a Kubernetes label key; accepted: [PREFIX/]NAME, NAME at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, PREFIX a lower-case DNS subdomain (e.g. release, example.com/team)" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- include "kvright.pairs" . -}}
 {{- end -}}
