@@ -353,3 +353,12 @@ def test_bad_pod_monitor_labels_fail_the_render(args: list[str], complaint: str)
     done = run_helm("template", "kvright", str(CHART), "--kube-version", KUBE_VERSION, *args)
     assert done.returncode != 0
     assert complaint in done.stderr
+
+
+@pytest.mark.parametrize(("version", "renders"), [("1.29.9", False), ("1.30.0", True)], ids=["1.29", "1.30"])
+def test_the_chart_needs_kubernetes_1_30_for_the_prestop_sleep(version: str, renders: bool) -> None:
+    """kvright's vLLM pods use lifecycle.preStop.sleep (PodLifecycleSleepAction, on by default from 1.30)."""
+    done = run_helm("template", "kvright", str(CHART), "--kube-version", version)
+    assert (done.returncode == 0) == renders, done.stderr
+    if not renders:
+        assert "chart requires kubeVersion: >=1.30.0-0" in done.stderr
