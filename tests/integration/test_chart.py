@@ -228,6 +228,24 @@ def test_crd_is_the_one_source_kept_on_uninstall(default: list[dict[str, Any]]) 
 
 def test_crds_off() -> None:
     assert by_kind(render("--set", "crds.enabled=false"), "CustomResourceDefinition") == []
+    assert by_kind(render("--set", "crds.enabled=false", "--set", "ha.enabled=true"),
+                   "CustomResourceDefinition") == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("ha", "crds"),
+    [
+        (False, {"llmdeployments.kvright.dev"}),
+        (True, {"llmdeployments.kvright.dev", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}),
+    ],
+    ids=["standalone", "ha"],
+)
+def test_kopf_peering_crds_only_with_ha(ha: bool, crds: set[str]) -> None:
+    """kopf's peering CRDs are shared by every kopf operator in the cluster: a release claims them only when
+    its own HA needs them (the operator runs kopf standalone otherwise), and keeps them on uninstall."""
+    found = by_kind(render("--set", f"ha.enabled={str(ha).lower()}"), "CustomResourceDefinition")
+    assert {c["metadata"]["name"] for c in found} == crds
+    assert all(c["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for c in found)
 
 
 def test_names_are_truncated_to_63_characters() -> None:
@@ -277,6 +295,12 @@ def test_packaged_chart_carries_the_crd_and_dashboards(tmp_path: Path) -> None:
     assert packaged.returncode == 0, packaged.stderr
     docs = [d for d in yaml.safe_load_all(packaged.stdout) if d]
     assert {c["metadata"]["name"] for c in by_kind(docs, "CustomResourceDefinition")} == {
+        "llmdeployments.kvright.dev"}
+    with_ha = run_helm("template", "kvright", str(package), "--kube-version", KUBE_VERSION,
+                       "--set", "ha.enabled=true")  # fmt: skip
+    assert with_ha.returncode == 0, with_ha.stderr
+    assert {c["metadata"]["name"] for c in by_kind([d for d in yaml.safe_load_all(with_ha.stdout) if d],
+                                                   "CustomResourceDefinition")} == {
         "llmdeployments.kvright.dev", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
     assert [m["metadata"]["name"] for m in by_kind(docs, "ConfigMap")] == ["kvright-dashboard-capacity"]
 
