@@ -386,3 +386,17 @@ def test_the_chart_needs_kubernetes_1_30_for_the_prestop_sleep(version: str, ren
     assert (done.returncode == 0) == renders, done.stderr
     if not renders:
         assert "chart requires kubeVersion: >=1.30.0-0" in done.stderr
+
+
+def test_an_existing_service_account_must_be_named() -> None:
+    """serviceAccount.create=false without a name would run the operator as, and bind its ClusterRoles to,
+    the namespace's default ServiceAccount (every other pod there uses it): the render fails instead."""
+    done = run_helm("template", "kvright", str(CHART), "--kube-version", KUBE_VERSION,
+                    "--set", "serviceAccount.create=false")  # fmt: skip
+    assert done.returncode != 0
+    assert "serviceAccount.create=false needs serviceAccount.name" in done.stderr
+    docs = render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=kvright-operator")
+    assert by_kind(docs, "ServiceAccount") == []
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "kvright-operator"
+    subjects = [s for b in by_kind(docs, "ClusterRoleBinding") for s in b["subjects"]]
+    assert subjects and all(s["name"] == "kvright-operator" for s in subjects)

@@ -38,11 +38,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: kvright
 {{- end -}}
 
+{{/* The operator's ServiceAccount. Not created: it must be named, or the operator would run as, and the
+     ClusterRoles be bound to, the namespace's "default" ServiceAccount, which every other pod there uses. */}}
 {{- define "kvright.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "kvright.fullname" .) .Values.serviceAccount.name -}}
+{{- else if .Values.serviceAccount.name -}}
+{{- .Values.serviceAccount.name -}}
 {{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
+{{- fail "serviceAccount.create=false needs serviceAccount.name: the ServiceAccount you made for the operator (without it the pod would run as, and the roles be bound to, the namespace's default ServiceAccount, which every other pod in the namespace uses)" -}}
 {{- end -}}
 {{- end -}}
 
