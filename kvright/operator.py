@@ -29,6 +29,7 @@ import datetime
 import json
 import logging
 import os
+import random
 import signal
 import threading
 import time
@@ -42,7 +43,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.api_client import RequestSerialized
 
-from kvright import api, feedback, inventory, metrics, podstarts, reconcile, weights
+from kvright import api, feedback, inventory, metrics, peering, podstarts, reconcile, weights
 from kvright import conditions as cond
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
@@ -321,6 +322,8 @@ class Runtime:
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
     _posted: dict[str, dict[tuple[str, str, str], float]] = field(default_factory=dict)
     _status_written: dict[str, float] = field(default_factory=dict)
+    peering_priority: int = 0
+    """This replica's kopf peering priority (set at startup when KVRIGHT_PEERING names a peering)."""
 
     def wrote_status(self, uid: str) -> None:
         """Remember that this operator just wrote ``uid``'s status (see :meth:`stale`)."""
@@ -391,6 +394,25 @@ class Runtime:
         node_list = self.kube.request("GET", "/api/v1/nodes").get("items") or []
         nodes = [n for n in (inventory.gpu_node(item) for item in node_list) if n is not None]
         return bodies, nodes
+
+    def standing_by(self) -> str | None:
+        """With peering, why this replica leaves the sweep to another (kvright.peering), or None when it is
+        the one to work. The peering objects are read each time: kopf's pause is not exposed to the sweep,
+        so the sweep applies kopf's rule to what kopf writes. No peering object: kopf cannot coordinate
+        and works on every replica, and so does the sweep."""
+        name = self.settings.peering
+        select = [("fieldSelector", f"metadata.name={name}")]
+        if self.settings.namespaces:
+            paths = [f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings" for ns in self.settings.namespaces]
+        else:
+            paths = ["/apis/kopf.dev/v1/clusterkopfpeerings"]
+        statuses: list[Any] = []
+        for path in paths:
+            items = self.kube.request("GET", path, query=select).get("items") or []
+            statuses.extend(item.get("status") for item in items)
+        if not statuses:
+            return None
+        return peering.standing_by(statuses, priority=self.peering_priority, now=self.clock())
 
     def pod_monitor_supported(self) -> bool:
         """Whether the PodMonitor CRD exists (see ``_served``)."""
@@ -549,6 +571,7 @@ def gather(
         hub_endpoint=None if runtime.settings.hf_endpoint == PUBLIC_HUB else runtime.settings.hf_endpoint,
         prices=dict(runtime.settings.gpu_prices),
         pod_monitor=runtime.pod_monitor_supported(),
+        pod_monitor_labels=dict(runtime.settings.pod_monitor_labels),
         leader_worker_set=runtime.leader_worker_set_supported(),
         inference_pool=runtime.inference_pool_supported(),
         endpoint_picker=runtime.endpoint_picker(meta["name"]),
@@ -824,6 +847,18 @@ async def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, 
     settings.watching.client_timeout = 330
     if not hasattr(memo, "runtime"):
         memo.runtime = runtime_from_env(os.environ)
+    if memo.runtime.settings.peering:
+        # kopf's default priority is 0 for every replica, and kopf pauses all replicas that share the top
+        # priority: each replica draws its own, so that exactly one works (kvright.peering). A priority
+        # given to kopf (`kopf run --priority`) is kept.
+        if not settings.peering.priority:
+            settings.peering.priority = random.SystemRandom().randint(*peering.PRIORITY_RANGE)
+        memo.runtime.peering_priority = settings.peering.priority
+        logger.info(
+            "peering %r with priority %d: the replica with the highest priority works, the others stand by",
+            memo.runtime.settings.peering,
+            settings.peering.priority,
+        )
     logger.info("kvright settings: %s", memo.runtime.settings)
     if memo.runtime.settings.fault_exit_after_writes:
         logger.warning(
@@ -915,8 +950,20 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
                     exc,
                 )
 
+    standing: str | None = None
     while True:
         await asyncio.sleep(runtime.settings.reconcile_seconds)
+        if runtime.settings.peering:
+            try:
+                why = await asyncio.get_running_loop().run_in_executor(runtime.executor, runtime.standing_by)
+            except Exception as exc:  # no evidence this replica is the one to work: ask again next period
+                logger.warning("periodic reconcile: reading the peering: %s: %s", type(exc).__name__, exc)
+                continue
+            if why != standing:
+                logger.info("periodic reconcile: %s", f"standing by: {why}" if why else "this replica works")
+                standing = why
+            if why is not None:
+                continue
         read_at = time.monotonic()
         try:
             bodies, nodes = await asyncio.get_running_loop().run_in_executor(
@@ -973,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the operator (``python -m kvright.operator``): cluster-wide, or the KVRIGHT_NAMESPACES."""
     cap_malloc_arenas()
     s = settings_mod.from_env(os.environ)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=s.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kopf.run(
         clusterwide=not s.namespaces,
         namespaces=list(s.namespaces),

@@ -100,6 +100,9 @@ class Facts:
     default_image: str
     pod_monitor: bool = False
     """The PodMonitor CRD is installed."""
+    pod_monitor_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels the operator adds to every PodMonitor (KVRIGHT_PODMONITOR_LABELS), for a Prometheus that
+    selects PodMonitors by label (kube-prometheus-stack's ``release``)."""
     leader_worker_set: bool = False
     """The LeaderWorkerSet API (leaderworkerset.x-k8s.io/v1) is served: replicas may span nodes."""
     inference_pool: bool = False
@@ -619,6 +622,7 @@ def _desire(facts: Facts) -> Desired:
         max_request_seconds=2.0 * longest_request,
         endpoint_picker=spec.routing.endpoint_picker or facts.endpoint_picker,
         weights=weights.mount,
+        pod_monitor_labels=facts.pod_monitor_labels,
     )
     plan_status: dict[str, Any] = {
         "gpuProduct": product.product,

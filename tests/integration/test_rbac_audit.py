@@ -344,6 +344,8 @@ def run_mode(cluster: Cluster, folder: Path, *, namespaced: bool) -> Outcome:
         env = {
             "KUBECONFIG": str(sa_config), "KVRIGHT_NAMESPACES": ns if namespaced else "",
             "KVRIGHT_RECONCILE_SECONDS": "2", "KVRIGHT_METRICS_PORT": "0",
+            # The sweep reads the peering objects too (kvright.peering), as the chart's HA mode runs it.
+            "KVRIGHT_PEERING": peering,
             "KVRIGHT_PROMETHEUS_URL": prometheus.url,
             "KVRIGHT_HF_ENDPOINT": f"http://127.0.0.1:{hub.server_address[1]}",
         }

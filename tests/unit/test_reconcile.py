@@ -71,6 +71,16 @@ def test_pod_monitor_only_when_its_crd_exists() -> None:
     assert [c["kind"] for c in d.children] == ["Deployment", "Service", "PodMonitor"]
 
 
+def test_the_operators_pod_monitor_labels_reach_the_pod_monitor_only() -> None:
+    """KVRIGHT_PODMONITOR_LABELS (``Facts.pod_monitor_labels``) selects the PodMonitor for a Prometheus;
+    on the pods they would change the template and restart vLLM."""
+    d = desire(facts(LLAMA70.spec(), pod_monitor=True, pod_monitor_labels={"release": "kps"}))
+    by_kind = {c["kind"]: c for c in d.children}
+    assert by_kind["PodMonitor"]["metadata"]["labels"]["release"] == "kps"
+    assert "release" not in by_kind["Deployment"]["metadata"]["labels"]
+    assert "release" not in by_kind["Deployment"]["spec"]["template"]["metadata"]["labels"]
+
+
 GPU_CHOICE = llmd("chat").model("llama-3.1-70b").context(8192, 2048, 256).concurrency(64).tpot_ms(50)
 
 
