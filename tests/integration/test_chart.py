@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kvright.render import labels as render_labels
+
 pytestmark = pytest.mark.helm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -327,9 +329,13 @@ def test_network_policies_admit_only_the_listed_peers() -> None:
     assert operator["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "kvright"
     assert operator["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}], "from": [monitoring]}]
     vllm = policies[("team-a", "kvright-vllm")]["spec"]
-    assert vllm["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "vllm"}}
+    # kvright's own vLLM pods only (a vLLM pod someone else runs in the namespace is not locked down), and
+    # every one of them whatever its LLMDeployment: the labels kvright.render puts on every vLLM pod.
+    kvrights = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/managed-by": "kvright"}
+    assert kvrights.items() <= render_labels("any").items()
+    assert vllm["podSelector"] == {"matchLabels": kvrights}
     assert vllm["ingress"] == [
-        {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "vllm"}}}]},
+        {"from": [{"podSelector": {"matchLabels": kvrights}}]},
         {"ports": [{"port": 8000, "protocol": "TCP"}], "from": [gateway]},
     ]
     # Without peers the operator takes no ingress at all; off by default.

@@ -50,6 +50,13 @@ app.kubernetes.io/part-of: kvright
 {{- end -}}
 {{- end -}}
 
+{{/* The labels every vLLM pod kvright renders carries whatever its LLMDeployment (kvright.render.labels):
+     kvright's own vLLM pods, not any vLLM pod. */}}
+{{- define "kvright.vllmPodLabels" -}}
+app.kubernetes.io/name: vllm
+app.kubernetes.io/managed-by: kvright
+{{- end -}}
+
 {{- define "kvright.metricsServiceName" -}}
 {{- include "kvright.suffixed" (list . "metrics") -}}
 {{- end -}}
