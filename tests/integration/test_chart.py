@@ -3,8 +3,11 @@
 Covers: `helm lint` with the default and a non-default values file (charts/kvright/ci/), rendering both,
 the schema rejecting a typo, secure pod defaults, RBAC without wildcards and without Secret or Node-delete
 rights, namespaced mode (Roles per namespace, node inventory still a read-only ClusterRole), HA (kopf
-peering object and CRDs), the CRD behind crds.enabled with resource-policy keep, names truncated to 63
-characters, and dashboards as sidecar-labelled ConfigMaps. A missing helm fails with the reason.
+peering object, and kopf's shared peering CRDs only then), the CRD behind crds.enabled with resource-policy
+keep, names truncated to 63 characters, dashboards as sidecar-labelled ConfigMaps, the kubeVersion floor, an
+unnamed existing ServiceAccount refused, podMonitor.labels as the operator's env var, NetworkPolicies on
+kvright's vLLM pods only, and NOTES.txt's warnings (rendered from a copy of the chart, since `helm template`
+leaves NOTES out). A missing helm fails with the reason.
 tests/integration/test_chart_cluster.py installs the chart into the local control plane.
 """
 
@@ -406,3 +409,55 @@ def test_an_existing_service_account_must_be_named() -> None:
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "kvright-operator"
     subjects = [s for b in by_kind(docs, "ClusterRoleBinding") for s in b["subjects"]]
     assert subjects and all(s["name"] == "kvright-operator" for s in subjects)
+
+
+def notes(tmp_path: Path, *args: str) -> str:
+    """NOTES.txt as helm renders it. `helm template` leaves NOTES out and `helm install --dry-run` needs an
+    API server, so a copy of the chart carries NOTES.txt's text as a define inside a YAML template."""
+    chart = tmp_path / "kvright"
+    shutil.copytree(CHART, chart)
+    text = (chart / "templates" / "NOTES.txt").read_text(encoding="utf-8")
+    (chart / "templates" / "NOTES.txt").unlink()
+    (chart / "templates" / "notes-under-test.yaml").write_text(
+        '{{- define "notes-under-test" }}' + text + "{{- end }}\n"
+        'notes: |\n{{ include "notes-under-test" . | indent 2 }}\n', encoding="utf-8")  # fmt: skip
+    done = run_helm("template", "kvright", str(chart), "--kube-version", KUBE_VERSION,
+                    "--show-only", "templates/notes-under-test.yaml", *args)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rendered: str = yaml.safe_load(done.stdout)["notes"]
+    return rendered
+
+
+NO_OPERATOR_SCRAPE = "prometheusRule.enabled=true but serviceMonitor.enabled=false"
+NO_METRICS_INGRESS = "empty networkPolicy.metricsFrom"
+NO_VLLM_INGRESS = "empty networkPolicy.vllmFrom"
+NO_POD_MONITOR_LABELS = "podMonitor.labels is empty"
+POLICY = ["--set", "networkPolicy.enabled=true", "--set", "networkPolicy.vllmNamespaces={ml}"]
+MONITORING = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+
+@pytest.mark.parametrize(
+    ("args", "warnings"),
+    [
+        ([], set()),
+        (["--set", "prometheusRule.enabled=true"], {NO_OPERATOR_SCRAPE}),
+        (["--set", "prometheusRule.enabled=true", "--set", "serviceMonitor.enabled=true"], set()),
+        (POLICY, {NO_METRICS_INGRESS, NO_VLLM_INGRESS}),
+        ([*POLICY, "--set-json", f"networkPolicy.metricsFrom=[{json.dumps(MONITORING)}]",
+          "--set-json", f"networkPolicy.vllmFrom=[{json.dumps(MONITORING)}]"], set()),
+        (["--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=kps"],
+         {NO_POD_MONITOR_LABELS}),
+        (["--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=kps",
+          "--set", "podMonitor.labels.release=kps"], set()),
+    ],
+    ids=["defaults", "rules-without-operator-scrape", "rules-with-operator-scrape", "policy-without-peers",
+         "policy-with-peers", "monitor-labels-without-pod-monitor-labels", "all-labelled"],
+)
+def test_notes_warn_of_values_that_silently_break_alerting(
+    tmp_path: Path, args: list[str], warnings: set[str]
+) -> None:
+    text = notes(tmp_path, *args)
+    found = {w for w in (NO_OPERATOR_SCRAPE, NO_METRICS_INGRESS, NO_VLLM_INGRESS, NO_POD_MONITOR_LABELS)
+             if w in text}  # fmt: skip
+    assert found == warnings, text
+    assert text.count("WARNING:") == len(warnings)
