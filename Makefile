@@ -79,6 +79,13 @@ chart-install: tools ## helm upgrade --install charts/kvright into the local con
 	$(KVRIGHT_TOOLS_DIR)/helm --kubeconfig $(KVRIGHT_CLUSTER_DIR)/kubeconfig upgrade --install kvright \
 	  charts/kvright --namespace kvright-system --create-namespace --take-ownership $(HELM_ARGS)
 
+CONTAINER ?= docker
+IMAGE ?= ghcr.io/kvright/kvright:$(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' charts/kvright/Chart.yaml)
+
+.PHONY: image
+image: ## build the operator image the chart installs (IMAGE=..., CONTAINER=podman); needs a container engine
+	$(CONTAINER) build -t $(IMAGE) .
+
 .PHONY: bench
 bench: venv ## benchmarks; results are ratios measured side by side (planner, control loop)
 	$(BIN)/python -m bench
