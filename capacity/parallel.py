@@ -63,6 +63,8 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
             f"does not divide the {padded_vocab_size(arch)}-row padded vocabulary of {arch.name} "
             f"(vocab {arch.vocab_size} rounded up to a multiple of {VOCAB_PADDING_MULTIPLE})"
         )
+    elif (split := _split_mlp_width(arch, tp)) is not None:
+        reason = f"does not divide the {split[1]}-wide {split[0]} of {arch.name} (vLLM asserts it does)"
     else:
         block = fp8_block_error(arch, tp, expert_parallel=expert_parallel)
         if block is None:
@@ -151,6 +153,17 @@ def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     return any(_splits_kv_heads(h, tp) for h in heads)
 
 
+def _split_mlp_width(arch: Architecture, tp: int) -> tuple[str, int] | None:
+    """A dense MLP's (or the shared experts') width that ``tp`` does not divide, or None. vLLM splits a
+    dense MLP's gate/up projection by ``MergedColumnParallelLinear``, which asserts ``width % tp == 0``,
+    and its down projection by ``RowParallelLinear`` (``divide(input_size, tp)``, the same assertion);
+    routed experts are split by floor division and padded (``FusedMoEConfig``), so they set no rule here."""
+    widths = [("dense MLP", layer.ffn_width) for layer in arch.layers if layer.ffn == "dense"]
+    if arch.shared_expert_intermediate_size and any(layer.ffn == "moe" for layer in arch.layers):
+        widths.append(("shared expert MLP", arch.shared_expert_intermediate_size))
+    return next(((what, width) for what, width in widths if width and width % tp), None)
+
+
 def _accepted(arch: Architecture, tp: int) -> bool:
     state = arch.state
     return (
@@ -158,4 +171,5 @@ def _accepted(arch: Architecture, tp: int) -> bool:
         and not _splits_kv_heads_of(arch, tp)
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
+        and _split_mlp_width(arch, tp) is None
     )

@@ -18,8 +18,10 @@ import capacity as c
         ("phi-3-medium", 10, [1, 2]),
         ("deepseek-v3", 16, [1, 2, 4, 8, 16]),  # MLA: only attention heads matter
         ("llama-3-8b", 3, [1, 2]),
+        # 40 heads and 40 KV heads allow 5 and 10, but the 13,824-wide MLP (2^9 x 27) does not
+        ("mythomax-l2-13b-gptq", 10, [1, 2, 4, 8]),
     ],
-    ids=["llama70-kv8", "qwen-28-heads", "phi3-kv10", "mla", "max-3"],
+    ids=["llama70-kv8", "qwen-28-heads", "phi3-kv10", "mla", "max-3", "mlp-width"],
 )
 def test_valid_tensor_parallel_sizes(model, max_tp, valid):
     assert c.valid_tensor_parallel_sizes(c.catalog_architecture(model), max_tp) == valid
@@ -33,8 +35,9 @@ def test_valid_tensor_parallel_sizes(model, max_tp, valid):
         ("phi-3-medium", 5, "does not divide the 32064-row padded vocabulary"),
         ("llama-3-70b", 0, "not a positive integer"),
         ("llama-3-70b", 16, None),
+        ("mythomax-l2-13b-gptq", 5, "does not divide the 13824-wide dense MLP"),
     ],
-    ids=["tp3-heads", "tp7-kv-fraction", "tp5-vocab-rows", "zero", "tp16-replicated-ok"],
+    ids=["tp3-heads", "tp7-kv-fraction", "tp5-vocab-rows", "zero", "tp16-replicated-ok", "tp5-mlp-width"],
 )
 def test_tensor_parallel_error(model, tp, fragment):
     error = c.tensor_parallel_error(c.catalog_architecture(model), tp)
