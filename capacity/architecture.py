@@ -293,6 +293,9 @@ class Architecture:
     """DeepSeek-V3.2 sparse attention: the indexer's key width, cached per token per layer (0: dense MLA)."""
     index_n_heads: int = 0
     """DeepSeek-V3.2 indexer query heads."""
+    index_topk: int = 0
+    """DeepSeek-V3.2 sparse attention: the latent entries a query attends to, chosen by the indexer over the
+    whole context (``index_topk``; 0: every entry)."""
     num_experts: int = 0
     """Routed experts per MoE layer (0: dense model)."""
     num_experts_per_token: int = 0
@@ -1204,6 +1207,7 @@ def architecture_from_config(
             v_head_dim=_int(cfg, ("v_head_dim",)),
             index_head_dim=_int(cfg, ("index_head_dim",), minimum=0, default=0),
             index_n_heads=_int(cfg, ("index_n_heads",), minimum=0, default=0),
+            index_topk=_int(cfg, ("index_topk",), minimum=0, default=0),
         )
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
     gemma = model_type in ("gemma2", "gemma3", "gemma3_text")

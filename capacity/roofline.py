@@ -169,6 +169,7 @@ class StepModel:
         "full_kv_per_token",
         "hbm",
         "hidden_bytes",
+        "index_flops_per_ctx_token",
         "interconnect",
         "layers",
         "local_expert_bytes",
@@ -176,8 +177,10 @@ class StepModel:
         "p2p_bandwidth",
         "pp",
         "sliding_kv_per_token",
+        "sparse_kv_per_token",
         "state_bytes",
         "top_k",
+        "topk",
         "tp",
         "window",
     )
@@ -226,6 +229,20 @@ class StepModel:
                 kind = "full" if mixer == "mla" else mixer
                 per_kind[kind] += n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
         self.full_kv_per_token = per_kind["full"]
+        # DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8 key,
+        # then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode, ``index_topk``).
+        self.topk = arch.index_topk if arch.attention == "MLA" and arch.index_head_dim else 0
+        self.sparse_kv_per_token = 0
+        self.index_flops_per_ctx_token = 0.0
+        if self.topk:
+            index_page = arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)  # fp8 key + fp32 scales
+            index_bytes = arch.num_full_attention_layers * index_page
+            self.sparse_kv_per_token = self.full_kv_per_token - index_bytes
+            self.full_kv_per_token = index_bytes
+            # q . k for every indexer head and cached token; the indexer's heads are not split over TP.
+            self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * (
+                arch.num_full_attention_layers
+            )
         self.sliding_kv_per_token = per_kind["sliding"]
         self.chunked_kv_per_token = per_kind["chunked"]
         self.window = arch.sliding_window or 0
@@ -299,6 +316,7 @@ class StepModel:
         chunk = min(context_tokens, self.chunk) if self.chunk else 0
         return batch * (
             self.full_kv_per_token * context_tokens
+            + self.sparse_kv_per_token * min(context_tokens, self.topk)
             + self.sliding_kv_per_token * window
             + self.chunked_kv_per_token * chunk
             + self.state_bytes
@@ -309,7 +327,8 @@ class StepModel:
         full, sliding, chunked = self.attention_layers
         window = min(context_tokens, self.window) if self.window else context_tokens
         chunk = min(context_tokens, self.chunk) if self.chunk else context_tokens
-        return full * context_tokens + sliding * window + chunked * chunk
+        attended = min(context_tokens, self.topk) if self.topk else context_tokens
+        return full * attended + sliding * window + chunked * chunk
 
     def flops(self, batch: float, context_tokens: int) -> float:
         """FLOPs per GPU: ``2 x active parameters x batch`` plus attention over the context."""
@@ -317,6 +336,7 @@ class StepModel:
             self.dense_flops_per_token
             + self.expert_flops_per_token
             + self.attn_flops_per_ctx_token * self.attended_tokens(context_tokens)
+            + self.index_flops_per_ctx_token * context_tokens
         )
 
     def communication_seconds(self, tokens: float) -> float:
@@ -374,6 +394,7 @@ class StepModel:
             self.dense_flops_per_token
             + self.expert_flops_per_token
             + self.attn_flops_per_ctx_token * self.attended_tokens(max(1, prompt_tokens // 2))
+            + self.index_flops_per_ctx_token * max(1, prompt_tokens // 2)
         )
         peak = self.bf_flops * eff.compute
         fixed = self.pp * eff.step_overhead_seconds + m * self.layers * eff.sequence_layer_overhead_seconds

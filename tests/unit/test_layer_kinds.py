@@ -221,3 +221,27 @@ def test_llama4_explicit_no_rope_layers_are_read_as_written_and_a_short_list_ref
     assert [layer.mixer for layer in arch.layers] == ["chunked", "full"] + ["chunked"] * 5 + ["full"]
     with pytest.raises(c.ConfigError, match="no_rope_layers"):
         c.architecture_from_config(_llama4_text(no_rope_layers=[1, 0]))
+
+
+def test_sparse_attention_reads_the_indexer_keys_of_the_context_and_the_latent_of_the_top_k():
+    """DeepSeek-V3.2 (DSA): per layer and token the indexer reads its fp8 key (128 values plus one fp32 scale)
+    for every cached token, and the sparse MLA decode reads the latent of the ``index_topk`` (2048) tokens
+    the indexer picked (656 bytes in ``fp8_ds_mla``), not of the whole context."""
+    arch = c.catalog_architecture("deepseek-v3.2")
+    assert arch.index_topk == 2048
+    gpu = c.gpu_spec("h200")
+    layers, index_page, latent_page = arch.num_layers, 128 + 4, 656
+
+    def read(context: int) -> int:
+        step = c.decode_step(
+            arch, gpu, tensor_parallel_size=8, batch=4, context_tokens=context, kv_cache_dtype="fp8"
+        )
+        return step.kv_cache_bytes_read
+
+    assert read(1024) == 4 * layers * (index_page + latent_page) * 1024  # inside top-k: all of it
+    assert read(131072) == 4 * layers * (index_page * 131072 + latent_page * 2048)
+    dense = c.decode_step(
+        c.catalog_architecture("deepseek-v3"), gpu, tensor_parallel_size=8, batch=4, context_tokens=131072,
+        kv_cache_dtype="fp8",
+    )  # fmt: skip
+    assert read(131072) < dense.kv_cache_bytes_read / 4
