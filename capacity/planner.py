@@ -30,6 +30,7 @@ from capacity.memory import (
     KV_CACHE_DTYPES,
     MAX_NUM_SEQS_CAP,
     EngineConfig,
+    KVMemory,
     MemoryBreakdown,
     default_max_num_batched_tokens,
 )
@@ -1163,11 +1164,23 @@ def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | No
     mem, layout = model.memory, model.layout
     if mem.free_bytes(1) > 0:
         return None
+
+    def fits(larger: Layout) -> bool:
+        """The same engine flags hold the weights on ``larger``: the fix to name."""
+        config = EngineConfig(
+            layout=larger,
+            kv_cache_dtype=dtype,
+            max_num_batched_tokens=model.max_num_batched_tokens,
+            gpu_memory_utilization=req.limits.gpu_memory_utilization,
+            lora=req.limits.lora,
+        )
+        return KVMemory(req.arch, req.gpu, config).free_bytes(1) > 0
+
     adapters = f"{_gib(mem.lora)} of LoRA adapters plus " if mem.lora else ""
     return (
         f"at {layout.label} the {_gib(mem.weights)} of weights per GPU plus {adapters}"
         f"{_gib(mem.other + mem.activation(1))} of activations and reserves exceed the "
-        f"{_gib(mem.budget)} budget; {_weight_fixes(req.arch, layout, req.limits, req.max_gpus)}"
+        f"{_gib(mem.budget)} budget; {_weight_fixes(req.arch, layout, req.limits, req.max_gpus, fits)}"
     )
 
 
@@ -1350,9 +1363,16 @@ def _dtype_label(arch: Architecture, dtype: str) -> str:
     return f"{arch.dtype} (auto)" if dtype == "auto" else dtype
 
 
-def _larger_layout(arch: Architecture, layout: Layout, limits: Limits, max_gpus: int) -> str | None:
-    """The smallest valid layout with more GPUs per replica than ``layout`` (up to four nodes), as ``TP 8 x
-    PP 2 over 2 nodes``, saying when it needs a larger GPU budget; None when there is none."""
+def _larger_layout(
+    arch: Architecture,
+    layout: Layout,
+    limits: Limits,
+    max_gpus: int,
+    fits: Callable[[Layout], bool] | None = None,
+) -> str | None:
+    """The smallest valid layout with more GPUs per replica than ``layout`` (up to four nodes) that
+    ``fits`` (by default any), as ``TP 8 x PP 2 over 2 nodes``, saying when it needs a larger GPU budget;
+    None when there is none."""
     bigger = sorted(
         (
             c
@@ -1367,30 +1387,34 @@ def _larger_layout(arch: Architecture, layout: Layout, limits: Limits, max_gpus:
         ),
         key=lambda c: (c.gpus, _complexity(c)),
     )
-    if not bigger:
+    c = next((c for c in bigger if fits is None or fits(c)), None)
+    if c is None:
         return None
-    c = bigger[0]
     nodes = f" over {c.nodes} nodes" if c.nodes > 1 else ""
     limit = "" if c.gpus <= max_gpus else f", raise the limit of {max_gpus} GPUs"
     return f"{c.label}{nodes}{limit}"
 
 
-def _weight_fixes(arch: Architecture, layout: Layout, limits: Limits, max_gpus: int) -> str:
-    """What makes the weights fit: a larger layout, else a bigger GPU or quantized weights kvright reads
-    (and fewer LoRA adapter slots, when LoRA is on)."""
-    fix = _weight_layout_fixes(arch, layout, limits, max_gpus)
+def _weight_fixes(
+    arch: Architecture, layout: Layout, limits: Limits, max_gpus: int, fits: Callable[[Layout], bool]
+) -> str:
+    """What makes the weights fit: the smallest larger layout that holds them, else a bigger GPU or
+    quantized weights kvright reads (and fewer LoRA adapter slots, when LoRA is on)."""
+    fix = _weight_layout_fixes(arch, layout, limits, max_gpus, fits)
     if limits.lora is None:
         return fix
     return f"{fix}; or fewer or lower-rank LoRA adapters (--max-loras, --max-lora-rank)"
 
 
-def _weight_layout_fixes(arch: Architecture, layout: Layout, limits: Limits, max_gpus: int) -> str:
-    larger = _larger_layout(arch, layout, limits, max_gpus)
+def _weight_layout_fixes(
+    arch: Architecture, layout: Layout, limits: Limits, max_gpus: int, fits: Callable[[Layout], bool]
+) -> str:
+    larger = _larger_layout(arch, layout, limits, max_gpus, fits)
     if larger:
         return f"needs more GPUs ({larger}), a GPU with more memory or {_quantized_options(arch)}"
     return (
         f"needs a GPU with more memory or {_quantized_options(arch)} (no valid layout of up to four "
-        f"{limits.gpus_per_node}-GPU nodes is larger)"
+        f"{limits.gpus_per_node}-GPU nodes holds the weights)"
     )
 
 

@@ -64,6 +64,9 @@ def plan(model: str, gpu: str = "h100-sxm", *, calibration: float = 1.0, **kw: o
             {"model": "llama-3.1-8b", "max_model_len": 8192, "prompt_tokens": 8000, "ttft_seconds": 0.001},
             "TTFT",
         ),
+        # 811.7 GB over 16 L40S is 47 GiB per GPU against a 40.5 GiB budget: the next larger layout
+        # (TP 8 x PP 2) does not hold the weights either, so the fix named is the smallest one that does.
+        ({"model": "llama-3.1-405b", "gpu": "l40s", "max_model_len": 8192}, "(TP 8 x PP 3 over 3 nodes"),
     ],
     ids=[
         "weights-too-big",
@@ -73,6 +76,7 @@ def plan(model: str, gpu: str = "h100-sxm", *, calibration: float = 1.0, **kw: o
         "concurrency",
         "tpot-slo",
         "ttft-slo",
+        "the-larger-layout-named-holds-the-weights",
     ],
 )
 def test_infeasible_reason_names_the_fix(kwargs, fragment):
