@@ -18,6 +18,13 @@ cache group sizes (...)"), and the alignment / padding log lines. Nothing is fak
 capacity: starting block size 128, kernel block alignment max(32, 128) = 128, and in-flight tokens
 1 x max_num_batched_tokens (the CPU platform turns async scheduling off). The linear-attention key and
 value head sizes are 128 because vLLM's CPU Gated DeltaNet kernel refuses others at the first request.
+
+A third, Llama 4 text (`Llama4ForCausalLM`), has chunked local attention (`attention_chunk_size`) on its
+RoPE layers and full attention on every fourth (NoPE) layer. vLLM 0.32 keeps its hybrid KV-cache manager
+on for it: config/vllm.py would turn it off only when VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
+is false, and envs.py defaults that to "1". The chunked layers keep their ChunkedLocalAttentionSpec (their
+own groups, each request holding cdiv(min(chunk + in-flight tokens, max_model_len), block) blocks), not
+promoted to full attention.
 """
 
 from __future__ import annotations
@@ -104,6 +111,24 @@ MODELS: dict[str, dict[str, Any]] = {
         "mlp_only_layers": [],
         **_TOKENIZER_FIELDS,
     },
+    # 3 chunked local attention layers (chunk 128) and 1 full (NoPE) layer (no_rope_layer_interval 4),
+    # top-1 MoE MLPs of 4 experts on every layer.
+    "llama4": {
+        "model_type": "llama4_text",
+        "num_hidden_layers": 4,
+        "attention_chunk_size": 128,
+        "no_rope_layer_interval": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "hidden_size": 128,
+        "intermediate_size": 64,
+        "intermediate_size_mlp": 256,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        **_TOKENIZER_FIELDS,
+    },
 }
 
 # A small --max-num-batched-tokens makes the sliding reservation (window - 1 + in-flight tokens) smaller
@@ -123,6 +148,9 @@ CASES = [
     ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="qwen3-next", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=NO_PREFIX_CACHING),
+    # The small batch bounds the chunked reservation (chunk + in-flight tokens) below max_model_len, so
+    # the chunk bound and a full allocation differ in blocks per request, not only in groups.
+    ServerSpec(shape="llama4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
 ]
 
 
@@ -142,7 +170,13 @@ layer_servers = server_pool_fixture("layer_models", "vllm-layer-kinds")
 
 def _arch(model: Path, name: str) -> capacity.Architecture:
     with open(model / "config.json") as f:
-        return capacity.architecture_from_config(json.load(f), name=name)
+        cfg = json.load(f)
+    if cfg.get("model_type") == "llama4_text":
+        # transformers 5 writes layer_types ("chunked_attention" / "full_attention"), which
+        # capacity.architecture_from_config refuses; vLLM's Llama 4 does not read it either (llama4.py: a
+        # layer is chunked iff no_rope_layers[i] and attention_chunk_size), so capacity gets what vLLM reads.
+        cfg.pop("layer_types", None)
+    return capacity.architecture_from_config(cfg, name=name)
 
 
 def _option(spec: ServerSpec, flag: str, default: int) -> int:
