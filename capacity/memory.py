@@ -332,16 +332,9 @@ def _kv_cache_layout(
     tp = tensor_parallel_size
     # (kind, bound) -> [(page bytes per token, or per state), layers with that page]
     buckets: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
-    # vLLM 0.32 turns its hybrid KV-cache manager off for a model with chunked local attention (Llama 4's
-    # ``attention_chunk_size``; config/vllm.py, unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1,
-    # which kvright does not set: vLLM warns of a latency regression). Without it the local layers are
-    # allocated as full attention beside the full ones (kv_cache_utils.unify_hybrid_kv_cache_specs):
-    # every token of every layer is kept, and the chunk saves compute only.
-    mixers = {mixer for mixer, _ in arch.layer_census}
-    promote = arch.attention_chunk_size is not None and bool(mixers & {"full", "mla"})
     for (mixer, kv_heads), layers in arch.layer_census.items():
         if mixer in ATTENTION_MIXERS:
-            kind: str = "full" if mixer in ("full", "mla") or (promote and mixer != "mamba") else mixer
+            kind: str = "full" if mixer in ("full", "mla") else mixer
             bound = arch.sliding_window if kind == "sliding" else arch.attention_chunk_size
             page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
             buckets.setdefault((kind, None if kind == "full" else bound), []).append((page, layers))

@@ -84,10 +84,13 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         layers = text["layer_types"].count("full_attention")
     elif "sliding_window_pattern" in text:  # older Gemma 3 files: every pattern-th layer is full attention
         layers = text["num_hidden_layers"] // text["sliding_window_pattern"]
-    elif "attention_chunk_size" in text:  # Llama 4: vLLM 0.32 turns its hybrid KV-cache manager off for
-        # chunked local attention (config/vllm.py) and allocates the chunked layers as full attention beside
-        # the NoPE ones (kv_cache_utils.unify_hybrid_kv_cache_specs): every layer grows with the context
-        layers = text["num_hidden_layers"]
+    elif "attention_chunk_size" in text:  # Llama 4: the NoPE layers (no_rope_layers[i] == 0) are global; an
+        # absent or empty list is transformers' default, every no_rope_layer_interval-th (4th) layer
+        flags = text.get("no_rope_layers") or [
+            int((i + 1) % text.get("no_rope_layer_interval", 4) != 0)
+            for i in range(text["num_hidden_layers"])
+        ]
+        layers = flags.count(0)
     elif "full_attention_interval" in text:  # Qwen3-Next: every interval-th layer is full attention
         layers = text["num_hidden_layers"] // text["full_attention_interval"]
     elif "block_configs" in text:
