@@ -895,6 +895,10 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     if family == "mla":
         mixers: list[Mixer] = ["mla"] * layers
         window = None
+    elif model_type in ("llama4", "llama4_text"):
+        # vLLM's Llama 4 takes its layers' kinds from no_rope_layers and attention_chunk_size (below) and
+        # ignores the layer_types transformers 5 writes (["chunked_attention", ..., "full_attention"]).
+        mixers, window = ["full"] * layers, None
     else:
         mixers, window = _attention_mixers(cfg, model_type, layers)
     extra: dict[str, Any] = {"sliding_window": window}

@@ -169,14 +169,9 @@ layer_servers = server_pool_fixture("layer_models", "vllm-layer-kinds")
 
 
 def _arch(model: Path, name: str) -> capacity.Architecture:
+    # The config as saved (transformers 5 writes layer_types for Llama 4; capacity, like vLLM, ignores it).
     with open(model / "config.json") as f:
-        cfg = json.load(f)
-    if cfg.get("model_type") == "llama4_text":
-        # transformers 5 writes layer_types ("chunked_attention" / "full_attention"), which
-        # capacity.architecture_from_config refuses; vLLM's Llama 4 does not read it either (llama4.py: a
-        # layer is chunked iff no_rope_layers[i] and attention_chunk_size), so capacity gets what vLLM reads.
-        cfg.pop("layer_types", None)
-    return capacity.architecture_from_config(cfg, name=name)
+        return capacity.architecture_from_config(json.load(f), name=name)
 
 
 def _option(spec: ServerSpec, flag: str, default: int) -> int:

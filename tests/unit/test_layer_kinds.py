@@ -216,6 +216,14 @@ def test_llama4_default_no_rope_layers_make_every_fourth_layer_global(no_rope):
     assert arch.mixer_counts == {"chunked": 6, "full": 2}
 
 
+def test_llama4_layer_types_as_transformers_5_writes_them_are_not_refused():
+    """transformers 5 saves ``layer_types`` (``chunked_attention`` / ``full_attention``) in a Llama 4 config;
+    vLLM's Llama 4 ignores it and reads no_rope_layers and attention_chunk_size, and so does capacity."""
+    types = ["chunked_attention", "chunked_attention", "chunked_attention", "full_attention"] * 2
+    arch = c.architecture_from_config(_llama4_text(layer_types=types))
+    assert arch.mixer_counts == {"chunked": 6, "full": 2}
+
+
 def test_llama4_explicit_no_rope_layers_are_read_as_written_and_a_short_list_refused():
     arch = c.architecture_from_config(_llama4_text(no_rope_layers=[1, 0, 1, 1, 1, 1, 1, 0]))
     assert [layer.mixer for layer in arch.layers] == ["chunked", "full"] + ["chunked"] * 5 + ["full"]
