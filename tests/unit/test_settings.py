@@ -43,6 +43,9 @@ def test_values() -> None:
     assert s.gpu_prices == (("l4", 0.45), ("h100-sxm", 2.1))
 
 
+LABELS_ACCEPTED = "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. release=kube-prometheus-stack)"
+
+
 @pytest.mark.parametrize(
     ("env", "text"),
     [
@@ -68,71 +71,6 @@ def test_values() -> None:
             {"KVRIGHT_GPU_OCCUPANCY": "maybe"},
             "KVRIGHT_GPU_OCCUPANCY='maybe' is not a switch; accepted: 1, true",
         ),
-    ],
-    ids=[
-        "period-not-a-number",
-        "period-zero",
-        "port-too-big",
-        "port-fraction",
-        "endpoint-no-scheme",
-        "endpoint-with-credentials",
-        "no-attempts",
-        "price-without-value",
-        "price-of-an-unknown-gpu",
-        "occupancy-not-a-switch",
-    ],
-)
-def test_bad_values_are_one_line_errors(env: dict[str, str], text: str) -> None:
-    with pytest.raises(SettingsError) as info:
-        from_env(env)
-    assert text in str(info.value)
-
-
-def test_log_level() -> None:
-    assert from_env({}).log_level == "INFO"
-    assert from_env({"LOG_LEVEL": " debug"}).log_level == "DEBUG"
-    assert from_env({"LOG_LEVEL": "Warning"}).log_level == "WARNING"
-
-
-@pytest.mark.parametrize(
-    ("env", "text"),
-    [
-        (
-            {"LOG_LEVEL": "verbose"},
-            "LOG_LEVEL='verbose' is not a log level; accepted: DEBUG, INFO, WARNING, ERROR",
-        ),
-        (
-            {"LOG_LEVEL": "CRITICAL"},
-            "LOG_LEVEL='CRITICAL' is not a log level; accepted: DEBUG, INFO, WARNING",
-        ),
-    ],
-    ids=["log-level-unknown", "log-level-not-offered"],
-)
-def test_bad_log_level_is_a_one_line_error(env: dict[str, str], text: str) -> None:
-    with pytest.raises(SettingsError) as info:
-        from_env(env)
-    assert text in str(info.value)
-    assert "\n" not in str(info.value)
-
-
-def test_pod_monitor_labels() -> None:
-    s = from_env(
-        {"KVRIGHT_PODMONITOR_LABELS": " release=kube-prometheus-stack, example.com/team = ml ,empty=,"}
-    )
-    assert s.pod_monitor_labels == (
-        ("release", "kube-prometheus-stack"),
-        ("example.com/team", "ml"),
-        ("empty", ""),
-    )
-    assert from_env({}).pod_monitor_labels == ()
-
-
-LABELS_ACCEPTED = "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. release=kube-prometheus-stack)"
-
-
-@pytest.mark.parametrize(
-    ("env", "text"),
-    [
         ({"KVRIGHT_PODMONITOR_LABELS": "release"}, f"pair 'release' is not valid; {LABELS_ACCEPTED}"),
         ({"KVRIGHT_PODMONITOR_LABELS": "rel ease=x"}, f"key 'rel ease' is not valid; {LABELS_ACCEPTED}"),
         ({"KVRIGHT_PODMONITOR_LABELS": "=x"}, f"key '' is not valid; {LABELS_ACCEPTED}"),
@@ -147,11 +85,29 @@ LABELS_ACCEPTED = "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. r
             "accepted: any other key",
         ),
         (
+            {"LOG_LEVEL": "verbose"},
+            "LOG_LEVEL='verbose' is not a log level; accepted: DEBUG, INFO, WARNING, ERROR",
+        ),
+        (
+            {"LOG_LEVEL": "CRITICAL"},
+            "LOG_LEVEL='CRITICAL' is not a log level; accepted: DEBUG, INFO, WARNING",
+        ),
+        (
             {"KVRIGHT_PODMONITOR_LABELS": "release=a,release=b"},
             "KVRIGHT_PODMONITOR_LABELS: 'release' is given twice; accepted: each key once",
         ),
     ],
     ids=[
+        "period-not-a-number",
+        "period-zero",
+        "port-too-big",
+        "port-fraction",
+        "endpoint-no-scheme",
+        "endpoint-with-credentials",
+        "no-attempts",
+        "price-without-value",
+        "price-of-an-unknown-gpu",
+        "occupancy-not-a-switch",
         "without-equals",
         "key-with-space",
         "key-empty",
@@ -161,11 +117,33 @@ LABELS_ACCEPTED = "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. r
         "value-starts-with-dash",
         "value-too-long",
         "key-kvright-sets",
+        "log-level-unknown",
+        "log-level-not-offered",
         "key-twice",
     ],
 )
-def test_bad_pod_monitor_labels_are_one_line_errors(env: dict[str, str], text: str) -> None:
+def test_bad_values_are_one_line_errors(env: dict[str, str], text: str) -> None:
     with pytest.raises(SettingsError) as info:
         from_env(env)
     assert text in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_log_level() -> None:
+    assert from_env({}).log_level == "INFO"
+    assert from_env({"LOG_LEVEL": " debug"}).log_level == "DEBUG"
+    assert from_env({"LOG_LEVEL": "Warning"}).log_level == "WARNING"
+
+
+def test_pod_monitor_labels() -> None:
+    s = from_env(
+        {"KVRIGHT_PODMONITOR_LABELS": " release=kube-prometheus-stack, example.com/team = ml ,empty=,"}
+    )
+    assert s.pod_monitor_labels == (
+        ("release", "kube-prometheus-stack"),
+        ("example.com/team", "ml"),
+        ("empty", ""),
+    )
+    assert from_env({}).pod_monitor_labels == ()
+
+
