@@ -83,7 +83,7 @@ def _read_json(path: str, what: str) -> Any:
             return json.load(handle)
     except (OSError, UnicodeDecodeError) as exc:
         raise CapacityError(
-            f"cannot read {path}: {exc.__class__.__name__}; expected a readable {what}"
+            f"cannot read {path}: {exc.__class__.__name__}; expected {what} this process can read"
         ) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(
@@ -102,6 +102,10 @@ def load_architecture(ref: str) -> Architecture:
     if ref.lower() in _ids():
         return catalog_architecture(ref.lower())
     path = os.path.join(ref, "config.json") if os.path.isdir(ref) else ref
+    if os.path.isdir(ref) and not os.path.exists(path):
+        raise CapacityError(
+            f"folder {ref!r} holds no config.json; expected a checkpoint folder with the model's config.json"
+        )
     if not os.path.exists(path):
         raise CapacityError(
             f"unknown model {ref!r}: not a catalog id and no such file; expected one of "

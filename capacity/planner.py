@@ -33,6 +33,7 @@ from capacity.memory import (
     KVMemory,
     MemoryBreakdown,
     default_max_num_batched_tokens,
+    resolve_kv_cache_dtype,
 )
 from capacity.parallel import tensor_parallel_error
 from capacity.quantization import ONLINE_FP8
@@ -1359,8 +1360,9 @@ def _batch_fixes(binding: BatchLimit, req: _Request, layout: Layout, dtype: str)
 
 
 def _dtype_label(arch: Architecture, dtype: str) -> str:
-    """``bfloat16 (auto)`` for auto, the dtype itself otherwise."""
-    return f"{arch.dtype} (auto)" if dtype == "auto" else dtype
+    """``bfloat16 (auto)`` for auto (the checkpoint's own KV format where it has one: ModelOpt's
+    ``kv_cache_quant_algo`` makes vLLM's auto fp8), the dtype itself otherwise."""
+    return f"{resolve_kv_cache_dtype(arch, 'auto')} (auto)" if dtype == "auto" else dtype
 
 
 def _larger_layout(

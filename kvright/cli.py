@@ -255,8 +255,10 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     arch = cap.load_architecture(args.model)
+    # By the dtype stored: the model's own dtype asked for by name (a ModelOpt checkpoint's "auto" is fp8).
+    own = arch.dtype if arch.dtype in cap.KV_CACHE_DTYPES else "auto"
     kv = {
-        arch.dtype: cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="auto"),
+        arch.dtype: cap.kv_cache_bytes_per_token(arch, kv_cache_dtype=own),
         "fp8": cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8"),
     }
     valid_tp = cap.valid_tensor_parallel_sizes(arch, args.gpus_per_node)

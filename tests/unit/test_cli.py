@@ -294,6 +294,12 @@ def test_bad_input_one_line_exit_2(capsys, argv, fragment):
     assert fragment in err
 
 
+def test_a_folder_without_a_config_says_so(capsys, tmp_path):
+    code, _, err = run(capsys, "inspect", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1
+    assert f"folder '{tmp_path}' holds no config.json" in err
+
+
 def test_truncated_config_file(capsys, tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "llama", "hidden_size": 40')
     code, _, err = run(capsys, "inspect", str(tmp_path))
