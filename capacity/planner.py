@@ -697,6 +697,9 @@ def _plan(
             or tensor_parallel_error(arch, limits.tensor_parallel_size, expert_parallel=True) is not None
         ):
             raise CapacityError(error)
+    pin_error = _pin_error(arch, limits)
+    if pin_error is not None:
+        raise CapacityError(pin_error)
     layouts = candidate_layouts(arch, limits, req.max_gpus)
     if limits.kv_cache_dtype is not None:
         dtypes = [limits.kv_cache_dtype]
@@ -922,6 +925,26 @@ def _layouts(arch: Architecture, limits: Limits, max_gpus: int) -> Iterator[Layo
                     )
                     if layout_error(arch, layout) is None:
                         yield layout
+
+
+def _pin_error(arch: Architecture, limits: Limits) -> str | None:
+    """A pinned pipeline, data or expert parallelism that no layout of ``arch`` can take, as bad input (like
+    a TP that splits the heads): the rules of :func:`~capacity.layout.layout_error` that hold whatever the
+    other degrees are."""
+    pp, dp = limits.pipeline_parallel_size, limits.data_parallel_size
+    if pp is not None and pp > arch.num_layers:
+        return (
+            f"pipeline parallel size {pp} exceeds the {arch.num_layers} layers of {arch.name}; accepted: at "
+            f"most {arch.num_layers}"
+        )
+    if limits.expert_parallel and not arch.is_moe:
+        return f"expert parallelism needs a mixture-of-experts model; {arch.name} is dense (accepted: off)"
+    if dp is not None and dp > 1 and not arch.is_moe:
+        return (
+            f"data parallel size {dp} is planned only with expert parallelism on a mixture-of-experts model; "
+            f"{arch.name} is dense and scales with replicas (accepted: 1)"
+        )
+    return None
 
 
 def _no_layout(arch: Architecture, limits: Limits, max_gpus: int) -> str:

@@ -270,6 +270,9 @@ def test_plan_infeasible_exits_1_with_reason(capsys):
         (["plan", "llama-3-8b"], "--gpu"),
         (["frobnicate"], "invalid choice"),
         (["catalog", "llama-3-8b"], "unrecognized arguments: llama-3-8b"),
+        (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--expert-parallel"], "needs a mixture-of-experts"),
+        (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--pipeline-parallel-size", "64"], "exceeds the 32"),
+        (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--data-parallel-size", "2"], "is dense and scales"),
     ],
     ids=[
         "unknown-model",
@@ -284,6 +287,9 @@ def test_plan_infeasible_exits_1_with_reason(capsys):
         "missing-gpu",
         "unknown-command",
         "catalog-takes-no-model",
+        "expert-parallel-on-a-dense-model",
+        "more-stages-than-layers",
+        "data-parallel-on-a-dense-model",
     ],
 )
 def test_bad_input_one_line_exit_2(capsys, argv, fragment):
