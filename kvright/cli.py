@@ -423,6 +423,21 @@ def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         kv_cache_dtype=args.kv_cache_dtype,
     )
     data = step.to_dict()
+    # A roofline prices any setup; say when this one cannot exist (vLLM would not start, or would not hold
+    # the batch): the weights and the batch's KV cache per GPU against the GPU's whole memory.
+    tp = args.tensor_parallel_size
+    per_gpu = cap.weight_bytes(arch) / tp + args.batch * cap.kv_cache_bytes_per_sequence(
+        arch, args.context, kv_cache_dtype=args.kv_cache_dtype, tensor_parallel_size=tp
+    ) / tp
+    warnings = []
+    if per_gpu > gpu.memory_bytes:
+        warnings.append(
+            f"the weights and this batch's KV cache need {per_gpu / GiB:.1f} GiB per GPU, more than the "
+            f"{gpu.memory_bytes / GiB:.1f} GiB a {gpu.id} has: vLLM cannot run it (kvright plan sizes what "
+            "fits)"
+        )
+    data["memory_bytes_per_gpu"] = round(per_gpu)
+    data["warnings"] = warnings
     rows = [
         (
             "setup",
@@ -436,6 +451,7 @@ def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "crossover batch",
             f"{step.crossover_batch} (KV reads overtake weight reads)" if step.crossover_batch else "never",
         ),
+        *(("warning", w) for w in warnings),
     ]
     return data, _table(rows)
 

@@ -161,6 +161,16 @@ def test_tpot_json(capsys):
     assert round(data["roofline_floor_seconds"] * 1e3, 1) == 42.3
     assert data["bottleneck"] == "weights"
     assert data["predicted_seconds"] > data["roofline_floor_seconds"]
+    # 141 GB of weights on one 80 GB GPU: priced, and said to be impossible.
+    assert data["memory_bytes_per_gpu"] > 140e9
+    (warning,) = data["warnings"]
+    assert "vLLM cannot run it" in warning
+
+
+def test_tpot_of_a_setup_that_fits_carries_no_warning(capsys):
+    args = ("llama-3-70b", "--gpu", "h100-sxm", "--tensor-parallel-size", "4", "--batch", "8")
+    data = run_json(capsys, "tpot", *args, "--context", "8192")
+    assert data["warnings"] == []
 
 
 def test_plan_json_keys(capsys):
