@@ -264,6 +264,7 @@ def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
             "replicas",
             "kvCacheDtype",
             "tensorParallelSize",
+            "maxNumBatchedTokens",
             "appliedFactor",
             "appliedTail",
             "appliedBatchScale",
@@ -290,6 +291,7 @@ def _overrides(history: History, pins: Mapping[str, Any]) -> Overrides:
         replicas=_int(pins.get("replicas")),
         kv_cache_dtype=dtype if isinstance(dtype, str) and dtype else None,
         tensor_parallel_size=_int(pins.get("tensorParallelSize")),
+        max_num_batched_tokens=_int(pins.get("maxNumBatchedTokens")),
         shared_prefix_tokens=_count(pins.get("sharedPrefixTokens")),
     )
 
@@ -454,6 +456,8 @@ def _pins_after(decision: Decision, plan: Mapping[str, Any], saved: Mapping[str,
         "replicas": decision.replicas,
         "kvCacheDtype": decision.kv_cache_dtype or plan.get("kvCacheDtype"),
         "tensorParallelSize": decision.tensor_parallel_size or plan.get("tensorParallelSize"),
+        # The budget stays the plan's: a seats or replicas move must not re-choose it (reconcile.Overrides).
+        "maxNumBatchedTokens": plan.get("maxNumBatchedTokens"),
         "appliedFactor": round(decision.calibration.scale, 4),
         "appliedTail": round(decision.calibration.tail, 4),
         "appliedBatchScale": round(decision.calibration.batch_scale, 4),

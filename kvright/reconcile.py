@@ -67,6 +67,10 @@ class Overrides:
     """Pins the KV dtype (vLLM spelling) when spec says Auto."""
     tensor_parallel_size: int | None = None
     """Pins TP when spec says Auto."""
+    max_num_batched_tokens: int | None = None
+    """Pins --max-num-batched-tokens to the plan's own when the loop moves seats or replicas: its choice
+    weighs sequences per replica, which a max-num-seqs pin makes equal for every budget, so re-choosing
+    would flip the budget and roll the pods for a move that restarts none."""
     shared_prefix_tokens: int | None = None
     """The shared prompt prefix vLLM's prefix cache was seen to serve, when below
     spec.workload.sharedPrefixTokens (planning uses the smaller)."""
@@ -513,6 +517,7 @@ def _desire(facts: Facts) -> Desired:
             gpu_memory_utilization=spec.tuning.gpu_memory_utilization_percent / 100.0,
             tensor_parallel_size=tp,
             max_num_seqs=spec.tuning.max_num_seqs or overrides.max_num_seqs,
+            max_num_batched_tokens=overrides.max_num_batched_tokens,
             # The loop's pin comes from the live engine's TPOT; only the user's is checked by the model.
             max_num_seqs_measured=spec.tuning.max_num_seqs is None and overrides.max_num_seqs is not None,
             quantization=_QUANTIZATION[spec.tuning.quantization],

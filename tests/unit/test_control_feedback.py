@@ -192,6 +192,9 @@ def test_a_replicas_only_move_keeps_the_batch_and_the_committed_calibration_so_n
     again = desire(replace(facts(builder, status), overrides=first.overrides))
     assert again.fields["plan"]["maxNumSeqs"] == seqs
     assert again.fields["plan"]["replicas"] == d.replicas
+    # Every flag the pods run with is the same (the batched-token budget included: with max-num-seqs
+    # pinned every budget serves as many sequences, and re-choosing it flipped make demo's pods).
+    assert again.fields["plan"]["vllmArgs"] == status["plan"]["vllmArgs"]
     # 60 s later (inside the 600 s cooldown, but after a fresh 30 s window) a still-short plan adds more.
     later = {**again.fields, "calibration": first.calibration}
     second = decide(
