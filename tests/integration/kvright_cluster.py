@@ -13,7 +13,10 @@ import http.server
 import json
 import os
 import secrets
-from collections.abc import Callable, Iterator, Mapping
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -143,6 +146,61 @@ def operator_namespace(kube: Kube, prefix: str, **options: Any) -> Iterator[str]
     takes ``options``); the operator stops before the namespace is deleted."""
     with namespace(kube, prefix) as ns, operator(ns, **options):
         yield ns
+
+
+def spawn_operator(
+    ns: str,
+    *,
+    log: Path | None = None,
+    reconcile_seconds: float = 2.0,
+    debug: Sequence[str] = (),
+    **env: str,
+) -> subprocess.Popen[bytes]:
+    """The operator as a process of its own (``kvright.operator.main``: so that it can be killed, paused or
+    made to exit), watching ``ns`` with its sweep every ``reconcile_seconds``, with ``env`` on top. Its log
+    goes to ``log`` (None: discarded) at INFO, and at DEBUG for the ``debug`` loggers."""
+    code = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
+        f"for name in {list(debug)!r}:\n"
+        "    logging.getLogger(name).setLevel(logging.DEBUG)\n"
+        "from kvright.operator import main\n"
+        "sys.exit(main())\n"
+    )
+    environ = {
+        **os.environ,
+        "KVRIGHT_NAMESPACES": ns,
+        "KVRIGHT_RECONCILE_SECONDS": str(reconcile_seconds),
+        "KVRIGHT_METRICS_PORT": "0",
+        **env,
+    }
+    if log is None:
+        return subprocess.Popen(
+            [sys.executable, "-c", code], env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+    with log.open("wb") as out:
+        argv = [sys.executable, "-c", code]
+        return subprocess.Popen(argv, env=environ, stdout=out, stderr=subprocess.STDOUT)
+
+
+@contextlib.contextmanager
+def operator_process(
+    ns: str, log: Path, *, debug: Sequence[str] = (), **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """:func:`spawn_operator` for the duration of a block; stopped at the end (continued first, should it
+    be paused; killed after 20 s)."""
+    proc = spawn_operator(ns, log=log, debug=debug, **env)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=20)
 
 
 def llmd_path(ns: str, name: str = "") -> str:

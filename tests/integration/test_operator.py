@@ -12,10 +12,7 @@ scheduling, not the planner's numbers.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +38,7 @@ from tests.integration.kvright_cluster import (
     operator_namespace,
     poll,
     reconciled,
+    spawn_operator,
 )
 
 pytestmark = pytest.mark.cluster
@@ -525,28 +523,11 @@ def test_a_status_written_by_another_actor_is_repaired_by_the_next_reconcile(
 # --- restart ---------------------------------------------------------------------------------------------
 
 
-def operator_process(ns: str, **env: str) -> subprocess.Popen[bytes]:
-    """The operator as a process of its own (so that it can be killed, or exit), watching ``ns``, with a
-    sweep too slow to matter (60 s) and ``env`` on top."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "kvright.operator"],
-        env={
-            **os.environ,
-            "KVRIGHT_NAMESPACES": ns,
-            "KVRIGHT_RECONCILE_SECONDS": "60",
-            "KVRIGHT_METRICS_PORT": "0",
-            **env,
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def test_restart_mid_reconcile_resumes_without_duplicates_or_lost_status(kube: Kube, ns: str) -> None:
     names = [f"m{i:02d}" for i in range(24)]
     # The first operator is a process killed with SIGKILL while objects are still arriving and being
     # reconciled: no graceful shutdown, some reconciles cut between applying children and writing status.
-    proc = operator_process(ns)
+    proc = spawn_operator(ns, reconcile_seconds=60)  # a sweep too slow to matter
     try:
         for name in names[:8]:
             create(kube, BASE.replicas(0, 1, count=0).obj() | {"metadata": {"name": name}}, ns)
@@ -592,7 +573,7 @@ def test_a_reconcile_cut_between_two_writes_is_finished_by_the_next_operator(
     its first (or second) write of the first reconcile: a child applied, the rest and the status not.
     A restarted operator finishes the job: one of each child, status for the current generation with every
     condition, and no event posted twice."""
-    proc = operator_process(ns, KVRIGHT_FAULT_EXIT_AFTER_WRITES=str(writes))
+    proc = spawn_operator(ns, reconcile_seconds=60, KVRIGHT_FAULT_EXIT_AFTER_WRITES=str(writes))
     try:
         create(kube, BASE.obj(), ns)
         assert proc.wait(timeout=120) == FAULT_EXIT_CODE  # the reconcile was cut, not finished

@@ -35,13 +35,11 @@ architecture comes from the catalog, so no hub is needed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +57,7 @@ from tests.integration.kvright_cluster import (
     create,
     llmd_path,
     namespace,
+    operator_process,
     poll,
     reconciled,
 )
@@ -73,6 +72,8 @@ RELISTED = "Restarting the watch-stream for llmdeployments.v1alpha1.kvright.dev 
 WAIT = 50.0
 """Seconds to wait for the operator to converge after a fault."""
 HANDLED = "kvright.dev/last-handled-configuration"
+WATCH_LOG = ("kopf._cogs.clients.watching",)
+"""kopf's watcher at DEBUG, so that a 410 shows in the operator's log."""
 """kopf's record of the spec its handlers last handled (the diff base for the next update)."""
 
 
@@ -109,43 +110,6 @@ def kube(restartable: Path) -> Kube:
 def ns(kube: Kube) -> Iterator[str]:
     with namespace(kube, "kvr-fault") as name:
         yield name
-
-
-@contextlib.contextmanager
-def operator_process(ns: str, log: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
-    """The operator as a process watching ``ns``, its log in ``log`` (kopf's watcher at DEBUG, so that a
-    410 shows), with ``env`` on top; stopped at the end (continued first, should it be paused)."""
-    code = (
-        "import logging, sys\n"
-        "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
-        "logging.getLogger('kopf._cogs.clients.watching').setLevel(logging.DEBUG)\n"
-        "from kvright.operator import main\n"
-        "sys.exit(main())\n"
-    )
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code],
-            env={
-                **os.environ,
-                "KVRIGHT_NAMESPACES": ns,
-                "KVRIGHT_RECONCILE_SECONDS": "2",
-                "KVRIGHT_METRICS_PORT": "0",
-                **env,
-            },
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=20)
 
 
 def stopped(proc: subprocess.Popen[bytes]) -> bool:
@@ -230,7 +194,7 @@ def test_the_api_server_restarted_during_a_reconcile_leaves_it_consistent(
     made meanwhile is reconciled. (etcd restarted while the operator is paused goes unseen by it; the etcd
     case is the outage below, with a write in flight.)"""
     log = tmp_path / "operator.log"
-    with operator_process(ns, log, KVRIGHT_FAULT_PAUSE_AFTER_WRITES="1") as proc:
+    with operator_process(ns, log, debug=WATCH_LOG, KVRIGHT_FAULT_PAUSE_AFTER_WRITES="1") as proc:
         create(kube, BASE.obj(), ns)
         poll(lambda: stopped(proc), what="the operator to pause after its first write", timeout=WAIT)
         first_write = f"PATCH /apis/apps/v1/namespaces/{ns}/deployments/chat"
@@ -265,7 +229,7 @@ def test_a_write_sent_while_a_server_is_down_is_finished_when_it_is_back(
     seam logs when that write was sent and when it ended, which proves it was in flight during the outage."""
     log = tmp_path / "operator.log"
     service = f"PATCH /api/v1/namespaces/{ns}/services/chat"
-    with operator_process(ns, log, KVRIGHT_FAULT_PAUSE_AFTER_WRITES="1") as proc:
+    with operator_process(ns, log, debug=WATCH_LOG, KVRIGHT_FAULT_PAUSE_AFTER_WRITES="1") as proc:
         create(kube, BASE.obj(), ns)
         poll(lambda: stopped(proc), what="the operator to pause after its first write", timeout=WAIT)
         dev_cluster.stop_server(server, restartable, kill=True)
@@ -307,7 +271,7 @@ def test_a_watch_that_expires_is_listed_again_and_what_changed_meanwhile_is_acte
     kube: Kube, ns: str, restartable: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "operator.log"
-    with operator_process(ns, log) as proc:
+    with operator_process(ns, log, debug=WATCH_LOG) as proc:
         create(kube, BASE.obj(), ns)
         poll(lambda: handled(kube, ns, "chat") and ready_at(kube, ns, "chat", 1), what="chat", timeout=WAIT)
         relisted = RELISTED.format(ns=ns)

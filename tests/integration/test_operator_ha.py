@@ -13,11 +13,8 @@ Nothing is faked: the architecture comes from the catalog, so no hub is needed.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ from tests.integration.kvright_cluster import (
     create,
     llmd_path,
     namespace,
+    operator_process,
     poll,
     reconciled,
 )
@@ -56,38 +54,6 @@ def kube(cluster: Cluster) -> Kube:
     return kube
 
 
-@contextlib.contextmanager
-def replica(ns: str, name: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """One operator replica named ``name`` in the peering, its log (kvright.operator at DEBUG) in ``log``."""
-    code = (
-        "import logging, sys\n"
-        "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
-        "logging.getLogger('kvright.operator').setLevel(logging.DEBUG)\n"
-        "from kvright.operator import main\n"
-        "sys.exit(main())\n"
-    )
-    env = {
-        **os.environ,
-        "POD_ID": name,
-        "KVRIGHT_NAMESPACES": ns,
-        "KVRIGHT_PEERING": PEERING,
-        "KVRIGHT_RECONCILE_SECONDS": "2",
-        "KVRIGHT_METRICS_PORT": "0",
-    }
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=20)
-
-
 def peers(kube: Kube, ns: str) -> dict[str, Any]:
     got = kube.get(f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings/{PEERING}") or {}
     return dict(got.get("status") or {})
@@ -106,7 +72,12 @@ def test_one_replica_works_the_other_stands_by_and_takes_over(kube: Kube, tmp_pa
             body={"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": PEERING}},
         )
         logs = {name: tmp_path / f"{name}.log" for name in ("op-a", "op-b")}
-        procs = {name: stack.enter_context(replica(ns, name, log)) for name, log in logs.items()}
+        procs = {
+            name: stack.enter_context(
+                operator_process(ns, log, debug=("kvright.operator",), POD_ID=name, KVRIGHT_PEERING=PEERING)
+            )
+            for name, log in logs.items()
+        }
         def both_recorded() -> dict[str, Any] | None:
             records = peers(kube, ns)
             return records if set(records) >= set(procs) else None
