@@ -423,18 +423,24 @@ def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         kv_cache_dtype=args.kv_cache_dtype,
     )
     data = step.to_dict()
-    # A roofline prices any setup; say when this one cannot exist (vLLM would not start, or would not hold
-    # the batch): the weights and the batch's KV cache per GPU against the GPU's whole memory.
+    # A roofline prices any setup; say when this one cannot exist, by capacity's own memory model (vLLM's
+    # accounting at its default --gpu-memory-utilization): the sequences of this context that fit at once.
     tp = args.tensor_parallel_size
-    per_gpu = cap.weight_bytes(arch) / tp + args.batch * cap.kv_cache_bytes_per_sequence(
-        arch, args.context, kv_cache_dtype=args.kv_cache_dtype, tensor_parallel_size=tp
-    ) / tp
+    config = cap.EngineConfig(
+        layout=cap.Layout(tensor_parallel_size=tp, gpus_per_node=max(8, tp)),
+        kv_cache_dtype=args.kv_cache_dtype,
+    )
+    memory = cap.KVMemory(arch, gpu, config)
+    per_gpu = memory.weights + args.batch * memory.blocks_per_sequence(args.context) * (
+        memory.layout.bytes_per_block
+    )
+    fit = memory.sequences(args.context, args.batch)
     warnings = []
-    if per_gpu > gpu.memory_bytes:
+    if fit < args.batch:
         warnings.append(
-            f"the weights and this batch's KV cache need {per_gpu / GiB:.1f} GiB per GPU, more than the "
-            f"{gpu.memory_bytes / GiB:.1f} GiB a {gpu.id} has: vLLM cannot run it (kvright plan sizes what "
-            "fits)"
+            f"one {gpu.id} holds {fit} of these {args.batch} sequences ({memory.weights / GiB:.1f} GiB of "
+            f"weights per GPU, {memory.budget / GiB:.1f} GiB budget at --gpu-memory-utilization "
+            f"{config.gpu_memory_utilization:g}): vLLM cannot run this batch (kvright plan sizes what fits)"
         )
     data["memory_bytes_per_gpu"] = round(per_gpu)
     data["warnings"] = warnings
