@@ -333,10 +333,6 @@ cmd_down() {
   log "down ($CLUSTER_DIR)"
 }
 
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
 port_in_use() { # port
   "$PY" -c 'import socket, sys
 s = socket.socket()
@@ -359,14 +355,38 @@ except OSError:
     sys.exit(1)' "$1"
 }
 
-free_ports() { # n -> n distinct free loopback ports, one per line
-  "$PY" -c 'import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print("\n".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()' "$1"
+# n distinct loopback ports no socket holds, none of them in "taken", for servers that bind them later (the
+# LWS manager binds its ports 10-30 s after they are chosen). They come from below the kernel's ephemeral
+# range (net.ipv4.ip_local_port_range): a port the kernel hands out (bind to port 0) is also what it gives
+# every outgoing connection meanwhile (kubectl, kwok, the controllers, a test's clients), and one CI run lost
+# the LWS metrics port that way ("bind: address already in use"). Where that range leaves fewer than 4096
+# ports below it, the kernel's own choice is the fallback.
+free_ports() { # n [taken port...] -> n ports, one per line
+  "$PY" -c 'import random, socket, sys
+n, taken = int(sys.argv[1]), {int(p) for p in sys.argv[2:] if p}
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+def bindable(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+picked = []
+if low - 16384 >= 4096:
+    pool = list(range(16384, low))
+    random.shuffle(pool)
+    picked = [p for p in pool[:4096] if p not in taken and bindable(p)][:n]
+while len(picked) < n:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    if port not in taken and port not in picked:
+        picked.append(port)
+print("\n".join(map(str, picked)))' "$@"
 }
 
 ensure_pki() {
@@ -820,20 +840,14 @@ cmd_up() {
       die "KVRIGHT_APISERVER_PORT=$KVRIGHT_APISERVER_PORT is already in use on 127.0.0.1 (see: ss -ltnp 'sport = :$KVRIGHT_APISERVER_PORT'); pick another or unset it for a free one"
     APISERVER_PORT="$KVRIGHT_APISERVER_PORT"
   else
-    APISERVER_PORT="$(free_port)"
+    APISERVER_PORT="$(free_ports 1)"
   fi
-  ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
-  while [[ "$ETCD_PORT" == "$APISERVER_PORT" || "$ETCD_PEER_PORT" == "$ETCD_PORT" || "$ETCD_PEER_PORT" == "$APISERVER_PORT" ]]; do
-    ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
-  done
+  local ports
+  mapfile -t ports < <(free_ports 5 "$APISERVER_PORT")
+  ETCD_PORT="${ports[0]}" ETCD_PEER_PORT="${ports[1]}"
   LWS_WEBHOOK_PORT="" LWS_METRICS_PORT="" LWS_HEALTH_PORT=""
   if ((with_lws)); then
-    local taken=" $APISERVER_PORT $ETCD_PORT $ETCD_PEER_PORT " lws_ports
-    while :; do
-      mapfile -t lws_ports < <(free_ports 3)
-      [[ "$taken" != *" ${lws_ports[0]} "* && "$taken" != *" ${lws_ports[1]} "* && "$taken" != *" ${lws_ports[2]} "* ]] && break
-    done
-    LWS_WEBHOOK_PORT="${lws_ports[0]}" LWS_METRICS_PORT="${lws_ports[1]}" LWS_HEALTH_PORT="${lws_ports[2]}"
+    LWS_WEBHOOK_PORT="${ports[2]}" LWS_METRICS_PORT="${ports[3]}" LWS_HEALTH_PORT="${ports[4]}"
   fi
   printf 'APISERVER_PORT=%s\nETCD_PORT=%s\nETCD_PEER_PORT=%s\nLWS=%s\nLWS_WEBHOOK_PORT=%s\nLWS_METRICS_PORT=%s\nLWS_HEALTH_PORT=%s\n' \
     "$APISERVER_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$with_lws" "$LWS_WEBHOOK_PORT" "$LWS_METRICS_PORT" "$LWS_HEALTH_PORT" \
