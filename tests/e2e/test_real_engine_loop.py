@@ -40,7 +40,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from capacity import TPOT_HISTOGRAM_BUCKETS
-from kvright_dev.procs import wait_until
+from kvright_dev.procs import WaitFailed, wait_until
 from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, RealEngine
@@ -308,6 +308,20 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
         assert met_share >= 0.8 and median <= slo_ms, polls
     finally:
         stats = load.stop(timeout=120)
+    # The loop goes on deciding after the observation ends: a window that closes while the load stops may
+    # move the plan once more (one CI run's engine, sharing its cores with the conformance suite, read p90
+    # 32 ms against an SLO of 25 ms just then, and moved 36 -> 30 seats). That move is part of the history
+    # the bounds below judge, and, like every move, has its event: follow the status until the events and
+    # the moves seen agree (the operator posts a reconcile's events after its status write).
+    events: list[str] = []
+
+    def events_match_moves() -> bool:
+        follow()
+        events[:] = move_events(kubeconfig, NS, NAME)
+        return len(events) == len(plans) - 1
+
+    with contextlib.suppress(WaitFailed):  # the assertion below says what differs
+        wait_until(events_match_moves, 60, what="one event per move of the plan", interval=2)
     final = status()
     learned = {k: v for k, v in (final.get("calibration") or {}).items() if k != "lastDecision"}
     log(f"settled plan: max-num-seqs {plans[-1][0]}, replicas {plans[-1][1]}; moves {len(plans) - 1}; "
@@ -329,7 +343,6 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
     probes = [x for x in steps[1:] if x > 0]
     assert all(b <= a for a, b in itertools.pairwise(probes)), plans
     # Every move was an event with the numbers behind it.
-    events = move_events(kubeconfig, NS, NAME)
     assert len(events) == len(plans) - 1, (events, plans)
     assert all("TPOT" in e and f"vs SLO {slo_ms:.1f} ms" in e for e in events), events
     assert stats.completed > 200, stats
