@@ -23,11 +23,11 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    by ``model.tpot_seconds(batch, calibration)``, the curve the planner sized the plan with.
 4. The target batch per replica is the largest batch whose calibrated TPOT stays within
    ``target_fraction x SLO`` (and within the memory limit on max-num-seqs).
-4a. Demand rising: the SLO holds, but the window's mean demand grew since the last period (beyond a
-   count's noise, with no queue) fast enough that, extrapolated over a new pod's cold start and a window
-   (at most ``TREND_REACH`` times the span the trend was seen over), the replicas there are will not carry
-   it at the target batch: add the replicas it needs now (``DemandRising``). Every scale-out for a miss
-   is sized for the same forecast.
+4a. Demand rising: the SLO holds, but the window's mean demand grew since a reading at least half a
+   window old (``TREND_BASE_WINDOWS``; beyond a count's noise, with no queue) fast enough that,
+   extrapolated over a new pod's cold start and a window (at most ``TREND_REACH`` times the span the
+   trend was seen over), the replicas there are will not carry it at the target batch: add the replicas
+   it needs now (``DemandRising``). Every scale-out for a miss is sized for the same forecast.
 5. Cooldown: no move that restarts pods (max-num-seqs, re-plan) or removes a replica within
    ``cooldown_seconds`` of the last change. Adding replicas restarts nothing and disturbs no running
    request, so it waits only for one fresh window after the last change (the HPA's fast scale-up):
@@ -247,7 +247,8 @@ class History:
     of it is a batch the engine has shown it serves within the SLO, whatever the calibrated model says."""
     met_time: float | None = None
     demand: float | None = None
-    """The demand the last period with metrics saw (:attr:`Period.load`), for its trend."""
+    """The demand a period with metrics saw (:attr:`Period.load`), the baseline of the trend: kept until it
+    is ``TREND_BASE_WINDOWS`` of a window old, then replaced by the next reading."""
     demand_time: float | None = None
     """When ``demand`` was seen."""
 
@@ -380,14 +381,21 @@ class Period:
 
     @property
     def rising(self) -> float:
-        """Requests per second by which the demand grew since the last period with metrics, when the
-        growth is beyond a count's noise (twice the square root of the earlier count) and that period is
-        recent (within three windows); else 0. Falling demand is 0 too: releasing waits for what is."""
+        """Requests per second by which the demand grew since the trend's baseline (History.demand), when
+        the growth is beyond a count's noise (the square root of the earlier count) and the baseline is
+        between half a window and three windows old; else 0. Falling demand is 0 too: releasing waits for
+        what is.
+
+        Two window means read closer together than half a window share most of their samples and differ
+        by the few that entered and left: one odd scrape (a replica stalled for a moment) moves a mean over
+        a handful of samples by more than the count's noise, and a growth that small over a few seconds,
+        extrapolated, reads as a steep trend. Half a window apart, at least half the samples differ."""
         h = self.history
         if h.demand is None or h.demand_time is None or not self.observation.available or self.waiting > 0:
             return 0.0
         elapsed = self.now - h.demand_time
-        if not 0 < elapsed <= 3 * max(1, self.observation.window_seconds):
+        window = max(1, self.observation.window_seconds)
+        if not TREND_BASE_WINDOWS * window <= elapsed <= 3 * window:
             return 0.0
         grew = self.load - h.demand
         if grew <= math.sqrt(max(1.0, h.demand)):
@@ -402,6 +410,13 @@ class Period:
         h = self.history
         span = self.now - h.demand_time if h.demand_time is not None else 0.0
         return min(self.cold_start_seconds + self.observation.window_seconds, TREND_REACH * max(0.0, span))
+
+    @property
+    def trend_base_due(self) -> bool:
+        """This period's demand becomes the trend's baseline: there is none, or it is half a window old."""
+        h = self.history
+        window = max(1, self.observation.window_seconds)
+        return h.demand_time is None or self.now - h.demand_time >= TREND_BASE_WINDOWS * window
 
     @property
     def forecast(self) -> float:
@@ -477,7 +492,7 @@ class Period:
             if action in (Action.ADD_REPLICAS, Action.REMOVE_REPLICAS):
                 action = Action.SET_MAX_NUM_SEQS if new_seqs != seqs else Action.KEEP
         hist = replace(hist if hist is not None else self.history, calibration=calibration)
-        if self.observation.available:
+        if self.observation.available and self.trend_base_due:
             hist = replace(hist, demand=self.load, demand_time=self.now)
         if action in _CHANGES:
             hist = replace(hist, last_change_time=self.now)
@@ -502,6 +517,10 @@ class Period:
 _CHANGES = (Action.SET_MAX_NUM_SEQS, Action.ADD_REPLICAS, Action.REMOVE_REPLICAS, Action.REPLAN)
 #: How far a demand trend is extrapolated at most, in spans it was measured over (Period.horizon_seconds).
 TREND_REACH = 3.0
+#: How old, in windows, the trend's baseline reading is at least (Period.rising): at the operator's default
+#: reconcile period (60 s) and window (60 s) every period replaces it; a period shorter than half the window
+#: keeps it for several periods.
+TREND_BASE_WINDOWS = 0.5
 #: How many cooldowns a measured miss keeps capping raises of max-num-seqs (History.missed_batch).
 MISSED_MEMORY_COOLDOWNS = 6
 

@@ -320,8 +320,8 @@ def test_a_first_plan_that_runs_exactly_as_predicted_is_not_changed(loop: Loop) 
 
         loop.wait("four decisions on measured windows", decided_several_windows, timeout=300)
         status = loop.status("exact")
+        assert feedback_events(loop, "exact") == []  # a move's event says which rule moved, and why
         assert plan_of(status) == first, (first, status.get("calibration"))
-        assert feedback_events(loop, "exact") == []
         calibration = status.get("calibration") or {}
         assert 0.8 <= float(calibration.get("factor", 0.0)) <= 1.25, calibration
         assert calibration.get("lastDecision", {}).get("applied") is False, calibration

@@ -425,9 +425,16 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
     ),
     (
         "a-trend-is-extrapolated-no-further-than-three-times-the-span-it-was-seen-over",
-        # 30 more in 20 s (1.5/s) with a 900 s cold start: forecast over 60 s, not 960 s: 120 + 90 = 210.
-        Case(history={"demand": 90.0, "demand_time": NOW - 20}, cold_start_seconds=900.0),
+        # 30 more in 30 s (1/s) with a 900 s cold start: forecast over 90 s, not 960 s: 120 + 90 = 210.
+        Case(history={"demand": 90.0, "demand_time": NOW - 30}, cold_start_seconds=900.0),
         (Action.ADD_REPLICAS, "DemandRising", 64, 4),
+    ),
+    (
+        "two-means-less-than-half-a-window-apart-share-most-samples-and-make-no-trend",
+        # The same 30 more, but 20 s after the baseline in a 60 s window: two thirds of the samples are
+        # the same, and what moved the mean is the few that differ.
+        Case(history={"demand": 90.0, "demand_time": NOW - 20}, cold_start_seconds=900.0),
+        (Action.KEEP, "SLOMet", 64, 2),
     ),
     (
         "a-demand-seen-long-ago-says-nothing-about-the-trend",
@@ -727,6 +734,36 @@ def test_waiting_clock_starts_once_and_resets_when_samples_arrive() -> None:
     assert second.history.waiting_for_samples_since == NOW
     third = decide(observation=observation(sample_count=300), history=second.history, now=NOW + 60, **args)
     assert third.history.waiting_for_samples_since is None
+
+
+def test_the_trend_baseline_is_held_for_half_a_window_so_a_short_period_still_sees_a_ramp() -> None:
+    """Periods of 3 s against a 60 s window (the e2e tests' rhythm): every period's mean shares most of
+    its samples with the last one's, so the baseline stays until it is 30 s old. A steady load whose
+    mean jumps by one odd sample is no trend; a ramp of 1 request/s is seen once the baseline is 30 s old."""
+    args: dict[str, Any] = {
+        "current": Current(
+            tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
+        ),
+        "slo_tpot_seconds": SLO,
+        "model": LINEAR,
+        "bounds": Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
+        "tuning": Tuning(),
+        "cold_start_seconds": 120.0,
+    }
+
+    def at(batch: float) -> Observation:
+        return observation(tpot_seconds=0.045, mean_batch=batch, running=2 * batch, waiting=0.0)
+
+    history = decide(observation=at(45.0), history=History(), now=NOW, **args).history
+    assert (history.demand, history.demand_time) == (90.0, NOW)
+    # 3 s later the mean jumped by 15 (one odd sample in a handful): past sqrt(90), but no trend yet.
+    blip = decide(observation=at(52.5), history=history, now=NOW + 3, **args)
+    assert (blip.action, blip.reason) == (Action.KEEP, "SLOMet"), blip.message
+    assert (blip.history.demand, blip.history.demand_time) == (90.0, NOW)  # the baseline is held
+    # A real ramp: 30 more over the 30 s since the baseline: 120 + 1/s x 90 s needs 4 replicas at 64.
+    ramp = decide(observation=at(60.0), history=blip.history, now=NOW + 30, **args)
+    assert (ramp.action, ramp.reason, ramp.replicas) == (Action.ADD_REPLICAS, "DemandRising", 4), ramp.message
+    assert (ramp.history.demand, ramp.history.demand_time) == (120.0, NOW + 30)  # and then replaced
 
 
 @pytest.mark.parametrize(
