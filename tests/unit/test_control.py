@@ -718,8 +718,9 @@ def test_hpa_recommendation_is_exposed() -> None:
     assert "an HPA owns replicas: recommending 2" in decision.message
 
 
-def test_waiting_clock_starts_once_and_resets_when_samples_arrive() -> None:
-    args: dict[str, Any] = {
+def decide_args(**more: Any) -> dict[str, Any]:
+    """decide()'s arguments but observation, history and time: 2 replicas of 64 seats, the linear model."""
+    return {
         "current": Current(
             tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
         ),
@@ -727,7 +728,12 @@ def test_waiting_clock_starts_once_and_resets_when_samples_arrive() -> None:
         "model": LINEAR,
         "bounds": Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
         "tuning": Tuning(),
+        **more,
     }
+
+
+def test_waiting_clock_starts_once_and_resets_when_samples_arrive() -> None:
+    args = decide_args()
     first = decide(observation=observation(sample_count=3), history=History(), now=NOW, **args)
     assert first.history.waiting_for_samples_since == NOW
     second = decide(observation=observation(sample_count=3), history=first.history, now=NOW + 30, **args)
@@ -740,16 +746,7 @@ def test_the_trend_baseline_is_held_for_half_a_window_so_a_short_period_still_se
     """Periods of 3 s against a 60 s window (the e2e tests' rhythm): every period's mean shares most of
     its samples with the last one's, so the baseline stays until it is 30 s old. A steady load whose
     mean jumps by one odd sample is no trend; a ramp of 1 request/s is seen once the baseline is 30 s old."""
-    args: dict[str, Any] = {
-        "current": Current(
-            tensor_parallel_size=1, max_num_seqs=64, kv_cache_dtype="auto", replicas=2, max_num_seqs_limit=256
-        ),
-        "slo_tpot_seconds": SLO,
-        "model": LINEAR,
-        "bounds": Bounds(min_replicas=1, max_replicas=4, max_gpus=8),
-        "tuning": Tuning(),
-        "cold_start_seconds": 120.0,
-    }
+    args = decide_args(cold_start_seconds=120.0)
 
     def at(batch: float) -> Observation:
         return observation(tpot_seconds=0.045, mean_batch=batch, running=2 * batch, waiting=0.0)
