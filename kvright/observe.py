@@ -13,7 +13,9 @@ for the `MetricsAvailable` condition; no exception escapes :func:`observe`.
 
 from __future__ import annotations
 
+import base64
 import math
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +28,7 @@ from kvright.reasons import Reason
 __all__ = [
     "KV_USAGE_METRICS",
     "TPOT_METRICS",
+    "Credentials",
     "Observation",
     "PrometheusClient",
     "PrometheusError",
@@ -74,11 +77,63 @@ class Sample:
     """The value as Prometheus sent it: may be NaN or +-Inf."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Credentials:
+    """Who a query comes from: a bearer token, or basic auth, or nobody. The secrets stay in their files
+    (a Secret mounted into the pod) and are read for every query, so a rotated token is the one sent; no
+    message names more than the file or the user."""
+
+    bearer_token_file: str = ""
+    username: str = ""
+    password_file: str = ""
+    """Basic auth's password, with ``username``."""
+
+    def describe(self) -> str:
+        if self.bearer_token_file:
+            return f"the bearer token in {self.bearer_token_file}"
+        if self.username:
+            return f"basic auth as {self.username!r}"
+        return "a request without credentials"
+
+    def headers(self) -> dict[str, str]:
+        """The Authorization header (none without credentials); PrometheusError when a file cannot be read."""
+        if self.bearer_token_file:
+            return {"Authorization": f"Bearer {_secret(self.bearer_token_file, 'bearer token')}"}
+        if self.username:
+            pair = f"{self.username}:{_secret(self.password_file, 'password')}".encode()
+            return {"Authorization": f"Basic {base64.b64encode(pair).decode('ascii')}"}
+        return {}
+
+
+def _secret(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = f.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PrometheusError(
+            Reason.PROMETHEUS_QUERY_FAILED,
+            f"cannot read the Prometheus {what} file {path}: {type(exc).__name__}",
+        ) from None
+    if not value or any(c in value for c in "\r\n"):
+        raise PrometheusError(
+            Reason.PROMETHEUS_QUERY_FAILED,
+            f"the Prometheus {what} file {path} is {'empty' if not value else 'more than one line'}",
+        )
+    return value
+
+
 class PrometheusClient:
-    """A minimal client for `GET /api/v1/query` (instant queries)."""
+    """A minimal client for `GET /api/v1/query` (instant queries), over http or https (verified against
+    ``ca_file``, or the system's CAs without one), with :class:`Credentials`."""
 
     def __init__(
-        self, base_url: str, *, timeout_seconds: float = 5.0, session: requests.Session | None = None
+        self,
+        base_url: str,
+        *,
+        timeout_seconds: float = 5.0,
+        session: requests.Session | None = None,
+        ca_file: str = "",
+        credentials: Credentials | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -87,18 +142,41 @@ class PrometheusClient:
         self.base_url = base_url.rstrip("/")
         self.timeout_seconds = timeout_seconds
         self.session = session or requests.Session()
+        self.ca_file = ca_file
+        self.credentials = credentials or Credentials()
 
     def query(self, promql: str, *, at: float) -> list[Sample]:
         """Evaluate `promql` at unix time `at`; raise :class:`PrometheusError` on any failure."""
         url = f"{self.base_url}/api/v1/query"
+        headers = self.credentials.headers()
         try:
             response = self.session.get(
-                url, params={"query": promql, "time": f"{at:.3f}"}, timeout=self.timeout_seconds
+                url,
+                params={"query": promql, "time": f"{at:.3f}"},
+                headers=headers,
+                timeout=self.timeout_seconds,
+                verify=self.ca_file or True,
             )
+        except requests.exceptions.SSLError as exc:
+            trust = (
+                f"the CAs in {self.ca_file}"
+                if self.ca_file
+                else "the system's CAs (KVRIGHT_PROMETHEUS_CA_FILE unset)"
+            )
+            raise PrometheusError(
+                Reason.PROMETHEUS_UNREACHABLE,
+                f"{url}: TLS: {_tls_reason(exc)} (the certificate is checked against {trust})",
+            ) from exc
         except requests.RequestException as exc:
             raise PrometheusError(
                 Reason.PROMETHEUS_UNREACHABLE, f"{url}: {type(exc).__name__}: {_first_line(exc)}"
             ) from exc
+        if response.status_code in (401, 403):
+            raise PrometheusError(
+                Reason.PROMETHEUS_QUERY_FAILED,
+                f"{url}: HTTP {response.status_code}: Prometheus refused {self.credentials.describe()} "
+                "(KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE, or KVRIGHT_PROMETHEUS_USERNAME and _PASSWORD_FILE)",
+            )
         try:
             body: Any = response.json()
         except ValueError as exc:
@@ -135,6 +213,24 @@ class PrometheusClient:
                 )
             )
         return samples
+
+
+def _tls_reason(exc: BaseException) -> str:
+    """What the TLS handshake said, from under requests' and urllib3's wrappers (whose own text is a
+    retry summary that cuts the reason off)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"certificate verify failed: {seen.verify_message}"
+        if isinstance(seen, ssl.SSLError):
+            return _first_line(seen.reason or seen)
+        inner = getattr(seen, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = next((a for a in seen.args if isinstance(a, BaseException)), None)
+        seen = inner or seen.__cause__ or seen.__context__
+    return _first_line(exc)
 
 
 def _parse_value(pair: object) -> float:

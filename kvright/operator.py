@@ -31,6 +31,7 @@ import logging
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -47,7 +48,7 @@ from kvright import api, feedback, inventory, metrics, peering, podstarts, recon
 from kvright import conditions as cond
 from kvright import settings as settings_mod
 from kvright.conditions import Reason
-from kvright.observe import PrometheusClient
+from kvright.observe import Credentials, PrometheusClient
 from kvright.render import INFERENCE_POOL_API_VERSION, LLMD_LABEL, LWS_API_VERSION, selector
 from kvright.resolve import HubClient, ResolveError, resolve
 from kvright.settings import PUBLIC_HUB
@@ -491,7 +492,22 @@ def runtime_from_env(env: Mapping[str, str]) -> Runtime:
             pause_after_writes=s.fault_pause_after_writes,
         ),
         hub=HubClient(s.hf_endpoint, timeout_seconds=s.hub_timeout_seconds, attempts=s.hub_attempts),
-        prometheus=PrometheusClient(s.prometheus_url) if s.prometheus_url else None,
+        prometheus=prometheus_client(s),
+    )
+
+
+def prometheus_client(s: settings_mod.Settings) -> PrometheusClient | None:
+    """The feedback loop's Prometheus (None: feedback off), with its CA and credentials."""
+    if not s.prometheus_url:
+        return None
+    return PrometheusClient(
+        s.prometheus_url,
+        ca_file=s.prometheus_ca_file,
+        credentials=Credentials(
+            bearer_token_file=s.prometheus_bearer_token_file,
+            username=s.prometheus_username,
+            password_file=s.prometheus_password_file,
+        ),
     )
 
 
@@ -1019,7 +1035,12 @@ def cap_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the operator (``python -m kvright.operator``): cluster-wide, or the KVRIGHT_NAMESPACES."""
     cap_malloc_arenas()
-    s = settings_mod.from_env(os.environ)
+    try:
+        s = settings_mod.from_env(os.environ)
+    except settings_mod.SettingsError as exc:
+        # One line, no traceback: the pod's last log line (kubectl logs --previous) says what to fix.
+        print(f"kvright: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=s.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kopf.run(
         clusterwide=not s.namespaces,

@@ -60,6 +60,16 @@ class SettingsError(ValueError):
 class Settings:
     prometheus_url: str = ""
     """Prometheus HTTP API base URL; empty turns feedback off."""
+    prometheus_ca_file: str = ""
+    """PEM bundle of the CAs that verify an https Prometheus (KVRIGHT_PROMETHEUS_CA_FILE); empty: the
+    system's CAs."""
+    prometheus_bearer_token_file: str = ""
+    """File holding a bearer token for Prometheus (KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE), read again for
+    every query so that a rotated token (a projected service-account token) is the one sent."""
+    prometheus_username: str = ""
+    """HTTP basic auth user for Prometheus (KVRIGHT_PROMETHEUS_USERNAME), with the password in
+    ``prometheus_password_file`` (KVRIGHT_PROMETHEUS_PASSWORD_FILE, read again for every query)."""
+    prometheus_password_file: str = ""
     metrics_port: int = 8080
     """Port of the operator's own /metrics; 0 disables it."""
     namespaces: tuple[str, ...] = ()
@@ -173,6 +183,69 @@ def _labels(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs.items())
 
 
+def _readable_file(env: Mapping[str, str], name: str) -> str:
+    """A path that names a readable file now (a Secret mounted into the pod); empty when unset."""
+    path = env.get(name, "").strip()
+    if not path:
+        return ""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise SettingsError(
+            f"{name}={path!r} cannot be read ({exc.strerror or type(exc).__name__}); accepted: the path of a "
+            "readable file, e.g. a key of a Secret mounted into the operator's pod"
+        ) from None
+    return path
+
+
+def _prometheus(env: Mapping[str, str]) -> dict[str, str]:
+    """KVRIGHT_PROMETHEUS_URL and how to reach it: a CA bundle, and a bearer token or basic auth."""
+    url = env.get("KVRIGHT_PROMETHEUS_URL", "").strip().rstrip("/")
+    out = {
+        "prometheus_url": url,
+        "prometheus_ca_file": _readable_file(env, "KVRIGHT_PROMETHEUS_CA_FILE"),
+        "prometheus_bearer_token_file": _readable_file(env, "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE"),
+        "prometheus_username": env.get("KVRIGHT_PROMETHEUS_USERNAME", "").strip(),
+        "prometheus_password_file": _readable_file(env, "KVRIGHT_PROMETHEUS_PASSWORD_FILE"),
+    }
+    given = [f"KVRIGHT_{k.upper()}" for k, v in out.items() if v and k != "prometheus_url"]
+    if not url:
+        if given:
+            raise SettingsError(
+                f"{', '.join(given)} set but KVRIGHT_PROMETHEUS_URL is empty; accepted: the Prometheus URL "
+                "with them, or none of them (feedback off)"
+            )
+        return out
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(
+            f"KVRIGHT_PROMETHEUS_URL={url!r} is not an http(s) URL; accepted: e.g. http://prometheus:9090"
+        )
+    if "@" in parts.netloc:
+        # The settings are logged at startup: a credential in the URL would be too.
+        raise SettingsError(
+            "KVRIGHT_PROMETHEUS_URL carries credentials (user:password@); accepted: a URL without them, "
+            "with KVRIGHT_PROMETHEUS_USERNAME and KVRIGHT_PROMETHEUS_PASSWORD_FILE"
+        )
+    if out["prometheus_ca_file"] and parts.scheme != "https":
+        raise SettingsError(
+            f"KVRIGHT_PROMETHEUS_CA_FILE is set but KVRIGHT_PROMETHEUS_URL={url!r} is not https; accepted: "
+            "an https:// URL with it (a CA verifies a TLS certificate), or no CA file"
+        )
+    if bool(out["prometheus_username"]) != bool(out["prometheus_password_file"]):
+        raise SettingsError(
+            "KVRIGHT_PROMETHEUS_USERNAME and KVRIGHT_PROMETHEUS_PASSWORD_FILE go together (basic auth); "
+            "accepted: both, or neither"
+        )
+    if out["prometheus_bearer_token_file"] and out["prometheus_username"]:
+        raise SettingsError(
+            "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE and basic auth (KVRIGHT_PROMETHEUS_USERNAME) are both set; "
+            "accepted: one of them (a request carries one Authorization header)"
+        )
+    return out
+
+
 def from_env(env: Mapping[str, str]) -> Settings:
     """Settings from environment variables; unset or empty variables take the defaults."""
     port = _number(env, "KVRIGHT_METRICS_PORT", 8080, 0, 65535)
@@ -216,7 +289,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
             f"LOG_LEVEL={raw_level!r} is not a log level; accepted: {', '.join(LOG_LEVELS)}, any case"
         )
     return Settings(
-        prometheus_url=env.get("KVRIGHT_PROMETHEUS_URL", "").strip().rstrip("/"),
+        **_prometheus(env),
         metrics_port=int(port),
         namespaces=namespaces,
         hf_endpoint=endpoint.rstrip("/"),

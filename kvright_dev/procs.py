@@ -163,12 +163,15 @@ class LoopbackServer:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         own_group: bool = False,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self.argv = [str(a) for a in argv]
         self.name = name
         self.port = port
         self.url = f"http://{LOOPBACK}:{port}"
         self.ready_path = ready_path
+        self.ready = ready
+        """How to tell it is ready, where a plain GET of ``url + ready_path`` cannot (TLS, credentials)."""
         self.log_path = Path(log_path)
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
@@ -214,8 +217,9 @@ class LoopbackServer:
             return None if code is None else f"exited with status {code} before it was ready"
 
         url = self.url + self.ready_path
+        ready = self.ready or (lambda: answers_200(url))
         try:
-            wait_until(lambda: answers_200(url), timeout, what=f"{url} to answer 200", interval=interval,
+            wait_until(ready, timeout, what=f"{url} to answer 200", interval=interval,
                        give_up=exited)
         except WaitFailed as exc:
             self.stop()

@@ -21,7 +21,7 @@ import contextlib
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -50,7 +50,12 @@ class Prometheus:
         relabel_configs: Sequence[Mapping[str, Any]] = (),
         metric_relabel_configs: Sequence[Mapping[str, Any]] = (),
         extra_scrape_configs: Sequence[Mapping[str, Any]] = (),
+        web_config: Mapping[str, Any] | None = None,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
+        """``web_config`` is Prometheus's ``--web.config.file`` (``tls_server_config``, ``basic_auth_users``):
+        with TLS the ``url`` is https. This class's own helpers (targets, query) send plain GETs, without
+        the CA or the credentials, and ``ready`` (a query that has both) tells when it has started."""
         binary = shutil.which("prometheus")
         if binary is None:
             raise PrometheusMissing(
@@ -79,13 +84,22 @@ class Prometheus:
         self.config.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         self._check_config()
         port = free_port()
+        web: list[str] = []
+        if web_config:
+            if ready is None:
+                raise ValueError("with a web config, pass ready=: /-/ready wants its TLS and auth too")
+            web_file = self.work / "web.yml"
+            web_file.write_text(yaml.safe_dump(dict(web_config), sort_keys=False), encoding="utf-8")
+            web = [f"--web.config.file={web_file}"]
         self.server = LoopbackServer(
             [binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.work / 'tsdb'}",
              f"--web.listen-address={LOOPBACK}:{port}", "--web.enable-lifecycle",
-             "--storage.tsdb.retention.time=2h", "--log.level=warn"],
+             "--storage.tsdb.retention.time=2h", "--log.level=warn", *web],
             name="prometheus", port=port, ready_path="/-/ready", log_path=self.work / "prometheus.log",
+            ready=ready,
         )
-        self.url = self.server.url
+        tls = bool(web_config and web_config.get("tls_server_config"))
+        self.url = f"https://{LOOPBACK}:{port}" if tls else self.server.url
         """Base URL, http://127.0.0.1:<port>."""
 
     def _check_config(self) -> None:

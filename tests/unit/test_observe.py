@@ -8,18 +8,20 @@ JSON decoding, the fallback chain over renamed metrics and the mapping to an Obs
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from kvright.observe import Observation, PrometheusClient, observe, selector
+from kvright.observe import Credentials, Observation, PrometheusClient, observe, selector
 from kvright_dev.procs import free_port
 
 NOW = 1_800_000_000.0
@@ -35,6 +37,8 @@ class FakePrometheus:
         self.table: dict[str, Any] = {}
         self.queries: list[str] = []
         self.raw: tuple[int, bytes] | None = None  # when set, every answer is this (status, body)
+        self.authorizations: list[str | None] = []  # each request's Authorization header
+        self.want: str | None = None  # when set, a request without this Authorization gets HTTP 401
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
@@ -47,7 +51,10 @@ class FakePrometheus:
                 params = parse_qs(urlparse(self.path).query)
                 query = params.get("query", [""])[0]
                 fake.queries.append(query)
-                if fake.raw is not None:
+                fake.authorizations.append(self.headers.get("Authorization"))
+                if fake.want is not None and self.headers.get("Authorization") != fake.want:
+                    status, body = 401, b"Unauthorized\n"
+                elif fake.raw is not None:
                     status, body = fake.raw
                 else:
                     status, body = 200, json.dumps(fake.answer(query)).encode()
@@ -290,3 +297,58 @@ def test_nan_never_leaks_into_status(prom: FakePrometheus) -> None:
     prom.table["count:vllm:num_requests_running"] = 1
     obs = run(prom)
     assert not any(isinstance(v, float) and math.isnan(v) for v in obs.to_status().values())
+
+
+def test_a_bearer_token_is_read_from_its_file_for_every_query(prom: FakePrometheus, tmp_path: Path) -> None:
+    """The kubelet rotates a projected service-account token in place: the next query sends the new one."""
+    token = tmp_path / "token"
+    token.write_text("first\n", encoding="utf-8")
+    client = PrometheusClient(prom.url, credentials=Credentials(bearer_token_file=str(token)))
+    prom.table, prom.want = healthy(), "Bearer first"
+    assert observe(client, namespace="a", name="b", window_seconds=60, percentile=90, now=NOW).available
+    token.write_text("second\n", encoding="utf-8")
+    refused = observe(client, namespace="a", name="b", window_seconds=60, percentile=90, now=NOW)
+    assert (refused.available, refused.reason) == (False, "PrometheusQueryFailed")
+    assert f"HTTP 401: Prometheus refused the bearer token in {token}" in refused.message
+    assert "second" not in refused.message
+    prom.want = "Bearer second"
+    assert observe(client, namespace="a", name="b", window_seconds=60, percentile=90, now=NOW).available
+    assert set(prom.authorizations) == {"Bearer first", "Bearer second"}
+
+
+def test_basic_auth_sends_the_user_and_the_password_from_its_file(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    password = tmp_path / "password"
+    password.write_text("pa:ss\n", encoding="utf-8")
+    client = PrometheusClient(
+        prom.url, credentials=Credentials(username="kvright", password_file=str(password))
+    )
+    prom.table, prom.want = healthy(), "Basic " + base64.b64encode(b"kvright:pa:ss").decode()
+    assert observe(client, namespace="a", name="b", window_seconds=60, percentile=90, now=NOW).available
+    anonymous = observe(
+        PrometheusClient(prom.url), namespace="a", name="b", window_seconds=60, percentile=90, now=NOW
+    )
+    assert "HTTP 401: Prometheus refused a request without credentials" in anonymous.message
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "cannot read the Prometheus bearer token file"),
+        ("", "is empty"),
+        ("a\nb", "is more than one line"),
+    ],
+    ids=["missing", "empty", "two-lines"],
+)
+def test_a_token_file_that_cannot_be_used_is_a_query_failure_naming_the_file(
+    prom: FakePrometheus, tmp_path: Path, content: str | None, says: str
+) -> None:
+    token = tmp_path / "token"
+    if content is not None:
+        token.write_text(content, encoding="utf-8")
+    client = PrometheusClient(prom.url, credentials=Credentials(bearer_token_file=str(token)))
+    obs = observe(client, namespace="a", name="b", window_seconds=60, percentile=90, now=NOW)
+    assert (obs.available, obs.reason) == (False, "PrometheusQueryFailed")
+    assert says in obs.message and str(token) in obs.message
+    assert prom.queries == []  # nothing was sent without the credentials

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvright.settings import DEFAULT_VLLM_IMAGE, Settings, SettingsError, from_env
@@ -147,3 +149,102 @@ def test_pod_monitor_labels() -> None:
     assert from_env({}).pod_monitor_labels == ()
 
 
+def test_prometheus_credentials_and_ca_are_files(tmp_path: Path) -> None:
+    secret = tmp_path / "token"
+    secret.write_text("t0ken\n", encoding="utf-8")
+    bearer = from_env(
+        {
+            "KVRIGHT_PROMETHEUS_URL": "https://thanos-querier.openshift-monitoring.svc:9091",
+            "KVRIGHT_PROMETHEUS_CA_FILE": str(secret),
+            "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": str(secret),
+        }
+    )
+    assert (bearer.prometheus_ca_file, bearer.prometheus_bearer_token_file) == (str(secret), str(secret))
+    basic = from_env(
+        {
+            "KVRIGHT_PROMETHEUS_URL": "http://prometheus:9090",
+            "KVRIGHT_PROMETHEUS_USERNAME": "kvright",
+            "KVRIGHT_PROMETHEUS_PASSWORD_FILE": str(secret),
+        }
+    )
+    assert (basic.prometheus_username, basic.prometheus_password_file) == ("kvright", str(secret))
+    # The settings are logged at startup: paths and a user name, never a file's content.
+    assert "t0ken" not in repr(bearer) + repr(basic)
+
+
+@pytest.mark.parametrize(
+    ("env", "text"),
+    [
+        (
+            {"KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": "FILE"},
+            "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE set but KVRIGHT_PROMETHEUS_URL is empty; accepted: the "
+            "Prometheus URL with them, or none of them",
+        ),
+        (
+            {"KVRIGHT_PROMETHEUS_URL": "prometheus:9090"},
+            "KVRIGHT_PROMETHEUS_URL='prometheus:9090' is not an http(s) URL; accepted: e.g. http://",
+        ),
+        (
+            {"KVRIGHT_PROMETHEUS_URL": "https://me:pw@prometheus:9090"},
+            "KVRIGHT_PROMETHEUS_URL carries credentials (user:password@); accepted: a URL without them, with "
+            "KVRIGHT_PROMETHEUS_USERNAME and KVRIGHT_PROMETHEUS_PASSWORD_FILE",
+        ),
+        (
+            {"KVRIGHT_PROMETHEUS_URL": "http://prometheus:9090", "KVRIGHT_PROMETHEUS_CA_FILE": "FILE"},
+            "KVRIGHT_PROMETHEUS_CA_FILE is set but KVRIGHT_PROMETHEUS_URL='http://prometheus:9090' is not "
+            "https; accepted: an https:// URL with it",
+        ),
+        (
+            {"KVRIGHT_PROMETHEUS_URL": "https://p", "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": "MISSING"},
+            "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE='MISSING' cannot be read (No such file or directory); "
+            "accepted: the path of a readable file",
+        ),
+        (
+            {"KVRIGHT_PROMETHEUS_URL": "https://p", "KVRIGHT_PROMETHEUS_USERNAME": "kvright"},
+            "KVRIGHT_PROMETHEUS_USERNAME and KVRIGHT_PROMETHEUS_PASSWORD_FILE go together (basic auth); "
+            "accepted: both, or neither",
+        ),
+        (
+            {
+                "KVRIGHT_PROMETHEUS_URL": "https://p",
+                "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": "FILE",
+                "KVRIGHT_PROMETHEUS_USERNAME": "kvright",
+                "KVRIGHT_PROMETHEUS_PASSWORD_FILE": "FILE",
+            },
+            "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE and basic auth (KVRIGHT_PROMETHEUS_USERNAME) are both set; "
+            "accepted: one of them",
+        ),
+    ],
+    ids=[
+        "auth-without-url",
+        "url-without-scheme",
+        "url-with-credentials",
+        "ca-for-http",
+        "unreadable-file",
+        "user-without-password",
+        "bearer-and-basic",
+    ],
+)
+def test_bad_prometheus_settings_are_one_line_errors(tmp_path: Path, env: dict[str, str], text: str) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n", encoding="utf-8")
+    paths = {"FILE": str(secret), "MISSING": str(tmp_path / "missing")}
+    with pytest.raises(SettingsError) as info:
+        from_env({k: paths.get(v, v) for k, v in env.items()})
+    said = str(info.value).replace(str(tmp_path / "missing"), "MISSING")
+    assert text in said and "\n" not in said and "s3cret" not in said
+
+
+def test_the_operator_refuses_bad_settings_with_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kvright import operator
+
+    monkeypatch.setenv("KVRIGHT_PROMETHEUS_URL", "https://prometheus:9090")
+    monkeypatch.setenv("KVRIGHT_PROMETHEUS_USERNAME", "kvright")
+    assert operator.main([]) == 2  # before kopf starts: nothing runs on settings it cannot use
+    err = capsys.readouterr().err
+    assert err == (
+        "kvright: KVRIGHT_PROMETHEUS_USERNAME and KVRIGHT_PROMETHEUS_PASSWORD_FILE go together (basic auth); "
+        "accepted: both, or neither\n"
+    )
