@@ -5,9 +5,10 @@ the schema rejecting a typo, secure pod defaults, RBAC without wildcards and wit
 rights, namespaced mode (Roles per namespace, node inventory still a read-only ClusterRole), HA (kopf
 peering object, and kopf's shared peering CRDs only then), the CRD behind crds.enabled with resource-policy
 keep, names truncated to 63 characters, dashboards as sidecar-labelled ConfigMaps, the kubeVersion floor, an
-unnamed existing ServiceAccount refused, podMonitor.labels as the operator's env var, NetworkPolicies on
-kvright's vLLM pods only, and NOTES.txt's warnings (rendered from a copy of the chart, since `helm template`
-leaves NOTES out). A missing helm fails with the reason.
+unnamed existing ServiceAccount refused, podMonitor.labels as the operator's env var, operator.prometheusAuth
+(env vars, read-only one-key Secret volumes, the combinations refused at render time), NetworkPolicies on
+kvright's vLLM pods only, and NOTES.txt's warnings and ServiceAccount-token hint (rendered from a copy of the
+chart, since `helm template` leaves NOTES out). A missing helm fails with the reason.
 tests/integration/test_chart_cluster.py installs the chart into the local control plane.
 """
 
@@ -388,6 +389,133 @@ def test_bad_pod_monitor_labels_fail_the_render(args: list[str], complaint: str)
     assert complaint in done.stderr
 
 
+HTTPS_PROMETHEUS = "https://thanos-querier.openshift-monitoring.svc:9091"
+
+
+def prometheus_auth(url: str = HTTPS_PROMETHEUS, **auth: str | bool) -> list[str]:
+    """helm arguments for operator.prometheusURL and operator.prometheusAuth.<key>=<value>."""
+    args = ["--set", f"operator.prometheusURL={url}"] if url else []
+    for key, value in auth.items():
+        args += ["--set", f"operator.prometheusAuth.{key}={str(value).lower() if value is True else value}"]
+    return args
+
+
+def prometheus_auth_parts(
+    docs: list[dict[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The operator pod's Prometheus credential env vars (KVRIGHT_PROMETHEUS_* but the URL, without their
+    names), volume mounts and volumes (all but /tmp)."""
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    credentials = [e for e in container["env"] if e["name"].startswith("KVRIGHT_PROMETHEUS_")]
+    credentials = [e for e in credentials if e["name"] != "KVRIGHT_PROMETHEUS_URL"]
+    env = {e["name"]: {k: v for k, v in e.items() if k != "name"} for e in credentials}
+    mounts = [m for m in container["volumeMounts"] if m["mountPath"] != "/tmp"]
+    volumes = [v for v in pod["volumes"] if v["name"] != "tmp"]
+    return env, mounts, volumes
+
+
+def secret_volume(name: str, secret: str, key: str, path: str) -> dict[str, Any]:
+    # 0o440: the default podSecurityContext has an fsGroup, which the kubelet gives the files to.
+    return {"name": name, "secret": {"secretName": secret, "items": [{"key": key, "path": path}],
+                                     "defaultMode": 0o440}}  # fmt: skip
+
+
+def read_only_mount(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "mountPath": path, "readOnly": True}
+
+
+SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+BASIC_AUTH_USERNAME = {"secretKeyRef": {"name": "prom-basic", "key": "username"}}
+CA_ENV = {"KVRIGHT_PROMETHEUS_CA_FILE": {"value": "/etc/kvright/prometheus/ca/ca.crt"}}
+CA_MOUNT = read_only_mount("prometheus-ca", "/etc/kvright/prometheus/ca")
+CA_VOLUME = secret_volume("prometheus-ca", "thanos-ca", "service-ca.crt", "ca.crt")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "mounts", "volumes"),
+    [
+        ([], {}, [], []),
+        (prometheus_auth(), {}, [], []),
+        (prometheus_auth(bearerTokenSecret="prom-token", bearerTokenKey="access-token"),
+         {"KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": {"value": "/etc/kvright/prometheus/bearer-token/token"}},
+         [read_only_mount("prometheus-bearer-token", "/etc/kvright/prometheus/bearer-token")],
+         [secret_volume("prometheus-bearer-token", "prom-token", "access-token", "token")]),
+        (prometheus_auth(serviceAccountToken=True),
+         {"KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": {"value": SA_TOKEN}}, [], []),
+        (prometheus_auth("https://prometheus.example.com", basicAuthSecret="prom-basic"),
+         {"KVRIGHT_PROMETHEUS_USERNAME": {"valueFrom": BASIC_AUTH_USERNAME},
+          "KVRIGHT_PROMETHEUS_PASSWORD_FILE": {"value": "/etc/kvright/prometheus/basic-auth/password"}},
+         [read_only_mount("prometheus-basic-auth", "/etc/kvright/prometheus/basic-auth")],
+         [secret_volume("prometheus-basic-auth", "prom-basic", "password", "password")]),
+        (prometheus_auth(caSecret="thanos-ca", caKey="service-ca.crt"), CA_ENV, [CA_MOUNT], [CA_VOLUME]),
+        (prometheus_auth(caSecret="thanos-ca", caKey="service-ca.crt", serviceAccountToken=True),
+         {**CA_ENV, "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": {"value": SA_TOKEN}}, [CA_MOUNT], [CA_VOLUME]),
+    ],
+    ids=["default", "url-without-auth", "bearer-token-secret", "service-account-token",
+         "basic-auth-username-from-secret", "ca-only", "thanos-querier-ca-and-service-account-token"],
+)  # fmt: skip
+def test_prometheus_auth_renders_exactly_its_env_vars_and_read_only_one_key_volumes(
+    args: list[str], env: dict[str, Any], mounts: list[dict[str, Any]], volumes: list[dict[str, Any]]
+) -> None:
+    """Each credential source is the operator's env var(s) (a file path, or the user name as a secretKeyRef:
+    no credential is ever a literal in the manifest) and, for a Secret, a read-only volume of only the named
+    key, under the file name the env var points at."""
+    assert prometheus_auth_parts(render(*args)) == (env, mounts, volumes)
+    for variable, source in env.items():
+        if variable.endswith("_FILE") and source["value"] != SA_TOKEN:
+            directory, _, filename = source["value"].rpartition("/")
+            mount = next(m for m in mounts if m["mountPath"] == directory)
+            volume = next(v for v in volumes if v["name"] == mount["name"])
+            assert [i["path"] for i in volume["secret"]["items"]] == [filename]
+
+
+def test_prometheus_credential_files_are_world_readable_only_without_an_fs_group() -> None:
+    """Without an fsGroup in the values (fsGroup: null, e.g. left to an OpenShift SCC) the files may stay
+    root's: 0444, or the non-root operator could not read them."""
+    no_fs_group = ["--set", "podSecurityContext.fsGroup=null"]
+    docs = render(*prometheus_auth(bearerTokenSecret="prom-token"), *no_fs_group)
+    assert [v["secret"]["defaultMode"] for v in prometheus_auth_parts(docs)[2]] == [0o444]
+
+
+ONE_SOURCE = "accepted: at most one of bearerTokenSecret, serviceAccountToken and basicAuthSecret"
+NEEDS_URL = "but operator.prometheusURL is empty"
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (prometheus_auth(bearerTokenSecret="t", serviceAccountToken=True),
+         f"prometheusAuth: bearerTokenSecret and serviceAccountToken are set together; {ONE_SOURCE}"),
+        (prometheus_auth(serviceAccountToken=True, basicAuthSecret="b"),
+         "serviceAccountToken and basicAuthSecret are set together"),
+        (prometheus_auth(bearerTokenSecret="t", serviceAccountToken=True, basicAuthSecret="b"),
+         "bearerTokenSecret and serviceAccountToken and basicAuthSecret are set together"),
+        (prometheus_auth("", serviceAccountToken=True),
+         f"operator.prometheusAuth sets serviceAccountToken {NEEDS_URL}"),
+        (prometheus_auth("", caSecret="c", basicAuthSecret="b"),
+         f"operator.prometheusAuth sets caSecret and basicAuthSecret {NEEDS_URL}"),
+        (prometheus_auth("http://prometheus.monitoring:9090", caSecret="c"),
+         "operator.prometheusAuth.caSecret is set with an http:// operator.prometheusURL: a CA only "
+         "verifies an https:// Prometheus's certificate; accepted: an https:// operator.prometheusURL, "
+         "or caSecret empty"),
+        (prometheus_auth("https://kvright:s3cret@prometheus.example.com/api/prom"),
+         "operator.prometheusURL carries credentials (user:password@), which would sit in the Deployment's "
+         "manifest; accepted: a URL without them, with operator.prometheusAuth.basicAuthSecret"),
+        (prometheus_auth(bearerToken="t"), "additional properties 'bearerToken' not allowed"),
+        (prometheus_auth(basicAuthSecret="Prom_Basic"), "/operator/prometheusAuth/basicAuthSecret"),
+    ],
+    ids=["bearer-and-service-account", "service-account-and-basic", "all-three", "no-url",
+         "no-url-ca-and-basic", "ca-on-http", "credentials-in-url", "typo", "secret-name-not-dns"],
+)  # fmt: skip
+def test_bad_prometheus_auth_fails_the_render(args: list[str], complaint: str) -> None:
+    """Each refusal names the values and what is accepted, and never echoes the URL (it may hold one)."""
+    done = run_helm("template", "kvright", str(CHART), "--kube-version", KUBE_VERSION, *args)
+    assert done.returncode != 0
+    assert complaint in done.stderr
+    assert "s3cret" not in done.stderr
+
+
 @pytest.mark.parametrize(("version", "renders"), [("1.29.9", False), ("1.30.0", True)], ids=["1.29", "1.30"])
 def test_the_chart_needs_kubernetes_1_30_for_the_prestop_sleep(version: str, renders: bool) -> None:
     """kvright's vLLM pods use lifecycle.preStop.sleep (PodLifecycleSleepAction, on by default from 1.30)."""
@@ -461,3 +589,12 @@ def test_notes_warn_of_values_that_silently_break_alerting(
              if w in text}  # fmt: skip
     assert found == warnings, text
     assert text.count("WARNING:") == len(warnings)
+
+
+def test_notes_name_the_service_account_to_grant_prometheus_read_access(tmp_path: Path) -> None:
+    """With serviceAccountToken the Prometheus side's RBAC is the cluster admin's: NOTES says which
+    ServiceAccount to bind; it is no warning (the chart cannot see whether the binding exists)."""
+    text = notes(tmp_path, *prometheus_auth(serviceAccountToken=True))
+    assert "token of ServiceAccount default/kvright:" in text
+    assert "WARNING:" not in text
+    assert "token of ServiceAccount" not in notes(tmp_path / "default")

@@ -178,3 +178,38 @@ sum by ({{ $by }}) (rate({{ $m }}_sum[{{ $w }}])) / sum by ({{ $by }}) (rate({{ 
 {{- end -}}
 {{- include "kvright.pairs" . -}}
 {{- end -}}
+
+{{/* operator.prometheusURL and operator.prometheusAuth, checked before anything renders: what the operator
+     refuses at startup (credentials in the URL, one Authorization header per query, credentials with nowhere
+     to go, a CA on plain http) fails the install here instead of crash-looping the pod. The URL is never
+     echoed: it may carry credentials. */}}
+{{- define "kvright.checkPrometheusAuth" -}}
+{{- $auth := .Values.operator.prometheusAuth -}}
+{{- $url := .Values.operator.prometheusURL -}}
+{{- if regexMatch "^https?://[^/]*@" $url -}}
+{{- fail "operator.prometheusURL carries credentials (user:password@), which would sit in the Deployment's manifest; accepted: a URL without them, with operator.prometheusAuth.basicAuthSecret (or bearerTokenSecret)" -}}
+{{- end -}}
+{{- $sources := list -}}
+{{- if $auth.bearerTokenSecret }}{{ $sources = append $sources "bearerTokenSecret" }}{{ end -}}
+{{- if $auth.serviceAccountToken }}{{ $sources = append $sources "serviceAccountToken" }}{{ end -}}
+{{- if $auth.basicAuthSecret }}{{ $sources = append $sources "basicAuthSecret" }}{{ end -}}
+{{- if gt (len $sources) 1 -}}
+{{- fail (printf "operator.prometheusAuth: %s are set together; accepted: at most one of bearerTokenSecret, serviceAccountToken and basicAuthSecret (each is a whole Authorization header)" (join " and " $sources)) -}}
+{{- end -}}
+{{- $set := $sources -}}
+{{- if $auth.caSecret }}{{ $set = prepend $set "caSecret" }}{{ end -}}
+{{- if and $set (not $url) -}}
+{{- fail (printf "operator.prometheusAuth sets %s but operator.prometheusURL is empty (feedback off: nothing to authenticate to); accepted: operator.prometheusURL set to the Prometheus that needs them, or operator.prometheusAuth left unset" (join " and " $set)) -}}
+{{- end -}}
+{{- if and $auth.caSecret (hasPrefix "http://" $url) -}}
+{{- fail "operator.prometheusAuth.caSecret is set with an http:// operator.prometheusURL: a CA only verifies an https:// Prometheus's certificate; accepted: an https:// operator.prometheusURL, or caSecret empty" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Mode of the mounted Prometheus credential files. With an fsGroup the kubelet gives the files to that group,
+     which the non-root operator is in: group-readable is enough. Without one in the values (fsGroup: null, e.g.
+     to leave it to an OpenShift SCC, which the chart cannot see) they may stay root's, and only world-readable
+     is sure to let the operator read them. */}}
+{{- define "kvright.prometheusSecretMode" -}}
+{{- if (default dict .Values.podSecurityContext).fsGroup -}}0440{{- else -}}0444{{- end -}}
+{{- end -}}
