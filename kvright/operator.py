@@ -876,6 +876,8 @@ async def configure(*, settings: kopf.OperatorSettings, memo: Any, logger: Any, 
             settings.peering.priority,
         )
     logger.info("kvright settings: %s", memo.runtime.settings)
+    for warning in memo.runtime.settings.warnings():
+        logger.warning("%s", warning)
     if memo.runtime.settings.fault_exit_after_writes:
         logger.warning(
             "fault injection armed (a test seam): the operator exits after %d API writes",

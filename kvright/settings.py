@@ -117,6 +117,19 @@ class Settings:
     log_level: str = "INFO"
     """The operator's Python log level (LOG_LEVEL, any case): DEBUG, INFO, WARNING or ERROR, upper-case."""
 
+    def warnings(self) -> tuple[str, ...]:
+        """What is allowed but probably not meant, one line each, for the operator to log at startup."""
+        out = []
+        if self.prometheus_url.startswith("http://") and (
+            self.prometheus_bearer_token_file or self.prometheus_username
+        ):
+            out.append(
+                "KVRIGHT_PROMETHEUS_URL is http://: the Prometheus credentials cross the network in clear "
+                "text on every query; an https:// URL (with KVRIGHT_PROMETHEUS_CA_FILE for a private CA) "
+                "keeps them private"
+            )
+        return tuple(out)
+
     def endpoint_picker_for(self, name: str) -> str:
         """The default picker's Service name for the LLMDeployment ``name`` ("" when there is none)."""
         return self.endpoint_picker.replace("{name}", name)

@@ -170,6 +170,11 @@ def test_prometheus_credentials_and_ca_are_files(tmp_path: Path) -> None:
     assert (basic.prometheus_username, basic.prometheus_password_file) == ("kvright", str(secret))
     # The settings are logged at startup: paths and a user name, never a file's content.
     assert "t0ken" not in repr(bearer) + repr(basic)
+    # Credentials over plain http are allowed (a mesh may encrypt the hop) but said at startup.
+    assert bearer.warnings() == ()
+    [clear_text] = basic.warnings()
+    assert clear_text.startswith("KVRIGHT_PROMETHEUS_URL is http://: the Prometheus credentials cross")
+    assert from_env({"KVRIGHT_PROMETHEUS_URL": "http://prometheus:9090"}).warnings() == ()
 
 
 @pytest.mark.parametrize(
