@@ -6,9 +6,9 @@ rights, namespaced mode (Roles per namespace, node inventory still a read-only C
 peering object, and kopf's shared peering CRDs only then), the CRD behind crds.enabled with resource-policy
 keep, names truncated to 63 characters, dashboards as sidecar-labelled ConfigMaps, the kubeVersion floor, an
 unnamed existing ServiceAccount refused, podMonitor.labels as the operator's env var, operator.prometheusAuth
-(env vars, read-only one-key Secret volumes, the combinations refused at render time), NetworkPolicies on
-kvright's vLLM pods only, and NOTES.txt's warnings and ServiceAccount-token hint (rendered from a copy of the
-chart, since `helm template` leaves NOTES out). A missing helm fails with the reason.
+(env vars, read-only one-key Secret volumes or a CA ConfigMap's, the combinations refused at render time),
+NetworkPolicies on kvright's vLLM pods only, and NOTES.txt's warnings and ServiceAccount-token hint (rendered
+from a copy of the chart, since `helm template` leaves NOTES out). A missing helm fails with the reason.
 tests/integration/test_chart_cluster.py installs the chart into the local control plane.
 """
 
@@ -421,6 +421,12 @@ def secret_volume(name: str, secret: str, key: str, path: str) -> dict[str, Any]
                                      "defaultMode": 0o440}}  # fmt: skip
 
 
+def config_map_volume(name: str, config_map: str, key: str, path: str) -> dict[str, Any]:
+    # 0o444 whatever the fsGroup: a CA bundle is public.
+    return {"name": name, "configMap": {"name": config_map, "items": [{"key": key, "path": path}],
+                                        "defaultMode": 0o444}}  # fmt: skip
+
+
 def read_only_mount(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "mountPath": path, "readOnly": True}
 
@@ -430,6 +436,10 @@ BASIC_AUTH_USERNAME = {"secretKeyRef": {"name": "prom-basic", "key": "username"}
 CA_ENV = {"KVRIGHT_PROMETHEUS_CA_FILE": {"value": "/etc/kvright/prometheus/ca/ca.crt"}}
 CA_MOUNT = read_only_mount("prometheus-ca", "/etc/kvright/prometheus/ca")
 CA_VOLUME = secret_volume("prometheus-ca", "thanos-ca", "service-ca.crt", "ca.crt")
+OPENSHIFT_SERVICE_CA = {"caConfigMap": "openshift-service-ca.crt", "caKey": "service-ca.crt"}
+CA_CONFIG_MAP_VOLUME = config_map_volume(
+    "prometheus-ca", "openshift-service-ca.crt", "service-ca.crt", "ca.crt"
+)
 
 
 @pytest.mark.parametrize(
@@ -451,31 +461,39 @@ CA_VOLUME = secret_volume("prometheus-ca", "thanos-ca", "service-ca.crt", "ca.cr
         (prometheus_auth(caSecret="thanos-ca", caKey="service-ca.crt"), CA_ENV, [CA_MOUNT], [CA_VOLUME]),
         (prometheus_auth(caSecret="thanos-ca", caKey="service-ca.crt", serviceAccountToken=True),
          {**CA_ENV, "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": {"value": SA_TOKEN}}, [CA_MOUNT], [CA_VOLUME]),
+        (prometheus_auth(**OPENSHIFT_SERVICE_CA), CA_ENV, [CA_MOUNT], [CA_CONFIG_MAP_VOLUME]),
+        (prometheus_auth(**OPENSHIFT_SERVICE_CA, serviceAccountToken=True),
+         {**CA_ENV, "KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE": {"value": SA_TOKEN}}, [CA_MOUNT],
+         [CA_CONFIG_MAP_VOLUME]),
     ],
     ids=["default", "url-without-auth", "bearer-token-secret", "service-account-token",
-         "basic-auth-username-from-secret", "ca-only", "thanos-querier-ca-and-service-account-token"],
+         "basic-auth-username-from-secret", "ca-only", "thanos-querier-ca-and-service-account-token",
+         "ca-config-map-only", "thanos-querier-openshift-service-ca-config-map-and-service-account-token"],
 )  # fmt: skip
 def test_prometheus_auth_renders_exactly_its_env_vars_and_read_only_one_key_volumes(
     args: list[str], env: dict[str, Any], mounts: list[dict[str, Any]], volumes: list[dict[str, Any]]
 ) -> None:
     """Each credential source is the operator's env var(s) (a file path, or the user name as a secretKeyRef:
-    no credential is ever a literal in the manifest) and, for a Secret, a read-only volume of only the named
-    key, under the file name the env var points at."""
+    no credential is ever a literal in the manifest) and, for a Secret or the CA's ConfigMap, a read-only
+    volume of only the named key, under the file name the env var points at."""
     assert prometheus_auth_parts(render(*args)) == (env, mounts, volumes)
     for variable, source in env.items():
         if variable.endswith("_FILE") and source["value"] != SA_TOKEN:
             directory, _, filename = source["value"].rpartition("/")
             mount = next(m for m in mounts if m["mountPath"] == directory)
             volume = next(v for v in volumes if v["name"] == mount["name"])
-            assert [i["path"] for i in volume["secret"]["items"]] == [filename]
+            source_items = (volume.get("secret") or volume["configMap"])["items"]
+            assert [i["path"] for i in source_items] == [filename]
 
 
 def test_prometheus_credential_files_are_world_readable_only_without_an_fs_group() -> None:
     """Without an fsGroup in the values (fsGroup: null, e.g. left to an OpenShift SCC) the files may stay
-    root's: 0444, or the non-root operator could not read them."""
+    root's: 0444, or the non-root operator could not read them. The CA's ConfigMap is 0444 either way."""
     no_fs_group = ["--set", "podSecurityContext.fsGroup=null"]
     docs = render(*prometheus_auth(bearerTokenSecret="prom-token"), *no_fs_group)
     assert [v["secret"]["defaultMode"] for v in prometheus_auth_parts(docs)[2]] == [0o444]
+    docs = render(*prometheus_auth(**OPENSHIFT_SERVICE_CA), *no_fs_group)
+    assert prometheus_auth_parts(docs)[2] == [CA_CONFIG_MAP_VOLUME]
 
 
 ONE_SOURCE = "accepted: at most one of bearerTokenSecret, serviceAccountToken and basicAuthSecret"
@@ -499,14 +517,26 @@ NEEDS_URL = "but operator.prometheusURL is empty"
          "operator.prometheusAuth.caSecret is set with an http:// operator.prometheusURL: a CA only "
          "verifies an https:// Prometheus's certificate; accepted: an https:// operator.prometheusURL, "
          "or caSecret empty"),
+        (prometheus_auth(caSecret="c", caConfigMap="m"),
+         "operator.prometheusAuth: caSecret and caConfigMap are set together; accepted: at most one of "
+         "caSecret and caConfigMap"),
+        (prometheus_auth("", caConfigMap="m", serviceAccountToken=True),
+         f"operator.prometheusAuth sets caConfigMap and serviceAccountToken {NEEDS_URL}"),
+        (prometheus_auth("http://prometheus.monitoring:9090", caConfigMap="m"),
+         "operator.prometheusAuth.caConfigMap is set with an http:// operator.prometheusURL: a CA only "
+         "verifies an https:// Prometheus's certificate; accepted: an https:// operator.prometheusURL, "
+         "or caConfigMap empty"),
         (prometheus_auth("https://kvright:s3cret@prometheus.example.com/api/prom"),
          "operator.prometheusURL carries credentials (user:password@), which would sit in the Deployment's "
          "manifest; accepted: a URL without them, with operator.prometheusAuth.basicAuthSecret"),
         (prometheus_auth(bearerToken="t"), "additional properties 'bearerToken' not allowed"),
         (prometheus_auth(basicAuthSecret="Prom_Basic"), "/operator/prometheusAuth/basicAuthSecret"),
+        (prometheus_auth(caConfigMap="Service_CA"), "/operator/prometheusAuth/caConfigMap"),
     ],
     ids=["bearer-and-service-account", "service-account-and-basic", "all-three", "no-url",
-         "no-url-ca-and-basic", "ca-on-http", "credentials-in-url", "typo", "secret-name-not-dns"],
+         "no-url-ca-and-basic", "ca-on-http", "ca-secret-and-ca-config-map", "no-url-ca-config-map-and-token",
+         "ca-config-map-on-http", "credentials-in-url", "typo", "secret-name-not-dns",
+         "config-map-name-not-dns"],
 )  # fmt: skip
 def test_bad_prometheus_auth_fails_the_render(args: list[str], complaint: str) -> None:
     """Each refusal names the values and what is accepted, and never echoes the URL (it may hold one)."""

@@ -181,8 +181,8 @@ sum by ({{ $by }}) (rate({{ $m }}_sum[{{ $w }}])) / sum by ({{ $by }}) (rate({{ 
 
 {{/* operator.prometheusURL and operator.prometheusAuth, checked before anything renders: what the operator
      refuses at startup (credentials in the URL, one Authorization header per query, credentials with nowhere
-     to go, a CA on plain http) fails the install here instead of crash-looping the pod. The URL is never
-     echoed: it may carry credentials. */}}
+     to go, a CA on plain http) fails the install here instead of crash-looping the pod, and so do two sources
+     (caSecret, caConfigMap) for its one CA file. The URL is never echoed: it may carry credentials. */}}
 {{- define "kvright.checkPrometheusAuth" -}}
 {{- $auth := .Values.operator.prometheusAuth -}}
 {{- $url := .Values.operator.prometheusURL -}}
@@ -196,13 +196,18 @@ sum by ({{ $by }}) (rate({{ $m }}_sum[{{ $w }}])) / sum by ({{ $by }}) (rate({{ 
 {{- if gt (len $sources) 1 -}}
 {{- fail (printf "operator.prometheusAuth: %s are set together; accepted: at most one of bearerTokenSecret, serviceAccountToken and basicAuthSecret (each is a whole Authorization header)" (join " and " $sources)) -}}
 {{- end -}}
+{{- if and $auth.caSecret $auth.caConfigMap -}}
+{{- fail "operator.prometheusAuth: caSecret and caConfigMap are set together; accepted: at most one of caSecret and caConfigMap (both would be the one CA file, KVRIGHT_PROMETHEUS_CA_FILE)" -}}
+{{- end -}}
+{{- $ca := "" -}}
+{{- if $auth.caSecret }}{{ $ca = "caSecret" }}{{ else if $auth.caConfigMap }}{{ $ca = "caConfigMap" }}{{ end -}}
 {{- $set := $sources -}}
-{{- if $auth.caSecret }}{{ $set = prepend $set "caSecret" }}{{ end -}}
+{{- if $ca }}{{ $set = prepend $set $ca }}{{ end -}}
 {{- if and $set (not $url) -}}
 {{- fail (printf "operator.prometheusAuth sets %s but operator.prometheusURL is empty (feedback off: nothing to authenticate to); accepted: operator.prometheusURL set to the Prometheus that needs them, or operator.prometheusAuth left unset" (join " and " $set)) -}}
 {{- end -}}
-{{- if and $auth.caSecret (hasPrefix "http://" $url) -}}
-{{- fail "operator.prometheusAuth.caSecret is set with an http:// operator.prometheusURL: a CA only verifies an https:// Prometheus's certificate; accepted: an https:// operator.prometheusURL, or caSecret empty" -}}
+{{- if and $ca (hasPrefix "http://" $url) -}}
+{{- fail (printf "operator.prometheusAuth.%s is set with an http:// operator.prometheusURL: a CA only verifies an https:// Prometheus's certificate; accepted: an https:// operator.prometheusURL, or %s empty" $ca $ca) -}}
 {{- end -}}
 {{- end -}}
 
