@@ -80,7 +80,7 @@ class Sample:
 @dataclass(frozen=True, kw_only=True)
 class Credentials:
     """Who a query comes from: a bearer token, or basic auth, or nobody. The secrets stay in their files
-    (a Secret mounted into the pod) and are read for every query, so a rotated token is the one sent; no
+    (a Secret mounted into the pod) and are read for every observation, so a rotated token is the one sent; no
     message names more than the file or the user."""
 
     bearer_token_file: str = ""
@@ -145,10 +145,11 @@ class PrometheusClient:
         self.ca_file = ca_file
         self.credentials = credentials or Credentials()
 
-    def query(self, promql: str, *, at: float) -> list[Sample]:
-        """Evaluate `promql` at unix time `at`; raise :class:`PrometheusError` on any failure."""
+    def query(self, promql: str, *, at: float, headers: Mapping[str, str] | None = None) -> list[Sample]:
+        """Evaluate `promql` at unix time `at`; raise :class:`PrometheusError` on any failure. ``headers``:
+        the credentials' headers when the caller read them once for several queries; else read now."""
         url = f"{self.base_url}/api/v1/query"
-        headers = self.credentials.headers()
+        headers = self.credentials.headers() if headers is None else headers
         try:
             response = self.session.get(
                 url,
@@ -284,13 +285,21 @@ def observe(
         "percentile": percentile,
     }
     try:
-        return _observe(client, **query, now=now)
+        # The secrets' files are read once per observation (a dozen queries), not once per query.
+        return _observe(client, **query, now=now, headers=client.credentials.headers())
     except PrometheusError as exc:
         return Observation(**query, sample_time=now, available=False, reason=exc.reason, message=str(exc))
 
 
 def _observe(
-    client: PrometheusClient, *, namespace: str, name: str, window_seconds: int, percentile: int, now: float
+    client: PrometheusClient,
+    *,
+    namespace: str,
+    name: str,
+    window_seconds: int,
+    percentile: int,
+    now: float,
+    headers: Mapping[str, str],
 ) -> Observation:
     sel = selector(namespace, name)
     window = f"[{int(window_seconds)}s]"
@@ -298,7 +307,7 @@ def _observe(
     problems: list[str] = []
 
     def q(promql: str) -> list[Sample]:
-        return client.query(promql, at=now)
+        return client.query(promql, at=now, headers=headers)
 
     def hist_quantile(metric: str) -> float | None:
         return _finite(q(f"histogram_quantile({quantile}, sum by (le) (rate({metric}_bucket{sel}{window})))"))

@@ -65,10 +65,10 @@ class Settings:
     system's CAs."""
     prometheus_bearer_token_file: str = ""
     """File holding a bearer token for Prometheus (KVRIGHT_PROMETHEUS_BEARER_TOKEN_FILE), read again for
-    every query so that a rotated token (a projected service-account token) is the one sent."""
+    every observation (each period) so that a rotated token (a projected service-account token) is sent."""
     prometheus_username: str = ""
     """HTTP basic auth user for Prometheus (KVRIGHT_PROMETHEUS_USERNAME), with the password in
-    ``prometheus_password_file`` (KVRIGHT_PROMETHEUS_PASSWORD_FILE, read again for every query)."""
+    ``prometheus_password_file`` (KVRIGHT_PROMETHEUS_PASSWORD_FILE, read again for every observation)."""
     prometheus_password_file: str = ""
     metrics_port: int = 8080
     """Port of the operator's own /metrics; 0 disables it."""

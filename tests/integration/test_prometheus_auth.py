@@ -5,7 +5,7 @@
 Real parts: Prometheus 2.x (TLS with a certificate this test's CA signed for 127.0.0.1, basic auth with a
 bcrypt hash, as its web config wants), openssl for the certificates, the requests client kvright uses.
 Prometheus has no bearer-token check of its own; the bearer path (a header from a file, read again for
-every query) is covered against the fake in tests/unit/test_observe.py, and here only as what Prometheus
+every observation) is covered against the fake in tests/unit/test_observe.py, and here only as what Prometheus
 refuses, to see what the operator then says.
 """
 

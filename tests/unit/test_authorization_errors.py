@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -49,7 +50,7 @@ class Silent(PrometheusClient):
     def __init__(self) -> None:
         super().__init__("http://127.0.0.1:9")
 
-    def query(self, promql: str, *, at: float) -> list[Sample]:
+    def query(self, promql: str, *, at: float, headers: Mapping[str, str] | None = None) -> list[Sample]:
         return []
 
 

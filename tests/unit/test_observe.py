@@ -299,8 +299,10 @@ def test_nan_never_leaks_into_status(prom: FakePrometheus) -> None:
     assert not any(isinstance(v, float) and math.isnan(v) for v in obs.to_status().values())
 
 
-def test_a_bearer_token_is_read_from_its_file_for_every_query(prom: FakePrometheus, tmp_path: Path) -> None:
-    """The kubelet rotates a projected service-account token in place: the next query sends the new one."""
+def test_a_bearer_token_is_read_from_its_file_for_every_observation(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    """The kubelet rotates a projected service-account token in place: the next observation sends it."""
     token = tmp_path / "token"
     token.write_text("first\n", encoding="utf-8")
     client = PrometheusClient(prom.url, credentials=Credentials(bearer_token_file=str(token)))
