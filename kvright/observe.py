@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import math
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,28 +286,24 @@ def observe(
     }
     try:
         # The secrets' files are read once per observation (a dozen queries), not once per query.
-        return _observe(client, **query, now=now, headers=client.credentials.headers())
+        headers = client.credentials.headers()
+        return _observe(lambda promql: client.query(promql, at=now, headers=headers), **query, now=now)
     except PrometheusError as exc:
         return Observation(**query, sample_time=now, available=False, reason=exc.reason, message=str(exc))
 
 
+_Query = Callable[[str], list[Sample]]
+"""One instant query of an observation: PromQL in, the samples out (PrometheusError on failure)."""
+
+
 def _observe(
-    client: PrometheusClient,
-    *,
-    namespace: str,
-    name: str,
-    window_seconds: int,
-    percentile: int,
-    now: float,
-    headers: Mapping[str, str],
+    q: _Query, *, namespace: str, name: str, window_seconds: int, percentile: int, now: float
 ) -> Observation:
+    """The observation from ``q``, one instant query at ``now``."""
     sel = selector(namespace, name)
     window = f"[{int(window_seconds)}s]"
     quantile = percentile / 100.0
     problems: list[str] = []
-
-    def q(promql: str) -> list[Sample]:
-        return client.query(promql, at=now, headers=headers)
 
     def hist_quantile(metric: str) -> float | None:
         return _finite(q(f"histogram_quantile({quantile}, sum by (le) (rate({metric}_bucket{sel}{window})))"))
