@@ -8,6 +8,7 @@ caller names (:func:`load_architecture`) and the package's own catalog data (``m
 """
 
 from capacity.architecture import (
+    DEFAULT_POSITIONS,
     Architecture,
     AttentionKind,
     Layer,
@@ -108,6 +109,7 @@ __all__ = [
     "CUDA_GRAPH_RESERVE_BYTES",
     "DEFAULT_EFFICIENCY",
     "DEFAULT_ENGINE_COSTS",
+    "DEFAULT_POSITIONS",
     "DEFAULT_SOURCES",
     "GPU",
     "KV_CACHE_DTYPES",

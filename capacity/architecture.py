@@ -170,14 +170,23 @@ _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_gr
 _HEAD_DIM = ("head_dim", "kv_channels", "attention_head_dim")  # attention_head_dim: Nemotron-H
 _INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner")  # ffn_hidden_size: ChatGLM
 _VOCAB = ("vocab_size", "padded_vocab_size", "n_vocab")
-_POSITIONS = (  # the same list vLLM reads to derive max_model_len
+_POSITIONS = (  # the keys vLLM reads to derive max_model_len, in its order; it takes the smallest stated
     "max_position_embeddings",
     "n_positions",
     "max_seq_len",
     "seq_length",
+    "model_max_length",  # Command-R / Cohere: when stated, it wins over the others
+    "max_target_positions",
     "max_sequence_length",
     "max_seq_length",
     "seq_len",
+)
+DEFAULT_POSITIONS = 2048
+"""What vLLM assumes (with a warning) when a config states none of ``_POSITIONS``."""
+# RoPE types whose max_position_embeddings is already the extended length (vLLM's list; legacy "su" is
+# longrope, "telechat3-yarn" is yarn): their factor is not applied again.
+_PRESCALED_ROPE = frozenset(
+    {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "telechat3-yarn"}
 )
 _DTYPE = ("torch_dtype", "dtype")  # transformers >= 4.56 writes ``dtype``
 _EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts")  # Mixtral / DeepSeek / Qwen MoE
@@ -256,7 +265,15 @@ class Architecture:
     vocab_size: int
     """Vocabulary rows of the embedding table and LM head."""
     max_position_embeddings: int
-    """Longest context the model accepts (vLLM's derived max_model_len before rope scaling)."""
+    """Positions the config states, as vLLM derives them before RoPE scaling: the smallest of its length
+    keys, or ``model_max_length`` where stated (Command-R); 2048 when none is."""
+    rope_scaling_factor: float = 1.0
+    """The RoPE ``factor`` vLLM multiplies those positions by (linear, dynamic: types whose positions are
+    the pre-training length); 1 for yarn, llama3 and longrope, and for Gemma 3, whose positions are
+    already the extended length."""
+    longrope_default_len: int | None = None
+    """LongRoPE (Phi-3/3.5/4-mini): ``original_max_position_embeddings``, the context vLLM serves when no
+    ``--max-model-len`` is given (the long factors slow short sequences); None for other models."""
     tie_word_embeddings: bool
     """LM head shares the input embedding table (Gemma)."""
     dtype: str
@@ -318,6 +335,29 @@ class Architecture:
     """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
     warnings: tuple[str, ...] = ()
     """Assumptions made reading the config (an unknown architecture planned by its standard fields)."""
+
+    # ----- context ----------------------------------------------------------------------------------------
+    @property
+    def max_model_len(self) -> int:
+        """The longest ``--max-model-len`` vLLM accepts for this config (its derived max_model_len)."""
+        return int(self.max_position_embeddings * self.rope_scaling_factor)
+
+    @property
+    def default_max_model_len(self) -> int:
+        """The context vLLM serves when ``--max-model-len`` is not given."""
+        return self.longrope_default_len or self.max_model_len
+
+    def context_error(self, context: int) -> str | None:
+        """Why vLLM refuses ``--max-model-len context`` for this model, or None when it accepts it."""
+        if context <= self.max_model_len:
+            return None
+        derived = f"{self.max_position_embeddings} positions"
+        if self.rope_scaling_factor != 1.0:
+            derived += f" x RoPE factor {self.rope_scaling_factor:g}"
+        return (
+            f"context {context} is longer than the {self.max_model_len} tokens vLLM accepts for {self.name} "
+            f"({derived}); expected at most {self.max_model_len}"
+        )
 
     # ----- layers ------------------------------------------------------------------------------------------
     @cached_property
@@ -1150,6 +1190,69 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
 # ----- the converter ---------------------------------------------------------------------------------------
 
 
+def _positions(cfg: Mapping[str, Any], warnings: list[str]) -> int:
+    """vLLM's derived max_model_len before RoPE: the smallest length key, ``model_max_length`` over all."""
+    stated = {name: _as_int(name, cfg[name], minimum=1) for name in _POSITIONS if cfg.get(name) is not None}
+    if "model_max_length" in stated:
+        return stated["model_max_length"]
+    if not stated:
+        warnings.append(
+            f"the config states none of {', '.join(_POSITIONS)}; planned with {DEFAULT_POSITIONS} positions, "
+            "vLLM's fallback (a transformers class default, where the model type has one, wins there)"
+        )
+        return DEFAULT_POSITIONS
+    return min(stated.values())
+
+
+def _rope_parameters(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The RoPE parameter sets vLLM reads: transformers 5's ``rope_parameters``, replaced by a legacy
+    ``rope_scaling`` when one is set, one set per layer type when nested (``{"full_attention": {...}}``)."""
+    for key in ("rope_scaling", "rope_parameters"):
+        value = config.get(key)
+        if not value:
+            continue
+        if not isinstance(value, Mapping):
+            raise ConfigError(key, f"is {value!r:.40}; expected an object")
+        if value and all(isinstance(v, Mapping) or v is None for v in value.values()):
+            return [v for v in value.values() if v]
+        return [value]
+    return []
+
+
+def _context(
+    cfg: Mapping[str, Any], top: Mapping[str, Any], model_type: str, warnings: list[str]
+) -> dict[str, Any]:
+    """The Architecture fields that say how long a context vLLM accepts and serves by default.
+
+    vLLM's ``_get_and_verify_max_len``: the positions, times the ``factor`` of a RoPE type whose positions
+    are the pre-training length (not for Gemma 3, whose 128K is already scaled); LongRoPE's default is
+    ``original_max_position_embeddings``.
+    """
+    positions = _positions(cfg, warnings)
+    # vLLM asks the object it loaded: the merged config itself, or a multimodal wrapper's top level.
+    source = top if any(key in top for key in ("text_config", "llm_config")) else cfg
+    rope = _rope_parameters(source)
+    types = [str(rp.get("rope_type", rp.get("type", "default"))) for rp in rope]
+    factor: Any = 1.0
+    if "gemma3" not in str(top.get("model_type") or model_type):
+        for rp, rope_type in zip(rope, types, strict=True):
+            if rope_type not in _PRESCALED_ROPE:
+                factor = rp.get("factor", factor)
+    if factor is None:  # vLLM falls back to 1 for an explicit null
+        factor = 1.0
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < math.inf:
+        raise ConfigError("rope_scaling.factor", f"is {factor!r:.40}; expected a positive number")
+    original = source.get("original_max_position_embeddings")
+    longrope = original is not None and any(t in ("longrope", "su") for t in types)
+    return {
+        "max_position_embeddings": positions,
+        "rope_scaling_factor": float(factor),
+        "longrope_default_len": _as_int("original_max_position_embeddings", original, minimum=1)
+        if longrope
+        else None,
+    }
+
+
 def architecture_from_config(
     config: Mapping[str, Any],
     *,
@@ -1165,7 +1268,8 @@ def architecture_from_config(
         raise ConfigError("<root>", f"is {type(config).__name__}; expected a JSON object")
     cfg = _text_config(config)
     architecture = _architecture_class(config)
-    family, warnings = _family(architecture, cfg, config)
+    family, assumed = _family(architecture, cfg, config)
+    warnings = list(assumed)
     model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else ""
     model_type = str(model_type or config.get("model_type") or "")
     hidden = _int(cfg, _HIDDEN)
@@ -1233,7 +1337,7 @@ def architecture_from_config(
         model_type=model_type,
         architecture=architecture,
         vocab_size=_int(cfg, _VOCAB),
-        max_position_embeddings=_int(cfg, _POSITIONS),
+        **_context(cfg, config, model_type, warnings),
         tie_word_embeddings=_bool(cfg, "tie_word_embeddings", gemma),
         dtype=dtype,
         weights=weight_format(cfg, hf_quant_config=hf_quant_config),
@@ -1243,7 +1347,7 @@ def architecture_from_config(
         ),
         qkv_bias=attention_bias and model_type != "qwen3",
         vision_parameters=_vision_parameters(config, hidden),
-        warnings=warnings,
+        warnings=tuple(warnings),
         **a,
         **extra,
     )

@@ -559,12 +559,10 @@ def _validate(
             f"KV-cache dtype {limits.kv_cache_dtype!r} is not supported; expected one of "
             f"{', '.join(KV_CACHE_DTYPES)}"
         )
-    max_len = workload.max_model_len or arch.max_position_embeddings
-    if max_len > arch.max_position_embeddings:
-        raise CapacityError(
-            f"max-model-len {max_len} is longer than the {arch.max_position_embeddings} positions "
-            f"of {arch.name}; expected at most {arch.max_position_embeddings}"
-        )
+    max_len = workload.max_model_len or arch.default_max_model_len
+    too_long = arch.context_error(max_len)
+    if too_long is not None:
+        raise CapacityError(f"max-model-len {too_long.removeprefix('context ')}")
     if workload.prompt_tokens is not None:
         output = workload.output_tokens or 0
         seq_tokens = workload.prompt_tokens + output

@@ -205,11 +205,19 @@ def _parser() -> _Parser:
 
 
 def _check_context(arch: cap.Architecture, context: int) -> None:
-    if context > arch.max_position_embeddings:
-        raise cap.CapacityError(
-            f"context {context} is longer than the {arch.max_position_embeddings} positions of {arch.name}; "
-            f"expected at most {arch.max_position_embeddings}"
-        )
+    too_long = arch.context_error(context)
+    if too_long is not None:
+        raise cap.CapacityError(too_long)
+
+
+def _max_context(arch: cap.Architecture) -> str:
+    """``131,072 tokens``, with how vLLM derives it when RoPE scales it or LongRoPE serves less by default."""
+    text = f"{arch.max_model_len:,} tokens"
+    if arch.rope_scaling_factor != 1.0:
+        text += f" ({arch.max_position_embeddings:,} positions x RoPE factor {arch.rope_scaling_factor:g})"
+    if arch.default_max_model_len != arch.max_model_len:
+        text += f"; {arch.default_max_model_len:,} when no context is given (LongRoPE's original length)"
+    return text
 
 
 def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -280,6 +288,9 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "num_kv_heads": arch.num_kv_heads,
         "head_dim": arch.head_dim,
         "max_position_embeddings": arch.max_position_embeddings,
+        "rope_scaling_factor": arch.rope_scaling_factor,
+        "max_model_len": arch.max_model_len,
+        "default_max_model_len": arch.default_max_model_len,
         "sliding_window": arch.sliding_window,
         "sliding_window_layers": arch.num_sliding_window_layers,
         "attention_chunk_size": arch.attention_chunk_size,
@@ -314,7 +325,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             if arch.sliding_window
             else "none",
         ),
-        ("max positions", f"{arch.max_position_embeddings:,}"),
+        ("max context", _max_context(arch)),
         ("valid TP", ", ".join(str(t) for t in valid_tp)),
         *(("warning", w) for w in arch.warnings),
     ]

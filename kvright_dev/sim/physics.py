@@ -300,7 +300,7 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
             f"no room for the KV cache: {arch.name} with {layout.label} on {gpu.id} at "
             f"--gpu-memory-utilization {args.gpu_memory_utilization} (vLLM would fail to start the same way)"
         )
-    max_model_len = args.max_model_len or arch.max_position_embeddings
+    max_model_len = args.max_model_len or arch.default_max_model_len
     # A pipeline's stages each hold 1/pp of the layers and run in turn: per step, the replica streams
     # what one TP group would (PP adds capacity, not speed); data-parallel ranks run side by side.
     facts = ModelFacts.of(arch, gpu, tensor_parallel_size=tp, kv_cache_dtype=args.kv_cache_dtype)

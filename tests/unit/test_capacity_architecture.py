@@ -202,3 +202,142 @@ def test_architectures_outrank_model_type():
         "architectures": ["DeepseekV3ForCausalLM"],
     }
     assert c.architecture_from_config(renamed).parameters == c.catalog_architecture("deepseek-v3").parameters
+
+
+# ----- context length: vLLM's _get_and_verify_max_len (the conformance suite asks the engine itself) -----
+
+LLAMA = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 512,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "limit", "default"),
+    [
+        ({}, 4096, 4096),
+        ({"rope_scaling": {"type": "linear", "factor": 4.0}}, 16384, 16384),
+        ({"rope_scaling": {"rope_type": "dynamic", "factor": 2}}, 8192, 8192),
+        # transformers 5 writes rope_parameters; a legacy rope_scaling beside it replaces it
+        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}, 8192, 8192),
+        (
+            {
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+                "rope_scaling": {"type": "linear", "factor": 3.0},
+            },
+            12288,
+            12288,
+        ),
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}, 4096, 4096),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}}, 4096, 4096),  # noqa: E501
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 512}}, 4096, 4096),  # noqa: E501
+        ({"rope_scaling": {"type": "deepseek_yarn", "factor": 40}}, 4096, 4096),
+        (
+            {
+                "max_position_embeddings": 131072,
+                "original_max_position_embeddings": 4096,
+                "rope_scaling": {"type": "su", "long_factor": [1.0], "short_factor": [1.0]},
+            },
+            131072,
+            4096,
+        ),
+        # one set per layer type: the factor of the unscaled kind applies
+        (
+            {
+                "layer_types": ["full_attention", "sliding_attention"],
+                "sliding_window": 512,
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "linear", "factor": 2.0},
+                    "sliding_attention": {"rope_type": "default"},
+                },
+            },
+            8192,
+            8192,
+        ),
+        ({"rope_scaling": {"type": "linear", "factor": None}}, 4096, 4096),  # vLLM falls back to 1
+        ({"model_max_length": 131072}, 131072, 131072),  # Command-R: wins over the positions
+        ({"seq_length": 2048}, 2048, 2048),  # the smallest stated key
+    ],
+    ids=[
+        "plain",
+        "linear",
+        "dynamic",
+        "rope-parameters",
+        "rope-scaling-replaces-rope-parameters",
+        "default-type-has-no-factor",
+        "yarn-already-extended",
+        "llama3-already-extended",
+        "deepseek-yarn-already-extended",
+        "longrope-defaults-to-its-original-length",
+        "nested-per-layer-type",
+        "null-factor",
+        "model-max-length",
+        "smallest-key",
+    ],
+)
+def test_context_length_is_derived_as_vllm_derives_it(change, limit, default):
+    arch = c.architecture_from_config(LLAMA | change)
+    assert (arch.max_model_len, arch.default_max_model_len) == (limit, default)
+    assert arch.context_error(limit) is None
+    assert f"expected at most {limit}" in (arch.context_error(limit + 1) or "")
+
+
+def test_gemma3_positions_are_already_scaled():
+    """Gemma 3's 128K is the extended length; its linear factor 8 is not applied again (catalog config)."""
+    arch = c.catalog_architecture("gemma-3-4b")
+    assert arch.max_model_len == 131072
+
+
+def test_a_wrapper_text_configs_rope_is_not_on_the_config_vllm_asks():
+    """vLLM reads RoPE from the object it loaded; a multimodal wrapper's top level has none of its own."""
+    wrapper = {
+        "model_type": "llava",
+        "architectures": ["LlavaForConditionalGeneration"],
+        "text_config": LLAMA | {"rope_scaling": {"type": "linear", "factor": 4.0}},
+    }
+    assert c.architecture_from_config(wrapper).max_model_len == 4096
+
+
+def test_a_scaled_context_error_names_the_positions_and_the_factor():
+    arch = c.architecture_from_config(LLAMA | {"rope_scaling": {"type": "linear", "factor": 4.0}}, name="m")
+    assert arch.context_error(20000) == (
+        "context 20000 is longer than the 16384 tokens vLLM accepts for m (4096 positions x RoPE factor 4); "
+        "expected at most 16384"
+    )
+
+
+def test_a_config_without_any_length_is_planned_at_vllms_fallback_with_a_warning():
+    arch = c.architecture_from_config({k: v for k, v in LLAMA.items() if k != "max_position_embeddings"})
+    assert arch.max_model_len == c.DEFAULT_POSITIONS == 2048
+    assert any("states none of max_position_embeddings" in w for w in arch.warnings)
+
+
+@pytest.mark.parametrize("factor", [0, -2.0, "4", True, float("inf")])
+def test_a_bad_rope_factor_names_the_field(factor):
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(LLAMA | {"rope_scaling": {"type": "linear", "factor": factor}})
+    assert err.value.field == "rope_scaling.factor"
+
+
+def test_the_planner_plans_the_default_context_and_refuses_one_past_the_limit():
+    arch = c.architecture_from_config(
+        LLAMA
+        | {
+            "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096,
+            "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+        },
+        name="phi",
+    )
+    h100 = c.gpu_spec("h100-sxm")
+    result = c.plan(arch, h100, c.Workload(), c.SLO(), c.Limits())
+    assert result.plan is not None and result.plan.max_model_len == 4096
+    with pytest.raises(c.CapacityError, match="max-model-len 131073 is longer than the 131072 tokens"):
+        c.plan(arch, h100, c.Workload(max_model_len=131073), c.SLO(), c.Limits())

@@ -269,7 +269,10 @@ def test_plan_infeasible_exits_1_with_reason(capsys):
         ),
         (["kv", "llama-3-8b", "--context", "0", "--batch", "1"], "expected an integer >= 1"),
         (["kv", "llama-3-8b", "--context", "-5", "--batch", "1"], "expected an integer >= 1"),
-        (["kv", "llama-3-8b", "--context", "9000", "--batch", "1"], "longer than the 8192 positions"),
+        (
+            ["kv", "llama-3-8b", "--context", "9000", "--batch", "1"],
+            "longer than the 8192 tokens vLLM accepts for llama-3-8b (8192 positions)",
+        ),
         (
             ["kv", "llama-3-70b", "--context", "10", "--batch", "1", "--tensor-parallel-size", "3"],
             "does not divide",
@@ -357,3 +360,28 @@ def test_real_process_exit_code_and_no_traceback(tmp_path):
     )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["feasible"] is True
+
+
+def test_inspect_shows_the_context_vllm_derives_from_a_scaled_rope(capsys, tmp_path):
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+        "rope_scaling": {"type": "linear", "factor": 4.0},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    data = run_json(capsys, "inspect", str(tmp_path))
+    assert (data["max_position_embeddings"], data["rope_scaling_factor"], data["max_model_len"]) == (
+        4096,
+        4.0,
+        16384,
+    )
+    code, out, _ = run(capsys, "inspect", str(tmp_path))
+    assert code == 0 and "16,384 tokens (4,096 positions x RoPE factor 4)" in out
+    code, _, err = run(capsys, "kv", str(tmp_path), "--context", "16385", "--batch", "1")
+    assert code == 2 and "longer than the 16384 tokens vLLM accepts" in err
