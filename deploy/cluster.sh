@@ -333,61 +333,14 @@ cmd_down() {
   log "down ($CLUSTER_DIR)"
 }
 
-port_in_use() { # port
-  "$PY" -c 'import socket, sys
-s = socket.socket()
-try:
-    s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    sys.exit(0)
-sys.exit(1)' "$1"
-}
-
-# 0 when no socket listens on the port, so a server may bind it again; with SO_REUSEADDR, as Go binds, so
-# the closed connections of a server just stopped (TIME_WAIT) do not count.
-port_bindable() { # port
-  "$PY" -c 'import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    sys.exit(1)' "$1"
-}
-
-# n distinct loopback ports no socket holds, none of them in "taken", for servers that bind them later (the
-# LWS manager binds its ports 10-30 s after they are chosen). They come from below the kernel's ephemeral
-# range (net.ipv4.ip_local_port_range): a port the kernel hands out (bind to port 0) is also what it gives
-# every outgoing connection meanwhile (kubectl, kwok, the controllers, a test's clients), and one CI run lost
-# the LWS metrics port that way ("bind: address already in use"). Where that range leaves fewer than 4096
-# ports below it, the kernel's own choice is the fallback.
-free_ports() { # n [taken port...] -> n ports, one per line
-  "$PY" -c 'import random, socket, sys
-n, taken = int(sys.argv[1]), {int(p) for p in sys.argv[2:] if p}
-try:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except (OSError, ValueError, IndexError):
-    low = 32768
-def bindable(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-picked = []
-if low - 16384 >= 4096:
-    pool = list(range(16384, low))
-    random.shuffle(pool)
-    picked = [p for p in pool[:4096] if p not in taken and bindable(p)][:n]
-while len(picked) < n:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    if port not in taken and port not in picked:
-        picked.append(port)
-print("\n".join(map(str, picked)))' "$@"
-}
+# The port checks and picks are kvright_dev/ports.py's (stdlib only, run with the system Python); its
+# docstring says why ports come from below the kernel's ephemeral range.
+PORTS_PY="$REPO_ROOT/kvright_dev/ports.py"
+port_in_use() { "$PY" "$PORTS_PY" in-use "$1"; } # port: 0 when a socket holds it
+# 0 when no socket listens on the port, so a server may bind it again (SO_REUSEADDR, as Go binds: the
+# closed connections of a server just stopped, in TIME_WAIT, do not count).
+port_bindable() { "$PY" "$PORTS_PY" bindable "$1"; } # port
+free_ports() { "$PY" "$PORTS_PY" free "$@"; } # n [taken port...] -> n distinct free ports, one per line
 
 ensure_pki() {
   mkdir -p "$PKI"

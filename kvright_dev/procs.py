@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,6 +19,8 @@ from types import TracebackType
 from typing import TypeVar
 
 import requests
+
+from kvright_dev.ports import LOOPBACK, free_port
 
 __all__ = [
     "LOOPBACK",
@@ -33,7 +34,6 @@ __all__ = [
     "wait_until",
 ]
 
-LOOPBACK = "127.0.0.1"
 MAX_WAIT_SECONDS = 3600.0
 """No wait in a test, demo or bench lasts longer than an hour."""
 MIN_INTERVAL_SECONDS = 0.01
@@ -53,13 +53,6 @@ class WaitFailed(RuntimeError):
 
 class ServerFailed(WaitFailed):
     """A server exited, or did not answer its readiness URL, before its deadline."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (the kernel's pick, free when this returns)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(
