@@ -627,6 +627,7 @@ class Operator:
             "KVRIGHT_RECONCILE_SECONDS": "3600",  # level loop idle: only the create path is measured
             "KVRIGHT_METRICS_PORT": str(self.metrics_port),
             "KVRIGHT_METRICS_ADDRESS": "127.0.0.1",
+            "KVRIGHT_HEALTH_PORT": str(free_port()),
             **OPERATOR_ENV,
             **(extra_env or {}),
         }

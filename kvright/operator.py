@@ -325,6 +325,8 @@ class Runtime:
     _status_written: dict[str, float] = field(default_factory=dict)
     peering_priority: int = 0
     """This replica's kopf peering priority (set at startup when KVRIGHT_PEERING names a peering)."""
+    last_sweep: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when the periodic reconcile last began a pass (or the operator started)."""
 
     def wrote_status(self, uid: str) -> None:
         """Remember that this operator just wrote ``uid``'s status (see :meth:`stale`)."""
@@ -971,6 +973,7 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
     standing: str | None = None
     while True:
         await asyncio.sleep(runtime.settings.reconcile_seconds)
+        runtime.last_sweep = time.monotonic()  # the liveness probe's heartbeat, standing by included
         if runtime.settings.peering:
             try:
                 why = await asyncio.get_running_loop().run_in_executor(runtime.executor, runtime.standing_by)
@@ -993,6 +996,49 @@ async def sweep(runtime: Runtime, *, logger: Any) -> None:
         live = [b for b in bodies if not (b.get("metadata") or {}).get("deletionTimestamp")]
         pods = PodsOnce(runtime)
         await asyncio.gather(*(one(b, nodes, pods, read_at) for b in live))
+
+
+STALL_PERIODS = 10
+"""A periodic reconcile that began no pass for this many periods (at least STALL_MIN_SECONDS) past its
+own period is stuck; the liveness probe fails so that the kubelet restarts the operator."""
+STALL_MIN_SECONDS = 600.0
+
+
+def sweep_health(task: asyncio.Task[None] | None, last_pass: float, now: float, period: float) -> str | None:
+    """Why the periodic reconcile (the sweep: level-based reconcile and the feedback loop) is not working,
+    or None while it is. ``last_pass`` and ``now`` are ``time.monotonic()`` readings.
+
+    A pass over many objects may take long, so only a pass that has not ended after
+    ``max(STALL_PERIODS x period, STALL_MIN_SECONDS)`` counts as stuck."""
+    if task is None:
+        return "the periodic reconcile was never started"
+    if task.done():
+        error = None if task.cancelled() else task.exception()
+        return f"the periodic reconcile stopped{f': {type(error).__name__}: {error}' if error else ''}"
+    waited = now - last_pass
+    allowed = period + max(STALL_PERIODS * period, STALL_MIN_SECONDS)
+    if waited > allowed:
+        return (
+            f"the periodic reconcile began no pass for {waited:.0f} s (period {period:g} s, allowed "
+            f"{allowed:.0f} s): a pass is stuck"
+        )
+    return None
+
+
+@kopf.on.probe(id="periodicReconcile")
+async def periodic_reconcile_alive(*, memo: Any, **_: Any) -> dict[str, Any]:
+    """Part of ``/healthz`` (KVRIGHT_HEALTH_PORT): kopf answers it on the operator's event loop, so a
+    blocked loop fails the probe by timing out; this handler fails it (HTTP 500) when the periodic
+    reconcile has stopped or is stuck."""
+    runtime = getattr(memo, "runtime", None)
+    if runtime is None:
+        return {"starting": True}
+    now = time.monotonic()
+    period = runtime.settings.reconcile_seconds
+    why = sweep_health(getattr(memo, "sweeper", None), runtime.last_sweep, now, period)
+    if why is not None:
+        raise kopf.PermanentError(why)
+    return {"lastPassSecondsAgo": round(now - runtime.last_sweep, 1)}
 
 
 @kopf.on.cleanup()
@@ -1034,6 +1080,14 @@ def cap_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
         return False
 
 
+def health_endpoint(port: int, address: str) -> str | None:
+    """kopf's liveness endpoint URL for ``/healthz`` on ``address:port``; None when the port is 0 (off)."""
+    if not port:
+        return None
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{port}/healthz"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the operator (``python -m kvright.operator``): cluster-wide, or the KVRIGHT_NAMESPACES."""
     cap_malloc_arenas()
@@ -1049,7 +1103,7 @@ def main(argv: list[str] | None = None) -> int:
         namespaces=list(s.namespaces),
         standalone=not s.peering,
         peering_name=s.peering or None,
-        liveness_endpoint=None,
+        liveness_endpoint=health_endpoint(s.health_port, metrics.metrics_address_from_env(os.environ)),
     )
     return 0
 

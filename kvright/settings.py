@@ -72,6 +72,10 @@ class Settings:
     prometheus_password_file: str = ""
     metrics_port: int = 8080
     """Port of the operator's own /metrics; 0 disables it."""
+    health_port: int = 8081
+    """Port of the liveness endpoint ``/healthz`` (KVRIGHT_HEALTH_PORT), on the metrics address; 0 disables
+    it. Served by kopf on the operator's event loop, so a wedged loop or a stopped periodic reconcile fails
+    it (see ``kvright.operator.sweep_health``)."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch; empty means cluster-wide."""
     hf_endpoint: str = PUBLIC_HUB
@@ -264,6 +268,14 @@ def from_env(env: Mapping[str, str]) -> Settings:
     port = _number(env, "KVRIGHT_METRICS_PORT", 8080, 0, 65535)
     if port != int(port):
         raise SettingsError(f"KVRIGHT_METRICS_PORT={port!r} is not an integer; accepted: 0 to 65535")
+    health = _number(env, "KVRIGHT_HEALTH_PORT", 8081, 0, 65535)
+    if health != int(health):
+        raise SettingsError(f"KVRIGHT_HEALTH_PORT={health!r} is not an integer; accepted: 0 to 65535")
+    if health and health == port:
+        raise SettingsError(
+            f"KVRIGHT_HEALTH_PORT={int(health)} is KVRIGHT_METRICS_PORT too; accepted: another port, "
+            "or 0 (off)"
+        )
     namespaces = tuple(ns.strip() for ns in env.get("KVRIGHT_NAMESPACES", "").split(",") if ns.strip())
     endpoint = env.get("KVRIGHT_HF_ENDPOINT", "").strip().rstrip("/") or PUBLIC_HUB
     if not endpoint.startswith(("http://", "https://")):
@@ -304,6 +316,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
     return Settings(
         **_prometheus(env),
         metrics_port=int(port),
+        health_port=int(health),
         namespaces=namespaces,
         hf_endpoint=endpoint.rstrip("/"),
         reconcile_seconds=_number(env, "KVRIGHT_RECONCILE_SECONDS", 60.0, 0.1, 86400),

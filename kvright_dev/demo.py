@@ -28,7 +28,7 @@ import yaml
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
 from kvright_dev.cluster import CRD, apply, crd_established, local_kubeconfig
-from kvright_dev.procs import WaitFailed, stop_processes, wait_until
+from kvright_dev.procs import WaitFailed, free_port, stop_processes, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kvright-demo"
@@ -195,6 +195,7 @@ def main() -> int:
         # namespaces through a namespaces listing that only the chart's namespaced mode grants.
         "KVRIGHT_RECONCILE_SECONDS": "5",
         "KVRIGHT_METRICS_PORT": "0",
+        "KVRIGHT_HEALTH_PORT": str(free_port()),  # /healthz, as the chart's liveness probe reads it
     }
     print(
         f"demo: operator starting as the chart's ServiceAccount {SERVICE_ACCOUNT} "

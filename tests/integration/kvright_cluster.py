@@ -27,7 +27,7 @@ from kvright import api
 from kvright.operator import Kube, KubeError, api_client
 from kvright_dev import cluster
 from kvright_dev.cluster import local_kubeconfig
-from kvright_dev.procs import wait_until
+from kvright_dev.procs import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "llmdeployment.yaml"
@@ -158,7 +158,9 @@ def spawn_operator(
 ) -> subprocess.Popen[bytes]:
     """The operator as a process of its own (``kvright.operator.main``: so that it can be killed, paused or
     made to exit), watching ``ns`` with its sweep every ``reconcile_seconds``, with ``env`` on top. Its log
-    goes to ``log`` (None: discarded) at INFO, and at DEBUG for the ``debug`` loggers."""
+    goes to ``log`` (None: discarded) at INFO, and at DEBUG for the ``debug`` loggers. Its liveness endpoint
+    is on a free loopback port (``KVRIGHT_HEALTH_PORT`` in ``env`` names one), so that operators run side by
+    side, as in production, each serve their own."""
     code = (
         "import logging, sys\n"
         "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
@@ -172,6 +174,7 @@ def spawn_operator(
         "KVRIGHT_NAMESPACES": ns,
         "KVRIGHT_RECONCILE_SECONDS": str(reconcile_seconds),
         "KVRIGHT_METRICS_PORT": "0",
+        "KVRIGHT_HEALTH_PORT": str(free_port()),
         **env,
     }
     if log is None:

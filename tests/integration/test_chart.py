@@ -130,6 +130,25 @@ def test_operator_env_binds_metrics_on_all_interfaces_only_in_the_pod(default: l
         "8080", "", "")
 
 
+def test_liveness_reads_healthz_on_its_own_port(default: list[dict[str, Any]]) -> None:
+    """kopf's /healthz (on the event loop), not a TCP connect to the metrics thread, decides liveness."""
+    container = one(default, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert (env["KVRIGHT_HEALTH_PORT"], ports) == ("8081", {"metrics": 8080, "health": 8081})
+    probe = container["livenessProbe"]
+    assert probe["httpGet"] == {"path": "/healthz", "port": "health"}
+    moved = one(render("--set", "health.port=9001"), "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "health", "containerPort": 9001, "protocol": "TCP"} in moved["containers"][0]["ports"]
+
+
+def test_a_health_port_that_is_the_metrics_port_fails_the_render() -> None:
+    args = ("--kube-version", KUBE_VERSION, "--set", "health.port=8080")
+    done = run_helm("template", "kvright", str(CHART), *args)
+    assert done.returncode != 0
+    assert "health.port 8080 is metrics.port too; set another port for the liveness endpoint" in done.stderr
+
+
 def test_selector_labels_carry_no_chart_version(default: list[dict[str, Any]]) -> None:
     selector = one(default, "Deployment")["spec"]["selector"]["matchLabels"]
     assert selector == {"app.kubernetes.io/name": "kvright", "app.kubernetes.io/instance": "kvright"}

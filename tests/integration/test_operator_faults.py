@@ -46,9 +46,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from kvright.operator import Kube
 from kvright_dev import cluster as dev_cluster
+from kvright_dev.procs import free_port
 from tests.builders import llmd
 from tests.fixtures.cluster import OWNER_FILE, Cluster, local_cluster
 from tests.integration.kvright_cluster import (
@@ -298,3 +300,33 @@ def test_a_watch_that_expires_is_listed_again_and_what_changed_meanwhile_is_acte
     text = log.read_text()
     # The watch resumed from a resourceVersion the new API server no longer had: 410 Gone, then a new list.
     assert text.count(relisted) > before, text[-3000:]
+
+
+def _healthy(url: str) -> dict[str, Any] | None:
+    """/healthz's answer when it is 200 and its probe saw the periodic reconcile pass lately, else None."""
+    response = requests.get(url, timeout=2)
+    if response.status_code != 200:
+        return None
+    body: dict[str, Any] = response.json()
+    ago = (body.get("periodicReconcile") or {}).get("lastPassSecondsAgo")
+    return body if ago is not None and ago < 10 else None
+
+
+def test_the_liveness_endpoint_answers_while_the_operator_runs_and_not_while_it_is_stopped(
+    kube: Kube, ns: str, tmp_path: Path
+) -> None:
+    """``python -m kvright.operator`` serves /healthz (kopf's server, on the event loop) with the periodic
+    reconcile's heartbeat; a process that cannot run answers nothing within the kubelet's timeout."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/healthz"
+    log = tmp_path / "operator.log"
+    with operator_process(ns, log, KVRIGHT_HEALTH_PORT=str(port)) as proc:
+        create(kube, BASE.obj(), ns)
+        poll(lambda: _healthy(url), what="/healthz 200 with the sweep's heartbeat", timeout=WAIT)
+        os.kill(proc.pid, signal.SIGSTOP)
+        poll(lambda: stopped(proc), what="the operator stopped", timeout=10)
+        with pytest.raises(requests.exceptions.Timeout):
+            requests.get(url, timeout=2)
+        os.kill(proc.pid, signal.SIGCONT)
+        poll(lambda: _healthy(url), what="/healthz 200 again", timeout=WAIT)
+        assert proc.poll() is None, log.read_text()[-3000:]

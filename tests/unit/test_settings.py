@@ -42,6 +42,9 @@ def test_values() -> None:
         "registry.local/vllm:1",
     )
     assert (s.hub_attempts, s.peering) == (5, "kvright")
+    assert (from_env({}).health_port, from_env({"KVRIGHT_HEALTH_PORT": "0"}).health_port) == (8081, 0)
+    # off for metrics, the health port may be anything, the metrics default included
+    assert from_env({"KVRIGHT_METRICS_PORT": "0", "KVRIGHT_HEALTH_PORT": "8080"}).health_port == 8080
     assert s.gpu_prices == (("l4", 0.45), ("h100-sxm", 2.1))
 
 
@@ -61,6 +64,12 @@ LABELS_ACCEPTED = "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. r
             "KVRIGHT_METRICS_PORT='70000' is out of range; accepted: 0 to 65535",
         ),
         ({"KVRIGHT_METRICS_PORT": "80.5"}, "is not an integer; accepted: 0 to 65535"),
+        ({"KVRIGHT_HEALTH_PORT": "-1"}, "KVRIGHT_HEALTH_PORT='-1' is out of range; accepted: 0 to 65535"),
+        ({"KVRIGHT_HEALTH_PORT": "8081.5"}, "KVRIGHT_HEALTH_PORT=8081.5 is not an integer"),
+        (
+            {"KVRIGHT_HEALTH_PORT": "9000", "KVRIGHT_METRICS_PORT": "9000"},
+            "KVRIGHT_HEALTH_PORT=9000 is KVRIGHT_METRICS_PORT too; accepted: another port, or 0 (off)",
+        ),
         ({"KVRIGHT_HF_ENDPOINT": "huggingface.co"}, "is not a URL; accepted: http(s)://host[:port]"),
         (
             {"KVRIGHT_HF_ENDPOINT": "https://me:pw@mirror.internal"},
@@ -104,6 +113,9 @@ LABELS_ACCEPTED = "accepted: comma-separated KEY=VALUE Kubernetes labels (e.g. r
         "period-zero",
         "port-too-big",
         "port-fraction",
+        "health-port-negative",
+        "health-port-fraction",
+        "health-port-is-the-metrics-port",
         "endpoint-no-scheme",
         "endpoint-with-credentials",
         "no-attempts",

@@ -183,6 +183,13 @@ sum by ({{ $by }}) (rate({{ $m }}_sum[{{ $w }}])) / sum by ({{ $by }}) (rate({{ 
      refuses at startup (credentials in the URL, one Authorization header per query, credentials with nowhere
      to go, a CA on plain http) fails the install here instead of crash-looping the pod, and so do two sources
      (caSecret, caConfigMap) for its one CA file. The URL is never echoed: it may carry credentials. */}}
+{{- /* The operator refuses a health port equal to the metrics port; refuse it at install time too. */ -}}
+{{- define "kvright.checkPorts" -}}
+{{- if eq (int .Values.health.port) (int .Values.metrics.port) }}
+{{- fail (printf "health.port %d is metrics.port too; set another port for the liveness endpoint" (int .Values.health.port)) }}
+{{- end }}
+{{- end }}
+
 {{- define "kvright.checkPrometheusAuth" -}}
 {{- $auth := .Values.operator.prometheusAuth -}}
 {{- $url := .Values.operator.prometheusURL -}}
