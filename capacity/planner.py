@@ -1181,6 +1181,18 @@ def _batch_limits(req: _Request, curve: Curve, dtype: str) -> tuple[BatchLimit, 
     return (*caps, *latency)
 
 
+def _memory_at(req: _Request, model: ServingModel, dtype: str, layout: Layout) -> KVMemory:
+    """vLLM's memory accounting for ``model``'s engine flags on another layout (to name a fix that works)."""
+    config = EngineConfig(
+        layout=layout,
+        kv_cache_dtype=dtype,
+        max_num_batched_tokens=model.max_num_batched_tokens,
+        gpu_memory_utilization=req.limits.gpu_memory_utilization,
+        lora=req.limits.lora,
+    )
+    return KVMemory(req.arch, req.gpu, config)
+
+
 def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | None:
     """The weights, the activation peak and the reserves fit the memory budget, or why not."""
     mem, layout = model.memory, model.layout
@@ -1189,14 +1201,7 @@ def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | No
 
     def fits(larger: Layout) -> bool:
         """The same engine flags hold the weights on ``larger``: the fix to name."""
-        config = EngineConfig(
-            layout=larger,
-            kv_cache_dtype=dtype,
-            max_num_batched_tokens=model.max_num_batched_tokens,
-            gpu_memory_utilization=req.limits.gpu_memory_utilization,
-            lora=req.limits.lora,
-        )
-        return KVMemory(req.arch, req.gpu, config).free_bytes(1) > 0
+        return _memory_at(req, model, dtype, larger).free_bytes(1) > 0
 
     adapters = f"{_gib(mem.lora)} of LoRA adapters plus " if mem.lora else ""
     return (
@@ -1212,7 +1217,13 @@ def longest_sequence_rule(req: _Request, model: ServingModel, dtype: str) -> str
     need = mem.blocks_per_sequence(req.max_len)
     if mem.blocks(1) >= need:
         return None
-    fixes = _memory_fixes(req.arch, req.gpu, layout, dtype, req.limits, req.max_gpus)
+
+    def fits(larger: Layout) -> bool:
+        """The same engine flags hold one max-model-len sequence on ``larger``: the layout to name."""
+        kv = _memory_at(req, model, dtype, larger)
+        return kv.blocks(1) >= kv.blocks_per_sequence(req.max_len)
+
+    fixes = _memory_fixes(req.arch, req.gpu, layout, dtype, req.limits, req.max_gpus, fits)
     return (
         f"at {layout.label} with {_dtype_label(req.arch, dtype)} KV cache one {req.max_len}-token sequence "
         "needs "
@@ -1471,11 +1482,18 @@ def _quantized_options(arch: Architecture) -> str:
 
 
 def _memory_fixes(
-    arch: Architecture, gpu: GPU, layout: Layout, dtype: str, limits: Limits, max_gpus: int
+    arch: Architecture,
+    gpu: GPU,
+    layout: Layout,
+    dtype: str,
+    limits: Limits,
+    max_gpus: int,
+    fits: Callable[[Layout], bool] | None = None,
 ) -> str:
-    """The changes that would free KV memory, in the order people usually try them."""
+    """The changes that would free KV memory, in the order people usually try them; more GPUs only as the
+    smallest larger layout that ``fits`` (by default any)."""
     fixes = []
-    larger = _larger_layout(arch, layout, limits, max_gpus)
+    larger = _larger_layout(arch, layout, limits, max_gpus, fits)
     if larger:
         fixes.append(f"more GPUs ({larger})")
     if not dtype.startswith("fp8") and gpu.supports_fp8:

@@ -5,6 +5,8 @@ Pure functions over catalog models and GPUs; nothing is faked.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import capacity as c
@@ -492,3 +494,43 @@ def test_a_quantized_checkpoint_is_never_requantized():
     )
     assert result.plan is not None and result.plan.quantization is None
     assert result.plan.tensor_parallel_size in (1, 2, 4)  # TP 8 splits the 1536-wide experts into 192
+
+
+_NAMED = re.compile(r"one \d+-token sequence needs .* more GPUs \(TP (\d+)(?: x PP (\d+))?")
+
+
+def _too_long(model: str, gpu: str, tp: int) -> str:
+    arch, spec = c.catalog_architecture(model), c.gpu_spec(gpu)
+    pinned = c.Limits(tensor_parallel_size=tp, kv_cache_dtype="auto")
+    refused = c.plan(arch, spec, c.Workload(), c.SLO(), pinned)
+    assert refused.plan is None and "-token sequence needs" in (refused.reason or ""), refused.reason
+    return refused.reason or ""
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp"),
+    [
+        ("llama-4-scout", "h100-sxm", 4),
+        ("llama-4-scout", "a100-80gb", 2),
+        ("llama-4-scout-fp8", "a100-40gb", 1),
+    ],
+)
+def test_the_larger_layout_a_too_long_sequence_is_told_to_use_holds_it(model: str, gpu: str, tp: int) -> None:
+    """The smallest larger layout can still be short of one max-model-len sequence (Llama 4 Scout's 10M
+    tokens at TP 8 on one node): the refusal names the smallest that holds it, and it does."""
+    named = _NAMED.search(_too_long(model, gpu, tp))
+    assert named
+    limits = c.Limits(
+        tensor_parallel_size=int(named.group(1)),
+        pipeline_parallel_size=int(named.group(2) or 1),
+        kv_cache_dtype="auto",
+        max_gpus=64,
+    )
+    result = c.plan(c.catalog_architecture(model), c.gpu_spec(gpu), c.Workload(), c.SLO(), limits)
+    assert "-token sequence needs" not in (result.reason or ""), result.reason
+
+
+def test_more_gpus_are_not_suggested_when_no_layout_of_four_nodes_holds_the_sequence() -> None:
+    reason = _too_long("llama-4-scout-fp8", "l4", 4)
+    assert "more GPUs" not in reason
+    assert reason.endswith("needs fp8 KV cache, a shorter max-model-len or a GPU with more memory")
