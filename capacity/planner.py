@@ -641,10 +641,20 @@ def plan(
         if quantized.feasible:
             return _online_fp8(quantized, gpu, because=result.reason)
     if result.feasible:
-        note = native_support(gpu, arch.weights)
-        if note is not None:
-            result = replace(result, warnings=(*result.warnings, note))
+        notes = (native_support(gpu, arch.weights), _default_context_note(arch, workload))
+        result = replace(result, warnings=(*result.warnings, *(n for n in notes if n is not None)))
     return result
+
+
+def _default_context_note(arch: Architecture, workload: Workload) -> str | None:
+    """Said when no context was asked for and vLLM's default is shorter than what the model accepts."""
+    if workload.max_model_len is not None or arch.default_max_model_len >= arch.max_model_len:
+        return None
+    return (
+        f"no max-model-len given: planned at {arch.default_max_model_len} tokens, the context vLLM serves "
+        f"{arch.name} at by default (LongRoPE's original length); ask for up to {arch.max_model_len} to "
+        "serve longer prompts"
+    )
 
 
 def _online_fp8(result: PlanResult, gpu: GPU, because: str | None = None) -> PlanResult:

@@ -339,5 +339,11 @@ def test_the_planner_plans_the_default_context_and_refuses_one_past_the_limit():
     h100 = c.gpu_spec("h100-sxm")
     result = c.plan(arch, h100, c.Workload(), c.SLO(), c.Limits())
     assert result.plan is not None and result.plan.max_model_len == 4096
+    assert (
+        "no max-model-len given: planned at 4096 tokens, the context vLLM serves phi at by default "
+        "(LongRoPE's original length); ask for up to 131072 to serve longer prompts"
+    ) in result.warnings
+    asked = c.plan(arch, h100, c.Workload(max_model_len=4096), c.SLO(), c.Limits())
+    assert not any("max-model-len given" in w for w in asked.warnings)
     with pytest.raises(c.CapacityError, match="max-model-len 131073 is longer than the 131072 tokens"):
         c.plan(arch, h100, c.Workload(max_model_len=131073), c.SLO(), c.Limits())
