@@ -60,9 +60,16 @@ class KubeReader(Protocol):
         ...
 
 
+QUANT_CONFIG = "hf_quant_config.json"
+"""NVIDIA ModelOpt (0.29 and before) keeps the quantization beside config.json, in this file; vLLM reads it
+when config.json has no ``quantization_config``, and so does kvright (the hub's, or a ConfigMap's key of
+this name)."""
+
+
 class HubClient:
-    """Fetches ``{endpoint}/{repository}/resolve/{revision}/config.json`` with retries, and caches
-    successful answers for ``cache_seconds`` (an architecture does not change under a revision)."""
+    """Fetches ``{endpoint}/{repository}/resolve/{revision}/{file}`` (``config.json``, and
+    ``hf_quant_config.json`` where vLLM reads it) with retries, and caches successful answers, a file
+    that is not there included, for ``cache_seconds`` (an architecture does not change under a revision)."""
 
     def __init__(
         self,
@@ -84,27 +91,45 @@ class HubClient:
         self._session = session or requests.Session()
         self._sleep = sleep
         self._clock = clock
-        self._cache: dict[tuple[str, str, str], tuple[float, Mapping[str, Any]]] = {}
+        self._cache: dict[tuple[str, str, str, str], tuple[float, Mapping[str, Any] | None]] = {}
         self._lock = threading.Lock()
 
-    def url(self, repository: str, revision: str) -> str:
-        return f"{self.endpoint}/{repository}/resolve/{quote(revision, safe='')}/config.json"
+    def url(self, repository: str, revision: str, filename: str = "config.json") -> str:
+        return f"{self.endpoint}/{repository}/resolve/{quote(revision, safe='')}/{filename}"
 
     def fetch_config(self, repository: str, revision: str, token: str | None = None) -> Mapping[str, Any]:
+        """The repository's config.json; a ResolveError when it cannot be had."""
+        config = self.fetch_file(repository, revision, "config.json", token)
+        assert config is not None  # not optional: a 404 raised
+        return config
+
+    def fetch_file(
+        self,
+        repository: str,
+        revision: str,
+        filename: str,
+        token: str | None = None,
+        *,
+        optional: bool = False,
+    ) -> Mapping[str, Any] | None:
+        """A JSON file of the repository; None when ``optional`` and the hub answers that it is not there
+        (404, or 401/403 as object-storage mirrors answer a missing file)."""
         # The token is part of the key: a gated config fetched with one namespace's token must not be
         # served to a spec that has none.
-        key = (repository, revision, hashlib.sha256((token or "").encode()).hexdigest())
+        key = (repository, revision, filename, hashlib.sha256((token or "").encode()).hexdigest())
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and self._clock() - cached[0] < self.cache_seconds:
             return cached[1]
-        config = self._fetch(repository, revision, token)
+        found = self._fetch(repository, revision, filename, token, optional)
         with self._lock:
-            self._cache[key] = (self._clock(), config)
-        return config
+            self._cache[key] = (self._clock(), found)
+        return found
 
-    def _fetch(self, repository: str, revision: str, token: str | None) -> Mapping[str, Any]:
-        url = self.url(repository, revision)
+    def _fetch(
+        self, repository: str, revision: str, filename: str, token: str | None, optional: bool
+    ) -> Mapping[str, Any] | None:
+        url = self.url(repository, revision, filename)
         headers = {"Accept": "application/json", "User-Agent": "kvright"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -119,7 +144,11 @@ class HubClient:
                 continue
             status = response.status_code
             if status == 200:
-                return _parse_config(response.content, url)
+                return _parse_config(response.content, url, filename)
+            if optional and status in (401, 403, 404):
+                # config.json came with the same token; a mirror backed by object storage answers a
+                # missing file 403 (or 401), not 404
+                return None
             if status in (401, 403):
                 raise ResolveError(
                     Reason.HUB_FETCH_FAILED,
@@ -130,7 +159,7 @@ class HubClient:
             if status == 404:
                 raise ResolveError(
                     Reason.HUB_FETCH_FAILED,
-                    f"GET {url} answered 404: no config.json for {repository} at revision {revision}; "
+                    f"GET {url} answered 404: no {filename} for {repository} at revision {revision}; "
                     "check model.hub.repository and revision",
                     retryable=False,
                 )
@@ -144,11 +173,11 @@ class HubClient:
         )
 
 
-def _parse_config(content: bytes, where: str) -> Mapping[str, Any]:
+def _parse_config(content: bytes, where: str, filename: str = "config.json") -> Mapping[str, Any]:
     if len(content) > MAX_CONFIG_BYTES:
         raise ResolveError(
             Reason.ARCHITECTURE_INVALID,
-            f"{where} is {len(content)} bytes, not a config.json (accepted: up to {MAX_CONFIG_BYTES})",
+            f"{where} is {len(content)} bytes, not a {filename} (accepted: up to {MAX_CONFIG_BYTES})",
             retryable=False,
         )
     try:
@@ -156,23 +185,30 @@ def _parse_config(content: bytes, where: str) -> Mapping[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ResolveError(
             Reason.ARCHITECTURE_INVALID,
-            f"{where} is not JSON ({exc}); accepted: a Hugging Face config.json",
+            f"{where} is not JSON ({exc}); accepted: a Hugging Face {filename}",
             retryable=False,
         ) from None
     if not isinstance(config, dict):
         raise ResolveError(
             Reason.ARCHITECTURE_INVALID,
-            f"{where} holds a JSON {type(config).__name__}; accepted: a config.json object",
+            f"{where} holds a JSON {type(config).__name__}; accepted: a {filename} object",
             retryable=False,
         )
     return config
 
 
-def _convert(config: Mapping[str, Any], name: str, where: str) -> Architecture:
+def _convert(
+    config: Mapping[str, Any], name: str, where: str, quant: Mapping[str, Any] | None = None
+) -> Architecture:
     try:
-        return architecture_from_config(config, name=name)
+        return architecture_from_config(config, name=name, hf_quant_config=quant)
     except CapacityError as exc:
         raise ResolveError(Reason.ARCHITECTURE_INVALID, f"{where}: {exc}", retryable=False) from None
+
+
+def _needs_quant_config(config: Mapping[str, Any]) -> bool:
+    """vLLM looks for hf_quant_config.json only when config.json has no ``quantization_config``."""
+    return config.get("quantization_config") is None
 
 
 def resolve(
@@ -211,10 +247,14 @@ def resolve(
                 retryable=True,
             )
         config = _parse_config(data[cm.key].encode(), where)
+        quant = None
+        if _needs_quant_config(config) and cm.key != QUANT_CONFIG and QUANT_CONFIG in data:
+            beside = f"ConfigMap {namespace}/{cm.name} key {QUANT_CONFIG}"
+            quant = _parse_config(data[QUANT_CONFIG].encode(), beside, QUANT_CONFIG)
         return Resolved(
-            architecture=_convert(config, model_name, where),
+            architecture=_convert(config, model_name, where, quant),
             source="ConfigMap",
-            detail=f"{namespace}/{cm.name}[{cm.key}]",
+            detail=f"{namespace}/{cm.name}[{cm.key}{f', {QUANT_CONFIG}' if quant is not None else ''}]",
         )
 
     assert ref.hub_repository is not None
@@ -230,9 +270,12 @@ def resolve(
             )
         token = secret[ref.hub_token.key].strip()
     config = hub.fetch_config(ref.hub_repository, ref.hub_revision, token)
+    quant = None
+    if _needs_quant_config(config):
+        quant = hub.fetch_file(ref.hub_repository, ref.hub_revision, QUANT_CONFIG, token, optional=True)
     where = f"{ref.hub_repository}@{ref.hub_revision}"
     return Resolved(
-        architecture=_convert(config, ref.hub_repository, where),
+        architecture=_convert(config, ref.hub_repository, where, quant),
         source="Hub",
         detail=where,
     )

@@ -94,8 +94,9 @@ def namespace_named(kube: Kube, name: str) -> Iterator[str]:
 
 
 class FakeHub(http.server.ThreadingHTTPServer):
-    """A loopback stand-in for the model hub: serves ``config`` as every path's JSON to requests bearing
-    ``token``, 401 to the rest, and remembers which paths it served and refused."""
+    """A loopback stand-in for the model hub: serves ``config`` as every ``config.json`` to requests bearing
+    ``token`` (any other file is not there: 404), 401 to the rest, and remembers which paths it served and
+    refused."""
 
     def __init__(self, token: str, config: Mapping[str, Any]) -> None:
         self.token = token
@@ -107,8 +108,9 @@ class FakeHub(http.server.ThreadingHTTPServer):
             def do_GET(self) -> None:
                 ok = self.headers.get("Authorization") == f"Bearer {hub.token}"
                 (hub.authorized if ok else hub.refused).append(self.path)
-                body = json.dumps(dict(config)).encode() if ok else b"{}"
-                self.send_response(200 if ok else 401)
+                found = ok and self.path.endswith("/config.json")
+                body = json.dumps(dict(config)).encode() if found else b"{}"
+                self.send_response(200 if found else 404 if ok else 401)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

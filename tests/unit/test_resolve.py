@@ -16,11 +16,15 @@ from typing import Any
 
 import pytest
 
+import capacity
 from kvright.api import ArchitectureRef, SecretKeyRef
 from kvright.resolve import HubClient, ResolveError, resolve
 from tests.builders import llama_8b_config
 
 LLAMA_CONFIG = llama_8b_config()
+MODELOPT = capacity.catalog_entry("llama-3.1-70b-fp8")
+"""nvidia/Llama-3.1-70B-Instruct-FP8: ModelOpt 0.23 put its FP8 quantization in hf_quant_config.json only."""
+QUANTIZED = {**LLAMA_CONFIG, "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}
 
 
 class Hub:
@@ -47,6 +51,15 @@ def hub() -> Iterator[tuple[Hub, str]]:
                 return self._send(503, b"busy")
             if self.path.startswith("/gated/") and auth != "Bearer s3cret":
                 return self._send(401, b"gated")
+            if self.path.startswith("/modelopt/"):
+                if self.path.endswith("/resolve/main/config.json"):
+                    return self._send(200, json.dumps(MODELOPT["config"]).encode())
+                if self.path.endswith("/resolve/main/hf_quant_config.json"):
+                    return self._send(200, json.dumps(MODELOPT["hf_quant_config"]).encode())
+            if self.path.startswith("/s3mirror/") and not self.path.endswith("/config.json"):
+                return self._send(403, b"AccessDenied")  # object storage: a missing key without ListBucket
+            if self.path == "/quantized/llama/resolve/main/config.json":
+                return self._send(200, json.dumps(QUANTIZED).encode())
             if self.path.endswith("/resolve/main/config.json") and not self.path.startswith("/missing/"):
                 if self.path.startswith("/notjson/"):
                     return self._send(200, b"<html>")
@@ -162,7 +175,12 @@ def test_hub_fetch(hub: tuple[Hub, str]) -> None:
         hub_ref("meta/llama"), namespace="ns", model_name="meta/llama", kube=Kube(), hub=client(endpoint)
     )
     assert (r.source, r.detail, r.architecture.hidden_size) == ("Hub", "meta/llama@main", 4096)
-    assert state.requests == [("/meta/llama/resolve/main/config.json", None)]
+    # no quantization_config: vLLM would look for ModelOpt's file beside it, and so does kvright (404 here)
+    assert state.requests == [
+        ("/meta/llama/resolve/main/config.json", None),
+        ("/meta/llama/resolve/main/hf_quant_config.json", None),
+    ]
+    assert r.architecture.weights.method == "none"
 
 
 def test_hub_token_from_secret(hub: tuple[Hub, str]) -> None:
@@ -176,7 +194,10 @@ def test_hub_token_from_secret(hub: tuple[Hub, str]) -> None:
         hub=client(endpoint),
     )
     assert r.architecture.num_layers == 32
-    assert state.requests == [("/gated/llama/resolve/main/config.json", "Bearer s3cret")]
+    assert state.requests == [
+        ("/gated/llama/resolve/main/config.json", "Bearer s3cret"),
+        ("/gated/llama/resolve/main/hf_quant_config.json", "Bearer s3cret"),
+    ]
 
 
 def test_hub_retries_with_backoff_then_succeeds(hub: tuple[Hub, str]) -> None:
@@ -186,7 +207,7 @@ def test_hub_retries_with_backoff_then_succeeds(hub: tuple[Hub, str]) -> None:
     r = resolve(hub_ref("flaky/m"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint, sleeps))
     assert r.architecture.num_layers == 32
     assert sleeps == [0.5, 1.0]
-    assert len(state.requests) == 3
+    assert len(state.requests) == 4  # three tries of config.json, then hf_quant_config.json (404)
 
 
 def test_hub_gives_up_retryably_after_attempts(hub: tuple[Hub, str]) -> None:
@@ -200,12 +221,57 @@ def test_hub_gives_up_retryably_after_attempts(hub: tuple[Hub, str]) -> None:
     assert sleeps == [0.5, 1.0]
 
 
+def test_a_modelopt_checkpoint_on_the_hub_is_read_with_its_hf_quant_config(hub: tuple[Hub, str]) -> None:
+    """Without hf_quant_config.json the 70B FP8 checkpoint would be planned as bf16: twice its weights."""
+    state, endpoint = hub
+    r = resolve(hub_ref("modelopt/llama"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
+    catalog = capacity.catalog_architecture("llama-3.1-70b-fp8")
+    assert r.architecture.weights == catalog.weights
+    assert capacity.weight_bytes(r.architecture) == capacity.weight_bytes(catalog)
+    assert capacity.weight_bytes(r.architecture) < 0.6 * capacity.weight_bytes(
+        capacity.architecture_from_config(MODELOPT["config"])
+    )
+    assert [path for path, _ in state.requests] == [
+        "/modelopt/llama/resolve/main/config.json",
+        "/modelopt/llama/resolve/main/hf_quant_config.json",
+    ]
+
+
+def test_a_config_with_its_quantization_fetches_nothing_else(hub: tuple[Hub, str]) -> None:
+    state, endpoint = hub
+    r = resolve(hub_ref("quantized/llama"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
+    assert r.architecture.weights.method.startswith("fp8")
+    assert [path for path, _ in state.requests] == ["/quantized/llama/resolve/main/config.json"]
+
+
+def test_a_mirror_that_answers_a_missing_hf_quant_config_403_still_resolves(hub: tuple[Hub, str]) -> None:
+    state, endpoint = hub
+    r = resolve(hub_ref("s3mirror/llama"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
+    assert (r.architecture.num_layers, r.architecture.weights.method) == (32, "none")
+    assert len(state.requests) == 2  # no retry of the optional file
+
+
+def test_a_config_map_may_hold_hf_quant_config_beside_config() -> None:
+    data = {
+        "config.json": json.dumps(MODELOPT["config"]),
+        "hf_quant_config.json": json.dumps(MODELOPT["hf_quant_config"]),
+    }
+    ref = ArchitectureRef(source="ConfigMap", config_map=SecretKeyRef(name="cfg", key="config.json"))
+    nowhere = client("http://127.0.0.1:9")
+    r = resolve(ref, namespace="ns", model_name="m", kube=Kube({"ns/cfg": data}), hub=nowhere)
+    assert r.architecture.weights == capacity.catalog_architecture("llama-3.1-70b-fp8").weights
+    assert r.detail == "ns/cfg[config.json, hf_quant_config.json]"
+    broken = Kube({"ns/cfg": {**data, "hf_quant_config.json": "{"}})
+    with pytest.raises(ResolveError, match=r"ConfigMap ns/cfg key hf_quant_config\.json is not JSON"):
+        resolve(ref, namespace="ns", model_name="m", kube=broken, hub=nowhere)
+
+
 def test_hub_caches_success(hub: tuple[Hub, str]) -> None:
     state, endpoint = hub
     c = client(endpoint)
     for _ in range(3):
         resolve(hub_ref("meta/llama"), namespace="ns", model_name="x", kube=Kube(), hub=c)
-    assert len(state.requests) == 1
+    assert len(state.requests) == 2  # config.json and the answer that hf_quant_config.json is not there
 
 
 def test_hub_cache_does_not_lend_a_token_fetch_to_a_tokenless_spec(hub: tuple[Hub, str]) -> None:
