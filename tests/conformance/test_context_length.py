@@ -3,10 +3,14 @@ gives none, are the ones real vLLM derives from the same config.json.
 
 vLLM 0.32's ``_get_and_verify_max_len`` takes the smallest length key the config states
 (``model_max_length`` over all), multiplies it by the RoPE factor of a type whose positions are the
-pre-training length, and serves LongRoPE's original length by default. Each case below writes a variant
-of the tiny gqa checkpoint's config.json beside links to its weights and tokenizer, and asks vLLM's own
-config code (``create_engine_config`` through vllm_probe.py, no engine started) three things: what it
-serves without the flag, whether it accepts capacity's limit, and whether it refuses one token more.
+pre-training length, and serves LongRoPE's original length by default. The tokenizer's own
+``model_max_length`` does not cap it: vLLM reads that for pooling models with absolute position
+embeddings only, not for a generative model (a fact sheet said otherwise; these cases show the engine).
+
+Each case below writes a variant of the tiny gqa checkpoint's config.json beside links to its weights and
+tokenizer, and asks vLLM's own config code (``create_engine_config`` through vllm_probe.py, no engine
+started) three things: what it serves without the flag, whether it accepts capacity's limit, and whether it
+refuses one token more.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from .harness import VllmEnv, probe
 
 pytestmark = pytest.mark.conformance
 
+TOKENIZER_LIMIT = "tokenizer_config.json:model_max_length"
+"""A variant's key for the tokenizer's own model_max_length (otherwise dropped)."""
 # Each variant changes the base config (2048 positions, no RoPE scaling); None removes a key.
 VARIANTS: dict[str, Mapping[str, Any]] = {
     "plain": {},
@@ -48,14 +54,23 @@ VARIANTS: dict[str, Mapping[str, Any]] = {
     },
     "model-max-length-wins-over-the-positions": {"model_max_length": 8192},
     "the-smallest-length-key-wins": {"seq_length": 1024},
+    "the-tokenizers-model-max-length-does-not-cap-a-generative-model": {
+        "max_position_embeddings": 8192,
+        TOKENIZER_LIMIT: 1024,
+    },
+    "nor-does-it-cap-a-scaled-one": {
+        "max_position_embeddings": 8192,
+        "rope_scaling": {"type": "linear", "factor": 2.0},
+        TOKENIZER_LIMIT: 1024,
+    },
 }
 
 
-def _variant(base: Path, root: Path, name: str, change: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
+def _variant(base: Path, root: Path, name: str, change: Mapping[str, Any]) -> Path:
     """A checkpoint folder whose config.json is the base's with ``change``; the rest links to the base.
 
-    The tokenizer's own model_max_length (2048, which vLLM also honours) is dropped, so the config alone
-    decides, as it does for capacity."""
+    The tokenizer's own model_max_length (the base's 2048) is dropped unless the variant sets one
+    (TOKENIZER_LIMIT), so that each rule is seen on its own."""
     folder = root / name
     folder.mkdir()
     for item in base.iterdir():
@@ -63,15 +78,17 @@ def _variant(base: Path, root: Path, name: str, change: Mapping[str, Any]) -> tu
             (folder / item.name).symlink_to(item)
     tokenizer = json.loads((base / "tokenizer_config.json").read_text())
     tokenizer.pop("model_max_length", None)
-    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
     config = json.loads((base / "config.json").read_text())
     for key, value in change.items():
-        if value is None:
+        if key == TOKENIZER_LIMIT:
+            tokenizer["model_max_length"] = value
+        elif value is None:
             config.pop(key, None)
         else:
             config[key] = value
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
     (folder / "config.json").write_text(json.dumps(config))
-    return folder, config
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +100,8 @@ def derived(
     archs: dict[str, capacity.Architecture] = {}
     cases: dict[str, list[str]] = {}
     for name, change in VARIANTS.items():
-        folder, config = _variant(tiny_models["gqa"], root, name, change)
-        arch = capacity.architecture_from_config(config, name=name)
+        folder = _variant(tiny_models["gqa"], root, name, change)
+        arch = capacity.load_architecture(str(folder))  # what `kvright plan FOLDER` reads
         archs[name] = arch
         argv = ["--model", str(folder), "--enforce-eager"]
         cases[f"{name}:default"] = argv
@@ -126,4 +143,6 @@ def test_the_variants_differ_where_the_rules_do(
         "longrope-serves-its-original-length-by-default": (8192, 2048),
         "model-max-length-wins-over-the-positions": (8192, 8192),
         "the-smallest-length-key-wins": (1024, 1024),
+        "the-tokenizers-model-max-length-does-not-cap-a-generative-model": (8192, 8192),
+        "nor-does-it-cap-a-scaled-one": (16384, 16384),
     }
