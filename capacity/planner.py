@@ -384,7 +384,8 @@ class Candidate:
     replicas: int
     """Replicas for the target concurrency."""
     kv_cache_tokens_per_replica: int
-    """vLLM's "GPU KV cache size" in tokens."""
+    """vLLM's "GPU KV cache size" in tokens: one engine's, so with data parallelism each of a replica's
+    ``data_parallel_size`` engines holds this many."""
     tpot_seconds: float
     """Predicted TPOT at the SLO's percentile at the operating batch (0 when not reached)."""
     ttft_seconds: float

@@ -751,6 +751,8 @@ class PredictionStatus(_Object):
     """The percentile the TPOT and TTFT predictions hold at."""
     ttft_milliseconds: float | None = None
     kv_cache_tokens_per_replica: Int64 | None = None
+    """Tokens the KV cache of one vLLM engine holds (its "GPU KV cache size"): of the whole replica, or of
+    each of its data-parallel engines."""
     weight_bytes_per_gpu: Int64 | None = Field(default=None, alias="weightBytesPerGPU")
     kv_cache_bytes_per_gpu: Int64 | None = Field(default=None, alias="kvCacheBytesPerGPU")
     prefix_cache_hit_percent: float | None = None

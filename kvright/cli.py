@@ -592,7 +592,11 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                 ("batched tokens", str(p.max_num_batched_tokens)),
                 ("KV-cache dtype", p.kv_cache_dtype),
                 ("max-model-len", f"{p.max_model_len:,}"),
-                ("KV tokens/replica", f"{result.kv_cache_tokens_per_replica:,}"),
+                (
+                    "KV tokens/replica" if p.data_parallel_size == 1 else "KV tokens/engine",
+                    f"{result.kv_cache_tokens_per_replica:,}"
+                    + (f" (x {p.data_parallel_size} engines)" if p.data_parallel_size > 1 else ""),
+                ),
                 ("max concurrency", f"{result.max_concurrency_at_max_model_len:.2f}x at max-model-len"),
                 *((f"vllm args ({role})", " ".join(args)) for role, args in p.vllm_args_by_role().items()),
             ],
