@@ -344,8 +344,9 @@ class Architecture:
 
     @property
     def default_max_model_len(self) -> int:
-        """The context vLLM serves when ``--max-model-len`` is not given."""
-        return self.longrope_default_len or self.max_model_len
+        """The context vLLM serves when ``--max-model-len`` is not given (no more than it accepts when given:
+        kvright always passes the flag)."""
+        return min(self.longrope_default_len or self.max_model_len, self.max_model_len)
 
     def context_error(self, context: int) -> str | None:
         """Why vLLM refuses ``--max-model-len context`` for this model, or None when it accepts it."""

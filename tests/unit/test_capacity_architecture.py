@@ -261,6 +261,14 @@ LLAMA = {
             8192,
             8192,
         ),
+        (
+            {
+                "original_max_position_embeddings": 8192,
+                "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+            },
+            4096,
+            4096,
+        ),  # an original length past the positions: kvright passes the flag, so no more than accepted
         ({"rope_scaling": {"type": "linear", "factor": None}}, 4096, 4096),  # vLLM falls back to 1
         ({"model_max_length": 131072}, 131072, 131072),  # Command-R: wins over the positions
         ({"seq_length": 2048}, 2048, 2048),  # the smallest stated key
@@ -277,6 +285,7 @@ LLAMA = {
         "deepseek-yarn-already-extended",
         "longrope-defaults-to-its-original-length",
         "nested-per-layer-type",
+        "longrope-original-past-the-positions",
         "null-factor",
         "model-max-length",
         "smallest-key",

@@ -52,6 +52,15 @@ FIELDS = [
     "text_config",
     "attention_bias",
     "n_layer",
+    # the context length: vLLM's length keys and RoPE scaling
+    "model_max_length",
+    "seq_length",
+    "original_max_position_embeddings",
+    "rope_scaling",
+    "rope_parameters",
+    "rope_type",
+    "type",
+    "factor",
 ]
 MODEL_TYPES = [
     "llama",
@@ -94,6 +103,8 @@ configs = st.dictionaries(st.sampled_from(FIELDS), json_values | small_ints, max
 def _exercise(arch: c.Architecture) -> None:
     """Everything the CLI's inspect and kv commands compute must work or refuse with CapacityError."""
     assert arch.parameters >= 0 and arch.active_parameters <= arch.parameters
+    assert 1 <= arch.default_max_model_len <= arch.max_model_len
+    assert arch.context_error(arch.max_model_len) is None and arch.context_error(arch.max_model_len + 1)
     c.kv_cache_bytes_per_token(arch)
     c.kv_cache_bytes_per_sequence(arch, 128, tensor_parallel_size=1)
     c.weight_bytes(arch)
