@@ -88,6 +88,7 @@ _PLURALS: Final = {
     ("batch/v1", "Job"): "/apis/batch/v1/namespaces/{ns}/jobs",
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
     ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
+    ("policy/v1", "PodDisruptionBudget"): "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
     ("monitoring.coreos.com/v1", "PodMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors",
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): LWS_API + "/namespaces/{ns}/leaderworkersets",
     (INFERENCE_POOL_API_VERSION, "InferencePool"): INFERENCE_POOL_API + "/namespaces/{ns}/inferencepools",

@@ -41,6 +41,7 @@ __all__ = [
     "render_deployment",
     "render_inference_pool",
     "render_leader_worker_set",
+    "render_pod_disruption_budget",
     "render_pod_monitor",
     "render_service",
     "selector",
@@ -473,6 +474,25 @@ def render_service(w: VLLMWorkload) -> dict[str, Any]:
     }
 
 
+def render_pod_disruption_budget(w: VLLMWorkload) -> dict[str, Any]:
+    """A PodDisruptionBudget over every vLLM pod of the LLMDeployment (leaders and workers alike): a node
+    drain (a cluster upgrade, an autoscaler scaling in) evicts them one at a time, waiting for each
+    replacement to be Ready, so the other replicas keep serving. A pod that is not Ready (loading weights,
+    crash-looping) may always be evicted (``unhealthyPodEvictionPolicy: AlwaysAllow``), so it never blocks
+    a drain; nor does a single replica (``maxUnavailable: 1`` lets it go: a budget that held it would hold
+    the drain for good)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(w),
+        "spec": {
+            "selector": {"matchLabels": selector(w.owner.name)},
+            "maxUnavailable": 1,
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
 def render_pod_monitor(w: VLLMWorkload) -> dict[str, Any]:
     """A prometheus-operator PodMonitor scraping vLLM's /metrics, with the ``llmdeployment`` label on
     every series (``namespace`` is added by prometheus-operator). Its object carries
@@ -538,10 +558,10 @@ def render_inference_pool(w: VLLMWorkload) -> dict[str, Any]:
 
 def render_all(w: VLLMWorkload, *, pod_monitor: bool, inference_pool: bool = False) -> list[dict[str, Any]]:
     """Every child, in apply order: the vLLM workload first (a LeaderWorkerSet when a replica spans
-    nodes, else a Deployment), the Service, the PodMonitor only when its CRD is installed, the
-    InferencePool only when the cluster serves its API."""
+    nodes, else a Deployment), the Service, the PodDisruptionBudget, the PodMonitor only when its CRD is
+    installed, the InferencePool only when the cluster serves its API."""
     workload = render_leader_worker_set(w) if w.layout.spans_nodes else render_deployment(w)
-    children = [workload, render_service(w)]
+    children = [workload, render_service(w), render_pod_disruption_budget(w)]
     if pod_monitor:
         children.append(render_pod_monitor(w))
     if inference_pool:

@@ -176,6 +176,17 @@ def test_sample_reconciles_to_the_plan_and_pods_land_on_its_gpus(
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
         assert limits["nvidia.com/gpu"] == str(plan["gpusPerReplica"])  # one pod holds a one-node replica
 
+    # The disruption controller counts the vLLM pods under the budget: a drain may take one at a time.
+    def budget() -> dict[str, Any] | None:
+        pdb = kube.get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}")
+        counted = (pdb or {}).get("status", {})
+        healthy = counted.get("expectedPods") == plan["replicas"] == counted.get("currentHealthy")
+        return pdb if healthy else None
+
+    pdb = poll(budget, what=f"{name}'s PodDisruptionBudget to count its pods")
+    assert pdb["metadata"]["ownerReferences"] == dep["metadata"]["ownerReferences"]
+    assert (pdb["spec"]["maxUnavailable"], pdb["status"]["disruptionsAllowed"]) == (1, 1)
+
     # Each pod's start (scheduled to Ready: seconds under kwok) was counted once, and the predicted cold
     # start is now the pods' own: below the documented hub bandwidth's, never below vLLM's fixed costs.
     def learned() -> dict[str, Any] | None:
@@ -366,6 +377,10 @@ def test_deleting_garbage_collects_the_children(kube: Kube, running: str) -> Non
     )
     poll(lambda: deployment(kube, ns, "chat") is None, what="the garbage collector to delete the Deployment")
     poll(lambda: kube.get(f"/api/v1/namespaces/{ns}/services/chat") is None, what="... and the Service")
+    poll(
+        lambda: kube.get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/chat") is None,
+        what="... and the PodDisruptionBudget",
+    )
     poll(lambda: not pods(kube, ns, "chat"), what="... and the pods")
 
 

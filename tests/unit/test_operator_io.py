@@ -128,12 +128,16 @@ def cond(status: Mapping[str, Any], type_: str) -> tuple[str, str]:
 def test_applies_deployment_then_service_and_writes_status_once() -> None:
     kube = FakeKube()
     first = reconcile_once(body(SPEC), runtime(kube), NODES)
-    assert kube.applied == [("Deployment", "chat"), ("Service", "chat")]
+    assert kube.applied == [("Deployment", "chat"), ("Service", "chat"), ("PodDisruptionBudget", "chat")]
     assert len(kube.status_patches) == 1 and first.status_written
     assert cond(first.status, "PlanFeasible") == ("True", "Planned")
     assert cond(first.status, "Deployed") == ("False", "RollingOut")
     again = reconcile_once(body(SPEC, status=first.status), runtime(kube), NODES)
-    assert kube.applied[2:] == [("Deployment", "chat"), ("Service", "chat")]  # level-based: applied again
+    assert kube.applied[3:] == [  # level-based: applied again
+        ("Deployment", "chat"),
+        ("Service", "chat"),
+        ("PodDisruptionBudget", "chat"),
+    ]
     assert not again.status_written and len(kube.status_patches) == 1  # nothing changed, nothing written
 
 
@@ -197,7 +201,7 @@ OWNED = {"metadata": {"uid": "old-1", "ownerReferences": [{"controller": True, "
 def test_a_two_node_plan_applies_a_leader_worker_set_and_deletes_the_previous_deployment() -> None:
     kube = FakeKube(lws_api=True, live={"Deployment": OWNED})
     out = reconcile_once(body(BIG), runtime(kube), FOUR_H100)
-    assert kube.applied == [("LeaderWorkerSet", "big"), ("Service", "big")]
+    assert kube.applied == [("LeaderWorkerSet", "big"), ("Service", "big"), ("PodDisruptionBudget", "big")]
     assert kube.deleted == [("Deployment#default/big", "old-1")]
     plan = out.status["plan"]
     assert (plan["nodesPerReplica"], plan["layout"]) == (2, "TP 8 x PP 2")
@@ -214,7 +218,7 @@ def test_a_workload_of_the_other_kind_not_owned_by_this_llmdeployment_is_left_al
 def test_a_one_node_plan_deletes_the_previous_leader_worker_set() -> None:
     kube = FakeKube(lws_api=True, live={"LeaderWorkerSet": OWNED})
     reconcile_once(body(SPEC), runtime(kube), NODES)
-    assert kube.applied == [("Deployment", "chat"), ("Service", "chat")]
+    assert kube.applied == [("Deployment", "chat"), ("Service", "chat"), ("PodDisruptionBudget", "chat")]
     assert kube.deleted == [("LeaderWorkerSet#default/chat", "old-1")]
 
 

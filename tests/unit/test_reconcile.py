@@ -50,7 +50,7 @@ LLAMA70 = llmd("chat").model("llama-3.1-70b").gpu(H100).context(8192, 2048, 256)
 def test_feasible_plan_renders_children_and_status() -> None:
     d = desire(facts(LLAMA70.spec()))
     assert (d.plan_feasible.status, d.plan_feasible.reason) == ("True", Reason.PLANNED)
-    assert [c["kind"] for c in d.children] == ["Deployment", "Service"]
+    assert [c["kind"] for c in d.children] == ["Deployment", "Service", "PodDisruptionBudget"]
     plan = d.fields["plan"]
     assert plan["gpuProduct"] == H100
     assert plan["gpus"] == plan["tensorParallelSize"] * plan["replicas"]
@@ -68,7 +68,7 @@ def test_feasible_plan_renders_children_and_status() -> None:
 
 def test_pod_monitor_only_when_its_crd_exists() -> None:
     d = desire(facts(LLAMA70.spec(), pod_monitor=True))
-    assert [c["kind"] for c in d.children] == ["Deployment", "Service", "PodMonitor"]
+    assert [c["kind"] for c in d.children] == ["Deployment", "Service", "PodDisruptionBudget", "PodMonitor"]
 
 
 def test_the_operators_pod_monitor_labels_reach_the_pod_monitor_only() -> None:

@@ -164,7 +164,7 @@ def test_hf_token_only_as_secret_reference() -> None:
 
 def test_every_child_is_labelled_and_owned() -> None:
     children = render_all(workload(), pod_monitor=True)
-    assert [c["kind"] for c in children] == ["Deployment", "Service", "PodMonitor"]
+    assert [c["kind"] for c in children] == ["Deployment", "Service", "PodDisruptionBudget", "PodMonitor"]
     for child in children:
         meta = child["metadata"]
         assert (meta["name"], meta["namespace"]) == ("chat", "ml")
@@ -186,7 +186,8 @@ def test_every_child_is_labelled_and_owned() -> None:
         "app.kubernetes.io/instance": "chat",
         "kvright.dev/llmdeployment": "chat",
     }
-    assert [c["kind"] for c in render_all(workload(), pod_monitor=False)] == ["Deployment", "Service"]
+    kinds = [c["kind"] for c in render_all(workload(), pod_monitor=False)]
+    assert kinds == ["Deployment", "Service", "PodDisruptionBudget"]
 
 
 def test_selectors_match_pod_labels() -> None:
@@ -293,7 +294,8 @@ def _templates(lws: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_a_replica_across_nodes_is_a_leader_worker_set_instead_of_a_deployment() -> None:
     w = multi_node()
     children = render_all(w, pod_monitor=True)
-    assert [c["kind"] for c in children] == ["LeaderWorkerSet", "Service", "PodMonitor"]
+    kinds = [c["kind"] for c in children]
+    assert kinds == ["LeaderWorkerSet", "Service", "PodDisruptionBudget", "PodMonitor"]
     lws = children[0]
     assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
     assert lws["metadata"] == render_deployment(w)["metadata"]  # name, labels, ownerReferences
@@ -385,7 +387,7 @@ def test_single_node_layouts_including_dp_with_ep_stay_a_deployment() -> None:
     for layout in (capacity.Layout(tensor_parallel_size=4), dp_ep):
         w = workload(layout=layout, vllm_args_by_role={"server": ARGS})
         children = render_all(w, pod_monitor=False)
-        assert [c["kind"] for c in children] == ["Deployment", "Service"]
+        assert [c["kind"] for c in children] == ["Deployment", "Service", "PodDisruptionBudget"]
         assert container(children[0])["resources"]["limits"] == {"nvidia.com/gpu": str(layout.gpus)}
 
 
@@ -394,12 +396,33 @@ def test_single_node_layouts_including_dp_with_ep_stay_a_deployment() -> None:
 PICKER = EndpointPickerSpec(name="chat-epp", port=9002, failure_mode="FailOpen")
 
 
+@pytest.mark.parametrize("spans_nodes", [False, True], ids=["deployment", "leader-worker-set"])
+def test_a_disruption_budget_lets_a_drain_take_one_vllm_pod_at_a_time(spans_nodes: bool) -> None:
+    """Every vLLM pod of the LLMDeployment, workers included (evicting one restarts its whole group), and
+    only those: the cache's download pod has other labels."""
+    w = multi_node() if spans_nodes else workload()
+    (pdb,) = [c for c in render_all(w, pod_monitor=False) if c["kind"] == "PodDisruptionBudget"]
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["metadata"] == render_service(w)["metadata"], "same name, labels and controller owner"
+    assert pdb["spec"] == {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "vllm", "kvright.dev/llmdeployment": "chat"}},
+        "maxUnavailable": 1,
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    pods = render_all(w, pod_monitor=False)[0]
+    pod_templates = _templates(pods) if spans_nodes else (pods["spec"]["template"],)
+    for template in pod_templates:
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+
+
 def test_the_inference_pool_is_rendered_only_when_its_api_is_served_and_last() -> None:
     w = workload(endpoint_picker=PICKER)
-    assert [c["kind"] for c in render_all(w, pod_monitor=False)] == ["Deployment", "Service"]
+    kinds = [c["kind"] for c in render_all(w, pod_monitor=False)]
+    assert kinds == ["Deployment", "Service", "PodDisruptionBudget"]
     assert [c["kind"] for c in render_all(w, pod_monitor=True, inference_pool=True)] == [
         "Deployment",
         "Service",
+        "PodDisruptionBudget",
         "PodMonitor",
         "InferencePool",
     ]

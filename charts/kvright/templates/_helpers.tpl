@@ -70,7 +70,8 @@ app.kubernetes.io/managed-by: kvright
 {{- if .Values.ha.enabled -}}{{ .Values.ha.replicas }}{{- else -}}{{ .Values.replicaCount }}{{- end -}}
 {{- end -}}
 
-{{/* What the operator does to LLMDeployments and their children (Deployment, Service, PodMonitor). */}}
+{{/* What the operator does to LLMDeployments and their children (Deployment, Service, PodDisruptionBudget,
+     PodMonitor). */}}
 {{- define "kvright.workloadRules" -}}
 # Each verb here is used by some operator path (tests/integration/test_rbac_audit.py proves it from the API
 # server's audit log); none is granted "just in case".
@@ -93,9 +94,13 @@ app.kubernetes.io/managed-by: kvright
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, create, patch, delete]
-# Service and PodMonitor: server-side apply only, never read, updated or deleted (garbage collection does).
+# Service, PodDisruptionBudget and PodMonitor: server-side apply only, never read, updated or deleted
+# (garbage collection does).
 - apiGroups: [""]
   resources: [services]
+  verbs: [create, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
   verbs: [create, patch]
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors]
