@@ -13,9 +13,10 @@ on a CPU: a step of the tiny model costs milliseconds of fixed overhead and grow
 faster than an H100's would. The run's SLO is chosen from the engine itself, since CPUs (and their
 other tenants) differ: the first engine's mean TPOT one request at a time and with all the load's
 clients at once, and the largest bound of vLLM's TPOT histogram between them with a margin on both
-sides (:func:`run_slo_seconds`; on an idle 2-core test machine about 9 ms alone and 60 ms or more at
-96, so 50 ms). The loop must measure, move, settle within the SLO, and stay there for the observation
-window, with no request dropped.
+sides (:func:`run_slo_seconds`; on an idle 2-core test machine about 9 ms alone and 50 ms or more at
+96, so 25 ms). Where 96 clients leave no bound between (one CI run read 18 ms at 96), the load is 192
+clients (:data:`LOADS`). The loop must measure, move, settle within the SLO, and stay there for the
+observation window, with no request dropped.
 
 The scenario's log (first plan, each window's TPOT and TTFT, each move with its reason, the settled
 plan) is printed to the terminal as it happens, so a passing CI run shows it too.
@@ -175,17 +176,38 @@ def engine_tpot_seconds(url: str, concurrency: int) -> float:
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
-def run_slo_seconds(alone: float, loaded: float) -> float:
+def run_slo_seconds(alone: float, loaded: float) -> float | None:
     """The largest bound of vLLM's TPOT buckets (what the histogram reads exactly) below the mean TPOT at the
     planned batch (<= 0.95 x: its p90 reading, above the mean, misses it) while a single request has room
-    under it (>= 1.3 x)."""
+    under it (>= 1.3 x); None when no bound lies between."""
     fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if 1.3 * alone <= b <= 0.95 * loaded]
-    if not fitting:
-        pytest.fail(
-            f"this machine's engine shows no SLO to converge to: {alone * 1000:.1f} ms per token alone and "
-            f"{loaded * 1000:.1f} ms at {CLIENTS} leave no TPOT bucket bound between 1.3x and 0.95x of them"
-        )
-    return fitting[-1]
+    return fitting[-1] if fitting else None
+
+
+LOADS = (CLIENTS, 2 * CLIENTS)
+"""Client counts to try for the run's load, each measured twice (the slower round counts): a machine whose
+engine runs 96 together fast (one CI run read 18 ms, another 51 ms, 9-10 ms alone), or a round whose clients
+started out of step, leaves no bucket bound between; twice the clients does (the KV cache holds 192 of
+these sequences)."""
+
+
+def run_load(url: str, log: Any) -> tuple[int, float]:
+    """The clients the run's load has and its SLO (seconds), both chosen from the engine itself."""
+    alone = engine_tpot_seconds(url, 1)
+    readings = []
+    for clients in LOADS:
+        loaded = max(engine_tpot_seconds(url, clients) for _ in range(2))
+        readings.append(f"{loaded * 1000:.1f} ms at {clients}")
+        slo = run_slo_seconds(alone, loaded)
+        found = f"SLO {slo * 1000:g} ms" if slo else "no TPOT bucket bound between"
+        log(f"engine: mean TPOT {alone * 1000:.1f} ms one request at a time, {loaded * 1000:.1f} ms at "
+            f"{clients} together: {found}")  # fmt: skip
+        if slo is not None:
+            return clients, slo
+    pytest.fail(
+        f"this machine's engine shows no SLO to converge to: {alone * 1000:.1f} ms per token alone and "
+        f"{', '.join(readings)} leave no TPOT bucket bound between 1.3x and 0.95x of them"
+    )
 
 
 def plan_of(status: dict[str, Any]) -> tuple[int, int] | None:
@@ -216,23 +238,28 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
     log(f"first plan (roofline, H100): max-num-seqs {first[0]}, replicas {first[1]}, "
         f"vllm args {' '.join(plan.get('vllmArgs') or [])}")  # fmt: skip
     (engine,) = wait_until(lambda: runner.endpoints(NS, NAME), 240, what="the engine's /health", interval=1)
-    alone, loaded = engine_tpot_seconds(engine, 1), engine_tpot_seconds(engine, CLIENTS)
-    slo_ms = round(run_slo_seconds(alone, loaded) * 1000)
-    adjust = {"spec": {"slo": {"tpotMilliseconds": slo_ms}, "feedback": {"mode": "Adjust"}}}
+    clients, slo = run_load(engine, log)
+    slo_ms = round(slo * 1000)
+    adjust = {
+        "spec": {
+            "slo": {"tpotMilliseconds": slo_ms},
+            "workload": {"concurrency": clients},
+            "feedback": {"mode": "Adjust"},
+        }
+    }
     kubectl(kubeconfig, "patch", "llmdeployment", NAME, "-n", NS, "--type", "merge", "-p", json.dumps(adjust))
     log(
-        f"engine ready: mean TPOT {alone * 1000:.1f} ms one request at a time, {loaded * 1000:.1f} ms at "
-        f"{CLIENTS} together, so the run's SLO is p90 TPOT {slo_ms} ms; load: {CLIENTS} clients, "
-        f"{PROMPT}-token prompts, {OUTPUT} tokens out"
+        f"the run's SLO is p90 TPOT {slo_ms} ms; load: {clients} clients, {PROMPT}-token prompts, {OUTPUT} "
+        "tokens out"
     )
     load = LoadGenerator(
         lambda: runner.endpoints(NS, NAME),
         model=NAME,
-        concurrency=CLIENTS,
+        concurrency=clients,
         prompt_tokens=PROMPT,
         output_tokens=OUTPUT,
         max_seconds=1100,
-        max_concurrency=CLIENTS,
+        max_concurrency=clients,
         retry_seconds=240,  # a restart of the one replica: the new engine's start (kwok reports it Ready)
         extra_body={"ignore_eos": True},  # random weights: every request runs to max_tokens
     ).start()
