@@ -1214,7 +1214,7 @@ def _rope_parameters(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             continue
         if not isinstance(value, Mapping):
             raise ConfigError(key, f"is {value!r:.40}; expected an object")
-        if value and all(isinstance(v, Mapping) or v is None for v in value.values()):
+        if all(isinstance(v, Mapping) or v is None for v in value.values()):
             return [v for v in value.values() if v]
         return [value]
     return []

@@ -165,6 +165,14 @@ def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: fl
     return value
 
 
+def _port(env: Mapping[str, str], name: str, default: int, lowest: int) -> int:
+    """A port number from ``name`` (``lowest`` to 65535; 0 is allowed where ``lowest`` is 0: off)."""
+    value = _number(env, name, default, lowest, 65535)
+    if value != int(value):
+        raise SettingsError(f"{name}={value!r} is not an integer; accepted: {lowest} to 65535")
+    return int(value)
+
+
 def _label_error(name: str, what: str, text: str) -> SettingsError:
     return SettingsError(f"{name}: {what} {text!r} is not valid; {_LABEL_ACCEPTED}")
 
@@ -265,12 +273,8 @@ def _prometheus(env: Mapping[str, str]) -> dict[str, str]:
 
 def from_env(env: Mapping[str, str]) -> Settings:
     """Settings from environment variables; unset or empty variables take the defaults."""
-    port = _number(env, "KVRIGHT_METRICS_PORT", 8080, 0, 65535)
-    if port != int(port):
-        raise SettingsError(f"KVRIGHT_METRICS_PORT={port!r} is not an integer; accepted: 0 to 65535")
-    health = _number(env, "KVRIGHT_HEALTH_PORT", 8081, 0, 65535)
-    if health != int(health):
-        raise SettingsError(f"KVRIGHT_HEALTH_PORT={health!r} is not an integer; accepted: 0 to 65535")
+    port = _port(env, "KVRIGHT_METRICS_PORT", 8080, 0)
+    health = _port(env, "KVRIGHT_HEALTH_PORT", 8081, 0)
     if health and health == port:
         raise SettingsError(
             f"KVRIGHT_HEALTH_PORT={int(health)} is KVRIGHT_METRICS_PORT too; accepted: another port, "
@@ -292,11 +296,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
             f"KVRIGHT_ENDPOINT_PICKER={picker!r} is not a Service name; accepted: a DNS-1035 label in which "
             "{name} stands for the LLMDeployment's name (e.g. {name}-epp), or empty for no picker"
         )
-    picker_port = _number(env, "KVRIGHT_ENDPOINT_PICKER_PORT", DEFAULT_ENDPOINT_PICKER_PORT, 1, 65535)
-    if picker_port != int(picker_port):
-        raise SettingsError(
-            f"KVRIGHT_ENDPOINT_PICKER_PORT={picker_port!r} is not an integer; accepted: 1 to 65535"
-        )
+    picker_port = _port(env, "KVRIGHT_ENDPOINT_PICKER_PORT", DEFAULT_ENDPOINT_PICKER_PORT, 1)
     failure_mode = env.get("KVRIGHT_ENDPOINT_PICKER_FAILURE_MODE", "").strip() or "FailClose"
     if failure_mode not in FAILURE_MODES:
         raise SettingsError(
@@ -315,8 +315,8 @@ def from_env(env: Mapping[str, str]) -> Settings:
         )
     return Settings(
         **_prometheus(env),
-        metrics_port=int(port),
-        health_port=int(health),
+        metrics_port=port,
+        health_port=health,
         namespaces=namespaces,
         hf_endpoint=endpoint.rstrip("/"),
         reconcile_seconds=_number(env, "KVRIGHT_RECONCILE_SECONDS", 60.0, 0.1, 86400),
@@ -325,7 +325,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
         hub_attempts=int(_number(env, "KVRIGHT_HUB_ATTEMPTS", 3, 1, 20)),
         peering=env.get("KVRIGHT_PEERING", "").strip(),
         endpoint_picker=picker,
-        endpoint_picker_port=int(picker_port),
+        endpoint_picker_port=picker_port,
         endpoint_picker_failure_mode=failure_mode,
         gpu_prices=prices,
         gpu_occupancy=_flag(env, "KVRIGHT_GPU_OCCUPANCY", True),
