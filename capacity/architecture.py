@@ -62,6 +62,10 @@ FAMILIES: dict[str, str] = {
     "MistralForCausalLM": "dense",
     "Qwen2ForCausalLM": "dense",
     "Qwen3ForCausalLM": "dense",
+    "Qwen2VLForConditionalGeneration": "dense",
+    "Qwen2_5_VLForConditionalGeneration": "dense",
+    "CohereForCausalLM": "dense",
+    "Cohere2ForCausalLM": "dense",
     "Phi3ForCausalLM": "dense",
     "Gemma2ForCausalLM": "dense",
     "Gemma3ForCausalLM": "dense",
@@ -99,6 +103,10 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "mistral": "dense",
     "qwen2": "dense",
     "qwen3": "dense",
+    "qwen2_vl": "dense",
+    "qwen2_5_vl": "dense",
+    "cohere": "dense",
+    "cohere2": "dense",
     "phi3": "dense",
     "gemma2": "dense",
     "gemma3": "dense",
@@ -838,9 +846,31 @@ _LAYER_TYPE_MIXERS: dict[str, Mixer] = {
 }
 
 
+#: How many layers make one repeat of a ``sliding_window_pattern`` model whose config states no pattern (the
+#: default its transformers config class derives ``layer_types`` with): every pattern-th layer is global.
+_DEFAULT_SLIDING_PATTERN: dict[str, int] = {
+    "gemma2": 2,
+    "gpt_oss": 2,
+    "gemma3": 6,
+    "gemma3_text": 6,
+    "cohere2": 4,
+    "exaone4": 4,
+    "olmo3": 4,
+}
+
+
 def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> tuple[list[Mixer], int | None]:
-    """Per-layer attention kind of a dense or MoE transformer, and the sliding window."""
+    """Per-layer attention kind of a dense or MoE transformer, and the sliding window.
+
+    The rules are those of the config class vLLM loads the checkpoint with (transformers' ``layer_types``
+    derivation), keyed on the config's own fields where it has them, so a family kvright has not met reads
+    the same way: ``layer_types`` when stated; no window where ``use_sliding_window`` is false (the Qwen
+    family's classes, Qwen2-VL and Qwen2.5-VL included, null the window then); layers from
+    ``max_window_layers`` on slide where it is true; every ``sliding_window_pattern``-th layer global
+    (Gemma 2/3, Cohere 2, EXAONE 4, OLMo 3); otherwise every layer slides (Mistral v0.1, Phi-3)."""
     window = _opt_int(cfg, ("sliding_window",))
+    if "use_sliding_window" in cfg and not _bool(cfg, "use_sliding_window", False):
+        window = None
     types = _layer_types(cfg, layers)
     if types is not None:
         unknown = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
@@ -848,23 +878,25 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
             raise ConfigError(
                 "layer_types", f"has {', '.join(unknown)}; expected 'full_attention' or 'sliding_attention'"
             )
-        mixers: list[Mixer] = ["sliding" if t == "sliding_attention" else "full" for t in types]
-        if "sliding" in mixers and window is None:
+        mixers: list[Mixer] = ["sliding" if t == "sliding_attention" and window else "full" for t in types]
+        if "sliding_attention" in types and window is None and "use_sliding_window" not in cfg:
             raise ConfigError(
                 "sliding_window", "is missing although layer_types has sliding_attention layers"
             )
         return mixers, window if "sliding" in mixers else None
-    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text"):
-        if not _bool(cfg, "use_sliding_window", False) or window is None:
-            return ["full"] * layers, None  # Qwen configs carry a window that is off unless enabled
-        max_window_layers = _int(cfg, ("max_window_layers",), minimum=0, default=layers)
-        return ["full" if i < max_window_layers else "sliding" for i in range(layers)], window
     if window is None:
         return ["full"] * layers, None
-    if model_type == "gemma2":  # layers 0, 2, 4, ... slide (HF Gemma2: layer_idx % 2 == 0)
-        return ["sliding" if i % 2 == 0 else "full" for i in range(layers)], window
-    if model_type in ("gemma3", "gemma3_text"):  # every pattern-th layer is global
-        pattern = _int(cfg, ("sliding_window_pattern",), default=6)
+    if "use_sliding_window" in cfg:
+        max_window_layers = _int(cfg, ("max_window_layers",), minimum=0, default=layers)
+        return ["full" if i < max_window_layers else "sliding" for i in range(layers)], window
+    pattern = cfg.get("sliding_window_pattern", _DEFAULT_SLIDING_PATTERN.get(model_type))
+    if pattern is not None:
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+            raise ConfigError(
+                "sliding_window_pattern",
+                f"is {pattern!r:.40} and layer_types is missing; expected a positive integer (every n-th "
+                "layer global) or a layer_types list",
+            )
         return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)], window
     return ["sliding"] * layers, window  # Mistral v0.1, Phi-3: every layer slides
 
@@ -1152,15 +1184,18 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
     v = _with_defaults(vision)
     try:
-        h = _int(v, ("hidden_size", "embed_dim", "vt_hidden_size"))
+        # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
+        h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
         layers = _int(v, _VISION_LAYERS)
-        inter = _int(v, ("intermediate_size", "vt_intermediate_size"), default=4 * h)
+        ratio = _opt_int(v, ("mlp_ratio",))
+        inter = _int(v, ("intermediate_size", "vt_intermediate_size"), default=(ratio or 4) * h)
     except ConfigError as exc:
         raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     channels = _int(v, ("num_channels", "in_channels", "in_chans"), default=3)
     patch = _int(v, ("patch_size",), default=14)
     temporal = _int(v, ("temporal_patch_size",), default=1)
-    gated = v.get("model_type") == "pixtral"
+    # A SiLU tower has a gated MLP (gate, up, down: Pixtral, the Qwen2.5-VL ViT); GELU towers have two.
+    gated = v.get("model_type") == "pixtral" or v.get("hidden_act") == "silu"
     mlp = (3 if gated else 2) * h * inter + (0 if gated else inter + h)
     block = 4 * h * h + 4 * h + mlp + 4 * h  # attention with biases, MLP, two norms
     total = layers * block + channels * patch * patch * temporal * h + h + 2 * h
@@ -1173,9 +1208,13 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     ):
         positions = (image // patch) ** 2
     total += (positions or 0) * h
-    out = _int(v, ("out_hidden_size", "vision_output_dim", "projector_output_dim"), default=h)
+    # Qwen2-VL's merger writes into vision_config.hidden_size (the text width); others name it.
+    qwen_out: tuple[str, ...] = (
+        ("out_hidden_size", "hidden_size") if "embed_dim" in v else ("out_hidden_size",)
+    )
+    out = _int(v, (*qwen_out, "vision_output_dim", "projector_output_dim"), default=h)
     merge = _int(v, ("spatial_merge_size",), default=1)
-    if merge > 1 and "out_hidden_size" in v:
+    if merge > 1 and _lookup(v, qwen_out) is not None:
         # The Qwen-VL patch merger (vLLM's Qwen2/Qwen3 VisionPatchMerger, also Qwen3.5's tower): a LayerNorm,
         # fc1 over the merged patch (h*m^2 -> h*m^2) and fc2 into the text width, both with biases. Qwen3-VL
         # adds one more merger per `deepstack_visual_indexes` entry, its norm after the shuffle (h*m^2 wide).

@@ -356,3 +356,146 @@ def test_the_planner_plans_the_default_context_and_refuses_one_past_the_limit():
     assert not any("max-model-len given" in w for w in asked.warnings)
     with pytest.raises(c.CapacityError, match="max-model-len 131073 is longer than the 131072 tokens"):
         c.plan(arch, h100, c.Workload(max_model_len=131073), c.SLO(), c.Limits())
+
+
+# Qwen2-VL and Qwen2.5-VL as their publishers ship them (the text fields at the top level, the window off).
+QWEN2_VL_7B = {
+    "architectures": ["Qwen2VLForConditionalGeneration"],
+    "model_type": "qwen2_vl",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "max_window_layers": 28,
+    "sliding_window": 32768,
+    "use_sliding_window": False,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "vision_config": {
+        "depth": 32,
+        "embed_dim": 1280,
+        "mlp_ratio": 4,
+        "num_heads": 16,
+        "in_chans": 3,
+        "hidden_size": 3584,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+}
+QWEN25_VL_VISION = {
+    "depth": 32,
+    "hidden_act": "silu",
+    "hidden_size": 1280,
+    "intermediate_size": 3420,
+    "num_heads": 16,
+    "in_chans": 3,
+    "patch_size": 14,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "window_size": 112,
+    "fullatt_block_indexes": [7, 15, 23, 31],
+}
+QWEN25_VL_7B = QWEN2_VL_7B | {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "max_position_embeddings": 128000,
+    "vision_config": QWEN25_VL_VISION | {"out_hidden_size": 3584},
+}
+QWEN25_VL_3B = QWEN25_VL_7B | {
+    "hidden_size": 2048,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "max_window_layers": 70,
+    "tie_word_embeddings": True,
+    "vision_config": QWEN25_VL_VISION | {"out_hidden_size": 2048},
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "published"),
+    [(QWEN2_VL_7B, 8.29e9), (QWEN25_VL_7B, 8.29e9), (QWEN25_VL_3B, 3.75e9)],
+    ids=["qwen2-vl-7b", "qwen2.5-vl-7b", "qwen2.5-vl-3b"],
+)
+def test_qwen_vl_is_a_known_dense_decoder_with_its_window_off_and_its_tower_counted(config, published):
+    """`use_sliding_window: false` nulls the window in transformers' Qwen config classes, which vLLM loads:
+    every layer attends in full although the file states `sliding_window: 32768`. Qwen2-VL's tower is
+    `embed_dim` wide (its `hidden_size` is the text width it merges into); Qwen2.5-VL's SiLU tower has a
+    gated MLP. Totals as the model cards state them."""
+    arch = c.architecture_from_config(config)
+    assert (arch.sliding_window, arch.num_sliding_window_layers, arch.warnings) == (None, 0, ())
+    assert arch.parameters == pytest.approx(published, rel=0.01)
+
+
+COHERE2 = BASE | {
+    "architectures": ["Cohere2ForCausalLM"],
+    "model_type": "cohere2",
+    "num_hidden_layers": 8,
+    "sliding_window": 256,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "sliding"),
+    [
+        ({}, [True, True, True, False] * 2),  # Cohere2Config's default: every 4th layer global
+        ({"sliding_window_pattern": 2}, [True, False] * 4),
+        ({"layer_types": ["full_attention"] * 7 + ["sliding_attention"]}, [False] * 7 + [True]),
+        ({"model_type": "olmo3", "architectures": ["Olmo3ForCausalLM"]}, [True, True, True, False] * 2),
+        ({"model_type": "mistral", "architectures": ["MistralForCausalLM"]}, [True] * 8),
+        ({"use_sliding_window": True, "max_window_layers": 5}, [False] * 5 + [True] * 3),
+        ({"use_sliding_window": False}, [False] * 8),
+        ({"use_sliding_window": False, "layer_types": ["sliding_attention"] * 8}, [False] * 8),
+    ],
+    ids=[
+        "cohere2-default-pattern",
+        "stated-pattern",
+        "layer-types-outrank-the-pattern",
+        "olmo3-default-pattern",
+        "mistral-every-layer",
+        "use-sliding-window-from-max-window-layers",
+        "use-sliding-window-false-turns-it-off",
+        "off-outranks-layer-types",
+    ],
+)
+def test_which_layers_slide_follows_the_configs_own_fields(change, sliding):
+    """transformers' config classes derive `layer_types` from these fields, and vLLM's layers follow them."""
+    arch = c.architecture_from_config(COHERE2 | change)
+    assert [layer.mixer == "sliding" for layer in arch.layers] == sliding
+    assert arch.sliding_window == (256 if any(sliding) else None)
+
+
+def test_a_pattern_that_is_not_a_count_needs_layer_types():
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(COHERE2 | {"sliding_window_pattern": "LLLG"})
+    assert err.value.field == "sliding_window_pattern" and "layer_types" in str(err.value)
+
+
+def test_command_r7b_reads_as_a_known_decoder_with_three_of_four_layers_sliding():
+    """CohereForAI/c4ai-command-r7b-12-2024's fields: 8.03 B as published, 24 of 32 layers in a 4K window."""
+    arch = c.architecture_from_config(
+        {
+            "architectures": ["Cohere2ForCausalLM"],
+            "model_type": "cohere2",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 256000,
+            "tie_word_embeddings": True,
+            "sliding_window": 4096,
+            "sliding_window_pattern": 4,
+            "max_position_embeddings": 132096,
+            "torch_dtype": "bfloat16",
+        }
+    )
+    assert arch.parameters == pytest.approx(8.03e9, rel=0.01)
+    assert (arch.num_sliding_window_layers, arch.sliding_window, arch.warnings) == (24, 4096, ())
