@@ -865,9 +865,10 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
     The rules are those of the config class vLLM loads the checkpoint with (transformers' ``layer_types``
     derivation), keyed on the config's own fields where it has them, so a family kvright has not met reads
     the same way: ``layer_types`` when stated; no window where ``use_sliding_window`` is false (the Qwen
-    family's classes, Qwen2-VL and Qwen2.5-VL included, null the window then); layers from
-    ``max_window_layers`` on slide where it is true; every ``sliding_window_pattern``-th layer global
-    (Gemma 2/3, Cohere 2, EXAONE 4, OLMo 3); otherwise every layer slides (Mistral v0.1, Phi-3)."""
+    family's classes, Qwen2-VL and Qwen2.5-VL included, null the window then); where it is true, the layers
+    from ``max_window_layers`` on, which vLLM accepts only as all or none; every ``sliding_window_pattern``-th
+    layer global (Gemma 2/3, Cohere 2, EXAONE 4, OLMo 3); otherwise every layer slides (Mistral v0.1,
+    Phi-3), as vLLM gives every layer the model's window when ``layer_types`` is absent."""
     window = _opt_int(cfg, ("sliding_window",))
     if "use_sliding_window" in cfg and not _bool(cfg, "use_sliding_window", False):
         window = None
@@ -883,22 +884,37 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
             raise ConfigError(
                 "sliding_window", "is missing although layer_types has sliding_attention layers"
             )
-        return mixers, window if "sliding" in mixers else None
-    if window is None:
+    elif window is None:
         return ["full"] * layers, None
-    if "use_sliding_window" in cfg:
+    elif "use_sliding_window" in cfg:
         max_window_layers = _int(cfg, ("max_window_layers",), minimum=0, default=layers)
-        return ["full" if i < max_window_layers else "sliding" for i in range(layers)], window
+        mixers = ["full" if i < max_window_layers else "sliding" for i in range(layers)]
+    else:
+        mixers = _pattern_mixers(cfg, model_type, layers)
+    if "use_sliding_window" in cfg and len(set(mixers)) > 1:
+        # vLLM's Qwen2 model (Qwen2/3, Qwen2-VL, Qwen2.5-VL) asserts that the window is on every layer or
+        # none, and its Qwen MoE models pass no per-layer window: a model-level window only.
+        raise ConfigError(
+            "max_window_layers",
+            f"puts the sliding window on {mixers.count('sliding')} of {layers} layers; vLLM serves a Qwen "
+            "model's window on every layer or on none (accepted: max_window_layers 0, or "
+            f"{layers} or more, or use_sliding_window false)",
+        )
+    return mixers, window if "sliding" in mixers else None
+
+
+def _pattern_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[Mixer]:
+    """Layers of a model with a window and no ``layer_types``: every pattern-th global, else all sliding."""
     pattern = cfg.get("sliding_window_pattern", _DEFAULT_SLIDING_PATTERN.get(model_type))
-    if pattern is not None:
-        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
-            raise ConfigError(
-                "sliding_window_pattern",
-                f"is {pattern!r:.40} and layer_types is missing; expected a positive integer (every n-th "
-                "layer global) or a layer_types list",
-            )
-        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)], window
-    return ["sliding"] * layers, window  # Mistral v0.1, Phi-3: every layer slides
+    if pattern is None:
+        return ["sliding"] * layers  # Mistral v0.1, Phi-3: every layer slides
+    if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+        raise ConfigError(
+            "sliding_window_pattern",
+            f"is {pattern!r:.40} and layer_types is missing; expected a positive integer (every n-th "
+            "layer global) or a layer_types list",
+        )
+    return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
 
 
 # ----- the families ---------------------------------------------------------------------------------------
@@ -974,6 +990,9 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         mixers, window = ["full"] * layers, None
     else:
         mixers, window = _attention_mixers(cfg, model_type, layers)
+        if window is not None and model_type == "cohere2":
+            # vLLM's Command R v2 layers see W + 1 tokens (Cohere's training convention) and cache as many.
+            window += 1
     extra: dict[str, Any] = {"sliding_window": window}
     if model_type in ("llama4", "llama4_text"):
         chunk = _opt_int(cfg, ("attention_chunk_size",))

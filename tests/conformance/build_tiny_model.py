@@ -11,7 +11,10 @@ transformers' AutoConfig knows, saved with AutoModelForCausalLM). An optional "_
 {"method": "gptq" | "awq", "bits": 4, "group_size": 32} or {"method": "fp8", "weight_block_size":
 [128, 128]}, rewrites every decoder-layer Linear into
 that checkpoint layout (random packed integers and scales of the right shapes, a
-`quantization_config` in config.json); embeddings, norms and lm_head stay bf16. The checkpoint is
+`quantization_config` in config.json); embeddings, norms and lm_head stay bf16. An optional "_as_published"
+object rewrites fields of the saved config.json the way a publisher's file states them (a null removes the
+field): transformers writes what its config class derived, e.g. `layer_types`, which many real files leave
+for the class to derive at load time. The checkpoint is
 written to a sibling temporary folder and renamed into place, so a half-built model is never seen
 under OUT_DIR.
 """
@@ -146,6 +149,8 @@ def build(out_dir: str, fields: dict[str, object]) -> None:
     fields = dict(fields)
     model_type = str(fields.pop("model_type", "llama"))
     quantize = fields.pop("_quantize", None)
+    as_published = fields.pop("_as_published", {})
+    assert isinstance(as_published, dict)
 
     vocab_size = int(fields["vocab_size"])  # type: ignore[call-overload]
     specials = ["<unk>", "<s>", "</s>", "<pad>"]
@@ -192,6 +197,11 @@ def build(out_dir: str, fields: dict[str, object]) -> None:
         with open(cfg_path) as f:
             cfg = json.load(f)
         cfg["torch_dtype"] = "bfloat16"
+        for key, value in as_published.items():
+            if value is None:
+                cfg.pop(key, None)
+            else:
+                cfg[key] = value
         if quantize is not None:
             from safetensors.torch import load_file, save_file
 

@@ -25,6 +25,11 @@ on for it: config/vllm.py would turn it off only when VLLM_ALLOW_CHUNKED_LOCAL_A
 is false, and envs.py defaults that to "1". The chunked layers keep their ChunkedLocalAttentionSpec (their
 own groups, each request holding cdiv(min(chunk + in-flight tokens, max_model_len), block) blocks), not
 promoted to full attention.
+
+Two more are written as their publishers write config.json, without the `layer_types` transformers saves:
+Command R7B / A (`Cohere2ForCausalLM`, every 4th layer global by `sliding_window_pattern`) and a Qwen2
+text model with `sliding_window` stated and `use_sliding_window: false` (as Qwen2-VL and Qwen2.5-VL ship).
+Which layers slide is then derived by the config class vLLM loads, and capacity must derive the same.
 """
 
 from __future__ import annotations
@@ -131,6 +136,43 @@ MODELS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Two files as their publishers write them, with no layer_types: the config class vLLM loads derives the
+# layers' kinds from other fields, and capacity must derive the same.
+MODELS |= {
+    # Command R7B / A (Cohere2ForCausalLM): sliding_window_pattern 4, every 4th layer global: 6 sliding
+    # layers and 2 full. vLLM's layers take the window + 1; at 129 the sliding reservation (W - 1 + 256
+    # in-flight tokens) crosses a 128-token block, so the case tells 129 from 130.
+    "cohere2": {
+        "model_type": "cohere2",
+        "num_hidden_layers": 8,
+        "sliding_window": 129,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "_as_published": {"layer_types": None, "sliding_window_pattern": 4},
+        **_TOKENIZER_FIELDS,
+    },
+    # Qwen2 / Qwen2.5-VL's text model: a sliding_window stated with use_sliding_window false, which the
+    # Qwen config classes null: every layer attends in full.
+    "qwen2-window-off": {
+        "model_type": "qwen2",
+        "num_hidden_layers": 4,
+        "use_sliding_window": False,
+        "max_window_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "_as_published": {"layer_types": None, "sliding_window": 64},
+        **_TOKENIZER_FIELDS,
+    },
+}
+
+#: What capacity reads from those two files, so that their cases cannot pass by both sides reading the
+#: wrong kinds alike: the engine's allocation below then decides whether the reading is vLLM's.
+DERIVED_KINDS = {"cohere2": {"sliding": 6, "full": 2}, "qwen2-window-off": {"full": 4}}
+
 # A small --max-num-batched-tokens makes the sliding reservation (window - 1 + in-flight tokens) smaller
 # than max_model_len, so the in-flight factor (1 on CPU, 2 with async scheduling) shows in the counts.
 SMALL_BATCH = ("--max-num-batched-tokens", "256", "--max-num-seqs", "64")
@@ -151,6 +193,8 @@ CASES = [
     # The small batch bounds the chunked reservation (chunk + in-flight tokens) below max_model_len, so
     # the chunk bound and a full allocation differ in blocks per request, not only in groups.
     ServerSpec(shape="llama4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
+    ServerSpec(shape="cohere2", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
+    ServerSpec(shape="qwen2-window-off", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
 ]
 
 
@@ -220,7 +264,10 @@ def test_hybrid_kv_cache_matches_capacity_layout(
     server = layer_servers.get(spec, then=following(CASES, spec))
     log = server.log()
     engine = _engine_facts(cache_config_labels(server.metrics_text()), log)
-    layout = _layout(_arch(layer_models[spec.shape], spec.shape), spec)
+    arch = _arch(layer_models[spec.shape], spec.shape)
+    if spec.shape in DERIVED_KINDS:
+        assert dict(arch.mixer_counts) == DERIVED_KINDS[spec.shape]
+    layout = _layout(arch, spec)
 
     blocks = layout.num_blocks(spec.kv_cache_memory_bytes)
     per_request = layout.blocks_per_sequence(spec.max_model_len)
@@ -234,7 +281,8 @@ def test_hybrid_kv_cache_matches_capacity_layout(
         "kv_cache_max_concurrency": pytest.approx(concurrency, rel=1e-9),
         "log_tokens": [tokens],
         "log_concurrency": [(spec.max_model_len, pytest.approx(round(concurrency, 2), abs=0.006))],
-        "groups": [groups],
+        # vLLM logs "kv cache group sizes" only for more than one group (kv_cache_utils.py).
+        "groups": [groups] if groups > 1 else [],
         "aligned_block_size": [layout.block_size] if layout.block_size != CPU_BLOCK_SIZE else [],
         "mamba_padding_percent": engine["mamba_padding_percent"],  # checked below
         "padding_layers": engine["padding_layers"],  # checked below

@@ -450,7 +450,8 @@ COHERE2 = BASE | {
         ({"layer_types": ["full_attention"] * 7 + ["sliding_attention"]}, [False] * 7 + [True]),
         ({"model_type": "olmo3", "architectures": ["Olmo3ForCausalLM"]}, [True, True, True, False] * 2),
         ({"model_type": "mistral", "architectures": ["MistralForCausalLM"]}, [True] * 8),
-        ({"use_sliding_window": True, "max_window_layers": 5}, [False] * 5 + [True] * 3),
+        ({"use_sliding_window": True, "max_window_layers": 0}, [True] * 8),
+        ({"use_sliding_window": True, "max_window_layers": 8}, [False] * 8),
         ({"use_sliding_window": False}, [False] * 8),
         ({"use_sliding_window": False, "layer_types": ["sliding_attention"] * 8}, [False] * 8),
     ],
@@ -460,16 +461,28 @@ COHERE2 = BASE | {
         "layer-types-outrank-the-pattern",
         "olmo3-default-pattern",
         "mistral-every-layer",
-        "use-sliding-window-from-max-window-layers",
+        "use-sliding-window-from-layer-0",
+        "use-sliding-window-past-the-last-layer",
         "use-sliding-window-false-turns-it-off",
         "off-outranks-layer-types",
     ],
 )
 def test_which_layers_slide_follows_the_configs_own_fields(change, sliding):
     """transformers' config classes derive `layer_types` from these fields, and vLLM's layers follow them."""
-    arch = c.architecture_from_config(COHERE2 | change)
+    config = COHERE2 | change
+    arch = c.architecture_from_config(config)
     assert [layer.mixer == "sliding" for layer in arch.layers] == sliding
-    assert arch.sliding_window == (256 if any(sliding) else None)
+    # vLLM's Command R v2 layers cache W + 1 tokens (commandr.py: Cohere's training convention).
+    window = 257 if config["model_type"] == "cohere2" else 256
+    assert arch.sliding_window == (window if any(sliding) else None)
+
+
+def test_a_qwen_window_on_some_layers_only_is_refused_as_vllm_refuses_it():
+    """vLLM's Qwen2 model asserts that `max_window_layers` puts the window on every layer or on none."""
+    config = COHERE2 | {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(config | {"use_sliding_window": True, "max_window_layers": 5})
+    assert err.value.field == "max_window_layers" and "3 of 8 layers" in str(err.value)
 
 
 def test_a_pattern_that_is_not_a_count_needs_layer_types():
@@ -479,7 +492,8 @@ def test_a_pattern_that_is_not_a_count_needs_layer_types():
 
 
 def test_command_r7b_reads_as_a_known_decoder_with_three_of_four_layers_sliding():
-    """CohereForAI/c4ai-command-r7b-12-2024's fields: 8.03 B as published, 24 of 32 layers in a 4K window."""
+    """CohereForAI/c4ai-command-r7b-12-2024's fields: 8.03 B as published, 24 of 32 layers in a 4K window
+    (which vLLM caches as 4097 tokens)."""
     arch = c.architecture_from_config(
         {
             "architectures": ["Cohere2ForCausalLM"],
@@ -498,4 +512,4 @@ def test_command_r7b_reads_as_a_known_decoder_with_three_of_four_layers_sliding(
         }
     )
     assert arch.parameters == pytest.approx(8.03e9, rel=0.01)
-    assert (arch.num_sliding_window_layers, arch.sliding_window, arch.warnings) == (24, 4096, ())
+    assert (arch.num_sliding_window_layers, arch.sliding_window, arch.warnings) == (24, 4097, ())

@@ -1,0 +1,55 @@
+"""Ask real vLLM how it reads a checkpoint's config.json: the text config its layers are built from.
+
+Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}}]`` from stdin, writes
+each config.json into a folder of its own, loads it as the engine does (``get_config``, then
+``get_hf_text_config``: transformers' config class for the model type, the language model's part of a
+multimodal one), and writes one JSON list to stdout, one answer per case:
+
+    {"id", "layer_types": [str] or null, "sliding_window": int or null, "num_hidden_layers": int,
+     "error": one line or null}
+
+No weights, tokenizer or engine: only the config classes, which derive ``layer_types`` and null or keep
+``sliding_window`` by rules of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+
+def read(config: dict[str, Any]) -> dict[str, Any]:
+    from vllm.transformers_utils.config import get_config, get_hf_text_config
+
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        try:
+            text = get_hf_text_config(get_config(folder, trust_remote_code=False))
+        except Exception as exc:  # the answer names the refusal; the test decides what it means
+            return {
+                "layer_types": None,
+                "sliding_window": None,
+                "num_hidden_layers": None,
+                "error": str(exc)[:300],
+            }
+    types = getattr(text, "layer_types", None)
+    return {
+        "layer_types": list(types) if types is not None else None,
+        "sliding_window": getattr(text, "sliding_window", None),
+        "num_hidden_layers": text.num_hidden_layers,
+        "error": None,
+    }
+
+
+if __name__ == "__main__":
+    out = []
+    for case in json.load(sys.stdin):
+        with contextlib.redirect_stdout(sys.stderr):  # vLLM logs must not corrupt the JSON answer
+            out.append({"id": case["id"], **read(case["config"])})
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
