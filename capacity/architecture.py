@@ -869,7 +869,10 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
     from ``max_window_layers`` on, which vLLM accepts only as all or none; every ``sliding_window_pattern``-th
     layer global (Gemma 2/3, Cohere 2, EXAONE 4, OLMo 3); otherwise every layer slides (Mistral v0.1,
     Phi-3), as vLLM gives every layer the model's window when ``layer_types`` is absent."""
-    window = _opt_int(cfg, ("sliding_window",))
+    # vLLM reads a window of 0 as none ("some checkpoints set sliding_window to 0 to indicate that sliding
+    # window is disabled"), as the Qwen classes read use_sliding_window false.
+    window = _opt_int(cfg, ("sliding_window",), minimum=0) or None
+    off = cfg.get("sliding_window") == 0 or "use_sliding_window" in cfg
     if "use_sliding_window" in cfg and not _bool(cfg, "use_sliding_window", False):
         window = None
     types = _layer_types(cfg, layers)
@@ -880,7 +883,7 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
                 "layer_types", f"has {', '.join(unknown)}; expected 'full_attention' or 'sliding_attention'"
             )
         mixers: list[Mixer] = ["sliding" if t == "sliding_attention" and window else "full" for t in types]
-        if "sliding_attention" in types and window is None and "use_sliding_window" not in cfg:
+        if "sliding_attention" in types and window is None and not off:
             raise ConfigError(
                 "sliding_window", "is missing although layer_types has sliding_attention layers"
             )

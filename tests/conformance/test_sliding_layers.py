@@ -98,6 +98,8 @@ AS_PUBLISHED: dict[str, dict[str, Any]] = {
     },
     "mistral-every-layer": _DENSE
     | {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 4096},
+    "a-window-of-0-is-none": _DENSE
+    | {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 0},
 }
 
 
@@ -133,7 +135,7 @@ def _sliding_in_vllm(answer: dict[str, Any]) -> list[bool]:
     a layer slides when its model passes it a window of its own, which the models read from its
     ``layer_types`` entry (llama.py, gemma2.py, gemma3.py, commandr.py, exaone4.py, gpt_oss.py)."""
     window, types = answer["sliding_window"], answer["layer_types"]
-    if window is None:
+    if not window:  # ModelConfig turns a window of 0 into None ("sliding window is disabled")
         return [False] * answer["num_hidden_layers"]
     if types is None or all(t == "sliding_attention" for t in types):
         return [True] * answer["num_hidden_layers"]

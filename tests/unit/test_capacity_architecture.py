@@ -454,6 +454,8 @@ COHERE2 = BASE | {
         ({"use_sliding_window": True, "max_window_layers": 8}, [False] * 8),
         ({"use_sliding_window": False}, [False] * 8),
         ({"use_sliding_window": False, "layer_types": ["sliding_attention"] * 8}, [False] * 8),
+        ({"sliding_window": 0}, [False] * 8),
+        ({"sliding_window": 0, "layer_types": ["sliding_attention"] * 8}, [False] * 8),
     ],
     ids=[
         "cohere2-default-pattern",
@@ -465,6 +467,8 @@ COHERE2 = BASE | {
         "use-sliding-window-past-the-last-layer",
         "use-sliding-window-false-turns-it-off",
         "off-outranks-layer-types",
+        "a-window-of-0-is-none-as-in-vllm",
+        "a-window-of-0-outranks-layer-types",
     ],
 )
 def test_which_layers_slide_follows_the_configs_own_fields(change, sliding):
