@@ -54,7 +54,7 @@ class GPU:
     interconnect_bytes_per_second: float
     """GPU-to-GPU bandwidth per GPU, one direction (NVLink / Infinity Fabric; PCIe where there is none)."""
     supports_fp8: bool
-    """fp8 KV cache and fp8 matmuls are supported in hardware (Hopper, Ada, Blackwell, CDNA3)."""
+    """fp8 tensor cores: fp8 matmuls run natively (Hopper, Ada, Blackwell, CDNA3)."""
     large_gpu_defaults: bool
     """vLLM's ``vllm serve`` picks the large defaults (max_num_batched_tokens 8192) for this GPU:
     >= 70 GiB and not an A100 (vLLM ``engine/arg_utils.py``)."""
@@ -71,6 +71,12 @@ class GPU:
     price_usd_per_hour: float = 0.0
     """On-demand price per GPU-hour used to rank GPU products by cost (``gpus.json`` says where each comes
     from; the CLI's ``--price`` and the operator's prices override it)."""
+    fp8_kv_cache: bool = True
+    """vLLM can keep the KV cache in fp8 on this GPU, which halves its bytes. Without fp8 tensor cores too:
+    vLLM 0.32 on SM80 (A100) passes over FlashAttention, whose fp8 path needs Hopper (FA3), to FlashInfer or
+    Triton attention, which dequantize in the kernel (``platforms/cuda.py``; ``tests/conformance/
+    test_attention_backends.py`` asks the backends). ``gpus.json``'s ``fp8_kv_cache: false`` marks a GPU
+    where it cannot."""
     network_bytes_per_second: float = 50e9
     """Node-to-node bandwidth per GPU, one direction: 400 Gb/s, one ConnectX-7 / 400G NIC per GPU as
     NVIDIA's HGX reference design has it (``network_gb_per_second`` in ``gpus.json`` overrides it; the
@@ -105,6 +111,7 @@ def _from_entry(entry: dict[str, Any]) -> GPU:
         fp8_flops_per_second=entry["fp8_tflops"] * 1e12,
         interconnect_bytes_per_second=entry["interconnect_gb_per_second"] * GB,
         supports_fp8=entry["supports_fp8"],
+        fp8_kv_cache=entry.get("fp8_kv_cache", True),
         large_gpu_defaults=entry["large_gpu_defaults"],
         native_formats=frozenset(entry["native_formats"]),
         network_bytes_per_second=entry.get("network_gb_per_second", 50.0) * GB,

@@ -712,12 +712,13 @@ def _plan(
     layouts = candidate_layouts(arch, limits, req.max_gpus)
     if limits.kv_cache_dtype is not None:
         dtypes = [limits.kv_cache_dtype]
-        if limits.kv_cache_dtype.startswith("fp8") and not gpu.supports_fp8:
+        if limits.kv_cache_dtype.startswith("fp8") and not gpu.fp8_kv_cache:
             raise CapacityError(
-                f"{gpu.id} has no fp8 support; expected --kv-cache-dtype auto, bfloat16 or float16"
+                f"vLLM cannot keep an fp8 KV cache on {gpu.id}; expected --kv-cache-dtype auto, bfloat16 or "
+                "float16"
             )
     else:
-        dtypes = ["auto", "fp8"] if gpu.supports_fp8 else ["auto"]
+        dtypes = ["auto", "fp8"] if gpu.fp8_kv_cache else ["auto"]
     default_mnbt = default_max_num_batched_tokens(gpu)
     if limits.max_num_batched_tokens is not None:
         budgets = [limits.max_num_batched_tokens]
@@ -743,6 +744,9 @@ def _plan(
         key=lambda r: (
             not r.candidate.feasible,
             r.candidate.gpus,
+            # Without fp8 tensor cores an fp8 KV cache is for capacity, not speed: its attention kernels
+            # (FlashInfer, Triton) are not the ones the roofline was fitted to, so it wins only on GPUs.
+            r.candidate.kv_cache_dtype.startswith("fp8") and not gpu.supports_fp8,
             -round(_ranked_throughput(r.candidate), 6),
             _complexity(r.candidate.layout),
             r.candidate.kv_cache_dtype != "auto",
@@ -1035,6 +1039,12 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
     if req.arch.attention == "MLA" and best.kv_cache_dtype.startswith("fp8"):
         warnings.append(
             "fp8 KV cache on MLA quantizes the shared latent: a quality risk, check long-context recall"
+        )
+    if best.kv_cache_dtype.startswith("fp8") and not req.gpu.supports_fp8:
+        warnings.append(
+            f"fp8 KV cache on {req.gpu.id}, which has no fp8 tensor cores: vLLM serves it with FlashInfer or "
+            "Triton attention instead of FlashAttention; the predicted TPOT is the roofline's, not measured "
+            "on those kernels (the feedback loop calibrates it)"
         )
     nodes = f" over {chosen.nodes_per_replica} nodes" if chosen.nodes_per_replica > 1 else ""
     reason = (
@@ -1348,7 +1358,7 @@ def _evaluate(req: _Request, layout: Layout, dtype: str, mnbt: int, roofline: St
             f"{req.max_gpus} allowed; raise the GPU limit"
             + (
                 ", use fp8 KV cache"
-                if dtype != "fp8" and gpu.supports_fp8 and binding.constraint == "memory"
+                if dtype != "fp8" and gpu.fp8_kv_cache and binding.constraint == "memory"
                 else ""
             )
             + " or lower the concurrency",
@@ -1507,7 +1517,7 @@ def _memory_fixes(
     larger = _larger_layout(arch, layout, limits, max_gpus, fits)
     if larger:
         fixes.append(f"more GPUs ({larger})")
-    if not dtype.startswith("fp8") and gpu.supports_fp8:
+    if not dtype.startswith("fp8") and gpu.fp8_kv_cache:
         fixes.append("fp8 KV cache")
     fixes.append("a shorter max-model-len")
     if limits.lora is not None:

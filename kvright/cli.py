@@ -235,6 +235,7 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "bf16_flops_per_second": gpu.bf16_flops_per_second,
             "fp8_flops_per_second": gpu.fp8_flops_per_second,
             "supports_fp8": gpu.supports_fp8,
+            "fp8_kv_cache": gpu.fp8_kv_cache,
         }
         for gpu in map(cap.gpu_spec, cap.gpu_ids())
     ]
@@ -250,7 +251,7 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                         g["name"],
                         _gib(g["memory_bytes"]),
                         f"{g['hbm_bytes_per_second'] / 1e12:.2f} TB/s",
-                        "fp8" if g["supports_fp8"] else "no fp8",
+                        "fp8" if g["supports_fp8"] else "fp8 KV only" if g["fp8_kv_cache"] else "no fp8",
                         ", ".join(g["product_labels"]),
                     )
                     for g in gpus
@@ -421,9 +422,10 @@ def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     arch = cap.load_architecture(args.model)
     gpu = cap.gpu_spec(args.gpu)
     _check_context(arch, args.context)
-    if args.kv_cache_dtype == "fp8" and not gpu.supports_fp8:
+    if args.kv_cache_dtype == "fp8" and not gpu.fp8_kv_cache:
         raise cap.CapacityError(
-            f"{gpu.id} has no fp8 support; expected --kv-cache-dtype auto, bfloat16 or float16"
+            f"vLLM cannot keep an fp8 KV cache on {gpu.id}; expected --kv-cache-dtype auto, bfloat16 "
+            "or float16"
         )
     step = cap.decode_step(
         arch,

@@ -56,7 +56,7 @@ def test_catalog_human_view(capsys):
     code, out, err = run(capsys, "catalog")
     assert (code, err) == (0, "")
     assert re.search(r"\n  llama-3\.1-70b +70\.55 B +meta-llama/Llama-3\.1-70B-Instruct\n", out)
-    assert "  a100-80gb  NVIDIA A100 SXM4 80GB " in out and "no fp8" in out
+    assert "  a100-80gb  NVIDIA A100 SXM4 80GB " in out and "fp8 KV only" in out
 
 
 def test_commands_named_in_the_crd_exist(capsys):
@@ -278,7 +278,6 @@ def test_plan_infeasible_exits_1_with_reason(capsys):
             "does not divide",
         ),
         (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--max-model-len", "100000"], "longer than"),
-        (["plan", "llama-3-8b", "--gpu", "a100-80gb", "--kv-cache-dtype", "fp8"], "no fp8 support"),
         (["plan", "llama-3-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "1.5"], "fraction"),
         (["plan", "llama-3-8b"], "--gpu"),
         (["frobnicate"], "invalid choice"),
@@ -295,7 +294,6 @@ def test_plan_infeasible_exits_1_with_reason(capsys):
         "context-past-positions",
         "bad-tp",
         "max-len-past-positions",
-        "fp8-on-a100",
         "utilization-above-1",
         "missing-gpu",
         "unknown-command",

@@ -7,6 +7,7 @@ ties go to more headroom, and a product that cannot hold the workload is listed 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 
@@ -87,17 +88,25 @@ def test_bad_choice_input_exits_2_with_one_line(
     assert err.startswith("kvright: error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
+#: A GPU where vLLM keeps no fp8 KV cache (``gpus.json``'s ``fp8_kv_cache: false``; every catalog GPU has
+#: one since vLLM 0.32 serves it on SM80 through FlashInfer or Triton attention).
+NO_FP8_KV = dataclasses.replace(cap.gpu_spec("a100-80gb"), id="no-fp8-kv", fp8_kv_cache=False)
+
+
 def test_an_input_invalid_on_one_product_is_that_products_reason_not_an_error() -> None:
-    """fp8 KV cache pinned: the A100s cannot take it, the others still compete."""
-    choice = cap.choose_gpu(LLAMA_8B, EVERY_GPU, WORKLOAD, SLO, cap.Limits(kv_cache_dtype="fp8"))
+    """fp8 KV cache pinned: the GPU that cannot keep one says so, the others still compete."""
+    choice = cap.choose_gpu(
+        LLAMA_8B, [*EVERY_GPU, NO_FP8_KV], WORKLOAD, SLO, cap.Limits(kv_cache_dtype="fp8")
+    )
     assert choice.feasible
-    a100 = next(a for a in choice.alternatives if a.gpu.id == "a100-80gb")
-    assert not a100.feasible and "fp8" in a100.why
+    old = next(a for a in choice.alternatives if a.gpu.id == "no-fp8-kv")
+    assert not old.feasible and "fp8 KV cache" in old.why
+    assert next(a for a in choice.alternatives if a.gpu.id == "a100-80gb").feasible
 
 
 def test_invalid_on_every_product_raises() -> None:
-    with pytest.raises(cap.CapacityError, match="fp8"):
-        cap.choose_gpu(LLAMA_8B, [cap.gpu_spec("a100-80gb")], WORKLOAD, SLO, cap.Limits(kv_cache_dtype="fp8"))
+    with pytest.raises(cap.CapacityError, match="fp8 KV cache"):
+        cap.choose_gpu(LLAMA_8B, [NO_FP8_KV], WORKLOAD, SLO, cap.Limits(kv_cache_dtype="fp8"))
 
 
 @pytest.mark.parametrize("model", cap.catalog_ids())
