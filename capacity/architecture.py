@@ -788,6 +788,22 @@ def _architecture_class(config: Mapping[str, Any]) -> str:
     return value[0]
 
 
+#: Fields that say an unknown architecture is not a stack of standard attention layers with MLPs: read as
+#: one, its KV cache and weights would be wrong without a word, so it is refused instead.
+_NOT_A_STANDARD_DECODER: dict[str, str] = {
+    **dict.fromkeys(_EXPERTS, "mixture-of-experts fields"),
+    "kv_lora_rank": "MLA fields",
+    "num_kv_shared_layers": "KV shared across layers (Gemma 3n)",
+    "cross_attention_layers": "cross-attention layers (Llama 3.2 Vision)",
+    "ssm_state_size": "state-space (Mamba) layers",
+    "mamba_d_state": "state-space (Mamba) layers",
+    "layers_block_type": "per-layer block kinds",
+    "hybrid_override_pattern": "per-layer block kinds",
+    "linear_attn_config": "linear-attention layers",
+    "full_attention_interval": "linear-attention layers",
+}
+
+
 def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     """The reader for this checkpoint, and the assumption made when neither name is known."""
     if architecture in FAMILIES:
@@ -800,11 +816,11 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
         raise ConfigError("model_type", f"is {model_type!r:.40}; expected a string")
     known = ", ".join(sorted(FAMILIES))
     name = architecture or repr(model_type)
-    if _lookup(cfg, _EXPERTS) is not None or _lookup(cfg, ("kv_lora_rank",)) is not None:
+    unreadable = sorted({what for key, what in _NOT_A_STANDARD_DECODER.items() if cfg.get(key) is not None})
+    if unreadable:
         raise ConfigError(
             "architectures",
-            f"is {name}, which kvright does not know, and its mixture-of-experts or MLA fields cannot be "
-            "read "
+            f"is {name}, which kvright does not know, and its {', '.join(unreadable)} cannot be read "
             f"safely as a standard decoder; expected one of {known}",
         )
     if architecture == "" and model_type is None:

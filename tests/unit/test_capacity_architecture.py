@@ -187,12 +187,25 @@ def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming
     assert "standard decoder" in arch.warnings[0]
 
 
-def test_unknown_mixture_of_experts_is_refused_rather_than_read_as_dense():
+@pytest.mark.parametrize(
+    ("fields", "what"),
+    [
+        ({"num_experts": 8, "num_experts_per_tok": 2}, "mixture-of-experts"),
+        ({"kv_lora_rank": 512}, "MLA"),
+        ({"num_kv_shared_layers": 10}, "KV shared across layers"),
+        ({"cross_attention_layers": [3, 8]}, "cross-attention layers"),
+        ({"ssm_state_size": 128, "mamba_expand": 2}, "state-space"),
+        ({"layers_block_type": ["mamba", "attention"]}, "per-layer block kinds"),
+    ],
+    ids=["moe", "mla", "gemma3n-kv-sharing", "mllama-cross-attention", "mamba", "block-kinds"],
+)
+def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rather_than_read_as_one(
+    fields, what
+):
     with pytest.raises(c.ConfigError) as err:
-        c.architecture_from_config(
-            BASE | {"model_type": "new_moe", "num_experts": 8, "num_experts_per_tok": 2}
-        )
+        c.architecture_from_config(BASE | {"model_type": "new", "architectures": ["NewForCausalLM"]} | fields)
     assert err.value.field == "architectures"
+    assert "NewForCausalLM" in str(err.value) and what in str(err.value)
 
 
 def test_architectures_outrank_model_type():
