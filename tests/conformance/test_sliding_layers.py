@@ -49,57 +49,45 @@ _QWEN_VL_VISION = {
     "hidden_act": "silu",
 }
 
+
+def _file(architecture: str, model_type: str, **fields: Any) -> dict[str, Any]:
+    return _DENSE | {"architectures": [architecture], "model_type": model_type, **fields}
+
+
 #: Files as their publishers write them (no layer_types), shrunk: the fields that decide are the real ones.
 AS_PUBLISHED: dict[str, dict[str, Any]] = {
-    "qwen2.5-vl-window-off": _DENSE
-    | {
-        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
-        "model_type": "qwen2_5_vl",
-        "sliding_window": 32768,
-        "use_sliding_window": False,
-        "max_window_layers": 70,
-        "vision_config": _QWEN_VL_VISION | {"out_hidden_size": 256},
-    },
-    "qwen2-vl-window-off": _DENSE
-    | {
-        "architectures": ["Qwen2VLForConditionalGeneration"],
-        "model_type": "qwen2_vl",
-        "sliding_window": 32768,
-        "use_sliding_window": False,
-        "max_window_layers": 80,
-        "vision_config": {"depth": 2, "embed_dim": 64, "mlp_ratio": 4, "num_heads": 2, "hidden_size": 256},
-    },
-    "qwen3-window-on-every-layer": _DENSE
-    | {
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
-        "sliding_window": 512,
-        "use_sliding_window": True,
-        "max_window_layers": 0,
-        "head_dim": 64,
-    },
-    "command-r7b-pattern": _DENSE
-    | {
-        "architectures": ["Cohere2ForCausalLM"],
-        "model_type": "cohere2",
-        "sliding_window": 4096,
-        "sliding_window_pattern": 4,
-    },
-    "cohere2-default-pattern": _DENSE
-    | {"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "sliding_window": 4096},
-    "olmo3-default-pattern": _DENSE
-    | {"architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3", "sliding_window": 4096},
-    "gemma2-without-layer-types": _DENSE
-    | {
-        "architectures": ["Gemma2ForCausalLM"],
-        "model_type": "gemma2",
-        "sliding_window": 4096,
-        "head_dim": 64,
-    },
-    "mistral-every-layer": _DENSE
-    | {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 4096},
-    "a-window-of-0-is-none": _DENSE
-    | {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 0},
+    "qwen2.5-vl-window-off": _file(
+        "Qwen2_5_VLForConditionalGeneration",
+        "qwen2_5_vl",
+        sliding_window=32768,
+        use_sliding_window=False,
+        max_window_layers=70,
+        vision_config=_QWEN_VL_VISION | {"out_hidden_size": 256},
+    ),
+    "qwen2-vl-window-off": _file(
+        "Qwen2VLForConditionalGeneration",
+        "qwen2_vl",
+        sliding_window=32768,
+        use_sliding_window=False,
+        max_window_layers=80,
+        vision_config={"depth": 2, "embed_dim": 64, "mlp_ratio": 4, "num_heads": 2, "hidden_size": 256},
+    ),
+    "qwen3-window-on-every-layer": _file(
+        "Qwen3ForCausalLM",
+        "qwen3",
+        sliding_window=512,
+        use_sliding_window=True,
+        max_window_layers=0,
+        head_dim=64,
+    ),
+    "command-r7b-pattern": _file(
+        "Cohere2ForCausalLM", "cohere2", sliding_window=4096, sliding_window_pattern=4
+    ),
+    "cohere2-default-pattern": _file("Cohere2ForCausalLM", "cohere2", sliding_window=4096),
+    "olmo3-default-pattern": _file("Olmo3ForCausalLM", "olmo3", sliding_window=4096),
+    "gemma2-without-layer-types": _file("Gemma2ForCausalLM", "gemma2", sliding_window=4096, head_dim=64),
+    "mistral-every-layer": _file("MistralForCausalLM", "mistral", sliding_window=4096),
+    "a-window-of-0-is-none": _file("MistralForCausalLM", "mistral", sliding_window=0),
 }
 
 
