@@ -167,6 +167,11 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "patch_size": 16,
     },
     "mistral": {"sliding_window": None, "tie_word_embeddings": False},
+    # The Qwen classes (and SmolLM3) keep a stated sliding_window off unless use_sliding_window says on.
+    **{
+        model_type: {"use_sliding_window": False}
+        for model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "smollm3")
+    },
     "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
 }
 

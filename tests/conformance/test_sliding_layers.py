@@ -88,6 +88,7 @@ AS_PUBLISHED: dict[str, dict[str, Any]] = {
     "gemma2-without-layer-types": _file("Gemma2ForCausalLM", "gemma2", sliding_window=4096, head_dim=64),
     "mistral-every-layer": _file("MistralForCausalLM", "mistral", sliding_window=4096),
     "a-window-of-0-is-none": _file("MistralForCausalLM", "mistral", sliding_window=0),
+    "qwen2-window-without-use-sliding-window": _file("Qwen2ForCausalLM", "qwen2", sliding_window=4096),
 }
 
 
