@@ -115,7 +115,14 @@ def test_without_the_inference_pool_api_routing_is_by_service_with_no_error(bare
         assert "inferencePool" not in routing and "endpointPicker" not in routing
         assert "does not serve inference.networking.k8s.io/v1" in routing["message"]
         assert kube.get(f"/api/v1/namespaces/{ns}/services/other") is not None
-        warnings = [e for e in events(kube, ns, "other") if e.get("type") == "Warning"]
+        # kvright's own warnings, on the LLMDeployment. The API server's ClusterIP repair loop may warn on
+        # the Service of the same name when its periodic pass races the Service's creation ("Cluster IP ...
+        # is not allocated; repairing", seen once in CI): Kubernetes', not kvright's.
+        warnings = [
+            e
+            for e in events(kube, ns, "other")
+            if e.get("type") == "Warning" and e["involvedObject"].get("kind") == "LLMDeployment"
+        ]
         assert not warnings, warnings
     # The operator's log, complete once it stopped: no reconcile failed or retried.
     assert (
