@@ -54,8 +54,9 @@ The law, in the order it is applied (docs/feedback.md explains it with tuning ad
    histogram reading cannot show headroom inside a bucket): with requests queued (waiting while the
    slots or the KV cache are full), raise max-num-seqs towards the target batch (by at least
    ``deadband`` or not at all: a gain inside the noise is not worth a restart; never past halfway to
-   the batch where TPOT was last measured above the SLO, for ``MISSED_MEMORY_COOLDOWNS`` cooldowns:
-   the law bisects between what met and what missed rather than trust a model that just failed) or
+   the batch where TPOT was last measured above the SLO, for ``MISSED_MEMORY_PROBES`` probes of a
+   restart and a cooldown each, in a window that judged that plan alone: the law bisects between what
+   met and what missed rather than trust a model that just failed) or
    add replicas. The cold start is the cost of a restart: when restarting the pods for the seats
    (``restart_seconds``, one pod after another) takes longer than a new replica's cold start and a
    window, the queue gets the replica, which serves sooner and restarts nothing (a move that restarts
@@ -239,7 +240,7 @@ class History:
     """The seats in use per replica when TPOT was last measured above the SLO: raising max-num-seqs for a
     queue stops halfway to it (the law bisects between a batch that met the SLO and one that missed,
     instead of trusting a model that just failed there), until ``missed_time`` is
-    ``MISSED_MEMORY_COOLDOWNS`` cooldowns old."""
+    ``MISSED_MEMORY_PROBES`` probes old (:meth:`Period._remembered`)."""
     missed_time: float | None = None
     met_batch: int | None = None
     """The largest seats in use per replica at which TPOT was measured within the SLO, while remembered
@@ -442,11 +443,16 @@ class Period:
         return since if since is not None else self.now
 
     def _remembered(self, batch: int | None, at: float | None) -> int | None:
-        """``batch``, measured at ``at``, while the loop remembers it (``MISSED_MEMORY_COOLDOWNS``
-        cooldowns), else None."""
+        """``batch``, measured at ``at``, while the loop remembers it (``MISSED_MEMORY_PROBES`` probes),
+        else None. A probe of max-num-seqs costs a restart of the pods and a cooldown before its window is
+        judged, so the memory is counted in those, not in cooldowns alone: where the restart is long next
+        to the cooldown, a few probes would otherwise outlast it, and the loop would probe again a batch it
+        has just measured above the SLO (the fresh-clone CI's real engine went 32 missed, 27 met, and
+        three minutes later 40, missed again)."""
         if batch is None or at is None:
             return None
-        if self.now - at > MISSED_MEMORY_COOLDOWNS * self.tuning.cooldown_seconds:
+        probe = self.tuning.cooldown_seconds + self.restart_seconds
+        if self.now - at > MISSED_MEMORY_PROBES * probe:
             return None
         return batch
 
@@ -521,8 +527,9 @@ TREND_REACH = 3.0
 #: reconcile period (60 s) and window (60 s) every period replaces it; a period shorter than half the window
 #: keeps it for several periods.
 TREND_BASE_WINDOWS = 0.5
-#: How many cooldowns a measured miss keeps capping raises of max-num-seqs (History.missed_batch).
-MISSED_MEMORY_COOLDOWNS = 6
+#: How many probes (a restart of the pods and a cooldown each) a measured miss keeps capping raises of
+#: max-num-seqs (History.missed_batch), and a measured batch within the SLO is kept (History.met_batch).
+MISSED_MEMORY_PROBES = 6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -630,11 +637,15 @@ class Measured:
             )
         hist = self.period.history_after
         seats, met = self.seats_in_use, p.recent_met
-        if self.ratio > 1.0:
+        # A window that still holds the last plan's pods, or their start, says nothing of this plan's
+        # batches (one read 49 ms at a batch of 3 just after a restart, and wiped the 27 that had met),
+        # unless the law moves on it.
+        judged = p.fresh or action in _CHANGES
+        if judged and self.ratio > 1.0:
             hist = replace(hist, missed_batch=seats, missed_time=p.now)
             if met is not None and met >= seats:
                 hist = replace(hist, met_batch=None, met_time=None)  # what met then does not hold now
-        elif not p.samples_short:
+        elif judged and not p.samples_short:
             hist = replace(hist, met_batch=max(seats, met or 0), met_time=p.now)
         return self.period.decision(
             action,

@@ -484,6 +484,20 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 70, 2),
     ),
     (
+        "a-miss-is-remembered-for-six-probes-of-a-restart-and-a-cooldown-each",
+        # Past six cooldowns (30 min) but within six probes of a 5-minute restart and a 5-minute cooldown:
+        # forgetting it sooner let the CI's real engine, whose restart outlasts its cooldown, probe again
+        # a batch it had just measured above the SLO.
+        Case(
+            obs=QUEUED_AT_40,
+            current={"max_num_seqs": 40},
+            history={"missed_batch": 60, "missed_time": NOW - 6 * 300 - 60},
+            restart_seconds=300.0,
+            cold_start_seconds=300.0,
+        ),
+        (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 50, 2),
+    ),
+    (
         "a-miss-next-door-leaves-nothing-to-raise-so-the-queue-gets-a-replica",
         Case(
             obs=QUEUED_AT_40,
@@ -1165,3 +1179,26 @@ def test_the_largest_batch_measured_within_the_slo_is_remembered_and_a_miss_belo
     assert smaller.history.met_batch == 50  # the largest is kept
     missed = period_at(0.060, 40.0, met.history)
     assert missed.history.met_batch is None  # a miss at 40 says 50 no longer holds
+    assert (missed.history.missed_batch, missed.history.missed_time) == (40, NOW)
+
+
+def test_a_window_that_still_holds_the_restart_is_not_remembered_as_met_or_missed() -> None:
+    """Ten seconds after a rollout ended, the 60 s window still holds the old pods' last requests and the
+    new ones' start (the CI's real engine read 49 ms at a batch of 3 there, and the miss wiped the 27 that
+    had met): the law keeps for its cooldown and remembers nothing of that window."""
+    history = History(met_batch=27, met_time=NOW - 100, missed_batch=32, missed_time=NOW - 200)
+    kept = decide(
+        current=Current(
+            tensor_parallel_size=1, max_num_seqs=40, kv_cache_dtype="auto", replicas=1, max_num_seqs_limit=256
+        ),
+        observation=observation(tpot_seconds=0.098, mean_batch=3.0, running=3.0, sample_count=16),
+        slo_tpot_seconds=SLO,
+        model=LINEAR,
+        bounds=Bounds(min_replicas=1, max_replicas=1, max_gpus=1),
+        tuning=Tuning(cooldown_seconds=30.0, min_samples=10),
+        history=replace(history, last_change_time=NOW - 10),
+        now=NOW,
+    )
+    assert (kept.action, kept.reason) == (Action.KEEP, "Cooldown"), kept.message
+    h = kept.history
+    assert (h.met_batch, h.met_time, h.missed_batch, h.missed_time) == (27, NOW - 100, 32, NOW - 200)
