@@ -237,17 +237,25 @@ def _points(value: Any) -> tuple[tuple[float, float, float], ...]:
     return tuple(points)
 
 
+def _calibration(
+    saved: Mapping[str, Any], factor: str, tail: str, batch_scale: str, points: str | None = None
+) -> capacity.Calibration:
+    """A calibration from status.calibration's keys: the one learned so far (``factor``, ...) or the one
+    committed with the last applied move (``appliedFactor``, ...; no windows kept)."""
+    return capacity.Calibration(
+        scale=_positive(saved.get(factor)),
+        tail=_positive(saved.get(tail)),
+        batch_scale=_positive(saved.get(batch_scale)),
+        points=_points(saved.get(points)) if points is not None else (),
+    )
+
+
 def _memory(status: Mapping[str, Any]) -> tuple[History, dict[str, Any]]:
     """The loop's memory from status.calibration: its History and the pins it set."""
     saved = status.get("calibration")
     saved = saved if isinstance(saved, Mapping) else {}
     history = History(
-        calibration=capacity.Calibration(
-            scale=_positive(saved.get("factor")),
-            tail=_positive(saved.get("tail")),
-            batch_scale=_positive(saved.get("batchScale")),
-            points=_points(saved.get("points")),
-        ),
+        calibration=_calibration(saved, "factor", "tail", "batchScale", "points"),
         last_change_time=_time(saved.get("lastChangeTime")),
         waiting_for_samples_since=_time(saved.get("waitingForSamplesSince")),
         missed_batch=_int(saved.get("missedBatch")),
@@ -282,11 +290,7 @@ def _overrides(history: History, pins: Mapping[str, Any]) -> Overrides:
     deadband and cooldown."""
     dtype = pins.get("kvCacheDtype")
     return Overrides(
-        calibration=capacity.Calibration(
-            scale=_positive(pins.get("appliedFactor")),
-            tail=_positive(pins.get("appliedTail")),
-            batch_scale=_positive(pins.get("appliedBatchScale")),
-        ),
+        calibration=_calibration(pins, "appliedFactor", "appliedTail", "appliedBatchScale"),
         max_num_seqs=_int(pins.get("maxNumSeqs")),
         replicas=_int(pins.get("replicas")),
         kv_cache_dtype=dtype if isinstance(dtype, str) and dtype else None,

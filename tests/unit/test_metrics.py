@@ -21,28 +21,37 @@ from kvright.metrics import (
     serve,
 )
 
+#: The metrics of a feasible plan with its prediction, as read from an LLMDeployment's status
+#: (:func:`llmd_obj`'s defaults).
+FEASIBLE = {
+    "feasible": True,
+    "tensor_parallel_size": 4,
+    "max_num_seqs": 64,
+    "replicas": 2,
+    "kv_cache_dtype": "fp8",
+    "gpu": "NVIDIA-H100-80GB-HBM3",
+    "model": "meta-llama/Llama-3.1-70B-Instruct",
+    "predicted_tpot_seconds": 0.031,
+    "predicted_tpot_mean_seconds": 0.026,
+    "predicted_ttft_seconds": 0.4,
+    "predicted_kv_cache_tokens": 1_200_000,
+    "predicted_weight_bytes_per_gpu": 35_000_000_000,
+    "predicted_kv_cache_bytes_per_gpu": 30_000_000_000,
+    "slo_tpot_seconds": 0.05,
+    "slo_ttft_seconds": 2.0,
+    "slo_percentile": 95,
+    "observed_kv_cache_tokens": None,
+    "calibration_factor": None,
+}
 
 def full(namespace: str = "team-a", name: str = "llama", **overrides: object) -> DeploymentMetrics:
     values: dict[str, object] = {
+        **FEASIBLE,
         "namespace": namespace,
         "name": name,
-        "feasible": True,
         "model": "llama-3.1-70b",
-        "gpu": "NVIDIA-H100-80GB-HBM3",
-        "kv_cache_dtype": "fp8",
-        "tensor_parallel_size": 4,
-        "max_num_seqs": 64,
-        "replicas": 2,
-        "predicted_tpot_seconds": 0.031,
-        "predicted_tpot_mean_seconds": 0.026,
-        "predicted_ttft_seconds": 0.4,
-        "predicted_kv_cache_tokens": 1_200_000,
-        "predicted_weight_bytes_per_gpu": 35_000_000_000,
-        "predicted_kv_cache_bytes_per_gpu": 30_000_000_000,
         "observed_kv_cache_tokens": 1_150_000,
         "calibration_factor": 1.1,
-        "slo_tpot_seconds": 0.05,
-        "slo_ttft_seconds": 2.0,
         "slo_percentile": 90,
     }
     values.update(overrides)
@@ -232,26 +241,6 @@ def llmd_obj(*, feasible: str | None = "True", **status: object) -> dict[str, ob
     }
 
 
-FEASIBLE = {
-    "feasible": True,
-    "tensor_parallel_size": 4,
-    "max_num_seqs": 64,
-    "replicas": 2,
-    "kv_cache_dtype": "fp8",
-    "gpu": "NVIDIA-H100-80GB-HBM3",
-    "model": "meta-llama/Llama-3.1-70B-Instruct",
-    "predicted_tpot_seconds": 0.031,
-    "predicted_tpot_mean_seconds": 0.026,
-    "predicted_ttft_seconds": 0.4,
-    "predicted_kv_cache_tokens": 1_200_000,
-    "predicted_weight_bytes_per_gpu": 35_000_000_000,
-    "predicted_kv_cache_bytes_per_gpu": 30_000_000_000,
-    "slo_tpot_seconds": 0.05,
-    "slo_ttft_seconds": 2.0,
-    "slo_percentile": 95,
-    "observed_kv_cache_tokens": None,
-    "calibration_factor": None,
-}
 FROM_STATUS = [
     ("feasible-plan-and-prediction", llmd_obj(), FEASIBLE),
     (
