@@ -173,6 +173,19 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         for model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "smollm3")
     },
     "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
+    # The layer pattern each class derives layer_types with when a file states a window and neither
+    # layer_types nor sliding_window_pattern (every pattern-th layer global); gemma3_text's is above.
+    **{
+        model_type: {"sliding_window_pattern": pattern}
+        for model_type, pattern in (
+            ("gemma2", 2),
+            ("gpt_oss", 2),
+            ("gemma3", 6),
+            ("cohere2", 4),
+            ("exaone4", 4),
+            ("olmo3", 4),
+        )
+    },
 }
 
 # Alternative names per fact, first match wins.
@@ -867,20 +880,7 @@ _LAYER_TYPE_MIXERS: dict[str, Mixer] = {
 }
 
 
-#: How many layers make one repeat of a ``sliding_window_pattern`` model whose config states no pattern (the
-#: default its transformers config class derives ``layer_types`` with): every pattern-th layer is global.
-_DEFAULT_SLIDING_PATTERN: dict[str, int] = {
-    "gemma2": 2,
-    "gpt_oss": 2,
-    "gemma3": 6,
-    "gemma3_text": 6,
-    "cohere2": 4,
-    "exaone4": 4,
-    "olmo3": 4,
-}
-
-
-def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> tuple[list[Mixer], int | None]:
+def _attention_mixers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], int | None]:
     """Per-layer attention kind of a dense or MoE transformer, and the sliding window.
 
     The rules are those of the config class vLLM loads the checkpoint with (transformers' ``layer_types``
@@ -893,7 +893,7 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
     # vLLM reads a window of 0 as none ("some checkpoints set sliding_window to 0 to indicate that sliding
     # window is disabled"), as the Qwen classes read use_sliding_window false.
     window = _opt_int(cfg, ("sliding_window",), minimum=0) or None
-    off = cfg.get("sliding_window") == 0 or "use_sliding_window" in cfg
+    may_be_off = cfg.get("sliding_window") == 0 or "use_sliding_window" in cfg
     if "use_sliding_window" in cfg and not _bool(cfg, "use_sliding_window", False):
         window = None
     types = _layer_types(cfg, layers)
@@ -904,7 +904,7 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
                 "layer_types", f"has {', '.join(unknown)}; expected 'full_attention' or 'sliding_attention'"
             )
         mixers: list[Mixer] = ["sliding" if t == "sliding_attention" and window else "full" for t in types]
-        if "sliding_attention" in types and window is None and not off:
+        if "sliding_attention" in types and window is None and not may_be_off:
             raise ConfigError(
                 "sliding_window", "is missing although layer_types has sliding_attention layers"
             )
@@ -914,7 +914,7 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
         max_window_layers = _int(cfg, ("max_window_layers",), minimum=0, default=layers)
         mixers = ["full" if i < max_window_layers else "sliding" for i in range(layers)]
     else:
-        mixers = _pattern_mixers(cfg, model_type, layers)
+        mixers = _pattern_mixers(cfg, layers)
     if "use_sliding_window" in cfg and len(set(mixers)) > 1:
         # vLLM's Qwen2 model (Qwen2/3, Qwen2-VL, Qwen2.5-VL) asserts that the window is on every layer or
         # none, and its Qwen MoE models pass no per-layer window: a model-level window only.
@@ -927,9 +927,11 @@ def _attention_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> t
     return mixers, window if "sliding" in mixers else None
 
 
-def _pattern_mixers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[Mixer]:
-    """Layers of a model with a window and no ``layer_types``: every pattern-th global, else all sliding."""
-    pattern = cfg.get("sliding_window_pattern", _DEFAULT_SLIDING_PATTERN.get(model_type))
+def _pattern_mixers(cfg: Mapping[str, Any], layers: int) -> list[Mixer]:
+    """Layers of a model with a window and no ``layer_types``: every pattern-th global (the file's
+    ``sliding_window_pattern``, or its class's default from :data:`TRANSFORMERS_DEFAULTS`), else all
+    sliding."""
+    pattern = cfg.get("sliding_window_pattern")
     if pattern is None:
         return ["sliding"] * layers  # Mistral v0.1, Phi-3: every layer slides
     if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
@@ -1013,7 +1015,7 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         # ignores the layer_types transformers 5 writes (["chunked_attention", ..., "full_attention"]).
         mixers, window = ["full"] * layers, None
     else:
-        mixers, window = _attention_mixers(cfg, model_type, layers)
+        mixers, window = _attention_mixers(cfg, layers)
         if window is not None and model_type == "cohere2":
             # vLLM's Command R v2 layers see W + 1 tokens (Cohere's training convention) and cache as many.
             window += 1
