@@ -1366,6 +1366,10 @@ def architecture_from_config(
     )
     heads = _int(cfg, _HEADS, default=1 if state_only else None)
     kv_heads = _int(cfg, _KV_HEADS, default=heads)
+    if _bool(cfg, "multi_query", False) and not _bool(cfg, "new_decoder_architecture", False):
+        # Falcon's multi-query files state only the query heads: every layer caches one KV head (vLLM's
+        # falcon.py, and its Falcon config convertor; the new decoder architecture reads num_kv_heads).
+        kv_heads = 1
     if family != "nas" and (kv_heads > heads or heads % kv_heads):
         raise ConfigError(
             "num_key_value_heads",

@@ -112,6 +112,20 @@ BASE = {
 
 
 @pytest.mark.parametrize(
+    ("change", "kv_heads"),
+    [
+        ({"multi_query": True, "num_key_value_heads": None}, 1),
+        ({"multi_query": True, "num_key_value_heads": 4, "new_decoder_architecture": True}, 4),
+        ({"multi_query": False, "num_key_value_heads": None}, 8),
+    ],
+    ids=["multi-query-caches-one-head", "new-decoder-architecture-reads-its-kv-heads", "multi-query-off"],
+)
+def test_falcons_multi_query_flag_is_one_kv_head_as_vllm_reads_it(change, kv_heads):
+    cfg = {k: v for k, v in (BASE | change).items() if v is not None}
+    assert c.architecture_from_config(cfg).num_kv_heads == kv_heads
+
+
+@pytest.mark.parametrize(
     ("alt", "value"),
     [("n_layer", 2), ("num_layers", 2)],
     ids=["gpt2-n_layer", "chatglm-num_layers"],
