@@ -245,22 +245,21 @@ class ServingPoint:
             return histogram_quantile(percentile / 100.0, self.tpot_mean_seconds, sd, buckets)
         return self.tpot_mean_seconds + percentile_z(percentile) * sd
 
-    def queue_seconds(self, in_flight: float, max_num_seqs: int) -> float:
-        """Mean wait for a slot with ``in_flight`` requests per replica and ``max_num_seqs`` slots.
+    def queue_seconds(self, in_flight: float, seats: int) -> float:
+        """Mean wait for a slot with ``in_flight`` requests per replica and ``seats`` slots (max-num-seqs
+        times the replica's data-parallel engines).
 
-        A closed loop at its slots: throughput ``X = seqs / service`` and Little's law give
-        ``wait = service x (in_flight / seqs - 1)``, where service is TTFT plus the decode steps."""
-        if in_flight <= max_num_seqs:
+        A closed loop at its slots: throughput ``X = seats / service`` and Little's law give
+        ``wait = service x (in_flight / seats - 1)``, where service is TTFT plus the decode steps."""
+        if in_flight <= seats:
             return 0.0
         service = self.ttft_service_seconds + max(0, self.output_tokens - 1) * self.tpot_mean_seconds
-        return service * (in_flight / max_num_seqs - 1.0)
+        return service * (in_flight / seats - 1.0)
 
-    def ttft_seconds(
-        self, percentile: int, *, in_flight: float | None = None, max_num_seqs: int = 0
-    ) -> float:
+    def ttft_seconds(self, percentile: int, *, in_flight: float | None = None, seats: int = 0) -> float:
         """TTFT at ``percentile``: the slot wait, the prompt's chunk steps and, when ``p`` falls in the
         share of arrivals that find another prompt being prefilled, that prompt's chunks too."""
-        wait = self.queue_seconds(in_flight, max_num_seqs) if in_flight is not None else 0.0
+        wait = self.queue_seconds(in_flight, seats) if in_flight is not None else 0.0
         ahead = self.ttft_service_seconds if percentile / 100.0 > 1.0 - self.prefill_step_fraction else 0.0
         return wait + self.ttft_service_seconds + ahead
 

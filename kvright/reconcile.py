@@ -569,11 +569,12 @@ def _desire(facts: Facts) -> Desired:
             )
     prediction = result.prediction
     # Fewer replicas than planned (replicas.max, a pinned count): the serving model adds the wait for a
-    # seat to the predicted TTFT (a closed loop at its seats, Little's law).
+    # seat to the predicted TTFT (a closed loop at its seats, Little's law). A replica's seats are every
+    # data-parallel engine's max-num-seqs.
     ttft_seconds = prediction.point.ttft_seconds(
         prediction.percentile,
         in_flight=spec.workload.concurrency / max(1, replicas),
-        max_num_seqs=chosen.max_num_seqs,
+        seats=chosen.max_num_seqs * chosen.data_parallel_size,
     )
     memory = result.memory
     weight_total = capacity.weight_bytes(arch)

@@ -852,3 +852,26 @@ def test_a_null_in_the_new_status_equals_an_absent_key() -> None:
         {"routing": {"mode": "InferencePool", "inferencePool": "chat"}},
         {"routing": {"mode": "Service", "inferencePool": None}},
     )
+
+
+def test_a_data_parallel_replica_seats_every_engine_so_the_planned_load_waits_for_none() -> None:
+    """DeepSeek-R1 on eight H200s plans data-parallel attention engines, each with max-num-seqs seats: at
+    the planned replicas the load fits the replica's seats (all its engines'), and the TTFT in status is
+    the planner's, with no wait for a seat."""
+    spec = llmd("r1").model("deepseek-r1").gpu(H200).context(65536, 2048, 256).concurrency(64).tpot_ms(100)
+    d = desire(facts(spec.spec()))
+    plan, prediction = d.fields["plan"], d.fields["prediction"]
+    assert plan["dataParallelSize"] > 1, plan
+    planned = capacity.plan(
+        capacity.catalog_architecture("deepseek-r1"),
+        capacity.gpu_spec("h200"),
+        capacity.Workload(max_model_len=65536, prompt_tokens=2048, output_tokens=256, concurrency=64),
+        capacity.SLO(tpot_seconds=0.1),
+        capacity.Limits(max_gpus=8),
+    )
+    assert planned.plan is not None and planned.prediction is not None
+    assert (planned.plan.data_parallel_size, planned.plan.max_num_seqs) == (
+        plan["dataParallelSize"],
+        plan["maxNumSeqs"],
+    )
+    assert prediction["ttftMilliseconds"] == pytest.approx(planned.prediction.ttft_seconds * 1000, abs=1e-3)
