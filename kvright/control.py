@@ -203,10 +203,29 @@ class Current:
 
     tensor_parallel_size: int
     max_num_seqs: int
+    """Seats of one engine; a replica has ``data_parallel_size`` engines."""
     kv_cache_dtype: str
     replicas: int
     max_num_seqs_limit: int
     """Largest max-num-seqs the KV cache can hold at the workload's context (the planner's memory bound)."""
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    """Attention engines per replica (data-parallel attention with expert parallelism), each with
+    ``max_num_seqs`` seats. vLLM reports each engine's running requests as a series of its own, so the
+    window's mean batch is one engine's: the batch the serving model prices."""
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    @property
+    def engines(self) -> int:
+        """Engines over all replicas."""
+        return self.replicas * self.data_parallel_size
+
+    def replicas_for(self, demand: float, per_engine: int) -> int:
+        """Replicas that seat ``demand`` at ``per_engine`` sequences an engine."""
+        return math.ceil(demand / (max(1, per_engine) * self.data_parallel_size))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,9 +240,9 @@ class Bounds:
     larger_tensor_parallel_size: int | None = None
     """The next valid TP above the current one (capacity.valid_tensor_parallel_sizes), or None."""
 
-    def replica_ceiling(self, tensor_parallel_size: int) -> int:
+    def replica_ceiling(self, gpus_per_replica: int) -> int:
         """Most replicas allowed: max_replicas and the GPU budget, whichever binds."""
-        return max(0, min(self.max_replicas, self.max_gpus // max(1, tensor_parallel_size)))
+        return max(0, min(self.max_replicas, self.max_gpus // max(1, gpus_per_replica)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -338,7 +357,7 @@ class Period:
 
     @property
     def ceiling(self) -> int:
-        return self.bounds.replica_ceiling(self.current.tensor_parallel_size)
+        return self.bounds.replica_ceiling(self.current.gpus_per_replica)
 
     @property
     def in_cooldown(self) -> bool:
@@ -364,7 +383,7 @@ class Period:
     @property
     def running(self) -> float:
         obs = self.observation
-        return obs.running if obs.running is not None else (obs.mean_batch or 0.0) * self.current.replicas
+        return obs.running if obs.running is not None else (obs.mean_batch or 0.0) * self.current.engines
 
     @property
     def demand(self) -> float:
@@ -378,7 +397,7 @@ class Period:
         obs = self.observation
         if obs.mean_batch is None or not math.isfinite(obs.mean_batch):
             return self.demand
-        return obs.mean_batch * (obs.replicas_reporting or self.current.replicas) + self.waiting
+        return obs.mean_batch * (obs.replicas_reporting or self.current.engines) + self.waiting
 
     @property
     def rising(self) -> float:
@@ -429,7 +448,7 @@ class Period:
     def queued(self) -> bool:
         """Requests wait while the seats or the KV cache are full. A request that arrived between two steps
         waits for the next one while seats are free: that is admission, not a queue, and buys nothing."""
-        seats = self.current.max_num_seqs * self.current.replicas
+        seats = self.current.max_num_seqs * self.current.engines
         full = self.running >= 0.9 * seats or (self.observation.kv_cache_usage or 0.0) >= 0.9
         return self.waiting >= 1.0 and full
 
@@ -608,9 +627,9 @@ class Measured:
         """The seats per replica the load fills: what max-num-seqs really limits. A roofline plan may grant
         a thousand seats to a load that fills forty; halving the thousand would change nothing."""
         p = self.period
-        reps = max(1, p.current.replicas)
-        batch = max(p.observation.mean_batch or 0.0, p.running / reps)
-        return max(1, min(p.current.max_num_seqs, math.ceil(batch + p.waiting / reps)))
+        engines = max(1, p.current.engines)
+        batch = max(p.observation.mean_batch or 0.0, p.running / engines)
+        return max(1, min(p.current.max_num_seqs, math.ceil(batch + p.waiting / engines)))
 
     @property
     def min_step(self) -> int:
@@ -785,7 +804,7 @@ def demand_rising(m: Measured) -> Decision | None:
         return None
     seqs, reps = p.current.max_num_seqs, p.current.replicas
     per_replica = min(seqs, m.target)
-    needed = math.ceil(p.forecast / per_replica)
+    needed = p.current.replicas_for(p.forecast, per_replica)
     new_reps = min(needed, p.ceiling)
     if new_reps <= reps:
         return None
@@ -841,11 +860,11 @@ def _scale_out(m: Measured, reason: str, *, at_least_one: bool) -> Decision | No
         per_replica = seqs
     else:
         return None
-    needed = math.ceil(p.demand / per_replica) if p.demand > 0 else reps
+    needed = p.current.replicas_for(p.demand, per_replica) if p.demand > 0 else reps
     if needed > p.ceiling and not p.queued and not _ttft_queueing(p):
         return None  # the budget cannot hold the demand and nothing waits: a smaller batch or a re-plan
     # Sized for the demand the new pods will meet once started (the trend over their cold start).
-    needed = max(needed, math.ceil(p.forecast / per_replica))
+    needed = max(needed, p.current.replicas_for(p.forecast, per_replica))
     # Adding replicas restarts nothing that runs, so the fleet goes to what the measured demand needs at
     # the target batch in one move (each move waits for its pods' cold start and a fresh window: steps
     # of max_replicas_step left a rising load above the SLO for several cold starts in a row).
@@ -934,7 +953,7 @@ def tpot_above_slo(m: Measured) -> Decision | None:
             new_seqs = min(met, stepped)
             notes.append(f"not below batch {met}, measured within the SLO, for the model's {m.target}")
         new_seqs = max(new_seqs, m.min_step, 1)
-    needed = math.ceil(p.demand / new_seqs) if p.demand > 0 else reps
+    needed = p.current.replicas_for(p.demand, new_seqs) if p.demand > 0 else reps
     new_reps = max(min(max(needed, reps), reps + tuning.max_replicas_step, p.ceiling), p.bounds.min_replicas)
     short = (
         f"demand {p.demand:.0f} needs {needed} replicas at batch {new_seqs}, the budget allows {p.ceiling}"
@@ -1044,7 +1063,8 @@ def headroom(m: Measured) -> Decision | None:
         return _serve_queue(m)
     ttft_room = p.ttft_ratio is None or p.ttft_ratio < 1.0 - p.tuning.deadband
     if reps > p.bounds.min_replicas and m.target >= 1 and p.waiting == 0 and ttft_room:
-        per_replica_after = p.demand / (reps - 1)
+        # The batch each engine of the replicas left would serve (a replica has data_parallel_size).
+        per_replica_after = p.demand / ((reps - 1) * p.current.data_parallel_size)
         judged = m.release_calibration
         after = m.model.tpot_seconds(max(1, math.ceil(per_replica_after)), judged)
         # Hysteresis: the replicas left must run inside the deadband, not merely at the target, or the
@@ -1086,7 +1106,7 @@ def _serve_queue(m: Measured) -> Decision:
     raised = _more_seats(m)
     if raised is not None and not _replica_serves_sooner(p):
         return raised
-    needed = math.ceil(p.demand / max(1, seqs))
+    needed = p.current.replicas_for(p.demand, seqs)
     new_reps = min(max(needed, reps + 1), reps + p.tuning.max_replicas_step, p.ceiling)
     if new_reps > reps:
         sooner = ""

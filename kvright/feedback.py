@@ -642,12 +642,15 @@ def _control(
     feedback: FeedbackFacts,
     now: datetime.datetime,
 ) -> Decision:
-    tp = int(plan.get("tensorParallelSize", 1) or 1)
     dtype = str(plan.get("kvCacheDtype", "auto") or "auto")
     product = str(plan.get("gpuProduct", ""))
     curve, memory_bound = serving_curve(spec, arch, plan)
+    layout = curve.model.layout
+    tp, per_replica = layout.tensor_parallel_size, layout.gpus
     product_inventory = facts.inventory.get(product)
-    cluster_gpus = product_inventory.total_gpus if product_inventory is not None else tp * spec.replicas.max
+    cluster_gpus = (
+        product_inventory.total_gpus if product_inventory is not None else per_replica * spec.replicas.max
+    )
     max_gpus = cluster_gpus if spec.gpu.max_gpus is None else min(spec.gpu.max_gpus, cluster_gpus)
     larger: int | None = None
     if spec.tuning.tensor_parallel_size is None and product_inventory is not None:
@@ -666,11 +669,13 @@ def _control(
         kv_cache_dtype=dtype,
         replicas=replicas,
         max_num_seqs_limit=max(memory_bound, int(plan["maxNumSeqs"])),
+        pipeline_parallel_size=layout.pipeline_parallel_size,
+        data_parallel_size=layout.data_parallel_size,
     )
     bounds = Bounds(
         min_replicas=spec.replicas.min,
         max_replicas=spec.replicas.max,
-        max_gpus=max(tp, max_gpus),
+        max_gpus=max(per_replica, max_gpus),
         fp8_kv_allowed=spec.tuning.kv_cache_dtype == "Auto",
         larger_tensor_parallel_size=larger,
     )

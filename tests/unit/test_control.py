@@ -498,6 +498,38 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.SET_MAX_NUM_SEQS, "QueueWithHeadroom", 50, 2),
     ),
     (
+        "a-data-parallel-replica-seats-four-engines-so-the-demand-needs-a-quarter-of-the-replicas",
+        # 70 ms at 100 a engine, 800 running on 2 replicas of 4 engines (DP attention): the target batch is
+        # 63 an engine, so 800 need 4 replicas of 4 x 63 seats, not 13 of 63 (52 GPUs, past the 16).
+        Case(
+            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 800.0},
+            current={"data_parallel_size": 4, "max_num_seqs": 128},
+            bounds={"max_replicas": 16, "max_gpus": 16},
+        ),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
+    ),
+    (
+        "the-gpu-budget-counts-every-gpu-of-a-replica-not-its-tensor-parallel-degree",
+        # The same on 12 GPUs: three replicas of 4 GPUs (TP 1 x DP 4) are all the budget holds, so the
+        # seats step down to the target batch too.
+        Case(
+            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 800.0},
+            current={"data_parallel_size": 4, "max_num_seqs": 128},
+            bounds={"max_replicas": 16, "max_gpus": 12},
+        ),
+        (Action.ADD_REPLICAS, "TPOTAboveSLO", 63, 3),
+    ),
+    (
+        "a-data-parallel-fleet-releases-a-replica-when-the-engines-left-carry-the-demand",
+        # 20 ms at 10 an engine, 120 running on 3 replicas of 4 engines: 2 replicas serve 15 an engine.
+        Case(
+            obs={"tpot_seconds": 0.020, "mean_batch": 10.0, "running": 120.0},
+            current={"data_parallel_size": 4, "replicas": 3},
+            bounds={"max_gpus": 16},
+        ),
+        (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO", 64, 2),
+    ),
+    (
         "a-miss-next-door-leaves-nothing-to-raise-so-the-queue-gets-a-replica",
         Case(
             obs=QUEUED_AT_40,

@@ -441,3 +441,27 @@ def test_a_rollout_that_only_adds_replicas_is_told_apart_from_one_that_replaces_
     live: dict[str, Any] | None, expected: tuple[bool, bool]
 ) -> None:
     assert _rolling_out(OneDeployment(live), "ns", "chat") == expected  # type: ignore[arg-type]
+
+
+def test_the_law_is_told_a_data_parallel_replicas_engines_and_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """status.plan's layout reaches the law: a replica of two data-parallel engines (expert parallel)
+    has twice the seats and takes twice the GPUs, and the budget is the cluster's 16 GPUs."""
+    import kvright.feedback as feedback
+
+    builder = BASE.model("qwen3-30b-a3b").feedback("Adjust", 30, 30)
+    status = planned_status(builder)
+    tp = status["plan"]["tensorParallelSize"]
+    status["plan"] |= {"dataParallelSize": 2, "expertParallel": True, "gpusPerReplica": 2 * tp}
+    seen: dict[str, Any] = {}
+    law = feedback.control_decide
+
+    def told(**kw: Any) -> Any:
+        seen.update(kw)
+        return law(**kw)
+
+    monkeypatch.setattr(feedback, "control_decide", told)
+    decide(facts(builder, status), FeedbackFacts(observation=obs()), now=NOW)
+    current, bounds = seen["current"], seen["bounds"]
+    assert (current.data_parallel_size, current.gpus_per_replica) == (2, 2 * tp)
+    assert bounds.max_gpus == 16
+    assert bounds.replica_ceiling(current.gpus_per_replica) == min(6, 16 // (2 * tp))
