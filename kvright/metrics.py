@@ -70,7 +70,9 @@ class DeploymentMetrics:
     kv_cache_dtype: str | None = None
     """Planned KV-cache dtype (``auto``, ``fp8``, ...); ``None`` without a plan."""
     tensor_parallel_size: int | None = None
-    """Planned tensor-parallel degree: GPUs per replica."""
+    """Planned tensor-parallel degree."""
+    gpus_per_replica: int | None = None
+    """GPUs one replica takes (TP x PP x DP); None reads as ``tensor_parallel_size`` (pure TP)."""
     max_num_seqs: int | None = None
     """Planned ``--max-num-seqs``."""
     replicas: int | None = None
@@ -113,10 +115,11 @@ class DeploymentMetrics:
 
     @property
     def gpus(self) -> int | None:
-        """All GPUs the plan uses: ``tensor_parallel_size * replicas``."""
-        if self.tensor_parallel_size is None or self.replicas is None:
+        """All GPUs the plan uses: ``gpus_per_replica * replicas``."""
+        per_replica = self.gpus_per_replica or self.tensor_parallel_size
+        if per_replica is None or self.replicas is None:
             return None
-        return self.tensor_parallel_size * self.replicas
+        return per_replica * self.replicas
 
 
 # gauge name -> (help, attribute of DeploymentMetrics). Order is the order of docs/interfaces.md.
@@ -127,7 +130,7 @@ _VALUE_GAUGES: Final[Mapping[str, tuple[str, str]]] = {
     ),
     "kvright_plan_max_num_seqs": ("Planned vLLM --max-num-seqs", "max_num_seqs"),
     "kvright_plan_replicas": ("Planned replicas", "replicas"),
-    "kvright_plan_gpus": ("GPUs the plan uses in all (tensor_parallel_size * replicas)", "gpus"),
+    "kvright_plan_gpus": ("GPUs the plan uses in all (TP x PP x DP per replica, times replicas)", "gpus"),
     "kvright_recommended_replicas": (
         "Replicas kvright recommends (for KEDA or an HPA that owns replicas)",
         "recommended_replicas",
@@ -326,6 +329,7 @@ def from_llmdeployment(obj: Mapping[str, Any]) -> DeploymentMetrics | None:
         gpu=str(plan.get("gpuProduct", "")),
         kv_cache_dtype=str(plan["kvCacheDtype"]) if "kvCacheDtype" in plan else None,
         tensor_parallel_size=_integer(plan, "tensorParallelSize"),
+        gpus_per_replica=_integer(plan, "gpusPerReplica"),
         max_num_seqs=_integer(plan, "maxNumSeqs"),
         replicas=_integer(plan, "replicas"),
         recommended_replicas=recommended if recommended is not None else planned,

@@ -94,10 +94,14 @@ def test_update_sets_each_gauge_with_namespace_and_llmdeployment(metric: str, ex
     assert sample(m, metric, **KEY) == pytest.approx(expected)
 
 
-def test_gpus_is_tensor_parallel_times_replicas_and_info_carries_plan_labels() -> None:
+def test_gpus_is_a_replicas_gpus_times_replicas_and_info_carries_plan_labels() -> None:
     m = OperatorMetrics()
     m.update(full(tensor_parallel_size=2, replicas=3))
-    assert sample(m, "kvright_plan_gpus", **KEY) == 6
+    assert sample(m, "kvright_plan_gpus", **KEY) == 6  # pure TP: a replica's GPUs are its TP degree
+    m.update(full(tensor_parallel_size=1, gpus_per_replica=8, replicas=3))
+    assert sample(m, "kvright_plan_gpus", **KEY) == 24  # TP 1 x DP 8
+    dp = from_llmdeployment(llmd_obj(plan={**PLAN, "tensorParallelSize": 1, "gpusPerReplica": 4}))
+    assert dp is not None and dp.gpus == 28
     info = {"kv_cache_dtype": "fp8", "gpu": "NVIDIA-H100-80GB-HBM3", "model": "llama-3.1-70b"}
     assert sample(m, "kvright_plan_info", **KEY, **info) == 1
 
