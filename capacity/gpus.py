@@ -139,7 +139,9 @@ def gpu_ids() -> list[str]:
 
 
 def gpu_spec(id_or_label: str) -> GPU:
-    """A GPU by catalog id or GPU Feature Discovery product label, case-insensitive."""
+    """A GPU by catalog id or GPU Feature Discovery product label, case-insensitive; or by the start of
+    one catalog id (``mi300`` is ``mi300x``). A start that several ids share (``h100``: the PCIe card has
+    two thirds of the SXM's memory bandwidth) is refused, naming them."""
     if not isinstance(id_or_label, str):
         raise CapacityError(f"GPU {id_or_label!r} is not a string; expected one of {', '.join(gpu_ids())}")
     key = id_or_label.strip().lower()
@@ -149,6 +151,14 @@ def gpu_spec(id_or_label: str) -> GPU:
         for known, candidate in _BY_KEY.items():
             if key.startswith(known + "-shared"):
                 return candidate
+        starts = [g for g in _GPUS if key and g.id.lower().startswith(key)]
+        if len(starts) == 1:
+            return starts[0]
+        if starts:
+            raise CapacityError(
+                f"GPU {id_or_label!r} could be {' or '.join(g.id for g in starts)}; name one "
+                "(their memory or bandwidth differ)"
+            )
         raise CapacityError(
             f"unknown GPU {id_or_label!r}; expected one of {', '.join(gpu_ids())} "
             "or a GPU Feature Discovery product label such as NVIDIA-H100-80GB-HBM3"

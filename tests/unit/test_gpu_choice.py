@@ -157,3 +157,19 @@ def test_a_refusal_names_a_gpu_that_holds_the_workload(capsys: pytest.CaptureFix
         cap.load_architecture("llama-3.1-405b"), named, cap.Workload(max_model_len=8192, concurrency=16),
         cap.SLO(), cap.Limits(),
     ).feasible  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "found"),
+    [("mi300", "mi300x"), ("H200", "h200"), ("l4", "l4"), ("NVIDIA-H100-80GB-HBM3", "h100-sxm")],
+)
+def test_a_gpu_is_named_by_its_id_its_label_or_the_start_of_one_id(name: str, found: str) -> None:
+    assert cap.gpu_spec(name).id == found
+
+
+@pytest.mark.parametrize(
+    ("name", "ids"), [("h100", "h100-sxm or h100-pcie"), ("a100", "a100-80gb or a100-40gb")]
+)
+def test_a_start_that_several_gpus_share_is_refused_naming_them(name: str, ids: str) -> None:
+    with pytest.raises(cap.CapacityError, match=f"could be {ids}; name one"):
+        cap.gpu_spec(name)
