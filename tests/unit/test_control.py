@@ -110,6 +110,9 @@ class Case:
 
 #: 30 ms at a batch of 40 with 30 requests waiting: headroom and a queue.
 QUEUED_AT_40: dict[str, Any] = {"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 80.0, "waiting": 30.0}
+#: Two replicas of four data-parallel engines with 128 seats each, 70 ms at 100 an engine.
+DP4_OF_128: dict[str, Any] = {"data_parallel_size": 4, "max_num_seqs": 128}
+SLOW_ON_DP4: dict[str, Any] = {"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 800.0}
 #: A window with no finished, running or waiting request; and a samples clock started long ago.
 IDLE: dict[str, Any] = {
     "sample_count": 0,
@@ -501,22 +504,14 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         "a-data-parallel-replica-seats-four-engines-so-the-demand-needs-a-quarter-of-the-replicas",
         # 70 ms at 100 a engine, 800 running on 2 replicas of 4 engines (DP attention): the target batch is
         # 63 an engine, so 800 need 4 replicas of 4 x 63 seats, not 13 of 63 (52 GPUs, past the 16).
-        Case(
-            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 800.0},
-            current={"data_parallel_size": 4, "max_num_seqs": 128},
-            bounds={"max_replicas": 16, "max_gpus": 16},
-        ),
+        Case(obs=SLOW_ON_DP4, current=DP4_OF_128, bounds={"max_replicas": 16, "max_gpus": 16}),
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 128, 4),
     ),
     (
         "the-gpu-budget-counts-every-gpu-of-a-replica-not-its-tensor-parallel-degree",
         # The same on 12 GPUs: three replicas of 4 GPUs (TP 1 x DP 4) are all the budget holds, so the
         # seats step down to the target batch too.
-        Case(
-            obs={"tpot_seconds": 0.070, "mean_batch": 100.0, "running": 800.0},
-            current={"data_parallel_size": 4, "max_num_seqs": 128},
-            bounds={"max_replicas": 16, "max_gpus": 12},
-        ),
+        Case(obs=SLOW_ON_DP4, current=DP4_OF_128, bounds={"max_replicas": 16, "max_gpus": 12}),
         (Action.ADD_REPLICAS, "TPOTAboveSLO", 63, 3),
     ),
     (
