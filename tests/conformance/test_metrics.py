@@ -11,18 +11,29 @@ preemptions and vLLM's real KV capacity. Nothing is faked; there are no timing a
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kvright.observe import Observation, PrometheusClient, observe
 from kvright_dev.procs import WaitFailed, wait_until
 from kvright_dev.prometheus import Prometheus
 
-from .harness import METRICS_SERVER, ServerPool, VllmServer, cache_config_labels, metric_samples
+from .harness import (
+    HERE,
+    METRICS_SERVER,
+    ServerPool,
+    VllmEnv,
+    VllmServer,
+    cache_config_labels,
+    metric_samples,
+)
 
 pytestmark = pytest.mark.conformance
 
@@ -155,3 +166,25 @@ def test_observe_reports_vllms_real_kv_capacity(loaded: dict[str, object]) -> No
         labels["cache_dtype"],
     )
     assert obs.kv_cache_tokens == int(labels["kv_cache_size_tokens"])
+
+
+def test_a_data_parallel_server_reports_each_engines_running_requests_as_a_series_of_its_own(
+    vllm_env: VllmEnv, tiny_models: dict[str, Path]
+) -> None:
+    """The control law reads the window's mean batch (``avg`` over vLLM's running-requests series) as one
+    engine's batch, and counts a data-parallel replica's seats as max-num-seqs per engine
+    (``kvright.control.Current.data_parallel_size``). That holds because vLLM's own Prometheus logger,
+    under the engine indexes a DP API server manages, writes one series per engine, labelled ``engine``."""
+    running, waiting = [3, 5, 0, 7], [0, 1, 0, 2]
+    out = vllm_env.run(
+        [str(HERE / "vllm_dp_metrics_probe.py"), str(tiny_models["gqa"])],
+        stdin=json.dumps({"running": running, "waiting": waiting}),
+        timeout=300,
+    )
+    exposition = json.loads(out.strip().splitlines()[-1])["exposition"]
+    series: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            series.setdefault(sample.name, {})[sample.labels["engine"]] = sample.value
+    assert series["vllm:num_requests_running"] == {str(i): float(r) for i, r in enumerate(running)}
+    assert series["vllm:num_requests_waiting"] == {str(i): float(w) for i, w in enumerate(waiting)}
