@@ -256,13 +256,13 @@ class History:
     waiting_for_samples_since: float | None = None
     """When the loop started waiting for min_samples; None when it is not waiting."""
     missed_batch: int | None = None
-    """The seats in use per replica when TPOT was last measured above the SLO: raising max-num-seqs for a
-    queue stops halfway to it (the law bisects between a batch that met the SLO and one that missed,
-    instead of trusting a model that just failed there), until ``missed_time`` is
-    ``MISSED_MEMORY_PROBES`` probes old (:meth:`Period._remembered`)."""
+    """The seats in use per engine (per replica without data parallelism) when TPOT was last measured
+    above the SLO: raising max-num-seqs for a queue stops halfway to it (the law bisects between a batch
+    that met the SLO and one that missed, instead of trusting a model that just failed there), until
+    ``missed_time`` is ``MISSED_MEMORY_PROBES`` probes old (:meth:`Period._remembered`)."""
     missed_time: float | None = None
     met_batch: int | None = None
-    """The largest seats in use per replica at which TPOT was measured within the SLO, while remembered
+    """The largest seats in use per engine at which TPOT was measured within the SLO, while remembered
     (as ``missed_batch``; a miss at or below it forgets it): TPOT does not fall as the batch grows, so half
     of it is a batch the engine has shown it serves within the SLO, whatever the calibrated model says."""
     met_time: float | None = None
@@ -624,7 +624,8 @@ class Measured:
 
     @property
     def seats_in_use(self) -> int:
-        """The seats per replica the load fills: what max-num-seqs really limits. A roofline plan may grant
+        """The seats per engine (per replica without data parallelism) the load fills: what max-num-seqs
+        really limits. A roofline plan may grant
         a thousand seats to a load that fills forty; halving the thousand would change nothing."""
         p = self.period
         engines = max(1, p.current.engines)
