@@ -44,6 +44,7 @@ def operator_metrics() -> Iterator[int]:
         predicted_weight_bytes_per_gpu=16_060_522_496, predicted_kv_cache_bytes_per_gpu=52_000_000_000,
         observed_kv_cache_tokens=398_000, calibration_factor=1.0, slo_tpot_seconds=0.05, slo_ttft_seconds=1.0,
         slo_percentile=90, planned_prefix_cache_hit_ratio=0.5, recommended_replicas=1,
+        predicted_max_concurrency=16,
     ))
     stop = threading.Event()
 
