@@ -1064,8 +1064,11 @@ def headroom(m: Measured) -> Decision | None:
         return _serve_queue(m)
     ttft_room = p.ttft_ratio is None or p.ttft_ratio < 1.0 - p.tuning.deadband
     if reps > p.bounds.min_replicas and m.target >= 1 and p.waiting == 0 and ttft_room:
-        # The batch each engine of the replicas left would serve (a replica has data_parallel_size).
-        per_replica_after = p.demand / ((reps - 1) * p.current.data_parallel_size)
+        # The batch each engine of the replicas left would serve (a replica has data_parallel_size), at the
+        # larger of the demand now and the window's mean load: the gauges at one instant can dip far below
+        # the load (a simulated fleet under 48 clients once read 14, and a release put 48 on one replica).
+        carried = max(p.demand, p.load)
+        per_replica_after = carried / ((reps - 1) * p.current.data_parallel_size)
         judged = m.release_calibration
         after = m.model.tpot_seconds(max(1, math.ceil(per_replica_after)), judged)
         # Hysteresis: the replicas left must run inside the deadband, not merely at the target, or the

@@ -458,6 +458,13 @@ CASES: list[tuple[str, Case, tuple[Action, str, int, int]]] = [
         (Action.REMOVE_REPLICAS, "TPOTWellBelowSLO", 64, 3),
     ),
     (
+        "a-momentary-dip-in-the-running-gauge-releases-nothing-the-windows-load-still-needs",
+        # 30 running at this instant, but 40 a replica over the window: one replica would serve 80, not
+        # 30, past the target batch. The simulated fleet's CI run released on such a dip (14 of 48).
+        Case(obs={"tpot_seconds": 0.030, "mean_batch": 40.0, "running": 30.0}),
+        (Action.KEEP, "SLOMet", 64, 2),
+    ),
+    (
         "without-that-measurement-the-model-keeps-the-replica",
         Case(
             obs={"tpot_seconds": 0.042, "mean_batch": 30.0, "running": 120.0},
