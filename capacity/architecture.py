@@ -73,12 +73,27 @@ FAMILIES: dict[str, str] = {
     "Mistral3ForConditionalGeneration": "dense",
     "LlavaForConditionalGeneration": "dense",
     "GraniteForCausalLM": "dense",
+    "GemmaForCausalLM": "dense",
+    "Exaone4ForCausalLM": "dense",
+    "Glm4ForCausalLM": "dense",
+    "Ernie4_5ForCausalLM": "dense",
+    # Served by vLLM's Transformers backend: transformers' modeling code decides their weights.
+    "Olmo2ForCausalLM": "dense",
+    "Olmo3ForCausalLM": "dense",
+    "SeedOssForCausalLM": "dense",
+    "SmolLM3ForCausalLM": "dense",
+    "Starcoder2ForCausalLM": "dense",
     "MixtralForCausalLM": "moe",
     "Qwen2MoeForCausalLM": "moe",
     "Qwen3MoeForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
     "Qwen3VLForConditionalGeneration": "dense",
     "Glm4MoeForCausalLM": "moe",
+    "Ernie4_5_MoeForCausalLM": "moe",
+    "OlmoeForCausalLM": "moe",
+    "PhiMoEForCausalLM": "moe",
+    "GraniteMoeForCausalLM": "moe",
+    "GraniteMoeSharedForCausalLM": "moe",
     "MiniMaxM2ForCausalLM": "moe",
     "GptOssForCausalLM": "moe",
     "Llama4ForCausalLM": "moe",
@@ -113,12 +128,26 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "gemma3_text": "dense",
     "mistral3": "dense",
     "granite": "dense",
+    "gemma": "dense",
+    "exaone4": "dense",
+    "glm4": "dense",
+    "ernie4_5": "dense",
+    "olmo2": "dense",
+    "olmo3": "dense",
+    "seed_oss": "dense",
+    "smollm3": "dense",
+    "starcoder2": "dense",
     "mixtral": "moe",
     "qwen2_moe": "moe",
     "qwen3_moe": "moe",
     "qwen3_vl_moe": "moe",
     "qwen3_vl_moe_text": "moe",
     "glm4_moe": "moe",
+    "ernie4_5_moe": "moe",
+    "olmoe": "moe",
+    "phimoe": "moe",
+    "granitemoe": "moe",
+    "granitemoeshared": "moe",
     "minimax_m2": "moe",
     "gpt_oss": "moe",
     "llama4": "moe",
@@ -170,7 +199,21 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # The Qwen classes (and SmolLM3) keep a stated sliding_window off unless use_sliding_window says on.
     **{
         model_type: {"use_sliding_window": False}
-        for model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "smollm3")
+        for model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl")
+    },
+    "smollm3": {"use_sliding_window": False, "tie_word_embeddings": True},
+    "gemma": {"head_dim": 256, "tie_word_embeddings": True},
+    "glm4": {"head_dim": 128, "attention_bias": True},
+    "seed_oss": {"head_dim": 128, "attention_bias": True, "attention_out_bias": False},
+    "starcoder2": {"use_bias": True, "tie_word_embeddings": True},
+    "ernie4_5": {"head_dim": 128, "use_bias": False, "tie_word_embeddings": True},
+    # Ernie4_5_MoeConfig: layer 0 dense, the rest MoE; an end index of -1 is the last layer.
+    "ernie4_5_moe": {
+        "use_bias": False,
+        "tie_word_embeddings": True,
+        "moe_layer_start_index": 1,
+        "moe_layer_end_index": -1,
+        "moe_layer_interval": 1,
     },
     "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
     # The layer pattern each class derives layer_types with when a file states a window and neither
@@ -215,8 +258,15 @@ _PRESCALED_ROPE = frozenset(
     {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "telechat3-yarn"}
 )
 _DTYPE = ("torch_dtype", "dtype")  # transformers >= 4.56 writes ``dtype``
-_EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts")  # Mixtral / DeepSeek / Qwen MoE
-_EXPERTS_PER_TOKEN = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k")
+# Mixtral / DeepSeek / Qwen MoE; ERNIE 4.5 last.
+_EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+_EXPERTS_PER_TOKEN = (
+    "num_experts_per_tok",
+    "num_experts_per_token",
+    "experts_per_token",
+    "moe_top_k",
+    "moe_k",
+)
 _VISION_LAYERS = ("num_hidden_layers", "depth", "num_layers", "vt_num_hidden_layers")  # vt_: Kimi-K2.5
 
 
@@ -319,9 +369,14 @@ class Architecture:
     qk_norm: Literal["none", "head", "full"] = "none"
     """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2)."""
     norms_per_layer: int = 2
-    """Norm vectors of width ``hidden_size`` per layer (2; Gemma 2/3 have 4; Nemotron-H 1)."""
+    """Norms of width ``hidden_size`` per layer (2; Gemma 2/3 and GLM-4 have 4; Nemotron-H 1)."""
+    norm_bias: bool = False
+    """The norms are LayerNorms with a bias as well as a weight (StarCoder2, Phi-3.5-MoE)."""
     mlp_gated: bool = True
-    """Dense MLPs and experts have gate, up and down projections (False: up and down only, Nemotron-H)."""
+    """Dense MLPs and experts have gate, up and down projections (False: up and down only, Nemotron-H,
+    StarCoder2)."""
+    mlp_bias: bool = False
+    """The dense MLP's projections carry a bias (StarCoder2)."""
     kv_lora_rank: int | None = None
     """MLA latent width d_c (DeepSeek V2/V3); None for non-MLA attention."""
     q_lora_rank: int | None = None
@@ -579,12 +634,13 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
     h = a.hidden_size
     vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
     sharded = 0.0
-    replicated = weigh(None, None, h)  # final norm
+    norm = 2 * h if a.norm_bias else h
+    replicated = weigh(None, None, norm)  # final norm
     kv: dict[int, float] = {}
     experts = 0.0
     mlp_mats = 3 if a.mlp_gated else 2
     for i, layer in enumerate(a.layers):
-        replicated += weigh(None, i, a.norms_per_layer * h)
+        replicated += weigh(None, i, a.norms_per_layer * norm)
         s, r, per_head = _mixer_params(a, layer, i, weigh)
         sharded += s
         replicated += r
@@ -593,6 +649,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
             kv[heads] = kv.get(heads, 0.0) + per_head
         if layer.ffn == "dense":
             sharded += weigh("mlp", i, mlp_mats * h * layer.ffn_width)
+            sharded += weigh(None, i, (mlp_mats - 1) * layer.ffn_width + h if a.mlp_bias else 0)
         elif layer.ffn == "projection":
             sharded += weigh("mlp", i, h * h)
         elif layer.ffn == "moe":
@@ -970,6 +1027,12 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
         step = _int(cfg, ("decoder_sparse_step",), default=1)
         dense_only = set(_int_list(cfg, "mlp_only_layers"))
         return [i not in dense_only and (i + 1) % step == 0 for i in range(layers)]
+    if "moe_layer_start_index" in cfg or "moe_layer_interval" in cfg:  # ERNIE 4.5: every step-th of a span
+        start = _int(cfg, ("moe_layer_start_index",), minimum=0, default=0)
+        end = _int(cfg, ("moe_layer_end_index",), minimum=-1, default=-1)
+        step = _int(cfg, ("moe_layer_interval",), default=1)
+        last = layers - 1 if end == -1 else end
+        return [start <= i <= last and (i + 1) % step == 0 for i in range(layers)]
     return [True] * layers
 
 
@@ -988,7 +1051,7 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
         dense = _int(cfg, _INTERMEDIATE, default=expert_width)
         shared_names = ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
         shared = _int(cfg, shared_names, minimum=0, default=0) or expert_width * _int(
-            cfg, ("n_shared_experts",), minimum=0, default=0
+            cfg, ("n_shared_experts", "moe_num_shared_experts"), minimum=0, default=0
         )
     else:  # Mixtral, gpt-oss, MiniMax, Granite: intermediate_size is the expert's
         expert_width = _int(cfg, _INTERMEDIATE)
@@ -1338,6 +1401,51 @@ def _context(
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Modeling:
+    """What a family's modeling code builds that its config does not say: vLLM's model file, or transformers'
+    where vLLM serves the class through its Transformers backend. A bias is a config key to read (its
+    default in :data:`TRANSFORMERS_DEFAULTS`) or a fixed answer."""
+
+    qkv_bias: str | bool = "attention_bias"
+    o_bias: str | bool = False
+    mlp_bias: str | bool = False
+    qk_norm: Literal["none", "head", "full"] = "none"
+    norms_per_layer: int = 2
+    norm_bias: bool = False
+    mlp_gated: bool = True
+
+
+_QK_NORM_PER_HEAD = _Modeling(qk_norm="head")
+_QK_NORM_FULL_WIDTH = _Modeling(qk_norm="full")
+
+#: Per ``model_type``; a type not listed is built as vLLM's Llama is (Q, K, V biases by ``attention_bias``).
+_MODELING: dict[str, _Modeling] = {
+    "qwen2": _Modeling(qkv_bias=True),
+    "qwen2_moe": _Modeling(qkv_bias=True),
+    **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text", "gemma3", "gemma3_text"), _QK_NORM_PER_HEAD),
+    # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
+    **dict.fromkeys(("minimax_m2", "olmo2", "olmo3", "olmoe"), _QK_NORM_FULL_WIDTH),
+    "gemma2": _Modeling(norms_per_layer=4),
+    "gemma3": _Modeling(norms_per_layer=4, qk_norm="head"),
+    "gemma3_text": _Modeling(norms_per_layer=4, qk_norm="head"),
+    "glm4": _Modeling(norms_per_layer=4),  # input, post-attention, post-self-attention and post-MLP
+    "exaone4": _Modeling(qk_norm="head", o_bias="attention_bias"),
+    "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
+    "ernie4_5": _Modeling(qkv_bias="use_bias"),
+    "ernie4_5_moe": _Modeling(qkv_bias="use_bias"),
+    "phimoe": _Modeling(qkv_bias=True, o_bias=True, norm_bias=True),  # LayerNorms; vLLM fixes the biases
+    # c_fc and c_proj (no gate), every projection biased by use_bias, LayerNorms.
+    "starcoder2": _Modeling(
+        qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias", norm_bias=True, mlp_gated=False
+    ),
+}
+
+
+def _flag(cfg: Mapping[str, Any], spec: str | bool) -> bool:
+    return spec if isinstance(spec, bool) else _bool(cfg, spec, False)
+
+
 def architecture_from_config(
     config: Mapping[str, Any],
     *,
@@ -1408,19 +1516,17 @@ def architecture_from_config(
         )
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
     gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
-    attention_bias = _bool(cfg, "attention_bias", model_type in ("qwen2", "qwen2_moe"))
+    built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
         extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
+    extra.setdefault("o_bias", _flag(cfg, built.o_bias))
+    extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
     extra.setdefault(
-        "qk_norm",
-        "full"
-        if model_type == "minimax_m2"
-        else "head"
-        if model_type in ("qwen3", "qwen3_moe", "qwen3_vl_moe_text", "gemma3", "gemma3_text")
-        or (model_type == "glm4_moe" and _bool(cfg, "use_qk_norm", False))
-        else "none",
+        "qk_norm", "head" if model_type == "glm4_moe" and _bool(cfg, "use_qk_norm", False) else built.qk_norm
     )
-    extra.setdefault("norms_per_layer", 4 if gemma else 2)
+    extra.setdefault("norms_per_layer", built.norms_per_layer)
+    extra.setdefault("norm_bias", built.norm_bias)
+    extra.setdefault("mlp_gated", built.mlp_gated)
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
@@ -1434,7 +1540,7 @@ def architecture_from_config(
             Layer(mixer=m, ffn=f, ffn_width=w, kv_heads=k if m in ATTENTION_MIXERS else 0)
             for m, f, w, k in zip(read.mixers, read.ffn, read.ffn_width, read.kv_heads, strict=True)
         ),
-        qkv_bias=attention_bias and model_type != "qwen3",
+        qkv_bias=_flag(cfg, built.qkv_bias),
         vision_parameters=_vision_parameters(config, hidden),
         warnings=tuple(warnings),
         **a,

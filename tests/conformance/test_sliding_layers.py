@@ -12,6 +12,7 @@ Each case loads the file through vLLM 0.32's own ``get_config`` and ``get_hf_tex
 (vllm_config_probe.py; no weights, no engine) and compares, layer by layer, with capacity's reading.
 The cases: every catalog entry, every real config in ``tests/data/configs`` that capacity reads, and
 files as published for families capacity derives from fields (Qwen2-VL, Qwen2.5-VL, Command R7B, OLMo 3,
+EXAONE 4, StarCoder2's window on every layer,
 Gemma 2 without ``layer_types``, Qwen3 with the window on).
 """
 
@@ -87,6 +88,10 @@ AS_PUBLISHED: dict[str, dict[str, Any]] = {
     "olmo3-default-pattern": _file("Olmo3ForCausalLM", "olmo3", sliding_window=4096),
     "gemma2-without-layer-types": _file("Gemma2ForCausalLM", "gemma2", sliding_window=4096, head_dim=64),
     "mistral-every-layer": _file("MistralForCausalLM", "mistral", sliding_window=4096),
+    "starcoder2-every-layer": _file(
+        "Starcoder2ForCausalLM", "starcoder2", sliding_window=4096, use_bias=True
+    ),
+    "exaone4-default-pattern": _file("Exaone4ForCausalLM", "exaone4", sliding_window=4096),
     "a-window-of-0-is-none": _file("MistralForCausalLM", "mistral", sliding_window=0),
     "qwen2-window-without-use-sliding-window": _file("Qwen2ForCausalLM", "qwen2", sliding_window=4096),
 }

@@ -23,9 +23,14 @@ SOURCES: dict[str, Any] = json.loads((CONFIGS / "sources.json").read_text())
 FIXTURES = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").exists())
 
 #: Architectures vLLM serves that kvright does not read yet, refused in one line naming the field: Gemma 4
-#: (global layers with their own head size and K=V caches, MoE beside a dense MLP) and DeepSeek-V4
-#: (compressed attention with per-layer ratios, hash-routed layers, hyper-connections).
-NOT_READ = {"gemma-4-26b-a4b": "Gemma4ForConditionalGeneration", "deepseek-v4-flash": "DeepseekV4ForCausalLM"}
+#: (global layers with their own head size and K=V caches, MoE beside a dense MLP), DeepSeek-V4
+#: (compressed attention with per-layer ratios, hash-routed layers, hyper-connections) and Hunyuan-A13B
+#: (per-layer expert lists, cross-layer attention fields).
+NOT_READ = {
+    "gemma-4-26b-a4b": "Gemma4ForConditionalGeneration",
+    "deepseek-v4-flash": "DeepseekV4ForCausalLM",
+    "hunyuan-a13b-instruct": "HunYuanMoEV1ForCausalLM",
+}
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
@@ -48,6 +53,12 @@ def test_inspect_accepts_the_real_config_with_the_published_parameter_count(caps
     published = SOURCES[slug].get("published_parameters")
     if published:
         assert data["parameters"] == pytest.approx(published, rel=0.02)
+    without_embeddings = SOURCES[slug].get("published_parameters_without_embeddings")
+    if without_embeddings:  # a card counting no embedding table: the input one, and the LM head if untied
+        cfg = json.loads((CONFIGS / slug / "config.json").read_text())
+        tables = 1 if cfg["tie_word_embeddings"] else 2
+        embeddings = tables * cfg["vocab_size"] * cfg["hidden_size"]
+        assert data["parameters"] - embeddings == pytest.approx(without_embeddings, rel=0.02)
     assert data["valid_tensor_parallel_sizes"], data
     assert data["warnings"] == []  # every fixture is a known architecture
 

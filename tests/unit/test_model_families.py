@@ -1,0 +1,173 @@
+"""Families read by the rules of the code that builds them: vLLM's model file, or transformers' where vLLM
+serves the class through its Transformers backend (``capacity.architecture._MODELING``).
+
+The MoE cases are the shapes their checkpoints publish (the fields are the config classes' own names),
+each checked against its publisher's totals; the dense cases check the one rule each family adds over a
+Llama of the same fields, with the arithmetic written out here. The real files of EXAONE 4, OLMoE, SmolLM3,
+ERNIE 4.5 and CodeGemma are in ``tests/data/configs`` (test_model_zoo.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import capacity as c
+
+#: Published shapes. ERNIE-4.5-21B-A3B: transformers' Ernie4_5_MoeConfig defaults, which its docstring
+#: names as that checkpoint's; the file leaves the MoE layer span to the class (layer 0 dense).
+ERNIE_MOE = {
+    "architectures": ["Ernie4_5_MoeForCausalLM"],
+    "model_type": "ernie4_5_moe",
+    "hidden_size": 2560,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 20,
+    "num_key_value_heads": 4,
+    "vocab_size": 103424,
+    "max_position_embeddings": 131072,
+    "moe_num_experts": 64,
+    "moe_k": 6,
+    "moe_intermediate_size": 1536,
+    "moe_num_shared_experts": 2,
+}
+#: Phi-3.5-MoE-instruct (PhimoeConfig's defaults are its shape).
+PHI_MOE = {
+    "architectures": ["PhiMoEForCausalLM"],
+    "model_type": "phimoe",
+    "hidden_size": 4096,
+    "intermediate_size": 6400,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 32064,
+    "max_position_embeddings": 131072,
+    "num_local_experts": 16,
+    "num_experts_per_tok": 2,
+}
+#: granite-3.1-3b-a800m-instruct (model card's architecture table).
+GRANITE_MOE = {
+    "architectures": ["GraniteMoeForCausalLM"],
+    "model_type": "granitemoe",
+    "hidden_size": 1536,
+    "intermediate_size": 512,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 24,
+    "num_key_value_heads": 8,
+    "vocab_size": 49155,
+    "max_position_embeddings": 131072,
+    "num_local_experts": 40,
+    "num_experts_per_tok": 8,
+    "tie_word_embeddings": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "total", "active_without_embedding"),
+    [
+        # HF's safetensors total of ERNIE-4.5-21B-A3B (its F32 part is the routers); "21B total, 3B active".
+        (ERNIE_MOE, 21_825_437_888, 3.0e9),
+        # Phi-3 report (arXiv:2404.14219): "a 16 x 3.8B MoE model with 6.6 billion active parameters";
+        # about 42B in all (not stated by Microsoft, so only the active count is held to 2%).
+        (PHI_MOE, None, 6.6e9),
+        # Granite 3.0/3.1 card: "# Parameters 3.3B", "# Active Parameters 800M" (3B MoE column).
+        (GRANITE_MOE, 3.3e9, 0.8e9),
+    ],
+    ids=["ernie-4.5-21b-a3b", "phi-3.5-moe", "granite-3.1-3b-a800m"],
+)
+def test_a_mixture_of_experts_family_counts_what_its_publisher_counts(
+    config, total, active_without_embedding
+):
+    arch = c.architecture_from_config(config)
+    assert arch.warnings == ()
+    if total:
+        assert arch.parameters == pytest.approx(total, rel=0.02)
+    embedding = config["vocab_size"] * config["hidden_size"]  # publishers leave the input table out of active
+    assert arch.active_parameters - embedding == pytest.approx(active_without_embedding, rel=0.05)
+
+
+def test_ernies_first_layer_is_dense_by_its_config_classs_default():
+    arch = c.architecture_from_config(ERNIE_MOE)
+    assert [layer.ffn for layer in arch.layers] == ["dense"] + ["moe"] * 27
+    assert arch.shared_expert_intermediate_size == 2 * 1536  # two shared experts, one MLP twice as wide
+    span = c.architecture_from_config(ERNIE_MOE | {"moe_layer_start_index": 4, "moe_layer_end_index": 23})
+    assert [i for i, layer in enumerate(span.layers) if layer.ffn == "moe"] == list(range(4, 24))
+    every_other = c.architecture_from_config(ERNIE_MOE | {"moe_layer_interval": 2})
+    assert [i for i, layer in enumerate(every_other.layers) if layer.ffn == "moe"] == list(range(1, 28, 2))
+
+
+DENSE: dict[str, Any] = {
+    "hidden_size": 512,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
+H, W, L, HEADS, KV, HD = 512, 1536, 4, 8, 2, 64
+Q, KV_WIDTH = HEADS * HD, KV * HD
+
+
+def _llama(**fields: Any) -> c.Architecture:
+    return c.architecture_from_config(
+        DENSE | {"architectures": ["LlamaForCausalLM"], "model_type": "llama"} | fields
+    )
+
+
+def _family(architecture: str, model_type: str, **fields: Any) -> c.Architecture:
+    arch = c.architecture_from_config(
+        DENSE | {"architectures": [architecture], "model_type": model_type} | fields
+    )
+    assert arch.warnings == ()
+    return arch
+
+
+@pytest.mark.parametrize(
+    ("architecture", "model_type", "fields", "more_than_llama"),
+    [
+        # c_fc and c_proj, no gate; use_bias (default on) on q, k, v, o and both MLP projections; LayerNorms
+        # with a bias; the LM head tied by Starcoder2Config's default.
+        (
+            "Starcoder2ForCausalLM",
+            "starcoder2",
+            {},
+            L * (-H * W + (Q + 2 * KV_WIDTH) + H + (W + H) + 2 * H) + H - 1000 * H,
+        ),
+        ("Starcoder2ForCausalLM", "starcoder2", {"use_bias": False}, L * (-H * W + 2 * H) + H - 1000 * H),
+        # q/k/v biased (attention_bias, on by Seed-OSS's class default), the output not.
+        ("SeedOssForCausalLM", "seed_oss", {"head_dim": 64}, L * (Q + 2 * KV_WIDTH)),
+        # GLM-4-0414: post-self-attention and post-MLP norms beside the usual two; q/k/v biased by default.
+        ("Glm4ForCausalLM", "glm4", {"head_dim": 64}, L * (2 * H + Q + 2 * KV_WIDTH)),
+        # OLMo 2/3 and OLMoE: q and k norms over the whole projection, every head at once.
+        ("Olmo2ForCausalLM", "olmo2", {}, L * (Q + KV_WIDTH)),
+        # EXAONE 4: per-head q and k norms; attention_bias puts a bias on the output projection too.
+        ("Exaone4ForCausalLM", "exaone4", {}, L * 2 * HD),
+        ("Exaone4ForCausalLM", "exaone4", {"attention_bias": True}, L * (2 * HD + Q + 2 * KV_WIDTH + H)),
+        # Gemma: the LM head tied by GemmaConfig's default; its head_dim default is 256.
+        ("GemmaForCausalLM", "gemma", {"head_dim": 64}, -1000 * H),
+        ("SmolLM3ForCausalLM", "smollm3", {}, -1000 * H),
+    ],
+    ids=[
+        "starcoder2",
+        "starcoder2-no-bias",
+        "seed-oss",
+        "glm4",
+        "olmo2",
+        "exaone4",
+        "exaone4-biased",
+        "gemma",
+        "smollm3",
+    ],
+)
+def test_a_family_weighs_what_its_modeling_code_builds_beyond_a_llama(
+    architecture, model_type, fields, more_than_llama
+):
+    assert _family(architecture, model_type, **fields).parameters - _llama().parameters == more_than_llama
+
+
+def test_starcoder2_slides_every_layer_by_its_window_and_gemma_reads_its_class_head_size():
+    starcoder2 = _family("Starcoder2ForCausalLM", "starcoder2", sliding_window=4096)
+    assert {layer.mixer for layer in starcoder2.layers} == {"sliding"} and starcoder2.sliding_window == 4096
+    assert _family("GemmaForCausalLM", "gemma").head_dim == 256  # stated by no Gemma 1 file but the class
