@@ -5,11 +5,11 @@
 # tests/integration and tests/promtool on their own local control plane, then the simulator's end-to-end
 # tests (tests/e2e/test_feedback_loop.py, test_dashboards_data.py) on another. The simulated engines keep
 # their own virtual clock, so the latencies those tests judge come from the simulator's physics, not from
-# how busy the machine is. The cluster lane runs beside the conformance suite, one pytest session after the
-# other (each starts and stops its own control plane), and its output is held back until the conformance
-# suite is done, so the two never interleave. Then the unit tests and the real-engine scenario run with the
-# machine to themselves: that scenario measures a real engine's latency, and a busy machine would be its
-# noise.
+# how busy the machine is. The unit tests judge no time at all. These three run beside the conformance
+# suite, one pytest session after the other (each cluster session starts and stops its own control plane),
+# and their output is held back until the conformance suite is done, so the two never interleave. The
+# conformance suite is the longer, so the side lane costs no time. Then the real-engine scenario runs with
+# the machine to itself: it measures a real engine's latency, and a busy machine would be its noise.
 #
 # Exit status: the first failing suite's (pytest's 5, "no tests collected", is a failure like any other).
 set -uo pipefail
@@ -19,8 +19,8 @@ ARGS=(-q --durations=25)
 SIM_E2E=(tests/e2e/test_feedback_loop.py tests/e2e/test_dashboards_data.py)
 REAL_E2E=(tests/e2e/test_real_engine_loop.py)
 
-lane_log=$(mktemp "${TMPDIR:-/tmp}/kvright-cluster-lane.XXXXXX")
-lane_status=$(mktemp "${TMPDIR:-/tmp}/kvright-cluster-lane-status.XXXXXX")
+lane_log=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane.XXXXXX")
+lane_status=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane-status.XXXXXX")
 lane=""
 cleanup() {
   if [ -n "$lane" ] && kill -0 "$lane" 2>/dev/null; then
@@ -41,37 +41,40 @@ if [ "$listed" != "$present" ]; then
   exit 2
 fi
 
-cluster_lane() {
+side_lane() {
   echo "== tests/integration tests/promtool"
   "$PYTEST" "${ARGS[@]}" tests/integration tests/promtool
   local integration=$?
   echo "== ${SIM_E2E[*]}"
   "$PYTEST" "${ARGS[@]}" "${SIM_E2E[@]}"
   local sim=$?
-  echo "$integration $sim" >"$lane_status"
+  echo "== tests/unit"
+  "$PYTEST" "${ARGS[@]}" tests/unit
+  local unit=$?
+  echo "$integration $sim $unit" >"$lane_status"
 }
 
 started=$(date +%s)
 set -m  # the lane gets a process group of its own, so cleanup can stop all of it
-cluster_lane >"$lane_log" 2>&1 &
+side_lane >"$lane_log" 2>&1 &
 lane=$!
 set +m
-echo "== tests/conformance (the cluster lane runs alongside; its output follows)"
+echo "== tests/conformance (the side lane runs alongside; its output follows)"
 "$PYTEST" "${ARGS[@]}" tests/conformance
 conformance=$?
 wait "$lane"
 lane=""
-read -r integration sim <"$lane_status" || { integration=1; sim=1; }
-echo "== the cluster lane (ran alongside the conformance suite)"
+read -r integration sim unit <"$lane_status" || { integration=1; sim=1; unit=1; }
+echo "== the side lane (ran alongside the conformance suite)"
 cat "$lane_log"
-echo "== tests/unit ${REAL_E2E[*]}"
-"$PYTEST" "${ARGS[@]}" tests/unit "${REAL_E2E[@]}"
-rest=$?
+echo "== ${REAL_E2E[*]}"
+"$PYTEST" "${ARGS[@]}" "${REAL_E2E[@]}"
+real=$?
 
 echo "== suites: conformance exit $conformance, integration+promtool exit $integration," \
-  "simulator e2e exit $sim, unit+real-engine e2e exit $rest;" \
+  "simulator e2e exit $sim, unit exit $unit, real-engine e2e exit $real;" \
   "$(( ($(date +%s) - started) / 60 )) min $(( ($(date +%s) - started) % 60 )) s in all"
-for status in "$conformance" "$integration" "$sim" "$rest"; do
+for status in "$conformance" "$integration" "$sim" "$unit" "$real"; do
   if [ "$status" -ne 0 ]; then
     exit "$status"
   fi
