@@ -74,6 +74,9 @@ FAMILIES: dict[str, str] = {
     "LlavaForConditionalGeneration": "dense",
     "GraniteForCausalLM": "dense",
     "GemmaForCausalLM": "dense",
+    "Ministral3ForCausalLM": "dense",  # vLLM's mistral.py
+    "InternLM3ForCausalLM": "dense",  # vLLM's llama.py
+    "ChatGLMModel": "dense",  # GLM-4-9B-chat, ChatGLM3
     "Exaone4ForCausalLM": "dense",
     "Glm4ForCausalLM": "dense",
     "Ernie4_5ForCausalLM": "dense",
@@ -101,12 +104,16 @@ FAMILIES: dict[str, str] = {
     "DeepseekV2ForCausalLM": "mla",
     "DeepseekV3ForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
+    "MistralLarge3ForCausalLM": "mla",  # a DeepSeek-V3 in vLLM
+    "Glm4MoeLiteForCausalLM": "mla",  # GLM-4.7-Flash: DeepSeek-V2 attention, GLM-4.5 experts
     "KimiK2ForCausalLM": "mla",
     "KimiK25ForConditionalGeneration": "mla",
     "GlmMoeDsaForCausalLM": "mla",
     "Qwen3NextForCausalLM": "hybrid",
     "Qwen3_5ForConditionalGeneration": "hybrid",
     "Qwen3_5MoeForConditionalGeneration": "hybrid",
+    "Qwen3_5ForCausalLM": "hybrid",
+    "Qwen3_5MoeForCausalLM": "hybrid",
     "NemotronHForCausalLM": "hybrid",
     "GraniteMoeHybridForCausalLM": "hybrid",
     "DeciLMForCausalLM": "nas",
@@ -129,6 +136,9 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "mistral3": "dense",
     "granite": "dense",
     "gemma": "dense",
+    "ministral3": "dense",
+    "internlm3": "dense",
+    "chatglm": "dense",
     "exaone4": "dense",
     "glm4": "dense",
     "ernie4_5": "dense",
@@ -155,6 +165,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "deepseek_v2": "mla",
     "deepseek_v3": "mla",
     "deepseek_v32": "mla",
+    "glm4_moe_lite": "mla",
     "kimi_k2": "mla",
     "kimi_k25": "mla",
     "glm_moe_dsa": "mla",
@@ -880,7 +891,15 @@ _NOT_A_STANDARD_DECODER: dict[str, str] = {
 
 
 def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """The reader for this checkpoint, and the assumption made when neither name is known."""
+    """The reader for this checkpoint, and the assumption made when neither name is known.
+
+    A multimodal wrapper builds its language model from ``text_config`` by that config's own class (vLLM's
+    ``init_vllm_registered_model``), so a known text ``model_type`` outranks the wrapper's usual family:
+    Mistral3ForConditionalGeneration wraps a Mistral, or a DeepSeek-V3 (Mistral Large 3)."""
+    wrapped = any(isinstance(top.get(key), Mapping) for key in ("text_config", "llm_config"))
+    text_type = cfg.get("model_type") if wrapped else None
+    if isinstance(text_type, str) and text_type in _MODEL_TYPE_FAMILIES:
+        return _MODEL_TYPE_FAMILIES[text_type], ()
     if architecture in FAMILIES:
         return FAMILIES[architecture], ()
     for model_type in (cfg.get("model_type"), top.get("model_type")):
@@ -1016,7 +1035,12 @@ class _Read:
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
     """Which layers route to experts, by the rule each family's config states."""
-    if "first_k_dense_replace" in cfg or model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
+    if "first_k_dense_replace" in cfg or model_type in (
+        "deepseek_v2",
+        "deepseek_v3",
+        "glm4_moe",
+        "glm4_moe_lite",
+    ):
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
         freq = _int(cfg, ("moe_layer_freq",), default=1)
         return [i >= first_dense and i % freq == 0 for i in range(layers)]
@@ -1405,11 +1429,11 @@ def _context(
 class _Modeling:
     """What a family's modeling code builds that its config does not say: vLLM's model file, or transformers'
     where vLLM serves the class through its Transformers backend. A bias is a config key to read (its
-    default in :data:`TRANSFORMERS_DEFAULTS`) or a fixed answer."""
+    default in :data:`TRANSFORMERS_DEFAULTS`), keys of which any one puts it on, or a fixed answer."""
 
-    qkv_bias: str | bool = "attention_bias"
-    o_bias: str | bool = False
-    mlp_bias: str | bool = False
+    qkv_bias: str | tuple[str, ...] | bool = "attention_bias"
+    o_bias: str | tuple[str, ...] | bool = False
+    mlp_bias: str | tuple[str, ...] | bool = False
     qk_norm: Literal["none", "head", "full"] = "none"
     norms_per_layer: int = 2
     norm_bias: bool = False
@@ -1433,6 +1457,10 @@ _MODELING: dict[str, _Modeling] = {
     "exaone4": _Modeling(qk_norm="head", o_bias="attention_bias"),
     "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
     "ernie4_5": _Modeling(qkv_bias="use_bias"),
+    # add_bias_linear biases every projection; add_qkv_bias the Q/K/V one alone (GLM-4-9B-chat, ChatGLM3).
+    "chatglm": _Modeling(
+        qkv_bias=("add_bias_linear", "add_qkv_bias"), o_bias="add_bias_linear", mlp_bias="add_bias_linear"
+    ),
     "ernie4_5_moe": _Modeling(qkv_bias="use_bias"),
     "phimoe": _Modeling(qkv_bias=True, o_bias=True, norm_bias=True),  # LayerNorms; vLLM fixes the biases
     # c_fc and c_proj (no gate), every projection biased by use_bias, LayerNorms.
@@ -1442,8 +1470,11 @@ _MODELING: dict[str, _Modeling] = {
 }
 
 
-def _flag(cfg: Mapping[str, Any], spec: str | bool) -> bool:
-    return spec if isinstance(spec, bool) else _bool(cfg, spec, False)
+def _flag(cfg: Mapping[str, Any], spec: str | tuple[str, ...] | bool) -> bool:
+    """A fixed answer, or whether any of the keys is true."""
+    if isinstance(spec, bool):
+        return spec
+    return any(_bool(cfg, key, False) for key in ((spec,) if isinstance(spec, str) else spec))
 
 
 def architecture_from_config(
@@ -1478,12 +1509,17 @@ def architecture_from_config(
         # Falcon's multi-query files state only the query heads: every layer caches one KV head (vLLM's
         # falcon.py, and its Falcon config convertor; the new decoder architecture reads num_kv_heads).
         kv_heads = 1
+    if model_type == "chatglm" and not _bool(cfg, "multi_query_attention", False):
+        kv_heads = heads  # vLLM's chatglm.py reads multi_query_group_num only with multi_query_attention
     if family != "nas" and (kv_heads > heads or heads % kv_heads):
         raise ConfigError(
             "num_key_value_heads",
             f"is {kv_heads}; expected a divisor of num_attention_heads ({heads})",
         )
     default_head_dim = hidden // heads if hidden % heads == 0 else None
+    if family == "mla" and default_head_dim is None:
+        # MLA heads have no one width (transformers' MLA configs alias head_dim to qk_rope_head_dim).
+        default_head_dim = _opt_int(cfg, ("qk_rope_head_dim",))
     head_dim = _int(cfg, _HEAD_DIM, default=default_head_dim)
     dtype = _dtype(cfg)
     a: dict[str, Any] = {

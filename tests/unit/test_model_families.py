@@ -171,3 +171,81 @@ def test_starcoder2_slides_every_layer_by_its_window_and_gemma_reads_its_class_h
     starcoder2 = _family("Starcoder2ForCausalLM", "starcoder2", sliding_window=4096)
     assert {layer.mixer for layer in starcoder2.layers} == {"sliding"} and starcoder2.sliding_window == 4096
     assert _family("GemmaForCausalLM", "gemma").head_dim == 256  # stated by no Gemma 1 file but the class
+
+
+#: GLM-4.7-Flash: Glm4MoeLiteConfig's defaults (MLA attention as DeepSeek-V2's, GLM-4.5's experts), with the
+#: first_k_dense_replace vLLM reads (the class's own default, mlp_layer_types, makes layer 0 dense too).
+GLM_FLASH = {
+    "architectures": ["Glm4MoeLiteForCausalLM"],
+    "model_type": "glm4_moe_lite",
+    "vocab_size": 154880,
+    "hidden_size": 2048,  # not a multiple of the 20 heads: MLA heads have no one width
+    "intermediate_size": 10240,
+    "moe_intermediate_size": 1536,
+    "num_hidden_layers": 47,
+    "num_attention_heads": 20,
+    "num_key_value_heads": 20,
+    "n_shared_experts": 1,
+    "n_routed_experts": 64,
+    "num_experts_per_tok": 4,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 768,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 192,
+    "v_head_dim": 256,
+    "max_position_embeddings": 202752,
+}
+
+
+def test_glm_4_7_flash_is_a_30b_a3b_mla_model():
+    arch = c.architecture_from_config(GLM_FLASH)
+    assert arch.attention == "MLA" and arch.num_kv_heads == 1 and arch.warnings == ()
+    assert arch.parameters == pytest.approx(30e9, rel=0.02)  # "30B-A3B"
+    embeddings = 2 * GLM_FLASH["vocab_size"] * GLM_FLASH["hidden_size"]
+    assert arch.active_parameters - embeddings == pytest.approx(3e9, rel=0.1)
+
+
+def test_a_wrappers_text_config_decides_the_language_models_reader():
+    """Mistral3ForConditionalGeneration wraps a Mistral, or a DeepSeek-V3 (Mistral Large 3): vLLM builds the
+    language model by the text config's class, so its MLA latent is what is cached, not 128 KV heads."""
+    text = {k: v for k, v in GLM_FLASH.items() if k != "architectures"} | {"model_type": "deepseek_v3"}
+    wrapped = {
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "model_type": "mistral3",
+        "text_config": text,
+    }
+    arch = c.architecture_from_config(wrapped)
+    assert arch.attention == "MLA" and arch.kv_lora_rank == 512 and arch.num_kv_heads == 1
+    mistral = text | {"model_type": "mistral", "hidden_size": 2560, "num_key_value_heads": 4, "head_dim": 128}
+    plain = c.architecture_from_config(wrapped | {"text_config": mistral})
+    assert plain.attention == "GQA" and plain.num_kv_heads == 4
+
+
+#: GLM-4-9B-chat's ChatGLM fields (as its checkpoint's config prints them).
+CHATGLM = {
+    "architectures": ["ChatGLMModel"],
+    "model_type": "chatglm",
+    "hidden_size": 4096,
+    "num_layers": 40,
+    "num_attention_heads": 32,
+    "multi_query_attention": True,
+    "multi_query_group_num": 2,
+    "kv_channels": 128,
+    "ffn_hidden_size": 13696,
+    "padded_vocab_size": 151552,
+    "seq_length": 131072,
+    "add_qkv_bias": True,
+    "add_bias_linear": False,
+    "tie_word_embeddings": False,
+}
+
+
+def test_chatglm_reads_its_own_names_and_its_group_count_only_with_multi_query_attention():
+    arch = c.architecture_from_config(CHATGLM)
+    assert (arch.num_kv_heads, arch.head_dim, arch.max_position_embeddings) == (2, 128, 131072)
+    assert arch.qkv_bias and not arch.o_bias and not arch.mlp_bias and arch.warnings == ()
+    assert arch.parameters == pytest.approx(9.4e9, rel=0.02)  # "9.4B params" on GLM-4-9B-chat's model page
+    assert c.architecture_from_config(CHATGLM | {"multi_query_attention": False}).num_kv_heads == 32
+    biased = c.architecture_from_config(CHATGLM | {"add_bias_linear": True})
+    assert biased.parameters - arch.parameters == 40 * (4096 + 2 * 13696 + 4096)  # o_proj, gate+up, down
