@@ -80,6 +80,7 @@ FAMILIES: dict[str, str] = {
     "Exaone4ForCausalLM": "dense",
     "Glm4ForCausalLM": "dense",
     "Ernie4_5ForCausalLM": "dense",
+    "HunYuanDenseV1ForCausalLM": "dense",
     # Served by vLLM's Transformers backend: transformers' modeling code decides their weights.
     "Olmo2ForCausalLM": "dense",
     "Olmo3ForCausalLM": "dense",
@@ -94,6 +95,7 @@ FAMILIES: dict[str, str] = {
     "Glm4MoeForCausalLM": "moe",
     "Ernie4_5_MoeForCausalLM": "moe",
     "OlmoeForCausalLM": "moe",
+    "HunYuanMoEV1ForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
     "GraniteMoeForCausalLM": "moe",
     "GraniteMoeSharedForCausalLM": "moe",
@@ -142,6 +144,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "exaone4": "dense",
     "glm4": "dense",
     "ernie4_5": "dense",
+    "hunyuan_v1_dense": "dense",
     "olmo2": "dense",
     "olmo3": "dense",
     "seed_oss": "dense",
@@ -154,6 +157,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen3_vl_moe_text": "moe",
     "glm4_moe": "moe",
     "ernie4_5_moe": "moe",
+    "hunyuan_v1_moe": "moe",
     "olmoe": "moe",
     "phimoe": "moe",
     "granitemoe": "moe",
@@ -277,6 +281,7 @@ _EXPERTS_PER_TOKEN = (
     "experts_per_token",
     "moe_top_k",
     "moe_k",
+    "moe_topk",  # Hunyuan: one per layer
 )
 _VISION_LAYERS = ("num_hidden_layers", "depth", "num_layers", "vt_num_hidden_layers")  # vt_: Kimi-K2.5
 
@@ -1060,13 +1065,29 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
     return [True] * layers
 
 
+def _per_layer_int(cfg: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """``cfg`` with the first of ``names`` read as one integer where the file states one per layer (Hunyuan's
+    ``moe_topk``), refused where those differ: kvright reads one value for every MoE layer."""
+    found = _lookup(cfg, names)
+    if found is None or not isinstance(found[1], list):
+        return dict(cfg)
+    name, values = found
+    if not values or any(v != values[0] for v in values):
+        raise ConfigError(name, f"is {values!r:.60}; expected one value, or the same value for every layer")
+    return {**cfg, name: values[0]}
+
+
 def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[dict[str, Any], int]:
     """MoE fields and the dense MLP width of the layers that are not MoE."""
     experts = _int(cfg, _EXPERTS)
-    top_k = _int(cfg, _EXPERTS_PER_TOKEN)
+    top_k = _int(_per_layer_int(cfg, _EXPERTS_PER_TOKEN), _EXPERTS_PER_TOKEN)
     if top_k > experts:
         raise ConfigError("num_experts_per_tok", f"is {top_k}; expected at most the {experts} experts")
-    if model_type in ("llama4", "llama4_text"):
+    if model_type in ("hunyuan", "hunyuan_v1_moe"):
+        # transformers' HunYuanMoEV1 (vLLM's Transformers backend): every expert and the one shared MLP are
+        # intermediate_size wide; the per-layer moe_intermediate_size list some files add is not read.
+        expert_width = dense = shared = _int(cfg, ("intermediate_size",))
+    elif model_type in ("llama4", "llama4_text"):
         expert_width = _int(cfg, ("intermediate_size",))
         dense = _int(cfg, ("intermediate_size_mlp",), default=expert_width)
         shared = expert_width  # one shared expert of the routed experts' width
@@ -1457,6 +1478,10 @@ _MODELING: dict[str, _Modeling] = {
     "exaone4": _Modeling(qk_norm="head", o_bias="attention_bias"),
     "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
     "ernie4_5": _Modeling(qkv_bias="use_bias"),
+    # Hunyuan (transformers' HunYuan V1 classes): per-head q/k norms always; attention_bias on all four.
+    **dict.fromkeys(
+        ("hunyuan", "hunyuan_v1_dense", "hunyuan_v1_moe"), _Modeling(qk_norm="head", o_bias="attention_bias")
+    ),
     # add_bias_linear biases every projection; add_qkv_bias the Q/K/V one alone (GLM-4-9B-chat, ChatGLM3).
     "chatglm": _Modeling(
         qkv_bias=("add_bias_linear", "add_qkv_bias"), o_bias="add_bias_linear", mlp_bias="add_bias_linear"
@@ -1509,6 +1534,12 @@ def architecture_from_config(
         # Falcon's multi-query files state only the query heads: every layer caches one KV head (vLLM's
         # falcon.py, and its Falcon config convertor; the new decoder architecture reads num_kv_heads).
         kv_heads = 1
+    if _bool(cfg, "use_cla", False):
+        raise ConfigError(
+            "use_cla",
+            "is true: cross-layer attention shares one KV cache between layers, which kvright does not read "
+            "yet; accepted: false",
+        )
     if model_type == "chatglm" and not _bool(cfg, "multi_query_attention", False):
         kv_heads = heads  # vLLM's chatglm.py reads multi_query_group_num only with multi_query_attention
     if family != "nas" and (kv_heads > heads or heads % kv_heads):

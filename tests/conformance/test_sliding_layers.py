@@ -112,8 +112,13 @@ def _cases() -> dict[str, dict[str, Any]]:
 CASES = _cases()
 
 #: Files vLLM reads only by running the checkpoint's own Python (``auto_map``, trust_remote_code), which
-#: is not here: Llama-Nemotron's DeciLM config. Their layers are NAS blocks with no window.
-REMOTE_CODE = {"catalog:llama-3.3-nemotron-super-49b", "zoo:llama-nemotron-super-49b"}
+#: is not here: Llama-Nemotron's DeciLM config (NAS blocks) and Hunyuan-A13B's GitHub file (model_type
+#: ``hunyuan``; transformers registers ``hunyuan_v1_moe``). Neither has a window.
+REMOTE_CODE = {
+    "catalog:llama-3.3-nemotron-super-49b",
+    "zoo:llama-nemotron-super-49b",
+    "zoo:hunyuan-a13b-instruct",
+}
 
 
 @pytest.fixture(scope="module")

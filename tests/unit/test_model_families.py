@@ -249,3 +249,24 @@ def test_chatglm_reads_its_own_names_and_its_group_count_only_with_multi_query_a
     assert c.architecture_from_config(CHATGLM | {"multi_query_attention": False}).num_kv_heads == 32
     biased = c.architecture_from_config(CHATGLM | {"add_bias_linear": True})
     assert biased.parameters - arch.parameters == 40 * (4096 + 2 * 13696 + 4096)  # o_proj, gate+up, down
+
+
+def test_hunyuans_per_layer_lists_are_read_as_one_value_and_cross_layer_attention_is_refused():
+    hunyuan = {
+        "architectures": ["HunYuanMoEV1ForCausalLM"],
+        "model_type": "hunyuan_v1_moe",
+        **{k: v for k, v in DENSE.items() if k != "num_hidden_layers"},
+        "num_hidden_layers": 2,
+        "num_experts": 8,
+        "moe_topk": [2, 2],
+        "moe_intermediate_size": [1536, 1536],  # not read: experts and the shared MLP are intermediate_size
+    }
+    arch = c.architecture_from_config(hunyuan)
+    assert (arch.num_experts_per_token, arch.moe_intermediate_size) == (2, 1536)
+    assert arch.shared_expert_intermediate_size == 1536 and arch.qk_norm == "head"
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(hunyuan | {"moe_topk": [2, 4]})
+    assert err.value.field == "moe_topk"
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(hunyuan | {"use_cla": True, "cla_share_factor": 2})
+    assert err.value.field == "use_cla" and "accepted: false" in str(err.value)
