@@ -96,6 +96,9 @@ FAMILIES: dict[str, str] = {
     "Ernie4_5_MoeForCausalLM": "moe",
     "OlmoeForCausalLM": "moe",
     "HunYuanMoEV1ForCausalLM": "moe",
+    "BailingMoeV2ForCausalLM": "moe",  # Ling / Ring 2.0
+    "ExaoneMoeForCausalLM": "moe",  # K-EXAONE
+    "ExaoneMoEForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
     "GraniteMoeForCausalLM": "moe",
     "GraniteMoeSharedForCausalLM": "moe",
@@ -158,6 +161,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "glm4_moe": "moe",
     "ernie4_5_moe": "moe",
     "hunyuan_v1_moe": "moe",
+    "exaone_moe": "moe",
     "olmoe": "moe",
     "phimoe": "moe",
     "granitemoe": "moe",
@@ -222,6 +226,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "seed_oss": {"head_dim": 128, "attention_bias": True, "attention_out_bias": False},
     "starcoder2": {"use_bias": True, "tie_word_embeddings": True},
     "ernie4_5": {"head_dim": 128, "use_bias": False, "tie_word_embeddings": True},
+    # ExaoneMoeConfig derives mlp_layer_types from first_k_dense_replace when a file states none (layer 0
+    # dense), and layer_types from the pattern (every 4th layer global).
+    "exaone_moe": {"first_k_dense_replace": 1, "num_shared_experts": 1, "sliding_window_pattern": 4},
     # Ernie4_5_MoeConfig: layer 0 dense, the rest MoE; an end index of -1 is the last layer.
     "ernie4_5_moe": {
         "use_bias": False,
@@ -1040,6 +1047,11 @@ class _Read:
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
     """Which layers route to experts, by the rule each family's config states."""
+    if model_type == "exaone_moe" and cfg.get("mlp_layer_types") is not None:  # vLLM reads the list itself
+        kinds = _list(cfg, "mlp_layer_types", layers) or []
+        if set(kinds) - {"dense", "sparse"}:
+            raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
+        return [kind == "sparse" for kind in kinds]
     if "first_k_dense_replace" in cfg or model_type in (
         "deepseek_v2",
         "deepseek_v3",
@@ -1095,9 +1107,12 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
         expert_width = _int(cfg, ("moe_intermediate_size",))
         dense = _int(cfg, _INTERMEDIATE, default=expert_width)
         shared_names = ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
-        shared = _int(cfg, shared_names, minimum=0, default=0) or expert_width * _int(
-            cfg, ("n_shared_experts", "moe_num_shared_experts"), minimum=0, default=0
+        count = _int(
+            cfg, ("n_shared_experts", "moe_num_shared_experts", "num_shared_experts"), minimum=0, default=0
         )
+        shared = _int(cfg, shared_names, minimum=0, default=0) or expert_width * count
+        if model_type == "bailing_moe":  # one merged MLP of num_shared_experts experts of the stated width
+            shared = _int(cfg, shared_names[1:], default=expert_width) * count
     else:  # Mixtral, gpt-oss, MiniMax, Granite: intermediate_size is the expert's
         expert_width = _int(cfg, _INTERMEDIATE)
         dense = expert_width
@@ -1456,6 +1471,8 @@ class _Modeling:
     o_bias: str | tuple[str, ...] | bool = False
     mlp_bias: str | tuple[str, ...] | bool = False
     qk_norm: Literal["none", "head", "full"] = "none"
+    qk_norm_when: str | None = None
+    """The config key that turns ``qk_norm`` on, where the family makes it optional."""
     norms_per_layer: int = 2
     norm_bias: bool = False
     mlp_gated: bool = True
@@ -1478,6 +1495,16 @@ _MODELING: dict[str, _Modeling] = {
     "exaone4": _Modeling(qk_norm="head", o_bias="attention_bias"),
     "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
     "ernie4_5": _Modeling(qkv_bias="use_bias"),
+    "glm4_moe": _Modeling(qk_norm="head", qk_norm_when="use_qk_norm"),
+    "exaone_moe": _Modeling(qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias"),
+    # Ling 2.0: use_bias on every projection, use_qkv_bias on Q/K/V alone; per-head q/k norms optional.
+    "bailing_moe": _Modeling(
+        qkv_bias=("use_bias", "use_qkv_bias"),
+        o_bias="use_bias",
+        mlp_bias="use_bias",
+        qk_norm="head",
+        qk_norm_when="use_qk_norm",
+    ),
     # Hunyuan (transformers' HunYuan V1 classes): per-head q/k norms always; attention_bias on all four.
     **dict.fromkeys(
         ("hunyuan", "hunyuan_v1_dense", "hunyuan_v1_moe"), _Modeling(qk_norm="head", o_bias="attention_bias")
@@ -1588,9 +1615,8 @@ def architecture_from_config(
         extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))
     extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
-    extra.setdefault(
-        "qk_norm", "head" if model_type == "glm4_moe" and _bool(cfg, "use_qk_norm", False) else built.qk_norm
-    )
+    on = built.qk_norm_when is None or _bool(cfg, built.qk_norm_when, False)
+    extra.setdefault("qk_norm", built.qk_norm if on else "none")
     extra.setdefault("norms_per_layer", built.norms_per_layer)
     extra.setdefault("norm_bias", built.norm_bias)
     extra.setdefault("mlp_gated", built.mlp_gated)

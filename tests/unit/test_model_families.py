@@ -63,28 +63,92 @@ GRANITE_MOE = {
 }
 
 
+#: Ling-flash-2.0 (Ring-flash-2.0 has the same shape): one merged shared expert, per-head q/k RMSNorms.
+LING_FLASH = {
+    "architectures": ["BailingMoeV2ForCausalLM"],
+    "model_type": "bailing_moe",
+    "vocab_size": 157184,
+    "hidden_size": 4096,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "max_position_embeddings": 32768,
+    "moe_intermediate_size": 1024,
+    "moe_shared_expert_intermediate_size": 1024,
+    "num_experts": 256,
+    "num_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 1,
+    "use_qk_norm": True,
+    "use_bias": False,
+    "use_qkv_bias": False,
+    "tie_word_embeddings": False,
+}
+#: K-EXAONE-236B-A23B: three sliding layers (window 128) to one global, layer 0 dense.
+K_EXAONE = {
+    "architectures": ["ExaoneMoEForCausalLM"],
+    "model_type": "exaone_moe",
+    "vocab_size": 153600,
+    "hidden_size": 6144,
+    "intermediate_size": 18432,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 262144,
+    "moe_intermediate_size": 2048,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_shared_experts": 1,
+    "sliding_window": 128,
+    "sliding_window_pattern": "LLLG",
+    "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(48)],
+    "tie_word_embeddings": False,
+}
+
+
 @pytest.mark.parametrize(
-    ("config", "total", "active_without_embedding"),
+    ("config", "total", "active", "tables_left_out"),
     [
         # HF's safetensors total of ERNIE-4.5-21B-A3B (its F32 part is the routers); "21B total, 3B active".
-        (ERNIE_MOE, 21_825_437_888, 3.0e9),
+        (ERNIE_MOE, 21_825_437_888, 3.0e9, 1),
         # Phi-3 report (arXiv:2404.14219): "a 16 x 3.8B MoE model with 6.6 billion active parameters";
-        # about 42B in all (not stated by Microsoft, so only the active count is held to 2%).
-        (PHI_MOE, None, 6.6e9),
+        # about 42B in all (not stated by Microsoft, so only the active count is held).
+        (PHI_MOE, None, 6.6e9, 0),
         # Granite 3.0/3.1 card: "# Parameters 3.3B", "# Active Parameters 800M" (3B MoE column).
-        (GRANITE_MOE, 3.3e9, 0.8e9),
+        (GRANITE_MOE, 3.3e9, 0.8e9, 1),
+        # HF's safetensors total of Ling-flash-2.0 (F32: the routers' expert biases); its card: "6.1B active
+        # (4.8B non-embedding)".
+        (LING_FLASH, 102_889_705_216, 4.8e9, 2),
+        # K-EXAONE's card: 236B total, 23B active (its BF16 GGUF sums to 236.57B plus a 0.53B MTP layer).
+        (K_EXAONE, 236e9, 23e9, 0),
     ],
-    ids=["ernie-4.5-21b-a3b", "phi-3.5-moe", "granite-3.1-3b-a800m"],
+    ids=["ernie-4.5-21b-a3b", "phi-3.5-moe", "granite-3.1-3b-a800m", "ling-flash-2.0", "k-exaone"],
 )
-def test_a_mixture_of_experts_family_counts_what_its_publisher_counts(
-    config, total, active_without_embedding
-):
+def test_a_mixture_of_experts_family_counts_what_its_publisher_counts(config, total, active, tables_left_out):
     arch = c.architecture_from_config(config)
     assert arch.warnings == ()
     if total:
         assert arch.parameters == pytest.approx(total, rel=0.02)
-    embedding = config["vocab_size"] * config["hidden_size"]  # publishers leave the input table out of active
-    assert arch.active_parameters - embedding == pytest.approx(active_without_embedding, rel=0.05)
+    embeddings = tables_left_out * config["vocab_size"] * config["hidden_size"]  # what the card leaves out
+    assert arch.active_parameters - embeddings == pytest.approx(active, rel=0.05)
+
+
+def test_k_exaones_layers_slide_and_route_as_its_lists_say():
+    arch = c.architecture_from_config(K_EXAONE)
+    assert (arch.num_sliding_window_layers, arch.sliding_window, arch.qk_norm) == (36, 128, "head")
+    assert [layer.ffn for layer in arch.layers] == ["dense"] + ["moe"] * 47  # first_k_dense_replace's default
+    listed = c.architecture_from_config(K_EXAONE | {"mlp_layer_types": ["dense"] * 2 + ["sparse"] * 46})
+    assert [layer.ffn for layer in listed.layers] == ["dense"] * 2 + ["moe"] * 46
+
+
+def test_lings_q_and_k_norms_are_there_only_when_its_config_turns_them_on():
+    with_norms = c.architecture_from_config(LING_FLASH)
+    without = c.architecture_from_config(LING_FLASH | {"use_qk_norm": False})
+    assert (with_norms.qk_norm, without.qk_norm) == ("head", "none")
+    assert with_norms.parameters - without.parameters == 32 * 2 * 128
 
 
 def test_ernies_first_layer_is_dense_by_its_config_classs_default():
