@@ -74,6 +74,7 @@ FAMILIES: dict[str, str] = {
     "LlavaForConditionalGeneration": "dense",
     "GraniteForCausalLM": "dense",
     "GemmaForCausalLM": "dense",
+    "FalconForCausalLM": "dense",
     "Ministral3ForCausalLM": "dense",  # vLLM's mistral.py
     "InternLM3ForCausalLM": "dense",  # vLLM's llama.py
     "ChatGLMModel": "dense",  # GLM-4-9B-chat, ChatGLM3
@@ -141,6 +142,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "mistral3": "dense",
     "granite": "dense",
     "gemma": "dense",
+    "falcon": "dense",
     "ministral3": "dense",
     "internlm3": "dense",
     "chatglm": "dense",
@@ -222,6 +224,7 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "smollm3": {"use_sliding_window": False, "tie_word_embeddings": True},
     "gemma": {"head_dim": 256, "tie_word_embeddings": True},
+    "falcon": {"multi_query": True, "parallel_attn": True, "bias": False, "tie_word_embeddings": True},
     "glm4": {"head_dim": 128, "attention_bias": True},
     "seed_oss": {"head_dim": 128, "attention_bias": True, "attention_out_bias": False},
     "starcoder2": {"use_bias": True, "tie_word_embeddings": True},
@@ -1515,6 +1518,8 @@ _MODELING: dict[str, _Modeling] = {
     ),
     "ernie4_5_moe": _Modeling(qkv_bias="use_bias"),
     "phimoe": _Modeling(qkv_bias=True, o_bias=True, norm_bias=True),  # LayerNorms; vLLM fixes the biases
+    # Falcon: GELU MLP without a gate, bias on every projection by `bias`, LayerNorms (how many: below).
+    "falcon": _Modeling(qkv_bias="bias", o_bias="bias", mlp_bias="bias", norm_bias=True, mlp_gated=False),
     # c_fc and c_proj (no gate), every projection biased by use_bias, LayerNorms.
     "starcoder2": _Modeling(
         qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias", norm_bias=True, mlp_gated=False
@@ -1557,9 +1562,12 @@ def architecture_from_config(
     )
     heads = _int(cfg, _HEADS, default=1 if state_only else None)
     kv_heads = _int(cfg, _KV_HEADS, default=heads)
-    if _bool(cfg, "multi_query", False) and not _bool(cfg, "new_decoder_architecture", False):
-        # Falcon's multi-query files state only the query heads: every layer caches one KV head (vLLM's
-        # falcon.py, and its Falcon config convertor; the new decoder architecture reads num_kv_heads).
+    if model_type == "falcon" and not _bool(cfg, "new_decoder_architecture", False):
+        # Before the new decoder architecture (which reads num_kv_heads), vLLM's falcon.py caches one KV head
+        # with multi_query (FalconConfig's default) and one per query head without it.
+        kv_heads = 1 if _bool(cfg, "multi_query", True) else heads
+    elif _bool(cfg, "multi_query", False) and not _bool(cfg, "new_decoder_architecture", False):
+        # GPTBigCode's multi-query files state only the query heads: every layer caches one KV head.
         kv_heads = 1
     if _bool(cfg, "use_cla", False):
         raise ConfigError(
@@ -1588,7 +1596,9 @@ def architecture_from_config(
         "head_dim": head_dim,
         "intermediate_size": _int(
             cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas") else None
-        ),
+        )
+        if model_type != "falcon"
+        else 4 * hidden,  # vLLM's FalconMLP is 4 x hidden whatever ffn_hidden_size says
     }
     if family == "hybrid":
         read = _read_hybrid(cfg, model_type, a)
@@ -1617,6 +1627,11 @@ def architecture_from_config(
     extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
     on = built.qk_norm_when is None or _bool(cfg, built.qk_norm_when, False)
     extra.setdefault("qk_norm", built.qk_norm if on else "none")
+    if model_type == "falcon" and _bool(cfg, "parallel_attn", True):
+        # One LayerNorm feeds attention and MLP in parallel; two (ln_attn, ln_mlp) where
+        # num_ln_in_parallel_attn is 2, as the new decoder architecture implies.
+        default = 2 if _bool(cfg, "new_decoder_architecture", False) else 1
+        extra["norms_per_layer"] = 2 if _int(cfg, ("num_ln_in_parallel_attn",), default=default) == 2 else 1
     extra.setdefault("norms_per_layer", built.norms_per_layer)
     extra.setdefault("norm_bias", built.norm_bias)
     extra.setdefault("mlp_gated", built.mlp_gated)

@@ -334,3 +334,31 @@ def test_hunyuans_per_layer_lists_are_read_as_one_value_and_cross_layer_attentio
     with pytest.raises(c.ConfigError) as err:
         c.architecture_from_config(hunyuan | {"use_cla": True, "cla_share_factor": 2})
     assert err.value.field == "use_cla" and "accepted: false" in str(err.value)
+
+
+#: Falcon-7B's fields (its RW-era file states no multi_query default and no ffn_hidden_size).
+FALCON_7B = {
+    "architectures": ["FalconForCausalLM"],
+    "model_type": "falcon",
+    "vocab_size": 65024,
+    "hidden_size": 4544,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 71,
+    "max_position_embeddings": 2048,
+}
+
+
+def test_falcon_is_read_as_vllms_falcon_builds_it():
+    seven = c.architecture_from_config(FALCON_7B)
+    assert seven.parameters == pytest.approx(7e9, rel=0.02)  # "Falcon-7B is a 7B parameters causal decoder"
+    # multi_query by FalconConfig's default: one KV head; one LayerNorm for the parallel attention and MLP;
+    # a GELU MLP of 4 x hidden without a gate.
+    assert (seven.num_kv_heads, seven.norms_per_layer, seven.intermediate_size) == (1, 1, 4 * 4544)
+    assert not seven.mlp_gated and seven.norm_bias and seven.tie_word_embeddings
+    assert c.architecture_from_config(FALCON_7B | {"multi_query": False}).num_kv_heads == 71
+    forty = FALCON_7B | {"hidden_size": 8192, "num_hidden_layers": 60, "num_attention_heads": 128}
+    new = c.architecture_from_config(forty | {"new_decoder_architecture": True, "num_kv_heads": 8})
+    assert (new.num_kv_heads, new.norms_per_layer) == (8, 2)  # ln_attn and ln_mlp
+    biased = c.architecture_from_config(FALCON_7B | {"bias": True})
+    per_layer = (71 + 2) * 64 + 4544 + (4 * 4544 + 4544)  # fused QKV, dense, dense_h_to_4h, dense_4h_to_h
+    assert biased.parameters - seven.parameters == 32 * per_layer
