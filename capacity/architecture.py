@@ -217,6 +217,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "patch_size": 16,
     },
     "mistral": {"sliding_window": None, "tie_word_embeddings": False},
+    "cohere": {"tie_word_embeddings": True},
+    "gpt_oss": {"attention_bias": True, "sliding_window_pattern": 2},
+    "cohere2": {"tie_word_embeddings": True, "sliding_window_pattern": 4},
     # The Qwen classes (and SmolLM3) keep a stated sliding_window off unless use_sliding_window says on.
     **{
         model_type: {"use_sliding_window": False}
@@ -247,9 +250,7 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         model_type: {"sliding_window_pattern": pattern}
         for model_type, pattern in (
             ("gemma2", 2),
-            ("gpt_oss", 2),
             ("gemma3", 6),
-            ("cohere2", 4),
             ("exaone4", 4),
             ("olmo3", 4),
         )
@@ -403,6 +404,11 @@ class Architecture:
     StarCoder2)."""
     mlp_bias: bool = False
     """The dense MLP's projections carry a bias (StarCoder2)."""
+    lm_head_bias: bool = False
+    """The LM head carries a bias (Phi-3.5-MoE in vLLM)."""
+    expert_score_bias: bool = False
+    """Each MoE layer's router has a per-expert score-correction bias (DeepSeek-V3's noaux_tc, GLM-4.5, ERNIE
+    4.5, K-EXAONE, Ling 2.0)."""
     kv_lora_rank: int | None = None
     """MLA latent width d_c (DeepSeek V2/V3); None for non-MLA attention."""
     q_lora_rank: int | None = None
@@ -684,7 +690,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
             bias = (mlp_mats - 1) * e_width + h if a.expert_bias else 0
             experts += weigh("experts", i, one * a.num_experts) + weigh(None, i, bias * a.num_experts)
             replicated += weigh("router", i, h * a.num_experts) + weigh(
-                None, i, a.num_experts if a.expert_bias else 0
+                None, i, a.num_experts * (a.expert_bias + a.expert_score_bias)
             )
             if a.shared_expert_intermediate_size:
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
@@ -692,6 +698,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
                 replicated += weigh("router", i, h)
     embedding = weigh("embedding", None, a.vocab_size * h)
     lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, a.vocab_size * h)
+    lm_head += weigh(None, None, a.vocab_size if a.lm_head_bias else 0)
     moe_layers = a.num_moe_layers
     return ParameterGroups(
         embedding=embedding,
@@ -1479,27 +1486,44 @@ class _Modeling:
     norms_per_layer: int = 2
     norm_bias: bool = False
     mlp_gated: bool = True
+    lm_head_bias: bool = False
+    expert_score_bias: str | tuple[str, ...] | bool = False
 
 
+#: vLLM's llama.py: attention_bias on all four attention projections, mlp_bias on the MLP's.
+_LLAMA = _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias")
 _QK_NORM_PER_HEAD = _Modeling(qk_norm="head")
 _QK_NORM_FULL_WIDTH = _Modeling(qk_norm="full")
 
-#: Per ``model_type``; a type not listed is built as vLLM's Llama is (Q, K, V biases by ``attention_bias``).
+#: Per ``model_type``; a type not listed has Q, K, V biases by ``attention_bias`` and nothing else.
+#: tests/conformance/test_parameter_counts.py holds each to the parameters vLLM's own model class creates.
 _MODELING: dict[str, _Modeling] = {
+    **dict.fromkeys(("llama", "mistral", "ministral3", "granite", "phi3", "smollm3", "internlm3"), _LLAMA),
+    # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all.
+    **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1)),
+    "gemma": _Modeling(qkv_bias=False),
     "qwen2": _Modeling(qkv_bias=True),
     "qwen2_moe": _Modeling(qkv_bias=True),
-    **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text", "gemma3", "gemma3_text"), _QK_NORM_PER_HEAD),
+    **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text"), _QK_NORM_PER_HEAD),
     # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
-    **dict.fromkeys(("minimax_m2", "olmo2", "olmo3", "olmoe"), _QK_NORM_FULL_WIDTH),
-    "gemma2": _Modeling(norms_per_layer=4),
-    "gemma3": _Modeling(norms_per_layer=4, qk_norm="head"),
-    "gemma3_text": _Modeling(norms_per_layer=4, qk_norm="head"),
+    "minimax_m2": _Modeling(qk_norm="full", expert_score_bias="use_routing_bias"),
+    **dict.fromkeys(("olmo2", "olmo3"), _Modeling(qk_norm="full", o_bias="attention_bias")),
+    "olmoe": _Modeling(qk_norm="full", qkv_bias=False),  # vLLM's olmoe.py reads no bias key
+    **dict.fromkeys(("granitemoe", "granitemoeshared"), _Modeling(qkv_bias=False)),  # nor granitemoe.py
+    "gemma2": _Modeling(norms_per_layer=4, o_bias="attention_bias"),
+    **dict.fromkeys(
+        ("gemma3", "gemma3_text"), _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias")
+    ),
     "glm4": _Modeling(norms_per_layer=4),  # input, post-attention, post-self-attention and post-MLP
-    "exaone4": _Modeling(qk_norm="head", o_bias="attention_bias"),
+    "exaone4": _Modeling(qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias"),
     "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
-    "ernie4_5": _Modeling(qkv_bias="use_bias"),
-    "glm4_moe": _Modeling(qk_norm="head", qk_norm_when="use_qk_norm"),
-    "exaone_moe": _Modeling(qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias"),
+    # vLLM's ERNIE 4.5 is its Llama without the output bias: it reads attention_bias, not ERNIE's use_bias.
+    "ernie4_5": _Modeling(qkv_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"),
+    "glm4_moe": _Modeling(qk_norm="head", qk_norm_when="use_qk_norm", expert_score_bias=True),
+    "glm4_moe_lite": _Modeling(expert_score_bias=True),
+    "exaone_moe": _Modeling(
+        qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias", expert_score_bias=True
+    ),
     # Ling 2.0: use_bias on every projection, use_qkv_bias on Q/K/V alone; per-head q/k norms optional.
     "bailing_moe": _Modeling(
         qkv_bias=("use_bias", "use_qkv_bias"),
@@ -1507,6 +1531,7 @@ _MODELING: dict[str, _Modeling] = {
         mlp_bias="use_bias",
         qk_norm="head",
         qk_norm_when="use_qk_norm",
+        expert_score_bias="moe_router_enable_expert_bias",
     ),
     # Hunyuan (transformers' HunYuan V1 classes): per-head q/k norms always; attention_bias on all four.
     **dict.fromkeys(
@@ -1516,8 +1541,9 @@ _MODELING: dict[str, _Modeling] = {
     "chatglm": _Modeling(
         qkv_bias=("add_bias_linear", "add_qkv_bias"), o_bias="add_bias_linear", mlp_bias="add_bias_linear"
     ),
-    "ernie4_5_moe": _Modeling(qkv_bias="use_bias"),
-    "phimoe": _Modeling(qkv_bias=True, o_bias=True, norm_bias=True),  # LayerNorms; vLLM fixes the biases
+    "ernie4_5_moe": _Modeling(qkv_bias="use_bias", expert_score_bias=True),
+    # LayerNorms; vLLM's phimoe.py fixes the biases on, the LM head's too.
+    "phimoe": _Modeling(qkv_bias=True, o_bias=True, norm_bias=True, lm_head_bias=True),
     # Falcon: GELU MLP without a gate, bias on every projection by `bias`, LayerNorms (how many: below).
     "falcon": _Modeling(qkv_bias="bias", o_bias="bias", mlp_bias="bias", norm_bias=True, mlp_gated=False),
     # c_fc and c_proj (no gate), every projection biased by use_bias, LayerNorms.
@@ -1635,6 +1661,10 @@ def architecture_from_config(
     extra.setdefault("norms_per_layer", built.norms_per_layer)
     extra.setdefault("norm_bias", built.norm_bias)
     extra.setdefault("mlp_gated", built.mlp_gated)
+    extra.setdefault("lm_head_bias", built.lm_head_bias)
+    # vLLM's DeepSeek-V2/V3 routers (Kimi K2, Mistral Large 3) have the bias with the noaux_tc top-k method.
+    noaux = family == "mla" and cfg.get("topk_method") == "noaux_tc"
+    extra.setdefault("expert_score_bias", noaux or _flag(cfg, built.expert_score_bias))
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
