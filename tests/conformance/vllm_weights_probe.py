@@ -1,0 +1,84 @@
+"""Ask real vLLM how many parameters its own model class holds for a config.json.
+
+Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}}]`` from stdin, writes
+one JSON list to stdout, one answer per case:
+
+    {"id", "architecture": str or null, "parameters": int or null, "error": one line or null}
+
+Each config is written to a folder of its own and resolved as ``vllm serve`` resolves it
+(``EngineArgs.create_engine_config``: the registry's class for its ``architectures``, native or the
+Transformers backend), then that class is built on PyTorch's meta device inside vLLM's own config and
+parallel-state context (one rank, gloo on loopback), so every tensor it registers exists with its shape
+and none with storage. Parameters are counted once each (a tied LM head is the embedding). No weights,
+tokenizer, engine or server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+_DIST: dict[str, bool] = {"ready": False}
+
+
+def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import (
+        destroy_model_parallel,
+        init_distributed_environment,
+        initialize_model_parallel,
+    )
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        args = EngineArgs(model=folder, skip_tokenizer_init=True, load_format="dummy", enforce_eager=True)
+        vllm_config = args.create_engine_config()
+        cls, architecture = get_model_architecture(vllm_config.model_config)
+        with set_current_vllm_config(vllm_config):
+            if not _DIST["ready"]:
+                init_distributed_environment(
+                    world_size=1,
+                    rank=0,
+                    distributed_init_method=f"tcp://127.0.0.1:{port}",
+                    local_rank=0,
+                    backend="gloo",
+                )
+                _DIST["ready"] = True
+            # The groups are made for the model at hand (an expert-parallel one only for an MoE model).
+            destroy_model_parallel()
+            initialize_model_parallel(1, 1)
+            with torch.device("meta"):
+                model = cls(vllm_config=vllm_config)
+    seen: set[int] = set()
+    total = 0
+    for parameter in model.parameters():
+        if id(parameter) not in seen:
+            seen.add(id(parameter))
+            total += parameter.numel()
+    return {"architecture": architecture, "parameters": total, "error": None}
+
+
+def main() -> None:
+    cases = json.load(sys.stdin)
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 29500
+    answers = []
+    for case in cases:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # vLLM's own prints stay off the answer
+                answer = _count(case["config"], port)
+        except Exception as exc:  # the answer names the refusal; the test decides what it means
+            answer = {"architecture": None, "parameters": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        answers.append({"id": case["id"], **answer})
+    print(json.dumps(answers))
+
+
+if __name__ == "__main__":
+    main()
