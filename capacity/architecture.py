@@ -216,8 +216,11 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "image_size": 224,
         "patch_size": 16,
     },
-    "mistral": {"sliding_window": None, "tie_word_embeddings": False},
+    # MistralConfig and Gemma2Config: a file that leaves the window out slides at 4096 (Mistral 7B v0.2 on
+    # state null, which stays null).
+    "mistral": {"sliding_window": 4096, "tie_word_embeddings": False},
     "cohere": {"tie_word_embeddings": True},
+    "gemma2": {"sliding_window": 4096, "sliding_window_pattern": 2},
     "gpt_oss": {"attention_bias": True, "sliding_window_pattern": 2},
     "cohere2": {"tie_word_embeddings": True, "sliding_window_pattern": 4},
     # The Qwen classes (and SmolLM3) keep a stated sliding_window off unless use_sliding_window says on.
@@ -249,7 +252,6 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     **{
         model_type: {"sliding_window_pattern": pattern}
         for model_type, pattern in (
-            ("gemma2", 2),
             ("gemma3", 6),
             ("exaone4", 4),
             ("olmo3", 4),
@@ -864,7 +866,7 @@ def _with_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
     model_type = cfg.get("model_type")
     defaults = TRANSFORMERS_DEFAULTS.get(model_type, {}) if isinstance(model_type, str) else {}
     merged = dict(defaults)
-    merged.update({k: v for k, v in cfg.items() if v is not None or k not in defaults})
+    merged.update(cfg)  # a key the file states wins, null too: the config class keeps a stated None
     return merged
 
 
