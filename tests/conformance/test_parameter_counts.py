@@ -1,4 +1,5 @@
-"""capacity counts, family by family, exactly the parameters vLLM's own model class creates.
+"""capacity counts, family by family, exactly the parameters vLLM's own model class creates, and caches
+what its attention layers cache.
 
 Weights are most of a GPU's memory, and a family's modeling code decides them beyond what its config
 states: which key puts a bias where, how many norms a layer has, whether the LM head is tied, whether an
@@ -284,6 +285,32 @@ def test_capacity_counts_the_parameters_vllms_model_class_creates(
     assert answer["error"] is None, f"vLLM could not build {case}: {answer['error']}"
     assert answer["architecture"] == CASES[case]["architectures"][0]
     assert capacity.architecture_from_config(CASES[case]).parameters == answer["parameters"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cache(
+    vllm_counts: dict[str, dict[str, Any]], case: str
+) -> None:
+    """Layer by layer, what each of vLLM's ``Attention`` modules caches (MLA's latent is another module, held
+    by test_kv_capacity.py and test_layer_kinds.py): KV heads, K and V head sizes, the sliding window."""
+    arch = capacity.architecture_from_config(CASES[case])
+    if arch.attention == "MLA":
+        return
+    ours = [
+        (
+            arch.kv_heads_of(layer),
+            arch.head_dim,
+            arch.head_dim,
+            arch.sliding_window if layer.mixer == "sliding" else None,
+        )
+        for layer in arch.layers
+        if layer.mixer in ("full", "sliding", "chunked")
+    ]
+    theirs = [
+        (layer["kv_heads"], layer["head_size"], layer["head_size_v"], layer["sliding_window"])
+        for layer in vllm_counts[case]["attention"]
+    ]
+    assert ours == theirs
 
 
 def test_every_text_model_class_capacity_reads_is_built_here_or_says_why_not() -> None:

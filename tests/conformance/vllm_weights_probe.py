@@ -3,14 +3,16 @@
 Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}}]`` from stdin, writes
 one JSON list to stdout, one answer per case:
 
-    {"id", "architecture": str or null, "parameters": int or null, "error": one line or null}
+    {"id", "architecture": str or null, "parameters": int or null, "error": one line or null,
+     "attention": [{"kv_heads", "head_size", "head_size_v", "sliding_window"}, ...] or null}
 
 Each config is written to a folder of its own and resolved as ``vllm serve`` resolves it
 (``EngineArgs.create_engine_config``: the registry's class for its ``architectures``, native or the
 Transformers backend), then that class is built on PyTorch's meta device inside vLLM's own config and
 parallel-state context (one rank, gloo on loopback), so every tensor it registers exists with its shape
 and none with storage. Parameters are counted once each (a tied LM head is the embedding). No weights,
-tokenizer, engine or server.
+tokenizer, engine or server. ``attention`` lists, in model order, every layer vLLM gives a KV cache to
+(its ``Attention`` modules, at one rank): the heads and sizes it caches and its sliding window.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
         initialize_model_parallel,
     )
     from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.layers.attention.attention import Attention
     from vllm.model_executor.model_loader.utils import get_model_architecture
 
     with tempfile.TemporaryDirectory() as folder:
@@ -63,7 +66,17 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
         if id(parameter) not in seen:
             seen.add(id(parameter))
             total += parameter.numel()
-    return {"architecture": architecture, "parameters": total, "error": None}
+    attention = [
+        {
+            "kv_heads": module.num_kv_heads,
+            "head_size": module.head_size,
+            "head_size_v": getattr(module, "head_size_v", module.head_size),
+            "sliding_window": module.sliding_window,
+        }
+        for module in model.modules()
+        if isinstance(module, Attention)
+    ]
+    return {"architecture": architecture, "parameters": total, "attention": attention, "error": None}
 
 
 def main() -> None:
@@ -75,7 +88,8 @@ def main() -> None:
             with contextlib.redirect_stdout(sys.stderr):  # vLLM's own prints stay off the answer
                 answer = _count(case["config"], port)
         except Exception as exc:  # the answer names the refusal; the test decides what it means
-            answer = {"architecture": None, "parameters": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            answer = {"architecture": None, "parameters": None, "attention": None, "error": error}
         answers.append({"id": case["id"], **answer})
     print(json.dumps(answers))
 
