@@ -120,7 +120,7 @@ BASE = {
     ],
     ids=["multi-query-caches-one-head", "new-decoder-architecture-reads-its-kv-heads", "multi-query-off"],
 )
-def test_falcons_multi_query_flag_is_one_kv_head_as_vllm_reads_it(change, kv_heads):
+def test_a_multi_query_flag_without_the_new_decoder_architecture_is_one_kv_head(change, kv_heads):
     cfg = {k: v for k, v in (BASE | change).items() if v is not None}
     assert c.architecture_from_config(cfg).num_kv_heads == kv_heads
 
