@@ -220,7 +220,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # state null, which stays null).
     "mistral": {"sliding_window": 4096, "tie_word_embeddings": False},
     "cohere": {"tie_word_embeddings": True},
-    "gemma2": {"sliding_window": 4096, "sliding_window_pattern": 2},
+    "gemma2": {"sliding_window": 4096, "sliding_window_pattern": 2, "tie_word_embeddings": True},
+    "gemma3": {"sliding_window_pattern": 6, "tie_word_embeddings": True},
     "gpt_oss": {"attention_bias": True, "sliding_window_pattern": 2},
     "cohere2": {"tie_word_embeddings": True, "sliding_window_pattern": 4},
     # The Qwen classes (and SmolLM3) keep a stated sliding_window off unless use_sliding_window says on.
@@ -252,7 +253,6 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     **{
         model_type: {"sliding_window_pattern": pattern}
         for model_type, pattern in (
-            ("gemma3", 6),
             ("exaone4", 4),
             ("olmo3", 4),
         )
@@ -1647,7 +1647,6 @@ def architecture_from_config(
             index_topk=_int(cfg, ("index_topk",), minimum=0, default=0),
         )
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
-    gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
     built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
         extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
@@ -1673,7 +1672,7 @@ def architecture_from_config(
         architecture=architecture,
         vocab_size=_int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
-        tie_word_embeddings=_bool(cfg, "tie_word_embeddings", gemma),
+        tie_word_embeddings=_bool(cfg, "tie_word_embeddings", False),
         dtype=dtype,
         weights=weight_format(cfg, hf_quant_config=hf_quant_config),
         layers=tuple(
