@@ -11,10 +11,12 @@ from capacity.architecture import (
     DEFAULT_POSITIONS,
     Architecture,
     AttentionKind,
+    ConfigReader,
     Layer,
     ParameterGroups,
     StateSpec,
     architecture_from_config,
+    config_reader,
 )
 from capacity.catalog import (
     catalog_architecture,
@@ -136,6 +138,7 @@ __all__ = [
     "CapacityError",
     "ColdStart",
     "ConfigError",
+    "ConfigReader",
     "Curve",
     "DecodeStep",
     "Efficiency",
@@ -171,6 +174,7 @@ __all__ = [
     "choose_gpu",
     "cold_start",
     "cold_starts",
+    "config_reader",
     "decode_step",
     "default_max_num_batched_tokens",
     "fp8_block_error",

@@ -14,11 +14,13 @@ A missing or malformed field raises :class:`~capacity.errors.ConfigError` naming
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
+from importlib import resources
 from typing import Any, Literal
 
 from capacity.errors import ConfigError
@@ -30,14 +32,21 @@ __all__ = [
     "TRANSFORMERS_DEFAULTS",
     "Architecture",
     "AttentionKind",
+    "ConfigReader",
     "Layer",
     "Mixer",
     "ParameterGroups",
     "StateSpec",
     "architecture_from_config",
+    "config_reader",
 ]
 
 AttentionKind = Literal["MHA", "GQA", "MQA", "MLA", "none"]
+
+#: What builds a checkpoint's config class in vLLM (:func:`config_reader`): ``engine``, a class of vLLM's or
+#: its transformers'; ``checkpoint``, the repository's own code, run only under ``--trust-remote-code``;
+#: ``none``, neither (the engine stops at start).
+ConfigReader = Literal["engine", "checkpoint", "none"]
 
 #: A layer's token mixer, by how vLLM's KV-cache allocator holds it: ``full`` attention grows with the
 #: context; ``sliding`` is bounded by the window, ``chunked`` (Llama 4's local layers) by the chunk; ``mla``
@@ -448,6 +457,9 @@ class Architecture:
     """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
     vision_parameters: int = 0
     """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
+    config_reader: ConfigReader = "engine"
+    """What builds this config in vLLM (:func:`config_reader`); ``checkpoint`` needs
+    ``--trust-remote-code``."""
     warnings: tuple[str, ...] = ()
     """Assumptions made reading the config (an unknown architecture planned by its standard fields)."""
 
@@ -887,6 +899,51 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         merged.setdefault("model_type", config.get("model_type"))
         return _with_defaults(merged)
     return _with_defaults(config)
+
+
+@dataclass(frozen=True)
+class _EngineVocabulary:
+    """``vllm_config_types.json``: written from vLLM by tests/conformance/vllm_config_types_probe.py, which
+    the conformance suite checks it against."""
+
+    vllm: str
+    transformers: str
+    model_types: frozenset[str]
+    """The ``model_type`` values vLLM builds a config class for with its own code or its transformers'."""
+    architectures_without_model_type: frozenset[str]
+    """The ``architectures`` classes vLLM maps to a type itself when a config names none."""
+
+
+@cache
+def _engine_vocabulary() -> _EngineVocabulary:
+    doc = json.loads((resources.files("capacity") / "vllm_config_types.json").read_text())
+    return _EngineVocabulary(
+        vllm=doc["vllm"],
+        transformers=doc["transformers"],
+        model_types=frozenset(doc["model_types"]),
+        architectures_without_model_type=frozenset(doc["architectures_without_model_type"]),
+    )
+
+
+def config_reader(config: Mapping[str, Any]) -> ConfigReader:
+    """What builds this ``config.json``'s config class in vLLM, which must succeed before anything else.
+
+    vLLM's ``get_config`` goes by the file's top-level ``model_type``: a class of its own, or transformers'
+    ``AutoConfig``, which knows its library's types (``engine``). For any other type, or none, ``AutoConfig``
+    runs the class the file's ``auto_map`` names from the repository (``checkpoint``), which vLLM allows
+    only under ``--trust-remote-code``; without it, or with no ``auto_map`` ``AutoConfig`` at all (``none``),
+    the engine stops at start. A config with no ``model_type`` is the engine's only when its class is one
+    vLLM maps to a type itself."""
+    engine = _engine_vocabulary()
+    model_type = config.get("model_type")
+    if model_type is None:
+        native = _architecture_class(config) in engine.architectures_without_model_type
+    else:
+        native = model_type in engine.model_types
+    if native:
+        return "engine"
+    auto_map = config.get("auto_map")
+    return "checkpoint" if isinstance(auto_map, Mapping) and "AutoConfig" in auto_map else "none"
 
 
 def _architecture_class(config: Mapping[str, Any]) -> str:
@@ -1647,6 +1704,14 @@ def architecture_from_config(
             index_topk=_int(cfg, ("index_topk",), minimum=0, default=0),
         )
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
+    reader = config_reader(config)
+    if reader == "none":
+        engine = _engine_vocabulary()
+        warnings.append(
+            f"model_type {config.get('model_type')!r} has no config class in vLLM {engine.vllm} or its "
+            f"transformers {engine.transformers}, and the file names no AutoConfig code of its own "
+            "(auto_map): that engine stops at start (an image whose engine knows the type can serve it)"
+        )
     built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
         extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
@@ -1681,6 +1746,7 @@ def architecture_from_config(
         ),
         qkv_bias=_flag(cfg, built.qkv_bias),
         vision_parameters=_vision_parameters(config, hidden),
+        config_reader=reader,
         warnings=tuple(warnings),
         **a,
         **extra,

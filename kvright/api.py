@@ -388,6 +388,11 @@ class ModelSpec(_Object):
     hub: HubSource | None = None
     source: WeightSource | None = None
     """Where the weights come from; left out, the hub (vLLM downloads model.name at every pod start)."""
+    trust_remote_code: bool = False
+    """Let vLLM run the Python the model repository ships (`--trust-remote-code`): needed where config.json
+    names a model_type that neither vLLM nor its transformers has a class for, and only its auto_map code
+    reads (`kvright inspect` says so); kvright refuses such a model until this is true. The code runs in the
+    vLLM pods with the model's access: set it only for repositories you trust."""
 
     @property
     def served_model_name(self) -> str:

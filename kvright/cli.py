@@ -74,6 +74,17 @@ def _fraction(text: str) -> float:
 
 KV_DTYPE_CHOICES = ("auto", "fp8", "bfloat16", "float16")
 
+TRUST_REMOTE_CODE = (
+    "vLLM reads this config only by running the model repository's own Python (auto_map): serve it with "
+    "--trust-remote-code (an LLMDeployment: model.trustRemoteCode: true), for a repository you trust"
+)
+#: ``kvright inspect``'s words for capacity.ConfigReader.
+CONFIG_READERS: dict[str, str] = {
+    "engine": "vLLM (its own or transformers' config class)",
+    "checkpoint": f"the repository's own code: {TRUST_REMOTE_CODE}",
+    "none": "nothing in vLLM: see the warning",
+}
+
 
 def _command(sub: Any, name: str, help: str, model_help: str | None = None) -> argparse.ArgumentParser:
     """A subcommand with what every planning command takes: MODEL (where given its help) and ``--json``."""
@@ -298,6 +309,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "layer_kinds": dict(sorted(arch.mixer_counts.items())),
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,
+        "config_reader": arch.config_reader,
         "warnings": list(arch.warnings),
     }
     heads = "latent" if arch.attention == "MLA" else f"{arch.num_kv_heads} KV heads x {arch.head_dim}"
@@ -328,6 +340,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ),
         ("max context", _max_context(arch)),
         ("valid TP", ", ".join(str(t) for t in valid_tp)),
+        ("config read by", CONFIG_READERS[arch.config_reader]),
         *(("warning", w) for w in arch.warnings),
     ]
     return data, _table(rows)
@@ -540,6 +553,8 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     data["cold_start_seconds"] = {
         source: round(start.seconds, 1) for source, start in _cold_starts(arch, first.result).items()
     }
+    data["config_reader"] = arch.config_reader
+    data["warnings"] = [*arch.warnings, *data["warnings"]]
     text = _plan_text(arch, first.gpu, first.result)
     if len(gpus) > 1:
         data["alternatives"] = [a.to_dict() for a in choice.alternatives]
@@ -645,8 +660,10 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
             "cold start per pod (time to Ready, by weight source)",
             [(source, _cold_start_text(start)) for source, start in starts.items()],
         )
-    for warning in result.warnings:
+    for warning in (*arch.warnings, *result.warnings):
         lines.append(f"warning: {warning}")
+    if arch.config_reader == "checkpoint":
+        lines.append(f"note: {TRUST_REMOTE_CODE}")
     if result.candidates:
         lines += ["", "candidates"]
         header = (

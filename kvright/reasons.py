@@ -22,6 +22,8 @@ class Reason:
     INVALID_SPEC: Final = "InvalidSpec"
     ARCHITECTURE_UNKNOWN: Final = "ArchitectureUnknown"
     ARCHITECTURE_INVALID: Final = "ArchitectureInvalid"
+    REMOTE_CODE_NOT_TRUSTED: Final = "RemoteCodeNotTrusted"
+    """vLLM reads the model's config only with the repository's own code and model.trustRemoteCode is off."""
     CONFIG_MAP_MISSING: Final = "ConfigMapMissing"
     HUB_FETCH_FAILED: Final = "HubFetchFailed"
     TOKEN_SECRET_MISSING: Final = "TokenSecretMissing"

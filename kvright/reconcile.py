@@ -476,6 +476,13 @@ def _desire(facts: Facts) -> Desired:
         return _infeasible(Reason.ARCHITECTURE_UNKNOWN, "the architecture was not resolved")
     if isinstance(arch, ResolveFailure):
         return _infeasible(arch.reason, arch.message, retry=30.0 if arch.retryable else None)
+    if arch.config_reader == "checkpoint" and not spec.model.trust_remote_code:
+        return _infeasible(
+            Reason.REMOTE_CODE_NOT_TRUSTED,
+            f"vLLM reads {spec.model.name}'s config.json only by running the Python the model repository "
+            "ships (its model_type has no class in vLLM or transformers; auto_map names the repository's); "
+            "set model.trustRemoteCode: true to let the vLLM pods run it, for a repository you trust",
+        )
 
     overrides = facts.overrides
     tp = spec.tuning.tensor_parallel_size or overrides.tensor_parallel_size
@@ -629,6 +636,7 @@ def _desire(facts: Facts) -> Desired:
         endpoint_picker=spec.routing.endpoint_picker or facts.endpoint_picker,
         weights=weights.mount,
         pod_monitor_labels=facts.pod_monitor_labels,
+        trust_remote_code=spec.model.trust_remote_code,
     )
     plan_status: dict[str, Any] = {
         "gpuProduct": product.product,
@@ -731,8 +739,8 @@ def _desire(facts: Facts) -> Desired:
             )
         )
     message = result.reason
-    if result.warnings:
-        message += "; warnings: " + "; ".join(result.warnings)
+    if arch.warnings or result.warnings:
+        message += "; warnings: " + "; ".join((*arch.warnings, *result.warnings))
     return Desired(
         plan_feasible=Condition(
             type=cond.PLAN_FEASIBLE, status="True", reason=Reason.PLANNED, message=message

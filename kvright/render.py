@@ -142,6 +142,8 @@ class VLLMWorkload:
     """The InferencePool's endpoint picker (None: the pool has no endpointPickerRef)."""
     weights: WeightsMount | None = None
     """Weights on a volume; None: vLLM downloads ``model`` from the hub at every start."""
+    trust_remote_code: bool = False
+    """``--trust-remote-code`` on every role: vLLM may run the Python the model repository ships."""
 
     @property
     def gpus_per_pod(self) -> int:
@@ -283,6 +285,8 @@ def _container(w: VLLMWorkload, args: Sequence[str] | None = None, *, serves: bo
     startup_period = 10
     gpus = str(w.gpus_per_pod)
     flags = list(w.vllm_args if args is None else args)
+    if w.trust_remote_code:
+        flags.append("--trust-remote-code")
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": w.image,

@@ -111,16 +111,6 @@ def _cases() -> dict[str, dict[str, Any]]:
 
 CASES = _cases()
 
-#: Files vLLM reads only by running the checkpoint's own Python (``auto_map``, trust_remote_code), which
-#: is not here: Llama-Nemotron's DeciLM config (NAS blocks) and Hunyuan-A13B's GitHub file (model_type
-#: ``hunyuan``; transformers registers ``hunyuan_v1_moe``). Neither has a window.
-REMOTE_CODE = {
-    "catalog:llama-3.3-nemotron-super-49b",
-    "zoo:llama-nemotron-super-49b",
-    "zoo:hunyuan-a13b-instruct",
-}
-
-
 @pytest.fixture(scope="module")
 def vllm_reads(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps([{"id": cid, "config": config} for cid, config in CASES.items()])
@@ -145,8 +135,8 @@ def _sliding_in_vllm(answer: dict[str, Any]) -> list[bool]:
 def test_capacity_slides_the_layers_vllm_slides(vllm_reads: dict[str, dict[str, Any]], case: str) -> None:
     answer = vllm_reads[case]
     arch = capacity.architecture_from_config(CASES[case], name=case)
-    if case in REMOTE_CODE:
-        assert "auto_map" in CASES[case] and "custom code" in str(answer["error"]), answer
+    if arch.config_reader == "checkpoint":  # read only by their own code (test_remote_code.py); no window
+        assert "custom code" in str(answer["error"]), answer
         assert arch.num_sliding_window_layers == 0
         return
     assert answer["error"] is None, f"vLLM could not read {case}: {answer['error']}"

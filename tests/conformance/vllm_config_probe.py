@@ -1,7 +1,9 @@
 """Ask real vLLM how it reads a checkpoint's config.json: the text config its layers are built from.
 
-Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}}]`` from stdin, writes
-each config.json into a folder of its own, loads it as the engine does (``get_config``, then
+Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}}]`` from stdin (a case
+may add ``"files": {name: text}`` to write beside it, and ``"trust_remote_code": true``, as
+``--trust-remote-code`` sets it), writes each config.json into a folder of its own, loads it as the engine
+does (``get_config``, then
 ``get_hf_text_config``: transformers' config class for the model type, the language model's part of a
 multimodal one), and writes one JSON list to stdout, one answer per case:
 
@@ -22,14 +24,17 @@ import tempfile
 from typing import Any
 
 
-def read(config: dict[str, Any]) -> dict[str, Any]:
+def read(config: dict[str, Any], files: dict[str, str] | None = None, trust: bool = False) -> dict[str, Any]:
     from vllm.transformers_utils.config import get_config, get_hf_text_config
 
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(config, f)
+        for name, content in (files or {}).items():
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(content)
         try:
-            text = get_hf_text_config(get_config(folder, trust_remote_code=False))
+            text = get_hf_text_config(get_config(folder, trust_remote_code=trust))
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             return {
                 "layer_types": None,
@@ -50,6 +55,7 @@ if __name__ == "__main__":
     out = []
     for case in json.load(sys.stdin):
         with contextlib.redirect_stdout(sys.stderr):  # vLLM logs must not corrupt the JSON answer
-            out.append({"id": case["id"], **read(case["config"])})
+            answer = read(case["config"], case.get("files"), bool(case.get("trust_remote_code", False)))
+            out.append({"id": case["id"], **answer})
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")

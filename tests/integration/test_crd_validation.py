@@ -114,6 +114,11 @@ INVALID = [
     ),
     ("name-not-dns1035", llmd("9lives"), "metadata.name must be a DNS-1035 label"),
     (
+        "trust-remote-code-word",
+        llmd("a").set("model.trustRemoteCode", "yes"),
+        "spec.model.trustRemoteCode in body must be of type boolean",
+    ),
+    (
         "product-and-products",
         llmd("a").gpu("NVIDIA-H100-80GB-HBM3").set("gpu.products", ["NVIDIA-H200"]),
         "gpu.product pins one GPU product and gpu.products lists those kvright may choose among",
@@ -196,12 +201,13 @@ def test_samples_are_accepted(ns: tuple[Kube, str], path: Path) -> None:
     kube, name = ns
     obj = yaml.safe_load(path.read_text(encoding="utf-8"))
     stored = dry_run(kube, name, obj)
-    assert stored["spec"]["model"] == obj["spec"]["model"]
+    assert stored["spec"]["model"] == {"trustRemoteCode": False, **obj["spec"]["model"]}
 
 
 def test_defaults_are_applied(ns: tuple[Kube, str]) -> None:
     kube, name = ns
     stored = dry_run(kube, name, llmd("minimal").obj())["spec"]
+    assert stored["model"]["trustRemoteCode"] is False  # the repository's code runs only when asked
     assert stored["workload"] == {
         "maxModelLen": 8192,
         "promptTokens": 1024,

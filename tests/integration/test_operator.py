@@ -412,6 +412,27 @@ def test_config_map_source_waits_for_the_config_map_then_plans(kube: Kube, runni
     assert got["status"]["architecture"]["numLayers"] == 32
 
 
+def test_a_model_read_by_its_own_code_waits_for_trust_then_every_pod_gets_the_flag(
+    kube: Kube, running: str
+) -> None:
+    """A fine-tune that renamed its model_type ships the config class vLLM must run (auto_map): refused
+    with the field to set, no pods; once the spec trusts the code, vLLM is told to run it."""
+    ns = running
+    code = {"AutoConfig": "configuration_acme.AcmeConfig"}
+    custom = {**LLAMA_8B_CONFIG, "model_type": "acme_llama", "auto_map": code}
+    _create_v1(kube, ns, "ConfigMap", "acme-config", data={"config.json": json.dumps(custom)})
+    create(kube, llmd("acme").config_map("acme-config").gpu(H100).obj(), ns)
+    refused = poll(lambda: reconciled(kube, ns, "acme"), what="acme reconciled")
+    pf = condition(refused, "PlanFeasible")
+    assert (pf["status"], pf["reason"]) == ("False", "RemoteCodeNotTrusted"), pf
+    assert "model.trustRemoteCode: true" in pf["message"]
+    assert deployment(kube, ns, "acme") is None
+    _patch_spec(kube, ns, "acme", {"model": {"trustRemoteCode": True}})
+    poll(lambda: deployment(kube, ns, "acme"), what="acme's Deployment once trusted")
+    (container,) = (deployment(kube, ns, "acme") or {})["spec"]["template"]["spec"]["containers"]
+    assert container["args"].count("--trust-remote-code") == 1
+
+
 @pytest.fixture
 def hub() -> Iterator[tuple[str, list[str | None]]]:
     seen: list[str | None] = []

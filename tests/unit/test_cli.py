@@ -62,7 +62,7 @@ def test_catalog_human_view(capsys):
 def test_commands_named_in_the_crd_exist(capsys):
     """Every `kvright COMMAND` a CRD field description names is a command the CLI has."""
     named = set(re.findall(r"`kvright ([a-z-]+)", crdgen.render()))
-    assert named == {"catalog"}
+    assert named == {"catalog", "inspect"}
     for command in named:
         code, _, err = run(capsys, command, "--help")
         assert (code, err) == (0, ""), command

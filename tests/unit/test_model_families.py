@@ -64,8 +64,10 @@ GRANITE_MOE = {
 
 
 #: Ling-flash-2.0 (Ring-flash-2.0 has the same shape): one merged shared expert, per-head q/k RMSNorms.
+#: Its model_type is no transformers type: the repository's own config class reads it (auto_map).
 LING_FLASH = {
     "architectures": ["BailingMoeV2ForCausalLM"],
+    "auto_map": {"AutoConfig": "configuration_bailing_moe_v2.BailingMoeV2Config"},
     "model_type": "bailing_moe",
     "vocab_size": 157184,
     "hidden_size": 4096,

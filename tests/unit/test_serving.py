@@ -439,6 +439,7 @@ def _planned(
     builder = (
         llmd("chat", "ml").model(model).context(4096, 1500, 300).concurrency(concurrency).tpot_ms(tpot_ms)
         .replicas(min=1, max=16).feedback("Adjust", 60, 60).shared_prefix(shared_prefix)
+        .set("model.trustRemoteCode", c.catalog_architecture(model).config_reader == "checkpoint")
     )  # fmt: skip
     for gpu in ("h200", "b200"):
         b = builder.gpu(NODES[gpu][0])

@@ -1,0 +1,106 @@
+"""Configs vLLM reads only with the repository's own code: capacity says which, the operator refuses them
+until the spec trusts the code, and then renders ``--trust-remote-code`` on every role.
+
+The rule is vLLM's ``get_config`` over the engine's vocabulary (``capacity/vllm_config_types.json``);
+tests/conformance/test_remote_code.py asks the real engine the same questions."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+
+import capacity
+from kvright.conditions import Reason
+from kvright.reconcile import desire
+from kvright.render import render_deployment, render_leader_worker_set
+from tests.builders import llmd, reconcile_facts
+from tests.unit.test_render import _templates, multi_node, workload
+
+LLAMA = dict(capacity.catalog_entry("llama-3.1-8b")["config"])
+AUTO_MAP = {"AutoConfig": "configuration_custom.CustomConfig", "AutoModelForCausalLM": "modeling_custom.M"}
+
+
+def _without(config: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k != key}
+
+
+@pytest.mark.parametrize(
+    ("config", "reader"),
+    [
+        pytest.param(LLAMA, "engine", id="a-transformers-type"),
+        pytest.param({**LLAMA, "auto_map": AUTO_MAP}, "engine", id="a-known-type-ignores-its-auto-map"),
+        pytest.param({**LLAMA, "model_type": "chatglm"}, "engine", id="a-type-only-vllm-registers"),
+        pytest.param({**LLAMA, "model_type": "my_llama", "auto_map": AUTO_MAP}, "checkpoint", id="renamed"),
+        pytest.param({**_without(LLAMA, "model_type"), "auto_map": AUTO_MAP}, "checkpoint", id="no-type"),
+        pytest.param(
+            {**_without(LLAMA, "model_type"), "architectures": ["LongcatFlashForCausalLM"]},
+            "engine",
+            id="no-type-but-a-class-vllm-maps-to-one",
+        ),
+        pytest.param({**LLAMA, "model_type": "my_llama"}, "none", id="unknown-type-without-code"),
+        pytest.param(
+            {**LLAMA, "model_type": "my_llama", "auto_map": {"AutoModel": "m.M"}},
+            "none",
+            id="code-but-no-config",
+        ),
+    ],
+)
+def test_the_reader_is_the_one_vllm_get_config_picks(config: dict[str, Any], reader: str) -> None:
+    assert capacity.config_reader(config) == reader
+
+
+def test_the_catalog_knows_which_of_its_models_need_the_repositorys_code() -> None:
+    readers = {m: capacity.catalog_architecture(m).config_reader for m in capacity.catalog_ids()}
+    assert readers["llama-3.3-nemotron-super-49b"] == "checkpoint"  # model_type nemotron-nas (DeciLM)
+    assert readers["deepseek-v3"] == "engine"  # auto_map too, but transformers knows deepseek_v3
+    assert set(readers.values()) <= {"engine", "checkpoint"}
+
+
+def test_a_type_no_engine_class_reads_is_planned_with_a_warning_that_names_the_engine() -> None:
+    arch = capacity.architecture_from_config({**LLAMA, "model_type": "my_llama"})
+    vocabulary = json.loads((resources.files("capacity") / "vllm_config_types.json").read_text())
+    (warning,) = [w for w in arch.warnings if "AutoConfig" in w]
+    assert "'my_llama'" in warning and f"vLLM {vocabulary['vllm']}" in warning
+
+
+def test_the_vocabulary_is_the_engines_whole_list() -> None:
+    doc = json.loads((resources.files("capacity") / "vllm_config_types.json").read_text())
+    assert doc["model_types"] == sorted(set(doc["model_types"]))
+    assert {"llama", "deepseek_v3", "qwen3_moe", "gemma3", "kimi_k2"} <= set(doc["model_types"])
+    assert {"nemotron-nas", "hunyuan"}.isdisjoint(doc["model_types"])
+
+
+NEMOTRON = llmd("nas").model("llama-3.3-nemotron-super-49b").gpu("NVIDIA-H100-80GB-HBM3").tpot_ms(60)
+
+
+def test_a_model_read_by_its_own_code_is_refused_until_the_spec_trusts_it() -> None:
+    d = desire(reconcile_facts(NEMOTRON.spec()))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == ("False", Reason.REMOTE_CODE_NOT_TRUSTED)
+    assert "model.trustRemoteCode: true" in d.plan_feasible.message
+    assert d.children == ()
+    trusted = desire(reconcile_facts(NEMOTRON.set("model.trustRemoteCode", True).spec()))
+    assert trusted.plan_feasible.status == "True", trusted.plan_feasible.message
+    args = trusted.children[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args.count("--trust-remote-code") == 1
+
+
+def test_trust_is_rendered_only_where_the_spec_gives_it() -> None:
+    llama = llmd("a").model("llama-3.1-8b").gpu("NVIDIA-H100-80GB-HBM3").tpot_ms(50)
+    for spec, expected in ((llama.spec(), 0), (llama.set("model.trustRemoteCode", True).spec(), 1)):
+        d = desire(reconcile_facts(spec))
+        assert d.plan_feasible.status == "True", d.plan_feasible.message
+        assert d.children[0]["spec"]["template"]["spec"]["containers"][0]["args"].count(
+            "--trust-remote-code"
+        ) == expected  # fmt: skip
+
+
+def test_every_role_of_a_replica_across_nodes_loads_the_model_with_the_same_trust() -> None:
+    """Workers build the model too: each must be allowed the code the leader is."""
+    for template in _templates(render_leader_worker_set(multi_node(trust_remote_code=True))):
+        (c,) = template["spec"]["containers"]
+        assert c["args"].count("--trust-remote-code") == 1
+    (c,) = render_deployment(workload(trust_remote_code=True))["spec"]["template"]["spec"]["containers"]
+    assert c["args"].count("--trust-remote-code") == 1
