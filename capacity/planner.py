@@ -1473,16 +1473,24 @@ def _weight_layout_fixes(
     )
 
 
+def _same_stack(a: Architecture, b: Architecture) -> bool:
+    """The same model in another weight format: width, vocabulary, every layer's kind, width and KV heads,
+    and DeepSeek-V3.2's sparse-attention indexer (which V3 and V3.1 lack)."""
+    return (a.hidden_size, a.vocab_size, a.layers, a.index_head_dim) == (
+        b.hidden_size, b.vocab_size, b.layers, b.index_head_dim
+    )  # fmt: skip
+
+
 def _quantized_options(arch: Architecture) -> str:
     """Quantized weights for ``arch`` that kvright understands: a catalog checkpoint of the same model in a
-    quantized format, and online FP8 when the checkpoint is unquantized."""
+    quantized format (the same layers, layer by layer: Llama-3.3-Nemotron-49B shares Llama-3.1-70B's width,
+    depth and vocabulary, not its layers), and online FP8 when the checkpoint is unquantized."""
     same = [
         model_id
         for model_id in catalog_ids()
         if (other := catalog_architecture(model_id)).weights.method != "none"
         and other.weights.method != arch.weights.method
-        and (other.hidden_size, other.num_layers, other.vocab_size)
-        == (arch.hidden_size, arch.num_layers, arch.vocab_size)
+        and _same_stack(other, arch)
     ]
     options = []
     if same:

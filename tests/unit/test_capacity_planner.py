@@ -89,6 +89,22 @@ def test_infeasible_reason_names_the_fix(kwargs, fragment):
     assert "\n" not in result.reason
 
 
+@pytest.mark.parametrize(
+    ("model", "named", "not_named"),
+    [
+        ("llama-3.1-70b", "llama-3.1-70b-fp8", None),
+        # A NAS-pruned Llama 70B: its width, depth and vocabulary are the 70B's, its layers are not.
+        ("llama-3.3-nemotron-super-49b", "FP8, AWQ, GPTQ", "llama-3.1-70b-fp8"),
+        # V3.2 adds the sparse-attention indexer to V3.1's layers: another model, not another format.
+        ("deepseek-v3.2", "FP8, AWQ, GPTQ", "deepseek-v3.1-nvfp4"),
+    ],
+)
+def test_a_quantized_checkpoint_is_offered_only_of_the_same_model(model, named, not_named):
+    result = plan(model, max_model_len=8192, max_gpus=1)
+    assert not result.feasible and named in result.reason
+    assert not_named is None or not_named not in result.reason
+
+
 def test_plan_meets_slos_and_uses_one_node():
     result = plan("llama-3.1-70b", max_model_len=8192, tpot_seconds=0.05, concurrency=64)
     assert result.feasible and result.plan and result.prediction
