@@ -235,7 +235,10 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     models = []
     for model_id in cap.catalog_ids():
         source, published = cap.catalog_source(model_id)
-        models.append({"id": model_id, "source": source, "published_parameters": published})
+        reader = cap.catalog_architecture(model_id).config_reader
+        models.append(
+            {"id": model_id, "source": source, "published_parameters": published, "config_reader": reader}
+        )
     gpus: list[dict[str, Any]] = [
         {
             "id": gpu.id,
@@ -253,7 +256,17 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     text = "\n".join(
         [
             "models (MODEL in inspect/kv/tpot/plan, spec.model.architecture in an LLMDeployment):",
-            _columns([(m["id"], m["published_parameters"], m["source"]) for m in models]),
+            _columns(
+                [
+                    (
+                        m["id"],
+                        m["published_parameters"],
+                        m["source"],
+                        "needs model.trustRemoteCode" if m["config_reader"] == "checkpoint" else "",
+                    )
+                    for m in models
+                ]
+            ),
             "GPUs (--gpu takes the id or a GPU Feature Discovery product label, spec.gpu.product the label):",
             _columns(
                 [

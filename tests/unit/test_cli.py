@@ -41,7 +41,10 @@ def test_catalog_json_lists_every_model_and_gpu_with_its_source(capsys):
         "id": "llama-3.1-8b",
         "source": "meta-llama/Llama-3.1-8B-Instruct",
         "published_parameters": "8.03 B",
+        "config_reader": "engine",
     }
+    nas = next(m for m in data["models"] if m["id"] == "llama-3.3-nemotron-super-49b")
+    assert nas["config_reader"] == "checkpoint"  # model_type nemotron-nas: its repository's code reads it
     assert [g["id"] for g in data["gpus"]] == cap.gpu_ids()
     h100 = next(g for g in data["gpus"] if g["id"] == "h100-sxm")
     assert h100["product_labels"] == ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-SXM5-80GB"]
@@ -56,6 +59,7 @@ def test_catalog_human_view(capsys):
     code, out, err = run(capsys, "catalog")
     assert (code, err) == (0, "")
     assert re.search(r"\n  llama-3\.1-70b +70\.55 B +meta-llama/Llama-3\.1-70B-Instruct\n", out)
+    assert re.search(r"\n  llama-3\.3-nemotron-super-49b .* needs model\.trustRemoteCode\n", out)
     assert "  a100-80gb  NVIDIA A100 SXM4 80GB " in out and "fp8 KV only" in out
 
 
