@@ -235,7 +235,7 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     models = []
     for model_id in cap.catalog_ids():
         source, published = cap.catalog_source(model_id)
-        reader = cap.catalog_architecture(model_id).config_reader
+        reader = cap.config_reader(cap.catalog_entry(model_id)["config"])  # the file alone: no full read
         models.append(
             {"id": model_id, "source": source, "published_parameters": published, "config_reader": reader}
         )
