@@ -59,11 +59,13 @@ def test_bounded_by_count_and_spread_over_endpoints(two: list[SimServer]) -> Non
 
 
 def test_concurrency_changes_while_running(two: list[SimServer]) -> None:
-    gen = LoadGenerator(lambda: urls(two[:1]), model="m", concurrency=2, prompt_tokens=20, output_tokens=200,
+    # Long answers (1-2 s each at 40x): a client's gap between two requests is a small part of its time, so
+    # a loaded machine still sees all of them running at one poll (100 tokens, 65 ms, flaked in CI).
+    gen = LoadGenerator(lambda: urls(two[:1]), model="m", concurrency=2, prompt_tokens=20, output_tokens=2000,
                         max_seconds=60)  # fmt: skip
     with gen:
         wait_until(lambda: len(two[0].engine.running) == 2, 30, what="2 sequences running")
-        gen.set(concurrency=12, output_tokens=100)
+        gen.set(concurrency=12, output_tokens=3000)
         wait_until(lambda: len(two[0].engine.running) == 12, 30, what="12 sequences running")
         gen.set(concurrency=0)
         wait_until(lambda: not two[0].engine.busy, 30, what="the engine to go idle")
