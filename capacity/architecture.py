@@ -968,7 +968,45 @@ _NOT_A_STANDARD_DECODER: dict[str, str] = {
     "hybrid_override_pattern": "per-layer block kinds",
     "linear_attn_config": "linear-attention layers",
     "full_attention_interval": "linear-attention layers",
+    "hybrid_layer_pattern": "per-layer attention kinds (hybrid_layer_pattern)",
 }
+
+#: Fields that give some layers an attention shape of their own (Gemma 4's global layers, MiMo-V2's
+#: sliding-window layers) or values a width other than the keys': the standard reading sizes every layer's
+#: KV cache from ``head_dim`` and ``num_key_value_heads`` alone, so a value unlike the standard one (the
+#: field it would be, by name) means that cache is wrong, and the architecture is refused.
+_OWN_ATTENTION_SHAPE: dict[str, str] = {
+    "global_head_dim": "head_dim",
+    "swa_head_dim": "head_dim",
+    "v_head_dim": "head_dim",
+    "swa_v_head_dim": "head_dim",
+    "num_global_key_value_heads": "num_key_value_heads",
+    "swa_num_key_value_heads": "num_key_value_heads",
+    "swa_num_attention_heads": "num_attention_heads",
+}
+
+
+def _not_standard(cfg: Mapping[str, Any]) -> list[str]:
+    """What in an unknown architecture's config a standard decoder's reading would get wrong, described."""
+    found = {what for key, what in _NOT_A_STANDARD_DECODER.items() if cfg.get(key) is not None}
+    heads = cfg.get("num_attention_heads")
+    hidden = cfg.get("hidden_size")
+    standard = {
+        "num_attention_heads": heads,
+        "num_key_value_heads": cfg.get("num_key_value_heads", heads),
+        "head_dim": cfg.get("head_dim")
+        or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else None),
+    }
+    shaped = sorted(
+        f"{key} {cfg[key]!r:.20} (not its {field} {standard[field]!r:.20})"
+        for key, field in _OWN_ATTENTION_SHAPE.items()
+        if cfg.get(key) is not None and cfg[key] != standard[field]
+    )
+    if shaped:
+        found.add(f"per-layer attention shapes ({', '.join(shaped)})")
+    if cfg.get("attention_k_eq_v"):
+        found.add("keys that are also values (attention_k_eq_v)")
+    return sorted(found)
 
 
 def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
@@ -991,7 +1029,7 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
         raise ConfigError("model_type", f"is {model_type!r:.40}; expected a string")
     known = ", ".join(sorted(FAMILIES))
     name = architecture or repr(model_type)
-    unreadable = sorted({what for key, what in _NOT_A_STANDARD_DECODER.items() if cfg.get(key) is not None})
+    unreadable = _not_standard(cfg)
     if unreadable:
         raise ConfigError(
             "architectures",

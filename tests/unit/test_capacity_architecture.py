@@ -210,8 +210,30 @@ def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming
         ({"cross_attention_layers": [3, 8]}, "cross-attention layers"),
         ({"ssm_state_size": 128, "mamba_expand": 2}, "state-space"),
         ({"layers_block_type": ["mamba", "attention"]}, "per-layer block kinds"),
+        # Gemma 4: global layers with their own head size and KV heads, their keys also their values.
+        (
+            {"global_head_dim": 256, "num_global_key_value_heads": 2},
+            "global_head_dim 256 (not its head_dim 128)",
+        ),
+        ({"attention_k_eq_v": True}, "keys that are also values"),
+        # MiMo-V2: sliding-window layers with their own KV heads; values narrower than keys.
+        ({"swa_num_key_value_heads": 4}, "swa_num_key_value_heads 4 (not its num_key_value_heads 8)"),
+        ({"head_dim": 192, "v_head_dim": 128}, "v_head_dim 128 (not its head_dim 192)"),
+        ({"hybrid_layer_pattern": [0, 1]}, "per-layer attention kinds"),
     ],
-    ids=["moe", "mla", "gemma3n-kv-sharing", "mllama-cross-attention", "mamba", "block-kinds"],
+    ids=[
+        "moe",
+        "mla",
+        "gemma3n-kv-sharing",
+        "mllama-cross-attention",
+        "mamba",
+        "block-kinds",
+        "gemma4-global-layers",
+        "gemma4-k-eq-v",
+        "mimo-swa-kv-heads",
+        "mimo-v-head-dim",
+        "mimo-layer-pattern",
+    ],
 )
 def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rather_than_read_as_one(
     fields, what
@@ -220,6 +242,23 @@ def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rathe
         c.architecture_from_config(BASE | {"model_type": "new", "architectures": ["NewForCausalLM"]} | fields)
     assert err.value.field == "architectures"
     assert "NewForCausalLM" in str(err.value) and what in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"v_head_dim": 128, "swa_head_dim": 128},  # 1024 / 8 heads: the standard head size
+        {"head_dim": 64, "global_head_dim": 64, "num_global_key_value_heads": 8},
+        {"swa_num_attention_heads": 8, "swa_num_key_value_heads": 8},
+        {"attention_k_eq_v": False},
+    ],
+    ids=["derived-head-dim", "stated-head-dim", "swa-heads", "k-eq-v-off"],
+)
+def test_attention_fields_that_state_the_standard_shape_leave_an_unknown_architecture_readable(fields):
+    unknown = {"model_type": "new", "architectures": ["NewForCausalLM"]}
+    arch = c.architecture_from_config(BASE | unknown | fields)
+    assert arch.head_dim == fields.get("head_dim", 128) and arch.num_kv_heads == 8
+    assert "standard decoder" in arch.warnings[0]  # (the second: no vLLM config class for "new")
 
 
 def test_architectures_outrank_model_type():
