@@ -23,6 +23,7 @@ __all__ = [
     "crd_established",
     "install_crd",
     "local_kubeconfig",
+    "ports",
     "restart",
     "start_server",
     "stop_server",
@@ -38,6 +39,15 @@ def local_kubeconfig() -> Path:
     by default under ~/.cache/kvright/cluster). It may not exist: callers say how to start one."""
     cluster_dir = Path(os.environ.get("KVRIGHT_CLUSTER_DIR", Path.home() / ".cache" / "kvright" / "cluster"))
     return Path(os.environ.get("KUBECONFIG") or cluster_dir / "kubeconfig")
+
+
+def ports(cluster_dir: Path) -> dict[str, str]:
+    """The ports ``deploy/cluster.sh up`` chose for the control plane in ``cluster_dir`` (its ``ports.env``:
+    ``APISERVER_PORT``, ``ETCD_PORT``, ...); empty when that file is not there."""
+    env = cluster_dir / "ports.env"
+    if not env.is_file():
+        return {}
+    return dict(line.split("=", 1) for line in env.read_text().splitlines() if "=" in line)
 
 
 def audit_logs(cluster_dir: Path) -> list[Path]:

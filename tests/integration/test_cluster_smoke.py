@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kvright_dev.cluster import ports as cluster_ports
 from kvright_dev.procs import wait_until
 from kvright_dev.prometheus import Prometheus
 from tests.fixtures.cluster import (
@@ -436,7 +437,7 @@ def test_a_killed_etcd_is_reported_up_recovers_a_dead_sessions_cluster_is_reaped
         assert first.returncode == 0, first.stderr[-2000:]
         # Every server port comes from below the ephemeral range, where no outgoing connection can take it
         # between `up` choosing it and the server binding it.
-        ports = dict(line.split("=", 1) for line in (alive / "ports.env").read_text().split())
+        ports = cluster_ports(alive)
         servers = [int(v) for k, v in ports.items() if k.endswith("_PORT")]
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
         assert len(servers) == len(set(servers)) == 6 and all(16384 <= p < low for p in servers), ports

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kvright_dev.cluster import ports
 from kvright_dev.procs import wait_until
 from tests.fixtures.cluster import SCRIPT, Cluster, tools_dir
 
@@ -48,13 +49,6 @@ class NotYet(Exception):
     """Raised by a wait's predicate to describe what it saw (wait_until reports the last one)."""
 
 
-def _ports(cluster_dir: Path) -> dict[str, str]:
-    env = cluster_dir / "ports.env"
-    if not env.is_file():
-        return {}
-    return dict(line.split("=", 1) for line in env.read_text().splitlines() if "=" in line)
-
-
 @pytest.fixture(scope="module")
 def lws_controller(cluster: Cluster, kube: Any) -> None:
     """Fail (never skip) with the reason when the cluster has no working LeaderWorkerSet controller."""
@@ -66,12 +60,12 @@ def lws_controller(cluster: Cluster, kube: Any) -> None:
     where = f"the cluster at {cluster.server}"
     if cluster.cluster_dir is not None:
         where += f" ({cluster.cluster_dir})"
-        ports = _ports(cluster.cluster_dir)
-        if ports.get("LWS") != "1":
+        found = ports(cluster.cluster_dir)
+        if found.get("LWS") != "1":
             pytest.fail(f"{where} was started without the LeaderWorkerSet controller (KVRIGHT_LWS=0, or by a "
                         f"cluster.sh older than the lws group); restart it with LWS: {RESTART}")
         log = cluster.cluster_dir / "logs" / "lws-controller-manager.log"
-        readyz = f"http://127.0.0.1:{ports.get('LWS_HEALTH_PORT')}/readyz"
+        readyz = f"http://127.0.0.1:{found.get('LWS_HEALTH_PORT')}/readyz"
         try:
             with urllib.request.urlopen(readyz, timeout=5) as r:
                 ready = r.read().decode() == "ok"
@@ -81,7 +75,7 @@ def lws_controller(cluster: Cluster, kube: Any) -> None:
             ready_error = ""
         if not ready:
             pytest.fail(f"the LeaderWorkerSet controller of {where} is not running or not ready on "
-                        f"127.0.0.1:{ports.get('LWS_HEALTH_PORT')} ({ready_error or 'readyz not ok'}); "
+                        f"127.0.0.1:{found.get('LWS_HEALTH_PORT')} ({ready_error or 'readyz not ok'}); "
                         f"`bash deploy/cluster.sh status` says more, its log is {log}")
     ext: Any = client.ApiextensionsV1Api(kube)
     try:

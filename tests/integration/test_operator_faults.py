@@ -311,10 +311,7 @@ def test_a_watch_that_expires_is_listed_again_and_what_changed_meanwhile_is_acte
 
 def _compact_etcd(cluster_dir: Path) -> int:
     """Compact the cluster's etcd (its v3 JSON gateway on loopback) at its current revision; return it."""
-    ports = dict(
-        line.split("=", 1) for line in (cluster_dir / "ports.env").read_text().splitlines() if "=" in line
-    )
-    base = f"http://127.0.0.1:{ports['ETCD_PORT']}/v3/kv"
+    base = f"http://127.0.0.1:{dev_cluster.ports(cluster_dir)['ETCD_PORT']}/v3/kv"
     # Any read answers with the store's revision in its header; the key is base64 of "/registry".
     header = requests.post(f"{base}/range", json={"key": "L3JlZ2lzdHJ5"}, timeout=10).json()["header"]
     revision = int(header["revision"])
