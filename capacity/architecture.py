@@ -443,6 +443,10 @@ class Architecture:
     """Routed experts each token uses (top-k)."""
     moe_intermediate_size: int = 0
     """Width of one routed expert's MLP."""
+    moe_latent_size: int = 0
+    """Latent MoE (Nemotron-3-Super, ``moe_latent_size``): the routed experts work in this width instead of
+    ``hidden_size``, between a replicated ``fc1_latent_proj`` (hidden -> latent) and ``fc2_latent_proj``
+    (latent -> hidden); the shared expert and the router stay at ``hidden_size``. 0: no latent."""
     shared_expert_intermediate_size: int = 0
     """Total width of the always-on shared expert MLP in each MoE layer (DeepSeek, Qwen2-MoE); 0 if none."""
     shared_expert_gate: bool = False
@@ -700,9 +704,13 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
             sharded += weigh("mlp", i, h * h)
         elif layer.ffn == "moe":
             e_width = a.moe_intermediate_size
-            one = mlp_mats * h * e_width
-            bias = (mlp_mats - 1) * e_width + h if a.expert_bias else 0
+            e_in = a.moe_latent_size or h  # the width the routed experts read and write
+            one = mlp_mats * e_in * e_width
+            bias = (mlp_mats - 1) * e_width + e_in if a.expert_bias else 0
             experts += weigh("experts", i, one * a.num_experts) + weigh(None, i, bias * a.num_experts)
+            if a.moe_latent_size:  # vLLM's ReplicatedLinear fc1/fc2_latent_proj: whole on every rank
+                replicated += weigh("latent_projection", i, 2 * h * e_in)
+                replicated += weigh(None, i, e_in + h if a.mlp_bias else 0)
             replicated += weigh("router", i, h * a.num_experts) + weigh(
                 None, i, a.num_experts * (a.expert_bias + a.expert_score_bias)
             )
@@ -1274,6 +1282,45 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     return _Read(mixers, ffn, width, [0] * layers, extra)
 
 
+#: NemotronHConfig's block names (transformers 5, ``layers_block_type``; the legacy ``mamba`` and
+#: ``attention`` are remapped) as the characters of its older ``hybrid_override_pattern``, which vLLM's
+#: nemotron_h.py reads.
+_NEMOTRON_H_BLOCKS = {
+    "linear_attention": "M",
+    "mamba": "M",
+    "full_attention": "*",
+    "attention": "*",
+    "mlp": "-",
+    "moe": "E",
+}
+
+
+def _nemotron_h_pattern(cfg: Mapping[str, Any]) -> str:
+    """Nemotron-H's layers as ``hybrid_override_pattern`` characters: from ``layers_block_type`` (its alias
+    ``layer_types``) when the file has one, which transformers' NemotronHConfig prefers, else from the
+    pattern itself."""
+    found = _lookup(cfg, ("layers_block_type", "layer_types"))
+    if found is not None:
+        name, blocks = found
+        if (
+            not isinstance(blocks, list)
+            or not blocks
+            or not all(isinstance(b, str) and b in _NEMOTRON_H_BLOCKS for b in blocks)
+        ):
+            raise ConfigError(
+                name, f"is {blocks!r:.60}; expected a list of {', '.join(sorted(_NEMOTRON_H_BLOCKS))}"
+            )
+        return "".join(_NEMOTRON_H_BLOCKS[b] for b in blocks)
+    pattern = cfg.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern or set(pattern) - set("M*-E"):
+        raise ConfigError(
+            "hybrid_override_pattern",
+            f"is {pattern!r:.60}; expected characters M (Mamba), * (attention), - (MLP), E (MoE), one per "
+            "layer (or a layers_block_type list)",
+        )
+    return pattern
+
+
 #: Mamba-2 field names: (heads, head dim, state size, groups, conv kernel).
 _NEMOTRON_H_MAMBA = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel")
 _GRANITE_MAMBA = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv")
@@ -1302,18 +1349,14 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
     h = a["hidden_size"]
     extra: dict[str, Any] = {}
     if model_type == "nemotron_h":
-        pattern = cfg.get("hybrid_override_pattern")
-        if not isinstance(pattern, str) or len(pattern) != layers or set(pattern) - set("M*-E"):
-            raise ConfigError(
-                "hybrid_override_pattern",
-                f"is {pattern!r:.60}; expected {layers} characters of M (Mamba), * (attention), - (MLP), "
-                "E (MoE)",
-            )
+        pattern = _nemotron_h_pattern(cfg)
         mixers: list[Mixer] = [{"M": "mamba", "*": "full"}.get(c, "none") for c in pattern]  # type: ignore[misc]
         ffn: list[FFN] = [{"-": "dense", "E": "moe"}.get(c, "none") for c in pattern]  # type: ignore[misc]
         if "E" in pattern:
             moe, _ = _moe_facts(cfg, model_type, h)
             extra.update(moe)
+            # vLLM's NemotronHMoE: latent experts whenever the field is set (not null).
+            extra["moe_latent_size"] = _opt_int(cfg, ("moe_latent_size",)) or 0
         extra["state"] = _mamba2(
             cfg, _NEMOTRON_H_MAMBA, ssm_dtype=str(cfg.get("mamba_ssm_cache_dtype") or "float32")
         )
@@ -1677,12 +1720,13 @@ def architecture_from_config(
     model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else ""
     model_type = str(model_type or config.get("model_type") or "")
     hidden = _int(cfg, _HIDDEN)
-    layers = _int(cfg, _LAYERS)
-    state_only = (
-        family == "hybrid"
-        and model_type == "nemotron_h"
-        and "*" not in str(cfg.get("hybrid_override_pattern", "*"))
-    )
+    if family == "hybrid" and model_type == "nemotron_h":
+        # transformers' NemotronHConfig derives the layer count from the block list and ignores the field.
+        layers = len(_nemotron_h_pattern(cfg))
+        state_only = "*" not in _nemotron_h_pattern(cfg)
+    else:
+        layers = _int(cfg, _LAYERS)
+        state_only = False
     heads = _int(cfg, _HEADS, default=1 if state_only else None)
     kv_heads = _int(cfg, _KV_HEADS, default=heads)
     if model_type == "falcon" and not _bool(cfg, "new_decoder_architecture", False):

@@ -13,9 +13,18 @@ class CapacityError(ValueError):
         super().__init__(" ".join(message.split()))
 
 
+#: Files beside config.json that a field may live in, named first in ``ConfigError.field``.
+_OTHER_FILES = ("hf_quant_config.json",)
+
+
 class ConfigError(CapacityError):
-    """A problem in a Hugging Face ``config.json``; ``field`` names the offending field."""
+    """A problem in a Hugging Face ``config.json`` (or ``hf_quant_config.json`` beside it, when ``field``
+    starts with that name); ``field`` names the offending field."""
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
-        super().__init__(f"config.json field {field!r}: {message}")
+        file, _, inner = field.partition(".json.")
+        if f"{file}.json" in _OTHER_FILES and inner:
+            super().__init__(f"{file}.json field {inner!r}: {message}")
+        else:
+            super().__init__(f"config.json field {field!r}: {message}")

@@ -85,22 +85,25 @@ ModuleKind = Literal[
     "mamba",
     "vision",
     "indexer",
+    "latent_projection",
 ]
 """Where a weight lives: ``attention`` q/k/v/o (and MLA) projections; ``mlp`` dense gate/up/down; ``experts``
 routed experts; ``shared_experts``; ``router`` the MoE gate; ``embedding``; ``lm_head``; ``mamba`` Mamba /
 linear-attention projections; ``vision`` the vision tower and projector; ``indexer`` DeepSeek-V3.2's sparse
-attention indexer. Norms, biases and conv1d weights are never quantized and are not a kind."""
+attention indexer; ``latent_projection`` a latent MoE's projections into and out of the experts' width
+(Nemotron-3-Super's ``fc1_latent_proj`` / ``fc2_latent_proj``). Norms, biases and conv1d weights are never
+quantized and are not a kind."""
 
 MODULE_KINDS: tuple[ModuleKind, ...] = get_args(ModuleKind)
 
 #: Kinds that sit inside a decoder layer (the others: embedding, lm_head, vision).
 _LAYERED: frozenset[ModuleKind] = frozenset(
-    {"attention", "mlp", "experts", "shared_experts", "router", "mamba", "indexer"}
+    {"attention", "mlp", "experts", "shared_experts", "router", "mamba", "indexer", "latent_projection"}
 )
 #: What vLLM builds as ``LinearBase`` layers with the model's quant config (routed experts are a
 #: ``RoutedExperts`` layer; the router is left out, see the module docstring).
 _LINEAR: frozenset[ModuleKind] = frozenset(
-    {"attention", "mlp", "shared_experts", "mamba", "indexer", "vision"}
+    {"attention", "mlp", "shared_experts", "mamba", "indexer", "latent_projection", "vision"}
 )
 _LINEAR_AND_EXPERTS: frozenset[ModuleKind] = _LINEAR | {"experts"}
 _DECODER_LINEAR_AND_EXPERTS: frozenset[ModuleKind] = _LINEAR_AND_EXPERTS - {"vision"}
@@ -308,6 +311,7 @@ _FAMILIES: dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]] = {
             _leaves(("self_attn.indexer", "attn.indexer"), ("weights_proj",)),
         ),
     ),
+    "latent_projection": ((_leaves(_MOE, ("fc1_latent_proj",)), _leaves(_MOE, ("fc2_latent_proj",))),),
     "embedding": (
         (
             (
@@ -577,8 +581,17 @@ def _normalized_method(block: dict[str, Any], where: str) -> str:
         return method
     value = block.get("quant_method")
     if value is None:
+        algo = inner.get("quant_algo") if isinstance(inner, Mapping) else None
+        unnamed = (
+            f" (its quantization.quant_algo {algo!r} is ModelOpt's, but no producer.name 'modelopt' says so, "
+            "and vLLM 0.32 reads ModelOpt's fields only then)"
+            if algo is not None
+            else ""
+        )
         raise ConfigError(
-            f"{where}.quant_method", f"is missing; expected one of {', '.join(ACCEPTED_METHODS)}"
+            f"{where}.quant_method",
+            f"is missing{unnamed}; expected one of {', '.join(ACCEPTED_METHODS)}, or a ModelOpt file with "
+            "producer.name 'modelopt'",
         )
     if not isinstance(value, str):
         raise ConfigError(

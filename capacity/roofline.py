@@ -283,9 +283,11 @@ class StepModel:
         self.p2p_bandwidth = network if layout.spans_nodes else self.interconnect
         # Expert parallelism: every token's hidden state goes to its top-k experts and back (dispatch and
         # combine), (ep - 1) / ep of it to other GPUs, over the node network when the EP group spans nodes.
+        # A latent MoE projects it to the latent width first (vLLM's routed_input_transform).
         ep = layout.expert_parallel_size if layout.expert_parallel else 1
+        routed_bytes = (arch.moe_latent_size or arch.hidden_size) * DTYPE_BYTES[arch.dtype]
         self.a2a_bytes_per_token = (
-            2 * self.hidden_bytes * g.experts_per_token * (ep - 1) / ep / tp if ep > 1 else 0.0
+            2 * routed_bytes * g.experts_per_token * (ep - 1) / ep / tp if ep > 1 else 0.0
         )
         spans = layout.expert_parallel_size > layout.gpus_per_node
         self.a2a_bandwidth = network if spans else self.interconnect

@@ -13,6 +13,10 @@ parallel-state context (one rank, gloo on loopback), so every tensor it register
 and none with storage. Parameters are counted once each (a tied LM head is the embedding). No weights,
 tokenizer, engine or server. ``attention`` lists, in model order, every layer vLLM gives a KV cache to
 (its ``Attention`` modules, at one rank): the heads and sizes it caches and its sliding window.
+
+When vLLM refuses to build its class (``error``), the answer adds ``checkpoint_parameters``: the parameters
+of transformers' class for the same config, also built on the meta device (the tensors a checkpoint of that
+config holds), or null when transformers has no class for it either.
 """
 
 from __future__ import annotations
@@ -79,6 +83,22 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
     return {"architecture": architecture, "parameters": total, "attention": attention, "error": None}
 
 
+def _checkpoint_count(config: dict[str, Any]) -> int | None:
+    """Parameters of transformers' own class for ``config`` (None: it has none, or refuses)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        try:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
+        except Exception:
+            return None
+    return sum(parameter.numel() for parameter in {id(p): p for p in model.parameters()}.values())
+
+
 def main() -> None:
     cases = json.load(sys.stdin)
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 29500
@@ -90,6 +110,8 @@ def main() -> None:
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]
             answer = {"architecture": None, "parameters": None, "attention": None, "error": error}
+            with contextlib.redirect_stdout(sys.stderr):
+                answer["checkpoint_parameters"] = _checkpoint_count(case["config"])
         answers.append({"id": case["id"], **answer})
     print(json.dumps(answers))
 

@@ -585,3 +585,104 @@ def test_command_r7b_reads_as_a_known_decoder_with_three_of_four_layers_sliding(
     )
     assert arch.parameters == pytest.approx(8.03e9, rel=0.01)
     assert (arch.num_sliding_window_layers, arch.sliding_window, arch.warnings) == (24, 4097, ())
+
+
+# ----- Nemotron-H: the block list of transformers 5, and latent MoE (Nemotron 3 Super / Ultra) -------------
+#: A small Nemotron-H with Mamba, attention and MoE layers (the fields its real files use).
+NEMOTRON_H_MOE = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 1024,
+    "max_position_embeddings": 4096,
+    "hybrid_override_pattern": "M*EME",
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 32,
+    "ssm_state_size": 16,
+    "n_groups": 2,
+    "conv_kernel": 4,
+    "mlp_hidden_act": "relu2",
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128,
+    "moe_shared_expert_intermediate_size": 256,
+    "n_shared_experts": 1,
+}
+
+
+def _blocks(names: list[str], **more: object) -> dict[str, object]:
+    config = {k: v for k, v in NEMOTRON_H_MOE.items() if k != "hybrid_override_pattern"}
+    return {**config, "layers_block_type": names, **more}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        _blocks(["mamba", "attention", "moe", "mamba", "moe"]),
+        _blocks(["linear_attention", "full_attention", "moe", "linear_attention", "moe"]),
+        # transformers derives the layer count from the blocks and ignores a stated one
+        {**NEMOTRON_H_MOE, "num_hidden_layers": 52},
+    ],
+    ids=["legacy-block-names", "block-names", "num-hidden-layers-ignored"],
+)
+def test_nemotron_h_layers_come_from_its_block_list_or_pattern(config):
+    arch = c.architecture_from_config(config)
+    pattern = c.architecture_from_config(NEMOTRON_H_MOE)
+    assert [(layer.mixer, layer.ffn) for layer in arch.layers] == [
+        ("mamba", "none"),
+        ("full", "none"),
+        ("none", "moe"),
+        ("mamba", "none"),
+        ("none", "moe"),
+    ]
+    assert arch.parameters == pattern.parameters
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        (_blocks(["mamba", "cross_attention"]), "layers_block_type"),
+        (_blocks([]), "layers_block_type"),
+        ({**NEMOTRON_H_MOE, "hybrid_override_pattern": "M*X"}, "hybrid_override_pattern"),
+        (_blocks([]) | {"layers_block_type": None}, "hybrid_override_pattern"),
+    ],
+    ids=["unknown-block", "no-blocks", "unknown-pattern-character", "neither"],
+)
+def test_nemotron_h_without_a_readable_block_list_is_refused_naming_it(config, field):
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(config)
+    assert err.value.field == field
+
+
+def test_latent_moe_experts_work_at_the_latent_width_between_two_replicated_projections():
+    """vLLM's NemotronHMoE with ``moe_latent_size``: each routed expert's up and down projections are
+    latent x moe_intermediate instead of hidden x moe_intermediate, fc1/fc2_latent_proj (hidden <-> latent)
+    are ReplicatedLinear (whole on every TP rank), the router and shared expert stay at hidden_size."""
+    h, latent, width, experts, moe_layers = 256, 64, 128, 8, 2
+    plain = c.architecture_from_config(NEMOTRON_H_MOE)
+    lat = c.architecture_from_config({**NEMOTRON_H_MOE, "moe_latent_size": latent})
+    assert lat.moe_latent_size == latent and plain.moe_latent_size == 0
+    experts_saved = moe_layers * experts * 2 * width * (h - latent)
+    projections = moe_layers * 2 * h * latent
+    assert plain.parameters - lat.parameters == experts_saved - projections
+    assert lat.parameter_groups.replicated - plain.parameter_groups.replicated == projections
+    assert plain.parameter_groups.routed_experts_total - lat.parameter_groups.routed_experts_total == (
+        experts_saved
+    )
+    # null is no latent, as vLLM's `getattr(config, "moe_latent_size", None) is not None`
+    assert c.architecture_from_config({**NEMOTRON_H_MOE, "moe_latent_size": None}) == plain
+
+
+def test_latent_moe_dispatches_the_latent_to_other_gpus_under_expert_parallelism():
+    """vLLM projects the hidden state to the latent before the experts' dispatch (routed_input_transform),
+    so an all-to-all carries latent-width activations."""
+    plain = c.architecture_from_config(NEMOTRON_H_MOE)
+    lat = c.architecture_from_config({**NEMOTRON_H_MOE, "moe_latent_size": 64})
+    layout = c.Layout(data_parallel_size=2, expert_parallel=True)
+    gpu = c.gpu_spec("h100-sxm")
+    steps = [c.roofline.StepModel(a, gpu, layout=layout, kv_cache_dtype="auto") for a in (plain, lat)]
+    assert steps[0].a2a_bytes_per_token > 0
+    assert steps[1].a2a_bytes_per_token / steps[0].a2a_bytes_per_token == pytest.approx(64 / 256)

@@ -84,7 +84,9 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         if "index_head_dim" in text:
             per_layer += text["index_head_dim"] + 4 * -(-text["index_head_dim"] // 128)
         return text["num_hidden_layers"] * per_layer
-    if "hybrid_override_pattern" in text:
+    if "layers_block_type" in text:  # Nemotron-H as transformers 5 saves it: one entry per layer
+        layers = text["layers_block_type"].count("attention")
+    elif "hybrid_override_pattern" in text:
         layers = text["hybrid_override_pattern"].count("*")
     elif "layer_types" in text:
         layers = text["layer_types"].count("full_attention")

@@ -28,7 +28,15 @@ from capacity.quantization import (
 )
 
 BF16 = 2
-LAYER_KINDS: tuple[ModuleKind, ...] = ("attention", "mlp", "experts", "shared_experts", "mamba", "indexer")
+LAYER_KINDS: tuple[ModuleKind, ...] = (
+    "attention",
+    "mlp",
+    "experts",
+    "shared_experts",
+    "mamba",
+    "indexer",
+    "latent_projection",
+)
 
 AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
@@ -587,6 +595,31 @@ def test_modelopt_unknown_algo() -> None:
         weight_format({}, hf_quant_config=modelopt("INT4_AWQ", []))
     assert err.value.field == "hf_quant_config.json.quantization.quant_algo"
     assert "FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4" in str(err.value)
+
+
+def test_a_modelopt_file_without_its_producer_is_refused_saying_what_vllm_needs() -> None:
+    """vLLM 0.32 reads ModelOpt's quant_algo only under producer.name 'modelopt' (or a legacy
+    modelopt_quant_config); without it the method is empty and the checkpoint would load as unquantized."""
+    block = modelopt("FP8", [])
+    del block["producer"]
+    with pytest.raises(ConfigError) as err:
+        weight_format({}, hf_quant_config=block)
+    assert err.value.field == "hf_quant_config.json.quant_method"
+    assert str(err.value).startswith("hf_quant_config.json field 'quant_method': is missing (its ")
+    assert "quant_algo 'FP8'" in str(err.value) and "producer.name 'modelopt'" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("exclude", "latent_bytes"),
+    [([], 1.0), (["*latent_proj*"], BF16), (["backbone.layers.*.mixer.fc1_latent_proj"], (1.0 + BF16) / 2)],
+    ids=["quantized-like-any-linear", "both-excluded", "fc1-excluded"],
+)
+def test_latent_moe_projections_are_linear_layers_a_checkpoint_may_leave_unquantized(
+    exclude: list[str], latent_bytes: float
+) -> None:
+    fmt = weight_format({}, hf_quant_config=modelopt("FP8", exclude))
+    assert fmt.bytes_per_parameter("latent_projection", layer=3, model_dtype_bytes=BF16) == latent_bytes
+    assert fmt.bytes_per_parameter("experts", layer=3, model_dtype_bytes=BF16) == 1.0
 
 
 def test_quantization_config_not_an_object() -> None:
