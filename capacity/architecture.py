@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from capacity.errors import ConfigError
 from capacity.quantization import ModuleKind, WeightFormat, weight_format
@@ -586,17 +586,22 @@ class Architecture:
     @cached_property
     def parameter_groups(self) -> ParameterGroups:
         """Parameter counts split by how tensor parallelism shards them (see :class:`ParameterGroups`)."""
-        return _count(self, lambda module, layer, n: n)
+        return _count(self, lambda module, layer, n, shares=None: n)
 
     @cached_property
     def weight_groups(self) -> ParameterGroups:
         """The same groups in bytes as the checkpoint stores them on the GPU (quantization applied)."""
         dtype_bytes = DTYPE_BYTES[self.dtype]
 
-        def weigh(module: ModuleKind | None, layer: int | None, n: float) -> float:
+        def weigh(
+            module: ModuleKind | None, layer: int | None, n: float, shares: tuple[float, ...] | None = None
+        ) -> float:
             if module is None:  # norms, biases, conv weights: always in the model dtype
                 return n * dtype_bytes
-            return n * self.weights.bytes_per_parameter(module, layer=layer, model_dtype_bytes=dtype_bytes)
+            per = self.weights.bytes_per_parameter(
+                module, layer=layer, model_dtype_bytes=dtype_bytes, shares=shares
+            )
+            return n * per
 
         return _count(self, weigh)
 
@@ -675,7 +680,13 @@ class ParameterGroups:
         )
 
 
-Weigh = Callable[[ModuleKind | None, int | None, float], float]
+class Weigh(Protocol):
+    """Parameters (identity) or their bytes: ``n`` weights of ``module`` in layer ``layer``; ``shares`` the
+    sizes of the module's projections these ``n`` are made of (see ``WeightFormat.bytes_per_parameter``)."""
+
+    def __call__(
+        self, module: ModuleKind | None, layer: int | None, n: float, shares: tuple[float, ...] | None = None
+    ) -> float: ...
 
 
 def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
@@ -750,10 +761,12 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     hd = a.head_dim
     q_out = a.num_attention_heads * hd
     q_width = q_out * (2 if a.attention_output_gate else 1)
-    sharded = weigh("attention", i, h * q_width + q_out * h)
+    # q, k, v, o as the checkpoint names them: a checkpoint may quantize some and not others
+    sharded = weigh("attention", i, h * q_width, (1, 0, 0, 0))
+    sharded += weigh("attention", i, q_out * h, (0, 0, 0, 1))
     sharded += weigh(None, i, (q_width if a.qkv_bias else 0) + (h if a.o_bias else 0))
     sharded += weigh(None, i, a.num_attention_heads if a.attention_sinks else 0)
-    per_head = weigh("attention", i, 2 * h * hd) + weigh(None, i, 2 * hd if a.qkv_bias else 0)
+    per_head = weigh("attention", i, 2 * h * hd, (0, 1, 1, 0)) + weigh(None, i, 2 * hd if a.qkv_bias else 0)
     replicated = 0.0
     if a.qk_norm == "head":
         replicated = weigh(None, i, 2 * hd)
@@ -768,15 +781,19 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
     kv_lora = a.kv_lora_rank or 0
     q_width = heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
     sharded = replicated = 0.0
+    # shares: the MLA naming family's parts q_a, q_b, kv_a, kv_b, o
     if a.q_lora_rank is not None:
-        replicated += weigh("attention", i, h * a.q_lora_rank) + weigh(None, i, a.q_lora_rank)  # q_a + norm
-        sharded += weigh("attention", i, a.q_lora_rank * q_width)  # q_b_proj
+        replicated += weigh("attention", i, h * a.q_lora_rank, (1, 0, 0, 0, 0))  # q_a_proj
+        replicated += weigh(None, i, a.q_lora_rank)  # its norm
+        sharded += weigh("attention", i, a.q_lora_rank * q_width, (0, 1, 0, 0, 0))  # q_b_proj
     else:
         sharded += weigh("attention", i, h * q_width)  # q_proj
     # kv_a_proj_with_mqa (latent + rope key) and its norm are replicated on every rank.
-    replicated += weigh("attention", i, h * (kv_lora + a.qk_rope_head_dim)) + weigh(None, i, kv_lora)
-    sharded += weigh("attention", i, kv_lora * heads * (a.qk_nope_head_dim + a.v_head_dim))  # kv_b_proj
-    sharded += weigh("attention", i, heads * a.v_head_dim * h)  # o_proj
+    replicated += weigh("attention", i, h * (kv_lora + a.qk_rope_head_dim), (0, 0, 1, 0, 0))
+    replicated += weigh(None, i, kv_lora)
+    kv_b = kv_lora * heads * (a.qk_nope_head_dim + a.v_head_dim)
+    sharded += weigh("attention", i, kv_b, (0, 0, 0, 1, 0))  # kv_b_proj
+    sharded += weigh("attention", i, heads * a.v_head_dim * h, (0, 0, 0, 0, 1))  # o_proj
     if a.index_head_dim:
         # DeepSeek-V3.2 indexer: wq_b, wk, k_norm (LayerNorm) and the per-head weights projection.
         q_in = a.q_lora_rank if a.q_lora_rank is not None else h
@@ -795,16 +812,15 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> float:
     assert s is not None
     h = a.hidden_size
     conv = s.conv_channels + s.groups * s.group_channels
+    inner = s.heads * s.head_dim
     if s.kind == "mamba2":
-        inner = s.heads * s.head_dim
-        proj = h * (2 * inner + s.groups * s.group_channels + s.heads) + inner * h
+        shares: tuple[float, ...] = (h * (2 * inner + s.groups * s.group_channels + s.heads), inner * h)
         small = conv * s.conv_kernel + conv + 3 * s.heads + inner  # conv weight + bias, dt/A/D, gated norm
     else:
-        inner = s.heads * s.head_dim
         key = (s.conv_channels - inner) // 2
-        proj = h * (2 * key + 2 * inner) + h * 2 * s.heads + inner * h  # qkvz, ba, out_proj
+        shares = (h * (2 * key + 2 * inner), h * 2 * s.heads, inner * h)  # qkvz, ba, out_proj
         small = conv * s.conv_kernel + 2 * s.heads + s.head_dim  # conv weight, dt_bias and A_log, norm
-    return weigh("mamba", i, proj) + weigh(None, i, small)
+    return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small)
 
 
 # ----- reading a config ----------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, get_args
@@ -190,14 +190,24 @@ class WeightFormat:
     warnings: tuple[str, ...] = ()
     """What the operator should know before serving it (deprecated methods, flags needed)."""
 
-    def bytes_per_parameter(self, module: ModuleKind, *, layer: int | None, model_dtype_bytes: int) -> float:
+    def bytes_per_parameter(
+        self,
+        module: ModuleKind,
+        *,
+        layer: int | None,
+        model_dtype_bytes: int,
+        shares: Sequence[float] | None = None,
+    ) -> float:
         """Bytes one weight of ``module`` in decoder layer ``layer`` (None: not in a layer, or any layer)
-        occupies on the GPU as vLLM loads it, scales and zero points amortized per weight; the mean over the
-        module's projections when the checkpoint leaves some of them unquantized."""
+        occupies on the GPU as vLLM loads it, scales and zero points amortized per weight. When the checkpoint
+        leaves some of the module's projections unquantized, the mean over them, weighted by ``shares`` (each
+        projection's size, in the order of the naming family the rules resolve to; ``(0, 1, 1, 0)`` for the K
+        and V of q, k, v, o) when given for that family, else equally."""
         parts = self._resolve(module, layer)
-        return sum(
-            model_dtype_bytes if s is None else s.bytes_per_parameter(model_dtype_bytes) for s in parts
-        ) / len(parts)
+        each = [model_dtype_bytes if s is None else s.bytes_per_parameter(model_dtype_bytes) for s in parts]
+        if shares is not None and len(shares) == len(each) and sum(shares) > 0:
+            return sum(b * w for b, w in zip(each, shares, strict=True)) / sum(shares)
+        return sum(each) / len(each)
 
     def quantizes(self, module: ModuleKind, *, layer: int | None) -> bool:
         """Whether any projection of ``module`` in ``layer`` is stored quantized."""
@@ -482,6 +492,7 @@ ACCEPTED_METHODS: tuple[str, ...] = (
     "gptq",
     "modelopt",
     "modelopt_fp4",
+    "modelopt_mixed",
     "modelopt_mxfp8",
     "mxfp4",
     "mxfp8",
@@ -560,31 +571,36 @@ def _quantization_block(
 
 
 def _normalized_method(block: dict[str, Any], where: str) -> str:
+    """The method vLLM 0.32 loads the checkpoint with: ``model_arch_config_convertor`` (a ModelOpt producer's
+    ``quantization.quant_algo`` names the method; ``compressed_tensors`` is spelled with a hyphen), then
+    ``ModelConfig._verify_quantization``'s overrides, where a ``modelopt*`` method's ``quant_algo`` (the
+    legacy block's or config.json's flat one) picks the ModelOpt config class."""
     producer = block.get("producer")
     inner = block.get("quantization")
     is_modelopt = (isinstance(producer, Mapping) and producer.get("name") == "modelopt") or (
         isinstance(inner, Mapping) and "modelopt_quant_config" in inner
     )
-    if is_modelopt:
+    value = block.get("quant_method")
+    if is_modelopt and inner is not None:
         if not isinstance(inner, Mapping):
             raise ConfigError(
                 f"{where}.quantization", f"is {inner!r:.40}; expected an object with quant_algo"
             )
         algo = inner.get("quant_algo")
-        method = _MODELOPT_PRODUCER_ALGOS.get(str(algo).upper()) if algo is not None else None
-        if method is None:
-            raise ConfigError(
-                f"{where}.quantization.quant_algo",
-                f"is {algo!r}; vLLM 0.32 reads ModelOpt checkpoints with one of "
-                f"{', '.join(_MODELOPT_PRODUCER_ALGOS)}",
-            )
-        return method
-    value = block.get("quant_method")
+        if algo is not None:
+            value = _MODELOPT_PRODUCER_ALGOS.get(str(algo).upper())
+            if value is None:
+                raise ConfigError(
+                    f"{where}.quantization.quant_algo",
+                    f"is {algo!r}; vLLM 0.32 reads ModelOpt checkpoints with one of "
+                    f"{', '.join(_MODELOPT_PRODUCER_ALGOS)}",
+                )
     if value is None:
-        algo = inner.get("quant_algo") if isinstance(inner, Mapping) else None
+        algo = (inner if isinstance(inner, Mapping) else block).get("quant_algo")
         unnamed = (
-            f" (its quantization.quant_algo {algo!r} is ModelOpt's, but no producer.name 'modelopt' says so, "
-            "and vLLM 0.32 reads ModelOpt's fields only then)"
+            f" (its quant_algo {algo!r} is ModelOpt's, but vLLM 0.32 reads it only under quant_method "
+            "'modelopt', or a producer.name 'modelopt' over a 'quantization' block, and otherwise loads the "
+            "weights as unquantized)"
             if algo is not None
             else ""
         )
@@ -597,7 +613,23 @@ def _normalized_method(block: dict[str, Any], where: str) -> str:
         raise ConfigError(
             f"{where}.quant_method", f"is {value!r:.40}; expected one of {', '.join(ACCEPTED_METHODS)}"
         )
-    return value.strip().lower().replace("compressed_tensors", "compressed-tensors")
+    method = value.strip().lower().replace("compressed_tensors", "compressed-tensors")
+    if method.startswith("modelopt"):
+        scope = inner if "quantization" in block else block
+        algo = str(scope.get("quant_algo", "") if isinstance(scope, Mapping) else "").upper()
+        for matches, override in _MODELOPT_OVERRIDES:
+            if matches(algo):
+                return override
+    return method
+
+
+#: ``override_quantization_method`` of vLLM 0.32's ModelOpt config classes, in the order it asks them.
+_MODELOPT_OVERRIDES: tuple[tuple[Callable[[str], bool], str], ...] = (
+    (lambda algo: algo == "FP8", "modelopt"),
+    (lambda algo: "NVFP4" in algo or "FP4" in algo, "modelopt_fp4"),
+    (lambda algo: "MXFP8" in algo, "modelopt_mxfp8"),
+    (lambda algo: algo == "MIXED_PRECISION", "modelopt_mixed"),
+)
 
 
 # ----- field readers ----------------------------------------------------------------------------------------
@@ -647,6 +679,12 @@ def _names(block: Mapping[str, Any], keys: Sequence[str], where: str) -> tuple[s
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}.{key}", f"is {value!r:.60}; expected a list of module names")
     return tuple(value)
+
+
+def _positive(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(field, f"is {value!r:.40}; expected a positive integer")
+    return value
 
 
 def _group_label(group: int) -> str:
@@ -844,11 +882,36 @@ def _modelopt(block: dict[str, Any], where: str) -> WeightFormat:
         raise ConfigError(
             f"{scope_where}.quant_algo", f"is {algo!r:.40}; expected one of {', '.join(_ALGO_FIELDS)}"
         )
+    algo = algo.upper()
+    if inner is not None:  # the legacy block: vLLM's NVFP4 and MXFP8 configs insist on these keys
+        required = (
+            ("group_size", "kv_cache_quant_algo", "exclude_modules")
+            if "NVFP4" in algo
+            else ("kv_cache_quant_algo", "exclude_modules")
+            if "MXFP8" in algo
+            else ()
+        )
+        missing = [key for key in required if key not in inner]
+        if missing:
+            raise ConfigError(
+                f"{scope_where}.{missing[0]}",
+                f"is missing; vLLM 0.32 requires {', '.join(required)} in a ModelOpt {algo} quantization "
+                "block (null where there is none)",
+            )
+    groups = scope.get("config_groups")
+    # ModelOptNvFp4Config: config groups that all leave out input_activations make it weight-only (W4A16)
+    if (
+        algo == "NVFP4"
+        and isinstance(groups, Mapping)
+        and groups
+        and all(isinstance(g, Mapping) and g.get("input_activations") is None for g in groups.values())
+    ):
+        algo = "W4A16_NVFP4"
     group = _int(scope, ("group_size",), scope_where, default=16)
     if group <= 0:
         raise ConfigError(f"{scope_where}.group_size", f"is {group}; expected a positive integer")
     excluded = _names(scope, (ignore_key,), scope_where)
-    return _modelopt_format(algo.upper(), excluded, group, _kv_cache_dtype(block, where), None)
+    return _modelopt_format(algo, excluded, group, _kv_cache_dtype(block, where), None)
 
 
 def _modelopt_format(
@@ -881,6 +944,92 @@ def _modelopt_format(
         kv_cache_dtype=kv_cache_dtype,
         scheme=scheme,
         default_kinds=_LINEAR_AND_EXPERTS | {"lm_head"},
+        rules=tuple(rules),
+    )
+
+
+#: ModelOpt MIXED_PRECISION: the per-layer algos vLLM 0.32's ``ModelOptMixedPrecisionConfig`` builds a method
+#: for (``LINEAR_ALGOS`` and its routed-experts branch; the block-FP8 pair for experts only).
+_MIXED_ALGOS = (
+    "FP8",
+    "FP8_PER_CHANNEL_PER_TOKEN",
+    "FP8_PB_WO",
+    "FP8_BLOCK_SCALES",
+    "NVFP4",
+    "W4A16_NVFP4",
+    "MXFP8",
+)
+
+
+def _modelopt_mixed(block: dict[str, Any], where: str) -> WeightFormat:
+    """``ModelOptMixedPrecisionConfig`` (modelopt.py): ``quantized_layers`` maps checkpoint module names to
+    their own ``quant_algo``; a module it does not name (or ``ignore`` / ``exclude_modules`` names) stays in
+    the model dtype. One NVFP4 group size serves every NVFP4 entry (the config's, else the first NVFP4
+    entry's, else 16), one block size every block-FP8 entry (vLLM refuses two)."""
+    inner = block.get("quantization")
+    if inner is not None and not isinstance(inner, Mapping):
+        raise ConfigError(f"{where}.quantization", f"is {inner!r:.40}; expected an object")
+    scope, scope_where, ignore_key = (
+        (inner, f"{where}.quantization", "exclude_modules") if inner is not None else (block, where, "ignore")
+    )
+    layers = scope.get("quantized_layers")
+    field = f"{scope_where}.quantized_layers"
+    if not isinstance(layers, Mapping) or not layers:
+        raise ConfigError(
+            field, f"is {layers!r:.40}; MIXED_PRECISION needs a non-empty object of module names"
+        )
+    algos: dict[str, list[str]] = {}
+    for name, info in layers.items():
+        algo = info.get("quant_algo") if isinstance(info, Mapping) else None
+        if not isinstance(algo, str) or algo.upper() not in _MIXED_ALGOS:
+            raise ConfigError(
+                f"{field}.{name}",
+                f"has quant_algo {algo!r:.40}; kvright reads {', '.join(_MIXED_ALGOS)} in a MIXED_PRECISION "
+                "checkpoint",
+            )
+        algos.setdefault(algo.upper(), []).append(name)
+    nvfp4 = [i for i in layers.values() if str(i.get("quant_algo")).upper() in ("NVFP4", "W4A16_NVFP4")]
+    group = _positive(
+        scope.get("group_size") or (nvfp4[0].get("group_size", 16) if nvfp4 else 16), f"{field} group_size"
+    )  # the config's, else the first NVFP4 entry's
+    block_fp8 = [layers[n] for a in ("FP8_PB_WO", "FP8_BLOCK_SCALES") for n in algos.get(a, ())]
+    blocks = {_positive(info.get("group_size", 128), f"{field} group_size") for info in block_fp8}
+    if len(blocks) > 1:
+        raise ConfigError(
+            field, f"gives block-FP8 layers the block sizes {sorted(blocks)}; vLLM 0.32 takes one"
+        )
+    side = next(iter(blocks), 128)
+    schemes = {
+        "FP8": _FP8_PER_TENSOR,
+        "FP8_PER_CHANNEL_PER_TOKEN": _FP8_PER_ROW,
+        "FP8_PB_WO": Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=side * side),
+        "FP8_BLOCK_SCALES": Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=side * side),
+        "NVFP4": _nvfp4(group),
+        "W4A16_NVFP4": _nvfp4(group),
+        "MXFP8": _MXFP8,
+    }
+    excluded = _names(scope, (ignore_key,), scope_where)
+    rules = [Rule(patterns=excluded)] if excluded else []
+    rules += [Rule(patterns=tuple(names), scheme=schemes[algo]) for algo, names in algos.items()]
+    # The kernels the GPU must run natively: W4A4 NVFP4 anywhere needs FP4, else MXFP8, else FP8; only
+    # W4A16 entries compute in bf16 (the Marlin paths vLLM takes for every format below its native GPUs).
+    present = set(algos)
+    if "NVFP4" in present:
+        compute = "fp4"
+    elif "MXFP8" in present:
+        compute = "mxfp8"
+    elif present - {"W4A16_NVFP4"}:
+        compute = "fp8"
+    else:
+        compute = "fp4"
+    label = ", ".join(f"{len(names)} modules {algo}" for algo, names in sorted(algos.items()))
+    return WeightFormat(
+        method="modelopt_mixed",
+        label=f"ModelOpt mixed precision ({label})",
+        weight_block_size=(side, side) if blocks else None,
+        compute_format=compute,
+        weight_only=present == {"W4A16_NVFP4"},
+        kv_cache_dtype=_kv_cache_dtype(block, where),
         rules=tuple(rules),
     )
 
@@ -1070,6 +1219,7 @@ _READERS = {
     "mxfp8": _mxfp8,
     "modelopt": _modelopt,
     "modelopt_fp4": _modelopt,
+    "modelopt_mixed": _modelopt_mixed,
     "modelopt_mxfp8": _modelopt,
     "compressed-tensors": _compressed_tensors,
 }

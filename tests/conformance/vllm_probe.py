@@ -70,6 +70,7 @@ def probe(argv: list[str]) -> dict[str, Any]:
             "gpu_memory_utilization": cfg.cache_config.gpu_memory_utilization,
             "num_attention_heads": cfg.model_config.get_num_attention_heads(cfg.parallel_config),
             "num_kv_heads_per_rank": cfg.model_config.get_num_kv_heads(cfg.parallel_config),
+            "quantization": cfg.model_config.quantization,
         },
     }
 

@@ -162,6 +162,7 @@ QUANTIZED = [
     ("gpt-oss-120b", 4.25 / 8, "experts"),  # MXFP4: 4-bit values, one 8-bit scale per 32
     ("gpt-oss-20b", 4.25 / 8, "experts"),
     ("kimi-k2.5", 0.5 + 2 / 32, "experts"),  # compressed-tensors int4, group 32, bf16 scales; ignore the rest
+    ("kimi-k2.6-nvfp4", 4.5 / 8, "experts"),  # ModelOpt NVFP4 in config.json; attention, layer 0 ignored
     ("llama-3.1-70b-instruct-fp8-modelopt", 1.0, "linear"),  # ModelOpt FP8 per tensor (hf_quant_config.json)
     ("qwen3-235b-a22b-nvfp4", 4.5 / 8, "linear"),  # NVFP4: 4-bit values, one fp8 scale per 16
     ("deepseek-v3.1-nvfp4", 4.5 / 8, "linear-but-mla-down"),
@@ -205,6 +206,27 @@ def test_quantized_weights_are_within_five_percent_of_the_methods_arithmetic(slu
         expected = quantized * per_weight + (g.total - quantized) * bf16
     assert c.weight_bytes(arch) == pytest.approx(expected, rel=0.05)
     assert c.weight_bytes(arch) < 0.8 * bf16 * arch.parameters  # and far from the bf16 size
+
+
+def test_a_mixed_precision_checkpoint_weighs_each_listed_module_by_its_own_algo():
+    """nvidia/Qwen3.6-27B-NVFP4 (ModelOpt MIXED_PRECISION): the attention and Gated DeltaNet projections its
+    quantized_layers list are FP8 (1 byte), the MLPs and the LM head W4A16 NVFP4 (4 bits + an fp8 scale per
+    16), the rest bf16; the bytes from the config's module shapes, by hand."""
+    slug = "qwen3.6-27b-nvfp4"
+    arch = c.load_architecture(str(CONFIGS / slug))
+    t = json.loads((CONFIGS / slug / "config.json").read_text())["text_config"]
+    h, full = t["hidden_size"], t["layer_types"].count("full_attention")
+    linear = t["layer_types"].count("linear_attention")
+    q = t["num_attention_heads"] * t["head_dim"]
+    attention = h * 2 * q + 2 * h * t["num_key_value_heads"] * t["head_dim"] + q * h  # gated q, k, v, o
+    keys = t["linear_num_key_heads"] * t["linear_key_head_dim"]
+    values = t["linear_num_value_heads"] * t["linear_value_head_dim"]
+    deltanet = h * (2 * keys + values) + h * values + values * h  # in_proj_qkv, in_proj_z, out_proj
+    fp8 = full * attention + linear * deltanet
+    nvfp4 = t["num_hidden_layers"] * 3 * h * t["intermediate_size"] + t["vocab_size"] * h  # MLPs, lm_head
+    expected = fp8 * 1 + nvfp4 * 4.5 / 8 + (arch.parameters - fp8 - nvfp4) * 2
+    assert arch.weights.method == "modelopt_mixed"
+    assert c.weight_bytes(arch) == pytest.approx(expected, rel=0.05)
 
 
 def _norms_and_routers(arch: c.Architecture) -> float:

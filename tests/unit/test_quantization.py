@@ -634,7 +634,7 @@ def test_unknown_module_kind_is_a_programming_error() -> None:
 
 
 # ----- native support -----------------------------------------------------------------------------
-NVFP4_FMT = weight_format({}, hf_quant_config=modelopt("NVFP4", ["lm_head"]))
+NVFP4_FMT = weight_format({}, hf_quant_config=modelopt("NVFP4", ["lm_head"], group_size=16))
 NATIVE = [
     ("h100-fp8-native", "h100-sxm", fmt_of(FP8_BLOCK), None),
     ("a100-fp8-marlin", "a100-80gb", fmt_of(FP8_BLOCK), "no FP8 tensor cores"),
@@ -698,3 +698,124 @@ def test_every_quantized_fixture_parses(path: Path) -> None:
     assert fmt.method != "none"
     assert fmt.compute_format is not None
     assert any(fmt.quantizes(kind, layer=None) for kind in MODULE_KINDS)
+
+
+# ----- ModelOpt in config.json's flat form, MIXED_PRECISION, and what vLLM's ModelOpt configs insist on -----
+PRODUCER = {"name": "modelopt", "version": "0.41.0"}
+
+
+def test_a_flat_modelopt_block_behind_a_producer_is_read_by_its_quant_algo() -> None:
+    """NVIDIA's newer checkpoints (Kimi K2.6, GLM-5.1, Qwen3.5 NVFP4): producer modelopt, no ``quantization``
+    block, quant_method modelopt and a flat quant_algo; vLLM's overrides pick the class from quant_algo."""
+    nvfp4 = fmt_of({"quant_method": "modelopt", "quant_algo": "NVFP4", "producer": PRODUCER, "ignore": []})
+    fp8 = fmt_of({"quant_method": "modelopt", "quant_algo": "FP8", "producer": PRODUCER, "ignore": []})
+    assert (nvfp4.method, fp8.method) == ("modelopt_nvfp4", "modelopt_fp8")
+    assert nvfp4.bytes_per_parameter("mlp", layer=0, model_dtype_bytes=BF16) == pytest.approx(0.5625)
+
+
+def test_nvfp4_config_groups_without_input_activations_are_weight_only() -> None:
+    groups = {"group_0": {"weights": {"num_bits": 4, "type": "float"}, "targets": ["Linear"]}}
+    block = {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": [], "config_groups": groups}
+    assert fmt_of(block).weight_only
+    activations = {"input_activations": {"num_bits": 4, "type": "float"}}
+    assert not fmt_of(block | {"config_groups": {"group_0": groups["group_0"] | activations}}).weight_only
+
+
+@pytest.mark.parametrize(
+    ("quantization", "field"),
+    [
+        ({"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": []}, "kv_cache_quant_algo"),
+        ({"quant_algo": "NVFP4", "kv_cache_quant_algo": None, "exclude_modules": []}, "group_size"),
+        ({"quant_algo": "NVFP4", "group_size": 16, "kv_cache_quant_algo": None}, "exclude_modules"),
+    ],
+    ids=["no-kv-cache-key", "no-group-size", "no-exclude-modules"],
+)
+def test_a_legacy_nvfp4_block_without_the_keys_vllm_requires_is_refused(
+    quantization: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        weight_format({}, hf_quant_config={"producer": PRODUCER, "quantization": quantization})
+    assert err.value.field == f"hf_quant_config.json.quantization.{field}"
+    assert "vLLM 0.32 requires group_size, kv_cache_quant_algo, exclude_modules" in str(err.value)
+
+
+def test_a_flat_block_naming_no_method_is_refused_saying_vllm_would_load_it_unquantized() -> None:
+    with pytest.raises(ConfigError) as err:
+        fmt_of({"quant_algo": "FP8", "producer": PRODUCER, "ignore": ["lm_head"]})
+    assert err.value.field == "quantization_config.quant_method"
+    assert "quant_algo 'FP8' is ModelOpt's" in str(err.value) and "as unquantized" in str(err.value)
+
+
+MIXED = {
+    "quant_method": "modelopt",
+    "quant_algo": "MIXED_PRECISION",
+    "producer": PRODUCER,
+    "ignore": ["model.layers.1.self_attn.q_proj"],
+    "quantized_layers": {
+        "model.layers.0.self_attn.q_proj": {"quant_algo": "FP8"},
+        "model.layers.0.self_attn.k_proj": {"quant_algo": "FP8"},
+        "model.layers.0.self_attn.v_proj": {"quant_algo": "FP8"},
+        "model.layers.0.self_attn.o_proj": {"quant_algo": "FP8"},
+        "model.layers.1.self_attn.q_proj": {"quant_algo": "FP8"},
+        "model.layers.0.mlp.gate_proj": {"quant_algo": "W4A16_NVFP4", "group_size": 32},
+        "model.layers.0.mlp.up_proj": {"quant_algo": "W4A16_NVFP4", "group_size": 32},
+        "model.layers.0.mlp.down_proj": {"quant_algo": "W4A16_NVFP4", "group_size": 32},
+        "lm_head": {"quant_algo": "NVFP4"},
+    },
+}
+
+
+def test_mixed_precision_gives_each_listed_module_its_algo_and_leaves_the_rest_unquantized() -> None:
+    """ModelOptMixedPrecisionConfig: a module quantized_layers names gets its algo (FP8 per tensor; NVFP4 at
+    the first NVFP4 entry's group size for every NVFP4 entry); an ignored one, or one not named, the model
+    dtype."""
+    fmt = fmt_of(MIXED)
+    assert fmt.method == "modelopt_mixed"
+    per = {
+        (kind, layer): fmt.bytes_per_parameter(kind, layer=layer, model_dtype_bytes=BF16)
+        for kind, layer in [("attention", 0), ("attention", 1), ("mlp", 0), ("mlp", 1), ("lm_head", None)]
+    }
+    assert per == {
+        ("attention", 0): 1.0,
+        ("attention", 1): BF16,  # listed, but ignored
+        ("mlp", 0): 0.5 + 1 / 32,
+        ("mlp", 1): BF16,  # not listed
+        ("lm_head", None): 0.5 + 1 / 32,
+    }
+    assert fmt.bytes_per_parameter("embedding", layer=None, model_dtype_bytes=BF16) == BF16
+    assert (fmt.compute_format, fmt.weight_only) == ("fp4", False)  # a W4A4 NVFP4 entry needs FP4
+
+
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        ({}, "needs a non-empty object of module names"),
+        ({"model.layers.0.mlp.down_proj": {"quant_algo": "INT8"}}, "has quant_algo 'INT8'"),
+        (
+            {
+                "model.layers.0.mlp.experts": {"quant_algo": "FP8_PB_WO", "group_size": 128},
+                "model.layers.1.mlp.experts": {"quant_algo": "FP8_PB_WO", "group_size": 64},
+            },
+            "block sizes [64, 128]",
+        ),
+    ],
+    ids=["empty", "unknown-algo", "two-block-sizes"],
+)
+def test_mixed_precision_that_vllm_refuses_is_refused(layers: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        fmt_of(MIXED | {"quantized_layers": layers})
+    assert message in str(err.value)
+
+
+def test_a_module_partly_quantized_weighs_its_projections_by_their_sizes() -> None:
+    """Excluding k_proj and v_proj only: K and V weights stay bf16, Q and O are fp8. Weighed with their
+    projections' sizes the bytes are exact; without, the mean over q, k, v, o."""
+    fmt = fmt_of({**FP8_TENSOR, "ignored_layers": ["self_attn.k_proj", "self_attn.v_proj"]})
+    kv = fmt.bytes_per_parameter("attention", layer=0, model_dtype_bytes=BF16, shares=(0, 1, 1, 0))
+    q = fmt.bytes_per_parameter("attention", layer=0, model_dtype_bytes=BF16, shares=(1, 0, 0, 0))
+    assert (kv, q) == (BF16, 1.0)
+    assert fmt.bytes_per_parameter("attention", layer=0, model_dtype_bytes=BF16) == (1 + 2 + 2 + 1) / 4
+    # shares for another naming family (MLA's five parts) than the rules speak: the plain mean
+    assert fmt.bytes_per_parameter(
+        "attention", layer=0, model_dtype_bytes=BF16, shares=(1, 0, 0, 0, 0)
+    ) == pytest.approx(1.5)
