@@ -203,3 +203,60 @@ def test_arbitrary_file_bytes_raise_only_capacity_error(tmp_path_factory, data):
         c.load_architecture(str(path))
     except c.CapacityError as exc:
         assert "\n" not in str(exc)
+
+
+# ----- quantization blocks: ModelOpt's forms above all (flat, legacy, mixed precision) -------------------
+METHODS = ["modelopt", "modelopt_fp4", "modelopt_mixed", "MODELOPT", "", 4, None]
+ALGOS = ["FP8", "NVFP4", "W4A16_NVFP4", "MXFP8", "MIXED_PRECISION", "FP8_PB_WO", "fp8", "INT4", "", None]
+MODULES = ["lm_head", "model.layers.0.mlp.down_proj", "model.layers.0.self_attn.q_proj", "mlp"]
+algo = st.sampled_from(ALGOS)
+names = st.lists(st.sampled_from(MODULES) | st.text(max_size=6), max_size=3) | json_values
+layer_algos = st.dictionaries(
+    st.sampled_from(MODULES),
+    st.fixed_dictionaries({"quant_algo": algo}, optional={"group_size": small_ints | json_scalars})
+    | json_values,
+    max_size=4,
+)
+modelopt_fields = {
+    "quant_algo": algo,
+    "group_size": st.sampled_from([16, 32, 128, 0, -1, "16", True, None, 2.5]),
+    "kv_cache_quant_algo": st.sampled_from(["FP8", "NVFP4", None]) | json_scalars,
+    "kv_cache_scheme": st.fixed_dictionaries({"num_bits": small_ints, "type": st.just("float")})
+    | json_values,
+    "quantized_layers": layer_algos,
+    "config_groups": st.dictionaries(
+        st.text(max_size=3),
+        st.fixed_dictionaries({}, optional={"input_activations": json_values}),
+        max_size=2,
+    )
+    | json_values,
+}
+quant_blocks = st.fixed_dictionaries(
+    {},
+    optional={
+        "quant_method": st.sampled_from(METHODS),
+        "producer": st.sampled_from([{"name": "modelopt"}, {"name": "other"}, "modelopt", None]),
+        "quantization": st.fixed_dictionaries({}, optional={**modelopt_fields, "exclude_modules": names})
+        | st.sampled_from([None, [], "FP8"]),
+        "ignore": names,
+        **modelopt_fields,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(quant_blocks, st.booleans())
+def test_arbitrary_quantization_blocks_raise_only_config_error(block, legacy_file):
+    """In config.json or as hf_quant_config.json: read as vLLM reads it, or refused in one line; what is read
+    answers for every module kind."""
+    try:
+        fmt = (
+            c.weight_format({}, hf_quant_config=block)
+            if legacy_file
+            else c.weight_format({"quantization_config": block})
+        )
+    except c.ConfigError as exc:
+        assert "\n" not in str(exc) and exc.field
+        return
+    for kind in c.quantization.MODULE_KINDS:
+        assert fmt.bytes_per_parameter(kind, layer=0, model_dtype_bytes=2) > 0
