@@ -396,6 +396,9 @@ class Architecture:
     """How the checkpoint stores its weights (``quantization_config`` / ``hf_quant_config.json``)."""
     layers: tuple[Layer, ...]
     """Every decoder layer in order (``len(layers) == num_layers``)."""
+    first_layer: int = 0
+    """The checkpoint's index of ``layers[0]``: 0 for a whole model, the stage's first layer for a pipeline
+    stage's sub-model, so that rules naming layers (``model.layers.3.self_attn``) find theirs."""
     qkv_bias: bool = False
     """Q, K and V projections carry a bias (Qwen2, gpt-oss)."""
     o_bias: bool = False
@@ -700,7 +703,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
     kv: dict[int, float] = {}
     experts = 0.0
     mlp_mats = 3 if a.mlp_gated else 2
-    for i, layer in enumerate(a.layers):
+    for i, layer in enumerate(a.layers, start=a.first_layer):
         replicated += weigh(None, i, a.norms_per_layer * norm)
         s, r, per_head = _mixer_params(a, layer, i, weigh)
         sharded += s

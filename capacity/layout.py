@@ -161,7 +161,12 @@ def pipeline_stages(arch: Architecture, pipeline_parallel_size: int) -> tuple[St
             stages = []
             start = 0
             for i, size in enumerate(sizes):
-                sub = replace(arch, layers=arch.layers[start : start + size], num_layers=size)
+                sub = replace(
+                    arch,
+                    layers=arch.layers[start : start + size],
+                    num_layers=size,
+                    first_layer=arch.first_layer + start,
+                )
                 stages.append(Stage(sub, start, start + size, i == 0, i == pp - 1))
                 start += size
             cached = tuple(stages)

@@ -65,6 +65,20 @@ def test_pipeline_stages_cut_the_layers_as_vllm_get_pp_indices_does(
 def test_pipeline_stages_hold_every_weight_once(model: str, pp: int) -> None:
     """The stages' weights add up to the whole model's on a TP rank (a tied LM head is a copy on the last
     stage), and the KV bytes per token too."""
+    _stages_hold_every_weight_once(model, pp)
+
+
+@pytest.mark.parametrize("pp", [2, 3])
+@pytest.mark.parametrize("model", ["kimi-k2.6-nvfp4", "qwen3.6-27b-nvfp4"])
+def test_a_stage_weighs_its_layers_by_the_rules_that_name_them(model: str, pp: int) -> None:
+    """Checkpoints whose quantization names layers (Kimi K2.6 NVFP4 leaves layer 0 bf16; Qwen3.6's mixed
+    precision lists every layer's modules): a later stage's layers keep their checkpoint indices, so each
+    stage weighs what the whole model weighs for them (the random test above found a stage starting over at
+    layer 0 and taking layer 0's bf16 rule)."""
+    _stages_hold_every_weight_once(model, pp)
+
+
+def _stages_hold_every_weight_once(model: str, pp: int) -> None:
     arch = c.catalog_architecture(model)
     if pp > arch.num_layers:
         return
