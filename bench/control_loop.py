@@ -634,6 +634,9 @@ def _kvright(
     serving = max(1, fleet.serving_count(t))
     last = ticks[-1] if ticks else (t, 0, 0, 0.0, 0.0, 0)
     q = spec.slo.percentile / 100.0
+    # As observe() reads it: the running count weighted by itself (the replicas share the load evenly).
+    running = sum(x[1] for x in ticks)
+    decode_batch = sum(x[1] ** 2 for x in ticks) / running / serving if running else None
     obs = Observation(
         namespace="bench",
         name="llm",
@@ -650,6 +653,7 @@ def _kvright(
         running=float(last[1]),
         waiting=float(last[2]),
         mean_batch=sum(x[1] for x in ticks) / len(ticks) / serving if ticks else None,
+        decode_batch=decode_batch,
         preemptions_per_second=sum(x[5] for x in ticks) / seconds,
         kv_cache_usage=sum(x[3] for x in ticks) / len(ticks) if ticks else None,
         mean_context_tokens=(spec.workload.prompt_tokens or 0) + (spec.workload.output_tokens or 0) / 2,

@@ -1192,13 +1192,17 @@ MEASURED: tuple[Callable[[Measured], Decision | None], ...] = (
 
 
 def served_batch(obs: Observation) -> int | None:
-    """The batch the window's TPOT was served at: the mean number running per replica, rounded, and at
-    least 1 whenever anything ran. A mean below 1 is a replica idle part of the window (4 clients on 4
-    replicas read 0.93), not a fraction of a sequence: every token it decoded was decoded at batch 1 or
-    more. Nothing running at all (or no gauge) is None."""
-    if obs.mean_batch is None or not math.isfinite(obs.mean_batch) or obs.mean_batch <= 0:
-        return None
-    return max(1, round(obs.mean_batch))
+    """The batch the window's TPOT was served at, rounded, and at least 1 whenever anything ran: the batch
+    its tokens were decoded at (``decode_batch``), else the mean number running per replica. The time
+    average alone understates a window the load started or stopped in (idle half, 48 the other half reads
+    24, while every token was decoded at 48): calibrating that TPOT at 24 teaches the model that the batch
+    costs nothing. A mean below 1 is a replica idle part of the window (4 clients on 4 replicas read 0.93),
+    not a fraction of a sequence: every token it decoded was decoded at batch 1 or more. Nothing running
+    at all (or no gauge) is None."""
+    for batch in (obs.decode_batch, obs.mean_batch):
+        if batch is not None and math.isfinite(batch) and batch > 0:
+            return max(1, round(batch))
+    return None
 
 
 def _target(p: Period, model: TPOTModel, calibration: Calibration) -> int:

@@ -44,7 +44,13 @@ class Observation:
     """Requests queued now, all replicas."""
     preemptions_per_second: float | None = None
     mean_batch: float | None = None
-    """Mean running requests per replica over the window (the batch actually served)."""
+    """Mean running requests per replica over the window: the seats the load holds, averaged over time."""
+    decode_batch: float | None = None
+    """The batch the window's tokens were decoded at: running requests weighted by themselves over the
+    window, ``E[b^2] / E[b]`` summed over replicas. A TPOT histogram counts tokens (or the requests that
+    made them), and a step at batch b makes b of them, so a window the load started or ended in decodes
+    its tokens at a larger batch than the time average (half a minute idle, half at 48 is a mean of 24
+    and every token at 48). Equal to ``mean_batch`` when the batch held steady."""
     mean_context_tokens: float | None = None
     """Mean context during decode: prompt + output/2 tokens per finished request."""
     num_gpu_blocks: int | None = None
@@ -86,6 +92,7 @@ class Observation:
             ("running", self.running),
             ("waiting", self.waiting),
             ("meanBatch", self.mean_batch),
+            ("decodeBatch", self.decode_batch),
             ("meanContextTokens", self.mean_context_tokens),
             ("preemptionsPerSecond", self.preemptions_per_second),
         ):

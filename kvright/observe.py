@@ -401,6 +401,14 @@ def _observe(
     if waiting is None:
         problems.append(f"{WAITING_METRIC}: missing or invalid")
     mean_batch = _finite(q(f"avg(avg_over_time({RUNNING_METRIC}{sel}{window}))"))
+    # E[b^2] = var + mean^2 per series (stddev_over_time is the population deviation over the samples).
+    running_over = f"{RUNNING_METRIC}{sel}{window}"
+    decode_batch = _finite(
+        q(
+            f"sum(avg_over_time({running_over}) ^ 2 + stddev_over_time({running_over}) ^ 2)"
+            f" / sum(avg_over_time({running_over}))"
+        )
+    )
     preemptions = _finite(q(f"sum(rate({PREEMPTIONS_METRIC}{sel}{window}))"))
 
     mean_context: float | None = None
@@ -436,6 +444,7 @@ def _observe(
         preemptions_per_second=preemptions,
         prefix_cache_hit_rate=hit_rate,
         mean_batch=mean_batch,
+        decode_batch=decode_batch,
         mean_context_tokens=mean_context,
         num_gpu_blocks=blocks,
         block_size=block_size,

@@ -154,6 +154,21 @@ def test_observe_reads_kv_usage_and_preemptions_that_moved(loaded: dict[str, obj
     assert obs.mean_batch is not None and obs.mean_batch > 0
 
 
+def test_observe_reads_the_batch_the_tokens_were_decoded_at(
+    loaded: dict[str, object], prometheus: Prometheus
+) -> None:
+    """The window holds idle minutes and the burst: the batch a token saw (running weighted by itself) is
+    above the time average and never above the largest batch Prometheus sampled."""
+    obs = loaded["after"]
+    assert isinstance(obs, Observation)
+    assert obs.mean_batch is not None and obs.decode_batch is not None
+    sel = f'{{namespace="{NAMESPACE}",llmdeployment="{NAME}"}}'
+    [largest] = PrometheusClient(prometheus.url).query(
+        f"max(max_over_time(vllm:num_requests_running{sel}[300s]))", at=obs.sample_time
+    )
+    assert obs.mean_batch < obs.decode_batch <= largest.value, (obs.mean_batch, obs.decode_batch, largest)
+
+
 def test_observe_reports_vllms_real_kv_capacity(loaded: dict[str, object]) -> None:
     obs = loaded["after"]
     assert isinstance(obs, Observation)

@@ -70,6 +70,8 @@ class FakePrometheus:
 
     def answer(self, query: str) -> dict[str, Any]:
         outer = query.split("(", 1)[0] if "(" in query else ""
+        if "stddev_over_time(" in query:
+            outer = "stddev_over_time"  # the decode batch: a ratio of sums, told apart by its variance
         token = re.search(r"vllm:[a-z_]+", query)
         key = f"{outer}:{token.group(0) if token else ''}"
         value = self.table.get(key)
@@ -102,6 +104,7 @@ def healthy(tpot_metric: str = RTPOT, kv_metric: str = "vllm:kv_cache_usage_perc
         "sum:vllm:num_requests_running": 40,
         "sum:vllm:num_requests_waiting": 3,
         "avg:vllm:num_requests_running": 18.5,
+        "stddev_over_time:vllm:num_requests_running": 21.25,
         "sum:vllm:num_preemptions_total": 0.25,
         "sum:vllm:request_success_total": 120,
         "sum:vllm:prompt_tokens_total": 120 * 2000,
@@ -129,7 +132,7 @@ def test_healthy_deployment_maps_every_metric(prom: FakePrometheus) -> None:
     assert obs.tpot_metric == RTPOT
     assert obs.ttft_seconds == pytest.approx(0.35)
     assert obs.kv_cache_usage == pytest.approx(0.61)
-    assert (obs.running, obs.waiting, obs.mean_batch) == (40, 3, 18.5)
+    assert (obs.running, obs.waiting, obs.mean_batch, obs.decode_batch) == (40, 3, 18.5, 21.25)
     assert obs.preemptions_per_second == pytest.approx(0.25)
     assert obs.mean_context_tokens == pytest.approx(2000 + 100)
     # The smallest replica's KV capacity is the one that binds.

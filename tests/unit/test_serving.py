@@ -498,6 +498,64 @@ def test_a_plan_that_behaves_as_predicted_is_left_alone(model: str) -> None:
     assert d.slo_met is True
 
 
+def _windows_from_a_load_start(first: Observation | None) -> tuple[list[Decision], dict[str, Any]]:
+    """Decide on ``first`` (the window a load started in, see below; None: as predicted) and then on four
+    windows exactly as predicted, a minute apart, carrying status.calibration over as the operator does;
+    the decisions and the last calibration."""
+    gpu, builder, status = _planned("llama-3.1-8b")
+    steady = _as_predicted(status)
+    decisions: list[Decision] = []
+    for i, window in enumerate([first or steady, steady, steady, steady, steady]):
+        at = NOW + datetime.timedelta(minutes=i)
+        result = decide(
+            _facts("llama-3.1-8b", gpu, builder, status, Overrides()),
+            FeedbackFacts(observation=dataclasses.replace(window, sample_time=at.timestamp())),
+            now=at,
+        )
+        assert result.decision is not None and result.calibration is not None
+        decisions.append(result.decision)
+        status = {**status, "calibration": result.calibration}
+    return decisions, status["calibration"]
+
+
+def _load_started(decode_batch: bool) -> Observation:
+    """A window the load reached the planned batch B in halfway: the running gauge averages B / 2 over the
+    window, while its tokens were decoded at 0.9 B (the requests that finished in it filled the batch
+    together), and the TPOT is exactly the model's there. ``decode_batch``: whether Prometheus gave the
+    batch the tokens saw, as ``observe()`` reads it."""
+    _, builder, status = _planned("llama-3.1-8b")
+    curve, _ = serving_curve(
+        parse_spec(builder.spec()), c.catalog_architecture("llama-3.1-8b"), status["plan"]
+    )
+    batch = status["prediction"]["batchPerReplica"]
+    seen = round(0.9 * batch)
+    return dataclasses.replace(
+        _as_predicted(status),
+        tpot_seconds=curve.measured_seconds(seen),
+        tpot_mean_seconds=curve.mean_seconds(seen),
+        mean_batch=batch / 2,
+        decode_batch=float(seen) if decode_batch else None,
+    )
+
+
+def test_a_window_the_load_started_in_is_judged_at_the_batch_its_tokens_were_decoded_at() -> None:
+    """The fresh-clone CI's sim run of a plan that behaves exactly as predicted: the load filled the batch
+    halfway through the first window, so the running gauge's time average read about half the batch while
+    the TPOT the histogram counted was decoded near the full batch. Judged at the time average, that window
+    and the steady ones after it were two batches far apart with almost one TPOT, and the shape fit learned
+    a fixed cost ~2x the model's and a batch that costs almost nothing (the run read factor 1.905,
+    batchScale 0.085). Judged at the batch the tokens saw (``decode_batch``), every window agrees with the
+    model, as a plan that ran from its first window on does."""
+    decisions, calibration = _windows_from_a_load_start(_load_started(decode_batch=True))
+    assert not any(d.changes_plan for d in decisions), [d.message for d in decisions]
+    _, steady = _windows_from_a_load_start(None)
+    for key in ("factor", "batchScale"):
+        assert calibration[key] == pytest.approx(steady[key], abs=0.02), (calibration, steady)
+    # What the time average alone teaches from the same windows: the shape the CI run showed.
+    _, wrong = _windows_from_a_load_start(_load_started(decode_batch=False))
+    assert wrong["factor"] > 1.5 and wrong["batchScale"] < 0.2, wrong
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     model=st.sampled_from(c.catalog_ids()),
