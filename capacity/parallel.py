@@ -75,18 +75,27 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
 
 
 def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = False) -> str | None:
-    """Why vLLM's FP8 block-quantization check (``fp8_utils.validate_fp8_block_shape`` and ``_moe``) refuses
-    ``tp``, or None. With ``weight_block_size = [n, k]``: a fused-MoE layer's gate/up width per rank must be
-    a multiple of ``n`` and (tp > 1) of ``k`` for the down projection's input; a column-parallel linear's
-    output per rank a multiple of ``n`` (merged gate/up and q/k/v even at TP 1, all but the last part); a
-    row-parallel linear's input per rank a multiple of ``k``. With expert parallelism the experts keep their
-    whole width."""
-    block = arch.weights.weight_block_size
-    if block is None:
+    """Why vLLM's FP8 block-quantization checks refuse ``tp``, or None. Each module is held to the block of
+    its own scheme (:meth:`WeightFormat.weight_block`), by the check of the method that loads it:
+
+    - ``Fp8Config`` and compressed-tensors (``fp8_utils.validate_fp8_block_shape`` and ``_moe``), with a
+      block ``[n, k]``: a fused-MoE layer's gate/up width per rank a multiple of ``n`` and (tp > 1) of
+      ``k`` for the down projection's input; a column-parallel linear's output per rank a multiple of ``n``
+      (merged gate/up and q/k/v even at TP 1, all but the last part); a row-parallel linear's input per
+      rank a multiple of ``k``.
+    - ModelOpt ``FP8_PB_WO`` linears (``modelopt.py`` ``KFp8Block128``): the input width per rank a multiple
+      of 128; a partial output block is padded (``_Fp8PbWoPartialBlock``). Its routed experts are block-
+      checked only in a MIXED_PRECISION checkpoint, which loads them with ``Fp8MoEMethod``; plain ModelOpt
+      FP8 loads them with ``ModelOptFp8MoEMethod``, which checks no block.
+
+    With expert parallelism the experts keep their whole width."""
+    if arch.weights.weight_block_size is None:
         return None
-    n, k = block
+    modelopt = arch.weights.method in ("modelopt_fp8", "modelopt_mixed")
     first_moe = next((i for i, layer in enumerate(arch.layers) if layer.ffn == "moe"), None)
-    if first_moe is not None and arch.weights.quantizes("experts", layer=first_moe):
+    block = arch.weights.weight_block("experts", layer=first_moe) if first_moe is not None else None
+    if block is not None and arch.weights.method != "modelopt_fp8":
+        n, k = block
         width = arch.moe_intermediate_size if expert_parallel else arch.moe_intermediate_size // tp
         if width % n or (tp > 1 and not expert_parallel and width % k):
             return (
@@ -104,10 +113,12 @@ def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = Fals
             ("shared_experts", "shared expert MLP", arch.shared_expert_intermediate_size, first_moe)
         )
     for module, what, width, i in checks:
-        if not arch.weights.quantizes(module, layer=i):  # type: ignore[arg-type]
+        block = arch.weights.weight_block(module, layer=i)  # type: ignore[arg-type]
+        if block is None:
             continue
-        per_rank = width // tp
-        if per_rank % n or (tp > 1 and per_rank % k):
+        n, k = block
+        per_rank = width // tp  # gate/up's output and down's input per rank
+        if (per_rank % k) if modelopt else (per_rank % n or (tp > 1 and per_rank % k)):
             return (
                 f"leaves {per_rank} of the {width}-wide {what} per GPU, not a multiple of the checkpoint's "
                 f"{n}x{k} FP8 weight blocks (vLLM refuses to load it)"
@@ -115,13 +126,16 @@ def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = Fals
     attention = next(
         (i for i, layer in enumerate(arch.layers) if layer.mixer in ("full", "sliding", "chunked")), None
     )
-    if attention is not None and arch.weights.quantizes("attention", layer=attention):
-        q = arch.num_attention_heads * arch.head_dim // tp
+    block = arch.weights.weight_block("attention", layer=attention) if attention is not None else None
+    if block is not None:
+        n, k = block
+        q = arch.num_attention_heads * arch.head_dim // tp  # q's output and o_proj's input per rank
         kv = kv_heads_per_gpu(arch, tp) * arch.head_dim
-        if q % n or kv % n or (tp > 1 and q % k):
+        if (q % k) if modelopt else (q % n or kv % n or (tp > 1 and q % k)):
+            what = "query channels" if modelopt else f"query and {kv} key/value channels"
             return (
-                f"leaves {q} query and {kv} key/value channels of the attention projections per GPU, not "
-                f"multiples of the checkpoint's {n}x{k} FP8 weight blocks (vLLM refuses to load it)"
+                f"leaves {q} {what} of the attention projections per GPU, not multiples of the "
+                f"checkpoint's {n}x{k} FP8 weight blocks (vLLM refuses to load it)"
             )
     return None
 

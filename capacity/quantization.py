@@ -132,6 +132,9 @@ class Scheme:
     """Weights sharing one scale: a group size, ``n * k`` for blocks, :data:`PER_ROW`, :data:`PER_TENSOR`."""
     zero_point_bits: int = 0
     """Bits of one zero point per scale (asymmetric integer schemes); 0 when symmetric."""
+    block: tuple[int, int] | None = None
+    """The ``[n, k]`` FP8 weight block of a block-quantized scheme, whose shape vLLM checks every TP-split
+    width of the module against (``validate_fp8_block_shape``); None for any other scheme."""
 
     def bytes_per_parameter(self, model_dtype_bytes: int) -> float:
         """``weight_bits / 8 + (scale + zero point) / weights_per_scale``."""
@@ -213,6 +216,12 @@ class WeightFormat:
         """Whether any projection of ``module`` in ``layer`` is stored quantized."""
         return any(s is not None for s in self._resolve(module, layer))
 
+    def weight_block(self, module: ModuleKind, *, layer: int | None) -> tuple[int, int] | None:
+        """The FP8 weight block ``[n, k]`` of ``module`` in ``layer`` when a projection of it is stored in
+        blocks, else None: in a checkpoint that mixes formats (ModelOpt MIXED_PRECISION, compressed-tensors
+        groups) only the block-quantized modules are held to the block's shape."""
+        return next((s.block for s in self._resolve(module, layer) if s is not None and s.block), None)
+
     def _resolve(self, module: ModuleKind, layer: int | None) -> tuple[Scheme | None, ...]:
         if module not in MODULE_KINDS:
             raise ValueError(f"unknown module kind {module!r}; expected one of {', '.join(MODULE_KINDS)}")
@@ -225,6 +234,12 @@ _FP8_PER_TENSOR = Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=PER_TEN
 _FP8_PER_ROW = Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=PER_ROW)
 _MXFP4 = Scheme(weight_bits=4, scale_bytes=1, weights_per_scale=32)
 _MXFP8 = Scheme(weight_bits=8, scale_bytes=1, weights_per_scale=32)
+
+
+def _fp8_blocks(n: int, k: int) -> Scheme:
+    """FP8 weights with an fp32 scale per ``n x k`` block."""
+    return Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=n * k, block=(n, k))
+
 
 ONLINE_FP8 = WeightFormat(
     method="fp8_per_tensor",
@@ -729,11 +744,7 @@ def _fp8(block: dict[str, Any], where: str) -> WeightFormat:
     if store == "mxfp4":
         rules.append(Rule(kinds=frozenset({"experts"}), scheme=_MXFP4))
         label += ", experts in MXFP4"
-    scheme = (
-        _FP8_PER_TENSOR
-        if block_size is None
-        else Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=block_size[0] * block_size[1])
-    )
+    scheme = _FP8_PER_TENSOR if block_size is None else _fp8_blocks(*block_size)
     return WeightFormat(
         method="fp8",
         label=label,
@@ -923,7 +934,7 @@ def _modelopt_format(
         "FP8_PB_WO": (
             "modelopt_fp8",
             "ModelOpt fp8 128x128 blocks",
-            Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=128 * 128),
+            _fp8_blocks(128, 128),
             "fp8",
         ),
         "NVFP4": ("modelopt_nvfp4", f"NVFP4 (4 bits + fp8 scale per {group})", _nvfp4(group), "fp4"),
@@ -1002,8 +1013,8 @@ def _modelopt_mixed(block: dict[str, Any], where: str) -> WeightFormat:
     schemes = {
         "FP8": _FP8_PER_TENSOR,
         "FP8_PER_CHANNEL_PER_TOKEN": _FP8_PER_ROW,
-        "FP8_PB_WO": Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=side * side),
-        "FP8_BLOCK_SCALES": Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=side * side),
+        "FP8_PB_WO": _fp8_blocks(side, side),
+        "FP8_BLOCK_SCALES": _fp8_blocks(side, side),
         "NVFP4": _nvfp4(group),
         "W4A16_NVFP4": _nvfp4(group),
         "MXFP8": _MXFP8,
@@ -1192,9 +1203,12 @@ def _ct_scheme(weights: Mapping[str, Any], inputs: Any, where: str, fmt: Any) ->
         if per_scale == 32:
             return _MXFP8, f"mxfp8 w8{a}", "mxfp8"
         how = {PER_TENSOR: "per-tensor", PER_ROW: "per-channel"}.get(per_scale, f"{per_scale} per scale")
+        block: tuple[int, int] | None = None
         if strategy == "block":
-            how = f"{weights['block_structure'][0]}x{weights['block_structure'][1]} blocks"
-        return Scheme(weight_bits=bits, scale_bytes=4, weights_per_scale=per_scale), f"fp8 w8{a} {how}", "fp8"
+            block = (weights["block_structure"][0], weights["block_structure"][1])
+            how = f"{block[0]}x{block[1]} blocks"
+        scheme = Scheme(weight_bits=bits, scale_bytes=4, weights_per_scale=per_scale, block=block)
+        return scheme, f"fp8 w8{a} {how}", "fp8"
     # integers: weight-only (wNa16, pack-quantized) keeps model-dtype scales; w8a8 int8 keeps fp32 scales
     weight_only = act_bits is None
     scheme = Scheme(

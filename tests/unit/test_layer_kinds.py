@@ -185,6 +185,61 @@ def test_fp8_weight_blocks_bound_the_expert_width_per_rank(expert_parallel, vali
         assert error is not None and "192" in error and "accepted: 1, 2, 4" in error
 
 
+MODELOPT = {"quant_method": "modelopt", "producer": {"name": "modelopt", "version": "0.41.0"}, "ignore": []}
+
+
+def _qwen3_235b(quantization: dict[str, Any]) -> c.Architecture:
+    return c.architecture_from_config(
+        {**c.catalog_entry("qwen3-235b-a22b")["config"], "quantization_config": quantization}
+    )
+
+
+@pytest.mark.parametrize(
+    ("algo", "valid"),
+    [("FP8_PB_WO", [1, 2, 4]), ("NVFP4", [1, 2, 4, 8])],
+    ids=["experts-in-blocks", "experts-in-nvfp4"],
+)
+def test_in_a_mixed_checkpoint_only_the_block_quantized_modules_are_held_to_the_block(algo, valid):
+    """ModelOpt MIXED_PRECISION: attention in 128x128 FP8 blocks, the 1536-wide experts in ``algo``. vLLM
+    loads block-FP8 experts with Fp8MoEMethod (192 columns per rank at TP 8: refused) and NVFP4 experts
+    with their own method, which checks no FP8 block; the attention's block binds neither."""
+    layers = {
+        "model.layers.*.self_attn*": {"quant_algo": "FP8_PB_WO", "group_size": 128},
+        "model.layers.*.mlp.experts*": {"quant_algo": algo, "group_size": 128 if algo == "FP8_PB_WO" else 16},
+    }
+    arch = _qwen3_235b({**MODELOPT, "quant_algo": "MIXED_PRECISION", "quantized_layers": layers})
+    assert arch.weights.weight_block("attention", layer=0) == (128, 128)
+    assert arch.weights.weight_block("experts", layer=0) == ((128, 128) if algo == "FP8_PB_WO" else None)
+    assert c.valid_tensor_parallel_sizes(arch, 8) == valid
+
+
+FP8_BLOCKS = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+
+
+def test_modelopts_block_kernel_pads_the_output_and_checks_only_the_input_per_rank():
+    """ModelOpt FP8_PB_WO linears (KFp8Block128) pad a partial output block and need only their input per
+    rank in whole 128-blocks, and plain ModelOpt FP8 loads experts without a block check; Fp8Config's
+    validate_fp8_block_shape holds each rank's outputs to the block too. Qwen3-235B's 1536-wide experts
+    give 192 columns per rank at TP 8: only Fp8Config refuses. A model with 64-wide heads and 4 KV heads
+    leaves one 64-channel KV head per rank at TP 4: Fp8Config refuses, ModelOpt pads it."""
+    modelopt = {**MODELOPT, "quant_algo": "FP8_PB_WO"}
+    assert c.valid_tensor_parallel_sizes(_qwen3_235b(FP8_BLOCKS), 8) == [1, 2, 4]
+    assert c.valid_tensor_parallel_sizes(_qwen3_235b(modelopt), 8) == [1, 2, 4, 8]
+    dense = {
+        **c.catalog_entry("llama-3-8b")["config"],
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "intermediate_size": 8192,
+    }
+    refused = c.fp8_block_error(c.architecture_from_config({**dense, "quantization_config": FP8_BLOCKS}), 4)
+    assert refused is not None and "512 query and 64 key/value channels" in refused
+    assert (
+        c.fp8_block_error(c.architecture_from_config({**dense, "quantization_config": modelopt}), 4) is None
+    )
+
+
 def _llama4_text(**extra: Any) -> dict[str, Any]:
     return {
         "architectures": ["Llama4ForCausalLM"],
