@@ -1741,8 +1741,8 @@ def architecture_from_config(
     hidden = _int(cfg, _HIDDEN)
     if family == "hybrid" and model_type == "nemotron_h":
         # transformers' NemotronHConfig derives the layer count from the block list and ignores the field.
-        layers = len(_nemotron_h_pattern(cfg))
-        state_only = "*" not in _nemotron_h_pattern(cfg)
+        pattern = _nemotron_h_pattern(cfg)
+        layers, state_only = len(pattern), "*" not in pattern
     else:
         layers = _int(cfg, _LAYERS)
         state_only = False
