@@ -132,6 +132,8 @@ FAMILIES: dict[str, str] = {
     "NemotronHForCausalLM": "hybrid",
     "GraniteMoeHybridForCausalLM": "hybrid",
     "DeciLMForCausalLM": "nas",
+    "Gemma4ForCausalLM": "gemma4",
+    "Gemma4ForConditionalGeneration": "gemma4",
 }
 
 #: The same, by ``model_type``, for configs without ``architectures``.
@@ -196,6 +198,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "nemotron_h": "hybrid",
     "granitemoehybrid": "hybrid",
     "nemotron-nas": "nas",
+    "gemma4": "gemma4",
+    "gemma4_text": "gemma4",
 }
 
 #: transformers' documented defaults for fields real configs leave out (``PretrainedConfig`` subclasses'
@@ -213,6 +217,24 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 131072,
         "sliding_window": 4096,
         "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+    },
+    # Gemma4TextConfig: per-layer embeddings unless a file says 0; global layers 512 wide; every 6th layer
+    # global where no layer_types is stated.
+    "gemma4_text": {
+        "vocab_size": 262144,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "max_position_embeddings": 131072,
+        "sliding_window": 512,
+        "sliding_window_pattern": 6,
+        "hidden_size_per_layer_input": 256,
+        "vocab_size_per_layer_input": 262144,
         "tie_word_embeddings": True,
     },
     # SiglipVisionConfig (Gemma 3's vision tower).
@@ -317,8 +339,15 @@ class Layer:
     ffn_width: int = 0
     """Width of a dense MLP (0 for MoE or no MLP)."""
     kv_heads: int = 0
-    """KV heads of this layer's attention when they differ from the model's (Llama-Nemotron); 0: the
-    model's ``num_kv_heads`` (or no attention)."""
+    """KV heads of this layer's attention when they differ from the model's (Llama-Nemotron, Gemma 4's
+    global layers); 0: the model's ``num_kv_heads`` (or no attention)."""
+    head_dim: int = 0
+    """Width of this layer's attention heads when it differs from the model's (Gemma 4's global layers,
+    ``global_head_dim``); 0: the model's ``head_dim``."""
+    kv_shared: bool = False
+    """The layer attends over another layer's KV cache (Gemma 4's last ``num_kv_shared_layers``): it has
+    no K and V projections and vLLM gives it no cache of its own, but a decode step still reads that
+    cache for it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -464,6 +493,12 @@ class Architecture:
     """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
     vision_parameters: int = 0
     """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
+    per_layer_input_size: int = 0
+    """Gemma 4's per-layer embeddings (``hidden_size_per_layer_input``, E2B/E4B): each layer adds a
+    ``per_layer_input_size``-wide embedding of the token, from one vocab-parallel table of
+    ``per_layer_input_vocab x (num_layers x per_layer_input_size)``; 0: none."""
+    per_layer_input_vocab: int = 0
+    """Rows of that table (``vocab_size_per_layer_input``)."""
     config_reader: ConfigReader = "engine"
     """What builds this config in vLLM (:func:`config_reader`); ``checkpoint`` needs
     ``--trust-remote-code``."""
@@ -501,10 +536,13 @@ class Architecture:
         return Counter(layer.mixer for layer in self.layers)
 
     @cached_property
-    def layer_census(self) -> Counter[tuple[str, int]]:
-        """How many layers have each (mixer, KV heads) pair: what the KV cache and the step time depend on,
-        without walking every layer."""
-        return Counter((layer.mixer, self.kv_heads_of(layer)) for layer in self.layers)
+    def layer_census(self) -> Counter[tuple[str, int, int, bool]]:
+        """How many layers have each (mixer, KV heads, head width, whether the cache is another layer's):
+        what the KV cache and the step time depend on, without walking every layer."""
+        return Counter(
+            (layer.mixer, self.kv_heads_of(layer), self.head_dim_of(layer), layer.kv_shared)
+            for layer in self.layers
+        )
 
     @cached_property
     def memo(self) -> dict[tuple[Any, ...], Any]:
@@ -552,6 +590,12 @@ class Architecture:
         if layer.mixer not in ATTENTION_MIXERS:
             return 0
         return layer.kv_heads or self.num_kv_heads
+
+    def head_dim_of(self, layer: Layer) -> int:
+        """Width of ``layer``'s attention heads (0 when it has no attention)."""
+        if layer.mixer not in ATTENTION_MIXERS:
+            return 0
+        return layer.head_dim or self.head_dim
 
     # ----- attention ---------------------------------------------------------------------------------------
     @property
@@ -629,6 +673,9 @@ class ParameterGroups:
     """Output projection (vocab-parallel; 0 when tied to the embedding)."""
     vision: float
     """Vision tower and projector (split across TP ranks; not run by a decode step)."""
+    per_layer_embedding: float = 0.0
+    """Gemma 4's per-layer embedding table (vocab-parallel like the input embedding, read by lookup; never
+    the LM head, tied or not)."""
     sharded: float
     """Dense parameters split evenly across TP ranks (column/row-parallel linears, dense MLPs)."""
     replicated: float
@@ -667,6 +714,7 @@ class ParameterGroups:
             self.embedding
             + self.lm_head
             + self.vision
+            + self.per_layer_embedding
             + self.sharded
             + self.replicated
             + self.kv_projection_total
@@ -703,8 +751,11 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
     kv: dict[int, float] = {}
     experts = 0.0
     mlp_mats = 3 if a.mlp_gated else 2
+    ple = a.per_layer_input_size
     for i, layer in enumerate(a.layers, start=a.first_layer):
         replicated += weigh(None, i, a.norms_per_layer * norm)
+        if ple:  # Gemma 4: per_layer_input_gate and per_layer_projection (replicated), and their norm
+            replicated += weigh(None, i, 2 * ple * h + h)
         s, r, per_head = _mixer_params(a, layer, i, weigh)
         sharded += s
         replicated += r
@@ -733,6 +784,15 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
             if a.shared_expert_gate:
                 replicated += weigh("router", i, h)
     embedding = weigh("embedding", None, a.vocab_size * h)
+    per_layer_embedding = 0.0
+    if ple:
+        # The model's per-layer table (each layer's slice of one row per token), per_layer_model_projection
+        # (hidden -> layers x width, column-parallel) and per_layer_projection_norm. A pipeline stage's
+        # sub-model counts its layers' slices (vLLM keeps the table whole on the first stage; the stages
+        # still add up to the model).
+        per_layer_embedding = weigh("embedding", None, a.per_layer_input_vocab * len(a.layers) * ple)
+        sharded += weigh(None, None, len(a.layers) * ple * h)
+        replicated += weigh(None, None, ple)
     lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, a.vocab_size * h)
     lm_head += weigh(None, None, a.vocab_size if a.lm_head_bias else 0)
     moe_layers = a.num_moe_layers
@@ -740,6 +800,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
         embedding=embedding,
         lm_head=lm_head,
         vision=vision,
+        per_layer_embedding=per_layer_embedding,
         sharded=sharded,
         replicated=replicated,
         kv_projection=tuple(sorted(kv.items())),
@@ -761,7 +822,7 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         return weigh("attention", i, h * h), 0.0, 0.0
     if layer.mixer == "none":
         return 0.0, 0.0, 0.0
-    hd = a.head_dim
+    hd = a.head_dim_of(layer)
     q_out = a.num_attention_heads * hd
     q_width = q_out * (2 if a.attention_output_gate else 1)
     # q, k, v, o as the checkpoint names them: a checkpoint may quantize some and not others
@@ -769,6 +830,8 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     sharded += weigh("attention", i, q_out * h, (0, 0, 0, 1))
     sharded += weigh(None, i, (q_width if a.qkv_bias else 0) + (h if a.o_bias else 0))
     sharded += weigh(None, i, a.num_attention_heads if a.attention_sinks else 0)
+    if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
+        return sharded, weigh(None, i, hd if a.qk_norm == "head" else 0), 0.0
     per_head = weigh("attention", i, 2 * h * hd, (0, 1, 1, 0)) + weigh(None, i, 2 * hd if a.qkv_bias else 0)
     replicated = 0.0
     if a.qk_norm == "head":
@@ -1177,6 +1240,9 @@ class _Read:
     ffn_width: list[int]
     kv_heads: list[int]
     extra: dict[str, Any]
+    head_dims: list[int] | None = None
+    """Per-layer head widths where they differ from the model's (0: the model's)."""
+    kv_shared: list[bool] | None = None
 
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
@@ -1446,6 +1512,123 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
     )
 
 
+#: What Gemma 4's ``per_layer_config`` (transformers 5 writes it in place of ``global_head_dim`` and
+#: ``num_global_key_value_heads``) may override per layer and kvright reads.
+_GEMMA4_PER_LAYER = {"head_dim", "num_key_value_heads"}
+
+
+def _gemma4_overrides(cfg: Mapping[str, Any], mixers: list[Mixer], heads: int) -> list[tuple[int, int]]:
+    """(head width, KV heads) of each layer where they differ from the model's (0: the model's), as vLLM's
+    gemma4.py reads them from ``config.per_layer_config[i]``: transformers builds that from the file's own
+    ``per_layer_config``, or from ``global_head_dim`` (512 unless stated) on every global layer, with
+    ``num_global_key_value_heads`` there only when ``attention_k_eq_v`` is true."""
+    layers = len(mixers)
+    overrides: list[tuple[int, int]] = [(0, 0)] * layers
+    per_layer = cfg.get("per_layer_config")
+    if per_layer is not None:
+        if not isinstance(per_layer, Mapping):
+            raise ConfigError(
+                "per_layer_config", f"is {per_layer!r:.40}; expected an object of layer indexes"
+            )
+        for key, fields in per_layer.items():
+            where = f"per_layer_config.{key}"
+            if not str(key).isdigit() or int(key) >= layers or not isinstance(fields, Mapping):
+                raise ConfigError(where, f"expected a layer index below {layers} with an object of overrides")
+            unread = sorted(set(fields) - _GEMMA4_PER_LAYER)
+            if unread:
+                raise ConfigError(
+                    where,
+                    f"overrides {', '.join(unread)}, which kvright does not read per layer; accepted: "
+                    f"{', '.join(sorted(_GEMMA4_PER_LAYER))}",
+                )
+            head_dim = _opt_int(fields, ("head_dim",)) or 0
+            kv = _opt_int(fields, ("num_key_value_heads",)) or 0
+            overrides[int(key)] = (head_dim, kv)
+    else:
+        global_dim = _int(cfg, ("global_head_dim",))
+        global_kv = (
+            _opt_int(cfg, ("num_global_key_value_heads",)) if _bool(cfg, "attention_k_eq_v", False) else None
+        )
+        overrides = [(global_dim, global_kv or 0) if m == "full" else (0, 0) for m in mixers]
+    for i, (_, kv) in enumerate(overrides):
+        if kv and (kv > heads or heads % kv):
+            raise ConfigError(
+                "num_global_key_value_heads" if per_layer is None else f"per_layer_config.{i}",
+                f"gives layer {i} {kv} KV heads; expected a divisor of num_attention_heads ({heads})",
+            )
+    return overrides
+
+
+def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Gemma 4 (vLLM's gemma4.py): sliding and global layers with heads of their own width and count; the
+    last ``num_kv_shared_layers`` layers attend over the cache of the last earlier layer of their kind
+    (no K/V projections, no cache of their own) and, with ``use_double_wide_mlp``, have an MLP twice as
+    wide; with ``num_experts`` (vLLM's switch; ``enable_moe_block`` is not read) every layer runs routed
+    experts beside its dense MLP; per-layer embeddings where ``hidden_size_per_layer_input`` > 0. A global
+    layer with ``attention_k_eq_v`` ships no v_proj, but vLLM loads k_proj into both halves of a full
+    QKV projection and caches K and V apart, so it weighs and caches as any layer."""
+    layers = a["num_layers"]
+    mixers, window = _attention_mixers(cfg, layers)
+    if mixers and window is not None and mixers[-1] != "full":
+        mixers[-1] = "full"  # Gemma4TextConfig forces the last layer global
+    overrides = _gemma4_overrides(cfg, mixers, a["num_attention_heads"])
+    shared_count = _int(cfg, ("num_kv_shared_layers",), minimum=0, default=0)
+    if shared_count >= layers:
+        raise ConfigError(
+            "num_kv_shared_layers", f"is {shared_count}; expected fewer than the {layers} layers"
+        )
+    first_shared = layers - shared_count
+    shared = [i >= first_shared for i in range(layers)]
+    for i in range(first_shared, layers):
+        if mixers[i] not in mixers[:first_shared]:
+            raise ConfigError(
+                "num_kv_shared_layers",
+                f"is {shared_count}: layer {i} ({mixers[i]} attention) has no earlier {mixers[i]} layer "
+                "whose cache it could share (vLLM refuses it)",
+            )
+    dense = a["intermediate_size"]
+    double = _bool(cfg, "use_double_wide_mlp", False)
+    width = [2 * dense if double and shared[i] else dense for i in range(layers)]
+    extra: dict[str, Any] = {"sliding_window": window}
+    ffn: list[FFN] = ["dense"] * layers
+    if cfg.get("num_experts") is not None:
+        if double and shared_count:
+            raise ConfigError(
+                "use_double_wide_mlp",
+                "is true with routed experts; kvright reads one dense MLP width beside them",
+            )
+        experts = _int(cfg, ("num_experts",))
+        top_k = _int(cfg, ("top_k_experts",))
+        if top_k > experts:
+            raise ConfigError("top_k_experts", f"is {top_k}; expected at most the {experts} experts")
+        extra.update(
+            num_experts=experts,
+            num_experts_per_token=top_k,
+            moe_intermediate_size=_int(cfg, ("moe_intermediate_size", "expert_intermediate_size")),
+            # The dense MLP runs beside the experts in every layer: an always-on shared expert.
+            shared_expert_intermediate_size=dense,
+            # Router scale and three more norms (hidden_size wide); per_expert_scale, one per expert.
+            norms_per_layer=8,
+            expert_score_bias=True,
+        )
+        ffn, width = ["moe"] * layers, [0] * layers
+    per_layer_input = _int(cfg, ("hidden_size_per_layer_input",), minimum=0, default=0)
+    if per_layer_input:
+        extra.update(
+            per_layer_input_size=per_layer_input,
+            per_layer_input_vocab=_int(cfg, ("vocab_size_per_layer_input",), default=_int(cfg, _VOCAB)),
+        )
+    return _Read(
+        mixers,
+        ffn,
+        width,
+        [kv for _, kv in overrides],
+        extra,
+        head_dims=[d for d, _ in overrides],
+        kv_shared=shared,
+    )
+
+
 def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:
     """DeciLM / Nemotron-NAS: ``int(2 * ffn_mult * hidden / 3)`` rounded up to a multiple of 256."""
     width = int(2 * ffn_mult * hidden / 3)
@@ -1532,7 +1715,7 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     patch = _int(v, ("patch_size",), default=14)
     temporal = _int(v, ("temporal_patch_size",), default=1)
     # A SiLU tower has a gated MLP (gate, up, down: Pixtral, the Qwen2.5-VL ViT); GELU towers have two.
-    gated = v.get("model_type") == "pixtral" or v.get("hidden_act") == "silu"
+    gated = v.get("model_type") in ("pixtral", "gemma4_vision") or v.get("hidden_act") == "silu"
     mlp = (3 if gated else 2) * h * inter + (0 if gated else inter + h)
     block = 4 * h * h + 4 * h + mlp + 4 * h  # attention with biases, MLP, two norms
     total = layers * block + channels * patch * patch * temporal * h + h + 2 * h
@@ -1544,6 +1727,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         and v.get("model_type") in ("siglip_vision_model", "llama4_vision")
     ):
         positions = (image // patch) ** 2
+    if positions is None and v.get("model_type") == "gemma4_vision":  # one table per image axis
+        positions = 2 * _int(v, ("position_embedding_size",), default=10240)
     total += (positions or 0) * h
     # Qwen2-VL's merger writes into vision_config.hidden_size (the text width); others name it.
     qwen_out: tuple[str, ...] = (
@@ -1673,6 +1858,11 @@ _MODELING: dict[str, _Modeling] = {
     **dict.fromkeys(
         ("gemma3", "gemma3_text"), _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias")
     ),
+    # Gemma 4: the four of Gemma 3; an MoE layer adds three (pre-/post-norms of the experts' and the dense
+    # MLP's outputs) and the router's scale, all hidden_size wide (set by its reader).
+    **dict.fromkeys(
+        ("gemma4", "gemma4_text"), _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias")
+    ),
     "glm4": _Modeling(norms_per_layer=4),  # input, post-attention, post-self-attention and post-MLP
     "exaone4": _Modeling(qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias"),
     "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
@@ -1788,6 +1978,8 @@ def architecture_from_config(
     }
     if family == "hybrid":
         read = _read_hybrid(cfg, model_type, a)
+    elif family == "gemma4":
+        read = _read_gemma4(cfg, a)
     elif family == "nas":
         read = _read_nas(cfg, a)
     else:
@@ -1842,8 +2034,23 @@ def architecture_from_config(
         dtype=dtype,
         weights=weight_format(cfg, hf_quant_config=hf_quant_config),
         layers=tuple(
-            Layer(mixer=m, ffn=f, ffn_width=w, kv_heads=k if m in ATTENTION_MIXERS else 0)
-            for m, f, w, k in zip(read.mixers, read.ffn, read.ffn_width, read.kv_heads, strict=True)
+            Layer(
+                mixer=m,
+                ffn=f,
+                ffn_width=w,
+                kv_heads=k if m in ATTENTION_MIXERS else 0,
+                head_dim=d if m in ATTENTION_MIXERS else 0,
+                kv_shared=shared,
+            )
+            for m, f, w, k, d, shared in zip(
+                read.mixers,
+                read.ffn,
+                read.ffn_width,
+                read.kv_heads,
+                read.head_dims or [0] * len(read.mixers),
+                read.kv_shared or [False] * len(read.mixers),
+                strict=True,
+            )
         ),
         qkv_bias=_flag(cfg, built.qkv_bias),
         vision_parameters=_vision_parameters(config, hidden),

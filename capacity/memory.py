@@ -115,11 +115,14 @@ def _replication(arch: Architecture, tp: int) -> int:
     return kv_heads_per_gpu(arch, tp) * tp // arch.num_kv_heads if arch.attention != "MLA" else tp
 
 
-def attention_bytes_per_token(arch: Architecture, kv_heads: int, kv_cache_dtype: str, tp: int) -> int:
-    """One token's cache in one attention layer with ``kv_heads`` KV heads on one of ``tp`` ranks (vLLM's
-    page size per token). MLA caches the latent (``fp8_ds_mla`` for DeepSeek-V3.2's sparse attention: 512
-    fp8 latent values, four fp32 scales and the bf16 rope key, 656 bytes) plus, for sparse attention, the
-    indexer's fp8 key with one fp32 scale per 128 values, replicated on every rank."""
+def attention_bytes_per_token(
+    arch: Architecture, kv_heads: int, kv_cache_dtype: str, tp: int, head_dim: int | None = None
+) -> int:
+    """One token's cache in one attention layer with ``kv_heads`` KV heads of ``head_dim`` (default: the
+    model's) on one of ``tp`` ranks (vLLM's page size per token). MLA caches the latent (``fp8_ds_mla`` for
+    DeepSeek-V3.2's sparse attention: 512 fp8 latent values, four fp32 scales and the bf16 rope key, 656
+    bytes) plus, for sparse attention, the indexer's fp8 key with one fp32 scale per 128 values, replicated
+    on every rank."""
     size = kv_dtype_bytes(arch, kv_cache_dtype)
     if arch.attention == "MLA":
         latent = arch.kv_elements_per_token_per_layer * size
@@ -129,7 +132,7 @@ def attention_bytes_per_token(arch: Architecture, kv_heads: int, kv_cache_dtype:
                 latent = rank + 4 * -(-rank // 128) + 2 * arch.qk_rope_head_dim
             latent += arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
         return latent
-    return 2 * max(1, kv_heads // tp) * arch.head_dim * size
+    return 2 * max(1, kv_heads // tp) * (head_dim or arch.head_dim) * size
 
 
 def state_bytes_per_sequence(arch: Architecture, tp: int, ssm_cache_dtype: str | None = None) -> int:
@@ -162,9 +165,9 @@ def kv_cache_bytes_per_token(
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
     return tp * sum(
-        n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
-        for (mixer, kv_heads), n in arch.layer_census.items()
-        if mixer in ATTENTION_MIXERS
+        n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim)
+        for (mixer, kv_heads, head_dim, shared), n in arch.layer_census.items()
+        if mixer in ATTENTION_MIXERS and not shared
     )
 
 
@@ -202,6 +205,14 @@ class KVGroup:
     """Bytes one block of one layer of this kind takes (padded to the common page for Mamba)."""
     bound: int | None = None
     """Window or chunk in tokens (sliding, chunked)."""
+    block_tokens: int = 0
+    """Tokens one block of this group holds when it differs from the layout's ``block_size``: vLLM gives
+    every layer the largest page (``unify_kv_cache_spec_page_size``), and a layer whose page per token is
+    a divisor of that page's gets a block size as many times larger (Gemma 4's sliding and global layers
+    differ in head width and KV heads). 0: the layout's."""
+
+    def tokens_per_block(self, block_size: int) -> int:
+        return self.block_tokens or block_size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,32 +251,37 @@ class KVCacheLayout:
 
     def group_blocks(self, group: KVGroup, tokens: int) -> int:
         """Blocks one request of ``tokens`` holds in each group of ``group``'s kind."""
-        full = -(-tokens // self.block_size)
+        bs = group.tokens_per_block(self.block_size)
+        full = -(-tokens // bs)
         limit = self.max_model_len if self.max_model_len is not None else tokens
         if group.kind == "full":
             return full
         if group.kind == "sliding" and group.bound is not None:
             # vLLM reserves the window's blocks plus one (the window may not start on a block boundary).
             span = min(group.bound - 1 + self.inflight_tokens, limit)
-            return min(full + 1, -(-span // self.block_size) + 1)
+            return min(full + 1, -(-span // bs) + 1)
         if group.kind == "chunked" and group.bound is not None:
-            return min(full, -(-min(group.bound + self.inflight_tokens, limit) // self.block_size))
+            return min(full, -(-min(group.bound + self.inflight_tokens, limit) // bs))
         return self.state_blocks  # a Mamba / linear-attention state
 
     def shared_blocks(self, prefix_tokens: int) -> int:
         """Blocks a prefix common to every request (a system prompt) holds once for all of them under
         vLLM's prefix caching: its whole blocks in the full-attention groups. Sliding, chunked and Mamba
         groups keep only a window or a state per request, so nothing of theirs is shared."""
-        whole = max(0, prefix_tokens) // self.block_size
-        return sum(whole * g.count for g in self.groups if g.kind == "full")
+        cached = self.cached_prefix_tokens(prefix_tokens)
+        return sum(
+            cached // g.tokens_per_block(self.block_size) * g.count for g in self.groups if g.kind == "full"
+        )
 
     def cached_prefix_tokens(self, prefix_tokens: int) -> int:
         """Tokens of a prefix common to every request that vLLM's prefix cache serves: its whole blocks
-        (of this layout's block size, which a Mamba hybrid raises well above 16), and none when no group
-        holds full attention (a window or a state is not a reusable prefix)."""
+        (of this layout's block size, which a Mamba hybrid raises well above 16; with groups of several
+        block sizes, whole blocks of every one of them), and none when no group holds full attention (a
+        window or a state is not a reusable prefix)."""
         if not any(g.kind == "full" for g in self.groups):
             return 0
-        return max(0, prefix_tokens) // self.block_size * self.block_size
+        align = math.lcm(*(g.tokens_per_block(self.block_size) for g in self.groups if g.kind != "mamba"))
+        return max(0, prefix_tokens) // align * align
 
     def blocks_per_sequence(self, tokens: int) -> int:
         """Blocks one request of ``tokens`` holds over every group (at least one)."""
@@ -332,11 +348,13 @@ def _kv_cache_layout(
     tp = tensor_parallel_size
     # (kind, bound) -> [(page bytes per token, or per state), layers with that page]
     buckets: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
-    for (mixer, kv_heads), layers in arch.layer_census.items():
+    for (mixer, kv_heads, head_dim, shared), layers in arch.layer_census.items():
+        if shared:
+            continue  # vLLM gives a layer over another layer's cache no spec of its own
         if mixer in ATTENTION_MIXERS:
             kind: str = "full" if mixer in ("full", "mla") else mixer
             bound = arch.sliding_window if kind == "sliding" else arch.attention_chunk_size
-            page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
+            page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim)
             buckets.setdefault((kind, None if kind == "full" else bound), []).append((page, layers))
         elif mixer in STATE_MIXERS:
             state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
@@ -368,11 +386,30 @@ def _kv_cache_layout(
         aligned = kernel_block_alignment * -(-aligned // kernel_block_alignment)
         block_size = max(block_size, aligned)
     page = block_size * token_page
-    sizes = list(counts.values())
+    # vLLM buckets layers by their spec: one bucket per kind and page per token. A page smaller than the
+    # largest that divides it gets a block size as many times larger; one that does not divide it is padded.
+    specs: dict[tuple[str, int | None, int], int] = {}
+    for (kind, bound), pages in buckets.items():
+        for p, n in pages:
+            key = (kind, bound, p if kind != "mamba" else 0)
+            specs[key] = specs.get(key, 0) + n
+    sizes = list(specs.values())
     group_size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
+
+    def block_tokens(kind: str, p: int) -> int:
+        grows = kind != "mamba" and p < token_page and token_page % p == 0
+        return block_size * token_page // p if grows else 0
+
     groups = tuple(
-        KVGroup(kind=kind, layers=n, count=-(-n // group_size), page_bytes=page, bound=bound)
-        for (kind, bound), n in counts.items()
+        KVGroup(
+            kind=kind,
+            layers=n,
+            count=-(-n // group_size),
+            page_bytes=page,
+            bound=bound,
+            block_tokens=block_tokens(kind, p),
+        )
+        for (kind, bound, p), n in specs.items()
     )
     return KVCacheLayout(
         block_size=block_size,
@@ -404,7 +441,7 @@ def weight_bytes_per_gpu(
     g = (stage.arch if stage is not None else arch).weight_groups
     first = stage is None or stage.first
     last = stage is None or stage.last
-    split = g.sharded + (g.embedding + g.vision if first else 0.0)
+    split = g.sharded + (g.embedding + g.vision if first else 0.0) + g.per_layer_embedding
     if last:
         split += g.lm_head if not (arch.tie_word_embeddings and not first) else g.embedding
     experts = g.routed_experts_total / tp

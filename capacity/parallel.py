@@ -163,7 +163,7 @@ def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     """Some attention layer's KV heads would split into fractions (MLA's latent never does)."""
     if arch.attention == "MLA":
         return False
-    heads = {kv_heads for _, kv_heads in arch.layer_census} - {0} or {arch.num_kv_heads}
+    heads = {kv_heads for _, kv_heads, _, _ in arch.layer_census} - {0} or {arch.num_kv_heads}
     return any(_splits_kv_heads(h, tp) for h in heads)
 
 
@@ -175,6 +175,8 @@ def _split_mlp_width(arch: Architecture, tp: int) -> tuple[str, int] | None:
     widths = [("dense MLP", layer.ffn_width) for layer in arch.layers if layer.ffn == "dense"]
     if arch.shared_expert_intermediate_size and any(layer.ffn == "moe" for layer in arch.layers):
         widths.append(("shared expert MLP", arch.shared_expert_intermediate_size))
+    if arch.per_layer_input_size:  # Gemma 4's per_layer_model_projection, a ColumnParallelLinear
+        widths.append(("per-layer input projection", arch.num_layers * arch.per_layer_input_size))
     return next(((what, width) for what, width in widths if width and width % tp), None)
 
 

@@ -224,10 +224,13 @@ class StepModel:
         self.dense_flops_per_token = 2.0 * (dense_params + lm_head_params / tp)
         self.expert_flops_per_token = 2.0 * g.routed_expert * g.experts_per_token * g.num_moe_layers / tp
         per_kind: dict[str, int] = {"full": 0, "sliding": 0, "chunked": 0}
-        for (mixer, kv_heads), n in arch.layer_census.items():
+        # (A layer over another's cache, Gemma 4's KV-shared layers, reads that cache again: it counts.)
+        widths: dict[str, float] = {"full": 0.0, "sliding": 0.0, "chunked": 0.0}
+        for (mixer, kv_heads, head_dim, _), n in arch.layer_census.items():
             if mixer in ATTENTION_MIXERS:
                 kind = "full" if mixer == "mla" else mixer
-                per_kind[kind] += n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp)
+                per_kind[kind] += n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim)
+                widths[kind] += n * (head_dim / arch.head_dim if head_dim and arch.head_dim else 1.0)
         self.full_kv_per_token = per_kind["full"]
         # DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8 key,
         # then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode, ``index_topk``).
@@ -250,11 +253,9 @@ class StepModel:
         # Mamba / linear-attention states are read and written back whole every step.
         self.state_bytes = 2 * state_bytes_per_sequence(arch, tp) * arch.num_state_layers
         self.layers = arch.num_layers
-        self.attention_layers = (
-            arch.num_full_attention_layers,
-            arch.num_sliding_window_layers,
-            arch.num_chunked_layers,
-        )
+        # Layers of each kind, weighted by their head width over the model's (Gemma 4's global layers attend
+        # with heads twice as wide): attention FLOPs per context token are per_head x this.
+        self.attention_layers = (widths["full"], widths["sliding"], widths["chunked"])
         heads_per_gpu = arch.num_attention_heads / tp
         if arch.attention == "MLA" and arch.kv_lora_rank is not None:
             # Absorbed MLA: scores over the latent plus rope key, values over the latent.

@@ -24,6 +24,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any, NoReturn
 
 import capacity as cap
@@ -326,6 +327,20 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "warnings": list(arch.warnings),
     }
     heads = "latent" if arch.attention == "MLA" else f"{arch.num_kv_heads} KV heads x {arch.head_dim}"
+    # Layers whose heads differ from the model's (Gemma 4's global layers) or that read another layer's cache.
+    shapes = sorted(
+        {
+            (layer.mixer, arch.kv_heads_of(layer), arch.head_dim_of(layer))
+            for layer in arch.layers
+            if layer.head_dim or layer.kv_heads
+        }
+    )
+    heads += "".join(
+        f"; {mixer} layers {kv} KV heads x {dim}" for mixer, kv, dim in shapes if arch.attention != "MLA"
+    )
+    shared = sum(layer.kv_shared for layer in arch.layers)
+    if shared:
+        heads += f"; the last {shared} layers read earlier layers' caches (none of their own)"
     rows = [
         ("model", f"{arch.name} ({arch.architecture or arch.model_type}, {arch.dtype})"),
         ("weight format", arch.weights.label),
@@ -386,10 +401,12 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     )
     # A group grows at this context when one more block of tokens needs one more block of it: full
     # attention always, a sliding or chunked layer while the context is inside its bound.
+    # (A group's block holds its own number of tokens where vLLM unified pages of different sizes.)
     growing = {
-        g.kind
+        g
         for g in layout.groups
-        if layout.group_blocks(g, args.context + layout.block_size) > layout.group_blocks(g, args.context)
+        if layout.group_blocks(g, args.context + g.tokens_per_block(layout.block_size))
+        > layout.group_blocks(g, args.context)
     }
     per_block = layout.bytes_per_block * tp
     kinds = [
@@ -398,16 +415,17 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "layers": g.layers,
             "groups": g.count,
             "bound_tokens": g.bound,
-            "grows_with_context": g.kind in growing,
+            "tokens_per_block": g.tokens_per_block(layout.block_size),
+            "grows_with_context": g in growing,
             "bytes_per_sequence": layout.group_blocks(g, args.context) * g.count * per_block,
         }
         for g in layout.groups
     ]
-    growth = sum(g.count for g in layout.groups if g.kind in growing) * per_block
+    growth = sum(Fraction(g.count * per_block, g.tokens_per_block(layout.block_size)) for g in growing)
     data = {
         "kv_cache_bytes": total,
         "kv_cache_bytes_per_sequence": per_seq,
-        "growth_bytes_per_token": growth // layout.block_size,
+        "growth_bytes_per_token": int(growth),
         "block_size": layout.block_size,
         "by_layer_kind": kinds,
         "weight_bytes": weights,

@@ -1,6 +1,6 @@
 """Layer kinds: the KV blocks real vLLM allocates for hybrid models equal capacity.kv_cache_layout's.
 
-Tiny random checkpoints of two hybrid families vLLM 0.32's CPU build serves are built here (no hub):
+Tiny random checkpoints of hybrid families vLLM 0.32's CPU build serves are built here (no hub):
 
 - Gemma 3 text (`Gemma3ForCausalLM`): sliding-window and full-attention layers in one model. Two
   patterns exercise vLLM's grouping rule: 5 sliding + 2 full (group_size = min = 2, the sliding kind
@@ -25,6 +25,12 @@ on for it: config/vllm.py would turn it off only when VLLM_ALLOW_CHUNKED_LOCAL_A
 is false, and envs.py defaults that to "1". The chunked layers keep their ChunkedLocalAttentionSpec (their
 own groups, each request holding cdiv(min(chunk + in-flight tokens, max_model_len), block) blocks), not
 promoted to full attention.
+
+Gemma 4 (`Gemma4ForCausalLM`) has sliding and global layers whose heads differ in width and count, so their
+pages per token differ: vLLM gives every layer the largest page and the smaller-page kind a block size as
+many times larger (256 tokens here), which the "kv cache group sizes" line shows group by group. One model is
+shaped like the 26B/31B (K = V global layers with fewer KV heads), one like the E2B/E4B (per-layer inputs,
+the last layers over earlier layers' caches, which get none of their own).
 
 One more is written as its publisher writes config.json, without the `layer_types` transformers saves:
 Command R7B / A (`Cohere2ForCausalLM`, every 4th layer global by `sliding_window_pattern`). Which layers
@@ -153,6 +159,46 @@ MODELS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Gemma 4 (Gemma4ForCausalLM): sliding and global layers whose heads differ in width and count, so their
+# pages per token differ and vLLM gives the smaller page a block size as many times larger
+# (unify_kv_cache_spec_page_size). "gemma4" is shaped like the 26B/31B (global layers: fewer KV heads, K = V,
+# a smaller page: their blocks hold 256 tokens); "gemma4-e" like the E2B/E4B (per-layer inputs, the last two
+# layers over earlier layers' caches with MLPs twice as wide, one KV head: the sliding page is the smaller).
+S, F = "sliding_attention", "full_attention"
+MODELS["gemma4"] = {
+    "model_type": "gemma4_text",
+    "num_hidden_layers": 6,
+    "layer_types": [S, S, F, S, S, F],
+    "sliding_window": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 32,
+    "global_head_dim": 64,
+    "num_global_key_value_heads": 1,
+    "attention_k_eq_v": True,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "hidden_size_per_layer_input": 0,
+    **_TOKENIZER_FIELDS,
+}
+MODELS["gemma4-e"] = {
+    "model_type": "gemma4_text",
+    "num_hidden_layers": 6,
+    "layer_types": [S, S, F, S, S, F],
+    "sliding_window": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "global_head_dim": 64,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "hidden_size_per_layer_input": 16,
+    "vocab_size_per_layer_input": 512,
+    "num_kv_shared_layers": 2,
+    "use_double_wide_mlp": True,
+    **_TOKENIZER_FIELDS,
+}
+
 #: What capacity reads from that file, so that its case cannot pass by both sides reading the wrong kinds
 #: alike: the engine's allocation below then decides whether the reading is vLLM's.
 DERIVED_KINDS = {"cohere2": {"sliding": 6, "full": 2}}
@@ -178,6 +224,11 @@ CASES = [
     # the chunk bound and a full allocation differ in blocks per request, not only in groups.
     ServerSpec(shape="llama4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
     ServerSpec(shape="cohere2", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
+    ServerSpec(shape="gemma4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
+    ServerSpec(
+        shape="gemma4", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH
+    ),
+    ServerSpec(shape="gemma4-e", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
 ]
 
 
@@ -233,6 +284,7 @@ def _engine_facts(labels: Mapping[str, str], log: str) -> dict[str, Any]:
         "log_concurrency": concurrency,
         # One block size per group; mamba groups show max_model_len when prefix caching is off.
         "groups": [len(sizes) for sizes in group_block_sizes_from_log(log)],
+        "group_block_sizes": [sorted(sizes) for sizes in group_block_sizes_from_log(log)],
         # Logged by every worker that aligns (one per TP rank).
         "aligned_block_size": sorted({int(b) for b in BLOCK_ALIGNMENT_LOG_LINE.findall(log)}),
         "mamba_padding_percent": [float(p) for p in MAMBA_PADDING_LOG_LINE.findall(log)],
@@ -266,6 +318,8 @@ def test_hybrid_kv_cache_matches_capacity_layout(
         "log_concurrency": [(spec.max_model_len, pytest.approx(round(concurrency, 2), abs=0.006))],
         # vLLM logs "kv cache group sizes" only for more than one group (kv_cache_utils.py).
         "groups": [groups] if groups > 1 else [],
+        # Each group's block size: the layout's, or larger where vLLM unified a smaller page (Gemma 4).
+        "group_block_sizes": engine["group_block_sizes"],  # checked below
         "aligned_block_size": [layout.block_size] if layout.block_size != CPU_BLOCK_SIZE else [],
         "mamba_padding_percent": engine["mamba_padding_percent"],  # checked below
         "padding_layers": engine["padding_layers"],  # checked below
@@ -274,6 +328,9 @@ def test_hybrid_kv_cache_matches_capacity_layout(
 
     mamba = [g for g in layout.groups if g.kind == "mamba"]
     assert bool(engine["mamba_padding_percent"]) == bool(mamba), engine
+    if not mamba and groups > 1:  # (a Mamba group logs max_model_len there without prefix caching)
+        ours = sorted(g.tokens_per_block(layout.block_size) for g in layout.groups for _ in range(g.count))
+        assert engine["group_block_sizes"] == [ours], (engine, layout)
     # vLLM pads each short group of a kind by group_size - layers % group_size layers (logged per kind).
     group_size = layout.bytes_per_block // max(g.page_bytes for g in layout.groups)
     padding = [group_size - g.layers % group_size for g in layout.groups if g.layers % group_size]

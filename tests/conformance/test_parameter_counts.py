@@ -101,22 +101,31 @@ def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cach
     vllm_counts: dict[str, dict[str, Any]], case: str
 ) -> None:
     """Layer by layer, what each of vLLM's ``Attention`` modules caches (MLA's latent is another module, held
-    by test_kv_capacity.py and test_layer_kinds.py): KV heads, K and V head sizes, the sliding window."""
+    by test_kv_capacity.py and test_layer_kinds.py): KV heads, K and V head sizes (Gemma 4's global layers
+    have their own), the sliding window, and whether the layer reads another layer's cache instead of
+    keeping its own (Gemma 4's KV-shared layers)."""
     arch = capacity.architecture_from_config(CASES[case])
     if arch.attention == "MLA":
         return
     ours = [
         (
             arch.kv_heads_of(layer),
-            arch.head_dim,
-            arch.head_dim,
+            arch.head_dim_of(layer),
+            arch.head_dim_of(layer),
             arch.sliding_window if layer.mixer == "sliding" else None,
+            layer.kv_shared,
         )
         for layer in arch.layers
         if layer.mixer in ("full", "sliding", "chunked")
     ]
     theirs = [
-        (layer["kv_heads"], layer["head_size"], layer["head_size_v"], layer["sliding_window"])
+        (
+            layer["kv_heads"],
+            layer["head_size"],
+            layer["head_size_v"],
+            layer["sliding_window"],
+            layer["kv_shared"],
+        )
         for layer in vllm_counts[case]["attention"]
     ]
     assert ours == theirs

@@ -4,15 +4,16 @@ Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}
 one JSON list to stdout, one answer per case:
 
     {"id", "architecture": str or null, "parameters": int or null, "error": one line or null,
-     "attention": [{"kv_heads", "head_size", "head_size_v", "sliding_window"}, ...] or null}
+     "attention": [{"kv_heads", "head_size", "head_size_v", "sliding_window", "kv_shared"}, ...] or null}
 
 Each config is written to a folder of its own and resolved as ``vllm serve`` resolves it
 (``EngineArgs.create_engine_config``: the registry's class for its ``architectures``, native or the
 Transformers backend), then that class is built on PyTorch's meta device inside vLLM's own config and
 parallel-state context (one rank, gloo on loopback), so every tensor it registers exists with its shape
 and none with storage. Parameters are counted once each (a tied LM head is the embedding). No weights,
-tokenizer, engine or server. ``attention`` lists, in model order, every layer vLLM gives a KV cache to
-(its ``Attention`` modules, at one rank): the heads and sizes it caches and its sliding window.
+tokenizer, engine or server. ``attention`` lists, in model order, every attention layer (its ``Attention``
+modules, at one rank): the heads and sizes it caches, its sliding window, and whether it reads another
+layer's cache (``kv_sharing_target_layer_name``) and so keeps none of its own.
 
 When vLLM refuses to build its class (``error``), the answer adds ``checkpoint_parameters``: the parameters
 of transformers' class for the same config, also built on the meta device (the tensors a checkpoint of that
@@ -76,6 +77,7 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
             "head_size": module.head_size,
             "head_size_v": getattr(module, "head_size_v", module.head_size),
             "sliding_window": module.sliding_window,
+            "kv_shared": getattr(module, "kv_sharing_target_layer_name", None) is not None,
         }
         for module in model.modules()
         if isinstance(module, Attention)

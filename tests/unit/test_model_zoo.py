@@ -10,6 +10,7 @@ says, computed here independently from the module shapes.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ FIXTURES = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").exist
 #: Architectures vLLM serves that kvright does not read yet, refused in one line naming the field: Gemma 4
 #: (global layers with their own head size and K=V caches, MoE beside a dense MLP) and DeepSeek-V4
 #: (compressed attention with per-layer ratios, hash-routed layers, hyper-connections).
-NOT_READ = {"gemma-4-26b-a4b": "Gemma4ForConditionalGeneration", "deepseek-v4-flash": "DeepseekV4ForCausalLM"}
+NOT_READ = {"deepseek-v4-flash": "DeepseekV4ForCausalLM"}
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
@@ -79,6 +80,10 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     text = cfg.get("text_config", cfg)
     if text.get("model_type") == "gemma3_text":
         text = GEMMA3_TEXT_DEFAULTS | text
+    if text.get("model_type") == "gemma4_text":  # global layers: their own head width (and K=V heads)
+        kv = text.get("num_global_key_value_heads") if text.get("attention_k_eq_v") else None
+        per_layer = 2 * (kv or text["num_key_value_heads"]) * text["global_head_dim"] * 2
+        return text["layer_types"].count("full_attention") * per_layer
     if text.get("kv_lora_rank"):  # MLA: the latent and rope key, plus the sparse indexer's fp8 key and scale
         per_layer = 2 * (text["kv_lora_rank"] + text["qk_rope_head_dim"])
         if "index_head_dim" in text:
@@ -126,7 +131,8 @@ def test_two_contexts_grow_by_the_full_attention_layers_only(capsys, slug):
     cfg = json.loads((CONFIGS / slug / "config.json").read_text())
     positions = c.load_architecture(str(CONFIGS / slug)).max_position_embeddings
     first = _kv(capsys, slug, 16)
-    block = first["block_size"]  # Mamba hybrids raise it to hold a state
+    # Mamba hybrids raise the block size to hold a state; Gemma 4's groups hold blocks of their own sizes.
+    block = math.lcm(first["block_size"], *(k["tokens_per_block"] for k in first["by_layer_kind"]))
     # Past the largest window or chunk plus the in-flight tokens (2 x the default 8192 batched tokens) a
     # bounded group holds its bound; Gemma 3 1B's 32768 positions put half of them short of 512 + 16384.
     bound = max((k["bound_tokens"] or 0 for k in first["by_layer_kind"]), default=0)
