@@ -165,38 +165,30 @@ MODELS: dict[str, dict[str, Any]] = {
 # a smaller page: their blocks hold 256 tokens); "gemma4-e" like the E2B/E4B (per-layer inputs, the last two
 # layers over earlier layers' caches with MLPs twice as wide, one KV head: the sliding page is the smaller).
 S, F = "sliding_attention", "full_attention"
-MODELS["gemma4"] = {
+_GEMMA4 = {
     "model_type": "gemma4_text",
     "num_hidden_layers": 6,
     "layer_types": [S, S, F, S, S, F],
     "sliding_window": 64,
     "num_attention_heads": 4,
-    "num_key_value_heads": 4,
     "head_dim": 32,
     "global_head_dim": 64,
-    "num_global_key_value_heads": 1,
-    "attention_k_eq_v": True,
     "hidden_size": 128,
     "intermediate_size": 256,
-    "hidden_size_per_layer_input": 0,
     **_TOKENIZER_FIELDS,
 }
-MODELS["gemma4-e"] = {
-    "model_type": "gemma4_text",
-    "num_hidden_layers": 6,
-    "layer_types": [S, S, F, S, S, F],
-    "sliding_window": 64,
-    "num_attention_heads": 4,
+MODELS["gemma4"] = _GEMMA4 | {
+    "num_key_value_heads": 4,
+    "num_global_key_value_heads": 1,
+    "attention_k_eq_v": True,
+    "hidden_size_per_layer_input": 0,
+}
+MODELS["gemma4-e"] = _GEMMA4 | {
     "num_key_value_heads": 1,
-    "head_dim": 32,
-    "global_head_dim": 64,
-    "hidden_size": 128,
-    "intermediate_size": 256,
     "hidden_size_per_layer_input": 16,
     "vocab_size_per_layer_input": 512,
     "num_kv_shared_layers": 2,
     "use_double_wide_mlp": True,
-    **_TOKENIZER_FIELDS,
 }
 
 #: What capacity reads from that file, so that its case cannot pass by both sides reading the wrong kinds
