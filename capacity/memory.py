@@ -464,11 +464,11 @@ def activation_bytes(
 ) -> int:
     """Peak activation of vLLM's profile run on one GPU: the larger of the forward pass and the dummy sampler.
 
-    Forward: ``mnbt * dtype_bytes * (2 * hidden + 3 * mlp_width / tp)`` (residual, normed input, gate/up
-    output
-    and activation of the widest MLP). Sampler: ``SAMPLER_FP32_LOGIT_COPIES * min(max_num_seqs, mnbt) * vocab
-    * 4``
-    (every rank samples from full-vocabulary logits).
+    Forward: ``mnbt * dtype_bytes * (2 * hidden + 3 * mlp_width / tp + layers * per_layer_input)``
+    (residual, normed input, gate/up output and activation of the widest MLP; with Gemma 4's per-layer
+    embeddings, the ``[tokens, layers, width]`` inputs every layer reads, alive through the whole forward
+    pass and whole on every rank). Sampler: ``SAMPLER_FP32_LOGIT_COPIES * min(max_num_seqs, mnbt) * vocab
+    * 4`` (every rank samples from full-vocabulary logits).
     """
     tp = tensor_parallel_size
     mlp_width = arch.widest_dense_mlp
@@ -477,7 +477,12 @@ def activation_bytes(
             arch.num_experts_per_token * arch.moe_intermediate_size + arch.shared_expert_intermediate_size
         )
         mlp_width = max(mlp_width, routed)
-    forward = max_num_batched_tokens * DTYPE_BYTES[arch.dtype] * (2 * arch.hidden_size + 3 * mlp_width / tp)
+    per_layer_inputs = arch.num_layers * arch.per_layer_input_size
+    forward = (
+        max_num_batched_tokens
+        * DTYPE_BYTES[arch.dtype]
+        * (2 * arch.hidden_size + 3 * mlp_width / tp + per_layer_inputs)
+    )
     rows = min(max_num_seqs, max_num_batched_tokens)
     sampler = SAMPLER_FP32_LOGIT_COPIES * rows * arch.vocab_size * 4
     return math.ceil(max(forward, sampler))

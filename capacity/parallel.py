@@ -123,18 +123,21 @@ def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = Fals
                 f"leaves {per_rank} of the {width}-wide {what} per GPU, not a multiple of the checkpoint's "
                 f"{n}x{k} FP8 weight blocks (vLLM refuses to load it)"
             )
-    attention = next(
-        (i for i, layer in enumerate(arch.layers) if layer.mixer in ("full", "sliding", "chunked")), None
-    )
-    block = arch.weights.weight_block("attention", layer=attention) if attention is not None else None
-    if block is not None:
+    shapes: dict[tuple[int, int, bool], int] = {}  # (head width, KV heads, shares a cache) -> first layer
+    for i, layer in enumerate(arch.layers):
+        if layer.mixer in ("full", "sliding", "chunked"):
+            shapes.setdefault((arch.head_dim_of(layer), arch.kv_heads_of(layer), layer.kv_shared), i)
+    for (width, kv_heads, shared), i in shapes.items():
+        block = arch.weights.weight_block("attention", layer=i)
+        if block is None:
+            continue
         n, k = block
-        q = arch.num_attention_heads * arch.head_dim // tp  # q's output and o_proj's input per rank
-        kv = kv_heads_per_gpu(arch, tp) * arch.head_dim
+        q = arch.num_attention_heads * width // tp  # q's output and o_proj's input per rank
+        kv = 0 if shared else max(1, kv_heads // tp) * width  # a layer reading another's cache has no k/v
         if (q % k) if modelopt else (q % n or kv % n or (tp > 1 and q % k)):
-            what = "query channels" if modelopt else f"query and {kv} key/value channels"
+            what = "query channels" if modelopt or shared else f"query and {kv} key/value channels"
             return (
-                f"leaves {q} {what} of the attention projections per GPU, not multiples of the "
+                f"leaves {q} {what} of the {width}-wide attention heads per GPU, not multiples of the "
                 f"checkpoint's {n}x{k} FP8 weight blocks (vLLM refuses to load it)"
             )
     return None

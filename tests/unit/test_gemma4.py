@@ -17,6 +17,7 @@ import pytest
 
 import capacity as c
 from capacity.errors import ConfigError
+from capacity.memory import activation_bytes
 from capacity.roofline import StepModel
 
 S, F = "sliding_attention", "full_attention"
@@ -216,3 +217,30 @@ def test_what_vllm_cannot_build_is_refused_naming_the_field(fields, field, words
     with pytest.raises(ConfigError) as err:
         c.architecture_from_config(MODELS["e2b"] | fields)
     assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+def test_fp8_blocks_hold_each_attention_shape_at_its_own_width():
+    """vLLM builds a QKV projection per layer, so Fp8Config's block check meets the global layers at their
+    own width: a (hypothetical) 192-wide single global KV head leaves 192 key/value channels, not whole
+    128-wide blocks, though every sliding layer's 256-wide heads divide."""
+    fp8 = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    published = c.architecture_from_config(MODELS["31b"] | {"quantization_config": fp8})
+    assert c.fp8_block_error(published, 8) is None
+    narrow = c.architecture_from_config(
+        MODELS["31b"] | {"quantization_config": fp8, "global_head_dim": 192, "num_global_key_value_heads": 1}
+    )
+    error = c.fp8_block_error(narrow, 1)
+    assert error is not None and "192 key/value channels of the 192-wide attention heads" in error
+    assert c.fp8_block_error(c.architecture_from_config(MODELS["31b"] | {"global_head_dim": 192}), 1) is None
+
+
+def test_the_per_layer_inputs_are_part_of_the_profile_runs_activation():
+    """The E models embed every token once per layer before the first layer runs ([tokens, 35, 256] bf16
+    for E2B) and each layer reads its slice, so the profile run holds them beside the widest MLP's
+    activations: 147 MB more at 8192 batched tokens, the same at any TP (the projection gathers them)."""
+    e2b = c.architecture_from_config(MODELS["e2b"])
+    plain = c.architecture_from_config(MODELS["e2b"] | {"hidden_size_per_layer_input": 0})
+    for tp in (1, 2):
+        grown = activation_bytes(e2b, tensor_parallel_size=tp, max_num_batched_tokens=8192, max_num_seqs=1)
+        base = activation_bytes(plain, tensor_parallel_size=tp, max_num_batched_tokens=8192, max_num_seqs=1)
+        assert grown - base == pytest.approx(8192 * 35 * 256 * 2, abs=1)
