@@ -1218,13 +1218,17 @@ def _target(p: Period, model: TPOTModel, calibration: Calibration) -> int:
 def measure(p: Period, model: TPOTModel) -> Measured:
     """Calibrate the serving model at the batch actually served (``capacity.learn``: the mean TPOT, exact
     from the histogram's ``_sum/_count``, against the predicted mean; the percentile's spread over the mean
-    against the predicted spread) and size the target batch on the calibrated curve."""
+    against the predicted spread) and size the target batch on the calibrated curve. Only a fresh window
+    (:attr:`Period.fresh`) calibrates; one that a change fell in keeps the calibration it had."""
     obs = p.observation
     assert obs.tpot_seconds is not None
     served = served_batch(obs)
     mean = obs.tpot_mean_seconds if obs.tpot_mean_seconds is not None and obs.tpot_mean_seconds > 0 else None
     calibration = p.history.calibration
-    if served is not None:
+    # A window less than a window after the last change still holds the last plan's pods or their start
+    # (a CPU engine's first steps after a restart read 72 ms at a batch of 7): it is judged, but it teaches
+    # the model nothing, as it would put a point in the shape fit that no plan served.
+    if served is not None and p.fresh:
         calibration = learn(
             p.history.calibration,
             predicted_mean_seconds=model.mean_seconds(served),

@@ -1044,7 +1044,8 @@ MEASURED_CASES: list[tuple[Any, dict[str, Any], tuple[Action, str] | None]] = [
         {"obs": {"tpot_seconds": 0.070}, "history": {"last_change_time": NOW - 10}},
         (Action.KEEP, "Cooldown"),
     ),
-    (cooling_down, {"obs": {"tpot_seconds": 0.046}, "history": {"last_change_time": NOW - 10}}, None),
+    # In the band, on a window that judges the running plan (a window after the change, in the cooldown).
+    (cooling_down, {"obs": {"tpot_seconds": 0.046}, "history": {"last_change_time": NOW - 120}}, None),
     (tpot_above_slo, {"obs": {"tpot_seconds": 0.045}}, None),
     (tpot_above_slo, {"obs": {"tpot_seconds": 0.070}}, (Action.ADD_REPLICAS, "TPOTAboveSLO")),
     (kv_cache_preempting, {}, None),
@@ -1236,3 +1237,18 @@ def test_a_window_that_still_holds_the_restart_is_not_remembered_as_met_or_misse
     assert (kept.action, kept.reason) == (Action.KEEP, "Cooldown"), kept.message
     h = kept.history
     assert (h.met_batch, h.met_time, h.missed_batch, h.missed_time) == (27, NOW - 100, 32, NOW - 200)
+
+
+@pytest.mark.parametrize(("since_change", "learns"), [(None, True), (10.0, False), (60.0, True)])
+def test_only_a_window_that_judges_the_running_plan_calibrates(
+    since_change: float | None, learns: bool
+) -> None:
+    """A window less than a window after the last change (its rollout, or added replicas) still holds the
+    last plan's pods and their start: the real engine read 72 ms at a batch of 7 in one, just after a
+    restart. It is judged, but keeps the calibration it had, so the shape fit holds only served plans."""
+    history = {"calibration": Calibration(scale=1.3)}
+    if since_change is not None:
+        history["last_change_time"] = NOW - since_change
+    m = measured(obs={"tpot_seconds": 0.070, "tpot_mean_seconds": 0.070}, history=history)
+    assert (m.calibration != Calibration(scale=1.3)) is learns
+    assert m.ratio == pytest.approx(0.070 / SLO)
