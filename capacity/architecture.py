@@ -1121,10 +1121,16 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
     name = architecture or repr(model_type)
     unreadable = _not_standard(cfg)
     if unreadable:
+        if architecture:
+            unknown = f"is {name}, which kvright does not know"
+        elif model_type is None:
+            unknown = "is missing (and so is model_type)"
+        else:
+            unknown = f"is missing, and model_type {name} is not one kvright knows"
         raise ConfigError(
             "architectures",
-            f"is {name}, which kvright does not know, and its {', '.join(unreadable)} cannot be read "
-            f"safely as a standard decoder; expected one of {known}",
+            f"{unknown}, and its {', '.join(unreadable)} cannot be read safely as a standard decoder; "
+            f"expected one of {known}",
         )
     if architecture == "" and model_type is None:
         raise ConfigError("architectures", f"is missing (and so is model_type); expected one of {known}")

@@ -341,6 +341,11 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     shared = sum(layer.kv_shared for layer in arch.layers)
     if shared:
         heads += f"; the last {shared} layers read earlier layers' caches (none of their own)"
+    # A hybrid's attention heads are on its attention layers only (Nemotron-H: 8 of 88).
+    attending = arch.num_attention_layers
+    layers = f"{arch.num_layers} layers"
+    if attending != arch.num_layers:
+        layers = f"{attending} of {layers}"
     rows = [
         ("model", f"{arch.name} ({arch.architecture or arch.model_type}, {arch.dtype})"),
         ("weight format", arch.weights.label),
@@ -353,7 +358,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB"),
         (
             "attention",
-            f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {arch.num_layers} layers",
+            f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {layers}",
         ),
         (
             "KV bytes/token",

@@ -245,6 +245,24 @@ def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rathe
 
 
 @pytest.mark.parametrize(
+    ("named", "says"),
+    [
+        ({"model_type": "new"}, "is missing, and model_type 'new' is not one kvright knows"),
+        ({}, "is missing (and so is model_type)"),
+    ],
+    ids=["model-type-only", "neither"],
+)
+def test_a_config_without_architectures_is_refused_saying_it_is_missing(named, says):
+    """A trimmed config (no ``architectures``) whose fields are not a standard decoder's: the refusal says the
+    field is missing, not that an architecture called None is unknown."""
+    config = {k: v for k, v in BASE.items() if k not in ("architectures", "model_type")}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(config | named | {"num_experts": 8, "num_experts_per_tok": 2})
+    assert err.value.field == "architectures"
+    assert says in str(err.value) and "None" not in str(err.value)
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         {"v_head_dim": 128, "swa_head_dim": 128},  # 1024 / 8 heads: the standard head size

@@ -86,6 +86,16 @@ def test_inspect_json_keys_and_values(capsys):
     assert data["valid_tensor_parallel_sizes"] == [1, 2, 4, 8]
 
 
+def test_inspect_counts_a_hybrids_attention_layers_apart_from_its_others(capsys):
+    """Nemotron-H 56B's attention heads are on 10 of its 118 layers; a dense model's on all of them."""
+    code, out, _ = run(capsys, "inspect", "nemotron-h-56b")
+    arch = cap.load_architecture("nemotron-h-56b")
+    assert code == 0 and 0 < arch.num_attention_layers < arch.num_layers
+    assert f"KV heads x 128, {arch.num_attention_layers} of {arch.num_layers} layers\n" in out
+    code, out, _ = run(capsys, "inspect", "llama-3.1-8b")
+    assert code == 0 and "KV heads x 128, 32 layers\n" in out
+
+
 def test_inspect_gpus_per_node_widens_tp(capsys):
     data = run_json(capsys, "inspect", "llama-3-70b", "--gpus-per-node", "16")
     assert data["valid_tensor_parallel_sizes"] == [1, 2, 4, 8, 16]
