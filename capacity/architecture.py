@@ -1076,9 +1076,39 @@ _OWN_ATTENTION_SHAPE: dict[str, str] = {
 }
 
 
+#: Objects in a config that say nothing of the decoder's shape (how it is stored, positions, other towers).
+_NOT_THE_DECODER = frozenset(
+    {
+        "quantization_config",
+        "compression_config",
+        "rope_scaling",
+        "rope_parameters",
+        "auto_map",
+        "vision_config",
+        "audio_config",
+        "id2label",
+        "label2id",
+        "task_specific_params",
+    }
+)
+
+
 def _not_standard(cfg: Mapping[str, Any]) -> list[str]:
-    """What in an unknown architecture's config a standard decoder's reading would get wrong, described."""
+    """What in an unknown architecture's config a standard decoder's reading would get wrong, described.
+
+    A config that keeps model settings in objects of its own (DBRX's ``attn_config.kv_n_heads`` and
+    ``ffn_config.moe_num_experts``) hides them from a reading of the top-level fields: the standard reading
+    would take every head for a KV head and one MLP for sixteen experts."""
     found = {what for key, what in _NOT_A_STANDARD_DECODER.items() if cfg.get(key) is not None}
+    nested = sorted(
+        key
+        for key, value in cfg.items()
+        if isinstance(value, Mapping) and key not in _NOT_THE_DECODER and value
+    )
+    for key in nested:
+        found |= {f"{what} (in {key})" for k, what in _NOT_A_STANDARD_DECODER.items() if k in cfg[key]}
+    if nested:
+        found.add(f"settings nested in {', '.join(nested)}")
     heads = cfg.get("num_attention_heads")
     hidden = cfg.get("hidden_size")
     standard = {
@@ -1119,14 +1149,14 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
         raise ConfigError("model_type", f"is {model_type!r:.40}; expected a string")
     known = ", ".join(sorted(FAMILIES))
     name = architecture or repr(model_type)
+    if architecture:
+        unknown = f"is {name}, which kvright does not know"
+    elif model_type is None:
+        unknown = "is missing (and so is model_type)"
+    else:
+        unknown = f"is missing, and model_type {name} is not one kvright knows"
     unreadable = _not_standard(cfg)
     if unreadable:
-        if architecture:
-            unknown = f"is {name}, which kvright does not know"
-        elif model_type is None:
-            unknown = "is missing (and so is model_type)"
-        else:
-            unknown = f"is missing, and model_type {name} is not one kvright knows"
         raise ConfigError(
             "architectures",
             f"{unknown}, and its {', '.join(unreadable)} cannot be read safely as a standard decoder; "
@@ -1134,6 +1164,15 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
         )
     if architecture == "" and model_type is None:
         raise ConfigError("architectures", f"is missing (and so is model_type); expected one of {known}")
+    lacking = [names[0] for names in (_HIDDEN, _LAYERS, _HEADS) if _lookup(cfg, names) is None]
+    if lacking:
+        # Read as a standard decoder from the standard fields alone: a config without them names its facts
+        # its own way, and "num_hidden_layers is missing" would send the user to add a field, not to a reader.
+        raise ConfigError(
+            "architectures",
+            f"{unknown}, and its config has no {' or '.join(lacking)} to read it as a standard decoder from; "
+            f"expected one of {known}",
+        )
     return "dense", (
         f"{name} is not an architecture kvright knows; planned as a standard decoder (gated MLP, "
         "grouped-query "

@@ -138,7 +138,7 @@ def test_alternative_field_names(alt, value):
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"model_type": "gpt_bigcode", "num_attention_heads": None}, "num_attention_heads"),
+        ({"model_type": "gpt_bigcode", "num_attention_heads": None}, "architectures"),
         ({"model_type": None}, "architectures"),
         ({"hidden_size": None}, "hidden_size"),
         ({"hidden_size": -5}, "hidden_size"),
@@ -242,6 +242,43 @@ def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rathe
         c.architecture_from_config(BASE | {"model_type": "new", "architectures": ["NewForCausalLM"]} | fields)
     assert err.value.field == "architectures"
     assert "NewForCausalLM" in str(err.value) and what in str(err.value)
+
+
+def test_an_unknown_architecture_that_nests_its_settings_is_refused_naming_them():
+    """DBRX's shape as its config.json states it: heads, layers and width under names of its own, KV heads in
+    ``attn_config`` and sixteen experts in ``ffn_config``. Read as a standard decoder (with its names
+    aliased to the standard ones) it would be 12.7 B parameters of one MLP a layer, not 132 B."""
+    dbrx = {
+        "architectures": ["NewDbrxForCausalLM"],
+        "model_type": "new_dbrx",
+        "d_model": 6144,
+        "n_heads": 48,
+        "n_layers": 40,
+        "attn_config": {"kv_n_heads": 8, "rope_theta": 500000},
+        "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+        "vocab_size": 100352,
+    }
+    for cfg in (dbrx, dbrx | {"num_hidden_layers": 40, "hidden_size": 6144, "num_attention_heads": 48}):
+        with pytest.raises(c.ConfigError) as err:
+            c.architecture_from_config(cfg)
+        assert err.value.field == "architectures"
+        assert "mixture-of-experts fields (in ffn_config)" in str(err.value)
+        assert "settings nested in attn_config, ffn_config" in str(err.value)
+    # Objects that say nothing of the decoder's shape leave a standard one readable.
+    plain = BASE | {"architectures": ["NewForCausalLM"], "model_type": "new"}
+    neutral = {"rope_scaling": {"rope_type": "linear", "factor": 2.0}, "auto_map": {"AutoConfig": "a.B"}}
+    assert c.architecture_from_config(plain | neutral).num_layers == 2
+
+
+def test_an_unknown_architecture_without_the_standard_fields_says_so():
+    cfg = {k: v for k, v in BASE.items() if k != "num_hidden_layers"} | {"n_layers": 2}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(cfg | {"architectures": ["NewForCausalLM"], "model_type": "new"})
+    assert err.value.field == "architectures"
+    assert str(err.value).startswith(
+        "config.json field 'architectures': is NewForCausalLM, which kvright does not know, and its config "
+        "has no num_hidden_layers to read it as a standard decoder from; expected one of "
+    )
 
 
 @pytest.mark.parametrize(
