@@ -76,6 +76,8 @@ FAMILIES: dict[str, str] = {
     "CohereForCausalLM": "dense",
     "Cohere2ForCausalLM": "dense",
     "Phi3ForCausalLM": "dense",
+    "NemotronForCausalLM": "dense",
+    "ApertusForCausalLM": "dense",
     "Gemma2ForCausalLM": "dense",
     "Gemma3ForCausalLM": "dense",
     "Gemma3ForConditionalGeneration": "dense",
@@ -447,6 +449,8 @@ class Architecture:
     StarCoder2)."""
     mlp_bias: bool = False
     """The dense MLP's projections carry a bias (StarCoder2)."""
+    activation_parameters: int = 0
+    """Learned parameters of each dense MLP's activation (Apertus's xIELU: two scalars a layer)."""
     lm_head_bias: bool = False
     """The LM head carries a bias (Phi-3.5-MoE in vLLM)."""
     expert_score_bias: bool = False
@@ -765,6 +769,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
         if layer.ffn == "dense":
             sharded += weigh("mlp", i, mlp_mats * h * layer.ffn_width)
             sharded += weigh(None, i, (mlp_mats - 1) * layer.ffn_width + h if a.mlp_bias else 0)
+            replicated += weigh(None, i, a.activation_parameters)
         elif layer.ffn == "projection":
             sharded += weigh("mlp", i, h * h)
         elif layer.ffn == "moe":
@@ -1875,6 +1880,7 @@ class _Modeling:
     norms_per_layer: int = 2
     norm_bias: bool = False
     mlp_gated: bool = True
+    activation_parameters: int = 0
     lm_head_bias: bool = False
     expert_score_bias: str | tuple[str, ...] | bool = False
 
@@ -1938,6 +1944,25 @@ _MODELING: dict[str, _Modeling] = {
     "ernie4_5_moe": _Modeling(qkv_bias="use_bias", expert_score_bias=True),
     # LayerNorms; vLLM's phimoe.py fixes the biases on, the LM head's too.
     "phimoe": _Modeling(qkv_bias=True, o_bias=True, norm_bias=True, lm_head_bias=True),
+    # Nemotron-4 / Minitron (vLLM's nemotron.py): squared-ReLU MLP without a gate, LayerNorm1P (weight and
+    # bias) everywhere, attention_bias (or bias) on all four attention projections, mlp_bias on the MLP's.
+    "nemotron": _Modeling(
+        qkv_bias=("attention_bias", "bias"),
+        o_bias=("attention_bias", "bias"),
+        mlp_bias="mlp_bias",
+        norm_bias=True,
+        mlp_gated=False,
+    ),
+    # Apertus (apertus.py): Llama's layout with per-head q/k norms and an ungated xIELU MLP, whose two
+    # learned scalars (alpha_p, alpha_n) are parameters of every layer.
+    "apertus": _Modeling(
+        qkv_bias=("attention_bias", "bias"),
+        o_bias=("attention_bias", "bias"),
+        mlp_bias="mlp_bias",
+        qk_norm="head",
+        mlp_gated=False,
+        activation_parameters=2,
+    ),
     # Falcon: GELU MLP without a gate, bias on every projection by `bias`, LayerNorms (how many: below).
     "falcon": _Modeling(qkv_bias="bias", o_bias="bias", mlp_bias="bias", norm_bias=True, mlp_gated=False),
     # c_fc and c_proj (no gate), every projection biased by use_bias, LayerNorms.
@@ -2065,6 +2090,7 @@ def architecture_from_config(
     extra.setdefault("norms_per_layer", built.norms_per_layer)
     extra.setdefault("norm_bias", built.norm_bias)
     extra.setdefault("mlp_gated", built.mlp_gated)
+    extra.setdefault("activation_parameters", built.activation_parameters)
     extra.setdefault("lm_head_bias", built.lm_head_bias)
     # vLLM's DeepSeek-V2/V3 routers (Kimi K2, Mistral Large 3) have the bias with the noaux_tc top-k method.
     noaux = family == "mla" and cfg.get("topk_method") == "noaux_tc"

@@ -202,6 +202,11 @@ def _family(architecture: str, model_type: str, **fields: Any) -> c.Architecture
             L * (-H * W + (Q + 2 * KV_WIDTH) + H + (W + H) + 2 * H) + H - 1000 * H,
         ),
         ("Starcoder2ForCausalLM", "starcoder2", {"use_bias": False}, L * (-H * W + 2 * H) + H - 1000 * H),
+        # Nemotron-4 / Minitron: up and down only (squared ReLU); LayerNorm1P has a bias, the final norm too.
+        ("NemotronForCausalLM", "nemotron", {"hidden_act": "relu2"}, L * (-H * W + 2 * H) + H),
+        ("NemotronForCausalLM", "nemotron", {"bias": True}, L * (-H * W + 2 * H + Q + 2 * KV_WIDTH + H) + H),
+        # Apertus: ungated xIELU MLP with two learned scalars a layer, per-head q/k norms.
+        ("ApertusForCausalLM", "apertus", {"hidden_act": "xielu"}, L * (-H * W + 2 * HD + 2)),
         # q/k/v biased (attention_bias, on by Seed-OSS's class default), the output not.
         ("SeedOssForCausalLM", "seed_oss", {"head_dim": 64}, L * (Q + 2 * KV_WIDTH)),
         # GLM-4-0414: post-self-attention and post-MLP norms beside the usual two; q/k/v biased by default.
@@ -218,6 +223,9 @@ def _family(architecture: str, model_type: str, **fields: Any) -> c.Architecture
     ids=[
         "starcoder2",
         "starcoder2-no-bias",
+        "nemotron",
+        "nemotron-biased",
+        "apertus",
         "seed-oss",
         "glm4",
         "olmo2",
