@@ -1081,6 +1081,10 @@ _OWN_ATTENTION_SHAPE: dict[str, str] = {
 }
 
 
+#: The fields, by these names, from which an architecture kvright does not know is read as a standard decoder
+#: (``num_key_value_heads`` may be left out: every head is a KV head).
+_STANDARD_FACTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+
 #: Objects in a config that say nothing of the decoder's shape (how it is stored, positions, other towers).
 _NOT_THE_DECODER = frozenset(
     {
@@ -1169,10 +1173,12 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
         )
     if architecture == "" and model_type is None:
         raise ConfigError("architectures", f"is missing (and so is model_type); expected one of {known}")
-    lacking = [names[0] for names in (_HIDDEN, _LAYERS, _HEADS) if _lookup(cfg, names) is None]
+    lacking = [key for key in _STANDARD_FACTS if cfg.get(key) is None]
     if lacking:
         # Read as a standard decoder from the standard fields alone: a config without them names its facts
-        # its own way, and "num_hidden_layers is missing" would send the user to add a field, not to a reader.
+        # its own way (GPT-2's n_inner, OPT's ffn_dim, Bloom's n_layer and no MLP width: ungated MLPs, learned
+        # positions, biases everywhere), and "num_hidden_layers is missing" would send the user to add a
+        # field, not to a reader.
         raise ConfigError(
             "architectures",
             f"{unknown}, and its config has no {' or '.join(lacking)} to read it as a standard decoder from; "

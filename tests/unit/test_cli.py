@@ -345,7 +345,7 @@ def test_unknown_architecture_in_config(capsys, tmp_path):
     # an unknown architecture is read as a standard decoder, and refused naming the standard facts it lacks
     assert code == 2 and err.count("\n") == 1
     assert "model_type 'mamba' is not one kvright knows" in err
-    assert "has no num_hidden_layers or num_attention_heads to read it as a standard decoder from" in err
+    assert "has no num_hidden_layers or num_attention_heads or intermediate_size to read it as" in err
 
 
 def test_real_process_exit_code_and_no_traceback(tmp_path):
