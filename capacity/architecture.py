@@ -77,6 +77,7 @@ FAMILIES: dict[str, str] = {
     "Cohere2ForCausalLM": "dense",
     "Phi3ForCausalLM": "dense",
     "NemotronForCausalLM": "dense",
+    "ExaoneForCausalLM": "dense",
     "ApertusForCausalLM": "dense",
     "Gemma2ForCausalLM": "dense",
     "Gemma3ForCausalLM": "dense",
@@ -1968,6 +1969,11 @@ _MODELING: dict[str, _Modeling] = {
         qk_norm="head",
         mlp_gated=False,
         activation_parameters=2,
+    ),
+    # EXAONE 3.5 (exaone.py; the checkpoint's own config class): Llama's layout under GPT-2-like module names
+    # (c_fc_0, c_fc_1 and c_proj gated), attention_bias (or bias) on all four attention projections.
+    "exaone": _Modeling(
+        qkv_bias=("attention_bias", "bias"), o_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"
     ),
     # Falcon: GELU MLP without a gate, bias on every projection by `bias`, LayerNorms (how many: below).
     "falcon": _Modeling(qkv_bias="bias", o_bias="bias", mlp_bias="bias", norm_bias=True, mlp_gated=False),

@@ -61,6 +61,7 @@ NOT_BUILT = {
     "KimiK2ForCausalLM": "the DeepSeek-V3 class under another model type",
     "MistralLarge3ForCausalLM": "the DeepSeek-V3 class with Mistral's weight names",
     "InternLM3ForCausalLM": "vLLM's Llama class; its config class is the checkpoint's own code",
+    "ExaoneForCausalLM": "its config class is the checkpoint's own code",
     "Qwen3_5ForCausalLM": "the text half of a vision wrapper",
     "Qwen3_5MoeForCausalLM": "the text half of a vision wrapper",
 }

@@ -372,3 +372,29 @@ def test_falcon_is_read_as_vllms_falcon_builds_it():
     biased = c.architecture_from_config(FALCON_7B | {"bias": True})
     per_layer = (71 + 2) * 64 + 4544 + (4 * 4544 + 4544)  # fused QKV, dense, dense_h_to_4h, dense_4h_to_h
     assert biased.parameters - seven.parameters == 32 * per_layer
+
+
+def test_exaone_3_5_is_read_from_its_own_field_names_as_the_checkpoints_code_serves_it():
+    """EXAONE 3.5 7.8B's config.json (LGAI-EXAONE/EXAONE-3.5-7.8B-Instruct): ``num_layers`` for the layer
+    count, served by vLLM's exaone.py through the repository's own config class. The model card's 7.82 B."""
+    arch = c.architecture_from_config(
+        {
+            "architectures": ["ExaoneForCausalLM"],
+            "model_type": "exaone",
+            "auto_map": {"AutoConfig": "configuration_exaone.ExaoneConfig"},
+            "activation_function": "silu",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 102400,
+            "max_position_embeddings": 32768,
+            "tie_word_embeddings": False,
+            "torch_dtype": "float32",
+        }
+    )
+    assert arch.num_layers == 32 and arch.config_reader == "checkpoint"
+    assert round(arch.parameters / 1e9, 2) == 7.82
+    assert not any("not an architecture kvright knows" in w for w in arch.warnings)
