@@ -1065,6 +1065,11 @@ _NOT_A_STANDARD_DECODER: dict[str, str] = {
     "linear_attn_config": "linear-attention layers",
     "full_attention_interval": "linear-attention layers",
     "hybrid_layer_pattern": "per-layer attention kinds (hybrid_layer_pattern)",
+    "conv_L_cache": "short-convolution layers (LFM2's conv_L_cache)",
+    # HRM-Text: two stacks of num_layers_per_stack layers run in H_cycles x (L_cycles + 1) steps, each step a
+    # KV cache of its own; num_hidden_layers is the inflated count of steps, not of weights.
+    "num_layers_per_stack": "recurrent layer stacks (HRM-Text's num_layers_per_stack, H_cycles, L_cycles)",
+    "H_cycles": "recurrent layer stacks (HRM-Text's num_layers_per_stack, H_cycles, L_cycles)",
 }
 
 #: Fields that give some layers an attention shape of their own (Gemma 4's global layers, MiMo-V2's

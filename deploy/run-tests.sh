@@ -9,8 +9,8 @@
 # suite, one pytest session after the other (each cluster session starts and stops its own control plane),
 # and their output is held back until the conformance suite is done, so the two never interleave. The
 # conformance suite is the longer, so the side lane also takes its modules that start no engine (PROBES:
-# vLLM resolves configs and builds model classes in one process each, judging no time; about 1.5 minutes
-# and 425 of its tests), and the lanes end closer together. Then the real-engine scenario runs with the
+# vLLM resolves configs and builds model classes in one process each, judging no time; about 2.5 minutes
+# and 434 of its tests), and the lanes end closer together. Then the real-engine scenario runs with the
 # machine to itself: it measures a real engine's latency, and a busy machine would be its noise.
 #
 # Exit status: the first failing suite's (pytest's 5, "no tests collected", is a failure like any other).
@@ -22,6 +22,7 @@ SIM_E2E=(tests/e2e/test_feedback_loop.py tests/e2e/test_dashboards_data.py)
 REAL_E2E=(tests/e2e/test_real_engine_loop.py)
 # Conformance modules that start no vLLM server, only probe processes: the side lane runs them.
 PROBES=(
+  tests/conformance/test_unknown_architectures.py
   tests/conformance/test_attention_backends.py
   tests/conformance/test_context_length.py
   tests/conformance/test_parameter_counts.py

@@ -220,6 +220,11 @@ def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming
         ({"swa_num_key_value_heads": 4}, "swa_num_key_value_heads 4 (not its num_key_value_heads 8)"),
         ({"head_dim": 192, "v_head_dim": 128}, "v_head_dim 128 (not its head_dim 192)"),
         ({"hybrid_layer_pattern": [0, 1]}, "per-layer attention kinds"),
+        # HRM-Text as transformers saves it: num_hidden_layers is the 2 x (3 + 1) steps of 2 layers a stack.
+        (
+            {"num_hidden_layers": 16, "num_layers_per_stack": 2, "H_cycles": 2, "L_cycles": 3},
+            "recurrent layer stacks",
+        ),
     ],
     ids=[
         "moe",
@@ -233,6 +238,7 @@ def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming
         "mimo-swa-kv-heads",
         "mimo-v-head-dim",
         "mimo-layer-pattern",
+        "hrm-text-stacks",
     ],
 )
 def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rather_than_read_as_one(
