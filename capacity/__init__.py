@@ -9,6 +9,7 @@ caller names (:func:`load_architecture`) and the package's own catalog data (``m
 
 from capacity.architecture import (
     DEFAULT_POSITIONS,
+    FAMILIES,
     Architecture,
     AttentionKind,
     ConfigReader,
@@ -113,6 +114,7 @@ __all__ = [
     "DEFAULT_ENGINE_COSTS",
     "DEFAULT_POSITIONS",
     "DEFAULT_SOURCES",
+    "FAMILIES",
     "GPU",
     "KV_CACHE_DTYPES",
     "LEADER_ADDRESS_VARIABLE",

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import math
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
@@ -254,6 +255,11 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         }
         for gpu in map(cap.gpu_spec, cap.gpu_ids())
     ]
+    families = {
+        family: sorted(name for name, of in cap.FAMILIES.items() if of == family)
+        for family in dict.fromkeys(cap.FAMILIES.values())  # in the order capacity declares them
+    }
+    width = max(map(len, families))
     text = "\n".join(
         [
             "models (MODEL in inspect/kv/tpot/plan, spec.model.architecture in an LLMDeployment):",
@@ -282,9 +288,23 @@ def _catalog(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                     for g in gpus
                 ]
             ),
+            "architectures (config.json's `architectures`, by family; another is read by its model_type "
+            "where kvright knows\nthat, planned as a standard decoder with a warning where its config has "
+            "only the standard fields, or refused):",
+            *(
+                textwrap.fill(
+                    ", ".join(names),
+                    width=110,
+                    initial_indent=f"  {family:<{width}}  ",
+                    subsequent_indent=" " * (width + 4),
+                    break_on_hyphens=False,
+                )
+                for family, names in families.items()
+            ),
         ]
     )
-    return {"models": models, "gpus": gpus}, text
+    architectures = [{"architecture": name, "family": of} for name, of in sorted(cap.FAMILIES.items())]
+    return {"models": models, "gpus": gpus, "architectures": architectures}, text
 
 
 def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:

@@ -63,6 +63,30 @@ def test_catalog_human_view(capsys):
     assert "  a100-80gb  NVIDIA A100 SXM4 80GB " in out and "fp8 KV only" in out
 
 
+def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(capsys, tmp_path):
+    """The refusal names the command, not 69 class names on one line; that command lists every one of them
+    by family, and each listed class is read (a standard config of it plans without the unknown warning)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["DbrxForCausalLM"], "ffn_config": {"moe_num_experts": 16}}))
+    code, out, err = run(capsys, "inspect", str(config))
+    assert (code, out) == (2, "")
+    assert err.rstrip().endswith(
+        f"expected one of the {len(cap.FAMILIES)} architectures that `kvright catalog` lists"
+    )
+    assert len(err) < 400 and "LlamaForCausalLM" not in err, err
+    listed = run_json(capsys, "catalog")["architectures"]
+    assert {a["architecture"]: a["family"] for a in listed} == cap.FAMILIES
+    code, out, err = run(capsys, "catalog")
+    shown = out.split("\narchitectures (")[1]
+    assert all(re.search(rf"\b{name}\b", shown) for name in cap.FAMILIES)
+    assert re.search(r"\n  dense +ApertusForCausalLM, ", shown) and "\n  mla     DeepseekV2ForCausalLM" in shown
+    llama = cap.catalog_entry("llama-3.1-8b")["config"]
+    for name in (a["architecture"] for a in listed if a["family"] == "dense"):
+        assert "not an architecture kvright knows" not in " ".join(
+            cap.architecture_from_config(llama | {"architectures": [name]}).warnings
+        )
+
+
 def test_commands_named_in_the_crd_exist(capsys):
     """Every `kvright COMMAND` a CRD field description names is a command the CLI has."""
     named = set(re.findall(r"`kvright ([a-z-]+)", crdgen.render()))
