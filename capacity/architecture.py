@@ -134,6 +134,7 @@ FAMILIES: dict[str, str] = {
     "Qwen3_5MoeForCausalLM": "hybrid",
     "NemotronHForCausalLM": "hybrid",
     "GraniteMoeHybridForCausalLM": "hybrid",
+    "JambaForCausalLM": "hybrid",  # Mamba-1 layers, attention every attn_layer_period, MoE every other
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
     "Gemma4ForConditionalGeneration": "gemma4",
@@ -194,6 +195,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "kimi_k25": "mla",
     "glm_moe_dsa": "mla",
     "qwen3_next": "hybrid",
+    "jamba": "hybrid",
     "qwen3_5": "hybrid",
     "qwen3_5_text": "hybrid",
     "qwen3_5_moe": "hybrid",
@@ -282,6 +284,23 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_layer_interval": 1,
     },
     "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
+    # JambaConfig (Jamba 1.5 Mini's shape): attention every 8th layer from the 5th, MoE every other from the
+    # 2nd; Mamba-1 with a conv bias and no projection biases; mamba_dt_rank "auto" is ceil(hidden / 16).
+    "jamba": {
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "num_experts": 16,
+        "num_experts_per_tok": 2,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "mamba_dt_rank": "auto",
+        "mamba_conv_bias": True,
+        "mamba_proj_bias": False,
+        "tie_word_embeddings": False,
+    },
     # The layer pattern each class derives layer_types with when a file states a window and neither
     # layer_types nor sliding_window_pattern (every pattern-th layer global); gemma3_text's is above.
     **{
@@ -355,11 +374,12 @@ class Layer:
 
 @dataclass(frozen=True, kw_only=True)
 class StateSpec:
-    """The constant per-sequence state of Mamba-2 / Gated-DeltaNet layers, as vLLM's ``MambaSpec`` sizes it
-    (``mamba_utils.MambaStateShapeCalculator``): a conv state of ``conv_channels / tp x (conv_kernel - 1)``
-    and a recurrent state of ``heads / tp x head_dim x state_dim``."""
+    """The constant per-sequence state of Mamba-1 / Mamba-2 / Gated-DeltaNet layers, as vLLM's ``MambaSpec``
+    sizes it (``mamba_utils.MambaStateShapeCalculator``): a conv state of ``conv_channels / tp x
+    (conv_kernel - 1)`` and a recurrent state of ``heads / tp x head_dim x state_dim`` (Mamba-1: one "head"
+    per inner channel, ``inner / tp x state_dim``)."""
 
-    kind: Literal["mamba2", "gated_deltanet"]
+    kind: Literal["mamba1", "mamba2", "gated_deltanet"]
     conv_kernel: int
     conv_channels: int
     """Conv channels that TP splits evenly (Mamba-2: the intermediate width; Gated DeltaNet: ``2 x
@@ -374,6 +394,12 @@ class StateSpec:
     state_dim: int
     ssm_dtype: str | None = None
     """dtype of the recurrent state when the model fixes one (Nemotron-H: float32); None: the conv dtype."""
+    time_step_rank: int = 0
+    """Mamba-1 ``dt_rank``: the width x_proj projects the time step into (weights only)."""
+    conv_bias: bool = True
+    """Mamba-1 ``conv1d`` bias (weights only)."""
+    projection_bias: bool = False
+    """Mamba-1 ``in_proj`` and ``out_proj`` biases (weights only)."""
 
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
@@ -823,7 +849,7 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     if layer.mixer == "mla":
         return _mla_params(a, i, weigh)
     if layer.mixer in ("mamba", "linear"):
-        return _state_params(a, layer, i, weigh), 0.0, 0.0
+        return *_state_params(a, layer, i, weigh), 0.0
     if layer.mixer == "projection":
         return weigh("attention", i, h * h), 0.0, 0.0
     if layer.mixer == "none":
@@ -877,22 +903,33 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
     return sharded, replicated, 0.0
 
 
-def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> float:
-    """Mamba-2 (in_proj, conv1d, dt_bias, A_log, D, norm, out_proj) or Gated DeltaNet (in_proj_qkvz,
-    in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj) weights of one layer."""
+def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float]:
+    """Mamba-1 (in_proj, conv1d, x_proj, dt_proj, A, D, out_proj, Jamba's dt/B/C norms), Mamba-2 (in_proj,
+    conv1d, dt_bias, A_log, D, norm, out_proj) or Gated DeltaNet (in_proj_qkvz, in_proj_ba, conv1d, dt_bias,
+    A_log, norm, out_proj) weights of one layer: (split across TP ranks, whole on each)."""
     s = a.state
     assert s is not None
     h = a.hidden_size
     conv = s.conv_channels + s.groups * s.group_channels
     inner = s.heads * s.head_dim
+    shares: tuple[float, ...]
+    if s.kind == "mamba1":
+        # vLLM's MambaMixer: in_proj (x and gate), x_proj (dt, B, C) and out_proj split across ranks by the
+        # inner width, as are dt_proj (with its bias), A, D and the conv; the dt/B/C RMSNorms are whole.
+        rank, state = s.time_step_rank, s.state_dim
+        shares = (h * 2 * inner, inner * (rank + 2 * state), rank * inner, inner * h)
+        small = inner * s.conv_kernel + inner * state + 2 * inner  # conv weight, A, D, dt_proj bias
+        small += (inner if s.conv_bias else 0) + (2 * inner if s.projection_bias else 0)
+        whole = rank + 2 * state + (h if s.projection_bias else 0)  # the norms; out_proj's bias, added once
+        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
     if s.kind == "mamba2":
-        shares: tuple[float, ...] = (h * (2 * inner + s.groups * s.group_channels + s.heads), inner * h)
+        shares = (h * (2 * inner + s.groups * s.group_channels + s.heads), inner * h)
         small = conv * s.conv_kernel + conv + 3 * s.heads + inner  # conv weight + bias, dt/A/D, gated norm
     else:
         key = (s.conv_channels - inner) // 2
         shares = (h * (2 * key + 2 * inner), h * 2 * s.heads, inner * h)  # qkvz, ba, out_proj
         small = conv * s.conv_kernel + 2 * s.heads + s.head_dim  # conv weight, dt_bias and A_log, norm
-    return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small)
+    return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), 0.0
 
 
 # ----- reading a config ----------------------------------------------------------------------------------
@@ -1532,6 +1569,8 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
             width = [_int(cfg, ("shared_intermediate_size", *_INTERMEDIATE))] * layers
         extra["state"] = _mamba2(cfg, _GRANITE_MAMBA)
         return _Read(mixers, ffn, width, [0] * layers, extra)
+    if model_type == "jamba":
+        return _read_jamba(cfg, a)
     # Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every full_attention_interval.
     types = _layer_types(cfg, layers)
     if types is None:
@@ -1573,6 +1612,47 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         [0] * layers,
         extra,
     )
+
+
+def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Jamba (vLLM's jamba.py over transformers' JambaConfig): layer i attends when ``i % attn_layer_period ==
+    attn_layer_offset`` and is a Mamba-1 layer otherwise; its MLP is routed over ``num_experts`` when ``i %
+    expert_layer_period == expert_layer_offset`` (and there is more than one expert), dense otherwise, both
+    ``intermediate_size`` wide. The state: a conv over the inner width (``mamba_expand x hidden``) and
+    ``mamba_d_state`` per inner channel, in the model dtype unless ``--mamba-ssm-cache-dtype`` says."""
+    layers, h = a["num_layers"], a["hidden_size"]
+    period = _int(cfg, ("attn_layer_period",))
+    offset = _int(cfg, ("attn_layer_offset",), minimum=0)
+    expert_period = _int(cfg, ("expert_layer_period",))
+    expert_offset = _int(cfg, ("expert_layer_offset",), minimum=0)
+    for name, value, bound in (("attn_layer_offset", offset, period), ("expert_layer_offset", expert_offset,
+                                                                        expert_period)):
+        if value >= bound:
+            raise ConfigError(name, f"is {value}; expected below its period, {bound}")
+    mixers: list[Mixer] = ["full" if i % period == offset else "mamba" for i in range(layers)]
+    routed = [i % expert_period == expert_offset for i in range(layers)]
+    extra: dict[str, Any] = {}
+    if _int(cfg, _EXPERTS) > 1:
+        moe, _ = _moe_facts(cfg, "jamba", h)
+        extra.update(moe)
+    else:  # one expert: vLLM builds the plain MLP in every layer
+        routed = [False] * layers
+    inner = _int(cfg, ("mamba_expand",)) * h
+    rank = cfg.get("mamba_dt_rank")
+    extra["state"] = StateSpec(
+        kind="mamba1",
+        conv_kernel=_int(cfg, ("mamba_d_conv",)),
+        conv_channels=inner,
+        heads=inner,
+        head_dim=1,
+        state_dim=_int(cfg, ("mamba_d_state",)),
+        time_step_rank=-(-h // 16) if rank == "auto" else _int(cfg, ("mamba_dt_rank",)),
+        conv_bias=_bool(cfg, "mamba_conv_bias", True),
+        projection_bias=_bool(cfg, "mamba_proj_bias", False),
+    )
+    width = _int(cfg, _INTERMEDIATE)
+    ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
+    return _Read(mixers, ffn, [0 if r else width for r in routed], [0] * layers, extra)
 
 
 #: What Gemma 4's ``per_layer_config`` (transformers 5 writes it in place of ``global_head_dim`` and

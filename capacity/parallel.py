@@ -53,6 +53,9 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
         reason = f"does not divide the {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
+    elif arch.state is not None and arch.state.kind == "mamba1" and arch.state.conv_channels % tp:
+        channels = arch.state.conv_channels
+        reason = f"does not divide the {channels} inner channels of {arch.name}'s Mamba layers"
     elif arch.state is not None and (arch.state.heads % tp or arch.state.conv_channels % tp):
         reason = (
             f"does not divide the {arch.state.heads} {arch.state.kind} state heads of {arch.name} "

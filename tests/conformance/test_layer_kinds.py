@@ -122,6 +122,25 @@ MODELS: dict[str, dict[str, Any]] = {
         "mlp_only_layers": [],
         **_TOKENIZER_FIELDS,
     },
+    # Jamba: Mamba-1 layers with an attention layer every 4th from the 2nd (M M A M), MoE every other layer.
+    "jamba": {
+        "model_type": "jamba",
+        "num_hidden_layers": 4,
+        "attn_layer_period": 4,
+        "attn_layer_offset": 2,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        **_TOKENIZER_FIELDS,
+    },
     # 3 chunked local attention layers (chunk 128) and 1 full (NoPE) layer (no_rope_layer_interval 4),
     # top-1 MoE MLPs of 4 experts on every layer.
     "llama4": {
@@ -212,6 +231,8 @@ CASES = [
     ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="qwen3-next", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=NO_PREFIX_CACHING),
+    ServerSpec(shape="jamba", kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="jamba", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
     # The small batch bounds the chunked reservation (chunk + in-flight tokens) below max_model_len, so
     # the chunk bound and a full allocation differ in blocks per request, not only in groups.
     ServerSpec(shape="llama4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),

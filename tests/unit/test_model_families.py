@@ -398,3 +398,66 @@ def test_exaone_3_5_is_read_from_its_own_field_names_as_the_checkpoints_code_ser
     assert arch.num_layers == 32 and arch.config_reader == "checkpoint"
     assert round(arch.parameters / 1e9, 2) == 7.82
     assert not any("not an architecture kvright knows" in w for w in arch.warnings)
+
+
+#: Jamba's shape (ai21labs' JambaConfig defaults, which are Jamba 1.5 Mini's), scaled down: 8 layers.
+JAMBA = {
+    "architectures": ["JambaForCausalLM"],
+    "model_type": "jamba",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "vocab_size": 4096,
+    "max_position_embeddings": 262144,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_jamba_attends_every_period_from_its_offset_and_routes_every_other_layer():
+    """vLLM's jamba.py over JambaConfig: layer i attends when i % attn_layer_period == attn_layer_offset
+    (defaults 8 and 4) and is Mamba-1 otherwise; MoE when i % expert_layer_period == expert_layer_offset
+    (2 and 1) over num_experts (16), dense otherwise; one expert is the dense MLP everywhere."""
+    arch = c.architecture_from_config(JAMBA)
+    assert [layer.mixer for layer in arch.layers] == ["mamba"] * 4 + ["full"] + ["mamba"] * 3
+    assert [layer.ffn for layer in arch.layers] == ["dense", "moe"] * 4
+    assert (arch.num_experts, arch.num_experts_per_token, arch.moe_intermediate_size) == (16, 2, 1024)
+    moved = c.architecture_from_config(JAMBA | {"attn_layer_period": 4, "attn_layer_offset": 1})
+    assert [i for i, layer in enumerate(moved.layers) if layer.mixer == "full"] == [1, 5]
+    dense = c.architecture_from_config(JAMBA | {"num_experts": 1})
+    assert {layer.ffn for layer in dense.layers} == {"dense"} and dense.num_experts == 0
+    # Attention KV only in the attention layer: 2 x 2 heads x 64 x 2 bytes.
+    assert c.kv_cache_bytes_per_token(arch) == 512
+
+
+def test_jambas_mamba_1_state_and_weights_are_what_its_mixer_builds():
+    """The state (vLLM mamba1_state_shape): a conv of inner x (d_conv - 1) and inner x d_state per sequence,
+    inner = mamba_expand x hidden, split by TP. The weights of one Mamba layer (vLLM's MambaMixer): in_proj
+    (hidden -> 2 inner), conv1d (+ bias), x_proj (inner -> dt_rank + 2 d_state), dt_proj (+ bias), A, D,
+    out_proj, and the dt/B/C RMSNorms; mamba_dt_rank "auto" is ceil(hidden / 16)."""
+    arch = c.architecture_from_config(JAMBA)
+    inner, state, kernel, rank = 1024, 16, 4, 32
+    assert c.memory.state_bytes_per_sequence(arch, 1) == (inner * (kernel - 1) + inner * state) * 2
+    assert c.memory.state_bytes_per_sequence(arch, 2) * 2 == c.memory.state_bytes_per_sequence(arch, 1)
+    mamba = (
+        512 * 2 * inner + inner * kernel + inner + inner * (rank + 2 * state) + rank * inner + inner
+        + inner * state + inner + inner * 512 + rank + 2 * state
+    )
+    attention = 512 * 512 * 2 + 2 * 512 * 128
+    as_attention = c.architecture_from_config(JAMBA | {"attn_layer_period": 1, "attn_layer_offset": 0})
+    assert arch.parameters - as_attention.parameters == 7 * (mamba - attention)
+    biased = c.architecture_from_config(JAMBA | {"mamba_proj_bias": True, "mamba_conv_bias": False})
+    assert biased.parameters - arch.parameters == 7 * (2 * inner + 512 - inner)
+    assert c.architecture_from_config(JAMBA | {"mamba_dt_rank": 32}).parameters == arch.parameters
+
+
+def test_jamba_refuses_an_offset_past_its_period_and_names_tp_sizes_its_mamba_cannot_split():
+    with pytest.raises(c.ConfigError, match="'attn_layer_offset': is 8; expected below its period, 8"):
+        c.architecture_from_config(JAMBA | {"attn_layer_offset": 8})
+    # 8 heads of 128 over a 1028-wide stream: TP 8 splits the heads, not the 1028 inner channels.
+    odd = c.architecture_from_config(JAMBA | {"hidden_size": 1028, "head_dim": 128, "mamba_expand": 1})
+    assert "does not divide the 1028 inner channels of jamba's Mamba layers" in (
+        c.tensor_parallel_error(odd, 8) or ""
+    )
+    assert 8 not in c.valid_tensor_parallel_sizes(odd, 8) and 4 in c.valid_tensor_parallel_sizes(odd, 8)

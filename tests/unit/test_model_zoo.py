@@ -104,6 +104,8 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
             for i in range(text["num_hidden_layers"])
         ]
         layers = flags.count(0)
+    elif "attn_layer_period" in text:  # Jamba: layers at offset, offset + period, ... attend
+        layers = len(range(text["attn_layer_offset"], text["num_hidden_layers"], text["attn_layer_period"]))
     elif "full_attention_interval" in text:  # Qwen3-Next: every interval-th layer is full attention
         layers = text["num_hidden_layers"] // text["full_attention_interval"]
     elif "block_configs" in text:
