@@ -1107,6 +1107,17 @@ _NOT_A_STANDARD_DECODER: dict[str, str] = {
     # KV cache of its own; num_hidden_layers is the inflated count of steps, not of weights.
     "num_layers_per_stack": "recurrent layer stacks (HRM-Text's num_layers_per_stack, H_cycles, L_cycles)",
     "H_cycles": "recurrent layer stacks (HRM-Text's num_layers_per_stack, H_cycles, L_cycles)",
+    "loop_num": "layers run in loops (loop_num), each loop a KV cache of its own",
+}
+
+#: Classes whose vLLM model is not a standard decoder even when the file states only standard fields (its
+#: own fields have defaults in vLLM's code): the standard reading would be wrong without a field to say so.
+_NOT_A_STANDARD_CLASS: dict[str, str] = {
+    # vLLM's iquest_loopcoder.py: every layer runs loop_num times (2 unless stated), each loop attending
+    # with a cache of its own (the later ones in a loop_window_size window), gated between loops.
+    "IQuestLoopCoderForCausalLM": (
+        "layers run in loops (loop_num, 2 unless stated), each loop a KV cache of its own"
+    ),
 }
 
 #: Fields that give some layers an attention shape of their own (Gemma 4's global layers, MiMo-V2's
@@ -1145,13 +1156,15 @@ _NOT_THE_DECODER = frozenset(
 )
 
 
-def _not_standard(cfg: Mapping[str, Any]) -> list[str]:
+def _not_standard(cfg: Mapping[str, Any], architecture: str) -> list[str]:
     """What in an unknown architecture's config a standard decoder's reading would get wrong, described.
 
     A config that keeps model settings in objects of its own (DBRX's ``attn_config.kv_n_heads`` and
     ``ffn_config.moe_num_experts``) hides them from a reading of the top-level fields: the standard reading
     would take every head for a KV head and one MLP for sixteen experts."""
     found = {what for key, what in _NOT_A_STANDARD_DECODER.items() if cfg.get(key) is not None}
+    if architecture in _NOT_A_STANDARD_CLASS:
+        found.add(_NOT_A_STANDARD_CLASS[architecture])
     nested = sorted(
         key
         for key, value in cfg.items()
@@ -1208,7 +1221,7 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
         unknown = "is missing (and so is model_type)"
     else:
         unknown = f"is missing, and model_type {name} is not one kvright knows"
-    unreadable = _not_standard(cfg)
+    unreadable = _not_standard(cfg, architecture)
     if unreadable:
         raise ConfigError(
             "architectures",

@@ -225,6 +225,7 @@ def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming
             {"num_hidden_layers": 16, "num_layers_per_stack": 2, "H_cycles": 2, "L_cycles": 3},
             "recurrent layer stacks",
         ),
+        ({"loop_num": 2, "loop_window_size": 64}, "layers run in loops (loop_num)"),
     ],
     ids=[
         "moe",
@@ -239,6 +240,7 @@ def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming
         "mimo-v-head-dim",
         "mimo-layer-pattern",
         "hrm-text-stacks",
+        "loops",
     ],
 )
 def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rather_than_read_as_one(
@@ -248,6 +250,16 @@ def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rathe
         c.architecture_from_config(BASE | {"model_type": "new", "architectures": ["NewForCausalLM"]} | fields)
     assert err.value.field == "architectures"
     assert "NewForCausalLM" in str(err.value) and what in str(err.value)
+
+
+def test_a_class_vllm_builds_with_loops_by_default_is_refused_though_its_file_states_none():
+    """vLLM's IQuestLoopCoderForCausalLM runs every layer loop_num times (2 when the file says nothing),
+    each loop with a KV cache of its own: a file of standard fields alone is not a standard decoder."""
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(
+            BASE | {"model_type": "iquest_loopcoder", "architectures": ["IQuestLoopCoderForCausalLM"]}
+        )
+    assert "layers run in loops (loop_num, 2 unless stated)" in str(err.value)
 
 
 def test_an_unknown_architecture_that_nests_its_settings_is_refused_naming_them():
