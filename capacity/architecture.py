@@ -135,6 +135,7 @@ FAMILIES: dict[str, str] = {
     "NemotronHForCausalLM": "hybrid",
     "GraniteMoeHybridForCausalLM": "hybrid",
     "JambaForCausalLM": "hybrid",  # Mamba-1 layers, attention every attn_layer_period, MoE every other
+    "FalconH1ForCausalLM": "hybrid",  # attention and Mamba-2 side by side in every layer
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
     "Gemma4ForConditionalGeneration": "gemma4",
@@ -196,6 +197,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "glm_moe_dsa": "mla",
     "qwen3_next": "hybrid",
     "jamba": "hybrid",
+    "falcon_h1": "hybrid",
     "qwen3_5": "hybrid",
     "qwen3_5_text": "hybrid",
     "qwen3_5_moe": "hybrid",
@@ -284,6 +286,21 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_layer_interval": 1,
     },
     "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
+    # FalconH1Config: Mamba-2 over mamba_d_ssm channels in 128 heads (mamba_d_head "auto": d_ssm / heads),
+    # one group, state 256; no gated norm, conv bias only; untied embeddings.
+    "falcon_h1": {
+        "mamba_d_ssm": 1024,
+        "mamba_n_heads": 128,
+        "mamba_d_head": "auto",
+        "mamba_n_groups": 1,
+        "mamba_d_state": 256,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "mamba_conv_bias": True,
+        "mamba_proj_bias": False,
+        "mamba_rms_norm": False,
+        "tie_word_embeddings": False,
+    },
     # JambaConfig (Jamba 1.5 Mini's shape): attention every 8th layer from the 5th, MoE every other from the
     # 2nd; Mamba-1 with a conv bias and no projection biases; mamba_dt_rank "auto" is ceil(hidden / 16).
     "jamba": {
@@ -397,9 +414,11 @@ class StateSpec:
     time_step_rank: int = 0
     """Mamba-1 ``dt_rank``: the width x_proj projects the time step into (weights only)."""
     conv_bias: bool = True
-    """Mamba-1 ``conv1d`` bias (weights only)."""
+    """``conv1d`` bias (Mamba-1 and Mamba-2; weights only)."""
     projection_bias: bool = False
-    """Mamba-1 ``in_proj`` and ``out_proj`` biases (weights only)."""
+    """``in_proj`` and ``out_proj`` biases (Mamba-1 and Mamba-2; weights only)."""
+    gated_norm: bool = True
+    """Mamba-2's gated RMSNorm over the inner width before ``out_proj`` (Falcon-H1: ``mamba_rms_norm``)."""
 
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
@@ -425,7 +444,8 @@ class Architecture:
     hidden_size: int
     """Width of the residual stream."""
     num_layers: int
-    """Decoder layers (``num_hidden_layers``)."""
+    """Entries of ``layers``: the decoder layers (``num_hidden_layers``), twice them where a layer runs two
+    mixers side by side (``layers_per_block``)."""
     num_attention_heads: int
     """Query heads."""
     num_kv_heads: int
@@ -454,6 +474,10 @@ class Architecture:
     """How the checkpoint stores its weights (``quantization_config`` / ``hf_quant_config.json``)."""
     layers: tuple[Layer, ...]
     """Every decoder layer in order (``len(layers) == num_layers``)."""
+    layers_per_block: int = 1
+    """Entries of ``layers`` that make one decoder layer of the checkpoint: 2 where a layer runs attention
+    and a Mamba mixer side by side (Falcon-H1: an attention entry, then a Mamba entry with the MLP), 1
+    elsewhere. ``num_layers`` counts entries; pipeline stages cut whole decoder layers."""
     first_layer: int = 0
     """The checkpoint's index of ``layers[0]``: 0 for a whole model, the stage's first layer for a pipeline
     stage's sub-model, so that rules naming layers (``model.layers.3.self_attn``) find theirs."""
@@ -595,6 +619,12 @@ class Architecture:
     def num_chunked_layers(self) -> int:
         """Chunked local attention layers (Llama 4)."""
         return self.mixer_counts["chunked"]
+
+    @property
+    def num_decoder_layers(self) -> int:
+        """The checkpoint's decoder layers (``num_hidden_layers`` of a whole model): what vLLM's pipeline
+        stages divide."""
+        return self.num_layers // self.layers_per_block
 
     @property
     def num_state_layers(self) -> int:
@@ -783,7 +813,8 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
     experts = 0.0
     mlp_mats = 3 if a.mlp_gated else 2
     ple = a.per_layer_input_size
-    for i, layer in enumerate(a.layers, start=a.first_layer):
+    for n, layer in enumerate(a.layers):
+        i = a.first_layer + n // a.layers_per_block  # the checkpoint's layer index
         replicated += weigh(None, i, a.norms_per_layer * norm)
         if ple:  # Gemma 4: per_layer_input_gate and per_layer_projection (replicated), and their norm
             replicated += weigh(None, i, 2 * ple * h + h)
@@ -923,8 +954,13 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         whole = rank + 2 * state + (h if s.projection_bias else 0)  # the norms; out_proj's bias, added once
         return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
     if s.kind == "mamba2":
-        shares = (h * (2 * inner + s.groups * s.group_channels + s.heads), inner * h)
-        small = conv * s.conv_kernel + conv + 3 * s.heads + inner  # conv weight + bias, dt/A/D, gated norm
+        in_width = 2 * inner + s.groups * s.group_channels + s.heads
+        shares = (h * in_width, inner * h)
+        small = conv * s.conv_kernel + 3 * s.heads  # conv weight, dt_bias, A_log, D
+        small += (conv if s.conv_bias else 0) + (inner if s.gated_norm else 0)
+        small += in_width if s.projection_bias else 0
+        whole = h if s.projection_bias else 0  # out_proj's bias, added once after the all-reduce
+        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
     else:
         key = (s.conv_channels - inner) // 2
         shares = (h * (2 * key + 2 * inner), h * 2 * s.heads, inner * h)  # qkvz, ba, out_proj
@@ -1584,6 +1620,8 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         return _Read(mixers, ffn, width, [0] * layers, extra)
     if model_type == "jamba":
         return _read_jamba(cfg, a)
+    if model_type == "falcon_h1":
+        return _read_falcon_h1(cfg, a)
     # Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every full_attention_interval.
     types = _layer_types(cfg, layers)
     if types is None:
@@ -1666,6 +1704,45 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     width = _int(cfg, _INTERMEDIATE)
     ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
     return _Read(mixers, ffn, [0 if r else width for r in routed], [0] * layers, extra)
+
+
+def _read_falcon_h1(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Falcon-H1 (vLLM's falcon_h1.py, FalconH1ParallelHybrid): every layer runs attention and a Mamba-2
+    mixer side by side on the same input, then a gated MLP. Read as two entries per layer (attention; Mamba
+    with the MLP), each with one of its two RMSNorms, so the KV cache holds every layer's attention and the
+    state every layer's Mamba, as vLLM registers them (the Mamba half as layer ``num_hidden_layers + i``).
+    Attention and MLP have no biases whatever the config says (vLLM builds them without); the Mamba mixer has
+    ``mamba_conv_bias`` and ``mamba_proj_bias``, and its gated norm with ``mamba_rms_norm``."""
+    layers, h = a["num_layers"], a["hidden_size"]
+    inner = _opt_int(cfg, ("mamba_d_ssm",)) or _int(cfg, ("mamba_expand",)) * h
+    heads = _int(cfg, ("mamba_n_heads",))
+    head_dim = inner // heads if cfg.get("mamba_d_head") == "auto" else _int(cfg, ("mamba_d_head",))
+    if heads * head_dim != inner:
+        raise ConfigError(
+            "mamba_d_head", f"is {head_dim}; expected mamba_d_ssm / mamba_n_heads ({inner} / {heads})"
+        )
+    state, groups = _int(cfg, ("mamba_d_state",)), _int(cfg, ("mamba_n_groups",))
+    a["num_layers"] = 2 * layers
+    extra: dict[str, Any] = {
+        "layers_per_block": 2,
+        "state": StateSpec(
+            kind="mamba2",
+            conv_kernel=_int(cfg, ("mamba_d_conv",)),
+            conv_channels=inner,
+            groups=groups,
+            group_channels=2 * state,
+            heads=heads,
+            head_dim=head_dim,
+            state_dim=state,
+            conv_bias=_bool(cfg, "mamba_conv_bias", True),
+            projection_bias=_bool(cfg, "mamba_proj_bias", False),
+            gated_norm=_bool(cfg, "mamba_rms_norm", False),
+        ),
+    }
+    width = _int(cfg, _INTERMEDIATE)
+    mixers: list[Mixer] = ["full", "mamba"] * layers
+    ffn: list[FFN] = ["none", "dense"] * layers
+    return _Read(mixers, ffn, [0, width] * layers, [0] * (2 * layers), extra)
 
 
 #: What Gemma 4's ``per_layer_config`` (transformers 5 writes it in place of ``global_head_dim`` and
@@ -2003,6 +2080,9 @@ _MODELING: dict[str, _Modeling] = {
     # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all.
     **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1)),
     "gemma": _Modeling(qkv_bias=False),
+    # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
+    # _read_falcon_h1).
+    "falcon_h1": _Modeling(qkv_bias=False, norms_per_layer=1),
     "qwen2": _Modeling(qkv_bias=True),
     "qwen2_moe": _Modeling(qkv_bias=True),
     **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text"), _QK_NORM_PER_HEAD),

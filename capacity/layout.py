@@ -101,10 +101,10 @@ def layout_error(arch: Architecture, layout: Layout) -> str | None:
     error = tensor_parallel_error(arch, tp, expert_parallel=layout.expert_parallel)
     if error is not None:
         return error
-    if pp > arch.num_layers:
+    if pp > arch.num_decoder_layers:
         return (
-            f"pipeline parallel size {pp} exceeds the {arch.num_layers} layers of {arch.name}; accepted: at "
-            f"most {arch.num_layers}"
+            f"pipeline parallel size {pp} exceeds the {arch.num_decoder_layers} layers of {arch.name}; "
+            f"accepted: at most {arch.num_decoder_layers}"
         )
     if layout.expert_parallel and not arch.is_moe:
         return f"expert parallelism needs a mixture-of-experts model; {arch.name} is dense"
@@ -147,7 +147,8 @@ class Stage:
 
 def pipeline_stages(arch: Architecture, pipeline_parallel_size: int) -> tuple[Stage, ...]:
     """The stages vLLM's ``get_pp_indices`` cuts: ``layers // pp`` each, and the ``layers % pp`` left over
-    one more each on the stages just before the last (the first and last carry the embeddings)."""
+    one more each on the stages just before the last (the first and last carry the embeddings); the
+    checkpoint's decoder layers, so a Falcon-H1 layer's two entries stay on one stage."""
     pp = pipeline_parallel_size
     key = ("pipeline_stages", pp)
     cached = arch.memo.get(key)
@@ -155,9 +156,12 @@ def pipeline_stages(arch: Architecture, pipeline_parallel_size: int) -> tuple[St
         if pp == 1:
             cached = (Stage(arch, 0, arch.num_layers, True, True),)
         else:
-            sizes = [arch.num_layers // pp] * pp
-            for i in range(2, arch.num_layers % pp + 2):
+            per = arch.layers_per_block
+            blocks = arch.num_decoder_layers
+            sizes = [blocks // pp] * pp
+            for i in range(2, blocks % pp + 2):
                 sizes[-i] += 1
+            sizes = [size * per for size in sizes]
             stages = []
             start = 0
             for i, size in enumerate(sizes):
@@ -165,7 +169,7 @@ def pipeline_stages(arch: Architecture, pipeline_parallel_size: int) -> tuple[St
                     arch,
                     layers=arch.layers[start : start + size],
                     num_layers=size,
-                    first_layer=arch.first_layer + start,
+                    first_layer=arch.first_layer + start // per,
                 )
                 stages.append(Stage(sub, start, start + size, i == 0, i == pp - 1))
                 start += size

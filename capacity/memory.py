@@ -243,7 +243,9 @@ class KVCacheLayout:
     """Longest sequence (bounds the sliding and chunked reservations); None: the sequence itself."""
     state_blocks: int = 2
     """Blocks a request holds per Mamba group: 2 in vLLM's ``align`` cache mode, which it turns on for
-    every Mamba / linear-attention model when prefix caching is on (the default), else 1."""
+    every Mamba / linear-attention model when prefix caching is on (the default), plus the prefill
+    checkpoint block vLLM 0.32's Mamba-2 mixer asks for (``num_prefill_checkpoint_blocks = 1``: 3 for
+    Nemotron-H, Granite 4.0-H, Falcon-H1); 1 without prefix caching."""
 
     def num_blocks(self, available_bytes: int) -> int:
         """Blocks vLLM allocates from ``available_bytes`` (``available // bytes_per_block``)."""
@@ -311,7 +313,8 @@ def kv_cache_layout(
     ``kernel_block_alignment`` the attention kernel's block alignment used to fit Mamba states (16 on GPUs;
     128 on CPU, where it is ``max(32, block_size)``). ``max_in_flight_tokens`` defaults to ``2 x
     max_num_batched_tokens`` (GPU async scheduling); the CPU backend schedules synchronously (``1 x``).
-    With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request.
+    With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request,
+    three for a Mamba-2 mixer (its prefill checkpoint block).
     ``mamba_ssm_cache_dtype``: the recurrent state's dtype when the engine overrides it (see
     :func:`state_bytes_per_sequence`)."""
     args = (
@@ -362,7 +365,10 @@ def _kv_cache_layout(
     inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
     if not buckets:
         return KVCacheLayout(block_size=block_size, bytes_per_block=0, groups=(), inflight_tokens=inflight)
-    state_blocks = 2 if enable_prefix_caching else 1
+    # vLLM's MambaSpec.max_memory_usage_bytes: 2 + the prefill checkpoint blocks in align mode (MambaMixer2
+    # asks for one; Mamba-1 and Gated DeltaNet for none), 1 otherwise.
+    checkpoint = 1 if arch.state is not None and arch.state.kind == "mamba2" else 0
+    state_blocks = 2 + checkpoint if enable_prefix_caching else 1
     counts = {key: sum(n for _, n in pages) for key, pages in buckets.items()}
     if len(buckets) == 1:
         ((kind, bound), pages) = next(iter(buckets.items()))

@@ -923,7 +923,8 @@ def _layouts(arch: Architecture, limits: Limits, max_gpus: int) -> Iterator[Layo
             for dp in range(1, max_gpus // tp + 1) if ep else (1,):
                 if limits.data_parallel_size not in (None, dp):
                     continue
-                for pp in range(1, min(max_gpus // (tp * dp), arch.num_layers) + 1) if dp == 1 else (1,):
+                deepest = min(max_gpus // (tp * dp), arch.num_decoder_layers)
+                for pp in range(1, deepest + 1) if dp == 1 else (1,):
                     gpus = tp * pp * dp
                     if pinned_pp not in (None, pp) or (pinned_pp is None and pp > 1 and gpus <= gpn):
                         continue  # a pipeline inside one node only when pinned
@@ -945,10 +946,10 @@ def _pin_error(arch: Architecture, limits: Limits) -> str | None:
     a TP that splits the heads): the rules of :func:`~capacity.layout.layout_error` that hold whatever the
     other degrees are."""
     pp, dp = limits.pipeline_parallel_size, limits.data_parallel_size
-    if pp is not None and pp > arch.num_layers:
+    if pp is not None and pp > arch.num_decoder_layers:
         return (
-            f"pipeline parallel size {pp} exceeds the {arch.num_layers} layers of {arch.name}; accepted: at "
-            f"most {arch.num_layers}"
+            f"pipeline parallel size {pp} exceeds the {arch.num_decoder_layers} layers of {arch.name}; "
+            f"accepted: at most {arch.num_decoder_layers}"
         )
     if limits.expert_parallel and not arch.is_moe:
         return f"expert parallelism needs a mixture-of-experts model; {arch.name} is dense (accepted: off)"

@@ -152,6 +152,7 @@ class StepModel:
         "a2a_bytes_per_token",
         "a2a_latency",
         "allreduce_latency",
+        "allreduces",
         "attention_layers",
         "attn_flops_per_ctx_token",
         "bf_flops",
@@ -264,8 +265,11 @@ class StepModel:
             per_head = 4 * arch.head_dim  # QK^T and AV
         self.attn_flops_per_ctx_token = per_head * heads_per_gpu
         self.tp = tp
-        # Two all-reduces per layer of the hidden state (after attention and after the MLP).
-        self.comm_bytes_per_token = 2 * arch.num_layers * arch.hidden_size * DTYPE_BYTES[arch.dtype]
+        # One all-reduce of the hidden state after each row-parallel output: a layer's mixer (attention,
+        # Mamba) and its MLP, two for a standard layer; one for Nemotron-H's single-purpose layers, three for
+        # Falcon-H1's (attention and Mamba side by side, then the MLP).
+        self.allreduces = sum((layer.mixer != "none") + (layer.ffn != "none") for layer in arch.layers)
+        self.comm_bytes_per_token = self.allreduces * arch.hidden_size * DTYPE_BYTES[arch.dtype]
         self.hbm = gpu.hbm_bytes_per_second
         fp8_weights = arch.weights.compute_format == "fp8" and gpu.supports_fp8
         self.bf_flops = gpu.fp8_flops_per_second if fp8_weights else gpu.bf16_flops_per_second
@@ -362,7 +366,7 @@ class StepModel:
                 / self.pp
                 / (self.interconnect * eff.interconnect)
             )
-            fixed += 2 * self.layers * self.allreduce_latency
+            fixed += self.allreduces * self.allreduce_latency
         if self.a2a_bytes_per_token:
             per_token += (
                 self.a2a_bytes_per_token * self.moe_layers / self.pp / (self.a2a_bandwidth * eff.interconnect)

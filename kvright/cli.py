@@ -329,7 +329,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "kv_cache_bytes_per_token": kv,
         "valid_tensor_parallel_sizes": valid_tp,
         "weight_bytes": cap.weight_bytes(arch),
-        "num_layers": arch.num_layers,
+        "num_layers": arch.num_decoder_layers,
         "num_attention_heads": arch.num_attention_heads,
         "num_kv_heads": arch.num_kv_heads,
         "head_dim": arch.head_dim,
@@ -363,8 +363,8 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         heads += f"; the last {shared} layers read earlier layers' caches (none of their own)"
     # A hybrid's attention heads are on its attention layers only (Nemotron-H: 8 of 88).
     attending = arch.num_attention_layers
-    layers = f"{arch.num_layers} layers"
-    if attending != arch.num_layers:
+    layers = f"{arch.num_decoder_layers} layers"
+    if attending != arch.num_decoder_layers:
         layers = f"{attending} of {layers}"
     rows = [
         ("model", f"{arch.name} ({arch.architecture or arch.model_type}, {arch.dtype})"),
@@ -384,7 +384,11 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "KV bytes/token",
             ", ".join(f"{k} {v:,} B" for k, v in kv.items()) + " (every attention layer, before its bound)",
         ),
-        ("layers", ", ".join(f"{n} {kind}" for kind, n in sorted(arch.mixer_counts.items()))),
+        (
+            "layers",
+            ", ".join(f"{n} {kind}" for kind, n in sorted(arch.mixer_counts.items()))
+            + (" (side by side: each layer has one of each)" if arch.layers_per_block > 1 else ""),
+        ),
         (
             "sliding window",
             f"{arch.sliding_window} tokens on {arch.num_sliding_window_layers} layers"

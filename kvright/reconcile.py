@@ -693,7 +693,7 @@ def _desire(facts: Facts) -> Desired:
         "architecture": {
             "source": facts.architecture_source,
             "name": arch.name,
-            "numLayers": arch.num_layers,
+            "numLayers": arch.num_decoder_layers,
             "numAttentionHeads": arch.num_attention_heads,
             "numKVHeads": arch.num_kv_heads,
             "weightBytes": weight_total,

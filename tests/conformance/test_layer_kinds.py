@@ -141,6 +141,41 @@ MODELS: dict[str, dict[str, Any]] = {
         "mamba_expand": 2,
         **_TOKENIZER_FIELDS,
     },
+    # Nemotron-H: Mamba-2, attention, Mamba-2, MLP (hybrid_override_pattern "M*M-").
+    "nemotron-h": {
+        "model_type": "nemotron_h",
+        "hybrid_override_pattern": "M*M-",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 32,
+        "ssm_state_size": 16,
+        "n_groups": 2,
+        "conv_kernel": 4,
+        "expand": 2,
+        **_TOKENIZER_FIELDS,
+    },
+    # Falcon-H1: attention and Mamba-2 side by side in each of 3 layers (3 attention caches, 3 states).
+    "falcon-h1": {
+        "model_type": "falcon_h1",
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "mamba_d_ssm": 256,
+        "mamba_n_heads": 8,
+        "mamba_d_head": 32,
+        "mamba_n_groups": 2,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        **_TOKENIZER_FIELDS,
+    },
     # 3 chunked local attention layers (chunk 128) and 1 full (NoPE) layer (no_rope_layer_interval 4),
     # top-1 MoE MLPs of 4 experts on every layer.
     "llama4": {
@@ -233,6 +268,10 @@ CASES = [
     ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=NO_PREFIX_CACHING),
     ServerSpec(shape="jamba", kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="jamba", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="falcon-h1", kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="nemotron-h", kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="nemotron-h", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=NO_PREFIX_CACHING),
+    ServerSpec(shape="falcon-h1", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
     # The small batch bounds the chunked reservation (chunk + in-flight tokens) below max_model_len, so
     # the chunk bound and a full allocation differ in blocks per request, not only in groups.
     ServerSpec(shape="llama4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),

@@ -97,6 +97,23 @@ def test_a_mamba_state_raises_the_attention_block_until_its_page_holds_it():
     assert plain.blocks_per_sequence(tokens) == -(-tokens // plain.block_size) + 3
 
 
+def test_a_mamba_2_mixer_keeps_a_prefill_checkpoint_block_beside_its_two_align_blocks():
+    """vLLM 0.32's MambaMixer2 asks for one prefill checkpoint block (num_prefill_checkpoint_blocks = 1), so
+    in align mode a request holds 3 blocks per Mamba-2 group where Mamba-1 and Gated DeltaNet hold 2; 1 each
+    without prefix caching (tests/conformance/test_layer_kinds.py holds Nemotron-H and Falcon-H1 engines
+    to it)."""
+    nemotron_h = c.catalog_architecture("nemotron-h-56b")
+    assert nemotron_h.state is not None and nemotron_h.state.kind == "mamba2"
+    layout = c.kv_cache_layout(nemotron_h)
+    assert layout.state_blocks == 3
+    assert c.kv_cache_layout(nemotron_h, enable_prefix_caching=False).state_blocks == 1
+    assert c.kv_cache_layout(c.architecture_from_config(_qwen3_next())).state_blocks == 2
+    mamba_groups = sum(g.count for g in layout.groups if g.kind == "mamba")
+    tokens = 4 * layout.block_size
+    attention = sum(g.count * layout.group_blocks(g, tokens) for g in layout.groups if g.kind == "full")
+    assert layout.blocks_per_sequence(tokens) == attention + 3 * mamba_groups
+
+
 def test_an_engine_that_keeps_the_recurrent_state_in_float32_needs_larger_blocks():
     """vLLM's --mamba-ssm-cache-dtype (set to float32 by vLLM 0.32's CPU platform on AVX-512 BF16 CPUs):
     the recurrent state doubles from bf16, the conv state stays in the model dtype."""

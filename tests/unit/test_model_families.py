@@ -461,3 +461,68 @@ def test_jamba_refuses_an_offset_past_its_period_and_names_tp_sizes_its_mamba_ca
         c.tensor_parallel_error(odd, 8) or ""
     )
     assert 8 not in c.valid_tensor_parallel_sizes(odd, 8) and 4 in c.valid_tensor_parallel_sizes(odd, 8)
+
+
+#: Falcon-H1-0.5B's config.json as Megatron-Bridge's tests quote it (tiiuae/Falcon-H1-0.5B), its μP
+#: multipliers left out (scalars, no weights), with the mamba_d_ssm its converter writes (heads x head dim).
+FALCON_H1_05B = {
+    "architectures": ["FalconH1ForCausalLM"],
+    "model_type": "falcon_h1",
+    "attention_bias": False,
+    "head_dim": 64,
+    "hidden_size": 1024,
+    "intermediate_size": 2048,
+    "mamba_conv_bias": True,
+    "mamba_d_conv": 4,
+    "mamba_d_head": 64,
+    "mamba_d_ssm": 1536,
+    "mamba_d_state": 128,
+    "mamba_expand": 2,
+    "mamba_n_groups": 1,
+    "mamba_n_heads": 24,
+    "mamba_proj_bias": False,
+    "mamba_rms_norm": False,
+    "max_position_embeddings": 16384,
+    "mlp_bias": False,
+    "num_attention_heads": 8,
+    "num_hidden_layers": 36,
+    "num_key_value_heads": 2,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 32784,
+}
+
+
+def test_falcon_h1_runs_attention_and_mamba_side_by_side_in_every_layer():
+    """vLLM's FalconH1ParallelHybrid: each layer an attention (KV cache) and a Mamba-2 mixer (state) on the
+    same input, then the MLP: two entries a layer, so 36 attention caches and 36 states; the pipeline cuts
+    whole layers; three all-reduces a layer at TP > 1."""
+    arch = c.architecture_from_config(FALCON_H1_05B)
+    assert (arch.num_decoder_layers, arch.num_layers, arch.layers_per_block) == (36, 72, 2)
+    assert dict(arch.mixer_counts) == {"full": 36, "mamba": 36}
+    assert [(layer.mixer, layer.ffn) for layer in arch.layers[:2]] == [("full", "none"), ("mamba", "dense")]
+    assert arch.parameters == pytest.approx(0.52e9, rel=0.01)  # "Falcon-H1-0.5B"
+    assert c.kv_cache_bytes_per_token(arch) == 36 * 2 * 2 * 64 * 2
+    conv, recurrent = (1536 + 2 * 128) * 3, 24 * 64 * 128
+    assert c.memory.state_bytes_per_sequence(arch, 1) == (conv + recurrent) * 2
+    stages = c.pipeline_stages(arch, 5)  # 36 layers over 5 stages: 7, 7, 7, 8, 7 (vLLM's get_pp_indices)
+    assert [stage.stop - stage.start for stage in stages] == [14, 14, 14, 16, 14]
+    assert [stage.arch.first_layer for stage in stages] == [0, 7, 14, 21, 29]
+    assert all(stage.arch.layers[0].mixer == "full" for stage in stages)  # a stage starts a whole layer
+    assert all(stage.arch.layers[-1].ffn == "dense" for stage in stages)  # and ends one
+    assert "exceeds the 36 layers" in (
+        c.layout_error(arch, c.Layout(pipeline_parallel_size=37, gpus_per_node=8)) or ""
+    )
+
+
+def test_falcon_h1_reads_its_mamba_switches_and_refuses_heads_that_do_not_fill_its_width():
+    arch = c.architecture_from_config(FALCON_H1_05B)
+    normed = c.architecture_from_config(FALCON_H1_05B | {"mamba_rms_norm": True, "mamba_proj_bias": True})
+    in_width = 2 * 1536 + 2 * 128 + 24
+    assert normed.parameters - arch.parameters == 36 * (1536 + in_width + 1024)
+    biased = c.architecture_from_config(FALCON_H1_05B | {"attention_bias": True, "mlp_bias": True})
+    assert biased.parameters == arch.parameters  # vLLM builds attention and MLP without biases
+    # transformers' FalconH1Config refuses a Mamba width its heads do not fill (1024 by default, here).
+    without = {k: v for k, v in FALCON_H1_05B.items() if k != "mamba_d_ssm"}
+    with pytest.raises(c.ConfigError, match="'mamba_d_head': is 64; expected mamba_d_ssm / mamba_n_heads"):
+        c.architecture_from_config(without)
