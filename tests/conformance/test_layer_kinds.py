@@ -32,6 +32,11 @@ many times larger (256 tokens here), which the "kv cache group sizes" line shows
 shaped like the 26B/31B (K = V global layers with fewer KV heads), one like the E2B/E4B (per-layer inputs,
 the last layers over earlier layers' caches, which get none of their own).
 
+Three carry Mamba states: Jamba (`JambaForCausalLM`, Mamba-1 layers, an attention layer every 4th), Nemotron-H
+(Mamba-2 layers of their own) and Falcon-H1 (attention and Mamba-2 side by side in every layer). vLLM
+0.32's Mamba-2 mixer asks for a prefill checkpoint block, so with prefix caching a request holds three
+blocks per Mamba-2 group, two per Mamba-1 or Gated DeltaNet group.
+
 One more is written as its publisher writes config.json, without the `layer_types` transformers saves:
 Command R7B / A (`Cohere2ForCausalLM`, every 4th layer global by `sliding_window_pattern`). Which layers
 slide is then derived by the config class vLLM loads, and capacity must derive the same; vLLM's layers
@@ -266,12 +271,12 @@ CASES = [
     ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="qwen3-next", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="qwen3-next", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=NO_PREFIX_CACHING),
+    # Mamba-1 (2 state blocks a request with prefix caching); Mamba-2 beside attention in every layer, its
+    # state split over TP 2; Mamba-2 on layers of its own (both Mamba-2 hold 3: the prefill checkpoint).
+    # Each engine costs about 25 s of the suite; qwen3-next above covers TP 2 and no prefix caching.
     ServerSpec(shape="jamba", kv_cache_memory_bytes=BIG_KV_BYTES),
-    ServerSpec(shape="jamba", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
-    ServerSpec(shape="falcon-h1", kv_cache_memory_bytes=BIG_KV_BYTES),
-    ServerSpec(shape="nemotron-h", kv_cache_memory_bytes=BIG_KV_BYTES),
-    ServerSpec(shape="nemotron-h", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=NO_PREFIX_CACHING),
     ServerSpec(shape="falcon-h1", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
+    ServerSpec(shape="nemotron-h", kv_cache_memory_bytes=BIG_KV_BYTES),
     # The small batch bounds the chunked reservation (chunk + in-flight tokens) below max_model_len, so
     # the chunk bound and a full allocation differ in blocks per request, not only in groups.
     ServerSpec(shape="llama4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
