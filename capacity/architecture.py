@@ -136,6 +136,9 @@ FAMILIES: dict[str, str] = {
     "GraniteMoeHybridForCausalLM": "hybrid",
     "JambaForCausalLM": "hybrid",  # Mamba-1 layers, attention every attn_layer_period, MoE every other
     "FalconH1ForCausalLM": "hybrid",  # attention and Mamba-2 side by side in every layer
+    "MambaForCausalLM": "hybrid",  # no attention at all: Mamba-1 layers (vLLM's mamba.py)
+    "FalconMambaForCausalLM": "hybrid",
+    "Mamba2ForCausalLM": "hybrid",  # Mamba-2 layers (Codestral Mamba)
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
     "Gemma4ForConditionalGeneration": "gemma4",
@@ -198,6 +201,9 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen3_next": "hybrid",
     "jamba": "hybrid",
     "falcon_h1": "hybrid",
+    "mamba": "hybrid",
+    "falcon_mamba": "hybrid",
+    "mamba2": "hybrid",
     "qwen3_5": "hybrid",
     "qwen3_5_text": "hybrid",
     "qwen3_5_moe": "hybrid",
@@ -299,6 +305,32 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_conv_bias": True,
         "mamba_proj_bias": False,
         "mamba_rms_norm": False,
+        "tie_word_embeddings": False,
+    },
+    # MambaConfig / FalconMambaConfig / Mamba2Config: conv bias, no projection biases, time_step_rank "auto"
+    # (ceil(hidden / 16)), the inner width expand x hidden; Mamba-1 tied embeddings, Mamba-2 in 128 heads of
+    # 64 over 8 groups, state 128, untied.
+    **{
+        model_type: {
+            "state_size": 16,
+            "conv_kernel": 4,
+            "expand": 2,
+            "time_step_rank": "auto",
+            "use_bias": False,
+            "use_conv_bias": True,
+            "tie_word_embeddings": True,
+        }
+        for model_type in ("mamba", "falcon_mamba")
+    },
+    "mamba2": {
+        "num_heads": 128,
+        "head_dim": 64,
+        "n_groups": 8,
+        "state_size": 128,
+        "conv_kernel": 4,
+        "expand": 2,
+        "use_bias": False,
+        "use_conv_bias": True,
         "tie_word_embeddings": False,
     },
     # JambaConfig (Jamba 1.5 Mini's shape): attention every 8th layer from the 5th, MoE every other from the
@@ -419,6 +451,8 @@ class StateSpec:
     """``in_proj`` and ``out_proj`` biases (Mamba-1 and Mamba-2; weights only)."""
     gated_norm: bool = True
     """Mamba-2's gated RMSNorm over the inner width before ``out_proj`` (Falcon-H1: ``mamba_rms_norm``)."""
+    time_step_norms: bool = False
+    """Mamba-1 RMSNorms with weights on dt, B and C (Jamba's; FalconMamba's have none, nor has Mamba)."""
 
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
@@ -474,6 +508,10 @@ class Architecture:
     """How the checkpoint stores its weights (``quantization_config`` / ``hf_quant_config.json``)."""
     layers: tuple[Layer, ...]
     """Every decoder layer in order (``len(layers) == num_layers``)."""
+    attention_free: bool = False
+    """vLLM's class has no attention at all (``IsAttentionFree``: Mamba, FalconMamba, Mamba-2): vLLM turns
+    prefix caching off for it by default ("still experimental"), so a request holds one state block, which
+    is ``max_model_len`` tokens long."""
     layers_per_block: int = 1
     """Entries of ``layers`` that make one decoder layer of the checkpoint: 2 where a layer runs attention
     and a Mamba mixer side by side (Falcon-H1: an attention entry, then a Mamba entry with the MLP), 1
@@ -946,12 +984,13 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     shares: tuple[float, ...]
     if s.kind == "mamba1":
         # vLLM's MambaMixer: in_proj (x and gate), x_proj (dt, B, C) and out_proj split across ranks by the
-        # inner width, as are dt_proj (with its bias), A, D and the conv; the dt/B/C RMSNorms are whole.
+        # inner width, as are dt_proj (with its bias), A, D and the conv; the dt/B/C RMSNorms are whole, and
+        # so is out_proj's bias (added once, after the all-reduce).
         rank, state = s.time_step_rank, s.state_dim
         shares = (h * 2 * inner, inner * (rank + 2 * state), rank * inner, inner * h)
         small = inner * s.conv_kernel + inner * state + 2 * inner  # conv weight, A, D, dt_proj bias
         small += (inner if s.conv_bias else 0) + (2 * inner if s.projection_bias else 0)
-        whole = rank + 2 * state + (h if s.projection_bias else 0)  # the norms; out_proj's bias, added once
+        whole = (rank + 2 * state if s.time_step_norms else 0) + (h if s.projection_bias else 0)
         return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
     if s.kind == "mamba2":
         in_width = 2 * inner + s.groups * s.group_channels + s.heads
@@ -1622,6 +1661,8 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         return _read_jamba(cfg, a)
     if model_type == "falcon_h1":
         return _read_falcon_h1(cfg, a)
+    if model_type in _STATE_ONLY:
+        return _read_mamba(cfg, model_type, a)
     # Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every full_attention_interval.
     types = _layer_types(cfg, layers)
     if types is None:
@@ -1700,10 +1741,66 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
         time_step_rank=-(-h // 16) if rank == "auto" else _int(cfg, ("mamba_dt_rank",)),
         conv_bias=_bool(cfg, "mamba_conv_bias", True),
         projection_bias=_bool(cfg, "mamba_proj_bias", False),
+        time_step_norms=True,
     )
     width = _int(cfg, _INTERMEDIATE)
     ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
     return _Read(mixers, ffn, [0 if r else width for r in routed], [0] * layers, extra)
+
+
+#: Models of state layers alone (vLLM's mamba.py and mamba2.py): no attention, no MLP.
+_STATE_ONLY = frozenset({"mamba", "falcon_mamba", "mamba2"})
+
+
+def _read_mamba(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _Read:
+    """Mamba, FalconMamba (Mamba-1) and Mamba-2 (Codestral Mamba): every layer an RMSNorm and a mixer over
+    ``expand x hidden`` channels, or the ``intermediate_size`` a Mamba-1 file states (MambaConfig computes
+    it from ``expand``, then transformers 5 sets the file's key over it). vLLM sizes Mamba-2's state by
+    ``expand x hidden`` and its mixer by a stated width, so a Mamba-2 file whose two differ is refused.
+    Mamba-1's dt/B/C norms are FalconMamba's, without weights; Mamba-2's mixer has its gated norm."""
+    layers, h = a["num_layers"], a["hidden_size"]
+    inner = _int(cfg, ("expand",)) * h
+    stated = cfg.get("intermediate_size")
+    if model_type != "mamba2":
+        inner = _opt_int(cfg, ("intermediate_size",)) or inner
+    elif stated is not None and stated != inner:
+        raise ConfigError("intermediate_size", f"is {stated!r:.20}; expected expand x hidden_size ({inner})")
+    kernel, state = _int(cfg, ("conv_kernel",)), _int(cfg, ("state_size",))
+    conv_bias, projection_bias = _bool(cfg, "use_conv_bias", True), _bool(cfg, "use_bias", False)
+    if model_type == "mamba2":
+        heads, groups = _int(cfg, ("num_heads",)), _int(cfg, ("n_groups",))
+        head_dim = _int(cfg, ("head_dim",))
+        if heads * head_dim != inner:
+            raise ConfigError(
+                "head_dim", f"is {head_dim}; expected the inner width / num_heads ({inner} / {heads})"
+            )
+        spec = StateSpec(
+            kind="mamba2",
+            conv_kernel=kernel,
+            conv_channels=inner,
+            groups=groups,
+            group_channels=2 * state,
+            heads=heads,
+            head_dim=head_dim,
+            state_dim=state,
+            conv_bias=conv_bias,
+            projection_bias=projection_bias,
+        )
+    else:
+        rank = cfg.get("time_step_rank")
+        spec = StateSpec(
+            kind="mamba1",
+            conv_kernel=kernel,
+            conv_channels=inner,
+            heads=inner,
+            head_dim=1,
+            state_dim=state,
+            time_step_rank=-(-h // 16) if rank == "auto" else _int(cfg, ("time_step_rank",)),
+            conv_bias=conv_bias,
+            projection_bias=projection_bias,
+        )
+    extra: dict[str, Any] = {"state": spec, "norms_per_layer": 1, "attention_free": True}
+    return _Read(["mamba"] * layers, ["none"] * layers, [0] * layers, [0] * layers, extra)
 
 
 def _read_falcon_h1(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
@@ -2196,9 +2293,11 @@ def architecture_from_config(
         layers, state_only = len(pattern), "*" not in pattern
     else:
         layers = _int(cfg, _LAYERS)
-        state_only = False
-    heads = _int(cfg, _HEADS, default=1 if state_only else None)
-    kv_heads = _int(cfg, _KV_HEADS, default=heads)
+        state_only = family == "hybrid" and model_type in _STATE_ONLY
+    # A model without attention has no attention heads (Mamba-2's num_heads are its mixer's).
+    no_heads = 1 if state_only else None
+    heads = 1 if model_type in _STATE_ONLY else _int(cfg, _HEADS, default=no_heads)
+    kv_heads = 1 if model_type in _STATE_ONLY else _int(cfg, _KV_HEADS, default=heads)
     if model_type == "falcon" and not _bool(cfg, "new_decoder_architecture", False):
         # Before the new decoder architecture (which reads num_kv_heads), vLLM's falcon.py caches one KV head
         # with multi_query (FalconConfig's default) and one per query head without it.

@@ -349,6 +349,11 @@ def _kv_cache_layout(
 ) -> KVCacheLayout:
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
+    if arch.attention_free:
+        # vLLM's default for an attention-free class: no prefix caching, so Mamba cache mode "none" and
+        # mamba_block_size = max_model_len (MambaModelConfig), one block a request.
+        enable_prefix_caching = False
+        block_size = max_model_len or block_size
     # (kind, bound) -> [(page bytes per token, or per state), layers with that page]
     buckets: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
     for (mixer, kv_heads, head_dim, shared), layers in arch.layer_census.items():

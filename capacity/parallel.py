@@ -49,7 +49,7 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         return f"tensor parallel size {tp!r} is not a positive integer"
     heads = arch.num_attention_heads
-    if heads % tp:
+    if arch.num_attention_layers and heads % tp:
         reason = f"does not divide the {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
@@ -153,10 +153,12 @@ def valid_tensor_parallel_sizes(
     parallelism unless ``expert_parallel``)."""
     if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
         raise CapacityError(f"maximum tensor parallel size {max_tp!r} is not valid; expected an integer >= 1")
-    # A valid TP divides the attention heads, so nothing above the head count needs checking.
+    # A valid TP divides the attention heads, so nothing above the head count needs checking (a model
+    # without attention: its state's channels).
+    top = arch.num_attention_heads if arch.num_attention_layers or arch.state is None else arch.state.heads
     return [
         tp
-        for tp in range(1, min(max_tp, arch.num_attention_heads) + 1)
+        for tp in range(1, min(max_tp, top) + 1)
         if _accepted(arch, tp) and fp8_block_error(arch, tp, expert_parallel=expert_parallel) is None
     ]
 
@@ -167,7 +169,7 @@ def _splits_kv_heads(kv_heads: int, tp: int) -> bool:
 
 def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     """Some attention layer's KV heads would split into fractions (MLA's latent never does)."""
-    if arch.attention == "MLA":
+    if arch.attention == "MLA" or not arch.num_attention_layers:
         return False
     heads = {kv_heads for _, kv_heads, _, _ in arch.layer_census} - {0} or {arch.num_kv_heads}
     return any(_splits_kv_heads(h, tp) for h in heads)
@@ -189,7 +191,7 @@ def _split_mlp_width(arch: Architecture, tp: int) -> tuple[str, int] | None:
 def _accepted(arch: Architecture, tp: int) -> bool:
     state = arch.state
     return (
-        arch.num_attention_heads % tp == 0
+        (not arch.num_attention_layers or arch.num_attention_heads % tp == 0)
         and not _splits_kv_heads_of(arch, tp)
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0

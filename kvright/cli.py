@@ -378,7 +378,9 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB"),
         (
             "attention",
-            f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {layers}",
+            f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {layers}"
+            if attending
+            else "none: no layer attends, each keeps a constant state per sequence",
         ),
         (
             "KV bytes/token",

@@ -366,11 +366,11 @@ def test_truncated_config_file(capsys, tmp_path):
 
 
 def test_unknown_architecture_in_config(capsys, tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba", "hidden_size": 64}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "rwkv", "hidden_size": 64}))
     code, _, err = run(capsys, "inspect", str(tmp_path / "config.json"))
     # an unknown architecture is read as a standard decoder, and refused naming the standard facts it lacks
     assert code == 2 and err.count("\n") == 1
-    assert "model_type 'mamba' is not one kvright knows" in err
+    assert "model_type 'rwkv' is not one kvright knows" in err
     assert "has no num_hidden_layers or num_attention_heads or intermediate_size to read it as" in err
 
 

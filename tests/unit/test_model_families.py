@@ -526,3 +526,68 @@ def test_falcon_h1_reads_its_mamba_switches_and_refuses_heads_that_do_not_fill_i
     without = {k: v for k, v in FALCON_H1_05B.items() if k != "mamba_d_ssm"}
     with pytest.raises(c.ConfigError, match="'mamba_d_head': is 64; expected mamba_d_ssm / mamba_n_heads"):
         c.architecture_from_config(without)
+
+
+#: Mamba-Codestral-7B's shape (Mamba2Config names): 64 Mamba-2 layers, no attention, no MLP.
+CODESTRAL_MAMBA = {
+    "architectures": ["Mamba2ForCausalLM"],
+    "model_type": "mamba2",
+    "hidden_size": 4096,
+    "num_hidden_layers": 64,
+    "num_heads": 128,
+    "head_dim": 64,
+    "n_groups": 8,
+    "state_size": 128,
+    "expand": 2,
+    "conv_kernel": 4,
+    "vocab_size": 32768,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_a_model_of_mamba_layers_alone_has_no_kv_per_token_and_one_state_block_a_request():
+    """vLLM's Mamba2ForCausalLM is attention-free: its num_heads are the mixer's, TP splits those; vLLM
+    turns prefix caching off for attention-free classes by default, so each request holds one block of
+    max_model_len tokens (tests/conformance/test_layer_kinds.py reads it from an engine)."""
+    arch = c.architecture_from_config(CODESTRAL_MAMBA)
+    assert arch.parameters == pytest.approx(7.29e9, rel=0.01)  # Mamba-Codestral-7B-v0.1
+    assert arch.attention_free and arch.num_attention_layers == 0
+    assert c.kv_cache_bytes_per_token(arch) == 0
+    assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4, 8]
+    layout = c.kv_cache_layout(arch, max_model_len=4096)
+    assert (layout.block_size, layout.state_blocks, layout.blocks_per_sequence(4096)) == (4096, 1, 1)
+    state = ((8192 + 2 * 8 * 128) * 3 + 128 * 64 * 128) * 2  # conv (inner + 2 groups x state) and SSM
+    assert c.memory.state_bytes_per_sequence(arch, 1) == state
+
+
+def test_mamba_1_and_falcon_mamba_read_their_own_names():
+    """MambaConfig / FalconMambaConfig: Mamba-1 over the intermediate_size a file states (else expand x
+    hidden), time_step_rank "auto" = ceil(hidden / 16); Mamba ties its embeddings by default; FalconMamba's
+    dt/B/C norms have no weights."""
+    falcon_mamba_7b = {
+        "architectures": ["FalconMambaForCausalLM"],
+        "model_type": "falcon_mamba",
+        "hidden_size": 4096,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 64,
+        "state_size": 16,
+        "conv_kernel": 4,
+        "expand": 16,
+        "time_step_rank": 256,
+        "use_bias": False,
+        "use_conv_bias": True,
+        "tie_word_embeddings": False,
+        "vocab_size": 65024,
+        "torch_dtype": "bfloat16",
+    }
+    arch = c.architecture_from_config(falcon_mamba_7b)
+    assert arch.parameters == pytest.approx(7.27e9, rel=0.01)  # falcon-mamba-7b
+    assert arch.state is not None and (arch.state.kind, arch.state.conv_channels) == ("mamba1", 8192)
+    auto = c.architecture_from_config(falcon_mamba_7b | {"time_step_rank": "auto"})
+    assert auto.state is not None and auto.state.time_step_rank == 256
+    mamba = c.architecture_from_config(
+        {k: v for k, v in falcon_mamba_7b.items() if k not in ("tie_word_embeddings", "intermediate_size")}
+        | {"architectures": ["MambaForCausalLM"], "model_type": "mamba", "expand": 2}
+    )
+    assert mamba.tie_word_embeddings and mamba.state is not None and mamba.state.conv_channels == 8192
