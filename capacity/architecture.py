@@ -139,6 +139,7 @@ FAMILIES: dict[str, str] = {
     "MambaForCausalLM": "hybrid",  # no attention at all: Mamba-1 layers (vLLM's mamba.py)
     "FalconMambaForCausalLM": "hybrid",
     "Mamba2ForCausalLM": "hybrid",  # Mamba-2 layers (Codestral Mamba)
+    "DbrxForCausalLM": "moe",  # its facts in attn_config and ffn_config (_dbrx_fields)
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
     "Gemma4ForConditionalGeneration": "gemma4",
@@ -175,6 +176,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "smollm3": "dense",
     "starcoder2": "dense",
     "mixtral": "moe",
+    "dbrx": "moe",
     "qwen2_moe": "moe",
     "qwen3_moe": "moe",
     "qwen3_vl_moe": "moe",
@@ -1106,7 +1108,42 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
             merged["model_type"] = "gemma3_text"  # Gemma3Config's default text config
         merged.setdefault("model_type", config.get("model_type"))
         return _with_defaults(merged)
+    named = config.get("architectures")
+    if config.get("model_type") == "dbrx" or (isinstance(named, list) and "DbrxForCausalLM" in named):
+        return _dbrx_fields(_with_defaults(config))
     return _with_defaults(config)
+
+
+def _dbrx_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """DBRX keeps its facts under names and objects of its own (DbrxConfig; vLLM's dbrx.py reads them
+    there): the standard names for them, over the file. KV heads and the expert MLP (``ffn_hidden_size``
+    wide, every layer routed) come from ``attn_config`` and ``ffn_config``."""
+    merged = dict(cfg)
+    for key in ("attn_config", "ffn_config"):
+        inner = cfg.get(key)
+        if inner is not None and not isinstance(inner, Mapping):
+            raise ConfigError(key, f"is {inner!r:.40}; expected an object")
+    attn = {**_DBRX_ATTN, **(cfg.get("attn_config") or {})}
+    ffn = {**_DBRX_FFN, **(cfg.get("ffn_config") or {})}
+    for standard, (source, key) in _DBRX_NAMES.items():
+        value = {"top": cfg, "attn": attn, "ffn": ffn}[source].get(key)
+        if value is not None:
+            merged[standard] = value
+    return merged
+
+
+#: DbrxConfig's defaults for its nested objects, and where each standard fact is in a DBRX file.
+_DBRX_ATTN = {"kv_n_heads": 1}
+_DBRX_FFN = {"ffn_hidden_size": 3584, "moe_num_experts": 4, "moe_top_k": 1}
+_DBRX_NAMES = {
+    "hidden_size": ("top", "d_model"),
+    "num_hidden_layers": ("top", "n_layers"),
+    "num_attention_heads": ("top", "n_heads"),
+    "num_key_value_heads": ("attn", "kv_n_heads"),
+    "intermediate_size": ("ffn", "ffn_hidden_size"),
+    "num_local_experts": ("ffn", "moe_num_experts"),
+    "num_experts_per_tok": ("ffn", "moe_top_k"),
+}
 
 
 @dataclass(frozen=True)
@@ -2177,6 +2214,8 @@ _MODELING: dict[str, _Modeling] = {
     # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all.
     **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1)),
     "gemma": _Modeling(qkv_bias=False),
+    # vLLM's dbrx.py: fused Wqkv without bias; its LayerNorms' biases removed (weights only).
+    "dbrx": _Modeling(qkv_bias=False),
     # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
     # _read_falcon_h1).
     "falcon_h1": _Modeling(qkv_bias=False, norms_per_layer=1),

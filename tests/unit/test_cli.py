@@ -67,8 +67,8 @@ def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(ca
     """The refusal names the command, not 69 class names on one line; that command lists every one of them
     by family, and each listed class is read (a standard config of it plans without the unknown warning)."""
     config = tmp_path / "config.json"
-    dbrx = {"architectures": ["DbrxForCausalLM"], "ffn_config": {"moe_num_experts": 16}}
-    config.write_text(json.dumps(dbrx))
+    nested = {"architectures": ["NestedForCausalLM"], "ffn_config": {"moe_num_experts": 16}}
+    config.write_text(json.dumps(nested))
     code, out, err = run(capsys, "inspect", str(config))
     assert (code, out) == (2, "")
     assert err.rstrip().endswith(

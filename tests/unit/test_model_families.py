@@ -591,3 +591,32 @@ def test_mamba_1_and_falcon_mamba_read_their_own_names():
         | {"architectures": ["MambaForCausalLM"], "model_type": "mamba", "expand": 2}
     )
     assert mamba.tie_word_embeddings and mamba.state is not None and mamba.state.conv_channels == 8192
+
+
+def test_dbrx_reads_its_heads_and_experts_from_its_own_objects():
+    """DBRX (databricks/dbrx-instruct's config.json): d_model, n_heads, n_layers at the top, KV heads in
+    attn_config, the 16 experts of 10752 (top 4) in ffn_config; vLLM's dbrx.py removes every LayerNorm bias.
+    Databricks: "132B total parameters of which 36B parameters are active"."""
+    dbrx = {
+        "architectures": ["DbrxForCausalLM"],
+        "model_type": "dbrx",
+        "d_model": 6144,
+        "n_heads": 48,
+        "n_layers": 40,
+        "max_seq_len": 32768,
+        "vocab_size": 100352,
+        "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000},
+        "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    arch = c.architecture_from_config(dbrx)
+    assert arch.parameters == pytest.approx(132e9, rel=0.01)
+    assert arch.active_parameters == pytest.approx(36e9, rel=0.02)
+    assert (arch.num_kv_heads, arch.num_experts, arch.num_experts_per_token) == (8, 16, 4)
+    assert arch.max_position_embeddings == 32768 and not arch.warnings
+    # DbrxConfig's defaults where an object leaves a field out: one KV head, 4 experts, top 1.
+    bare = c.architecture_from_config(dbrx | {"attn_config": {}, "ffn_config": {}})
+    assert (bare.num_kv_heads, bare.num_experts, bare.num_experts_per_token) == (1, 4, 1)
+    with pytest.raises(c.ConfigError, match="'ffn_config': is 'x'; expected an object"):
+        c.architecture_from_config(dbrx | {"ffn_config": "x"})
