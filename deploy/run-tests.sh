@@ -9,8 +9,8 @@
 # suite, one pytest session after the other (each cluster session starts and stops its own control plane),
 # and their output is held back until the conformance suite is done, so the two never interleave. The
 # conformance suite is the longer, so the side lane also takes its modules that start no engine (PROBES:
-# vLLM resolves configs and builds model classes in one process each, judging no time; about 2.5 minutes
-# and 434 of its tests), and the lanes end closer together. Then the real-engine scenario runs with the
+# vLLM resolves configs and builds model classes in one process each, judging no time; about 4 minutes
+# and 452 of its tests), and the lanes end closer together. Then the real-engine scenario runs with the
 # machine to itself: it measures a real engine's latency, and a busy machine would be its noise.
 #
 # Exit status: the first failing suite's (pytest's 5, "no tests collected", is a failure like any other).
