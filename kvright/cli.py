@@ -421,9 +421,9 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     )
     total = per_seq * args.batch
     weights = cap.weight_bytes(arch)
-    replication = cap.kv_cache_bytes_per_token(arch, tensor_parallel_size=tp) // cap.kv_cache_bytes_per_token(
-        arch
-    )
+    # How many times each KV head is held over the TP group (1 where nothing grows per token: no attention).
+    one_copy = cap.kv_cache_bytes_per_token(arch)
+    replication = cap.kv_cache_bytes_per_token(arch, tensor_parallel_size=tp) // one_copy if one_copy else 1
     layout = cap.kv_cache_layout(
         arch,
         tensor_parallel_size=tp,

@@ -89,6 +89,32 @@ def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(ca
         )
 
 
+def test_kv_of_a_model_without_attention_is_its_states_alone(capsys, tmp_path):
+    """A Mamba-2 model (no attention layer): nothing grows per token, no KV head is replicated over TP,
+    and each sequence holds its layers' states (this divided by zero once)."""
+    config = tmp_path / "config.json"
+    mamba2 = {
+        "architectures": ["Mamba2ForCausalLM"],
+        "model_type": "mamba2",
+        "hidden_size": 1024,
+        "num_hidden_layers": 8,
+        "num_heads": 32,
+        "head_dim": 64,
+        "n_groups": 2,
+        "state_size": 64,
+        "expand": 2,
+        "vocab_size": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    config.write_text(json.dumps(mamba2))
+    args = ("--context", "2048", "--batch", "4", "--tensor-parallel-size", "2")
+    data = run_json(capsys, "kv", str(config), *args)
+    assert (data["growth_bytes_per_token"], data["replication"]) == (0, 1)
+    assert [k["kind"] for k in data["by_layer_kind"]] == ["mamba"]
+    state = ((2048 + 2 * 2 * 64) // 2 * 3 + 32 // 2 * 64 * 64) * 2 * 8  # per rank, 8 layers
+    assert data["kv_cache_bytes_per_sequence"] == 2 * state
+
+
 def test_commands_named_in_the_crd_exist(capsys):
     """Every `kvright COMMAND` a CRD field description names is a command the CLI has."""
     named = set(re.findall(r"`kvright ([a-z-]+)", crdgen.render()))
