@@ -1634,12 +1634,32 @@ def _nemotron_h_pattern(cfg: Mapping[str, Any]) -> str:
 #: Mamba-2 field names: (heads, head dim, state size, groups, conv kernel).
 _NEMOTRON_H_MAMBA = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel")
 _GRANITE_MAMBA = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv")
+_FALCON_H1_MAMBA = _GRANITE_MAMBA  # FalconH1Config's names are Granite's
+_MAMBA2 = ("num_heads", "head_dim", "state_size", "n_groups", "conv_kernel")
+#: Mamba-1 field names: (state size, conv kernel, dt rank, conv bias, projection bias).
+_JAMBA_MAMBA = ("mamba_d_state", "mamba_d_conv", "mamba_dt_rank", "mamba_conv_bias", "mamba_proj_bias")
+_MAMBA1 = ("state_size", "conv_kernel", "time_step_rank", "use_conv_bias", "use_bias")
 
 
-def _mamba2(cfg: Mapping[str, Any], names: tuple[str, ...], ssm_dtype: str | None = None) -> StateSpec:
+def _mamba2(
+    cfg: Mapping[str, Any],
+    names: tuple[str, ...],
+    *,
+    inner: int | None = None,
+    ssm_dtype: str | None = None,
+    biases: tuple[str, str] | None = None,
+    gated_norm: bool = True,
+) -> StateSpec:
     """A Mamba-2 layer's state (vLLM ``mamba2_state_shape``): conv over the inner width plus two state-sized
-    channels per group; the recurrent state per head (NemotronH keeps it in fp32 unless the config says)."""
+    channels per group; the recurrent state per head (NemotronH keeps it in fp32 unless the config says).
+    ``inner``: the width the family states apart from its heads, which they must fill; ``biases``: the keys
+    of the conv and projection biases where the family has them (else conv bias only)."""
     heads, head_dim, state, groups, kernel = (_int(cfg, (name,)) for name in names)
+    if inner is not None and heads * head_dim != inner:
+        raise ConfigError(
+            names[1], f"is {head_dim}; expected the {inner} inner channels / {names[0]} ({heads})"
+        )
+    conv_key, projection_key = biases or ("", "")
     return StateSpec(
         kind="mamba2",
         conv_kernel=kernel,
@@ -1650,6 +1670,30 @@ def _mamba2(cfg: Mapping[str, Any], names: tuple[str, ...], ssm_dtype: str | Non
         head_dim=head_dim,
         state_dim=state,
         ssm_dtype=ssm_dtype,
+        conv_bias=_bool(cfg, conv_key, True) if conv_key else True,
+        projection_bias=_bool(cfg, projection_key, False) if projection_key else False,
+        gated_norm=gated_norm,
+    )
+
+
+def _mamba1(
+    cfg: Mapping[str, Any], names: tuple[str, ...], *, hidden: int, inner: int, time_step_norms: bool
+) -> StateSpec:
+    """A Mamba-1 layer's state (vLLM ``mamba1_state_shape``): conv and SSM state over the inner width, one
+    "head" a channel; ``dt_rank`` "auto" is ceil(hidden / 16), as the config classes resolve it."""
+    state, kernel, rank_key, conv_key, projection_key = names
+    rank = cfg.get(rank_key)
+    return StateSpec(
+        kind="mamba1",
+        conv_kernel=_int(cfg, (kernel,)),
+        conv_channels=inner,
+        heads=inner,
+        head_dim=1,
+        state_dim=_int(cfg, (state,)),
+        time_step_rank=-(-hidden // 16) if rank == "auto" else _int(cfg, (rank_key,)),
+        conv_bias=_bool(cfg, conv_key, True),
+        projection_bias=_bool(cfg, projection_key, False),
+        time_step_norms=time_step_norms,
     )
 
 
@@ -1767,19 +1811,7 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     else:  # one expert: vLLM builds the plain MLP in every layer
         routed = [False] * layers
     inner = _int(cfg, ("mamba_expand",)) * h
-    rank = cfg.get("mamba_dt_rank")
-    extra["state"] = StateSpec(
-        kind="mamba1",
-        conv_kernel=_int(cfg, ("mamba_d_conv",)),
-        conv_channels=inner,
-        heads=inner,
-        head_dim=1,
-        state_dim=_int(cfg, ("mamba_d_state",)),
-        time_step_rank=-(-h // 16) if rank == "auto" else _int(cfg, ("mamba_dt_rank",)),
-        conv_bias=_bool(cfg, "mamba_conv_bias", True),
-        projection_bias=_bool(cfg, "mamba_proj_bias", False),
-        time_step_norms=True,
-    )
+    extra["state"] = _mamba1(cfg, _JAMBA_MAMBA, hidden=h, inner=inner, time_step_norms=True)
     width = _int(cfg, _INTERMEDIATE)
     ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
     return _Read(mixers, ffn, [0 if r else width for r in routed], [0] * layers, extra)
@@ -1802,40 +1834,10 @@ def _read_mamba(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _
         inner = _opt_int(cfg, ("intermediate_size",)) or inner
     elif stated is not None and stated != inner:
         raise ConfigError("intermediate_size", f"is {stated!r:.20}; expected expand x hidden_size ({inner})")
-    kernel, state = _int(cfg, ("conv_kernel",)), _int(cfg, ("state_size",))
-    conv_bias, projection_bias = _bool(cfg, "use_conv_bias", True), _bool(cfg, "use_bias", False)
     if model_type == "mamba2":
-        heads, groups = _int(cfg, ("num_heads",)), _int(cfg, ("n_groups",))
-        head_dim = _int(cfg, ("head_dim",))
-        if heads * head_dim != inner:
-            raise ConfigError(
-                "head_dim", f"is {head_dim}; expected the inner width / num_heads ({inner} / {heads})"
-            )
-        spec = StateSpec(
-            kind="mamba2",
-            conv_kernel=kernel,
-            conv_channels=inner,
-            groups=groups,
-            group_channels=2 * state,
-            heads=heads,
-            head_dim=head_dim,
-            state_dim=state,
-            conv_bias=conv_bias,
-            projection_bias=projection_bias,
-        )
+        spec = _mamba2(cfg, _MAMBA2, inner=inner, biases=("use_conv_bias", "use_bias"))
     else:
-        rank = cfg.get("time_step_rank")
-        spec = StateSpec(
-            kind="mamba1",
-            conv_kernel=kernel,
-            conv_channels=inner,
-            heads=inner,
-            head_dim=1,
-            state_dim=state,
-            time_step_rank=-(-h // 16) if rank == "auto" else _int(cfg, ("time_step_rank",)),
-            conv_bias=conv_bias,
-            projection_bias=projection_bias,
-        )
+        spec = _mamba1(cfg, _MAMBA1, hidden=h, inner=inner, time_step_norms=False)
     extra: dict[str, Any] = {"state": spec, "norms_per_layer": 1, "attention_free": True}
     return _Read(["mamba"] * layers, ["none"] * layers, [0] * layers, [0] * layers, extra)
 
@@ -1849,30 +1851,17 @@ def _read_falcon_h1(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     ``mamba_conv_bias`` and ``mamba_proj_bias``, and its gated norm with ``mamba_rms_norm``."""
     layers, h = a["num_layers"], a["hidden_size"]
     inner = _opt_int(cfg, ("mamba_d_ssm",)) or _int(cfg, ("mamba_expand",)) * h
-    heads = _int(cfg, ("mamba_n_heads",))
-    head_dim = inner // heads if cfg.get("mamba_d_head") == "auto" else _int(cfg, ("mamba_d_head",))
-    if heads * head_dim != inner:
-        raise ConfigError(
-            "mamba_d_head", f"is {head_dim}; expected mamba_d_ssm / mamba_n_heads ({inner} / {heads})"
-        )
-    state, groups = _int(cfg, ("mamba_d_state",)), _int(cfg, ("mamba_n_groups",))
+    if cfg.get("mamba_d_head") == "auto":  # FalconH1Config: the inner width over the heads
+        cfg = {**cfg, "mamba_d_head": inner // _int(cfg, ("mamba_n_heads",))}
     a["num_layers"] = 2 * layers
-    extra: dict[str, Any] = {
-        "layers_per_block": 2,
-        "state": StateSpec(
-            kind="mamba2",
-            conv_kernel=_int(cfg, ("mamba_d_conv",)),
-            conv_channels=inner,
-            groups=groups,
-            group_channels=2 * state,
-            heads=heads,
-            head_dim=head_dim,
-            state_dim=state,
-            conv_bias=_bool(cfg, "mamba_conv_bias", True),
-            projection_bias=_bool(cfg, "mamba_proj_bias", False),
-            gated_norm=_bool(cfg, "mamba_rms_norm", False),
-        ),
-    }
+    state = _mamba2(
+        cfg,
+        _FALCON_H1_MAMBA,
+        inner=inner,
+        biases=("mamba_conv_bias", "mamba_proj_bias"),
+        gated_norm=_bool(cfg, "mamba_rms_norm", False),
+    )
+    extra: dict[str, Any] = {"layers_per_block": 2, "state": state}
     width = _int(cfg, _INTERMEDIATE)
     mixers: list[Mixer] = ["full", "mamba"] * layers
     ffn: list[FFN] = ["none", "dense"] * layers

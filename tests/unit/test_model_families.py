@@ -524,7 +524,7 @@ def test_falcon_h1_reads_its_mamba_switches_and_refuses_heads_that_do_not_fill_i
     assert biased.parameters == arch.parameters  # vLLM builds attention and MLP without biases
     # transformers' FalconH1Config refuses a Mamba width its heads do not fill (1024 by default, here).
     without = {k: v for k, v in FALCON_H1_05B.items() if k != "mamba_d_ssm"}
-    with pytest.raises(c.ConfigError, match="'mamba_d_head': is 64; expected mamba_d_ssm / mamba_n_heads"):
+    with pytest.raises(c.ConfigError, match="'mamba_d_head': is 64; expected the 1024 inner channels"):
         c.architecture_from_config(without)
 
 
