@@ -2320,12 +2320,12 @@ def architecture_from_config(
         pattern = _nemotron_h_pattern(cfg)
         layers, state_only = len(pattern), "*" not in pattern
     else:
-        layers = _int(cfg, _LAYERS)
-        state_only = family == "hybrid" and model_type in _STATE_ONLY
-    # A model without attention has no attention heads (Mamba-2's num_heads are its mixer's).
-    no_heads = 1 if state_only else None
-    heads = 1 if model_type in _STATE_ONLY else _int(cfg, _HEADS, default=no_heads)
-    kv_heads = 1 if model_type in _STATE_ONLY else _int(cfg, _KV_HEADS, default=heads)
+        layers, state_only = _int(cfg, _LAYERS), False
+    # An attention-free class has no attention heads (Mamba-2's num_heads are its mixer's): one nominal
+    # head, which no rule reads (the TP rules and the layout look at attention layers only).
+    attention_free = family == "hybrid" and model_type in _STATE_ONLY
+    heads = 1 if attention_free else _int(cfg, _HEADS, default=1 if state_only else None)
+    kv_heads = 1 if attention_free else _int(cfg, _KV_HEADS, default=heads)
     if model_type == "falcon" and not _bool(cfg, "new_decoder_architecture", False):
         # Before the new decoder architecture (which reads num_kv_heads), vLLM's falcon.py caches one KV head
         # with multi_query (FalconConfig's default) and one per query head without it.
