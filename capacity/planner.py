@@ -513,6 +513,14 @@ class _Request:
     max_gpus: int
     network: float
     """Node-to-node bandwidth per GPU."""
+    memory_at: dict[tuple[Layout, str, int], KVMemory] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """vLLM's memory accounting of other layouts, by (layout, KV dtype, batched tokens): the fixes a refusal
+    names ask the same larger layouts again for every candidate that does not fit."""
+    fixes: dict[tuple[str, int, str, int], str] = field(default_factory=dict, compare=False, repr=False)
+    """The fixes a refusal rule (by name) names, by GPUs per replica, KV dtype and batched tokens: the same
+    for every candidate of that size, so searched once per request."""
 
 
 def _validate(
@@ -1204,15 +1212,20 @@ def _batch_limits(req: _Request, curve: Curve, dtype: str) -> tuple[BatchLimit, 
 
 
 def _memory_at(req: _Request, model: ServingModel, dtype: str, layout: Layout) -> KVMemory:
-    """vLLM's memory accounting for ``model``'s engine flags on another layout (to name a fix that works)."""
-    config = EngineConfig(
-        layout=layout,
-        kv_cache_dtype=dtype,
-        max_num_batched_tokens=model.max_num_batched_tokens,
-        gpu_memory_utilization=req.limits.gpu_memory_utilization,
-        lora=req.limits.lora,
-    )
-    return KVMemory(req.arch, req.gpu, config)
+    """vLLM's memory accounting for ``model``'s engine flags on another layout (to name a fix that works),
+    computed once per request and layout."""
+    key = (layout, dtype, model.max_num_batched_tokens)
+    known = req.memory_at.get(key)
+    if known is None:
+        config = EngineConfig(
+            layout=layout,
+            kv_cache_dtype=dtype,
+            max_num_batched_tokens=model.max_num_batched_tokens,
+            gpu_memory_utilization=req.limits.gpu_memory_utilization,
+            lora=req.limits.lora,
+        )
+        known = req.memory_at[key] = KVMemory(req.arch, req.gpu, config)
+    return known
 
 
 def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | None:
@@ -1225,11 +1238,14 @@ def weights_fit_rule(req: _Request, model: ServingModel, dtype: str) -> str | No
         """The same engine flags hold the weights on ``larger``: the fix to name."""
         return _memory_at(req, model, dtype, larger).free_bytes(1) > 0
 
+    key = ("weights", layout.gpus, dtype, model.max_num_batched_tokens)
+    if key not in req.fixes:
+        req.fixes[key] = _weight_fixes(req.arch, layout, req.limits, req.max_gpus, fits)
     adapters = f"{_gib(mem.lora)} of LoRA adapters plus " if mem.lora else ""
     return (
         f"at {layout.label} the {_gib(mem.weights)} of weights per GPU plus {adapters}"
         f"{_gib(mem.other + mem.activation(1))} of activations and reserves exceed the "
-        f"{_gib(mem.budget)} budget; {_weight_fixes(req.arch, layout, req.limits, req.max_gpus, fits)}"
+        f"{_gib(mem.budget)} budget; {req.fixes[key]}"
     )
 
 
@@ -1245,7 +1261,10 @@ def longest_sequence_rule(req: _Request, model: ServingModel, dtype: str) -> str
         kv = _memory_at(req, model, dtype, larger)
         return kv.blocks(1) >= kv.blocks_per_sequence(req.max_len)
 
-    fixes = _memory_fixes(req.arch, req.gpu, layout, dtype, req.limits, req.max_gpus, fits)
+    key = ("longest sequence", layout.gpus, dtype, model.max_num_batched_tokens)
+    if key not in req.fixes:
+        req.fixes[key] = _memory_fixes(req.arch, req.gpu, layout, dtype, req.limits, req.max_gpus, fits)
+    fixes = req.fixes[key]
     return (
         f"at {layout.label} with {_dtype_label(req.arch, dtype)} KV cache one {req.max_len}-token sequence "
         "needs "
