@@ -139,6 +139,8 @@ FAMILIES: dict[str, str] = {
     "MambaForCausalLM": "hybrid",  # no attention at all: Mamba-1 layers (vLLM's mamba.py)
     "FalconMambaForCausalLM": "hybrid",
     "Mamba2ForCausalLM": "hybrid",  # Mamba-2 layers (Codestral Mamba)
+    "Lfm2ForCausalLM": "hybrid",  # short-convolution layers and attention (layer_types)
+    "Lfm2MoeForCausalLM": "hybrid",
     "DbrxForCausalLM": "moe",  # its facts in attn_config and ffn_config (_dbrx_fields)
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
@@ -212,6 +214,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen3_5_moe_text": "hybrid",
     "nemotron_h": "hybrid",
     "granitemoehybrid": "hybrid",
+    "lfm2": "hybrid",
+    "lfm2_moe": "hybrid",
     "nemotron-nas": "nas",
     "gemma4": "gemma4",
     "gemma4_text": "gemma4",
@@ -352,6 +356,29 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_proj_bias": False,
         "tie_word_embeddings": False,
     },
+    # Lfm2Config (LFM2-2.6B's shape): every layer attends unless layer_types or full_attn_idxs say otherwise;
+    # short convolutions over 3 tokens without biases; the MLP from intermediate_size (block_ff_dim in the
+    # files) cut to 2/3 and rounded up to block_multiple_of.
+    "lfm2": {
+        "intermediate_size": 12288,
+        "conv_bias": False,
+        "conv_L_cache": 3,
+        "block_multiple_of": 256,
+        "block_ffn_dim_multiplier": 1.0,
+        "block_auto_adjust_ff_dim": True,
+    },
+    # Lfm2MoeConfig (LFM2-8B-A1B's shape): two dense layers, then 32 experts of 1792 routed 4 at a time with
+    # a score-correction bias; no layer_types default (vLLM reads the file's list).
+    "lfm2_moe": {
+        "intermediate_size": 7168,
+        "moe_intermediate_size": 1792,
+        "num_dense_layers": 2,
+        "num_experts": 32,
+        "num_experts_per_tok": 4,
+        "use_expert_bias": True,
+        "conv_bias": False,
+        "conv_L_cache": 3,
+    },
     # The layer pattern each class derives layer_types with when a file states a window and neither
     # layer_types nor sliding_window_pattern (every pattern-th layer global); gemma3_text's is above.
     **{
@@ -425,12 +452,12 @@ class Layer:
 
 @dataclass(frozen=True, kw_only=True)
 class StateSpec:
-    """The constant per-sequence state of Mamba-1 / Mamba-2 / Gated-DeltaNet layers, as vLLM's ``MambaSpec``
-    sizes it (``mamba_utils.MambaStateShapeCalculator``): a conv state of ``conv_channels / tp x
+    """The constant per-sequence state of Mamba-1 / Mamba-2 / Gated-DeltaNet / short-conv layers, as vLLM's
+    ``MambaSpec`` sizes it (``mamba_utils.MambaStateShapeCalculator``): a conv state of ``conv_channels / tp x
     (conv_kernel - 1)`` and a recurrent state of ``heads / tp x head_dim x state_dim`` (Mamba-1: one "head"
-    per inner channel, ``inner / tp x state_dim``)."""
+    per inner channel, ``inner / tp x state_dim``; LFM2's short convolutions: no recurrent state)."""
 
-    kind: Literal["mamba1", "mamba2", "gated_deltanet"]
+    kind: Literal["mamba1", "mamba2", "gated_deltanet", "short_conv"]
     conv_kernel: int
     conv_channels: int
     """Conv channels that TP splits evenly (Mamba-2: the intermediate width; Gated DeltaNet: ``2 x
@@ -1002,6 +1029,15 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         small += in_width if s.projection_bias else 0
         whole = h if s.projection_bias else 0  # out_proj's bias, added once after the all-reduce
         return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
+    if s.kind == "short_conv":
+        # vLLM's ShortConv: in_proj to B, C and x, out_proj, and the conv (a linear layer of kernel inputs
+        # per channel, never quantized), all split by channel; conv_bias puts a bias on all three, out_proj's
+        # added once after the all-reduce.
+        width = s.conv_channels
+        shares = (width * 3 * width, width * width)
+        small = width * s.conv_kernel + (4 * width if s.conv_bias else 0)
+        whole = width if s.conv_bias else 0
+        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
     else:
         key = (s.conv_channels - inner) // 2
         shares = (h * (2 * key + 2 * inner), h * 2 * s.heads, inner * h)  # qkvz, ba, out_proj
@@ -1089,7 +1125,15 @@ def _with_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
     defaults = TRANSFORMERS_DEFAULTS.get(model_type, {}) if isinstance(model_type, str) else {}
     merged = dict(defaults)
     merged.update(cfg)  # a key the file states wins, null too: the config class keeps a stated None
+    for alias, standard in _FILE_NAMES.get(model_type, {}).items() if isinstance(model_type, str) else ():
+        if alias in cfg:
+            merged[standard] = cfg[alias]  # the config class sets the file's name over the standard one
     return merged
+
+
+#: Names some files give standard fields, which their config class moves to the standard name (over a value
+#: stated under it): Lfm2Config pops ``block_ff_dim`` into ``intermediate_size``.
+_FILE_NAMES: dict[str, dict[str, str]] = {"lfm2": {"block_ff_dim": "intermediate_size"}}
 
 
 def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -1744,6 +1788,8 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         return _read_falcon_h1(cfg, a)
     if model_type in _STATE_ONLY:
         return _read_mamba(cfg, model_type, a)
+    if model_type in ("lfm2", "lfm2_moe"):
+        return _read_lfm2(cfg, model_type, a)
     # Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every full_attention_interval.
     types = _layer_types(cfg, layers)
     if types is None:
@@ -1815,6 +1861,67 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     width = _int(cfg, _INTERMEDIATE)
     ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
     return _Read(mixers, ffn, [0 if r else width for r in routed], [0] * layers, extra)
+
+
+def _read_lfm2(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _Read:
+    """LFM2 and LFM2-MoE (vLLM's lfm2.py and lfm2_moe.py): ``layer_types`` says which layers attend
+    (``full_attention``, with per-head q/k norms) and which run a short convolution (``conv``: in_proj to
+    three times its width, a depthwise conv over ``conv_L_cache`` tokens, out_proj; its state the last
+    ``conv_L_cache - 1`` inputs of every channel). LFM2 derives the list from ``full_attn_idxs`` (every layer
+    when neither is stated); its MLP is ``intermediate_size`` cut to 2/3 when ``block_auto_adjust_ff_dim``,
+    times ``block_ffn_dim_multiplier``, rounded up to ``block_multiple_of``; its convolutions are
+    ``conv_dim`` wide (``conv_dim`` and ``block_dim`` must be stated: vLLM reads them, the config class has
+    no default). LFM2-MoE's first ``num_dense_layers`` have a dense MLP, the rest route over
+    ``num_experts`` (no shared expert), and its convolutions are ``hidden_size`` wide. Both classes tie the
+    LM head to the embedding."""
+    layers, h = a["num_layers"], a["hidden_size"]
+    types = _layer_types(cfg, layers)
+    if types is None and model_type == "lfm2":
+        stated = cfg.get("full_attn_idxs") is not None
+        attending = _int_list(cfg, "full_attn_idxs") if stated else range(layers)
+        types = ["full_attention" if i in attending else "conv" for i in range(layers)]
+    if types is None:
+        raise ConfigError("layer_types", "is missing; expected a 'conv' or 'full_attention' entry per layer")
+    kinds: dict[str, Mixer] = {"full_attention": "full", "conv": "mamba"}
+    if set(types) - set(kinds):
+        raise ConfigError("layer_types", "entries must be 'conv' or 'full_attention'")
+    mixers = [kinds[t] for t in types]
+    extra: dict[str, Any] = {"qk_norm": "head"}
+    if model_type == "lfm2_moe":
+        moe, dense = _moe_facts(cfg, model_type, h)
+        extra.update(moe, expert_score_bias=_bool(cfg, "use_expert_bias", True))
+        first = _int(cfg, ("num_dense_layers",), minimum=0)
+        ffn: list[FFN] = ["dense" if i < first else "moe" for i in range(layers)]
+        width = [dense if i < first else 0 for i in range(layers)]
+        channels = h
+    else:
+        # vLLM's lfm2.py reads conv_dim and block_dim, which Lfm2Config does not define: a file without them
+        # stops the engine (AttributeError), and an MLP input other than hidden_size cannot run.
+        if _int(cfg, ("block_dim",)) != h:
+            raise ConfigError("block_dim", f"is {cfg['block_dim']}; expected hidden_size ({h})")
+        mlp = _int(cfg, _INTERMEDIATE)
+        if _bool(cfg, "block_auto_adjust_ff_dim", True):
+            mlp = int(2 * mlp / 3)
+            multiplier = cfg.get("block_ffn_dim_multiplier")
+            if multiplier is not None:
+                if isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier <= 0:
+                    raise ConfigError("block_ffn_dim_multiplier", f"is {multiplier!r:.30}; expected a number")
+                mlp = int(multiplier * mlp)
+            multiple = _int(cfg, ("block_multiple_of",))
+            mlp = multiple * -(-mlp // multiple)
+        ffn = ["dense"] * layers
+        width = [mlp] * layers
+        channels = _int(cfg, ("conv_dim",))
+    extra["state"] = StateSpec(
+        kind="short_conv",
+        conv_kernel=_int(cfg, ("conv_L_cache",), minimum=2),
+        conv_channels=channels,
+        heads=0,
+        head_dim=0,
+        state_dim=0,
+        conv_bias=_bool(cfg, "conv_bias", False),
+    )
+    return _Read(mixers, ffn, width, [0] * layers, extra)
 
 
 #: Models of state layers alone (vLLM's mamba.py and mamba2.py): no attention, no MLP.
@@ -2419,7 +2526,8 @@ def architecture_from_config(
         architecture=architecture,
         vocab_size=_int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
-        tie_word_embeddings=_bool(cfg, "tie_word_embeddings", False),
+        # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says.
+        tie_word_embeddings=_bool(cfg, "tie_word_embeddings", False) or model_type in ("lfm2", "lfm2_moe"),
         dtype=dtype,
         weights=weight_format(cfg, hf_quant_config=hf_quant_config),
         layers=tuple(

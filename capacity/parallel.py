@@ -36,6 +36,10 @@ def padded_vocab_size(arch: Architecture) -> int:
     return -(-arch.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
 
 
+#: State layers split by channel alone (no heads), and what to call them in a refusal.
+_CHANNEL_STATES = {"mamba1": "Mamba layers", "short_conv": "short-convolution layers"}
+
+
 def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool = False) -> str | None:
     """Why vLLM would refuse ``tp`` for ``arch``, or None when it accepts it.
 
@@ -53,9 +57,9 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
         reason = f"does not divide the {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
-    elif arch.state is not None and arch.state.kind == "mamba1" and arch.state.conv_channels % tp:
-        channels = arch.state.conv_channels
-        reason = f"does not divide the {channels} inner channels of {arch.name}'s Mamba layers"
+    elif arch.state is not None and arch.state.kind in _CHANNEL_STATES and arch.state.conv_channels % tp:
+        channels, kind = arch.state.conv_channels, _CHANNEL_STATES[arch.state.kind]
+        reason = f"does not divide the {channels} inner channels of {arch.name}'s {kind}"
     elif arch.state is not None and (arch.state.heads % tp or arch.state.conv_channels % tp):
         reason = (
             f"does not divide the {arch.state.heads} {arch.state.kind} state heads of {arch.name} "

@@ -388,7 +388,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ),
         (
             "layers",
-            ", ".join(f"{n} {kind}" for kind, n in sorted(arch.mixer_counts.items()))
+            ", ".join(f"{n} {_mixer_label(arch, kind)}" for kind, n in sorted(arch.mixer_counts.items()))
             + (" (side by side: each layer has one of each)" if arch.layers_per_block > 1 else ""),
         ),
         (
@@ -403,6 +403,13 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         *(("warning", w) for w in arch.warnings),
     ]
     return data, _table(rows)
+
+
+def _mixer_label(arch: cap.Architecture, mixer: str) -> str:
+    """A layer kind as people call it: LFM2's state layers are short convolutions, not Mamba."""
+    if mixer == "mamba" and arch.state is not None and arch.state.kind == "short_conv":
+        return "short-conv"
+    return mixer
 
 
 def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -486,7 +493,7 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         }[str(kind["kind"])]
         rows.append(
             (
-                f"{kind['kind']} layers",
+                f"{_mixer_label(arch, str(kind['kind']))} layers",
                 f"{kind['layers']}: {int(kind['bytes_per_sequence']) / GB:.3f} GB per sequence ({bound})",
             )
         )

@@ -177,6 +177,22 @@ MODELS: dict[str, dict[str, Any]] = {
         "conv_kernel": 4,
         **_TOKENIZER_FIELDS,
     },
+    # LFM2: short convolutions (a conv state of the last 2 inputs per channel, no recurrent state) and
+    # attention in the second layer; the MLP width 2/3 of block_ff_dim rounded up to 64.
+    "lfm2": {
+        "model_type": "lfm2",
+        "layer_types": ["conv", "full_attention", "conv", "conv"],
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 128,
+        "conv_dim": 128,
+        "block_dim": 128,
+        "block_ff_dim": 384,
+        "block_multiple_of": 64,
+        "conv_L_cache": 3,
+        **_TOKENIZER_FIELDS,
+    },
     # Falcon-H1: attention and Mamba-2 side by side in each of 3 layers (3 attention caches, 3 states).
     "falcon-h1": {
         "model_type": "falcon_h1",
@@ -291,6 +307,8 @@ CASES = [
     ServerSpec(shape="falcon-h1", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="nemotron-h", kv_cache_memory_bytes=BIG_KV_BYTES),
     ServerSpec(shape="mamba2", kv_cache_memory_bytes=BIG_KV_BYTES),
+    # LFM2's short convolutions: a state of conv inputs alone, 2 blocks a request with prefix caching.
+    ServerSpec(shape="lfm2", kv_cache_memory_bytes=BIG_KV_BYTES),
     # The small batch bounds the chunked reservation (chunk + in-flight tokens) below max_model_len, so
     # the chunk bound and a full allocation differ in blocks per request, not only in groups.
     ServerSpec(shape="llama4", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
@@ -401,8 +419,17 @@ def test_hybrid_kv_cache_matches_capacity_layout(
     assert engine == predicted, f"vLLM {engine} != capacity {layout}"
 
     mamba = [g for g in layout.groups if g.kind == "mamba"]
-    # vLLM pads a state page to the attention page (and logs it) only where both are there.
+    # vLLM pads a state page to the attention page (and logs it) only where both are there. The padding it
+    # logs is capacity's state size against that page: the blocks alone would not show a state too small.
     assert bool(engine["mamba_padding_percent"]) == bool(mamba and not arch.attention_free), engine
+    if engine["mamba_padding_percent"]:
+        state = capacity.memory.state_bytes_per_sequence(
+            arch, spec.tensor_parallel_size, cpu_mamba_ssm_cache_dtype()
+        )
+        attention_page = max(g.page_bytes for g in layout.groups if g.kind != "mamba")
+        padding = round(100 * (attention_page - state) / state, 2)
+        # (each TP worker logs it)
+        assert set(engine["mamba_padding_percent"]) == {padding}, (engine, state, layout)
     if not mamba and groups > 1:  # (a Mamba group logs max_model_len there without prefix caching)
         ours = sorted(g.tokens_per_block(layout.block_size) for g in layout.groups for _ in range(g.count))
         assert engine["group_block_sizes"] == [ours], (engine, layout)

@@ -620,3 +620,118 @@ def test_dbrx_reads_its_heads_and_experts_from_its_own_objects():
     assert (bare.num_kv_heads, bare.num_experts, bare.num_experts_per_token) == (1, 4, 1)
     with pytest.raises(c.ConfigError, match="'ffn_config': is 'x'; expected an object"):
         c.architecture_from_config(dbrx | {"ffn_config": "x"})
+
+
+def _lfm2(
+    hidden: int, heads: int, layers: int, attending: list[int], ff_dim: int, adjust: bool
+) -> dict[str, Any]:
+    """An LFM2 file's fields (Liquid AI's checkpoints state these names; ``block_ff_dim`` is the MLP width
+    before the 2/3 adjustment, ``full_attn_idxs`` the attention layers)."""
+    return {
+        "architectures": ["Lfm2ForCausalLM"],
+        "model_type": "lfm2",
+        "vocab_size": 65536,
+        "hidden_size": hidden,
+        "block_dim": hidden,
+        "conv_dim": hidden,
+        "block_ff_dim": ff_dim,
+        "block_auto_adjust_ff_dim": adjust,
+        "block_ffn_dim_multiplier": 1.0,
+        "block_multiple_of": 256,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": 8,
+        "full_attn_idxs": attending,
+        "conv_L_cache": 3,
+        "max_position_embeddings": 128000,
+        "tie_embedding": True,
+        "torch_dtype": "bfloat16",
+    }
+
+
+@pytest.mark.parametrize(
+    ("fields", "published", "mlp"),
+    [
+        # The shapes of LFM2-350M, -700M and -1.2B (16 layers, 6 of them attention) and their model cards'
+        # parameter counts, to the parameter; LFM2-2.6B (2.57 B) states an MLP width that is not adjusted.
+        (_lfm2(1024, 16, 16, [2, 5, 8, 10, 12, 14], 6656, True), 354_483_968, 4608),
+        (_lfm2(1536, 24, 16, [2, 5, 8, 10, 12, 14], 10240, True), 742_489_344, 6912),
+        (_lfm2(2048, 32, 16, [2, 5, 8, 10, 12, 14], 12288, True), 1_170_340_608, 8192),
+        (_lfm2(2048, 32, 30, [2, 5, 9, 13, 17, 21, 24, 27], 10752, False), 2.57e9, 10752),
+    ],
+    ids=["lfm2-350m", "lfm2-700m", "lfm2-1.2b", "lfm2-2.6b"],
+)
+def test_lfm2_runs_short_convolutions_beside_attention_and_sizes_its_mlp_as_its_class_does(
+    fields: dict[str, Any], published: float, mlp: int
+) -> None:
+    """vLLM's lfm2.py: layers in full_attn_idxs attend (q/k norms per head), the others run a short
+    convolution (in_proj to 3 x conv_dim, a conv over conv_L_cache tokens, out_proj); the MLP is block_ff_dim
+    cut to 2/3 and rounded up to block_multiple_of when block_auto_adjust_ff_dim says so; the LM head is tied.
+    The state a conv layer keeps: the last conv_L_cache - 1 inputs of each channel, split by TP, no recurrent
+    part (2 x 2048 x 2 bytes for the 1.2B) -- tests/conformance/test_layer_kinds.py reads an engine's."""
+    arch = c.architecture_from_config(fields)
+    assert arch.parameters == pytest.approx(published, rel=0 if isinstance(published, int) else 0.01)
+    assert {layer.ffn_width for layer in arch.layers} == {mlp}
+    attending = fields["full_attn_idxs"]
+    assert [i for i, layer in enumerate(arch.layers) if layer.mixer == "full"] == attending
+    assert arch.num_state_layers == len(arch.layers) - len(attending)
+    assert arch.tie_word_embeddings and arch.qk_norm == "head"
+    hidden = fields["hidden_size"]
+    assert c.memory.state_bytes_per_sequence(arch, 1) == hidden * 2 * 2
+    assert c.memory.state_bytes_per_sequence(arch, 2) == hidden * 2
+    # KV only in the attention layers: 2 x 8 heads x 64 x 2 bytes each.
+    assert c.kv_cache_bytes_per_token(arch) == len(attending) * 2 * 8 * 64 * 2
+
+
+def test_lfm2_moe_routes_after_its_dense_layers_and_always_ties_its_head():
+    """vLLM's lfm2_moe.py (LFM2-8B-A1B's shape: "8.3B total, 1.5B active"): num_dense_layers dense MLPs, then
+    num_experts of moe_intermediate_size, top num_experts_per_tok, a score-correction bias; conv layers as
+    wide as the hidden state; vLLM ties the LM head whatever tie_embedding says (parameter_cases.json)."""
+    attending = (2, 6, 10, 14, 18, 21)
+    fields = {
+        "architectures": ["Lfm2MoeForCausalLM"],
+        "model_type": "lfm2_moe",
+        "vocab_size": 65536,
+        "hidden_size": 2048,
+        "intermediate_size": 7168,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "layer_types": ["full_attention" if i in attending else "conv" for i in range(24)],
+        "num_experts": 32,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1792,
+        "num_dense_layers": 2,
+        "tie_embedding": False,
+        "torch_dtype": "bfloat16",
+    }
+    arch = c.architecture_from_config(fields)
+    assert arch.parameters == pytest.approx(8.3e9, rel=0.01)
+    assert arch.active_parameters == pytest.approx(1.5e9, rel=0.05)
+    assert [layer.ffn for layer in arch.layers] == ["dense"] * 2 + ["moe"] * 22
+    assert arch.tie_word_embeddings and arch.expert_score_bias
+    assert arch.state is not None and (arch.state.kind, arch.state.conv_channels) == ("short_conv", 2048)
+    with pytest.raises(c.ConfigError, match="'layer_types': is missing"):
+        c.architecture_from_config({k: v for k, v in fields.items() if k != "layer_types"})
+
+
+def test_lfm2_refuses_a_file_its_engine_cannot_load_and_tp_that_splits_a_channel():
+    """vLLM's lfm2.py reads conv_dim and block_dim, which Lfm2Config does not define: without them the engine
+    stops (AttributeError, seen from vLLM's class in the parameter probe); every layer keeps the hidden width.
+    Without layer_types or full_attn_idxs every layer attends (Lfm2Config's derivation)."""
+    fields = _lfm2(2048, 32, 16, [2, 5, 8, 10, 12, 14], 12288, True)
+    for missing in ("conv_dim", "block_dim"):
+        with pytest.raises(c.ConfigError, match=f"'{missing}': is missing"):
+            c.architecture_from_config({k: v for k, v in fields.items() if k != missing})
+    with pytest.raises(c.ConfigError, match="'block_dim': is 1024; expected hidden_size"):
+        c.architecture_from_config(fields | {"block_dim": 1024})
+    with pytest.raises(c.ConfigError, match="'layer_types': entries must be 'conv' or 'full_attention'"):
+        c.architecture_from_config(fields | {"layer_types": ["conv"] * 15 + ["mamba"]})
+    every = c.architecture_from_config({k: v for k, v in fields.items() if k != "full_attn_idxs"})
+    assert {layer.mixer for layer in every.layers} == {"full"}
+    # 8 KV heads allow TP 8; a 2052-wide conv does not split 8 ways (vLLM divides its conv state by TP).
+    odd = c.architecture_from_config(fields | {"conv_dim": 2052})
+    assert "does not divide the 2052 inner channels of lfm2's short-convolution layers" in (
+        c.tensor_parallel_error(odd, 8) or ""
+    )
+    assert 4 in c.valid_tensor_parallel_sizes(odd, 8) and 8 not in c.valid_tensor_parallel_sizes(odd, 8)
