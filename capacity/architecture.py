@@ -1904,8 +1904,13 @@ def _read_lfm2(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _R
             mlp = int(2 * mlp / 3)
             multiplier = cfg.get("block_ffn_dim_multiplier")
             if multiplier is not None:
-                if isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier <= 0:
-                    raise ConfigError("block_ffn_dim_multiplier", f"is {multiplier!r:.30}; expected a number")
+                if (
+                    isinstance(multiplier, bool)
+                    or not isinstance(multiplier, int | float)
+                    or not 0 < multiplier * mlp <= MAX_CONFIG_INT
+                ):
+                    why = f"is {multiplier!r:.30}; expected a factor > 0"
+                    raise ConfigError("block_ffn_dim_multiplier", why)
                 mlp = int(multiplier * mlp)
             multiple = _int(cfg, ("block_multiple_of",))
             mlp = multiple * -(-mlp // multiple)

@@ -61,6 +61,16 @@ FIELDS = [
     "rope_type",
     "type",
     "factor",
+    # LFM2's short convolutions and MLP sizing
+    "conv_L_cache",
+    "conv_dim",
+    "block_dim",
+    "block_ff_dim",
+    "block_multiple_of",
+    "block_ffn_dim_multiplier",
+    "block_auto_adjust_ff_dim",
+    "full_attn_idxs",
+    "num_dense_layers",
 ]
 MODEL_TYPES = [
     "llama",
@@ -77,6 +87,8 @@ MODEL_TYPES = [
     "gemma3_text",
     "phi3",
     "gpt2",
+    "lfm2",
+    "lfm2_moe",
     "",
 ]
 
@@ -135,6 +147,22 @@ def test_non_object_roots_raise_config_error(value):
 
 
 VALID = {
+    "lfm2": {
+        "model_type": "lfm2",
+        "hidden_size": 256,
+        "conv_dim": 256,
+        "block_dim": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "block_ff_dim": 768,
+        "block_multiple_of": 64,
+        "block_ffn_dim_multiplier": 1.0,
+        "full_attn_idxs": [1, 3],
+        "conv_L_cache": 3,
+        "vocab_size": 1000,
+        "max_position_embeddings": 2048,
+    },
     "llama": {
         "model_type": "llama",
         "hidden_size": 256,
