@@ -140,6 +140,8 @@ FAMILIES: dict[str, str] = {
     "FalconMambaForCausalLM": "hybrid",
     "Mamba2ForCausalLM": "hybrid",  # Mamba-2 layers (Codestral Mamba)
     "Lfm2ForCausalLM": "hybrid",  # short-convolution layers and attention (layer_types)
+    "GPT2LMHeadModel": "dense",  # learned positions, LayerNorms and biases everywhere, an ungated MLP
+    "OPTForCausalLM": "dense",
     "Lfm2MoeForCausalLM": "hybrid",
     "DbrxForCausalLM": "moe",  # its facts in attn_config and ffn_config (_dbrx_fields)
     "DeciLMForCausalLM": "nas",
@@ -215,6 +217,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "nemotron_h": "hybrid",
     "granitemoehybrid": "hybrid",
     "lfm2": "hybrid",
+    "gpt2": "dense",
+    "opt": "dense",
     "lfm2_moe": "hybrid",
     "nemotron-nas": "nas",
     "gemma4": "gemma4",
@@ -355,6 +359,16 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_conv_bias": True,
         "mamba_proj_bias": False,
         "tie_word_embeddings": False,
+    },
+    # GPT2Config: 1024 learned positions, the MLP 4 x n_embd unless n_inner says, tied embeddings. OPTConfig:
+    # 2048 positions, biases on (enable_bias), pre-norm layers with a final norm, tied embeddings.
+    "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
+    "opt": {
+        "max_position_embeddings": 2048,
+        "enable_bias": True,
+        "do_layer_norm_before": True,
+        "layer_norm_elementwise_affine": True,
+        "tie_word_embeddings": True,
     },
     # Lfm2Config (LFM2-2.6B's shape): every layer attends unless layer_types or full_attn_idxs say otherwise;
     # short convolutions over 3 tokens without biases; the MLP from intermediate_size (block_ff_dim in the
@@ -571,6 +585,11 @@ class Architecture:
     """Learned parameters of each dense MLP's activation (Apertus's xIELU: two scalars a layer)."""
     lm_head_bias: bool = False
     """The LM head carries a bias (Phi-3.5-MoE in vLLM)."""
+    position_embeddings: int = 0
+    """Rows of a learned position table (GPT-2's ``n_positions``, OPT's positions + 2), whole on every rank;
+    0: positions by rotation or ALiBi, no parameters."""
+    final_norm: bool = True
+    """A norm after the last layer (OPT's post-norm checkpoints, ``do_layer_norm_before`` false: none)."""
     expert_score_bias: bool = False
     """Each MoE layer's router has a per-expert score-correction bias (DeepSeek-V3's noaux_tc, GLM-4.5, ERNIE
     4.5, K-EXAONE, Ling 2.0)."""
@@ -875,7 +894,8 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
     vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
     sharded = 0.0
     norm = 2 * h if a.norm_bias else h
-    replicated = weigh(None, None, norm)  # final norm
+    replicated = weigh(None, None, norm if a.final_norm else 0)
+    replicated += weigh(None, None, a.position_embeddings * h)  # a learned position table (nn.Embedding)
     kv: dict[int, float] = {}
     experts = 0.0
     mlp_mats = 3 if a.mlp_gated else 2
@@ -1389,8 +1409,8 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
     lacking = [key for key in _STANDARD_FACTS if cfg.get(key) is None]
     if lacking:
         # Read as a standard decoder from the standard fields alone: a config without them names its facts
-        # its own way (GPT-2's n_inner, OPT's ffn_dim, Bloom's n_layer and no MLP width: ungated MLPs, learned
-        # positions, biases everywhere), and "num_hidden_layers is missing" would send the user to add a
+        # its own way (Bloom's n_layer and no MLP width, GPT-J's n_inner: ungated MLPs, biases everywhere, as
+        # GPT-2 and OPT, which have readers), and "num_hidden_layers is missing" would send the user to add a
         # field, not to a reader.
         raise ConfigError(
             "architectures",
@@ -1863,6 +1883,32 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     return _Read(mixers, ffn, [0 if r else width for r in routed], [0] * layers, extra)
 
 
+def _classic_mlp_width(cfg: Mapping[str, Any], model_type: str, hidden: int) -> int:
+    """The MLP width of the decoders that name it their own way: vLLM's FalconMLP is 4 x hidden whatever
+    ffn_hidden_size says; GPT-2's is ``n_inner``, 4 x ``n_embd`` when null; OPT's is ``ffn_dim``."""
+    if model_type == "gpt2":
+        return _int(cfg, ("n_inner",), default=4 * hidden)
+    if model_type == "opt":
+        return _int(cfg, ("ffn_dim",))
+    return 4 * hidden
+
+
+def _learned_positions(cfg: Mapping[str, Any], model_type: str, hidden: int) -> dict[str, Any]:
+    """GPT-2's and OPT's learned position tables (vLLM's gpt2.py ``wpe``: ``n_positions`` rows; opt.py's
+    ``OPTLearnedPositionalEmbedding``: ``max_position_embeddings + 2``), and OPT's final norm, which only
+    pre-norm checkpoints have. OPT's ``word_embed_proj_dim`` other than the hidden width (OPT-350M: project_in
+    and project_out around the layers) and LayerNorms without weights are not read."""
+    if model_type == "gpt2":
+        return {"position_embeddings": _int(cfg, ("n_positions",))}
+    width = _int(cfg, ("word_embed_proj_dim",), default=hidden)
+    if width != hidden:
+        raise ConfigError("word_embed_proj_dim", f"is {width}; expected the hidden size ({hidden})")
+    if not _bool(cfg, "layer_norm_elementwise_affine", True):
+        raise ConfigError("layer_norm_elementwise_affine", "is false (norms without weights); expected true")
+    final = _bool(cfg, "do_layer_norm_before", True) and not _bool(cfg, "_remove_final_layer_norm", False)
+    return {"position_embeddings": _int(cfg, ("max_position_embeddings",)) + 2, "final_norm": final}
+
+
 def _read_lfm2(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _Read:
     """LFM2 and LFM2-MoE (vLLM's lfm2.py and lfm2_moe.py): ``layer_types`` says which layers attend
     (``full_attention``, with per-head q/k norms) and which run a short convolution (``conv``: in_proj to
@@ -2315,6 +2361,12 @@ _MODELING: dict[str, _Modeling] = {
     # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all.
     **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1)),
     "gemma": _Modeling(qkv_bias=False),
+    # vLLM's gpt2.py and opt.py: LayerNorms with biases, an ungated MLP (c_fc/c_proj, fc1/fc2), biases on
+    # every projection (OPT's by enable_bias).
+    "gpt2": _Modeling(qkv_bias=True, o_bias=True, mlp_bias=True, norm_bias=True, mlp_gated=False),
+    "opt": _Modeling(
+        qkv_bias="enable_bias", o_bias="enable_bias", mlp_bias="enable_bias", norm_bias=True, mlp_gated=False
+    ),
     # vLLM's dbrx.py: fused Wqkv without bias; its LayerNorms' biases removed (weights only).
     "dbrx": _Modeling(qkv_bias=False),
     # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
@@ -2473,8 +2525,8 @@ def architecture_from_config(
         "intermediate_size": _int(
             cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas") else None
         )
-        if model_type != "falcon"
-        else 4 * hidden,  # vLLM's FalconMLP is 4 x hidden whatever ffn_hidden_size says
+        if model_type not in ("falcon", "gpt2", "opt")
+        else _classic_mlp_width(cfg, model_type, hidden),
     }
     if family == "hybrid":
         read = _read_hybrid(cfg, model_type, a)
@@ -2508,6 +2560,8 @@ def architecture_from_config(
     built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
         extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
+    if model_type in ("gpt2", "opt"):
+        extra.update(_learned_positions(cfg, model_type, hidden))
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))
     extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
     on = built.qk_norm_when is None or _bool(cfg, built.qk_norm_when, False)

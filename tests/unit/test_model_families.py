@@ -735,3 +735,56 @@ def test_lfm2_refuses_a_file_its_engine_cannot_load_and_tp_that_splits_a_channel
         c.tensor_parallel_error(odd, 8) or ""
     )
     assert 4 in c.valid_tensor_parallel_sizes(odd, 8) and 8 not in c.valid_tensor_parallel_sizes(odd, 8)
+
+
+#: openai-community/gpt2 and facebook/opt-125m as their config.json files state them (the fields vLLM reads).
+GPT2 = {
+    "architectures": ["GPT2LMHeadModel"],
+    "model_type": "gpt2",
+    "vocab_size": 50257,
+    "n_positions": 1024,
+    "n_ctx": 1024,
+    "n_embd": 768,
+    "n_layer": 12,
+    "n_head": 12,
+    "activation_function": "gelu_new",
+}
+OPT_125M = {
+    "architectures": ["OPTForCausalLM"],
+    "model_type": "opt",
+    "vocab_size": 50272,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "ffn_dim": 3072,
+    "num_attention_heads": 12,
+    "max_position_embeddings": 2048,
+    "word_embed_proj_dim": 768,
+    "do_layer_norm_before": True,
+    "enable_bias": True,
+    "torch_dtype": "float16",
+}
+
+
+def test_gpt2_and_opt_have_learned_positions_layernorm_biases_and_an_ungated_mlp():
+    """vLLM's gpt2.py and opt.py: a learned position table (GPT-2's n_positions rows, OPT's two more), q/k/v/o
+    and both MLP projections with biases (OPT's by enable_bias), LayerNorms with biases, an up/down MLP of
+    n_inner (4 x n_embd when null) or ffn_dim, tied embeddings. GPT-2 small is 124,439,808 parameters and
+    OPT-125M 125,239,296 (each count to the parameter); both attend with every head a KV head."""
+    gpt2 = c.architecture_from_config(GPT2)
+    assert gpt2.parameters == 124_439_808
+    assert (gpt2.max_model_len, gpt2.num_kv_heads, gpt2.head_dim) == (1024, 12, 64)
+    assert gpt2.layers[0].ffn_width == 4 * 768 and not gpt2.mlp_gated and gpt2.tie_word_embeddings
+    assert c.kv_cache_bytes_per_token(gpt2) == 12 * 2 * 12 * 64 * 2
+    opt = c.architecture_from_config(OPT_125M)
+    assert opt.parameters == 125_239_296 and opt.max_model_len == 2048
+    # OPT's post-norm checkpoints have no final norm; enable_bias false drops every projection's bias.
+    post = c.architecture_from_config(OPT_125M | {"do_layer_norm_before": False})
+    assert opt.parameters - post.parameters == 2 * 768
+    plain = c.architecture_from_config(OPT_125M | {"enable_bias": False})
+    assert opt.parameters - plain.parameters == 12 * (4 * 768 + 3072 + 768)
+
+
+def test_opt_refuses_a_projected_embedding_it_does_not_read():
+    """OPT-350M embeds in 512 and projects to its hidden width (project_in / project_out): not read."""
+    with pytest.raises(c.ConfigError, match="'word_embed_proj_dim': is 512; expected the hidden size"):
+        c.architecture_from_config(OPT_125M | {"hidden_size": 1536, "word_embed_proj_dim": 512})
