@@ -142,6 +142,8 @@ FAMILIES: dict[str, str] = {
     "Lfm2ForCausalLM": "hybrid",  # short-convolution layers and attention (layer_types)
     "GPT2LMHeadModel": "dense",  # learned positions, LayerNorms and biases everywhere, an ungated MLP
     "OPTForCausalLM": "dense",
+    "GPTJForCausalLM": "dense",
+    "BloomForCausalLM": "dense",  # ALiBi: no position parameters
     "Lfm2MoeForCausalLM": "hybrid",
     "DbrxForCausalLM": "moe",  # its facts in attn_config and ffn_config (_dbrx_fields)
     "DeciLMForCausalLM": "nas",
@@ -219,6 +221,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "lfm2": "hybrid",
     "gpt2": "dense",
     "opt": "dense",
+    "gptj": "dense",
+    "bloom": "dense",
     "lfm2_moe": "hybrid",
     "nemotron-nas": "nas",
     "gemma4": "gemma4",
@@ -363,6 +367,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # GPT2Config: 1024 learned positions, the MLP 4 x n_embd unless n_inner says, tied embeddings. OPTConfig:
     # 2048 positions, biases on (enable_bias), pre-norm layers with a final norm, tied embeddings.
     "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
+    # GPTJConfig: 2048 positions, an untied LM head (with a bias); BloomConfig: tied, ALiBi.
+    "gptj": {"n_positions": 2048, "tie_word_embeddings": False},
+    "bloom": {"tie_word_embeddings": True},
     "opt": {
         "max_position_embeddings": 2048,
         "enable_bias": True,
@@ -590,6 +597,8 @@ class Architecture:
     0: positions by rotation or ALiBi, no parameters."""
     final_norm: bool = True
     """A norm after the last layer (OPT's post-norm checkpoints, ``do_layer_norm_before`` false: none)."""
+    embedding_norm: bool = False
+    """A norm right after the token embedding (Bloom's ``word_embeddings_layernorm``)."""
     expert_score_bias: bool = False
     """Each MoE layer's router has a per-expert score-correction bias (DeepSeek-V3's noaux_tc, GLM-4.5, ERNIE
     4.5, K-EXAONE, Ling 2.0)."""
@@ -896,6 +905,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
     norm = 2 * h if a.norm_bias else h
     replicated = weigh(None, None, norm if a.final_norm else 0)
     replicated += weigh(None, None, a.position_embeddings * h)  # a learned position table (nn.Embedding)
+    replicated += weigh(None, None, norm if a.embedding_norm else 0)
     kv: dict[int, float] = {}
     experts = 0.0
     mlp_mats = 3 if a.mlp_gated else 2
@@ -1152,8 +1162,12 @@ def _with_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Names some files give standard fields, which their config class moves to the standard name (over a value
-#: stated under it): Lfm2Config pops ``block_ff_dim`` into ``intermediate_size``.
-_FILE_NAMES: dict[str, dict[str, str]] = {"lfm2": {"block_ff_dim": "intermediate_size"}}
+#: stated under it): Lfm2Config pops ``block_ff_dim`` into ``intermediate_size``, BloomConfig ``n_embed`` into
+#: ``hidden_size``.
+_FILE_NAMES: dict[str, dict[str, str]] = {
+    "lfm2": {"block_ff_dim": "intermediate_size"},
+    "bloom": {"n_embed": "hidden_size"},
+}
 
 
 def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -1885,8 +1899,9 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
 
 def _classic_mlp_width(cfg: Mapping[str, Any], model_type: str, hidden: int) -> int:
     """The MLP width of the decoders that name it their own way: vLLM's FalconMLP is 4 x hidden whatever
-    ffn_hidden_size says; GPT-2's is ``n_inner``, 4 x ``n_embd`` when null; OPT's is ``ffn_dim``."""
-    if model_type == "gpt2":
+    ffn_hidden_size says, as is Bloom's; GPT-2's and GPT-J's is ``n_inner``, 4 x ``n_embd`` when null; OPT's
+    is ``ffn_dim``."""
+    if model_type in ("gpt2", "gptj"):
         return _int(cfg, ("n_inner",), default=4 * hidden)
     if model_type == "opt":
         return _int(cfg, ("ffn_dim",))
@@ -2367,6 +2382,12 @@ _MODELING: dict[str, _Modeling] = {
     "opt": _Modeling(
         qkv_bias="enable_bias", o_bias="enable_bias", mlp_bias="enable_bias", norm_bias=True, mlp_gated=False
     ),
+    # vLLM's gpt_j.py: q/k/v/out without biases, fc_in/fc_out with, attention and MLP in parallel off one
+    # LayerNorm, an LM head with a bias; bloom.py: biases everywhere, 4 x hidden MLP.
+    "gptj": _Modeling(
+        qkv_bias=False, mlp_bias=True, norm_bias=True, mlp_gated=False, norms_per_layer=1, lm_head_bias=True
+    ),
+    "bloom": _Modeling(qkv_bias=True, o_bias=True, mlp_bias=True, norm_bias=True, mlp_gated=False),
     # vLLM's dbrx.py: fused Wqkv without bias; its LayerNorms' biases removed (weights only).
     "dbrx": _Modeling(qkv_bias=False),
     # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
@@ -2525,7 +2546,7 @@ def architecture_from_config(
         "intermediate_size": _int(
             cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas") else None
         )
-        if model_type not in ("falcon", "gpt2", "opt")
+        if model_type not in ("falcon", "gpt2", "opt", "gptj", "bloom")
         else _classic_mlp_width(cfg, model_type, hidden),
     }
     if family == "hybrid":
@@ -2562,6 +2583,10 @@ def architecture_from_config(
         extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
     if model_type in ("gpt2", "opt"):
         extra.update(_learned_positions(cfg, model_type, hidden))
+    if model_type == "bloom":
+        extra["embedding_norm"] = True  # word_embeddings_layernorm
+    if model_type == "gptj" and _bool(cfg, "tie_word_embeddings", False):
+        raise ConfigError("tie_word_embeddings", "is true; expected false (vLLM's GPT-J unties its head)")
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))
     extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
     on = built.qk_norm_when is None or _bool(cfg, built.qk_norm_when, False)

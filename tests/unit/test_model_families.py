@@ -788,3 +788,40 @@ def test_opt_refuses_a_projected_embedding_it_does_not_read():
     """OPT-350M embeds in 512 and projects to its hidden width (project_in / project_out): not read."""
     with pytest.raises(c.ConfigError, match="'word_embed_proj_dim': is 512; expected the hidden size"):
         c.architecture_from_config(OPT_125M | {"hidden_size": 1536, "word_embed_proj_dim": 512})
+
+
+def test_gpt_j_and_bloom_are_read_as_their_vllm_classes_build_them():
+    """vLLM's gpt_j.py: q/k/v/out without biases, fc_in/fc_out (n_inner, else 4 x n_embd) with, one LayerNorm
+    a layer for attention and MLP in parallel, an untied LM head with a bias (vLLM asserts it is untied).
+    bloom.py: ALiBi (no position table), a LayerNorm right after the embedding, biases everywhere, a 4 x
+    hidden MLP, tied; BloomConfig takes n_embed for hidden_size. bigscience/bloom-560m is 559,214,592
+    parameters to the parameter; EleutherAI/gpt-j-6b is "6B"."""
+    gptj = {
+        "architectures": ["GPTJForCausalLM"],
+        "model_type": "gptj",
+        "vocab_size": 50400,
+        "n_positions": 2048,
+        "n_embd": 4096,
+        "n_layer": 28,
+        "n_head": 16,
+        "rotary_dim": 64,
+        "n_inner": None,
+        "torch_dtype": "float16",
+    }
+    arch = c.architecture_from_config(gptj)
+    assert arch.parameters == pytest.approx(6.05e9, rel=0.01) and arch.max_model_len == 2048
+    assert arch.lm_head_bias and not arch.tie_word_embeddings and arch.norms_per_layer == 1
+    with pytest.raises(c.ConfigError, match="'tie_word_embeddings': is true; expected false"):
+        c.architecture_from_config(gptj | {"tie_word_embeddings": True})
+    bloom = {
+        "architectures": ["BloomForCausalLM"],
+        "model_type": "bloom",
+        "vocab_size": 250880,
+        "n_embed": 1024,
+        "n_layer": 24,
+        "num_attention_heads": 16,
+        "torch_dtype": "float16",
+    }
+    arch = c.architecture_from_config(bloom)
+    assert arch.parameters == 559_214_592 and arch.embedding_norm and arch.position_embeddings == 0
+    assert arch.layers[0].ffn_width == 4 * 1024 and arch.tie_word_embeddings
