@@ -144,6 +144,12 @@ FAMILIES: dict[str, str] = {
     "OPTForCausalLM": "dense",
     "GPTJForCausalLM": "dense",
     "BloomForCausalLM": "dense",  # ALiBi: no position parameters
+    # Served through vLLM's Transformers backend (transformers' modeling code builds the layers).
+    "GPTNeoXForCausalLM": "dense",  # Pythia
+    "GPTBigCodeForCausalLM": "dense",  # StarCoder, SantaCoder: multi-query attention, learned positions
+    "ArceeForCausalLM": "dense",  # AFM: a Llama with an ungated ReLU^2 MLP
+    "Jais2ForCausalLM": "dense",
+    "PhiForCausalLM": "dense",  # Phi-1, Phi-1.5, Phi-2
     "Lfm2MoeForCausalLM": "hybrid",
     "DbrxForCausalLM": "moe",  # its facts in attn_config and ffn_config (_dbrx_fields)
     "DeciLMForCausalLM": "nas",
@@ -223,6 +229,11 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "opt": "dense",
     "gptj": "dense",
     "bloom": "dense",
+    "gpt_neox": "dense",
+    "gpt_bigcode": "dense",
+    "arcee": "dense",
+    "jais2": "dense",
+    "phi": "dense",
     "lfm2_moe": "hybrid",
     "nemotron-nas": "nas",
     "gemma4": "gemma4",
@@ -370,6 +381,12 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # GPTJConfig: 2048 positions, an untied LM head (with a bias); BloomConfig: tied, ALiBi.
     "gptj": {"n_positions": 2048, "tie_word_embeddings": False},
     "bloom": {"tie_word_embeddings": True},
+    # GPTNeoXConfig: biases on q/k/v and dense (attention_bias), an untied embed_out. GPTBigCodeConfig: one
+    # KV head (multi_query), 2048 learned positions, tied.
+    "gpt_neox": {"attention_bias": True, "tie_word_embeddings": False},
+    "gpt_bigcode": {"multi_query": True, "n_positions": 2048, "tie_word_embeddings": True},
+    # Jais2Config: biases on every attention and MLP projection unless the file says otherwise.
+    "jais2": {"attention_bias": True, "mlp_bias": True},
     "opt": {
         "max_position_embeddings": 2048,
         "enable_bias": True,
@@ -1901,7 +1918,7 @@ def _classic_mlp_width(cfg: Mapping[str, Any], model_type: str, hidden: int) -> 
     """The MLP width of the decoders that name it their own way: vLLM's FalconMLP is 4 x hidden whatever
     ffn_hidden_size says, as is Bloom's; GPT-2's and GPT-J's is ``n_inner``, 4 x ``n_embd`` when null; OPT's
     is ``ffn_dim``."""
-    if model_type in ("gpt2", "gptj"):
+    if model_type in ("gpt2", "gptj", "gpt_bigcode"):
         return _int(cfg, ("n_inner",), default=4 * hidden)
     if model_type == "opt":
         return _int(cfg, ("ffn_dim",))
@@ -1913,7 +1930,7 @@ def _learned_positions(cfg: Mapping[str, Any], model_type: str, hidden: int) -> 
     ``OPTLearnedPositionalEmbedding``: ``max_position_embeddings + 2``), and OPT's final norm, which only
     pre-norm checkpoints have. OPT's ``word_embed_proj_dim`` other than the hidden width (OPT-350M: project_in
     and project_out around the layers) and LayerNorms without weights are not read."""
-    if model_type == "gpt2":
+    if model_type in ("gpt2", "gpt_bigcode"):
         return {"position_embeddings": _int(cfg, ("n_positions",))}
     width = _int(cfg, ("word_embed_proj_dim",), default=hidden)
     if width != hidden:
@@ -2388,6 +2405,26 @@ _MODELING: dict[str, _Modeling] = {
         qkv_bias=False, mlp_bias=True, norm_bias=True, mlp_gated=False, norms_per_layer=1, lm_head_bias=True
     ),
     "bloom": _Modeling(qkv_bias=True, o_bias=True, mlp_bias=True, norm_bias=True, mlp_gated=False),
+    # transformers' GPTNeoX (Pythia): attention_bias on query_key_value and dense, biased up/down MLP,
+    # LayerNorms with biases; GPTBigCode: biases everywhere, c_fc/c_proj.
+    "gpt_neox": _Modeling(
+        o_bias="attention_bias", mlp_bias=True, norm_bias=True, mlp_gated=False
+    ),
+    "gpt_bigcode": _Modeling(qkv_bias=True, o_bias=True, mlp_bias=True, norm_bias=True, mlp_gated=False),
+    # transformers' Arcee and Jais2: a Llama's attention and an up/down MLP (ReLU^2), biases by
+    # attention_bias and mlp_bias; Jais2's norms are LayerNorms with biases. Phi (1, 1.5, 2): biases
+    # everywhere, fc1/fc2, one LayerNorm a layer for attention and MLP in parallel; the Transformers backend
+    # builds its own LM head, without the bias transformers' Phi has.
+    "arcee": _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias", mlp_gated=False),
+    "jais2": _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias", norm_bias=True, mlp_gated=False),
+    "phi": _Modeling(
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        norm_bias=True,
+        mlp_gated=False,
+        norms_per_layer=1,
+    ),
     # vLLM's dbrx.py: fused Wqkv without bias; its LayerNorms' biases removed (weights only).
     "dbrx": _Modeling(qkv_bias=False),
     # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
@@ -2546,7 +2583,7 @@ def architecture_from_config(
         "intermediate_size": _int(
             cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas") else None
         )
-        if model_type not in ("falcon", "gpt2", "opt", "gptj", "bloom")
+        if model_type not in ("falcon", "gpt2", "opt", "gptj", "bloom", "gpt_bigcode")
         else _classic_mlp_width(cfg, model_type, hidden),
     }
     if family == "hybrid":
@@ -2581,10 +2618,13 @@ def architecture_from_config(
     built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
         extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
-    if model_type in ("gpt2", "opt"):
+    if model_type in ("gpt2", "opt", "gpt_bigcode"):
         extra.update(_learned_positions(cfg, model_type, hidden))
     if model_type == "bloom":
         extra["embedding_norm"] = True  # word_embeddings_layernorm
+    if model_type == "phi" and _bool(cfg, "qk_layernorm", False):
+        # Per-head LayerNorms with biases on queries and keys: not the RMSNorm capacity's q/k norm counts.
+        raise ConfigError("qk_layernorm", "is true (LayerNorms on q and k), not read yet; accepted: false")
     if model_type == "gptj" and _bool(cfg, "tie_word_embeddings", False):
         raise ConfigError("tie_word_embeddings", "is true; expected false (vLLM's GPT-J unties its head)")
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))

@@ -1,5 +1,6 @@
-"""Every text-generation class vLLM 0.32 registers that capacity has no family for is refused, or read as a
-standard decoder that weighs and caches what vLLM's own class builds.
+"""Every text-generation class vLLM 0.32 registers that capacity has no family for (its own classes, and the
+decoders it serves through its Transformers backend) is refused, or read as a standard decoder that weighs
+and caches what vLLM's own class builds.
 
 capacity reads an architecture it does not know from the standard fields alone, with a warning, and refuses
 one whose fields say it is something else (experts, MLA, state-space or convolution layers, nested
@@ -113,8 +114,8 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
             )
     assert not wrong, "\n".join(wrong)
     # The comparison is real: classes of both kinds were made and judged, plain files among them (with vLLM
-    # 0.32 and transformers 5.19: 56 configs, 22 refused, 11 read and matched, 5 of those plain: InternLM2,
+    # 0.32 and transformers 5.19: 38 judged, 24 refused, 14 read and matched, 5 of those plain: InternLM2,
     # MiMo, Orion, openPangu Embedded, Solar; the plain IQuestLoopCoder was read, 2x short of its KV, until
-    # its class was refused by name).
+    # its class was refused by name, and Arcee, Jais2 and Phi a fifth too large, until they were families).
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 10 and len(plain) >= 4 and len(refused) >= 10, (read, refused)
+    assert len(read) >= 12 and len(plain) >= 4 and len(refused) >= 10, (read, refused)

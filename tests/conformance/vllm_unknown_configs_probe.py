@@ -2,7 +2,8 @@
 writes it.
 
 Runs in the vLLM venv's python. Reads ``{"skip": [class names], "fields": {...}, "plain": {...}}`` from
-stdin. For every class in vLLM 0.32's text-generation registry that is not skipped, finds the config class a
+stdin. For every class in vLLM 0.32's text-generation registry (and every ``...ForCausalLM`` it serves through
+its Transformers backend) that is not skipped, finds the config class a
 checkpoint of it is read with, in the order vLLM's own loading would meet one:
 
 1. transformers' class for the model type transformers files that class under (its ``MODEL_*_MAPPING_NAMES``:
@@ -76,11 +77,20 @@ def main() -> None:
     request = json.load(sys.stdin)
     skip = set(request["skip"])
     with contextlib.redirect_stdout(sys.stderr):
-        from vllm.model_executor.models.registry import _TEXT_GENERATION_MODELS
+        from vllm.model_executor.models.registry import (
+            _TEXT_GENERATION_MODELS,
+            _TRANSFORMERS_SUPPORTED_MODELS,
+        )
 
         types = _transformers_types()
+    # And the decoders vLLM serves through its Transformers backend (GPT-NeoX, Phi, OLMo, ...): their
+    # config is transformers' by the type transformers files the class under.
+    served = dict(_TEXT_GENERATION_MODELS)
+    for architecture, (module, backend) in _TRANSFORMERS_SUPPORTED_MODELS.items():
+        if architecture.endswith("ForCausalLM") and backend.endswith("ForCausalLM"):
+            served.setdefault(architecture, (types.get(architecture, module), backend))
     answers = []
-    for architecture, (module, _) in sorted(_TEXT_GENERATION_MODELS.items()):
+    for architecture, (module, _) in sorted(served.items()):
         if architecture in skip:
             continue
         answer: dict[str, Any] = {"id": architecture, "model_type": module, "source": None, "config": None}

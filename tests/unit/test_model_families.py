@@ -825,3 +825,85 @@ def test_gpt_j_and_bloom_are_read_as_their_vllm_classes_build_them():
     arch = c.architecture_from_config(bloom)
     assert arch.parameters == 559_214_592 and arch.embedding_norm and arch.position_embeddings == 0
     assert arch.layers[0].ffn_width == 4 * 1024 and arch.tie_word_embeddings
+
+
+def test_pythia_and_starcoder_are_read_as_the_transformers_backend_builds_them():
+    """vLLM 0.32 serves GPT-NeoX and GPTBigCode through its Transformers backend, so transformers' modeling
+    code builds them: GPT-NeoX (EleutherAI/pythia-70m: 70,426,624 parameters, to the parameter) has biases on
+    query_key_value and dense by attention_bias, a biased up/down MLP, LayerNorms with biases, an untied
+    embed_out. Read as a gated Llama of the same fields, as an unknown class was, it was 9 % too large.
+    GPTBigCode (bigcode/starcoder: 15.5 B) caches one KV head (multi_query), learns 8192 positions and
+    has biases everywhere."""
+    pythia = {
+        "architectures": ["GPTNeoXForCausalLM"],
+        "model_type": "gpt_neox",
+        "vocab_size": 50304,
+        "hidden_size": 512,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "intermediate_size": 2048,
+        "max_position_embeddings": 2048,
+        "rotary_pct": 0.25,
+        "use_parallel_residual": True,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+    }
+    arch = c.architecture_from_config(pythia)
+    assert arch.parameters == 70_426_624 and arch.warnings == ()
+    assert not arch.mlp_gated and arch.num_kv_heads == 8
+    starcoder = {
+        "architectures": ["GPTBigCodeForCausalLM"],
+        "model_type": "gpt_bigcode",
+        "vocab_size": 49152,
+        "n_embd": 6144,
+        "n_layer": 40,
+        "n_head": 48,
+        "n_positions": 8192,
+        "n_inner": 24576,
+        "multi_query": True,
+    }
+    arch = c.architecture_from_config(starcoder)
+    assert arch.parameters == pytest.approx(15.5e9, rel=0.01)
+    assert (arch.num_kv_heads, arch.max_model_len, arch.position_embeddings) == (1, 8192, 8192)
+    # One KV head of 128 a layer: 40 x 2 x 128 x 2 bytes a token.
+    assert c.kv_cache_bytes_per_token(arch) == 40 * 2 * 128 * 2
+
+
+def test_arcee_jais2_and_phi_have_ungated_mlps():
+    """Three classes vLLM 0.32 serves through its Transformers backend, which had been read as gated Llamas
+    with a warning (about a fifth too large; the conformance probe of unknown classes found them once it took
+    the Transformers backend's classes too): Arcee (AFM) and Jais2 are a Llama's attention over an up/down
+    ReLU^2 MLP, biases by attention_bias and mlp_bias (Jais2's on by default, its norms LayerNorms with
+    biases); Phi-1/1.5/2 has biases everywhere, fc1/fc2 and one LayerNorm a layer (microsoft/phi-2: 2.7 B)."""
+    base = {
+        "hidden_size": 1024,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "intermediate_size": 4096,
+        "vocab_size": 32000,
+        "max_position_embeddings": 4096,
+    }
+    llama = c.architecture_from_config(base | {"architectures": ["LlamaForCausalLM"], "model_type": "llama"})
+    arcee = c.architecture_from_config(base | {"architectures": ["ArceeForCausalLM"], "model_type": "arcee"})
+    assert llama.parameters - arcee.parameters == 4 * 1024 * 4096 and arcee.warnings == ()
+    jais2 = c.architecture_from_config(base | {"architectures": ["Jais2ForCausalLM"], "model_type": "jais2"})
+    # q, k, v, o and up/down biases, and a bias on each of the 2 x 4 + 1 LayerNorms.
+    biases = 4 * (1024 + 2 * 256 + 1024 + 4096 + 1024) + 9 * 1024
+    assert jais2.parameters - arcee.parameters == biases
+    phi2 = {
+        "architectures": ["PhiForCausalLM"],
+        "model_type": "phi",
+        "hidden_size": 2560,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "intermediate_size": 10240,
+        "vocab_size": 51200,
+        "max_position_embeddings": 2048,
+        "partial_rotary_factor": 0.4,
+        "torch_dtype": "float16",
+    }
+    arch = c.architecture_from_config(phi2)
+    assert arch.parameters == pytest.approx(2.78e9, rel=0.01) and arch.norms_per_layer == 1
+    with pytest.raises(c.ConfigError, match="'qk_layernorm': is true"):
+        c.architecture_from_config(phi2 | {"qk_layernorm": True})
