@@ -1916,8 +1916,8 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
 
 def _classic_mlp_width(cfg: Mapping[str, Any], model_type: str, hidden: int) -> int:
     """The MLP width of the decoders that name it their own way: vLLM's FalconMLP is 4 x hidden whatever
-    ffn_hidden_size says, as is Bloom's; GPT-2's and GPT-J's is ``n_inner``, 4 x ``n_embd`` when null; OPT's
-    is ``ffn_dim``."""
+    ffn_hidden_size says, as is Bloom's; GPT-2's, GPT-J's and GPTBigCode's is ``n_inner``, 4 x ``n_embd`` when
+    null; OPT's is ``ffn_dim``."""
     if model_type in ("gpt2", "gptj", "gpt_bigcode"):
         return _int(cfg, ("n_inner",), default=4 * hidden)
     if model_type == "opt":
@@ -1926,7 +1926,7 @@ def _classic_mlp_width(cfg: Mapping[str, Any], model_type: str, hidden: int) -> 
 
 
 def _learned_positions(cfg: Mapping[str, Any], model_type: str, hidden: int) -> dict[str, Any]:
-    """GPT-2's and OPT's learned position tables (vLLM's gpt2.py ``wpe``: ``n_positions`` rows; opt.py's
+    """GPT-2's, GPTBigCode's and OPT's learned position tables (``wpe``: ``n_positions`` rows; vLLM's opt.py's
     ``OPTLearnedPositionalEmbedding``: ``max_position_embeddings + 2``), and OPT's final norm, which only
     pre-norm checkpoints have. OPT's ``word_embed_proj_dim`` other than the hidden width (OPT-350M: project_in
     and project_out around the layers) and LayerNorms without weights are not read."""
@@ -2407,9 +2407,7 @@ _MODELING: dict[str, _Modeling] = {
     "bloom": _Modeling(qkv_bias=True, o_bias=True, mlp_bias=True, norm_bias=True, mlp_gated=False),
     # transformers' GPTNeoX (Pythia): attention_bias on query_key_value and dense, biased up/down MLP,
     # LayerNorms with biases; GPTBigCode: biases everywhere, c_fc/c_proj.
-    "gpt_neox": _Modeling(
-        o_bias="attention_bias", mlp_bias=True, norm_bias=True, mlp_gated=False
-    ),
+    "gpt_neox": _Modeling(o_bias="attention_bias", mlp_bias=True, norm_bias=True, mlp_gated=False),
     "gpt_bigcode": _Modeling(qkv_bias=True, o_bias=True, mlp_bias=True, norm_bias=True, mlp_gated=False),
     # transformers' Arcee and Jais2: a Llama's attention and an up/down MLP (ReLU^2), biases by
     # attention_bias and mlp_bias; Jais2's norms are LayerNorms with biases. Phi (1, 1.5, 2): biases
