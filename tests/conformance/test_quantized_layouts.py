@@ -5,10 +5,12 @@ here from a random tiny Llama and served by the real engine at TP 1 and 2 with a
 vLLM loads it with its CPUWNA16 kernel, allocates the KV cache, and capacity must predict the blocks,
 accept both TP degrees, and size the checkpoint (`capacity.weight_bytes`) within 5% of the bytes of its
 safetensors tensors (the CPU worker logs no "Model loading took X GiB" line; that is GPU-only).
-vLLM 0.32 CPU does not check that a row-parallel rank holds whole quantization groups (TP 2 splits the
-384-wide down projection into 192 = 1.5 groups of 128) and loads it anyway. On an AVX2-only CPU the
-first request then dies in the missing `cpu_gemm_wna16` op (the kernel ships in the AVX-512 build);
-the KV figures are fixed before that, and one test records the refusal.
+The tiny model's MLP is 512 wide, so TP 2 leaves each rank two whole groups of its down projection: on a
+CPU with AMX, vLLM 0.32 repacks GPTQ weights for its W4A8 kernel (``VLLM_CPU_INT4_W4A8``), which fails at
+load on a rank holding part of a group (384 wide, 1.5 groups: "shape '[8, 32, 1, 128]' is invalid");
+on an AVX2-only CPU such a layout loads, and the first request dies in the missing `cpu_gemm_wna16` op
+(the kernel ships in the AVX-512 build). The KV figures are fixed before any request; one test records
+whether generation runs.
 
 FP8 with 128x128 weight blocks: vLLM's CPU build cannot load an FP8 MoE without AMX (no FP8 MoE
 backend, "Unsupported FP8 MoE backend: NONE"; its block-FP8 linear kernels also require AMX), which a
@@ -58,7 +60,7 @@ _LLAMA = {
     "num_key_value_heads": 2,
     "head_dim": 64,
     "hidden_size": 256,
-    "intermediate_size": 384,
+    "intermediate_size": 512,
     "vocab_size": 512,
     "max_position_embeddings": 2048,
 }
