@@ -155,6 +155,10 @@ FAMILIES: dict[str, str] = {
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
     "Gemma4ForConditionalGeneration": "gemma4",
+    # MiMo-V2-Flash and MiMo-V2.5 (vLLM's mimo_v2.py): sliding-window and full layers with heads of their own,
+    # values narrower than keys.
+    "MiMoV2FlashForCausalLM": "mimo_v2",
+    "MiMoV2ForCausalLM": "mimo_v2",
 }
 
 #: The same, by ``model_type``, for configs without ``architectures``.
@@ -238,6 +242,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "nemotron-nas": "nas",
     "gemma4": "gemma4",
     "gemma4_text": "gemma4",
+    "mimo_v2_flash": "mimo_v2",
+    "mimo_v2": "mimo_v2",
 }
 
 #: transformers' documented defaults for fields real configs leave out (``PretrainedConfig`` subclasses'
@@ -275,6 +281,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "vocab_size_per_layer_input": 262144,
         "tie_word_embeddings": True,
     },
+    # MiMoV2FlashConfig: 192-wide keys and 128-wide values unless a file says otherwise (vLLM reads the
+    # config class's attributes; MiMo-V2.5's own config code, model type mimo_v2, has no such defaults).
+    "mimo_v2_flash": {"head_dim": 192, "v_head_dim": 128},
     # SiglipVisionConfig (Gemma 3's vision tower).
     "siglip_vision_model": {
         "hidden_size": 768,
@@ -482,6 +491,12 @@ class Layer:
     head_dim: int = 0
     """Width of this layer's attention heads when it differs from the model's (Gemma 4's global layers,
     ``global_head_dim``); 0: the model's ``head_dim``."""
+    v_head_dim: int = 0
+    """Width of this layer's value heads when it differs from its key heads' (MiMo-V2: 192-wide keys, 128-wide
+    values; vLLM's ``head_size_v``); 0: the layer's head width."""
+    sinks: bool = False
+    """One learned sink logit per query head (gpt-oss's layers, MiMo-V2's sliding-window layers): parameters,
+    no KV."""
     kv_shared: bool = False
     """The layer attends over another layer's KV cache (Gemma 4's last ``num_kv_shared_layers``): it has
     no K and V projections and vLLM gives it no cache of its own, but a decode step still reads that
@@ -592,8 +607,6 @@ class Architecture:
     """The output projection carries a bias (gpt-oss)."""
     attention_output_gate: bool = False
     """Queries are projected twice as wide to gate the attention output (Qwen3-Next)."""
-    attention_sinks: bool = False
-    """One learned sink logit per head per layer (gpt-oss): parameters, no KV."""
     qk_norm: Literal["none", "head", "full"] = "none"
     """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2)."""
     norms_per_layer: int = 2
@@ -703,11 +716,17 @@ class Architecture:
         return Counter(layer.mixer for layer in self.layers)
 
     @cached_property
-    def layer_census(self) -> Counter[tuple[str, int, int, bool]]:
-        """How many layers have each (mixer, KV heads, head width, whether the cache is another layer's):
-        what the KV cache and the step time depend on, without walking every layer."""
+    def layer_census(self) -> Counter[tuple[str, int, int, int, bool]]:
+        """How many layers have each (mixer, KV heads, key head width, value head width, whether the cache is
+        another layer's): what the KV cache and the step time depend on, without walking every layer."""
         return Counter(
-            (layer.mixer, self.kv_heads_of(layer), self.head_dim_of(layer), layer.kv_shared)
+            (
+                layer.mixer,
+                self.kv_heads_of(layer),
+                self.head_dim_of(layer),
+                self.v_head_dim_of(layer),
+                layer.kv_shared,
+            )
             for layer in self.layers
         )
 
@@ -769,6 +788,10 @@ class Architecture:
         if layer.mixer not in ATTENTION_MIXERS:
             return 0
         return layer.head_dim or self.head_dim
+
+    def v_head_dim_of(self, layer: Layer) -> int:
+        """Width of ``layer``'s value heads (0 when it has no attention): its key heads' unless it says."""
+        return layer.v_head_dim or self.head_dim_of(layer)
 
     # ----- attention ---------------------------------------------------------------------------------------
     @property
@@ -1000,16 +1023,18 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     if layer.mixer == "none":
         return 0.0, 0.0, 0.0
     hd = a.head_dim_of(layer)
+    vd = a.v_head_dim_of(layer)
     q_out = a.num_attention_heads * hd
     q_width = q_out * (2 if a.attention_output_gate else 1)
     # q, k, v, o as the checkpoint names them: a checkpoint may quantize some and not others
     sharded = weigh("attention", i, h * q_width, (1, 0, 0, 0))
-    sharded += weigh("attention", i, q_out * h, (0, 0, 0, 1))
+    sharded += weigh("attention", i, a.num_attention_heads * vd * h, (0, 0, 0, 1))
     sharded += weigh(None, i, (q_width if a.qkv_bias else 0) + (h if a.o_bias else 0))
-    sharded += weigh(None, i, a.num_attention_heads if a.attention_sinks else 0)
+    sharded += weigh(None, i, a.num_attention_heads if layer.sinks else 0)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
         return sharded, weigh(None, i, hd if a.qk_norm == "head" else 0), 0.0
-    per_head = weigh("attention", i, 2 * h * hd, (0, 1, 1, 0)) + weigh(None, i, 2 * hd if a.qkv_bias else 0)
+    per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
+    per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
     replicated = 0.0
     if a.qk_norm == "head":
         replicated = weigh(None, i, 2 * hd)
@@ -1563,6 +1588,10 @@ class _Read:
     head_dims: list[int] | None = None
     """Per-layer head widths where they differ from the model's (0: the model's)."""
     kv_shared: list[bool] | None = None
+    v_head_dims: list[int] | None = None
+    """Per-layer value head widths where they differ from the layer's key heads (0: the same)."""
+    sinks: list[bool] | None = None
+    """Layers with a learned sink logit per head."""
 
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
@@ -2175,6 +2204,78 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     )
 
 
+def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """MiMo-V2-Flash / MiMo-V2.5 (vLLM's mimo_v2.py, the hub files' names): ``hybrid_layer_pattern`` makes a
+    layer sliding-window (1, ``sliding_window_size`` tokens, heads from the ``swa_*`` fields, a sink logit per
+    head with ``add_swa_attention_sink_bias``) or full (0, the standard fields); values are ``v_head_dim`` /
+    ``swa_v_head_dim`` wide (the key width when null), cached beside the keys (``head_size_v``); a list
+    ``moe_layer_freq`` routes the layers it marks to ``n_routed_experts`` experts with a score-correction bias
+    and no shared expert (an integer, or none, leaves every MLP dense). vLLM's class reads these fields by
+    name (a file without them stops it), builds every projection without a bias but q/k/v's
+    (``attention_bias``), and unties the LM head whatever ``tie_word_embeddings`` says."""
+    layers = a["num_layers"]
+    heads = a["num_attention_heads"]
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConfigError(
+            "hidden_act", f"is {cfg['hidden_act']!r:.40}; expected 'silu' (vLLM's MiMo-V2 refuses others)"
+        )
+    pattern = _list(cfg, "hybrid_layer_pattern")
+    flags = pattern or []
+    if len(flags) < layers or any(p not in (0, 1) or isinstance(p, float) for p in flags):
+        raise ConfigError(
+            "hybrid_layer_pattern",
+            f"is {pattern!r:.40}; expected a list of at least {layers} entries, 1 for a sliding-window "
+            "layer and 0 for a full one (vLLM's MiMo-V2 reads it per layer)",
+        )
+    sliding = [p == 1 for p in flags[:layers]]
+    full_k = a["head_dim"]
+    full_v = _int(cfg, ("v_head_dim",), default=full_k)
+    swa = (a["num_kv_heads"], full_k, full_v)
+    extra: dict[str, Any] = {"sliding_window": None}
+    if any(sliding):
+        swa_heads = _int(cfg, ("swa_num_attention_heads",))
+        if swa_heads != heads:
+            raise ConfigError(
+                "swa_num_attention_heads",
+                f"is {swa_heads}; kvright reads one query-head count for every layer, expected {heads} "
+                "(num_attention_heads)",
+            )
+        swa_k = _int(cfg, ("swa_head_dim",))
+        swa = (_int(cfg, ("swa_num_key_value_heads",)), swa_k, _int(cfg, ("swa_v_head_dim",), default=swa_k))
+        extra["sliding_window"] = _int(cfg, ("sliding_window_size",))
+    for field, kv in (("num_key_value_heads", a["num_kv_heads"]), ("swa_num_key_value_heads", swa[0])):
+        if kv > heads or heads % kv:
+            raise ConfigError(field, f"is {kv}; expected a divisor of num_attention_heads ({heads})")
+    sinks = _bool(cfg, "add_swa_attention_sink_bias", False)
+    freq = cfg.get("moe_layer_freq")
+    routed = [bool(f) for f in freq[:layers]] if isinstance(freq, list) else [False] * layers
+    if len(routed) < layers:
+        raise ConfigError("moe_layer_freq", f"is {freq!r:.40}; expected a list of at least {layers} entries")
+    ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
+    width = [0 if r else a["intermediate_size"] for r in routed]
+    if any(routed):
+        experts = _int(cfg, ("n_routed_experts",))
+        top_k = _int(cfg, ("num_experts_per_tok",))
+        if top_k > experts:
+            raise ConfigError("num_experts_per_tok", f"is {top_k}; expected at most the {experts} experts")
+        extra.update(
+            num_experts=experts,
+            num_experts_per_token=top_k,
+            moe_intermediate_size=_int(cfg, ("moe_intermediate_size",)),
+            expert_score_bias=True,  # gate.e_score_correction_bias, always built
+        )
+    return _Read(
+        ["sliding" if s else "full" for s in sliding],
+        ffn,
+        width,
+        [swa[0] if s else 0 for s in sliding],
+        extra,
+        head_dims=[swa[1] if s else 0 for s in sliding],
+        v_head_dims=[(swa[2] if s else full_v) for s in sliding],
+        sinks=[sinks and s for s in sliding],
+    )
+
+
 def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:
     """DeciLM / Nemotron-NAS: ``int(2 * ffn_mult * hidden / 3)`` rounded up to a multiple of 256."""
     width = int(2 * ffn_mult * hidden / 3)
@@ -2588,6 +2689,8 @@ def architecture_from_config(
         read = _read_hybrid(cfg, model_type, a)
     elif family == "gemma4":
         read = _read_gemma4(cfg, a)
+    elif family == "mimo_v2":
+        read = _read_mimo_v2(cfg, a)
     elif family == "nas":
         read = _read_nas(cfg, a)
     else:
@@ -2615,7 +2718,7 @@ def architecture_from_config(
         )
     built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
-        extra.update(o_bias=True, attention_sinks=True, expert_bias=True)
+        extra.update(o_bias=True, expert_bias=True)
     if model_type in ("gpt2", "opt", "gpt_bigcode"):
         extra.update(_learned_positions(cfg, model_type, hidden))
     if model_type == "bloom":
@@ -2648,8 +2751,9 @@ def architecture_from_config(
         architecture=architecture,
         vocab_size=_int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
-        # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says.
-        tie_word_embeddings=_bool(cfg, "tie_word_embeddings", False) or model_type in ("lfm2", "lfm2_moe"),
+        # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says; MiMo-V2's never does.
+        tie_word_embeddings=(_bool(cfg, "tie_word_embeddings", False) or model_type in ("lfm2", "lfm2_moe"))
+        and family != "mimo_v2",
         dtype=dtype,
         weights=weight_format(cfg, hf_quant_config=hf_quant_config),
         layers=tuple(
@@ -2660,19 +2764,26 @@ def architecture_from_config(
                 kv_heads=k if m in ATTENTION_MIXERS else 0,
                 head_dim=d if m in ATTENTION_MIXERS else 0,
                 kv_shared=shared,
+                v_head_dim=v if m in ATTENTION_MIXERS else 0,
+                # gpt-oss: a sink per head in every attention layer.
+                sinks=(sink or model_type == "gpt_oss") and m in ATTENTION_MIXERS,
             )
-            for m, f, w, k, d, shared in zip(
+            for m, f, w, k, d, shared, v, sink in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
                 read.kv_heads,
                 read.head_dims or [0] * len(read.mixers),
                 read.kv_shared or [False] * len(read.mixers),
+                read.v_head_dims or [0] * len(read.mixers),
+                read.sinks or [False] * len(read.mixers),
                 strict=True,
             )
         ),
         qkv_bias=_flag(cfg, built.qkv_bias),
-        vision_parameters=_vision_parameters(config, hidden),
+        # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
+        # model alone (the towers are MiMoV2OmniForCausalLM's).
+        vision_parameters=_vision_parameters(config, hidden) if family != "mimo_v2" else 0,
         config_reader=reader,
         warnings=tuple(warnings),
         **a,

@@ -116,13 +116,19 @@ def _replication(arch: Architecture, tp: int) -> int:
 
 
 def attention_bytes_per_token(
-    arch: Architecture, kv_heads: int, kv_cache_dtype: str, tp: int, head_dim: int | None = None
+    arch: Architecture,
+    kv_heads: int,
+    kv_cache_dtype: str,
+    tp: int,
+    head_dim: int | None = None,
+    v_head_dim: int | None = None,
 ) -> int:
     """One token's cache in one attention layer with ``kv_heads`` KV heads of ``head_dim`` (default: the
-    model's) on one of ``tp`` ranks (vLLM's page size per token). MLA caches the latent (``fp8_ds_mla`` for
-    DeepSeek-V3.2's sparse attention: 512 fp8 latent values, four fp32 scales and the bf16 rope key, 656
-    bytes) plus, for sparse attention, the indexer's fp8 key with one fp32 scale per 128 values, replicated
-    on every rank."""
+    model's) and values of ``v_head_dim`` (default: ``head_dim``) on one of ``tp`` ranks (vLLM's page size
+    per token, ``AttentionSpec``: ``kv_heads x (head_size + head_size_v) x dtype bytes``). MLA caches the
+    latent (``fp8_ds_mla`` for DeepSeek-V3.2's sparse attention: 512 fp8 latent values, four fp32 scales and
+    the bf16 rope key, 656 bytes) plus, for sparse attention, the indexer's fp8 key with one fp32 scale per
+    128 values, replicated on every rank."""
     size = kv_dtype_bytes(arch, kv_cache_dtype)
     if arch.attention == "MLA":
         latent = arch.kv_elements_per_token_per_layer * size
@@ -132,7 +138,8 @@ def attention_bytes_per_token(
                 latent = rank + 4 * -(-rank // 128) + 2 * arch.qk_rope_head_dim
             latent += arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
         return latent
-    return 2 * max(1, kv_heads // tp) * (head_dim or arch.head_dim) * size
+    k = head_dim or arch.head_dim
+    return max(1, kv_heads // tp) * (k + (v_head_dim or k)) * size
 
 
 def state_bytes_per_sequence(arch: Architecture, tp: int, ssm_cache_dtype: str | None = None) -> int:
@@ -165,8 +172,8 @@ def kv_cache_bytes_per_token(
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
     return tp * sum(
-        n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim)
-        for (mixer, kv_heads, head_dim, shared), n in arch.layer_census.items()
+        n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim)
+        for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
         if mixer in ATTENTION_MIXERS and not shared
     )
 
@@ -356,13 +363,13 @@ def _kv_cache_layout(
         block_size = max_model_len or block_size
     # (kind, bound) -> [(page bytes per token, or per state), layers with that page]
     buckets: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
-    for (mixer, kv_heads, head_dim, shared), layers in arch.layer_census.items():
+    for (mixer, kv_heads, head_dim, v_head_dim, shared), layers in arch.layer_census.items():
         if shared:
             continue  # vLLM gives a layer over another layer's cache no spec of its own
         if mixer in ATTENTION_MIXERS:
             kind: str = "full" if mixer in ("full", "mla") else mixer
             bound = arch.sliding_window if kind == "sliding" else arch.attention_chunk_size
-            page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim)
+            page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim)
             buckets.setdefault((kind, None if kind == "full" else bound), []).append((page, layers))
         elif mixer in STATE_MIXERS:
             state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)

@@ -87,9 +87,11 @@ def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = Fals
 
     - ``Fp8Config`` and compressed-tensors (``fp8_utils.validate_fp8_block_shape`` and ``_moe``), with a
       block ``[n, k]``: a fused-MoE layer's gate/up width per rank a multiple of ``n`` and (tp > 1) of
-      ``k`` for the down projection's input; a column-parallel linear's output per rank a multiple of ``n``
-      (merged gate/up and q/k/v even at TP 1, all but the last part); a row-parallel linear's input per
-      rank a multiple of ``k``.
+      ``k`` for the down projection's input; a single column-parallel linear's output per rank (tp > 1) a
+      multiple of ``n``; a row-parallel linear's input per rank a multiple of ``k``. A merged linear (gate/up,
+      q/k/v) is never refused: ``ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch`` skips the
+      check for one whose parts are not all whole blocks, and the parts of any other are (MiMo-V2's
+      192-wide K heads load in 1.5 blocks a head).
     - ModelOpt ``FP8_PB_WO`` linears (``modelopt.py`` ``KFp8Block128``): the input width per rank a multiple
       of 128; a partial output block is padded (``_Fp8PbWoPartialBlock``). Its routed experts are block-
       checked only in a MIXED_PRECISION checkpoint, which loads them with ``Fp8MoEMethod``; plain ModelOpt
@@ -125,26 +127,28 @@ def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = Fals
             continue
         n, k = block
         per_rank = width // tp  # gate/up's output and down's input per rank
-        if (per_rank % k) if modelopt else (per_rank % n or (tp > 1 and per_rank % k)):
+        if (per_rank % k) if modelopt else (tp > 1 and per_rank % k):
             return (
                 f"leaves {per_rank} of the {width}-wide {what} per GPU, not a multiple of the checkpoint's "
                 f"{n}x{k} FP8 weight blocks (vLLM refuses to load it)"
             )
-    shapes: dict[tuple[int, int, bool], int] = {}  # (head width, KV heads, shares a cache) -> first layer
+    shapes: dict[tuple[int, int, bool], int] = {}  # (head width, value width, shares a cache) -> first layer
     for i, layer in enumerate(arch.layers):
         if layer.mixer in ("full", "sliding", "chunked"):
-            shapes.setdefault((arch.head_dim_of(layer), arch.kv_heads_of(layer), layer.kv_shared), i)
-    for (width, kv_heads, shared), i in shapes.items():
+            shapes.setdefault((arch.head_dim_of(layer), arch.v_head_dim_of(layer), layer.kv_shared), i)
+    for (width, v_width, shared), i in shapes.items():
         block = arch.weights.weight_block("attention", layer=i)
         if block is None:
             continue
         n, k = block
-        q = arch.num_attention_heads * width // tp  # q's output and o_proj's input per rank
-        kv = 0 if shared else max(1, kv_heads // tp) * width  # a layer reading another's cache has no k/v
-        if (q % k) if modelopt else (q % n or kv % n or (tp > 1 and q % k)):
-            what = "query channels" if modelopt or shared else f"query and {kv} key/value channels"
+        q = arch.num_attention_heads * width // tp  # q's output per rank
+        o_in = arch.num_attention_heads * v_width // tp  # o_proj's input per rank
+        # A KV-shared layer (Gemma 4) projects q alone, in a single column-parallel linear.
+        q_alone = not modelopt and shared and tp > 1 and q % n
+        if q_alone or (o_in % k if modelopt else tp > 1 and o_in % k):
+            what = f"{q} query channels" if q_alone else f"{o_in} attention output channels"
             return (
-                f"leaves {q} {what} of the {width}-wide attention heads per GPU, not multiples of the "
+                f"leaves {what} of the {width}-wide attention heads per GPU, not a multiple of the "
                 f"checkpoint's {n}x{k} FP8 weight blocks (vLLM refuses to load it)"
             )
     return None
@@ -175,7 +179,7 @@ def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     """Some attention layer's KV heads would split into fractions (MLA's latent never does)."""
     if arch.attention == "MLA" or not arch.num_attention_layers:
         return False
-    heads = {kv_heads for _, kv_heads, _, _ in arch.layer_census} - {0} or {arch.num_kv_heads}
+    heads = {kv_heads for _, kv_heads, _, _, _ in arch.layer_census} - {0} or {arch.num_kv_heads}
     return any(_splits_kv_heads(h, tp) for h in heads)
 
 

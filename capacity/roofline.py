@@ -227,11 +227,15 @@ class StepModel:
         per_kind: dict[str, int] = {"full": 0, "sliding": 0, "chunked": 0}
         # (A layer over another's cache, Gemma 4's KV-shared layers, reads that cache again: it counts.)
         widths: dict[str, float] = {"full": 0.0, "sliding": 0.0, "chunked": 0.0}
-        for (mixer, kv_heads, head_dim, _), n in arch.layer_census.items():
+        for (mixer, kv_heads, head_dim, v_head_dim, _), n in arch.layer_census.items():
             if mixer in ATTENTION_MIXERS:
                 kind = "full" if mixer == "mla" else mixer
-                per_kind[kind] += n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim)
-                widths[kind] += n * (head_dim / arch.head_dim if head_dim and arch.head_dim else 1.0)
+                per_kind[kind] += n * attention_bytes_per_token(
+                    arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim
+                )
+                # QK^T over the key width, AV over the value width.
+                wide = (head_dim + v_head_dim) / (2 * arch.head_dim) if head_dim and arch.head_dim else 1.0
+                widths[kind] += n * wide
         self.full_kv_per_token = per_kind["full"]
         # DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8 key,
         # then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode, ``index_topk``).

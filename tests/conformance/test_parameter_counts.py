@@ -104,7 +104,7 @@ def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cach
     """Layer by layer, what each of vLLM's ``Attention`` modules caches (MLA's latent is another module, held
     by test_kv_capacity.py and test_layer_kinds.py): KV heads, K and V head sizes (Gemma 4's global layers
     have their own), the sliding window, and whether the layer reads another layer's cache instead of
-    keeping its own (Gemma 4's KV-shared layers)."""
+    keeping its own (Gemma 4's KV-shared layers), and values narrower than keys (MiMo-V2)."""
     arch = capacity.architecture_from_config(CASES[case])
     if arch.attention == "MLA":
         return
@@ -112,7 +112,7 @@ def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cach
         (
             arch.kv_heads_of(layer),
             arch.head_dim_of(layer),
-            arch.head_dim_of(layer),
+            arch.v_head_dim_of(layer),
             arch.sliding_window if layer.mixer == "sliding" else None,
             layer.kv_shared,
         )

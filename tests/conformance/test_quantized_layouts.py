@@ -16,9 +16,11 @@ FP8 with 128x128 weight blocks: vLLM's CPU build cannot load an FP8 MoE without 
 backend, "Unsupported FP8 MoE backend: NONE"; its block-FP8 linear kernels also require AMX), which a
 real server start proves on such CPUs. The TP rule is therefore checked against vLLM's own functions
 (`fp8_utils.validate_fp8_block_shape_moe` / `validate_fp8_block_shape`, with vLLM's
-`FusedMoEParallelConfig.make` deciding how experts are split) on the real shapes of
-Qwen3-235B-A22B-FP8 (MoE) and Qwen3-4B-FP8 (dense), at TP 1, 2, 4, 8 with and without expert
-parallelism; capacity.tensor_parallel_error must refuse exactly where vLLM does.
+`FusedMoEParallelConfig.make` deciding how experts are split and `ColumnParallelLinear`'s own
+`_maybe_allow_fp8_block_shape_mismatch` letting a merged projection through) on the real shapes of
+Qwen3-235B-A22B-FP8 (MoE), Qwen3-4B-FP8 (dense) and MiMo-V2-Flash (192-wide keys, 128-wide values), at
+TP 1, 2, 4, 8 with and without expert parallelism; capacity.tensor_parallel_error must refuse exactly where
+vLLM does.
 """
 
 from __future__ import annotations
@@ -198,6 +200,9 @@ REAL_FP8: dict[str, dict[str, Any]] = {
         "torch_dtype": "bfloat16",
         "quantization_config": _FP8,
     },
+    # 192-wide keys and 128-wide values, 4 KV heads in the full layers and 8 in the sliding ones: from TP 4
+    # a rank's K part is 1.5 blocks, which vLLM lets through in a merged QKV projection.
+    "mimo-v2-flash": capacity.catalog_entry("mimo-v2-flash")["config"],
     "tiny-fp8-moe": {
         **{k: v for k, v in MODELS["fp8-moe"].items() if k != "_quantize"},
         "torch_dtype": "bfloat16",
@@ -215,16 +220,22 @@ FP8_CASES = [
 
 
 def _fp8_checks(name: str, config: dict[str, Any], tp: int, ep: bool) -> list[dict[str, Any]]:
-    """The FP8 shape checks vLLM runs while building the model's layers at this TP / EP."""
+    """The FP8 shape checks vLLM runs while building the model's layers at this TP / EP (MiMo-V2's sliding
+    layers with their own KV heads, and values narrower than keys, included)."""
     hidden, heads, head_dim = config["hidden_size"], config["num_attention_heads"], config["head_dim"]
+    v_head_dim = config.get("v_head_dim", head_dim)
     base = {"tp": tp, "ep": ep}
+    shapes = {"qkv": config["num_key_value_heads"], "swa_qkv": config.get("swa_num_key_value_heads")}
     checks = [
-        {**base, "id": f"{name}:{tp}:{ep}:qkv", "kind": "qkv", "input_size": hidden, "heads": heads,
-         "kv_heads": config["num_key_value_heads"], "head_dim": head_dim},
+        {**base, "id": f"{name}:{tp}:{ep}:{part}", "kind": "qkv", "input_size": hidden, "heads": heads,
+         "kv_heads": kv, "head_dim": head_dim, "v_head_dim": v_head_dim}
+        for part, kv in shapes.items() if kv
+    ] + [
         {**base, "id": f"{name}:{tp}:{ep}:o_proj", "kind": "dense", "parallel": "row",
-         "input_size": heads * head_dim, "output_sizes": [hidden]},
+         "input_size": heads * v_head_dim, "output_sizes": [hidden]},
     ]  # fmt: skip
-    if config.get("num_experts"):
+    experts = config.get("num_experts") or config.get("n_routed_experts")
+    if experts:
         checks.append(
             {
                 **base,
@@ -233,7 +244,7 @@ def _fp8_checks(name: str, config: dict[str, Any], tp: int, ep: bool) -> list[di
                 "intermediate_size": config["moe_intermediate_size"],
             }
         )
-    else:
+    if not experts or 0 in config.get("moe_layer_freq", [1]):  # MiMo-V2's first layer is a dense MLP
         width = config["intermediate_size"]
         checks += [
             {**base, "id": f"{name}:{tp}:{ep}:gate_up", "kind": "dense", "parallel": "column",
@@ -279,6 +290,22 @@ def test_fp8_block_rule_is_the_one_the_issue_reports(fp8_verdicts: dict[str, dic
         "weight quantization block_n = 128."
     )
     assert fp8_verdicts["qwen3-235b-a22b-fp8:8:True:experts"]["accepted"]
+
+
+def test_a_merged_projection_with_a_part_short_of_a_block_loads(
+    fp8_verdicts: dict[str, dict[str, Any]],
+) -> None:
+    """MiMo-V2-Flash at TP 8: a rank's fused q/k/v rows are 1536 + 192 + 128 = 1,856, 14.5 blocks (the figure
+    vLLM's mimo_v2.py loader names). validate_fp8_block_shape alone would refuse the 192-row K part; the
+    ColumnParallelLinear the layer is lets it through, and capacity must accept it too."""
+    verdict = fp8_verdicts["mimo-v2-flash:8:False:qkv"]
+    assert verdict["accepted"] and verdict["per_partition"] == 1856, verdict
+    assert capacity.valid_tensor_parallel_sizes(_arch_of(REAL_FP8["mimo-v2-flash"], "mimo-v2-flash"), 8) == [
+        1,
+        2,
+        4,
+        8,
+    ]
 
 
 FP8_MOE = ServerSpec(shape="fp8-moe", kv_cache_memory_bytes=16 * 2**20)

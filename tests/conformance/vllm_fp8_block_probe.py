@@ -10,11 +10,16 @@ The checks are the ones vLLM runs while creating weights, called with vLLM's own
   MoE's TP size (1 with ``--enable-expert-parallel``: experts are spread, not split by width), the
   per-partition width is ``intermediate_size // tp`` as in ``FusedMoEConfig``, and
   ``fp8_utils.validate_fp8_block_shape_moe`` is what ``Fp8MoEMethod.create_weights`` calls.
-- "qkv" (``input_size``, ``heads``, ``kv_heads``, ``head_dim``): QKVParallelLinear's per-rank q/k/v
-  widths (KV heads replicated when tp >= kv_heads) through ``validate_fp8_block_shape``.
+- "qkv" (``input_size``, ``heads``, ``kv_heads``, ``head_dim``, optional ``v_head_dim``):
+  QKVParallelLinear's per-rank q/k/v widths (KV heads replicated when tp >= kv_heads) through
+  ``validate_fp8_block_shape``.
 - "dense" (``input_size``, ``output_sizes``, ``parallel``: "column" | "row"): the per-rank shapes a
   (Merged)ColumnParallelLinear or RowParallelLinear gives ``Fp8LinearMethod.create_weights``, checked
   by ``fp8_utils.validate_fp8_block_shape``.
+
+A column-parallel layer first runs vLLM's own ``ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch``
+on its block and per-rank parts, as its ``__init__`` does before creating weights: a merged layer whose parts
+are not all whole blocks is let through unchecked.
 
 The TP world size those functions read from vLLM's process groups is supplied by patching
 ``get_tensor_model_parallel_world_size`` (and the TP rank, 0): no process group is started.
@@ -29,11 +34,14 @@ from typing import Any
 
 
 def check(case: dict[str, Any]) -> dict[str, Any]:
+    import types
+
     import torch
     import vllm.distributed as dist
     import vllm.distributed.parallel_state as ps
     from vllm.config import ParallelConfig
     from vllm.model_executor.layers.fused_moe import config as moe_config
+    from vllm.model_executor.layers.linear import ColumnParallelLinear
     from vllm.model_executor.layers.quantization.utils import fp8_utils
 
     tp = int(case["tp"])
@@ -43,6 +51,14 @@ def check(case: dict[str, Any]) -> dict[str, Any]:
         if hasattr(module, "get_tensor_model_parallel_rank"):
             module.get_tensor_model_parallel_rank = lambda: 0  # type: ignore[attr-defined]
     block = [int(b) for b in case.get("weight_block_size", (128, 128))]
+
+    def column_layer(parts: list[int]) -> torch.nn.Module:
+        layer = torch.nn.Module()
+        layer.quant_config = types.SimpleNamespace(weight_block_size=block)
+        layer.output_partition_sizes = parts
+        layer.allow_fp8_block_shape_mismatch = False
+        ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch(layer)  # type: ignore[arg-type]
+        return layer
     try:
         if case["kind"] == "moe":
             parallel = moe_config.FusedMoEParallelConfig.make(
@@ -60,27 +76,24 @@ def check(case: dict[str, Any]) -> dict[str, Any]:
             # QKVParallelLinear: heads split over TP; KV heads split, or one per rank (replicated) when
             # tp >= kv_heads; output_size is the sum over ranks, as the layer passes it.
             heads, kv, head_dim = int(case["heads"]), int(case["kv_heads"]), int(case["head_dim"])
+            v_head_dim = int(case.get("v_head_dim", head_dim))
             q_per_rank = heads // tp
             kv_per_rank = 1 if tp >= kv else kv // tp
-            parts = [q_per_rank * head_dim, kv_per_rank * head_dim, kv_per_rank * head_dim]
+            parts = [q_per_rank * head_dim, kv_per_rank * head_dim, kv_per_rank * v_head_dim]
             hidden = int(case["input_size"])
             per_partition = sum(parts)
             fp8_utils.validate_fp8_block_shape(
-                torch.nn.Module(),
-                hidden,
-                (q_per_rank + 2 * kv_per_rank) * tp * head_dim,
-                hidden,
-                parts,
-                block,
+                column_layer(parts), hidden, per_partition * tp, hidden, parts, block
             )
         else:
-            layer = torch.nn.Module()
             input_size = int(case["input_size"])
             outputs = [int(o) for o in case["output_sizes"]]
             if case["parallel"] == "column":
                 partition_in, partition_outs = input_size, [o // tp for o in outputs]
+                layer = column_layer(partition_outs)
             else:
                 partition_in, partition_outs = input_size // tp, outputs
+                layer = torch.nn.Module()
             per_partition = partition_in if case["parallel"] == "row" else sum(partition_outs)
             fp8_utils.validate_fp8_block_shape(
                 layer, input_size, sum(outputs), partition_in, partition_outs, block

@@ -238,7 +238,9 @@ def test_modelopts_block_kernel_pads_the_output_and_checks_only_the_input_per_ra
     rank in whole 128-blocks, and plain ModelOpt FP8 loads experts without a block check; Fp8Config's
     validate_fp8_block_shape holds each rank's outputs to the block too. Qwen3-235B's 1536-wide experts
     give 192 columns per rank at TP 8: only Fp8Config refuses. A model with 64-wide heads and 4 KV heads
-    leaves one 64-channel KV head per rank at TP 4: Fp8Config refuses, ModelOpt pads it."""
+    leaves one 64-channel KV head per rank at TP 4: both load it (vLLM 0.32 lets a merged QKV projection
+    with a part short of a block through), and both refuse the 1,000-wide MLP whose down projection then
+    reads 250 channels per rank."""
     modelopt = {**MODELOPT, "quant_algo": "FP8_PB_WO"}
     assert c.valid_tensor_parallel_sizes(_qwen3_235b(FP8_BLOCKS), 8) == [1, 2, 4]
     assert c.valid_tensor_parallel_sizes(_qwen3_235b(modelopt), 8) == [1, 2, 4, 8]
@@ -250,11 +252,12 @@ def test_modelopts_block_kernel_pads_the_output_and_checks_only_the_input_per_ra
         "head_dim": 64,
         "intermediate_size": 8192,
     }
-    refused = c.fp8_block_error(c.architecture_from_config({**dense, "quantization_config": FP8_BLOCKS}), 4)
-    assert refused is not None and "512 query and 64 key/value channels" in refused
-    assert (
-        c.fp8_block_error(c.architecture_from_config({**dense, "quantization_config": modelopt}), 4) is None
-    )
+    for quantization in (FP8_BLOCKS, modelopt):
+        loads = c.architecture_from_config({**dense, "quantization_config": quantization})
+        assert c.fp8_block_error(loads, 4) is None
+        narrow = {**dense, "intermediate_size": 1000, "quantization_config": quantization}
+        refused = c.fp8_block_error(c.architecture_from_config(narrow), 4)
+        assert refused is not None and "leaves 250 of the 1000-wide dense MLP" in refused, refused
 
 
 def _llama4_text(**extra: Any) -> dict[str, Any]:

@@ -84,6 +84,9 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         kv = text.get("num_global_key_value_heads") if text.get("attention_k_eq_v") else None
         per_layer = 2 * (kv or text["num_key_value_heads"]) * text["global_head_dim"] * 2
         return text["layer_types"].count("full_attention") * per_layer
+    if "hybrid_layer_pattern" in text:  # MiMo-V2: the 0s attend fully, values narrower than keys
+        per_layer = text["num_key_value_heads"] * (text["head_dim"] + text["v_head_dim"]) * 2
+        return text["hybrid_layer_pattern"].count(0) * per_layer
     if text.get("kv_lora_rank"):  # MLA: the latent and rope key, plus the sparse indexer's fp8 key and scale
         per_layer = 2 * (text["kv_lora_rank"] + text["qk_rope_head_dim"])
         if "index_head_dim" in text:
