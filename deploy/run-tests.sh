@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Every test suite, for `make test`, in two lanes where that is safe.
+# Every test suite, for `make test`, in three lanes where that is safe.
 #
-# The conformance suite is CPU-bound: one real vLLM engine after another. The cluster suites mostly wait:
-# tests/integration and tests/promtool on their own local control plane, then the simulator's end-to-end
-# tests (tests/e2e/test_feedback_loop.py, test_dashboards_data.py) on another. The simulated engines keep
-# their own virtual clock, so the latencies those tests judge come from the simulator's physics, not from
-# how busy the machine is. The unit tests judge no time at all. These three run beside the conformance
-# suite, one pytest session after the other (each cluster session starts and stops its own control plane),
-# and their output is held back until the conformance suite is done, so the two never interleave. The
-# conformance suite is the longer, so the side lane also takes its modules that start no engine (PROBES:
-# vLLM resolves configs and builds model classes in one process each, judging no time; about 4 minutes
-# and 452 of its tests), and the lanes end closer together. Then the real-engine scenario runs with the
-# machine to itself: it measures a real engine's latency, and a busy machine would be its noise.
+# The conformance suite starts one real vLLM engine after another. A start is about 27 s of one process at a
+# time importing vLLM (measured: the same with a second core kept busy), so one pytest session leaves a core
+# idle however its pool overlaps the next start; its modules are split over two sessions, so starts share the
+# two cores: the foreground session, and a second lane running CONFORMANCE_B and then the modules that start
+# no engine (PROBES: vLLM resolves configs and builds model classes in one process each, judging no time).
+# The cluster suites mostly wait: tests/integration and tests/promtool on their own local control plane, then
+# the simulator's end-to-end tests (tests/e2e/test_feedback_loop.py, test_dashboards_data.py) on another. The
+# simulated engines keep their own virtual clock, so the latencies those tests judge come from the simulator's
+# physics, not from how busy the machine is. The unit tests judge no time at all. These run in the side
+# lane, one pytest session after the other (each cluster session starts and stops its own control plane).
+# The background lanes' output is held back until the foreground session is done, so none interleave. Then
+# the real-engine scenario runs with the machine to itself: it measures a real engine's latency, and a busy
+# machine would be its noise.
 #
 # Exit status: the first failing suite's (pytest's 5, "no tests collected", is a failure like any other).
 set -uo pipefail
@@ -20,7 +22,8 @@ PYTEST=${PYTEST:-.venv/bin/pytest}
 ARGS=(-q --durations=25)
 SIM_E2E=(tests/e2e/test_feedback_loop.py tests/e2e/test_dashboards_data.py)
 REAL_E2E=(tests/e2e/test_real_engine_loop.py)
-# Conformance modules that start no vLLM server, only probe processes: the side lane runs them.
+# Conformance modules that start no vLLM server, only probe processes: the second conformance lane runs them
+# after its engine modules.
 PROBES=(
   tests/conformance/test_unknown_architectures.py
   tests/conformance/test_attention_backends.py
@@ -30,16 +33,34 @@ PROBES=(
   tests/conformance/test_remote_code.py
   tests/conformance/test_sliding_layers.py
 )
+# Conformance modules that start engines, run in a second session beside the first (about half of the
+# suite's time alone). test_kv_capacity, test_metrics and test_sim_dialect share one server: keep them here
+# together.
+CONFORMANCE_B=(
+  tests/conformance/test_kv_capacity.py
+  tests/conformance/test_layouts.py
+  tests/conformance/test_lora_flags.py
+  tests/conformance/test_metrics.py
+  tests/conformance/test_shutdown.py
+  tests/conformance/test_sim_dialect.py
+)
 
 lane_log=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane.XXXXXX")
 lane_status=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane-status.XXXXXX")
+b_log=$(mktemp "${TMPDIR:-/tmp}/kvright-conformance-b.XXXXXX")
+b_status=$(mktemp "${TMPDIR:-/tmp}/kvright-conformance-b-status.XXXXXX")
 lane=""
-cleanup() {
-  if [ -n "$lane" ] && kill -0 "$lane" 2>/dev/null; then
-    kill -- "-$lane" 2>/dev/null || kill "$lane" 2>/dev/null
-    wait "$lane" 2>/dev/null
+b_lane=""
+stop_lane() {
+  if [ -n "$1" ] && kill -0 "$1" 2>/dev/null; then
+    kill -- "-$1" 2>/dev/null || kill "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
   fi
-  rm -f "$lane_log" "$lane_status"
+}
+cleanup() {
+  stop_lane "$lane"
+  stop_lane "$b_lane"
+  rm -f "$lane_log" "$lane_status" "$b_log" "$b_status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -53,15 +74,15 @@ if [ "$listed" != "$present" ]; then
   exit 2
 fi
 
-# A module listed in PROBES must exist (a rename would otherwise run it nowhere).
-for module in "${PROBES[@]}"; do
+# A module listed in PROBES or CONFORMANCE_B must exist (a rename would otherwise run it nowhere).
+for module in "${PROBES[@]}" "${CONFORMANCE_B[@]}"; do
   if [ ! -f "$module" ]; then
-    echo "deploy/run-tests.sh: $module is listed in PROBES but does not exist" >&2
+    echo "deploy/run-tests.sh: $module is listed in PROBES or CONFORMANCE_B but does not exist" >&2
     exit 2
   fi
 done
-not_probes=()
-for module in "${PROBES[@]}"; do not_probes+=(--ignore "$module"); done
+conformance_a=()  # every other conformance module, new ones included
+for module in "${PROBES[@]}" "${CONFORMANCE_B[@]}"; do conformance_a+=(--ignore "$module"); done
 
 side_lane() {
   echo "== tests/integration tests/promtool"
@@ -73,34 +94,47 @@ side_lane() {
   echo "== tests/unit"
   "$PYTEST" "${ARGS[@]}" tests/unit
   local unit=$?
+  echo "$integration $sim $unit" >"$lane_status"
+}
+
+conformance_b_lane() {
+  echo "== ${CONFORMANCE_B[*]}"
+  "$PYTEST" "${ARGS[@]}" "${CONFORMANCE_B[@]}"
+  local engines=$?
   echo "== ${PROBES[*]}"
   "$PYTEST" "${ARGS[@]}" "${PROBES[@]}"
-  local probes=$?
-  echo "$integration $sim $unit $probes" >"$lane_status"
+  echo "$engines $?" >"$b_status"
 }
 
 started=$(date +%s)
-set -m  # the lane gets a process group of its own, so cleanup can stop all of it
+set -m  # each lane gets a process group of its own, so cleanup can stop all of it
 side_lane >"$lane_log" 2>&1 &
 lane=$!
+conformance_b_lane >"$b_log" 2>&1 &
+b_lane=$!
 set +m
-echo "== tests/conformance but its probe modules (the side lane runs alongside; its output follows)"
-"$PYTEST" "${ARGS[@]}" tests/conformance "${not_probes[@]}"
+echo "== tests/conformance but its probe modules and CONFORMANCE_B (two lanes run alongside; their output follows)"
+"$PYTEST" "${ARGS[@]}" tests/conformance "${conformance_a[@]}"
 conformance=$?
+wait "$b_lane"
+b_lane=""
+read -r conformance_b probes <"$b_status" || { conformance_b=1; probes=1; }
+echo "== the second conformance lane (ran alongside)"
+cat "$b_log"
 wait "$lane"
 lane=""
-read -r integration sim unit probes <"$lane_status" || { integration=1; sim=1; unit=1; probes=1; }
+read -r integration sim unit <"$lane_status" || { integration=1; sim=1; unit=1; }
 echo "== the side lane (ran alongside the conformance suite)"
 cat "$lane_log"
 echo "== ${REAL_E2E[*]}"
 "$PYTEST" "${ARGS[@]}" "${REAL_E2E[@]}"
 real=$?
 
-echo "== suites: conformance exit $conformance (its probe modules: exit $probes)," \
+echo "== suites: conformance exit $conformance and $conformance_b (its probe modules: exit $probes)," \
   "integration+promtool exit $integration, simulator e2e exit $sim, unit exit $unit," \
   "real-engine e2e exit $real;" \
   "$(( ($(date +%s) - started) / 60 )) min $(( ($(date +%s) - started) % 60 )) s in all"
-for status in "$conformance" "$probes" "$integration" "$sim" "$unit" "$real"; do
+for status in "$conformance" "$conformance_b" "$probes" "$integration" "$sim" "$unit" "$real"; do
   if [ "$status" -ne 0 ]; then
     exit "$status"
   fi
