@@ -1638,12 +1638,20 @@ def _per_layer_int(cfg: Mapping[str, Any], names: Sequence[str]) -> dict[str, An
     return {**cfg, name: values[0]}
 
 
+def _routing(cfg: Mapping[str, Any], experts: Sequence[str], top_k: Sequence[str]) -> dict[str, int]:
+    """The routed experts and how many each token uses, read by the family's names; no more used than
+    there are."""
+    count = _int(cfg, experts)
+    used = _int(_per_layer_int(cfg, top_k), top_k)
+    if used > count:
+        name = (_lookup(cfg, top_k) or (top_k[0],))[0]
+        raise ConfigError(name, f"is {used}; expected at most the {count} experts")
+    return {"num_experts": count, "num_experts_per_token": used}
+
+
 def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[dict[str, Any], int]:
     """MoE fields and the dense MLP width of the layers that are not MoE."""
-    experts = _int(cfg, _EXPERTS)
-    top_k = _int(_per_layer_int(cfg, _EXPERTS_PER_TOKEN), _EXPERTS_PER_TOKEN)
-    if top_k > experts:
-        raise ConfigError("num_experts_per_tok", f"is {top_k}; expected at most the {experts} experts")
+    routing = _routing(cfg, _EXPERTS, _EXPERTS_PER_TOKEN)
     if model_type in ("hunyuan", "hunyuan_v1_moe"):
         # transformers' HunYuanMoEV1 (vLLM's Transformers backend): every expert and the one shared MLP are
         # intermediate_size wide; the per-layer moe_intermediate_size list some files add is not read.
@@ -1668,8 +1676,7 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
         shared = _int(cfg, ("shared_intermediate_size",), minimum=0, default=0)
     gated_shared = "shared_expert_intermediate_size" in cfg and shared > 0  # Qwen2-MoE, Qwen3-Next
     return {
-        "num_experts": experts,
-        "num_experts_per_token": top_k,
+        **routing,
         "moe_intermediate_size": expert_width,
         "shared_expert_intermediate_size": shared,
         "shared_expert_gate": gated_shared,
@@ -2172,13 +2179,8 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
                 "use_double_wide_mlp",
                 "is true with routed experts; kvright reads one dense MLP width beside them",
             )
-        experts = _int(cfg, ("num_experts",))
-        top_k = _int(cfg, ("top_k_experts",))
-        if top_k > experts:
-            raise ConfigError("top_k_experts", f"is {top_k}; expected at most the {experts} experts")
         extra.update(
-            num_experts=experts,
-            num_experts_per_token=top_k,
+            **_routing(cfg, ("num_experts",), ("top_k_experts",)),
             moe_intermediate_size=_int(cfg, ("moe_intermediate_size", "expert_intermediate_size")),
             # The dense MLP runs beside the experts in every layer: an always-on shared expert.
             shared_expert_intermediate_size=dense,
@@ -2254,13 +2256,8 @@ def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
     width = [0 if r else a["intermediate_size"] for r in routed]
     if any(routed):
-        experts = _int(cfg, ("n_routed_experts",))
-        top_k = _int(cfg, ("num_experts_per_tok",))
-        if top_k > experts:
-            raise ConfigError("num_experts_per_tok", f"is {top_k}; expected at most the {experts} experts")
         extra.update(
-            num_experts=experts,
-            num_experts_per_token=top_k,
+            **_routing(cfg, ("n_routed_experts",), ("num_experts_per_tok",)),
             moe_intermediate_size=_int(cfg, ("moe_intermediate_size",)),
             expert_score_bias=True,  # gate.e_score_correction_bias, always built
         )

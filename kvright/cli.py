@@ -350,19 +350,19 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         return f"{kv} KV heads x {k}" + (f" (values {v})" if v != k else "")
 
     # The model's heads, then layers whose heads differ (Gemma 4's global layers, MiMo-V2's sliding ones).
-    own = [
+    layer_heads = [
         (layer.mixer, arch.kv_heads_of(layer), arch.head_dim_of(layer), arch.v_head_dim_of(layer))
         for layer in arch.layers
         if layer.mixer in ("full", "sliding", "chunked")
     ]
     standard = next(
-        ((kv, k, v) for _, kv, k, v in own if (kv, k) == (arch.num_kv_heads, arch.head_dim)),
+        ((kv, k, v) for _, kv, k, v in layer_heads if (kv, k) == (arch.num_kv_heads, arch.head_dim)),
         (arch.num_kv_heads, arch.head_dim, arch.head_dim),
     )
     heads = "latent" if arch.attention == "MLA" else width(*standard)
     heads += "".join(
         f"; {mixer} layers {width(kv, k, v)}"
-        for mixer, kv, k, v in sorted(set(own))
+        for mixer, kv, k, v in sorted(set(layer_heads))
         if arch.attention != "MLA" and (kv, k, v) != standard
     )
     shared = sum(layer.kv_shared for layer in arch.layers)

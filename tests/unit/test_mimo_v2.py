@@ -1,5 +1,5 @@
-"""MiMo-V2-Flash and MiMo-V2.5 as vLLM 0.32's mimo_v2.py builds them: sliding-window and full layers with heads
-of their own, values narrower than keys, sinks on the sliding layers, an LM head never tied.
+"""MiMo-V2-Flash and MiMo-V2.5 as vLLM 0.32's mimo_v2.py builds them: sliding-window and full layers with
+heads of their own, values narrower than keys, sinks on the sliding layers, an LM head never tied.
 
 The parameter counts and each attention layer's heads, key and value widths and window are held to vLLM's own
 class in tests/conformance/test_parameter_counts.py (the ``mimo_v2`` cases), and the FP8 TP verdicts to
