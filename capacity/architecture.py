@@ -1303,6 +1303,10 @@ def config_reader(config: Mapping[str, Any]) -> ConfigReader:
     model_type = config.get("model_type")
     if model_type is None:
         native = _architecture_class(config) in engine.architectures_without_model_type
+    elif not isinstance(model_type, str):
+        raise ConfigError(
+            "model_type", f"is {model_type!r:.40}; expected a string (vLLM looks its config class up by it)"
+        )
     else:
         native = model_type in engine.model_types
     if native:
