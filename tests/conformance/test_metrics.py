@@ -143,10 +143,12 @@ def test_observe_reads_tpot_ttft_and_counts_from_real_vllm(loaded: dict[str, obj
     assert isinstance(obs, Observation)
     assert (obs.available, obs.reason) == (True, "MetricsFound"), obs.message
     assert obs.tpot_metric == "vllm:request_time_per_output_token_seconds"
-    # increase() extrapolates the last sample towards `now` (up to 1.1 scrape intervals), so a count of
-    # 12 finished requests can read 12.x and round to 13; it never reads fewer.
+    # increase() extrapolates the sampled span towards the window's ends (up to 1.1 scrape intervals each, and
+    # towards zero where the series starts mid-window), so a burst whose samples span a few seconds reads high
+    # in proportion: 12 finished requests read 13 on one machine and 14 on another. It never reads fewer, and
+    # a quarter over still tells the one replica's count from two replicas' (24) or a missed series.
     sent = loaded["sent"]
-    assert isinstance(sent, int) and sent <= obs.sample_count <= sent + 1
+    assert isinstance(sent, int) and sent <= obs.sample_count <= sent + max(1, sent // 4), (sent, obs)
     assert obs.replicas_reporting == 1
     assert obs.tpot_seconds is not None and math.isfinite(obs.tpot_seconds) and obs.tpot_seconds > 0
     assert obs.ttft_seconds is not None and math.isfinite(obs.ttft_seconds) and obs.ttft_seconds > 0
