@@ -53,7 +53,7 @@ from kvright import api
 from kvright.operator import INFERENCE_POOL_API, POD_MONITOR_CRD, Kube, KubeError, api_client
 from kvright.render import Owner, VLLMWorkload, render_all
 from kvright_dev.cluster import install_crd
-from kvright_dev.procs import WaitFailed, free_port, stop_processes, wait_until
+from kvright_dev.procs import WaitFailed, free_port, sigterm_interrupts, stop_processes, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_SPEC: dict[str, Any] = {
@@ -908,6 +908,7 @@ def report(argv: list[str] | None = None) -> int:
     if not 0 <= args.rate <= 1000:
         parser.error(f"--rate {args.rate:g} is out of range; accepted: 0 to 1000")
 
+    sigterm_interrupts()  # a stopped bench still stops its control plane, operators and Prometheus
     from bench import operator_soak  # after argument parsing: it imports the Prometheus helper
 
     for pair_text in args.operator_env:

@@ -28,7 +28,7 @@ import yaml
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
 from kvright_dev.cluster import CRD, apply, crd_established, local_kubeconfig
-from kvright_dev.procs import WaitFailed, free_port, stop_processes, wait_until
+from kvright_dev.procs import WaitFailed, free_port, sigterm_interrupts, stop_processes, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kvright-demo"
@@ -165,6 +165,7 @@ def print_table(kube: Kube) -> None:
 
 
 def main() -> int:
+    sigterm_interrupts()  # a stopped demo still stops its operator
     kubeconfig = str(local_kubeconfig())
     os.environ["KUBECONFIG"] = kubeconfig
     kube = Kube(api_client())

@@ -15,7 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import TypeVar
 
 import requests
@@ -30,6 +30,7 @@ __all__ = [
     "answers_200",
     "dev_environ",
     "free_port",
+    "sigterm_interrupts",
     "stop_processes",
     "wait_until",
 ]
@@ -124,6 +125,19 @@ def stop_processes(procs: Iterable[subprocess.Popen[bytes]], *, timeout: float =
         except subprocess.TimeoutExpired:
             send(proc, signal.SIGKILL)
             proc.wait(10)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def sigterm_interrupts() -> None:
+    """Make SIGTERM end this process as Ctrl-C does: a KeyboardInterrupt, so ``finally`` blocks, context
+    managers and pytest's fixture teardown run and stop the servers it started. Those run in process
+    groups of their own (out of reach of a signal to the caller's group), and Python's default for
+    SIGTERM is to die without running any of that, leaving control planes and vLLM servers behind
+    (a CI timeout, ``kill`` of a make target's group). Call it from the main thread."""
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def dev_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from kvright_dev.procs import sigterm_interrupts
 from tests.fixtures.cluster import cluster, kube, namespace, request_cluster_for_marked, tools_dir
 from tests.fixtures.prometheus import prometheus
 
@@ -16,6 +17,9 @@ __all__ = ["cluster", "kube", "namespace", "prometheus"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (a CI timeout, `kill` of make test's process group) ends the session as Ctrl-C does, through
+    # every fixture's teardown: the control planes, Prometheus and vLLM servers it started stop with it.
+    sigterm_interrupts()
     # The pinned kubectl and helm from `make tools` come first on PATH, so subprocesses use them
     # rather than whatever version the machine has.
     if tools_dir().is_dir():

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kvright_dev.cluster import local_kubeconfig
-from kvright_dev.procs import WaitFailed, dev_environ, stop_processes, wait_until
+from kvright_dev.procs import WaitFailed, dev_environ, sigterm_interrupts, stop_processes, wait_until
 from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
@@ -72,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--efficiency", type=float, default=0.6, help="simulated GPU speed vs kvright's prediction"
     )
     ns = p.parse_args(argv)
+    sigterm_interrupts()  # a stopped demo still stops its simulators, operator and Prometheus
     path = _kubeconfig()
     api = config.new_client_from_config(config_file=path)  # type: ignore[no-untyped-call]
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
