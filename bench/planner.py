@@ -257,7 +257,7 @@ def report() -> int:
     ok_whole = whole.median_seconds <= PROCESS_TARGET_SECONDS
     print(
         f"in-process target {_fmt(IN_PROCESS_TARGET_SECONDS)}: {'met' if ok_fast else 'MISSED'} "
-        f"({IN_PROCESS_TARGET_SECONDS / fast.median_seconds:.0f}x headroom)"
+        f"({IN_PROCESS_TARGET_SECONDS / fast.median_seconds:.1f}x headroom)"
     )
     print(
         f"whole-process target {_fmt(PROCESS_TARGET_SECONDS)}: {'met' if ok_whole else 'MISSED'} "
