@@ -127,6 +127,10 @@ FAMILIES: dict[str, str] = {
     "KimiK2ForCausalLM": "mla",
     "KimiK25ForConditionalGeneration": "mla",
     "GlmMoeDsaForCausalLM": "mla",
+    # GLM-4.1V / GLM-4.6V-Flash and GLM-4.5V / GLM-4.6V (vLLM's glm4_1v.py): a Glm4ForCausalLM or a
+    # Glm4MoeForCausalLM built from text_config (see _LANGUAGE_MODEL_TYPES), beside their vision tower.
+    "Glm4vForConditionalGeneration": "dense",
+    "Glm4vMoeForConditionalGeneration": "moe",
     "Qwen3NextForCausalLM": "hybrid",
     "Qwen3_5ForConditionalGeneration": "hybrid",
     "Qwen3_5MoeForConditionalGeneration": "hybrid",
@@ -184,6 +188,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "chatglm": "dense",
     "exaone4": "dense",
     "glm4": "dense",
+    "glm4v": "dense",
+    "glm46v": "dense",
     "ernie4_5": "dense",
     "hunyuan_v1_dense": "dense",
     "olmo2": "dense",
@@ -198,6 +204,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen3_vl_moe": "moe",
     "qwen3_vl_moe_text": "moe",
     "glm4_moe": "moe",
+    "glm4v_moe": "moe",
     "ernie4_5_moe": "moe",
     "hunyuan_v1_moe": "moe",
     "exaone_moe": "moe",
@@ -311,6 +318,10 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma": {"head_dim": 256, "tie_word_embeddings": True},
     "falcon": {"multi_query": True, "parallel_attn": True, "bias": False, "tie_word_embeddings": True},
     "glm4": {"head_dim": 128, "attention_bias": True},
+    # Glm4vTextConfig has neither head_dim nor attention_bias (vLLM's glm4.py then takes hidden / heads and no
+    # q/k/v biases, unless the file states them); Glm4vMoeTextConfig has biases on, and no head_dim either
+    # (vLLM's glm4_moe.py needs the file's own).
+    "glm4v_moe_text": {"attention_bias": True, "first_k_dense_replace": 1, "n_shared_experts": 1},
     "seed_oss": {"head_dim": 128, "attention_bias": True, "attention_out_bias": False},
     "starcoder2": {"use_bias": True, "tie_word_embeddings": True},
     "ernie4_5": {"head_dim": 128, "use_bias": False, "tie_word_embeddings": True},
@@ -1212,6 +1223,21 @@ _FILE_NAMES: dict[str, dict[str, str]] = {
 }
 
 
+#: The text config a wrapper's class makes when its file's ``text_config`` names no model type (Gemma3Config,
+#: Glm4vConfig, Glm46VConfig, Glm4vMoeConfig).
+_DEFAULT_TEXT_TYPES = {
+    "gemma3": "gemma3_text",
+    "glm4v": "glm4v_text",
+    "glm46v": "glm4v_text",
+    "glm4v_moe": "glm4v_moe_text",
+}
+
+#: Text configs a wrapper builds with another model type's class (vLLM's ``init_vllm_registered_model`` with
+#: ``architectures`` set: glm4_1v.py builds Glm4ForCausalLM or Glm4MoeForCausalLM over the GLM-V text config),
+#: read as that type once their own config class's defaults are in.
+_LANGUAGE_MODEL_TYPES = {"glm4v_text": "glm4", "glm4v_moe_text": "glm4_moe"}
+
+
 def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """Multimodal wrappers keep the language model's facts under ``text_config`` (or ``llm_config``)."""
     for key in ("text_config", "llm_config"):
@@ -1224,14 +1250,23 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         for k in (*_DTYPE, "quantization_config", "tie_word_embeddings"):
             if k not in merged and k in config:
                 merged[k] = config[k]
-        if "model_type" not in merged and config.get("model_type") == "gemma3":
-            merged["model_type"] = "gemma3_text"  # Gemma3Config's default text config
-        merged.setdefault("model_type", config.get("model_type"))
-        return _with_defaults(merged)
+        top_type = config.get("model_type")
+        if "model_type" not in merged and isinstance(top_type, str) and top_type in _DEFAULT_TEXT_TYPES:
+            merged["model_type"] = _DEFAULT_TEXT_TYPES[top_type]
+        merged.setdefault("model_type", top_type)
+        return _as_language_model(_with_defaults(merged))
     named = config.get("architectures")
     if config.get("model_type") == "dbrx" or (isinstance(named, list) and "DbrxForCausalLM" in named):
         return _dbrx_fields(_with_defaults(config))
-    return _with_defaults(config)
+    return _as_language_model(_with_defaults(config))
+
+
+def _as_language_model(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` under the model type of the class vLLM builds for it (``_LANGUAGE_MODEL_TYPES``)."""
+    model_type = cfg.get("model_type")
+    if isinstance(model_type, str) and model_type in _LANGUAGE_MODEL_TYPES:
+        cfg["model_type"] = _LANGUAGE_MODEL_TYPES[model_type]
+    return cfg
 
 
 def _dbrx_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -2351,6 +2386,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if not isinstance(vision, Mapping):
         raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
     v = _with_defaults(vision)
+    if v.get("model_type") in _GLM4V_VISION or config.get("model_type") in _GLM4V:
+        return _glm4v_vision_parameters(v)
     try:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
@@ -2395,6 +2432,37 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
+
+
+_GLM4V = frozenset({"glm4v", "glm46v", "glm4v_moe"})
+_GLM4V_VISION = frozenset({"glm4v_vision", "glm4v_moe_vision"})
+
+
+def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
+    """The GLM-V tower as vLLM's glm4_1v.py builds it (Glm4vVisionTransformer): a 3-D patch embedding with
+    a bias; ``depth`` blocks of two RMSNorms, q/k/v and output projections without biases (whatever
+    ``attention_bias`` says) and a gated MLP ``out_hidden_size`` wide; a learned position table of
+    ``(image_size / patch_size)^2`` rows; an RMSNorm, a ``spatial_merge_size``-square convolution (with a
+    bias) into ``out_hidden_size`` and another RMSNorm; then the merger: a square projection, a LayerNorm
+    and a gated MLP ``intermediate_size`` wide. Defaults are Glm4vVisionConfig's."""
+    try:
+        h = _int(v, ("hidden_size",), default=1536)
+        depth = _int(v, ("depth",), default=24)
+        out = _int(v, ("out_hidden_size",), default=4096)
+        inter = _int(v, ("intermediate_size",), default=13696)
+        channels = _int(v, ("in_channels",), default=3)
+        patch = _int(v, ("patch_size",), default=14)
+        temporal = _int(v, ("temporal_patch_size",), default=2)
+        merge = _int(v, ("spatial_merge_size",), default=2)
+        image = _int(v, ("image_size",), default=336)
+    except ConfigError as exc:
+        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    patch_embed = channels * temporal * patch * patch * h + h
+    block = 2 * h + 4 * h * h + 3 * h * out
+    positions = (image // patch) ** 2 * h
+    downsample = h + h * out * merge * merge + out + h
+    merger = out * out + 2 * out + 3 * out * inter
+    return patch_embed + depth * block + positions + downsample + merger
 
 
 # ----- the converter ---------------------------------------------------------------------------------------

@@ -15,6 +15,11 @@ tensors the checkpoint holds, which vLLM's NemotronHMoE loads one to one (expert
 ``moe_latent_size`` is set, with replicated fc1/fc2 latent projections, router and shared expert at
 ``hidden_size``).
 
+GLM-V (GLM-4.1V, GLM-4.5V, GLM-4.6V) is held in two halves, since vLLM's CPU venv cannot import its wrapper
+(the processor needs torchvision): its language model is a case like the others, the text config as
+glm4_1v.py hands it to vLLM (Glm4ForCausalLM or Glm4MoeForCausalLM over glm4v_text / glm4v_moe_text), and
+the whole wrapper must be that plus the tower transformers' class builds, which vLLM loads one to one.
+
 Not here: Ling 2.0 (``bailing_moe`` loads only with the checkpoint's own config code), the multimodal
 wrappers (their towers are counted by ViT arithmetic, held to published totals in test_model_zoo.py),
 DeepSeek-V3.2 / GLM-5 (sparse-attention indexers), Llama-Nemotron (remote code), Qwen3.5 (vision wrapper)
@@ -74,9 +79,24 @@ CPU_REFUSED = {
 }
 
 
+def _wrapper(fields: dict[str, Any]) -> dict[str, Any]:
+    text = {k: v for k, v in CASES[fields["_language_model"]].items() if k != "architectures"}
+    return {k: v for k, v in fields.items() if not k.startswith("_")} | {"text_config": text}
+
+
+#: Multimodal wrappers held as their language model's case plus transformers' tower (the module docstring).
+TOWERS: dict[str, dict[str, Any]] = {case: _wrapper(fields) for case, fields in _TABLE["towers"].items()}
+
+
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    payload = json.dumps([{"id": case, "config": config} for case, config in CASES.items()])
+    payload = json.dumps(
+        [{"id": case, "config": config} for case, config in CASES.items()]
+        + [
+            {"id": f"{case}:tower", "config": config, "tower": _TABLE["towers"][case]["_tower"]}
+            for case, config in TOWERS.items()
+        ]
+    )
     out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
 
@@ -130,6 +150,20 @@ def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cach
         for layer in vllm_counts[case]["attention"]
     ]
     assert ours == theirs
+
+
+@pytest.mark.parametrize("case", sorted(TOWERS))
+def test_a_wrapper_is_its_language_model_plus_the_tower_vllm_loads(
+    vllm_counts: dict[str, dict[str, Any]], case: str
+) -> None:
+    language_model = _TABLE["towers"][case]["_language_model"]
+    tower = vllm_counts[f"{case}:tower"]
+    assert tower["error"] is None, f"transformers could not build {case}: {tower['error']}"
+    assert tower["architecture"] == TOWERS[case]["architectures"][0]
+    arch = capacity.architecture_from_config(TOWERS[case])
+    assert arch.parameter_groups.vision == tower["parameters"]
+    assert arch.parameters == vllm_counts[language_model]["parameters"] + tower["parameters"]
+    assert not arch.warnings
 
 
 def test_every_text_model_class_capacity_reads_is_built_here_or_says_why_not() -> None:

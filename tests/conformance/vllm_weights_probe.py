@@ -19,6 +19,11 @@ A case marked ``"plain_config": true`` is a config whose model type has no confi
 checkpoint's own code would read it): a plain ``PretrainedConfig`` subclass is registered for that type
 first, so vLLM's class reads the file's fields as they stand and its own defaults for the rest.
 
+A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
+under its module NAME (``visual``), built on the meta device: a vision tower vLLM loads one to one, for a
+wrapper vLLM's CPU build cannot import (GLM-V's processor needs torchvision). Its answer's ``parameters`` is
+that count and ``architecture`` transformers' class.
+
 When vLLM refuses to build its class (``error``), the answer adds ``checkpoint_parameters``: the parameters
 of transformers' class for the same config, also built on the meta device (the tensors a checkpoint of that
 config holds), or null when transformers has no class for it either.
@@ -115,6 +120,22 @@ def _checkpoint_count(config: dict[str, Any]) -> int | None:
     return sum(parameter.numel() for parameter in {id(p): p for p in model.parameters()}.values())
 
 
+def _tower_count(config: dict[str, Any], tower: str) -> dict[str, Any]:
+    """Parameters of transformers' image-text class for ``config`` in its module named ``tower``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        with torch.device("meta"):
+            model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(folder))
+    module = dict(model.named_modules())
+    path = next(name for name in module if name.split(".")[-1] == tower)
+    count = sum(p.numel() for p in {id(p): p for p in module[path].parameters()}.values())
+    return {"architecture": type(model).__name__, "parameters": count, "attention": None, "error": None}
+
+
 def _register_plain(model_type: str) -> None:
     """A config class for ``model_type`` that keeps every field of the file (transformers has none)."""
     from transformers import AutoConfig, PretrainedConfig
@@ -135,7 +156,10 @@ def main() -> None:
             with contextlib.redirect_stdout(sys.stderr):  # vLLM's own prints stay off the answer
                 if case.get("plain_config"):
                     _register_plain(case["config"]["model_type"])
-                answer = _count(case["config"], port)
+                if case.get("tower"):
+                    answer = _tower_count(case["config"], case["tower"])
+                else:
+                    answer = _count(case["config"], port)
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]
             answer = {"architecture": None, "parameters": None, "attention": None, "error": error}

@@ -908,3 +908,99 @@ def test_arcee_jais2_and_phi_have_ungated_mlps():
     assert arch.parameters == pytest.approx(2.78e9, rel=0.01) and arch.norms_per_layer == 1
     with pytest.raises(c.ConfigError, match="'qk_layernorm': is true"):
         c.architecture_from_config(phi2 | {"qk_layernorm": True})
+
+
+#: GLM-4.5V's config as transformers 5.7.0 prints it (Glm4vMoeConfig; a public model report of the
+#: checkpoint), the fields the readers use.
+GLM_4_5V: dict[str, Any] = {
+    "architectures": ["Glm4vMoeForConditionalGeneration"],
+    "model_type": "glm4v_moe",
+    "dtype": "bfloat16",
+    "tie_word_embeddings": False,
+    "text_config": {
+        "model_type": "glm4v_moe_text",
+        "attention_bias": True,
+        "first_k_dense_replace": 1,
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "intermediate_size": 10944,
+        "max_position_embeddings": 65536,
+        "moe_intermediate_size": 1408,
+        "n_group": 1,
+        "n_routed_experts": 128,
+        "n_shared_experts": 1,
+        "norm_topk_prob": True,
+        "num_attention_heads": 96,
+        "num_experts_per_tok": 8,
+        "num_hidden_layers": 46,
+        "num_key_value_heads": 8,
+        "partial_rotary_factor": 0.5,
+        "rope_parameters": {
+            "mrope_section": [8, 12, 12],
+            "partial_rotary_factor": 0.5,
+            "rope_theta": 10000.0,
+            "rope_type": "default",
+        },
+        "tie_word_embeddings": False,
+        "topk_group": 1,
+        "use_qk_norm": False,
+        "vocab_size": 151552,
+    },
+    "vision_config": {
+        "model_type": "glm4v_moe_vision",
+        "attention_bias": False,
+        "depth": 24,
+        "hidden_size": 1536,
+        "image_size": 336,
+        "in_channels": 3,
+        "intermediate_size": 10944,
+        "num_heads": 12,
+        "out_hidden_size": 4096,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+}
+
+
+def test_glm_v_is_a_glm_language_model_beside_its_vision_tower_to_the_parameter():
+    """vLLM's glm4_1v.py builds Glm4MoeForCausalLM (GLM-4.5V, GLM-4.6V) or Glm4ForCausalLM (GLM-4.1V,
+    GLM-4.6V-Flash) from text_config, beside its own vision tower (test_parameter_counts.py holds both
+    halves to the classes). The totals are the hub's safetensors counts (the `safetensors.total` that
+    llmfit's hf_models.json records: GLM-4.5V 107,710,933,120; GLM-4.1V-9B-Thinking and GLM-4.6V-Flash
+    10,292,777,472)."""
+    glm45v = c.architecture_from_config(GLM_4_5V)
+    assert glm45v.parameters == 107_710_933_120 and glm45v.warnings == ()
+    assert glm45v.parameter_groups.vision == 858_681_856
+    assert glm45v.model_type == "glm4_moe" and glm45v.head_dim == 128 and glm45v.num_kv_heads == 8
+    assert glm45v.max_model_len == 65536
+    # GLM-4.1V: a GLM-4-9B language model (q/k/v biases, four norms a layer) and Glm4vVisionConfig's own tower
+    # (the file states its fields; these are the class's defaults, which are GLM-4.1V's).
+    glm41v = {
+        "architectures": ["Glm4vForConditionalGeneration"],
+        "model_type": "glm4v",
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "glm4v_text",
+            "attention_bias": True,
+            "hidden_size": 4096,
+            "intermediate_size": 13696,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 2,
+            "vocab_size": 151552,
+            "max_position_embeddings": 65536,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {},
+    }
+    arch = c.architecture_from_config(glm41v)
+    assert arch.parameters == 10_292_777_472 and arch.warnings == ()
+    assert arch.norms_per_layer == 4 and arch.head_dim == 128
+    # Glm4vTextConfig has no attention_bias: a file without it gets no q/k/v biases in vLLM's glm4.py.
+    del glm41v["text_config"]["attention_bias"]
+    assert c.architecture_from_config(glm41v).parameters == 10_292_777_472 - 40 * (4096 + 2 * 2 * 128)
+    # A text_config without a model type is the wrapper class's default one.
+    text = {k: v for k, v in GLM_4_5V["text_config"].items() if k != "model_type"}
+    untyped = GLM_4_5V | {"text_config": text}
+    assert c.architecture_from_config(untyped).parameters == glm45v.parameters
