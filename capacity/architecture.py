@@ -684,6 +684,10 @@ class Architecture:
     """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
     vision_parameters: int = 0
     """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
+    vision_heads: int = 0
+    """Attention heads of a vision tower vLLM splits across the TP ranks as it does the text model's
+    (``divide(num_heads, tp)`` in GLM-V's Glm4vVisionAttention, its default ``--mm-encoder-tp-mode
+    weights``); 0: no tower, or one whose heads set no TP rule here."""
     per_layer_input_size: int = 0
     """Gemma 4's per-layer embeddings (``hidden_size_per_layer_input``, E2B/E4B): each layer adds a
     ``per_layer_input_size``-wide embedding of the token, from one vocab-parallel table of
@@ -2438,6 +2442,19 @@ _GLM4V = frozenset({"glm4v", "glm46v", "glm4v_moe"})
 _GLM4V_VISION = frozenset({"glm4v_vision", "glm4v_moe_vision"})
 
 
+def _vision_heads(config: Mapping[str, Any]) -> int:
+    """:attr:`Architecture.vision_heads`: GLM-V's tower (Glm4vVisionConfig's 12 heads unless stated)."""
+    vision = config.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return 0
+    if vision.get("model_type") in _GLM4V_VISION or config.get("model_type") in _GLM4V:
+        try:
+            return _int(vision, ("num_heads",), default=12)
+        except ConfigError as exc:
+            raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    return 0
+
+
 def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
     """The GLM-V tower as vLLM's glm4_1v.py builds it (Glm4vVisionTransformer): a 3-D patch embedding with
     a bias; ``depth`` blocks of two RMSNorms, q/k/v and output projections without biases (whatever
@@ -2853,6 +2870,7 @@ def architecture_from_config(
         # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
         # model alone (the towers are MiMoV2OmniForCausalLM's).
         vision_parameters=_vision_parameters(config, hidden) if family != "mimo_v2" else 0,
+        vision_heads=_vision_heads(config),
         config_reader=reader,
         warnings=tuple(warnings),
         **a,

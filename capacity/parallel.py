@@ -46,7 +46,8 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
     vLLM checks ``num_attention_heads % tp == 0`` (``verify_with_parallel_config``); while building
     layers, ``QKVParallelLinear`` needs ``kv_heads % tp == 0`` when ``tp <= kv_heads`` else
     ``tp % kv_heads == 0`` (a rank never holds a fraction of a head; MLA has no KV-head split, its latent
-    is replicated), the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``, and FP8
+    is replicated), the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``, a vision
+    tower vLLM shards by TP its heads to divide by ``tp`` (:attr:`Architecture.vision_heads`), and FP8
     checkpoints with weight blocks need each rank's share of every quantized width to be whole blocks
     (:func:`fp8_block_error`; with ``expert_parallel`` the experts are not split by width).
     """
@@ -72,6 +73,11 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
         )
     elif (split := _split_mlp_width(arch, tp)) is not None:
         reason = f"does not divide the {split[1]}-wide {split[0]} of {arch.name} (vLLM asserts it does)"
+    elif arch.vision_heads % tp:
+        reason = (
+            f"does not divide the {arch.vision_heads} attention heads of {arch.name}'s vision tower "
+            "(vLLM splits them across the TP ranks and asserts it can)"
+        )
     else:
         block = fp8_block_error(arch, tp, expert_parallel=expert_parallel)
         if block is None:
@@ -204,4 +210,5 @@ def _accepted(arch: Architecture, tp: int) -> bool:
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
         and _split_mlp_width(arch, tp) is None
+        and arch.vision_heads % tp == 0
     )

@@ -1004,3 +1004,24 @@ def test_glm_v_is_a_glm_language_model_beside_its_vision_tower_to_the_parameter(
     text = {k: v for k, v in GLM_4_5V["text_config"].items() if k != "model_type"}
     untyped = GLM_4_5V | {"text_config": text}
     assert c.architecture_from_config(untyped).parameters == glm45v.parameters
+
+
+def test_glm_v_takes_no_tensor_parallel_size_that_splits_its_vision_towers_12_heads():
+    """vLLM shards GLM-V's tower by TP (Glm4vVisionAttention: ``divide(num_heads, tp)``), so GLM-4.5V at TP 8
+    stops at load ("AssertionError: 12 is not divisible by 8", vllm-project/vllm#24004) although its text
+    model's 96 heads and 8 KV heads split."""
+    arch = c.architecture_from_config(GLM_4_5V)
+    assert arch.vision_heads == 12
+    assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4]
+    error = c.tensor_parallel_error(arch, 8)
+    assert error is not None and "12 attention heads of" in error and "vision tower" in error
+    assert error.endswith("accepted: 1, 2, 4")
+    sixteen = GLM_4_5V | {"vision_config": GLM_4_5V["vision_config"] | {"num_heads": 16}}
+    assert c.valid_tensor_parallel_sizes(c.architecture_from_config(sixteen), 8) == [1, 2, 4, 8]
+    default = GLM_4_5V | {"vision_config": {}}
+    assert c.architecture_from_config(default).vision_heads == 12  # Glm4vVisionConfig's
+    # Other towers set no rule here (Qwen3-VL's 16 heads would not bind below TP 16 anyway).
+    assert c.load_architecture("qwen3-vl-235b-a22b").vision_heads == 0
+    wrong = GLM_4_5V | {"vision_config": GLM_4_5V["vision_config"] | {"num_heads": "x"}}
+    with pytest.raises(c.ConfigError, match=r"vision_config\.num_heads"):
+        c.architecture_from_config(wrong)
