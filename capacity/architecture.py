@@ -163,6 +163,9 @@ FAMILIES: dict[str, str] = {
     # values narrower than keys.
     "MiMoV2FlashForCausalLM": "mimo_v2",
     "MiMoV2ForCausalLM": "mimo_v2",
+    # Step-3.5-Flash (vLLM's step3p5.py, its own Step3p5Config): sliding-window layers with heads of their
+    # own, a sigmoid gate per head, experts with a shared one.
+    "Step3p5ForCausalLM": "step3p5",
 }
 
 #: The same, by ``model_type``, for configs without ``architectures``.
@@ -251,6 +254,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "gemma4_text": "gemma4",
     "mimo_v2_flash": "mimo_v2",
     "mimo_v2": "mimo_v2",
+    "step3p5": "step3p5",
 }
 
 #: transformers' documented defaults for fields real configs leave out (``PretrainedConfig`` subclasses'
@@ -291,6 +295,21 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # MiMoV2FlashConfig: 192-wide keys and 128-wide values unless a file says otherwise (vLLM reads the
     # config class's attributes; MiMo-V2.5's own config code, model type mimo_v2, has no such defaults).
     "mimo_v2_flash": {"head_dim": 192, "v_head_dim": 128},
+    # vLLM's Step3p5Config (vllm/transformers_utils/configs/step3p5.py): the sizes and switches its
+    # Step3p5ForCausalLM reads, where a file leaves them out.
+    "step3p5": {
+        "hidden_size": 5120,
+        "intermediate_size": 13312,
+        "num_attention_heads": 40,
+        "num_attention_groups": 8,
+        "num_hidden_layers": 48,
+        "vocab_size": 65536,
+        "moe_intermediate_size": 10240,
+        "moe_num_experts": 16,
+        "moe_top_k": 4,
+        "att_impl_type": "GQA",
+        "use_head_wise_attn_gate": False,
+    },
     # SiglipVisionConfig (Gemma 3's vision tower).
     "siglip_vision_model": {
         "hidden_size": 768,
@@ -505,6 +524,9 @@ class Layer:
     v_head_dim: int = 0
     """Width of this layer's value heads when it differs from its key heads' (MiMo-V2: 192-wide keys, 128-wide
     values; vLLM's ``head_size_v``); 0: the layer's head width."""
+    q_heads: int = 0
+    """Query heads of this layer's attention when they differ from the model's (Step-3.5's sliding-window
+    layers, ``attention_other_setting``); 0: the model's ``num_attention_heads``."""
     sinks: bool = False
     """One learned sink logit per query head (gpt-oss's layers, MiMo-V2's sliding-window layers): parameters,
     no KV."""
@@ -617,6 +639,9 @@ class Architecture:
     o_bias: bool = False
     """The output projection carries a bias (gpt-oss)."""
     attention_output_gate: bool = False
+    attention_head_gate: bool = False
+    """A sigmoid gate per query head on the attention output, from its own ``hidden x heads`` projection
+    (Step-3.5's ``g_proj``, ``use_head_wise_attn_gate``), split across TP ranks by head."""
     """Queries are projected twice as wide to gate the attention output (Qwen3-Next)."""
     qk_norm: Literal["none", "head", "full"] = "none"
     """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2)."""
@@ -807,6 +832,17 @@ class Architecture:
     def v_head_dim_of(self, layer: Layer) -> int:
         """Width of ``layer``'s value heads (0 when it has no attention): its key heads' unless it says."""
         return layer.v_head_dim or self.head_dim_of(layer)
+
+    def heads_of(self, layer: Layer) -> int:
+        """Query heads of ``layer``'s attention (0 when it has none)."""
+        if layer.mixer not in ATTENTION_MIXERS:
+            return 0
+        return layer.q_heads or self.num_attention_heads
+
+    @property
+    def attention_head_counts(self) -> frozenset[int]:
+        """The query-head counts of the attention layers (each must split evenly across TP ranks)."""
+        return frozenset(self.heads_of(layer) for layer in self.layers if layer.mixer in ATTENTION_MIXERS)
 
     # ----- attention ---------------------------------------------------------------------------------------
     @property
@@ -1039,13 +1075,16 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         return 0.0, 0.0, 0.0
     hd = a.head_dim_of(layer)
     vd = a.v_head_dim_of(layer)
-    q_out = a.num_attention_heads * hd
+    heads = a.heads_of(layer)
+    q_out = heads * hd
     q_width = q_out * (2 if a.attention_output_gate else 1)
     # q, k, v, o as the checkpoint names them: a checkpoint may quantize some and not others
     sharded = weigh("attention", i, h * q_width, (1, 0, 0, 0))
-    sharded += weigh("attention", i, a.num_attention_heads * vd * h, (0, 0, 0, 1))
+    sharded += weigh("attention", i, heads * vd * h, (0, 0, 0, 1))
     sharded += weigh(None, i, (q_width if a.qkv_bias else 0) + (h if a.o_bias else 0))
-    sharded += weigh(None, i, a.num_attention_heads if layer.sinks else 0)
+    sharded += weigh(None, i, heads if layer.sinks else 0)
+    if a.attention_head_gate:
+        sharded += weigh("attention", i, h * heads)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
         return sharded, weigh(None, i, hd if a.qk_norm == "head" else 0), 0.0
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
@@ -1635,6 +1674,8 @@ class _Read:
     """Per-layer value head widths where they differ from the layer's key heads (0: the same)."""
     sinks: list[bool] | None = None
     """Layers with a learned sink logit per head."""
+    q_heads: list[int] | None = None
+    """Per-layer query heads where they differ from the model's (0: the model's)."""
 
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
@@ -2316,6 +2357,99 @@ def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     )
 
 
+def _read_step3p5(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Step-3.5 (vLLM's step3p5.py over its Step3p5Config): every layer attends with grouped-query attention
+    (``num_attention_groups`` KV heads; ``att_impl_type`` must be GQA), q/k norms per head, a sigmoid gate per
+    query head from its own projection with ``use_head_wise_attn_gate``. With a ``sliding_window``, a layer
+    slides where ``layer_types`` says ``sliding_attention`` (every even layer without the list); a layer whose
+    type is ``attention_other_setting``'s ``attention_type`` takes that setting's query heads, KV groups and
+    head width. The layers ``moe_layers_enum`` lists (every layer but the first without it) route to
+    ``moe_num_experts`` experts (``moe_top_k`` a token, a router bias always) beside a shared expert
+    ``share_expert_dim`` wide (``moe_intermediate_size x moe_top_k`` unstated); the rest have a dense MLP. No
+    projection but q/k/v (``attention_bias``) has a bias, and the LM head is never tied."""
+    layers = a["num_layers"]
+    heads = a["num_attention_heads"]
+    impl = cfg.get("att_impl_type")
+    if impl != "GQA":
+        raise ConfigError(
+            "att_impl_type", f"is {impl!r:.40}; expected 'GQA' (vLLM's Step-3.5 builds no other)"
+        )
+    kv = _int(cfg, ("num_attention_groups",))
+    if kv > heads or heads % kv:
+        raise ConfigError(
+            "num_attention_groups", f"is {kv}; expected a divisor of num_attention_heads ({heads})"
+        )
+    a["num_kv_heads"] = kv
+    types = _list(cfg, "layer_types")
+    if types is not None and (len(types) < layers or not all(isinstance(t, str) for t in types[:layers])):
+        raise ConfigError(
+            "layer_types",
+            f"is {types!r:.40}; expected at least {layers} layer type names (vLLM reads one a layer)",
+        )
+    kinds = types[:layers] if types else None
+    window = _opt_int(cfg, ("sliding_window",))
+    sliding = [
+        window is not None and (kinds[i] == "sliding_attention" if kinds else i % 2 == 0)
+        for i in range(layers)
+    ]
+    shapes = [(0, 0, 0)] * layers  # (query heads, KV heads, head width) where a layer has its own
+    other = cfg.get("attention_other_setting")
+    if other and kinds:
+        if not isinstance(other, Mapping) or not isinstance(other.get("attention_type"), str):
+            raise ConfigError(
+                "attention_other_setting", f"is {other!r:.40}; expected an object naming its attention_type"
+            )
+        try:
+            own = (
+                _opt_int(other, ("num_attention_heads",)) or heads,
+                _opt_int(other, ("num_attention_groups",)) or kv,
+                _opt_int(other, ("head_dim",)) or a["head_dim"],
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"attention_other_setting.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+        if own[1] > own[0] or own[0] % own[1]:
+            raise ConfigError(
+                "attention_other_setting.num_attention_groups",
+                f"is {own[1]}; expected a divisor of its num_attention_heads ({own[0]})",
+            )
+        shapes = [own if kind == other["attention_type"] else (0, 0, 0) for kind in kinds]
+    enum = cfg.get("moe_layers_enum")
+    if enum is None:
+        routed = set(range(1, layers))
+    else:
+        try:
+            routed = {int(i) for i in str(enum).strip().split(",")}
+        except ValueError:
+            raise ConfigError(
+                "moe_layers_enum", f"is {enum!r:.40}; expected layer indices separated by commas"
+            ) from None
+    ffn: list[FFN] = ["moe" if i in routed else "dense" for i in range(layers)]
+    extra: dict[str, Any] = {
+        "sliding_window": window if any(sliding) else None,
+        "attention_head_gate": _bool(cfg, "use_head_wise_attn_gate", False),
+    }
+    if "moe" in ffn:
+        routing = _routing(cfg, ("moe_num_experts",), ("moe_top_k",))
+        expert_width = _int(cfg, ("moe_intermediate_size",))
+        extra.update(
+            **routing,
+            moe_intermediate_size=expert_width,
+            shared_expert_intermediate_size=_int(
+                cfg, ("share_expert_dim",), default=expert_width * routing["num_experts_per_token"]
+            ),
+            expert_score_bias=True,  # router_bias, always built (vLLM asserts use_moe_router_bias)
+        )
+    return _Read(
+        ["sliding" if s else "full" for s in sliding],
+        ffn,
+        [0 if f == "moe" else a["intermediate_size"] for f in ffn],
+        [k for _, k, _ in shapes],
+        extra,
+        head_dims=[d for _, _, d in shapes],
+        q_heads=[q for q, _, _ in shapes],
+    )
+
+
 def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:
     """DeciLM / Nemotron-NAS: ``int(2 * ffn_mult * hidden / 3)`` rounded up to a multiple of 256."""
     width = int(2 * ffn_mult * hidden / 3)
@@ -2639,6 +2773,7 @@ _MODELING: dict[str, _Modeling] = {
     "ernie4_5": _Modeling(qkv_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"),
     "glm4_moe": _Modeling(qk_norm="head", qk_norm_when="use_qk_norm", expert_score_bias=True),
     "glm4_moe_lite": _Modeling(expert_score_bias=True),
+    "step3p5": _Modeling(qk_norm="head", expert_score_bias=True),
     "exaone_moe": _Modeling(
         qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias", expert_score_bias=True
     ),
@@ -2777,6 +2912,8 @@ def architecture_from_config(
         read = _read_gemma4(cfg, a)
     elif family == "mimo_v2":
         read = _read_mimo_v2(cfg, a)
+    elif family == "step3p5":
+        read = _read_step3p5(cfg, a)
     elif family == "nas":
         read = _read_nas(cfg, a)
     else:
@@ -2838,8 +2975,9 @@ def architecture_from_config(
         vocab_size=_int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
         # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says; MiMo-V2's never does.
+        # MiMo-V2's and Step-3.5's never does (Step-3.5's builds the embedding twice under PP instead).
         tie_word_embeddings=(_bool(cfg, "tie_word_embeddings", False) or model_type in ("lfm2", "lfm2_moe"))
-        and family != "mimo_v2",
+        and family not in ("mimo_v2", "step3p5"),
         dtype=dtype,
         weights=weight_format(cfg, hf_quant_config=hf_quant_config),
         layers=tuple(
@@ -2853,8 +2991,9 @@ def architecture_from_config(
                 v_head_dim=v if m in ATTENTION_MIXERS else 0,
                 # gpt-oss: a sink per head in every attention layer.
                 sinks=(sink or model_type == "gpt_oss") and m in ATTENTION_MIXERS,
+                q_heads=q if m in ATTENTION_MIXERS else 0,
             )
-            for m, f, w, k, d, shared, v, sink in zip(
+            for m, f, w, k, d, shared, v, sink, q in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
@@ -2863,6 +3002,7 @@ def architecture_from_config(
                 read.kv_shared or [False] * len(read.mixers),
                 read.v_head_dims or [0] * len(read.mixers),
                 read.sinks or [False] * len(read.mixers),
+                read.q_heads or [0] * len(read.mixers),
                 strict=True,
             )
         ),

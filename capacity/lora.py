@@ -226,9 +226,10 @@ def lora_bytes_per_gpu(
         if layer.mixer in ("full", "sliding", "chunked"):
             hd = arch.head_dim_of(layer)
             kv = 0 if layer.kv_shared else max(1, (layer.kv_heads or arch.num_kv_heads) // tp) * hd
-            q = arch.num_attention_heads // tp * hd * (2 if arch.attention_output_gate else 1)
+            heads = arch.heads_of(layer)
+            q = heads // tp * hd * (2 if arch.attention_output_gate else 1)
             elements += column(h, q, kv, kv) if kv else column(h, q)  # a KV-shared layer projects q only
-            elements += row(arch.num_attention_heads * hd // tp, h)
+            elements += row(heads * hd // tp, h)
         if layer.ffn == "dense":
             elements += mlp(layer.ffn_width or arch.intermediate_size)
         elif layer.ffn == "moe":

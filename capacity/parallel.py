@@ -53,9 +53,13 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         return f"tensor parallel size {tp!r} is not a positive integer"
-    heads = arch.num_attention_heads
-    if arch.num_attention_layers and heads % tp:
-        reason = f"does not divide the {heads} attention heads of {arch.name}"
+    split_heads = sorted(h for h in arch.attention_head_counts if h % tp)
+    if split_heads:
+        heads = split_heads[0]
+        some = "" if heads == arch.num_attention_heads else "some layers' "
+        reason = f"does not divide {some}{heads} attention heads of {arch.name}"
+        if not some:
+            reason = f"does not divide the {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
     elif arch.state is not None and arch.state.kind in _CHANNEL_STATES and arch.state.conv_channels % tp:
@@ -138,17 +142,19 @@ def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = Fals
                 f"leaves {per_rank} of the {width}-wide {what} per GPU, not a multiple of the checkpoint's "
                 f"{n}x{k} FP8 weight blocks (vLLM refuses to load it)"
             )
-    shapes: dict[tuple[int, int, bool], int] = {}  # (head width, value width, shares a cache) -> first layer
+    # (query heads, head width, value width, shares a cache) -> first layer of that shape
+    shapes: dict[tuple[int, int, int, bool], int] = {}
     for i, layer in enumerate(arch.layers):
         if layer.mixer in ("full", "sliding", "chunked"):
-            shapes.setdefault((arch.head_dim_of(layer), arch.v_head_dim_of(layer), layer.kv_shared), i)
-    for (width, v_width, shared), i in shapes.items():
+            widths = (arch.head_dim_of(layer), arch.v_head_dim_of(layer))
+            shapes.setdefault((arch.heads_of(layer), *widths, layer.kv_shared), i)
+    for (heads, width, v_width, shared), i in shapes.items():
         block = arch.weights.weight_block("attention", layer=i)
         if block is None:
             continue
         n, k = block
-        q = arch.num_attention_heads * width // tp  # q's output per rank
-        o_in = arch.num_attention_heads * v_width // tp  # o_proj's input per rank
+        q = heads * width // tp  # q's output per rank
+        o_in = heads * v_width // tp  # o_proj's input per rank
         # A KV-shared layer (Gemma 4) projects q alone, in a single column-parallel linear.
         q_alone = not modelopt and shared and tp > 1 and q % n
         if q_alone or (o_in % k if modelopt else tp > 1 and o_in % k):
@@ -205,7 +211,7 @@ def _split_mlp_width(arch: Architecture, tp: int) -> tuple[str, int] | None:
 def _accepted(arch: Architecture, tp: int) -> bool:
     state = arch.state
     return (
-        (not arch.num_attention_layers or arch.num_attention_heads % tp == 0)
+        all(heads % tp == 0 for heads in arch.attention_head_counts)
         and not _splits_kv_heads_of(arch, tp)
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0

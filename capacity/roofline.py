@@ -233,9 +233,13 @@ class StepModel:
                 per_kind[kind] += n * attention_bytes_per_token(
                     arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim
                 )
-                # QK^T over the key width, AV over the value width.
-                wide = (head_dim + v_head_dim) / (2 * arch.head_dim) if head_dim and arch.head_dim else 1.0
-                widths[kind] += n * wide
+        # QK^T over the key width, AV over the value width, for each of the layer's query heads.
+        for layer in arch.layers:
+            if layer.mixer in ATTENTION_MIXERS:
+                width = arch.head_dim_of(layer) + arch.v_head_dim_of(layer)
+                wide = width / (2 * arch.head_dim) if layer.mixer != "mla" and arch.head_dim else 1.0
+                heads = arch.heads_of(layer) / arch.num_attention_heads
+                widths["full" if layer.mixer == "mla" else layer.mixer] += wide * heads
         self.full_kv_per_token = per_kind["full"]
         # DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8 key,
         # then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode, ``index_topk``).

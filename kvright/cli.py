@@ -349,21 +349,24 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     def width(kv: int, k: int, v: int) -> str:
         return f"{kv} KV heads x {k}" + (f" (values {v})" if v != k else "")
 
-    # The model's heads, then layers whose heads differ (Gemma 4's global layers, MiMo-V2's sliding ones).
+    # The model's heads, then layers whose heads differ (Gemma 4's global layers, MiMo-V2's and Step-3.5's
+    # sliding ones).
     layer_heads = [
-        (layer.mixer, arch.kv_heads_of(layer), arch.head_dim_of(layer), arch.v_head_dim_of(layer))
+        (layer.mixer, arch.kv_heads_of(layer), arch.head_dim_of(layer), arch.v_head_dim_of(layer), q)
         for layer in arch.layers
         if layer.mixer in ("full", "sliding", "chunked")
+        for q in (arch.heads_of(layer),)
     ]
+    model = (arch.num_kv_heads, arch.head_dim, arch.num_attention_heads)
     standard = next(
-        ((kv, k, v) for _, kv, k, v in layer_heads if (kv, k) == (arch.num_kv_heads, arch.head_dim)),
-        (arch.num_kv_heads, arch.head_dim, arch.head_dim),
+        ((kv, k, v, q) for _, kv, k, v, q in layer_heads if (kv, k, q) == model),
+        (arch.num_kv_heads, arch.head_dim, arch.head_dim, arch.num_attention_heads),
     )
-    heads = "latent" if arch.attention == "MLA" else width(*standard)
+    heads = "latent" if arch.attention == "MLA" else width(*standard[:3])
     heads += "".join(
-        f"; {mixer} layers {width(kv, k, v)}"
-        for mixer, kv, k, v in sorted(set(layer_heads))
-        if arch.attention != "MLA" and (kv, k, v) != standard
+        f"; {mixer} layers {'' if q == arch.num_attention_heads else f'{q} query heads, '}{width(kv, k, v)}"
+        for mixer, kv, k, v, q in sorted(set(layer_heads))
+        if arch.attention != "MLA" and (kv, k, v, q) != standard
     )
     shared = sum(layer.kv_shared for layer in arch.layers)
     if shared:
