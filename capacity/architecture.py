@@ -2292,13 +2292,14 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
 
 def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     """MiMo-V2-Flash / MiMo-V2.5 (vLLM's mimo_v2.py, the hub files' names): ``hybrid_layer_pattern`` makes a
-    layer sliding-window (1, ``sliding_window_size`` tokens, heads from the ``swa_*`` fields, a sink logit per
-    head with ``add_swa_attention_sink_bias``) or full (0, the standard fields); values are ``v_head_dim`` /
-    ``swa_v_head_dim`` wide (the key width when null), cached beside the keys (``head_size_v``); a list
-    ``moe_layer_freq`` routes the layers it marks to ``n_routed_experts`` experts with a score-correction bias
-    and no shared expert (an integer, or none, leaves every MLP dense). vLLM's class reads these fields by
-    name (a file without them stops it), builds every projection without a bias but q/k/v's
-    (``attention_bias``), and unties the LM head whatever ``tie_word_embeddings`` says."""
+    layer sliding-window (1, ``sliding_window_size`` tokens, query heads, KV heads and widths from the
+    ``swa_*`` fields, a sink logit per query head with ``add_swa_attention_sink_bias``) or full (0, the
+    standard fields); values are ``v_head_dim`` / ``swa_v_head_dim`` wide (the key width when null), cached
+    beside the keys (``head_size_v``); a list ``moe_layer_freq`` routes the layers it marks to
+    ``n_routed_experts`` experts with a score-correction bias and no shared expert (an integer, or none,
+    leaves every MLP dense). vLLM's class reads these fields by name (a file without them stops it), builds
+    every projection without a bias but q/k/v's (``attention_bias``), and unties the LM head whatever
+    ``tie_word_embeddings`` says."""
     layers = a["num_layers"]
     heads = a["num_attention_heads"]
     if cfg.get("hidden_act", "silu") != "silu":
@@ -2318,20 +2319,18 @@ def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     full_v = _int(cfg, ("v_head_dim",), default=full_k)
     swa = (a["num_kv_heads"], full_k, full_v)
     extra: dict[str, Any] = {"sliding_window": None}
+    swa_heads = heads
     if any(sliding):
         swa_heads = _int(cfg, ("swa_num_attention_heads",))
-        if swa_heads != heads:
-            raise ConfigError(
-                "swa_num_attention_heads",
-                f"is {swa_heads}; kvright reads one query-head count for every layer, expected {heads} "
-                "(num_attention_heads)",
-            )
         swa_k = _int(cfg, ("swa_head_dim",))
         swa = (_int(cfg, ("swa_num_key_value_heads",)), swa_k, _int(cfg, ("swa_v_head_dim",), default=swa_k))
         extra["sliding_window"] = _int(cfg, ("sliding_window_size",))
-    for field, kv in (("num_key_value_heads", a["num_kv_heads"]), ("swa_num_key_value_heads", swa[0])):
-        if kv > heads or heads % kv:
-            raise ConfigError(field, f"is {kv}; expected a divisor of num_attention_heads ({heads})")
+    for field, kv, of, q in (
+        ("num_key_value_heads", a["num_kv_heads"], "num_attention_heads", heads),
+        ("swa_num_key_value_heads", swa[0], "swa_num_attention_heads", swa_heads),
+    ):
+        if kv > q or q % kv:
+            raise ConfigError(field, f"is {kv}; expected a divisor of {of} ({q})")
     sinks = _bool(cfg, "add_swa_attention_sink_bias", False)
     freq = cfg.get("moe_layer_freq")
     routed = [bool(f) for f in freq[:layers]] if isinstance(freq, list) else [False] * layers
@@ -2354,6 +2353,7 @@ def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
         head_dims=[swa[1] if s else 0 for s in sliding],
         v_head_dims=[(swa[2] if s else full_v) for s in sliding],
         sinks=[sinks and s for s in sliding],
+        q_heads=[swa_heads if s else 0 for s in sliding],
     )
 
 

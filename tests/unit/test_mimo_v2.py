@@ -89,8 +89,8 @@ def test_mimo_v2_5s_towers_are_not_built_by_its_text_class() -> None:
         ({"hybrid_layer_pattern": None}, "hybrid_layer_pattern", "1 for a sliding-window layer"),
         ({"hybrid_layer_pattern": [0, 1]}, "hybrid_layer_pattern", "at least 48 entries"),
         ({"hybrid_layer_pattern": [2] * 48}, "hybrid_layer_pattern", "0 for a full one"),
-        ({"swa_num_attention_heads": 32}, "swa_num_attention_heads", "one query-head count"),
-        ({"swa_num_key_value_heads": 6}, "swa_num_key_value_heads", "a divisor of num_attention_heads"),
+        ({"swa_num_key_value_heads": 6}, "swa_num_key_value_heads", "a divisor of swa_num_attention_heads"),
+        ({"swa_num_attention_heads": 12}, "swa_num_key_value_heads", "of swa_num_attention_heads (12)"),
         ({"swa_head_dim": None}, "swa_head_dim", "is missing"),
         ({"sliding_window_size": None}, "sliding_window_size", "is missing"),
         ({"hidden_act": "gelu"}, "hidden_act", "expected 'silu'"),
@@ -112,3 +112,19 @@ def test_an_fp8_checkpoint_plans_at_every_tp_vllm_loads() -> None:
     arch = c.architecture_from_config(FLASH)
     assert arch.quantization == "fp8"
     assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4, 8]
+
+
+def test_sliding_layers_with_query_heads_of_their_own_weigh_and_split_by_them() -> None:
+    """vLLM's mimo_v2.py builds a sliding layer with ``swa_num_attention_heads`` query heads (no published
+    file differs from the full layers' 64 yet): q_proj, o_proj and the sinks follow them, and TP must split
+    them too."""
+    flash = c.architecture_from_config(FLASH)
+    wider = c.architecture_from_config(FLASH | {"swa_num_attention_heads": 96})
+    sliding = [layer for layer in wider.layers if layer.mixer == "sliding"]
+    assert {wider.heads_of(layer) for layer in sliding} == {96}
+    assert wider.attention_head_counts == {64, 96}
+    per_head = 4096 * 192 + 128 * 4096 + 1  # q, o at the value width, a sink
+    assert wider.parameters - flash.parameters == len(sliding) * 32 * per_head
+    twelve = c.architecture_from_config(FLASH | {"swa_num_attention_heads": 12, "swa_num_key_value_heads": 4})
+    assert c.valid_tensor_parallel_sizes(twelve, 8) == [1, 2, 4]
+    assert "some layers' 12 attention heads" in (c.tensor_parallel_error(twelve, 8) or "")
