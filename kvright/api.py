@@ -739,6 +739,10 @@ class PlanStatus(_Object):
     """The flags every node of a replica runs; a multi-node replica's leader and workers add their own."""
     vllm_args_by_role: dict[str, list[str]] | None = None
     """Each role's full flags when a replica spans nodes (``leader``, ``worker``)."""
+    drain_seconds: int | None = None
+    """vLLM's --shutdown-timeout in the pods (the grace period adds the preStop pause and 5 s): twice the
+    longest request by the prediction, the SLO or what was measured, at least 60 s. Kept while the flags
+    stay the same, so a new measurement alone never restarts the pods."""
 
 
 class PredictionStatus(_Object):

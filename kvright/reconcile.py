@@ -32,6 +32,7 @@ from kvright.render import (
     LWS_WORKER_INDEX_LABEL,
     Owner,
     VLLMWorkload,
+    drain_seconds,
     render_all,
     selector,
 )
@@ -450,6 +451,22 @@ def _seconds_from_ms(value: Any) -> float:
     return float(value) / 1000.0 if ok else 0.0
 
 
+def _drain_budget(plan: Any, chosen: capacity.Plan, wanted: float) -> float:
+    """The longest request the pods' drain budget covers (``--shutdown-timeout`` and the grace period).
+
+    ``wanted`` follows the prediction, the SLO and what the loop last measured, which moves with every
+    window; the budget is in the pod template, so following it would restart every pod whenever a window
+    reads a longer TTFT (a real engine, queueing through a rollout, read 33 s then 2 s: nine rollouts in 40
+    s). So the pods keep the budget they were rendered with (``status.plan.drainSeconds``) while the plan's
+    flags stay the same, and take the new one with the next change of flags, which restarts them anyway:
+    a budget changes only when the pods do."""
+    previous = plan.get("drainSeconds") if isinstance(plan, Mapping) else None
+    same_flags = isinstance(plan, Mapping) and plan.get("vllmArgs") == list(chosen.vllm_args())
+    if same_flags and isinstance(previous, int) and not isinstance(previous, bool) and previous > 0:
+        return float(previous)
+    return wanted
+
+
 def desire(facts: Facts) -> Desired:
     """Plan and render. Infeasible or unknown plans leave the running children alone.
 
@@ -593,6 +610,7 @@ def _desire(facts: Facts) -> Desired:
     longest_request = max(ttft_seconds, seen_ttft) + spec.workload.output_tokens * max(
         prediction.tpot_seconds, slo.tpot_seconds or 0.0, seen_tpot
     )
+    drain = _drain_budget(facts.current_status.get("plan"), chosen, 2.0 * longest_request)
     token = spec.model.architecture.hub_token
     owner = Owner(name=facts.name, namespace=facts.namespace, uid=facts.uid)
     # The pod template (its startup budget) follows the documented defaults, so that learning never rolls
@@ -632,7 +650,7 @@ def _desire(facts: Facts) -> Desired:
         hf_token=token,
         hub_endpoint=facts.hub_endpoint,
         weight_bytes=weight_total,
-        max_request_seconds=2.0 * longest_request,
+        max_request_seconds=drain,
         endpoint_picker=spec.routing.endpoint_picker or facts.endpoint_picker,
         weights=weights.mount,
         pod_monitor_labels=facts.pod_monitor_labels,
@@ -657,6 +675,7 @@ def _desire(facts: Facts) -> Desired:
         **({"quantization": chosen.quantization} if chosen.quantization else {}),
         "vllmArgs": list(chosen.vllm_args()),
         **({"vllmArgsByRole": chosen.vllm_args_by_role()} if chosen.nodes_per_replica > 1 else {}),
+        "drainSeconds": drain_seconds(drain),
     }
     prediction_status: dict[str, Any] = {
         "percentile": prediction.percentile,

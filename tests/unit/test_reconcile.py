@@ -387,6 +387,31 @@ def test_the_drain_budget_covers_what_the_loop_measured_not_only_the_prediction(
     assert drain({"observed": {"tpotMilliseconds": "nan?", "ttftMilliseconds": -1}}) == planned
 
 
+def test_a_new_measurement_alone_never_changes_the_pod_template() -> None:
+    """The drain budget is in the pod template: following every window's TTFT would restart the pods each
+    time it moved (a real engine queueing through a rollout read 33 s, then 2 s: nine rollouts in 40 s).
+    The pods keep the budget they run with while the plan's flags stay; a change of flags, which restarts
+    them anyway, takes what was measured."""
+    first = desire(facts(LLAMA70.spec()))
+    plan = first.fields["plan"]
+    assert plan["drainSeconds"] == 60  # the floor: the predicted request is short
+    slow = {"observed": {"tpotMilliseconds": 400.0, "ttftMilliseconds": 30_000.0}}
+    again = desire(facts(LLAMA70.spec(), current_status={"plan": plan, **slow}))
+    assert again.children[0]["spec"]["template"] == first.children[0]["spec"]["template"]
+    assert again.fields["plan"]["drainSeconds"] == 60
+    # The next change of flags takes the measured request (twice TTFT + outputs x TPOT).
+    moved = desire(facts(LLAMA70.max_num_seqs(16).spec(), current_status={"plan": plan, **slow}))
+    output = LLAMA70.spec()["workload"]["outputTokens"]
+    assert moved.fields["plan"]["drainSeconds"] >= 2 * (30.0 + output * 0.4)
+    args = moved.children[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--shutdown-timeout") + 1] == str(moved.fields["plan"]["drainSeconds"])
+    # A status without the field (written before it existed) or with nonsense in it: the wanted budget.
+    for stale in ({k: v for k, v in plan.items() if k != "drainSeconds"}, plan | {"drainSeconds": True}):
+        assert desire(facts(LLAMA70.spec(), current_status={"plan": stale, **slow})).fields["plan"][
+            "drainSeconds"
+        ] == moved.fields["plan"]["drainSeconds"]
+
+
 def test_plan_change_is_an_event() -> None:
     old = desire(facts(LLAMA70.spec()))
     new = desire(facts(LLAMA70.tp(8).spec(), current_status={"plan": old.fields["plan"]}))
