@@ -58,6 +58,7 @@ SHAPE = SHAPES["gqa12-wide"]
 PROMPT, OUTPUT, CLIENTS = 256, 64, 96
 SETTLE_SECONDS = 30  # SLOMet=True for one whole 30 s window of the loop's, with no move
 STAY_SECONDS = 60  # the observation window after that: two more windows
+WINDOW_SECONDS = 30  # the loop's window (and cooldown)
 SPEC = (
     llmd(NAME, NS)
     .config_map("tiny-config", model_name="kvright-tests/tiny-gqa12")
@@ -68,7 +69,8 @@ SPEC = (
     .tpot_ms(25)  # replaced by the SLO measured for the run before the load starts
     .kv_dtype("Model")  # a CPU without AVX-512 has no fp8 KV cache; the loop is what is tested here
     .replicas(min=1, max=1)
-    .feedback("Observe", 30, 30)  # Adjust once the run's SLO is known (the measuring must not be acted on)
+    # Adjust once a window of the run's load has run: the loop must not act on the measuring.
+    .feedback("Observe", WINDOW_SECONDS, WINDOW_SECONDS)
 )
 
 
@@ -269,14 +271,8 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
     (engine,) = wait_until(lambda: runner.endpoints(NS, NAME), 240, what="the engine's /health", interval=1)
     clients, slo = run_load(engine, log)
     slo_ms = round(slo * 1000)
-    adjust = {
-        "spec": {
-            "slo": {"tpotMilliseconds": slo_ms},
-            "workload": {"concurrency": clients},
-            "feedback": {"mode": "Adjust"},
-        }
-    }
-    kubectl(kubeconfig, "patch", "llmdeployment", NAME, "-n", NS, "--type", "merge", "-p", json.dumps(adjust))
+    run = {"spec": {"slo": {"tpotMilliseconds": slo_ms}, "workload": {"concurrency": clients}}}
+    kubectl(kubeconfig, "patch", "llmdeployment", NAME, "-n", NS, "--type", "merge", "-p", json.dumps(run))
     log(
         f"the run's SLO is p90 TPOT {slo_ms} ms; load: {clients} clients, {PROMPT}-token prompts, {OUTPUT} "
         "tokens out"
@@ -292,6 +288,19 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
         retry_seconds=240,  # a restart of the one replica: the new engine's start (kwok reports it Ready)
         extra_body={"ignore_eos": True},  # random weights: every request runs to max_tokens
     ).start()
+    # The loop acts only on windows of the run's load: a window holding the measuring's bursts, judged with
+    # the queue gauges read between them (0 running, 0 waiting), sized the first move without the demand
+    # (1024 -> 16 rather than 48) and cost the run moves its bound does not allow.
+    loaded = time.monotonic()
+    wait_until(
+        lambda: time.monotonic() - loaded >= WINDOW_SECONDS,
+        WINDOW_SECONDS + 10,
+        what="a window of the run's load before the loop adjusts",
+        interval=1,
+    )
+    adjust = {"spec": {"feedback": {"mode": "Adjust"}}}
+    kubectl(kubeconfig, "patch", "llmdeployment", NAME, "-n", NS, "--type", "merge", "-p", json.dumps(adjust))
+    log(f"the loop adjusts from now on, after {WINDOW_SECONDS} s of the run's load")
     seen: list[tuple[str, float]] = []
     plans = [first]
 
