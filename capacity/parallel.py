@@ -55,11 +55,10 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
         return f"tensor parallel size {tp!r} is not a positive integer"
     split_heads = sorted(h for h in arch.attention_head_counts if h % tp)
     if split_heads:
-        heads = split_heads[0]
-        some = "" if heads == arch.num_attention_heads else "some layers' "
-        reason = f"does not divide {some}{heads} attention heads of {arch.name}"
-        if not some:
-            reason = f"does not divide the {heads} attention heads of {arch.name}"
+        # The model's own head count first; else the first layer kind with heads of its own (Step-3.5).
+        heads = arch.num_attention_heads if arch.num_attention_heads in split_heads else split_heads[0]
+        whose = "the" if heads == arch.num_attention_heads else "some layers'"
+        reason = f"does not divide {whose} {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
     elif arch.state is not None and arch.state.kind in _CHANNEL_STATES and arch.state.conv_channels % tp:
