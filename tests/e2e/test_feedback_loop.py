@@ -340,9 +340,12 @@ def test_load_up_adds_capacity_and_load_down_removes_it_without_dropping_a_reque
         low = plan_of(loop.status("elastic"))
         assert low is not None
         load.set(concurrency=150)
+        # At least 3 replicas before the load falls to 4: the loop may add them in more than one move, and
+        # 2 replicas carrying 4 requests run inside the SLO's deadband (a TPOT within 15 % of it), where the
+        # law rightly keeps them; one CI run dropped the load the moment the first replica came.
         high = loop.wait(
             "replicas added under load",
-            lambda: (p := plan_of(loop.status("elastic"))) and p[1] > low[1] and p,
+            lambda: (p := plan_of(loop.status("elastic"))) and p[1] >= max(3, low[1] + 1) and p,
             timeout=600,
         )
         load.set(concurrency=4)

@@ -393,7 +393,12 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
         f"calibration {json.dumps(learned)[:400]}")  # fmt: skip
     log(f"load: {stats.completed} completed, {stats.retried} retried, {stats.dropped} dropped")
     assert plans[-1][0] < first[0], plans  # the roofline's batch was too large for this engine
-    assert 2 <= len(plans) <= 8, plans  # a bounded number of moves (the engine shares its CPUs: noisy)
+    # A bounded number of moves. After the first, demand-sized move (about 48 seats), a miss the calibrated
+    # model still fits steps the seats down by the deadband (15 %), so reaching the 4 to 12 seats this
+    # machine's engine settles at within a 10 ms SLO takes up to log(48 / 4) / log(1 / 0.85), about 15, such
+    # steps; runs here took 5 to 10 moves (8 held on the slower machine the bound was set on, whose engine
+    # settled at more seats). The turns and the bisection below keep it from oscillating.
+    assert 2 <= len(plans) <= 14, plans
     # Converging, not flapping. The law steps down past the SLO by at least its deadband, probes back up at
     # most halfway to the batch that missed (and only by a gain outside the noise), and after a probe that
     # misses steps back no lower than the batch that met: it bisects between the two, and the deadband ends
