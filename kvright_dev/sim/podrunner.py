@@ -12,9 +12,11 @@ leaves the file once it has.
 With a :class:`RealEngine` it runs the real vLLM engine (the CPU build, a local checkpoint per
 LLMDeployment) instead of the simulator, on the pod's own flags, and then stands in for the kubelet
 more closely: a pod is not Ready (in its status, as a kubelet reports a readiness probe) and its engine
-takes no traffic until the engine's ``/health`` answers, and
-a deleted pod leaves the endpoints, waits out its ``preStop`` sleep, gets SIGTERM (vLLM drains for its
-``--shutdown-timeout``) and SIGKILL after its ``terminationGracePeriodSeconds``.
+takes no traffic until the engine's ``/health`` answers; an engine whose ``/health`` has not answered
+within the pod's startup probe budget (at most :attr:`RealEngine.startup_seconds`) is killed and started
+again, as a kubelet restarts a container that fails its startup probe; and a deleted pod leaves the
+endpoints, waits out its ``preStop`` sleep, gets SIGTERM (vLLM drains for its ``--shutdown-timeout``) and
+SIGKILL after its ``terminationGracePeriodSeconds``.
 
 Run it in-process (:class:`PodRunner`, tests call :meth:`PodRunner.sync` or start :meth:`run` in a
 thread) or as ``python -m kvright_dev.sim.podrunner --kubeconfig K --file-sd F``.
@@ -78,6 +80,9 @@ class RealEngine:
     """Flags added after the pod's (--enforce-eager: a start in about half the time)."""
     dropped_flags: frozenset[str] = frozenset({"--host", "--port", "--gpu-memory-utilization"})
     """Pod flags (with their values) the runner replaces: it binds the loopback port it chose."""
+    startup_seconds: float | None = None
+    """The most a start may take before the engine is restarted, when shorter than the pod's startup probe
+    budget (kvright sizes that for real weights on a GPU: 10 minutes or more); None: the pod's budget."""
 
     def command(self, key: str, vllm_args: Sequence[str], port: int) -> list[str]:
         """The engine's command line for the pod's ``serve MODEL <flags>``."""
@@ -117,6 +122,11 @@ class _Sim:
     term_at: float | None = None
     """A real engine's pod is gone: SIGTERM at this monotonic time (after its preStop)."""
     signalled: bool = False
+    started_at: float = 0.0
+    """Monotonic time the process was started (again)."""
+    startup_seconds: float | None = None
+    """A real engine not ready this long after its start is restarted; None: never."""
+    restarts: int = 0
 
     @property
     def url(self) -> str:
@@ -139,6 +149,16 @@ def vllm_command_line(pod: Any) -> list[str]:
     if not vllm_args or vllm_args[0] != "serve":
         vllm_args = ["serve", *vllm_args]
     return [_VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), str(a)) for a in vllm_args]
+
+
+def _startup_probe_seconds(container: Any) -> float | None:
+    """How long the container's startup probe lets a start take (its delay plus period x failures), as a
+    kubelet counts it; None without a probe."""
+    probe = getattr(container, "startup_probe", None)
+    if probe is None:
+        return None
+    period = probe.period_seconds or 10
+    return float((probe.initial_delay_seconds or 0) + period * (probe.failure_threshold or 3))
 
 
 class PodRunner:
@@ -169,6 +189,8 @@ class PodRunner:
         self.sims: dict[str, _Sim] = {}  # by pod uid
         self.lock = threading.Lock()
         self.problems: list[str] = []
+        self.restarts: list[str] = []
+        """One line per engine restarted for a failed startup probe (a kubelet's event, not a fault here)."""
         self._stop = threading.Event()
         self._seed = self.options.seed
         self._file_sd_text = ""
@@ -251,6 +273,8 @@ class PodRunner:
                 with self.lock:
                     sim.ready = True
                 self._report_ready(sim.namespace, sim.pod, True)
+            if uid in wanted and self._startup_failed(sim):
+                self._restart(sim)
             if uid not in wanted and not sim.draining and sim.process.poll() is None:
                 with self.lock:
                     sim.draining = True
@@ -338,7 +362,7 @@ class PodRunner:
         arch = self._architecture(meta.namespace, llmd)
         if arch:
             cmd += ["--architecture", arch]
-        self._track(meta, llmd, port, self._spawn(cmd, meta, dev_environ()), cmd)
+        self._track(meta, llmd, port, self._spawn(cmd, meta.namespace, meta.name, dev_environ()), cmd)
 
     def _start_engine(self, pod: Any, llmd: str, vllm_args: list[str], port: int) -> None:
         """The real engine for this pod, not ready until /health answers."""
@@ -351,14 +375,40 @@ class PodRunner:
             return
         container = next((c for c in pod.spec.containers if c.name == "vllm"), pod.spec.containers[0])
         prestop = getattr(getattr(getattr(container, "lifecycle", None), "pre_stop", None), "sleep", None)
-        process = self._spawn(cmd, meta, dict(self.engine.environ))
+        probe_budget = _startup_probe_seconds(container)
+        budgets = [b for b in (probe_budget, self.engine.startup_seconds) if b is not None]
+        process = self._spawn(cmd, meta.namespace, meta.name, dict(self.engine.environ))
         self._report_ready(meta.namespace, meta.name, False)
         self._track(
             meta, llmd, port, process, cmd,
             ready=False,
             prestop_seconds=float(prestop.seconds) if prestop is not None else 0.0,
             grace_seconds=float(pod.spec.termination_grace_period_seconds or 30),
+            started_at=time.monotonic(),
+            startup_seconds=min(budgets) if budgets else None,
         )  # fmt: skip
+
+    @staticmethod
+    def _startup_failed(sim: _Sim) -> bool:
+        """A real engine still starting past its budget, alive (one that exited is reported as such)."""
+        if sim.ready or sim.draining or sim.startup_seconds is None or sim.process.poll() is not None:
+            return False
+        return time.monotonic() - sim.started_at > sim.startup_seconds
+
+    def _restart(self, sim: _Sim) -> None:
+        """Kill a start that hung (SIGTERM to the engine and its workers, SIGKILL after 10 s) and start
+        the same command again on the same port: the pod, its target and its log stay."""
+        assert self.engine is not None
+        stop_processes([sim.process], timeout=10, group=True)
+        sim.restarts += 1
+        note = (
+            f"engine for {sim.namespace}/{sim.pod} did not answer /health within {sim.startup_seconds:g} s "
+            f"of its start: restarted ({sim.restarts})"
+        )
+        with self.lock:
+            self.restarts.append(note)
+            sim.process = self._spawn(sim.args, sim.namespace, sim.pod, dict(self.engine.environ))
+            sim.started_at = time.monotonic()
 
     def _track(
         self, meta: Any, llmd: str, port: int, process: subprocess.Popen[bytes], cmd: list[str], **kw: Any
@@ -388,11 +438,13 @@ class PodRunner:
         except Exception as exc:  # the pod may be gone already: its engine is being drained anyway
             self._problem(f"readiness of {namespace}/{pod}: {type(exc).__name__}: {str(exc)[:160]}")
 
-    def _spawn(self, cmd: list[str], meta: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, cmd: list[str], namespace: str, pod: str, env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
         out: Any = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{meta.namespace}_{meta.name}")
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}_{pod}")
             out = open(self.log_dir / f"{safe}.log", "ab")  # noqa: SIM115 - owned by the child
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

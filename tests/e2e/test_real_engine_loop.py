@@ -13,10 +13,10 @@ on a CPU: a step of the tiny model costs milliseconds of fixed overhead and grow
 faster than an H100's would. The run's SLO is chosen from the engine itself, since CPUs (and their
 other tenants) differ: the first engine's mean TPOT one request at a time and with all the load's
 clients at once, and the largest bound of vLLM's TPOT histogram between them with a margin on both
-sides (:func:`run_slo_seconds`; on an idle 2-core test machine about 9 ms alone and 50 ms or more at
-96, so 25 ms). Where 96 clients leave no bound between (one CI run read 18 ms at 96), the load is 192
-clients (:data:`LOADS`). The loop must measure, move, settle within the SLO, and stay there for the
-observation window, with no request dropped.
+sides (:func:`run_slo_seconds`; on the 2-core AMD test machine about 9 ms alone and 50 ms or more at
+96, so 25 ms; on the Intel one 5.2 ms alone and 25 ms at 96, so 192 clients, 39 ms, and 25 ms). Where 96
+clients leave no bound between, the load is 192 clients (:data:`LOADS`). The loop must measure, move,
+settle within the SLO, and stay there for the observation window, with no request dropped.
 
 The scenario's log (first plan, each window's TPOT and TTFT, each move with its reason, the settled
 plan) is printed to the terminal as it happens, so a passing CI run shows it too.
@@ -130,6 +130,10 @@ def system(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
         models={f"{NS}/{NAME}": model},
         environ=env.environ({"VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(1)}),
         kv_cache_memory_bytes=256 * 2**20,
+        # The tiny model starts in 15 to 30 s here, beside a busy engine; one CI run's start hung (vLLM's
+        # spawned worker printed nothing for 150 s) and the rollout waited on it until the test's deadline.
+        # The pod's probe allows 10 minutes (real weights on a GPU); a kubelet restarts a start past it.
+        startup_seconds=120,
     )
     runner = PodRunner(
         core=client.CoreV1Api(api),
@@ -178,19 +182,47 @@ def engine_tpot_seconds(url: str, concurrency: int) -> float:
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
+ROOM_ALONE = 2.5
+"""The SLO is at least this multiple of one request's TPOT. Under the run's load every few steps carries a
+new prompt's chunk, so a window's p90 sits about 1.6x above a lone request's mean even at a handful of
+seats: with 1.3x allowed (an SLO of 10 ms against 5.7 ms alone on the Intel machine) the p90 read 9 to
+12.6 ms from 5 to 11 seats alike, the seats barely moved it, every window the machine's other tenants
+slowed stepped the plan down, and one CI run moved eleven times without settling. With 2.5x the SLO lies
+where the batch, not the noise, decides the reading (that machine: 25 ms, 192 clients, settled at 63 seats
+in three moves); 2x was not enough there (4.8 ms alone in one run: 10 ms again)."""
+
+
 def run_slo_seconds(alone: float, loaded: float) -> float | None:
     """The largest bound of vLLM's TPOT buckets (what the histogram reads exactly) below the mean TPOT at the
     planned batch (<= 0.95 x: its p90 reading, above the mean, misses it) while a single request has room
-    under it (>= 1.3 x); None when no bound lies between."""
-    fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if 1.3 * alone <= b <= 0.95 * loaded]
+    under it (>= :data:`ROOM_ALONE` x); None when no bound lies between."""
+    fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if ROOM_ALONE * alone <= b <= 0.95 * loaded]
     return fitting[-1] if fitting else None
+
+
+@pytest.mark.parametrize(
+    ("alone_ms", "loaded_ms", "slo_ms"),
+    [
+        (9.0, 50.0, 25),  # the AMD machine at 96 clients
+        (5.7, 21.8, None),  # the Intel machine at 96: 10 ms would be 1.75x a lone request, inside the noise
+        (5.2, 39.1, 25),  # ... and at 192
+        (4.8, 20.5, None),  # 10 ms is 2.1x a lone request: not room enough
+        (3.8, 18.0, 10),  # 2.6x a lone request and below 0.95x of the load
+        (9.0, 18.0, None),  # 10 ms is 1.1x a lone request, 25 ms above the load
+    ],
+)
+def test_the_runs_slo_is_a_bucket_bound_with_room_on_both_sides(
+    alone_ms: float, loaded_ms: float, slo_ms: int | None
+) -> None:
+    slo = run_slo_seconds(alone_ms / 1000, loaded_ms / 1000)
+    assert (None if slo is None else round(slo * 1000)) == slo_ms
 
 
 LOADS = (CLIENTS, 2 * CLIENTS)
 """Client counts to try for the run's load, each measured twice (the slower round counts): a machine whose
-engine runs 96 together fast (one CI run read 18 ms, another 51 ms, 9-10 ms alone), or a round whose clients
-started out of step, leaves no bucket bound between; twice the clients does (the KV cache holds 192 of
-these sequences)."""
+engine runs 96 together fast (one CI run read 18 ms, another 51 ms, 9-10 ms alone; the Intel machine 25 ms,
+5.2 ms alone), or a round whose clients started out of step, leaves no bucket bound between; twice the
+clients does (the KV cache holds 192 of these sequences)."""
 
 
 def run_load(url: str, log: Any) -> tuple[int, float]:
@@ -208,7 +240,7 @@ def run_load(url: str, log: Any) -> tuple[int, float]:
             return clients, slo
     pytest.fail(
         f"this machine's engine shows no SLO to converge to: {alone * 1000:.1f} ms per token alone and "
-        f"{', '.join(readings)} leave no TPOT bucket bound between 1.3x and 0.95x of them"
+        f"{', '.join(readings)} leave no TPOT bucket bound between {ROOM_ALONE:g}x and 0.95x of them"
     )
 
 
@@ -302,6 +334,7 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
     kubectl(kubeconfig, "patch", "llmdeployment", NAME, "-n", NS, "--type", "merge", "-p", json.dumps(adjust))
     log(f"the loop adjusts from now on, after {WINDOW_SECONDS} s of the run's load")
     seen: list[tuple[str, float]] = []
+    restarts_seen: list[str] = []
     plans = [first]
 
     def follow() -> dict[str, Any]:
@@ -319,6 +352,9 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
                 f"{observed.get('ttftMilliseconds')} ms, mean batch {observed.get('meanBatch')}; "
                 f"decision {last.get('reason')} (applied {last.get('applied')}): {last.get('message')}"
             )
+        for line in runner.restarts[len(restarts_seen) :]:
+            restarts_seen.append(line)
+            log(line)
         now = plan_of(s)
         if now is not None and now != plans[-1]:
             plans.append(now)
@@ -393,12 +429,12 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
         f"calibration {json.dumps(learned)[:400]}")  # fmt: skip
     log(f"load: {stats.completed} completed, {stats.retried} retried, {stats.dropped} dropped")
     assert plans[-1][0] < first[0], plans  # the roofline's batch was too large for this engine
-    # A bounded number of moves. After the first, demand-sized move (about 48 seats), a miss the calibrated
-    # model still fits steps the seats down by the deadband (15 %), so reaching the 4 to 12 seats this
-    # machine's engine settles at within a 10 ms SLO takes up to log(48 / 4) / log(1 / 0.85), about 15, such
-    # steps; runs here took 5 to 10 moves (8 held on the slower machine the bound was set on, whose engine
-    # settled at more seats). The turns and the bisection below keep it from oscillating.
-    assert 2 <= len(plans) <= 14, plans
+    # A bounded number of moves: the first, demand-sized one, then a few toward the seats the engine holds
+    # the SLO at (two or three here, at 63 to 74 seats of a 25 ms SLO; up to 8 held on the slower AMD
+    # machine). A miss the calibrated model still fits steps down by the deadband (15 %) alone, so an SLO in
+    # the noise, where the seats barely move the reading, costs many moves: :data:`ROOM_ALONE` keeps it out.
+    # The turns and the bisection below keep it from oscillating.
+    assert 2 <= len(plans) <= 8, plans
     # Converging, not flapping. The law steps down past the SLO by at least its deadband, probes back up at
     # most halfway to the batch that missed (and only by a gain outside the noise), and after a probe that
     # misses steps back no lower than the batch that met: it bisects between the two, and the deadband ends

@@ -126,3 +126,55 @@ def test_the_real_engine_runs_the_pods_own_flags_on_a_loopback_port_and_a_local_
     assert flags[flags.index("--kv-cache-memory-bytes") + 1] == str(1 << 28) and "--enforce-eager" in flags
     with pytest.raises(KeyError, match="no local checkpoint for team/other"):
         engine.command("team/other", args, 18080)
+
+
+def test_a_real_engine_that_never_answers_health_is_restarted_after_its_startup_probe(tmp_path: Path) -> None:
+    """An engine start that hangs (one CI run: vLLM's spawned worker printed nothing for 150 s) is killed
+    and started again once the pod's startup probe budget, capped by ``RealEngine.startup_seconds``, has
+    passed, as a kubelet restarts a container that fails its startup probe; the pod stays unready and
+    its target stays. The "engine" is a real process that ignores its flags and never listens."""
+    hung = tmp_path / "python"
+    hung.write_text("#!/bin/sh\nexec sleep 120\n")
+    hung.chmod(0o755)
+    api = FakeAPI()
+    statuses: list[Any] = []
+    api.patch_namespaced_pod_status = lambda name, ns, body: statuses.append(body)  # type: ignore[attr-defined]
+    slow = pod("a")
+    slow.spec.termination_grace_period_seconds = 30
+    probe = SimpleNamespace(initial_delay_seconds=0, period_seconds=10, failure_threshold=60)
+    slow.spec.containers[0].startup_probe = probe  # a budget of 600 s: the engine's cap binds
+    api.pods = [slow]
+    engine = RealEngine(
+        python=hung, models={"team/chat": tmp_path}, environ={}, kv_cache_memory_bytes=1 << 28,
+        startup_seconds=1.0,
+    )  # fmt: skip
+    runner = PodRunner(core=api, custom=api, file_sd_path=tmp_path / "sd.json", engine=engine)
+    try:
+        runner.sync()
+        [sim] = runner.running("team", "chat")
+        first = sim.process
+        assert sim.startup_seconds == 1.0 and runner.restarts == []
+        runner.sync()  # within its budget: left alone
+        assert sim.process is first and first.poll() is None
+        wait_until(lambda: runner.sync() or runner.restarts, 30, what="the hung start to be restarted")
+        assert first.poll() is not None, "the hung process was left running"
+        assert sim.process is not first and sim.process.poll() is None and sim.restarts == 1
+        assert runner.restarts == [
+            "engine for team/a did not answer /health within 1 s of its start: restarted (1)"
+        ]
+        assert not sim.ready and runner.endpoints("team", "chat") == []
+        assert json.loads((tmp_path / "sd.json").read_text())[0]["targets"] == [f"127.0.0.1:{sim.port}"]
+        assert statuses and all(s["status"]["conditions"][0]["status"] == "False" for s in statuses)
+        assert runner.problems == []
+    finally:
+        runner.close()
+    # Without a cap, the pod's own probe budget is the one that counts.
+    uncapped = PodRunner(core=api, custom=api, file_sd_path=tmp_path / "sd2.json",
+                         engine=RealEngine(python=hung, models={"team/chat": tmp_path}, environ={},
+                                           kv_cache_memory_bytes=1 << 28))  # fmt: skip
+    try:
+        uncapped.sync()
+        [sim] = uncapped.running("team", "chat")
+        assert sim.startup_seconds == 600.0
+    finally:
+        uncapped.close()
