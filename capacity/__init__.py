@@ -66,6 +66,8 @@ from capacity.memory import (
     weight_bytes_per_gpu,
 )
 from capacity.parallel import (
+    EncoderTPMode,
+    encoder_tp_mode,
     fp8_block_error,
     kv_heads_per_gpu,
     padded_vocab_size,
@@ -144,6 +146,7 @@ __all__ = [
     "Curve",
     "DecodeStep",
     "Efficiency",
+    "EncoderTPMode",
     "EngineConfig",
     "EngineCosts",
     "GPUChoice",
@@ -179,6 +182,7 @@ __all__ = [
     "config_reader",
     "decode_step",
     "default_max_num_batched_tokens",
+    "encoder_tp_mode",
     "fp8_block_error",
     "gpu_ids",
     "gpu_spec",

@@ -711,8 +711,9 @@ class Architecture:
     """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
     vision_heads: int = 0
     """Attention heads of a vision tower vLLM splits across the TP ranks as it does the text model's
-    (``divide(num_heads, tp)`` in GLM-V's Glm4vVisionAttention, its default ``--mm-encoder-tp-mode
-    weights``); 0: no tower, or one whose heads set no TP rule here."""
+    (``divide(num_heads, tp)`` in GLM-V's Glm4vVisionAttention, under the default ``--mm-encoder-tp-mode
+    weights``), for a model class that can run it whole per rank instead (``--mm-encoder-tp-mode data``,
+    :func:`capacity.parallel.encoder_tp_mode`); 0: no tower, or one whose heads set no TP rule here."""
     per_layer_input_size: int = 0
     """Gemma 4's per-layer embeddings (``hidden_size_per_layer_input``, E2B/E4B): each layer adds a
     ``per_layer_input_size``-wide embedding of the token, from one vocab-parallel table of

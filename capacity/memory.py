@@ -20,7 +20,7 @@ from capacity.errors import CapacityError
 from capacity.gpus import GPU
 from capacity.layout import Layout, Stage, pipeline_stages
 from capacity.lora import Lora, lora_bytes_per_gpu
-from capacity.parallel import kv_heads_per_gpu
+from capacity.parallel import encoder_tp_mode, kv_heads_per_gpu
 
 __all__ = [
     "BLOCK_SIZE_TOKENS",
@@ -449,7 +449,8 @@ def weight_bytes_per_gpu(
     arch: Architecture, tensor_parallel_size: int, *, layout: Layout | None = None, stage: Stage | None = None
 ) -> int:
     """Weights on one GPU: sharded linears, the vision tower and the vocab-parallel embedding and LM head
-    split ``tp`` ways; norms, routers and MLA down-projections whole; KV projections for
+    split ``tp`` ways (a tower run with ``--mm-encoder-tp-mode data``, :func:`encoder_tp_mode`, whole);
+    norms, routers and MLA down-projections whole; KV projections for
     ``max(1, kv_heads // tp)`` heads; routed experts split ``tp`` ways, or with expert parallelism whole
     experts over ``tp x dp`` GPUs, the busiest holding ``ceil(experts / (tp x dp))`` of them (vLLM's
     ``determine_expert_map``). With a pipeline ``stage``, only its layers, the embedding and vision tower
@@ -459,14 +460,16 @@ def weight_bytes_per_gpu(
     g = (stage.arch if stage is not None else arch).weight_groups
     first = stage is None or stage.first
     last = stage is None or stage.last
-    split = g.sharded + (g.embedding + g.vision if first else 0.0) + g.per_layer_embedding
+    tower = g.vision if first else 0.0
+    whole = tower if encoder_tp_mode(arch, tp) == "data" else 0.0  # the tower on every rank
+    split = g.sharded + (g.embedding if first else 0.0) + tower - whole + g.per_layer_embedding
     if last:
         split += g.lm_head if not (arch.tie_word_embeddings and not first) else g.embedding
     experts = g.routed_experts_total / tp
     if layout is not None and layout.expert_parallel and arch.num_experts:
         ep = layout.expert_parallel_size
         experts = g.routed_experts_total * -(-arch.num_experts // ep) / arch.num_experts
-    return math.ceil(split / tp + experts + g.replicated + g.kv_projection_per_rank(tp))
+    return math.ceil(split / tp + experts + g.replicated + whole + g.kv_projection_per_rank(tp))
 
 
 def default_max_num_batched_tokens(gpu: GPU) -> int:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from capacity.architecture import Architecture
 from capacity.errors import CapacityError
 
 __all__ = [
     "VOCAB_PADDING_MULTIPLE",
+    "EncoderTPMode",
+    "encoder_tp_mode",
     "fp8_block_error",
     "kv_heads_per_gpu",
     "padded_vocab_size",
@@ -36,6 +40,27 @@ def padded_vocab_size(arch: Architecture) -> int:
     return -(-arch.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
 
 
+EncoderTPMode = Literal["weights", "data"]
+"""vLLM's ``--mm-encoder-tp-mode``: ``weights`` (its default) shards a vision tower across the TP ranks as
+it does the text model; ``data`` keeps the whole tower on every rank, each encoding its share of the
+images."""
+
+
+def encoder_tp_mode(arch: Architecture, tensor_parallel_size: int) -> EncoderTPMode:
+    """``data`` where ``tp`` does not divide the heads of a tower vLLM would shard by TP
+    (:attr:`Architecture.vision_heads`), else ``weights``.
+
+    Sharded, such a tower stops the engine at load (GLM-4.5V's 12 heads at TP 8: "12 is not divisible by
+    8", vllm-project/vllm#24004). Under ``data`` its attention runs with a TP size of 1
+    (``is_vit_use_data_parallel`` in GLM-V's ``Glm4vVisionAttention``) and its weights are whole on every
+    GPU. vLLM falls back to ``weights`` with a warning for a model class without
+    ``supports_encoder_tp_data``; every tower that sets ``vision_heads`` has it (the conformance suite
+    reads it from vLLM's source).
+    """
+    heads = arch.vision_heads
+    return "data" if heads and heads % tensor_parallel_size else "weights"
+
+
 #: State layers split by channel alone (no heads), and what to call them in a refusal.
 _CHANNEL_STATES = {"mamba1": "Mamba layers", "short_conv": "short-convolution layers"}
 
@@ -46,10 +71,11 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
     vLLM checks ``num_attention_heads % tp == 0`` (``verify_with_parallel_config``); while building
     layers, ``QKVParallelLinear`` needs ``kv_heads % tp == 0`` when ``tp <= kv_heads`` else
     ``tp % kv_heads == 0`` (a rank never holds a fraction of a head; MLA has no KV-head split, its latent
-    is replicated), the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``, a vision
-    tower vLLM shards by TP its heads to divide by ``tp`` (:attr:`Architecture.vision_heads`), and FP8
+    is replicated), the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``, and FP8
     checkpoints with weight blocks need each rank's share of every quantized width to be whole blocks
-    (:func:`fp8_block_error`; with ``expert_parallel`` the experts are not split by width).
+    (:func:`fp8_block_error`; with ``expert_parallel`` the experts are not split by width). A vision tower
+    whose heads ``tp`` does not divide sets no limit: kvright runs it whole on every rank
+    (:func:`encoder_tp_mode`).
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         return f"tensor parallel size {tp!r} is not a positive integer"
@@ -76,11 +102,6 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
         )
     elif (split := _split_mlp_width(arch, tp)) is not None:
         reason = f"does not divide the {split[1]}-wide {split[0]} of {arch.name} (vLLM asserts it does)"
-    elif arch.vision_heads % tp:
-        reason = (
-            f"does not divide the {arch.vision_heads} attention heads of {arch.name}'s vision tower "
-            "(vLLM splits them across the TP ranks and asserts it can)"
-        )
     else:
         block = fp8_block_error(arch, tp, expert_parallel=expert_parallel)
         if block is None:
@@ -215,5 +236,4 @@ def _accepted(arch: Architecture, tp: int) -> bool:
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
         and _split_mlp_width(arch, tp) is None
-        and arch.vision_heads % tp == 0
     )

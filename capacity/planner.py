@@ -35,7 +35,7 @@ from capacity.memory import (
     default_max_num_batched_tokens,
     resolve_kv_cache_dtype,
 )
-from capacity.parallel import tensor_parallel_error
+from capacity.parallel import EncoderTPMode, encoder_tp_mode, tensor_parallel_error
 from capacity.quantization import ONLINE_FP8
 from capacity.roofline import DEFAULT_EFFICIENCY, DecodeStep, Efficiency, StepModel
 from capacity.serving import (
@@ -200,6 +200,9 @@ class Plan:
     """GPUs of one node of the product the plan was made for."""
     lora: Lora | None = None
     """LoRA settings (``--enable-lora --max-loras --max-lora-rank``); None: LoRA off."""
+    mm_encoder_tp_mode: EncoderTPMode = "weights"
+    """--mm-encoder-tp-mode, written only as ``data`` (:func:`capacity.parallel.encoder_tp_mode`: a vision
+    tower whose heads the TP degree does not divide runs whole on every rank)."""
 
     @property
     def layout(self) -> Layout:
@@ -255,6 +258,7 @@ class Plan:
             str(self.max_num_batched_tokens),
             *(["--quantization", self.quantization] if self.quantization else []),
             *(self.lora.vllm_args() if self.lora is not None else []),
+            *(["--mm-encoder-tp-mode", "data"] if self.mm_encoder_tp_mode == "data" else []),
         ]
 
     def vllm_args_by_role(self, leader_address: str = LEADER_ADDRESS_VARIABLE) -> dict[str, list[str]]:
@@ -1021,6 +1025,7 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         max_num_batched_tokens=best.max_num_batched_tokens,
         replicas=best.replicas,
         lora=req.limits.lora,
+        mm_encoder_tp_mode=encoder_tp_mode(req.arch, best.tensor_parallel_size),
     )
     shape = req.shape
     prediction = Prediction(

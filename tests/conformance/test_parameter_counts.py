@@ -37,7 +37,7 @@ import capacity
 from capacity.architecture import FAMILIES
 from kvright_dev.procs import free_port
 
-from .harness import HERE, VllmEnv
+from .harness import HERE, VllmEnv, probe
 
 pytestmark = pytest.mark.conformance
 
@@ -164,6 +164,35 @@ def test_a_wrapper_is_its_language_model_plus_the_tower_vllm_loads(
     assert arch.parameter_groups.vision == tower["parameters"]
     assert arch.parameters == vllm_counts[language_model]["parameters"] + tower["parameters"]
     assert not arch.warnings
+
+
+def test_a_tower_tp_would_split_runs_whole_per_rank_in_a_class_that_can_run_it_so(
+    vllm_env: VllmEnv, tiny_models: dict[str, Any]
+) -> None:
+    """Where TP does not divide the heads of a tower vLLM shards (``Architecture.vision_heads``: GLM-V),
+    kvright writes ``--mm-encoder-tp-mode data`` (``capacity.encoder_tp_mode``). vLLM honours it only for a
+    class with ``supports_encoder_tp_data`` and otherwise falls back to ``weights`` with a warning, and the
+    TP degree stops at load. Every such wrapper's class has it, read from vLLM's source
+    (vllm_class_attribute_probe.py: the wrapper cannot be imported here), and vLLM's parser and engine
+    config take the flag."""
+    sharded = {
+        case: capacity.architecture_from_config(config)
+        for case, config in TOWERS.items()
+        if capacity.architecture_from_config(config).vision_heads
+    }
+    assert sharded, "no wrapper with a TP-sharded tower left in the table"
+    classes = sorted({TOWERS[case]["architectures"][0] for case in sharded})
+    request = json.dumps({"classes": classes, "attribute": "supports_encoder_tp_data"})
+    out = vllm_env.run([str(HERE / "vllm_class_attribute_probe.py")], stdin=request, timeout=300)
+    answer = json.loads(out.strip().splitlines()[-1])
+    assert {name: answer[name]["value"] for name in classes} == dict.fromkeys(classes, True), answer
+    for case, arch in sharded.items():
+        splitting = next(tp for tp in range(2, arch.vision_heads + 2) if arch.vision_heads % tp)
+        assert capacity.encoder_tp_mode(arch, splitting) == "data", case
+        assert capacity.encoder_tp_mode(arch, arch.vision_heads) == "weights", case
+    model = str(next(iter(tiny_models.values())))
+    verdict = probe(vllm_env, {"flag": ["--model", model, "--enforce-eager", "--mm-encoder-tp-mode", "data"]})
+    assert verdict["flag"]["accepted"], verdict["flag"]
 
 
 def test_every_text_model_class_capacity_reads_is_built_here_or_says_why_not() -> None:

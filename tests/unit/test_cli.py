@@ -281,11 +281,13 @@ def test_plan_json_keys(capsys):
         "max_num_batched_tokens",
         "replicas",
         "quantization",
+        "mm_encoder_tp_mode",
         "gpu",
         "gpu_product",
         "usd_per_hour",
     }
     assert (data["plan"]["gpu"], data["plan"]["gpu_product"]) == ("h100-sxm", "NVIDIA-H100-80GB-HBM3")
+    assert data["plan"]["mm_encoder_tp_mode"] == "weights" and "--mm-encoder-tp-mode" not in data["vllm_args"]
     assert "alternatives" not in data  # one product: nothing to choose between
     assert data["plan"]["quantization"] is None and "--quantization" not in data["vllm_args"]
     assert {"total", "budget", "weights", "kv_cache", "activation", "other"} <= data[

@@ -9,6 +9,7 @@ ERNIE 4.5 and CodeGemma are in ``tests/data/configs`` (test_model_zoo.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -1006,22 +1007,40 @@ def test_glm_v_is_a_glm_language_model_beside_its_vision_tower_to_the_parameter(
     assert c.architecture_from_config(untyped).parameters == glm45v.parameters
 
 
-def test_glm_v_takes_no_tensor_parallel_size_that_splits_its_vision_towers_12_heads():
-    """vLLM shards GLM-V's tower by TP (Glm4vVisionAttention: ``divide(num_heads, tp)``), so GLM-4.5V at TP 8
-    stops at load ("AssertionError: 12 is not divisible by 8", vllm-project/vllm#24004) although its text
-    model's 96 heads and 8 KV heads split."""
+def test_glm_v_runs_its_vision_tower_whole_per_rank_where_tp_would_split_its_12_heads():
+    """vLLM shards GLM-V's tower by TP under the default ``--mm-encoder-tp-mode weights``
+    (Glm4vVisionAttention: ``divide(num_heads, tp)``), so GLM-4.5V at TP 8 stops at load ("AssertionError: 12
+    is not divisible by 8", vllm-project/vllm#24004) although its text model's 96 heads and 8 KV heads split.
+    Under ``--mm-encoder-tp-mode data`` (Glm4vForConditionalGeneration supports it) the tower runs whole on
+    every rank: kvright writes that flag at such a TP degree, and counts the tower whole on each GPU."""
     arch = c.architecture_from_config(GLM_4_5V)
     assert arch.vision_heads == 12
-    assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4]
-    error = c.tensor_parallel_error(arch, 8)
-    assert error is not None and "12 attention heads of" in error and "vision tower" in error
-    assert error.endswith("accepted: 1, 2, 4")
+    assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4, 8]
+    assert c.tensor_parallel_error(arch, 8) is None
+    assert [c.encoder_tp_mode(arch, tp) for tp in (1, 2, 4, 8)] == ["weights", "weights", "weights", "data"]
+    # Per GPU at TP 8: the text model an eighth, the tower whole (7/8 of it more than sharded).
+    tower = arch.weight_groups.vision
+    assert tower > 1e9  # about 0.9 B parameters in bf16
+    text_only = dataclasses.replace(arch, vision_heads=0)  # the same weights, the tower sharded
+    extra = c.weight_bytes_per_gpu(arch, 8) - c.weight_bytes_per_gpu(text_only, 8)
+    assert extra == pytest.approx(tower * 7 / 8, abs=2)
+    assert c.weight_bytes_per_gpu(arch, 4) == c.weight_bytes_per_gpu(text_only, 4)
+    h100 = c.gpu_spec("h100-sxm")
+    pinned = c.plan(arch, h100, c.Workload(max_model_len=8192, prompt_tokens=2048, output_tokens=256),
+                    c.SLO(tpot_seconds=0.05), c.Limits(tensor_parallel_size=8))  # fmt: skip
+    assert pinned.feasible, pinned.reason
+    args = pinned.plan.vllm_args()
+    assert args[args.index("--mm-encoder-tp-mode") + 1] == "data"
+    at4 = c.plan(arch, h100, c.Workload(max_model_len=8192, prompt_tokens=2048, output_tokens=256),
+                 c.SLO(tpot_seconds=0.05), c.Limits(tensor_parallel_size=4))  # fmt: skip
+    assert at4.feasible and "--mm-encoder-tp-mode" not in at4.plan.vllm_args()
     sixteen = GLM_4_5V | {"vision_config": GLM_4_5V["vision_config"] | {"num_heads": 16}}
-    assert c.valid_tensor_parallel_sizes(c.architecture_from_config(sixteen), 8) == [1, 2, 4, 8]
+    assert c.encoder_tp_mode(c.architecture_from_config(sixteen), 8) == "weights"
     default = GLM_4_5V | {"vision_config": {}}
     assert c.architecture_from_config(default).vision_heads == 12  # Glm4vVisionConfig's
     # Other towers set no rule here (Qwen3-VL's 16 heads would not bind below TP 16 anyway).
-    assert c.load_architecture("qwen3-vl-235b-a22b").vision_heads == 0
+    qwen3_vl = c.load_architecture("qwen3-vl-235b-a22b")
+    assert qwen3_vl.vision_heads == 0 and c.encoder_tp_mode(qwen3_vl, 8) == "weights"
     wrong = GLM_4_5V | {"vision_config": GLM_4_5V["vision_config"] | {"num_heads": "x"}}
     with pytest.raises(c.ConfigError, match=r"vision_config\.num_heads"):
         c.architecture_from_config(wrong)
