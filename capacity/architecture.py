@@ -2525,7 +2525,7 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if not isinstance(vision, Mapping):
         raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
     v = _with_defaults(vision)
-    if v.get("model_type") in _GLM4V_VISION or config.get("model_type") in _GLM4V:
+    if _is_glm4v_tower(config, v):
         return _glm4v_vision_parameters(v)
     try:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
@@ -2577,12 +2577,17 @@ _GLM4V = frozenset({"glm4v", "glm46v", "glm4v_moe"})
 _GLM4V_VISION = frozenset({"glm4v_vision", "glm4v_moe_vision"})
 
 
+def _is_glm4v_tower(config: Mapping[str, Any], vision: Mapping[str, Any]) -> bool:
+    """GLM-V's tower (Glm4vVisionTransformer): by its own model type, or its wrapper's."""
+    return vision.get("model_type") in _GLM4V_VISION or config.get("model_type") in _GLM4V
+
+
 def _vision_heads(config: Mapping[str, Any]) -> int:
     """:attr:`Architecture.vision_heads`: GLM-V's tower (Glm4vVisionConfig's 12 heads unless stated)."""
     vision = config.get("vision_config")
     if not isinstance(vision, Mapping):
         return 0
-    if vision.get("model_type") in _GLM4V_VISION or config.get("model_type") in _GLM4V:
+    if _is_glm4v_tower(config, vision):
         try:
             return _int(vision, ("num_heads",), default=12)
         except ConfigError as exc:
