@@ -840,7 +840,7 @@ class Architecture:
             return 0
         return layer.q_heads or self.num_attention_heads
 
-    @property
+    @cached_property
     def attention_head_counts(self) -> frozenset[int]:
         """The query-head counts of the attention layers (each must split evenly across TP ranks)."""
         return frozenset(self.heads_of(layer) for layer in self.layers if layer.mixer in ATTENTION_MIXERS)
