@@ -123,10 +123,12 @@ class _Sim:
     """A real engine's pod is gone: SIGTERM at this monotonic time (after its preStop)."""
     signalled: bool = False
     started_at: float = 0.0
-    """Monotonic time the process was started (again)."""
+    """Monotonic time the process was (re)started."""
     startup_seconds: float | None = None
     """A real engine not ready this long after its start is restarted; None: never."""
     restarts: int = 0
+    log_path: Path | None = None
+    """Where its output goes (None: nowhere)."""
 
     @property
     def url(self) -> str:
@@ -214,6 +216,25 @@ class PodRunner:
             return [
                 s for s in self.sims.values() if s.namespace == namespace and s.llmdeployment == llmdeployment
             ]
+
+    def describe(self, namespace: str, llmdeployment: str, tail: int = 6) -> str:
+        """Each engine or simulator of this LLMDeployment, a line each (pod, ready, draining, restarts,
+        seconds since its start, exit code) with the last ``tail`` lines of its log: a failing test's
+        evidence, since pytest prunes the folder the logs are in a few runs later."""
+        out = []
+        now = time.monotonic()
+        for sim in sorted(self.running(namespace, llmdeployment), key=lambda s: s.pod):
+            state = "ready" if sim.ready else "not ready"
+            age = f", started {now - sim.started_at:.0f} s ago"
+            out.append(
+                f"{sim.pod}: {state}{', draining' if sim.draining else ''}, {sim.restarts} restart(s){age}, "
+                f"exit code {sim.process.poll()}"
+            )
+            if sim.log_path is not None and sim.log_path.is_file():
+                text = sim.log_path.read_text(errors="replace").splitlines()
+                kept = [line for line in text if "leaked" not in line][-tail:]  # nanobind's exit noise
+                out += [f"    {line[:300]}" for line in kept]
+        return "\n".join(out) or "(none)"
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, period: float = 0.5) -> None:
@@ -384,7 +405,6 @@ class PodRunner:
             ready=False,
             prestop_seconds=float(prestop.seconds) if prestop is not None else 0.0,
             grace_seconds=float(pod.spec.termination_grace_period_seconds or 30),
-            started_at=time.monotonic(),
             startup_seconds=min(budgets) if budgets else None,
         )  # fmt: skip
 
@@ -414,9 +434,10 @@ class PodRunner:
         self, meta: Any, llmd: str, port: int, process: subprocess.Popen[bytes], cmd: list[str], **kw: Any
     ) -> None:
         """Remember a started engine or simulator and publish its scrape target."""
+        kw.setdefault("started_at", time.monotonic())
         sim = _Sim(
             namespace=meta.namespace, llmdeployment=llmd, pod=meta.name, uid=meta.uid, port=port,
-            process=process, args=cmd, **kw,
+            process=process, args=cmd, log_path=self._log_path(meta.namespace, meta.name), **kw,
         )  # fmt: skip
         with self.lock:
             self.sims[meta.uid] = sim
@@ -438,14 +459,19 @@ class PodRunner:
         except Exception as exc:  # the pod may be gone already: its engine is being drained anyway
             self._problem(f"readiness of {namespace}/{pod}: {type(exc).__name__}: {str(exc)[:160]}")
 
+    def _log_path(self, namespace: str, pod: str) -> Path | None:
+        if self.log_dir is None:
+            return None
+        return self.log_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}_{pod}") + ".log")
+
     def _spawn(
         self, cmd: list[str], namespace: str, pod: str, env: dict[str, str]
     ) -> subprocess.Popen[bytes]:
         out: Any = subprocess.DEVNULL
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{namespace}_{pod}")
-            out = open(self.log_dir / f"{safe}.log", "ab")  # noqa: SIM115 - owned by the child
+        path = self._log_path(namespace, pod)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            out = open(path, "ab")  # noqa: SIM115 - owned by the child
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def _write_file_sd(self) -> None:

@@ -244,6 +244,13 @@ def run_load(url: str, log: Any) -> tuple[int, float]:
     )
 
 
+def engines_told(runner: PodRunner, failed: WaitFailed) -> str:
+    """A wait's timeout with what the engines were doing and their logs' last lines: the logs live in a
+    pytest folder that later runs prune, so a CI failure must carry them (one run's rollout hung on an
+    engine whose start had stalled, and its log was gone before anyone read the failure)."""
+    return f"{failed}\nthe engines of {NS}/{NAME}:\n{runner.describe(NS, NAME)}"
+
+
 def plan_of(status: dict[str, Any]) -> tuple[int, int] | None:
     plan = status.get("plan") or {}
     return (int(plan["maxNumSeqs"]), int(plan["replicas"])) if "maxNumSeqs" in plan else None
@@ -300,7 +307,12 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
     plan = status()["plan"]
     log(f"first plan (roofline, H100): max-num-seqs {first[0]}, replicas {first[1]}, "
         f"vllm args {' '.join(plan.get('vllmArgs') or [])}")  # fmt: skip
-    (engine,) = wait_until(lambda: runner.endpoints(NS, NAME), 240, what="the engine's /health", interval=1)
+    try:
+        (engine,) = wait_until(
+            lambda: runner.endpoints(NS, NAME), 240, what="the engine's /health", interval=1
+        )
+    except WaitFailed as exc:
+        raise AssertionError(engines_told(runner, exc)) from exc
     clients, slo = run_load(engine, log)
     slo_ms = round(slo * 1000)
     run = {"spec": {"slo": {"tpotMilliseconds": slo_ms}, "workload": {"concurrency": clients}}}
@@ -407,6 +419,8 @@ def test_the_loop_brings_the_real_engine_within_its_slo_and_keeps_it_there(
         median = statistics.median(t for _, t in polls)
         log(f"observed {len(polls)} polls: SLOMet=True in {met_share:.0%}, median p90 TPOT {median:.1f} ms")
         assert met_share >= 0.8 and median <= slo_ms, polls
+    except WaitFailed as exc:
+        raise AssertionError(engines_told(runner, exc)) from exc
     finally:
         stats = load.stop(timeout=120)
     # The loop goes on deciding after the observation ends: a window that closes while the load stops may

@@ -134,7 +134,7 @@ def test_a_real_engine_that_never_answers_health_is_restarted_after_its_startup_
     passed, as a kubelet restarts a container that fails its startup probe; the pod stays unready and
     its target stays. The "engine" is a real process that ignores its flags and never listens."""
     hung = tmp_path / "python"
-    hung.write_text("#!/bin/sh\nexec sleep 120\n")
+    hung.write_text("#!/bin/sh\necho loading the model\nexec sleep 120\n")
     hung.chmod(0o755)
     api = FakeAPI()
     statuses: list[Any] = []
@@ -148,7 +148,9 @@ def test_a_real_engine_that_never_answers_health_is_restarted_after_its_startup_
         python=hung, models={"team/chat": tmp_path}, environ={}, kv_cache_memory_bytes=1 << 28,
         startup_seconds=1.0,
     )  # fmt: skip
-    runner = PodRunner(core=api, custom=api, file_sd_path=tmp_path / "sd.json", engine=engine)
+    runner = PodRunner(
+        core=api, custom=api, file_sd_path=tmp_path / "sd.json", engine=engine, log_dir=tmp_path / "logs"
+    )
     try:
         runner.sync()
         [sim] = runner.running("team", "chat")
@@ -166,6 +168,15 @@ def test_a_real_engine_that_never_answers_health_is_restarted_after_its_startup_
         assert json.loads((tmp_path / "sd.json").read_text())[0]["targets"] == [f"127.0.0.1:{sim.port}"]
         assert statuses and all(s["status"]["conditions"][0]["status"] == "False" for s in statuses)
         assert runner.problems == []
+        # What a failing test prints: the pod's state and its log (both starts write to it).
+        def both_starts_logged() -> bool:
+            return runner.describe("team", "chat").count("loading") == 2
+
+        wait_until(both_starts_logged, 10, what="the second start's line")
+        described = runner.describe("team", "chat").splitlines()
+        assert described[0].startswith("a: not ready, 1 restart(s), started ")
+        assert described[0].endswith("exit code None")
+        assert described[1:] == ["    loading the model", "    loading the model"]
     finally:
         runner.close()
     # Without a cap, the pod's own probe budget is the one that counts.
