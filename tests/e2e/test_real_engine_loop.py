@@ -133,7 +133,9 @@ def system(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
         # The tiny model starts in 15 to 30 s here, beside a busy engine; one CI run's start hung (vLLM's
         # spawned worker printed nothing for 150 s) and the rollout waited on it until the test's deadline.
         # The pod's probe allows 10 minutes (real weights on a GPU); a kubelet restarts a start past it.
-        startup_seconds=120,
+        # 180 s leaves a slower machine's start room, and a restart plus a start inside the load
+        # generator's 240 s of retries.
+        startup_seconds=180,
     )
     runner = PodRunner(
         core=client.CoreV1Api(api),
