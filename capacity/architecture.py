@@ -668,6 +668,12 @@ class Architecture:
     expert_score_bias: bool = False
     """Each MoE layer's router has a per-expert score-correction bias (DeepSeek-V3's noaux_tc, GLM-4.5, ERNIE
     4.5, K-EXAONE, Ling 2.0)."""
+    expert_scale: bool = False
+    """Each MoE layer has a per-expert output scale in the model's dtype (Gemma 4's ``per_expert_scale``)."""
+    router_dtype: str | None = None
+    """The dtype vLLM builds the MoE routers' weights in when it is not the model's, unquantized (``float32``:
+    GLM-4.5 and GLM-4.7-Flash, ERNIE 4.5, MiniMax-M2, Step-3.5, MiMo-V2's ``moe_router_dtype``); None: the
+    model's."""
     kv_lora_rank: int | None = None
     """MLA latent width d_c (DeepSeek V2/V3); None for non-MLA attention."""
     q_lora_rank: int | None = None
@@ -881,7 +887,7 @@ class Architecture:
     @cached_property
     def parameter_groups(self) -> ParameterGroups:
         """Parameter counts split by how tensor parallelism shards them (see :class:`ParameterGroups`)."""
-        return _count(self, lambda module, layer, n, shares=None: n)
+        return _count(self, lambda module, layer, n, shares=None, dtype=None: n)
 
     @cached_property
     def weight_groups(self) -> ParameterGroups:
@@ -889,8 +895,14 @@ class Architecture:
         dtype_bytes = DTYPE_BYTES[self.dtype]
 
         def weigh(
-            module: ModuleKind | None, layer: int | None, n: float, shares: tuple[float, ...] | None = None
+            module: ModuleKind | None,
+            layer: int | None,
+            n: float,
+            shares: tuple[float, ...] | None = None,
+            dtype: str | None = None,
         ) -> float:
+            if dtype is not None:  # built in a dtype of its own, never quantized (float32 routers, A)
+                return n * DTYPE_BYTES[dtype]
             if module is None:  # norms, biases, conv weights: always in the model dtype
                 return n * dtype_bytes
             per = self.weights.bytes_per_parameter(
@@ -981,11 +993,25 @@ class ParameterGroups:
 
 class Weigh(Protocol):
     """Parameters (identity) or their bytes: ``n`` weights of ``module`` in layer ``layer``; ``shares`` the
-    sizes of the module's projections these ``n`` are made of (see ``WeightFormat.bytes_per_parameter``)."""
+    sizes of the module's projections these ``n`` are made of (see ``WeightFormat.bytes_per_parameter``);
+    ``dtype`` the dtype vLLM builds them in whatever the checkpoint's (:data:`FLOAT32_PARAMETERS`)."""
 
     def __call__(
-        self, module: ModuleKind | None, layer: int | None, n: float, shares: tuple[float, ...] | None = None
+        self,
+        module: ModuleKind | None,
+        layer: int | None,
+        n: float,
+        shares: tuple[float, ...] | None = None,
+        dtype: str | None = None,
     ) -> float: ...
+
+
+FLOAT32_PARAMETERS = "float32"
+"""What vLLM 0.32 builds in float32 whatever the model's dtype, and never quantizes (the conformance suite
+weighs every family's parameters as vLLM's class creates them, tests/conformance/test_parameter_counts.py):
+the experts' score-correction bias (``e_score_correction_bias``, Step-3.5's ``router_bias``), a state
+layer's decay (Mamba's ``A``, Mamba-2's and Gated DeltaNet's ``A_log``), and in some families the router
+itself (:attr:`Architecture.router_dtype`)."""
 
 
 def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
@@ -1028,9 +1054,9 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
             if a.moe_latent_size:  # vLLM's ReplicatedLinear fc1/fc2_latent_proj: whole on every rank
                 replicated += weigh("latent_projection", i, 2 * h * e_in)
                 replicated += weigh(None, i, e_in + h if a.mlp_bias else 0)
-            replicated += weigh("router", i, h * a.num_experts) + weigh(
-                None, i, a.num_experts * (a.expert_bias + a.expert_score_bias)
-            )
+            replicated += weigh("router", i, h * a.num_experts, dtype=a.router_dtype)
+            replicated += weigh(None, i, a.num_experts * (a.expert_bias + a.expert_scale))
+            replicated += weigh(None, i, a.num_experts * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
             if a.shared_expert_intermediate_size:
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
             if a.shared_expert_gate:
@@ -1144,18 +1170,20 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         # so is out_proj's bias (added once, after the all-reduce).
         rank, state = s.time_step_rank, s.state_dim
         shares = (h * 2 * inner, inner * (rank + 2 * state), rank * inner, inner * h)
-        small = inner * s.conv_kernel + inner * state + 2 * inner  # conv weight, A, D, dt_proj bias
+        small = inner * s.conv_kernel + 2 * inner  # conv weight, D, dt_proj bias
         small += (inner if s.conv_bias else 0) + (2 * inner if s.projection_bias else 0)
         whole = (rank + 2 * state if s.time_step_norms else 0) + (h if s.projection_bias else 0)
-        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
+        decay = weigh(None, i, inner * state, dtype=FLOAT32_PARAMETERS)  # A
+        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay, weigh(None, i, whole)
     if s.kind == "mamba2":
         in_width = 2 * inner + s.groups * s.group_channels + s.heads
         shares = (h * in_width, inner * h)
-        small = conv * s.conv_kernel + 3 * s.heads  # conv weight, dt_bias, A_log, D
+        small = conv * s.conv_kernel + 2 * s.heads  # conv weight, dt_bias, D
         small += (conv if s.conv_bias else 0) + (inner if s.gated_norm else 0)
         small += in_width if s.projection_bias else 0
         whole = h if s.projection_bias else 0  # out_proj's bias, added once after the all-reduce
-        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
+        decay = weigh(None, i, s.heads, dtype=FLOAT32_PARAMETERS)  # A_log
+        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay, weigh(None, i, whole)
     if s.kind == "short_conv":
         # vLLM's ShortConv: in_proj to B, C and x, out_proj, and the conv (a linear layer of kernel inputs
         # per channel, never quantized), all split by channel; conv_bias puts a bias on all three, out_proj's
@@ -1168,8 +1196,9 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     else:
         key = (s.conv_channels - inner) // 2
         shares = (h * (2 * key + 2 * inner), h * 2 * s.heads, inner * h)  # qkvz, ba, out_proj
-        small = conv * s.conv_kernel + 2 * s.heads + s.head_dim  # conv weight, dt_bias and A_log, norm
-    return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), 0.0
+        small = conv * s.conv_kernel + s.heads + s.head_dim  # conv weight, dt_bias, norm
+        decay = weigh(None, i, s.heads, dtype=FLOAT32_PARAMETERS)  # A_log
+    return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay, 0.0
 
 
 # ----- reading a config ----------------------------------------------------------------------------------
@@ -2271,7 +2300,7 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
             shared_expert_intermediate_size=dense,
             # Router scale and three more norms (hidden_size wide); per_expert_scale, one per expert.
             norms_per_layer=8,
-            expert_score_bias=True,
+            expert_scale=True,
         )
         ffn, width = ["moe"] * layers, [0] * layers
     per_layer_input = _int(cfg, ("hidden_size_per_layer_input",), minimum=0, default=0)
@@ -2289,6 +2318,14 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
         head_dims=[d for d, _ in overrides],
         kv_shared=shared,
     )
+
+
+def _router_dtype(cfg: Mapping[str, Any]) -> str:
+    """MiMo-V2's ``moe_router_dtype``: the gate's params_dtype in vLLM's mimo_v2.py, float32 unless stated."""
+    value = cfg.get("moe_router_dtype", "float32")
+    if value not in DTYPE_BYTES:
+        raise ConfigError("moe_router_dtype", f"is {value!r:.40}; expected one of {', '.join(DTYPE_BYTES)}")
+    return str(value)
 
 
 def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
@@ -2344,6 +2381,7 @@ def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
             **_routing(cfg, ("n_routed_experts",), ("num_experts_per_tok",)),
             moe_intermediate_size=_int(cfg, ("moe_intermediate_size",)),
             expert_score_bias=True,  # gate.e_score_correction_bias, always built
+            router_dtype=_router_dtype(cfg),
         )
     return _Read(
         ["sliding" if s else "full" for s in sliding],
@@ -2706,6 +2744,7 @@ class _Modeling:
     activation_parameters: int = 0
     lm_head_bias: bool = False
     expert_score_bias: str | tuple[str, ...] | bool = False
+    router_dtype: str | None = None
 
 
 #: vLLM's llama.py: attention_bias on all four attention projections, mlp_bias on the MLP's.
@@ -2759,7 +2798,9 @@ _MODELING: dict[str, _Modeling] = {
     "qwen2_moe": _Modeling(qkv_bias=True),
     **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text"), _QK_NORM_PER_HEAD),
     # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
-    "minimax_m2": _Modeling(qk_norm="full", expert_score_bias="use_routing_bias"),
+    # A router built in float32 (GateLinear's params_dtype): minimax_m2.py, glm4_moe.py (and the GLM-4.7-Flash
+    # model on it), step3p5.py, ernie45_moe.py.
+    "minimax_m2": _Modeling(qk_norm="full", expert_score_bias="use_routing_bias", router_dtype="float32"),
     **dict.fromkeys(("olmo2", "olmo3"), _Modeling(qk_norm="full", o_bias="attention_bias")),
     "olmoe": _Modeling(qk_norm="full", qkv_bias=False),  # vLLM's olmoe.py reads no bias key
     **dict.fromkeys(("granitemoe", "granitemoeshared"), _Modeling(qkv_bias=False)),  # nor granitemoe.py
@@ -2777,9 +2818,11 @@ _MODELING: dict[str, _Modeling] = {
     "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
     # vLLM's ERNIE 4.5 is its Llama without the output bias: it reads attention_bias, not ERNIE's use_bias.
     "ernie4_5": _Modeling(qkv_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"),
-    "glm4_moe": _Modeling(qk_norm="head", qk_norm_when="use_qk_norm", expert_score_bias=True),
-    "glm4_moe_lite": _Modeling(expert_score_bias=True),
-    "step3p5": _Modeling(qk_norm="head", expert_score_bias=True),
+    "glm4_moe": _Modeling(
+        qk_norm="head", qk_norm_when="use_qk_norm", expert_score_bias=True, router_dtype="float32"
+    ),
+    "glm4_moe_lite": _Modeling(expert_score_bias=True, router_dtype="float32"),
+    "step3p5": _Modeling(qk_norm="head", expert_score_bias=True, router_dtype="float32"),
     "exaone_moe": _Modeling(
         qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias", expert_score_bias=True
     ),
@@ -2800,7 +2843,7 @@ _MODELING: dict[str, _Modeling] = {
     "chatglm": _Modeling(
         qkv_bias=("add_bias_linear", "add_qkv_bias"), o_bias="add_bias_linear", mlp_bias="add_bias_linear"
     ),
-    "ernie4_5_moe": _Modeling(qkv_bias="use_bias", expert_score_bias=True),
+    "ernie4_5_moe": _Modeling(qkv_bias="use_bias", expert_score_bias=True, router_dtype="float32"),
     # LayerNorms; vLLM's phimoe.py fixes the biases on, the LM head's too.
     "phimoe": _Modeling(qkv_bias=True, o_bias=True, norm_bias=True, lm_head_bias=True),
     # Nemotron-4 / Minitron (vLLM's nemotron.py): squared-ReLU MLP without a gate, LayerNorm1P (weight and
@@ -2974,6 +3017,7 @@ def architecture_from_config(
     # vLLM's DeepSeek-V2/V3 routers (Kimi K2, Mistral Large 3) have the bias with the noaux_tc top-k method.
     noaux = family == "mla" and cfg.get("topk_method") == "noaux_tc"
     extra.setdefault("expert_score_bias", noaux or _flag(cfg, built.expert_score_bias))
+    extra.setdefault("router_dtype", built.router_dtype)
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,

@@ -117,6 +117,20 @@ def test_capacity_counts_the_parameters_vllms_model_class_creates(
     assert ours == answer["parameters"]
 
 
+@pytest.mark.parametrize("case", sorted(set(CASES) - set(CPU_REFUSED)))  # a refused build has no tensors
+def test_capacity_weighs_the_bytes_vllms_model_class_creates(
+    vllm_counts: dict[str, dict[str, Any]], case: str
+) -> None:
+    """Bytes as well as parameters: vLLM builds a model in its dtype, but some tensors in float32 whatever
+    that is, never quantized (``capacity.architecture.FLOAT32_PARAMETERS``: score-correction biases, a state
+    layer's decay, some families' routers), and every one is on every GPU that holds its layer. The failure
+    names the tensors vLLM keeps in a dtype of their own."""
+    answer = vllm_counts[case]
+    assert answer["error"] is None, f"vLLM could not build {case}: {answer['error']}"
+    ours = capacity.architecture_from_config(CASES[case]).weight_groups.total
+    assert round(ours) == answer["bytes"], f"{round(ours)} vs {answer['bytes']}; {answer['own_dtypes']}"
+
+
 @pytest.mark.parametrize("case", sorted(set(CASES) - set(CPU_REFUSED)))  # a refused build has no layers
 def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cache(
     vllm_counts: dict[str, dict[str, Any]], case: str

@@ -3,14 +3,18 @@
 Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}}]`` from stdin, writes
 one JSON list to stdout, one answer per case:
 
-    {"id", "architecture": str or null, "parameters": int or null, "error": one line or null,
+    {"id", "architecture": str or null, "parameters": int or null, "bytes": int or null,
+     "own_dtypes": {"module.path:dtype": parameters} or null, "error": one line or null,
      "attention": [{"kv_heads", "head_size", "head_size_v", "sliding_window", "kv_shared"}, ...] or null}
 
 Each config is written to a folder of its own and resolved as ``vllm serve`` resolves it
 (``EngineArgs.create_engine_config``: the registry's class for its ``architectures``, native or the
 Transformers backend), then that class is built on PyTorch's meta device inside vLLM's own config and
-parallel-state context (one rank, gloo on loopback), so every tensor it registers exists with its shape
-and none with storage. Parameters are counted once each (a tied LM head is the embedding). No weights,
+parallel-state context (one rank, gloo on loopback) and, as vLLM's loader does, under the model's dtype as
+torch's default (``set_default_torch_dtype``), so every tensor it registers exists with its shape and dtype
+and none with storage. Parameters are counted once each (a tied LM head is the embedding); ``bytes`` weighs
+each at its own dtype, and ``own_dtypes`` names those vLLM builds in another dtype than the model's (layer
+indices dropped: one entry per kind of tensor). No weights,
 tokenizer, engine or server. ``attention`` lists, in model order, every attention layer (its ``Attention``
 modules, at one rank): the heads and sizes it caches, its sliding window, and whether it reads another
 layer's cache (``kv_sharing_target_layer_name``) and so keeps none of its own.
@@ -52,6 +56,7 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.layers.attention.attention import Attention
     from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.utils.torch_utils import set_default_torch_dtype
 
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "config.json"), "w") as f:
@@ -73,7 +78,7 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
             destroy_model_parallel()
             initialize_model_parallel(1, 1)
             try:
-                with torch.device("meta"):
+                with set_default_torch_dtype(vllm_config.model_config.dtype), torch.device("meta"):
                     model = cls(vllm_config=vllm_config)
             except NotImplementedError as error:
                 if "meta tensor" not in str(error):
@@ -83,13 +88,21 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
                 # configs here are built on the CPU instead, which counts the same tensors. The layers the
                 # failed build registered are forgotten first (vLLM refuses a layer name twice).
                 vllm_config.compilation_config.static_forward_context.clear()
-                model = cls(vllm_config=vllm_config)
+                with set_default_torch_dtype(vllm_config.model_config.dtype):
+                    model = cls(vllm_config=vllm_config)
     seen: set[int] = set()
     total = 0
-    for parameter in model.parameters():
+    nbytes = 0
+    own_dtypes: dict[str, int] = {}
+    for name, parameter in model.named_parameters():
         if id(parameter) not in seen:
             seen.add(id(parameter))
             total += parameter.numel()
+            nbytes += parameter.numel() * parameter.element_size()
+            if parameter.dtype != vllm_config.model_config.dtype:
+                kind = ".".join(part for part in name.split(".") if not part.isdigit())
+                key = f"{kind}:{str(parameter.dtype).removeprefix('torch.')}"
+                own_dtypes[key] = own_dtypes.get(key, 0) + parameter.numel()
     attention = [
         {
             "kv_heads": module.num_kv_heads,
@@ -101,7 +114,14 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
         for module in model.modules()
         if isinstance(module, Attention)
     ]
-    return {"architecture": architecture, "parameters": total, "attention": attention, "error": None}
+    return {
+        "architecture": architecture,
+        "parameters": total,
+        "bytes": nbytes,
+        "own_dtypes": own_dtypes,
+        "attention": attention,
+        "error": None,
+    }
 
 
 def _checkpoint_count(config: dict[str, Any]) -> int | None:

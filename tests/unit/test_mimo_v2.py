@@ -128,3 +128,19 @@ def test_sliding_layers_with_query_heads_of_their_own_weigh_and_split_by_them() 
     twelve = c.architecture_from_config(FLASH | {"swa_num_attention_heads": 12, "swa_num_key_value_heads": 4})
     assert c.valid_tensor_parallel_sizes(twelve, 8) == [1, 2, 4]
     assert "some layers' 12 attention heads" in (c.tensor_parallel_error(twelve, 8) or "")
+
+
+def test_the_router_is_weighed_in_moe_router_dtype_float32_unless_stated() -> None:
+    """vLLM's mimo_v2.py builds each gate with ``params_dtype`` from ``moe_router_dtype`` (float32 when the
+    file says nothing), unquantized even in the FP8 checkpoint: hidden x experts per MoE layer, whole on every
+    GPU."""
+    routers = FLASH["hidden_size"] * FLASH["n_routed_experts"] * sum(map(bool, FLASH["moe_layer_freq"]))
+    stated = {k: v for k, v in FLASH.items() if k != "moe_router_dtype"}
+    as_float32 = c.architecture_from_config(stated)
+    as_bf16 = c.architecture_from_config(stated | {"moe_router_dtype": "bfloat16"})
+    assert (as_float32.router_dtype, as_bf16.router_dtype) == ("float32", "bfloat16")
+    assert as_float32.parameters == as_bf16.parameters
+    assert as_float32.weight_groups.replicated - as_bf16.weight_groups.replicated == 2 * routers
+    assert c.weight_bytes_per_gpu(as_float32, 8) - c.weight_bytes_per_gpu(as_bf16, 8) == 2 * routers
+    with pytest.raises(ConfigError, match=r"moe_router_dtype.*'fp4'.*bfloat16, float16, float32"):
+        c.architecture_from_config(stated | {"moe_router_dtype": "fp4"})
