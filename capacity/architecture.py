@@ -2797,10 +2797,10 @@ _MODELING: dict[str, _Modeling] = {
     "qwen2": _Modeling(qkv_bias=True),
     "qwen2_moe": _Modeling(qkv_bias=True),
     **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text"), _QK_NORM_PER_HEAD),
-    # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
     # A router built in float32 (GateLinear's params_dtype): minimax_m2.py, glm4_moe.py (and the GLM-4.7-Flash
     # model on it), step3p5.py, ernie45_moe.py.
     "minimax_m2": _Modeling(qk_norm="full", expert_score_bias="use_routing_bias", router_dtype="float32"),
+    # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
     **dict.fromkeys(("olmo2", "olmo3"), _Modeling(qk_norm="full", o_bias="attention_bias")),
     "olmoe": _Modeling(qk_norm="full", qkv_bias=False),  # vLLM's olmoe.py reads no bias key
     **dict.fromkeys(("granitemoe", "granitemoeshared"), _Modeling(qkv_bias=False)),  # nor granitemoe.py
