@@ -3018,6 +3018,8 @@ def architecture_from_config(
     noaux = family == "mla" and cfg.get("topk_method") == "noaux_tc"
     extra.setdefault("expert_score_bias", noaux or _flag(cfg, built.expert_score_bias))
     extra.setdefault("router_dtype", built.router_dtype)
+    weights = weight_format(cfg, hf_quant_config=hf_quant_config)
+    warnings.extend(weights.warnings)
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
@@ -3029,7 +3031,7 @@ def architecture_from_config(
         tie_word_embeddings=(_bool(cfg, "tie_word_embeddings", False) or model_type in ("lfm2", "lfm2_moe"))
         and family not in ("mimo_v2", "step3p5"),
         dtype=dtype,
-        weights=weight_format(cfg, hf_quant_config=hf_quant_config),
+        weights=weights,
         layers=tuple(
             Layer(
                 mixer=m,

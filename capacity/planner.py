@@ -203,6 +203,9 @@ class Plan:
     mm_encoder_tp_mode: EncoderTPMode = "weights"
     """--mm-encoder-tp-mode, written only as ``data`` (:func:`capacity.parallel.encoder_tp_mode`: a vision
     tower whose heads the TP degree does not divide runs whole on every rank)."""
+    allow_deprecated_quantization: bool = False
+    """--allow-deprecated-quantization: the checkpoint's method is one vLLM 0.32 loads only with it
+    (:attr:`capacity.quantization.WeightFormat.deprecated`: ``fbgemm_fp8``)."""
 
     @property
     def layout(self) -> Layout:
@@ -257,6 +260,7 @@ class Plan:
             "--max-num-batched-tokens",
             str(self.max_num_batched_tokens),
             *(["--quantization", self.quantization] if self.quantization else []),
+            *(["--allow-deprecated-quantization"] if self.allow_deprecated_quantization else []),
             *(self.lora.vllm_args() if self.lora is not None else []),
             *(["--mm-encoder-tp-mode", "data"] if self.mm_encoder_tp_mode == "data" else []),
         ]
@@ -1026,6 +1030,7 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         replicas=best.replicas,
         lora=req.limits.lora,
         mm_encoder_tp_mode=encoder_tp_mode(req.arch, best.tensor_parallel_size),
+        allow_deprecated_quantization=req.arch.weights.deprecated,
     )
     shape = req.shape
     prediction = Prediction(

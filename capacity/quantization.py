@@ -192,6 +192,9 @@ class WeightFormat:
     """Ignore lists and per-module overrides, in precedence order."""
     warnings: tuple[str, ...] = ()
     """What the operator should know before serving it (deprecated methods, flags needed)."""
+    deprecated: bool = False
+    """vLLM 0.32 lists the method in ``DEPRECATED_QUANTIZATION_METHODS`` and loads it only with
+    ``--allow-deprecated-quantization`` (``ModelConfig._verify_quantization``), which a plan then adds."""
 
     def bytes_per_parameter(
         self,
@@ -501,10 +504,14 @@ def _resolve(fmt: WeightFormat, module: ModuleKind, layer: int | None) -> tuple[
 #: Methods :func:`weight_format` reads (vLLM 0.32 names, as the checkpoint spells them).
 ACCEPTED_METHODS: tuple[str, ...] = (
     "awq",
+    "auto_awq",
+    "awq_marlin",
     "compressed-tensors",
     "fbgemm_fp8",
     "fp8",
     "gptq",
+    "auto_gptq",
+    "gptq_marlin",
     "modelopt",
     "modelopt_fp4",
     "modelopt_mixed",
@@ -710,12 +717,7 @@ def _group_label(group: int) -> str:
 def _fp8(block: dict[str, Any], where: str) -> WeightFormat:
     """``Fp8Config.from_config`` (fp8.py): activation_scheme static|dynamic; weight_block_size [n, k] (dynamic
     activations only); ignored_layers, else modules_to_not_convert; store_dtype mxfp4 for the experts."""
-    # vLLM requires activation_scheme; trimmed configs (the catalog's) leave it out: read as dynamic, noted
-    scheme_name = _get(block, ("activation_scheme",), where, default=None)
-    notes: tuple[str, ...] = ()
-    if scheme_name is None:
-        scheme_name = "dynamic"
-        notes = (f"{where}.activation_scheme is missing (vLLM requires it); read as dynamic",)
+    scheme_name = _get(block, ("activation_scheme",), where, what="static or dynamic")  # vLLM requires it
     if scheme_name not in ("static", "dynamic"):
         raise ConfigError(f"{where}.activation_scheme", f"is {scheme_name!r:.40}; expected static or dynamic")
     raw_block = block.get("weight_block_size")
@@ -753,7 +755,6 @@ def _fp8(block: dict[str, Any], where: str) -> WeightFormat:
         scheme=scheme,
         default_kinds=_LINEAR_AND_EXPERTS,
         rules=tuple(rules),
-        warnings=notes,
     )
 
 
@@ -773,7 +774,11 @@ def _fbgemm_fp8(block: dict[str, Any], where: str) -> WeightFormat:
         scheme=_FP8_PER_ROW,
         default_kinds=_LINEAR,
         rules=(Rule(patterns=ignored),) if ignored else (),
-        warnings=("fbgemm_fp8 is deprecated in vLLM 0.32: serving it needs --allow-deprecated-quantization",),
+        warnings=(
+            "fbgemm_fp8 is deprecated in vLLM 0.32, which loads it only with --allow-deprecated-quantization "
+            "(a plan adds the flag); a later vLLM may not load it at all",
+        ),
+        deprecated=True,
     )
 
 
@@ -811,12 +816,14 @@ def _gptq_scheme(bits: int, group: int) -> Scheme:
 
 
 def _gptq(block: dict[str, Any], where: str) -> WeightFormat:
-    """``AutoGPTQConfig`` (auto_gptq.py, gptq_utils.py): bits 4|8 symmetric only (TYPE_MAP); dynamic rules
+    """``AutoGPTQConfig`` (auto_gptq.py, gptq_utils.py): bits 4|8 symmetric only (TYPE_MAP); no group
+    activation ordering (``desc_act`` true with groups, in the file or a dynamic rule); dynamic rules
     ``-:regex`` skip modules, ``+:regex`` override bits/group_size; modules_in_block_to_quantize limits the
     quantized linears; lm_head when ``lm_head``."""
     bits = _int(block, ("bits",), where, allowed=(4, 8))
     group = _int(block, ("group_size",), where)
-    _bool(block, ("desc_act",), where)
+    desc_act = _bool(block, ("desc_act",), where)
+    _no_group_act_order(desc_act, group, f"{where}.desc_act")
     if not _bool(block, ("sym",), where):
         raise ConfigError(
             f"{where}.sym", "is false; vLLM 0.32 serves symmetric GPTQ only (bits 4 or 8, sym true)"
@@ -834,6 +841,8 @@ def _gptq(block: dict[str, Any], where: str) -> WeightFormat:
             continue
         o_bits = _int(override, ("bits",), f"{where}.dynamic", allowed=(4, 8), default=bits)
         o_group = _int(override, ("group_size",), f"{where}.dynamic", default=group)
+        o_desc_act = _bool(override, ("desc_act",), f"{where}.dynamic", default=desc_act)
+        _no_group_act_order(o_desc_act, o_group, f"{where}.dynamic[{pattern!r:.40}].desc_act")
         rules.append(
             Rule(patterns=(f"re:{pattern.removeprefix('+:')}",), scheme=_gptq_scheme(o_bits, o_group))
         )
@@ -854,6 +863,17 @@ def _gptq(block: dict[str, Any], where: str) -> WeightFormat:
         default_kinds=frozenset(kinds),
         rules=tuple(rules),
     )
+
+
+def _no_group_act_order(desc_act: bool, group: int, field: str) -> None:
+    """vLLM 0.32 refuses GPTQ's group activation ordering (``normalize_and_validate_gptq_desc_act``): with
+    one group per output channel (``group_size`` -1) the ordering changes nothing and is accepted."""
+    if desc_act and group != -1:
+        raise ConfigError(
+            field,
+            f"is true with group_size {group}: vLLM 0.32 no longer serves GPTQ with group activation "
+            "ordering; accepted: desc_act false (static ordering), or group_size -1",
+        )
 
 
 def _mxfp4(block: dict[str, Any], where: str) -> WeightFormat:
@@ -1227,8 +1247,13 @@ def _ct_scheme(weights: Mapping[str, Any], inputs: Any, where: str, fmt: Any) ->
 _READERS = {
     "fp8": _fp8,
     "fbgemm_fp8": _fbgemm_fp8,
+    # vLLM 0.32 reads every spelling of a method with the one config class (get_quantization_config)
     "awq": _awq,
+    "auto_awq": _awq,
+    "awq_marlin": _awq,
     "gptq": _gptq,
+    "auto_gptq": _gptq,
+    "gptq_marlin": _gptq,
     "mxfp4": _mxfp4,
     "mxfp8": _mxfp8,
     "modelopt": _modelopt,

@@ -8,6 +8,12 @@ state ModelOpt in config.json's flat form (``quant_method``, ``quant_algo``, ``i
 rather than in ``hf_quant_config.json``; both forms are asked here of the real engine, on a small Llama, with
 ``create_engine_config`` (no weights): the method vLLM resolves must be the one capacity reads, and where vLLM
 refuses the file or would load quantized weights as unquantized (no method at all), capacity refuses it.
+
+The other methods' blocks are asked the same way (GPTQ, AWQ, fp8, fbgemm_fp8, compressed-tensors, each under
+every spelling vLLM reads with one config class, and the variants vLLM 0.32 refuses at config time: group
+activation ordering, asymmetric or 3-bit GPTQ, 8-bit AWQ, static-activation fp8 blocks, fp8 without its
+activation scheme, methods vLLM no longer loads). A method vLLM 0.32 deprecates is asked with the flag a plan
+adds for it (``Plan.allow_deprecated_quantization``), and once without, which vLLM must refuse.
 """
 
 from __future__ import annotations
@@ -54,6 +60,23 @@ MIXED = {
 #: Keys vLLM's NVFP4 config requires in the legacy block, even when null.
 NVFP4_KEYS = {"group_size": 16, "kv_cache_quant_algo": None}
 
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+FP8_BLOCKS = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+FBGEMM = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": ["lm_head"]}
+
+
+def _ct_w4a16(weights: dict[str, Any]) -> dict[str, Any]:
+    """compressed-tensors int4 weights, group 128 (llm-compressor's W4A16 recipe), with ``weights`` added."""
+    group = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": group | weights}},
+        "ignore": ["lm_head"],
+    }
+
+
 #: (config.json's quantization_config or None, hf_quant_config.json or None), by case.
 CASES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
     "flat-nvfp4": (
@@ -89,14 +112,55 @@ CASES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
         {"producer": PRODUCER, "quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": MIXED}},
     ),
     "legacy-without-its-producer": (None, {"quantization": {"quant_algo": "FP8"}}),
+    # the methods beside ModelOpt
+    "gptq": (GPTQ, None),
+    "gptq-8-bit": (GPTQ | {"bits": 8}, None),
+    "gptq-3-bit": (GPTQ | {"bits": 3}, None),
+    "gptq-asymmetric": (GPTQ | {"sym": False}, None),
+    "gptq-group-activation-order": (GPTQ | {"desc_act": True}, None),
+    "gptq-channel-activation-order": (GPTQ | {"desc_act": True, "group_size": -1}, None),
+    "gptq-activation-order-by-a-dynamic-rule": (GPTQ | {"dynamic": {"+:.*mlp.*": {"desc_act": True}}}, None),
+    "gptq-marlin-spelling": (GPTQ | {"quant_method": "gptq_marlin"}, None),
+    "awq": (AWQ, None),
+    "awq-8-bit": (AWQ | {"bits": 8}, None),
+    "awq-marlin-spelling": (AWQ | {"quant_method": "awq_marlin"}, None),
+    "fp8-blocks": (FP8_BLOCKS, None),
+    "fp8-blocks-static-activations": (FP8_BLOCKS | {"activation_scheme": "static"}, None),
+    "fp8-without-activation-scheme": ({"quant_method": "fp8", "weight_block_size": [128, 128]}, None),
+    "fbgemm-fp8": (FBGEMM, None),
+    "ct-w4a16": (_ct_w4a16({}), None),
+    "ct-w4a16-group-activation-order": (_ct_w4a16({"actorder": "group"}), None),
+    "ct-w4a16-weight-activation-order": (_ct_w4a16({"actorder": "weight"}), None),
+    "bitsandbytes": ({"quant_method": "bitsandbytes", "load_in_4bit": True}, None),
 }
 
-#: capacity's WeightFormat.method -> the name vLLM's ModelConfig.quantization holds.
-VLLM_NAME = {
-    "modelopt_fp8": "modelopt",
-    "modelopt_nvfp4": "modelopt_fp4",
-    "modelopt_mxfp8": "modelopt_mxfp8",
-    "modelopt_mixed": "modelopt_mixed",
+#: The cases vLLM 0.32 refuses at config time (capacity must refuse each too, test above).
+REFUSED_BY_VLLM = {
+    "legacy-mixed-precision",
+    "legacy-nvfp4-without-its-kv-cache-key",
+    "gptq-3-bit",
+    "gptq-asymmetric",
+    "gptq-group-activation-order",
+    "gptq-activation-order-by-a-dynamic-rule",
+    "awq-8-bit",
+    "fp8-blocks-static-activations",
+    "fp8-without-activation-scheme",
+    "ct-w4a16-group-activation-order",
+    "bitsandbytes",
+}
+
+#: capacity's WeightFormat.method -> the names vLLM's ModelConfig.quantization holds for it (the spellings
+#: vLLM reads with that one config class; a GPTQ file's ``gptq`` resolves to ``auto_gptq``).
+VLLM_NAMES = {
+    "modelopt_fp8": {"modelopt"},
+    "modelopt_nvfp4": {"modelopt_fp4"},
+    "modelopt_mxfp8": {"modelopt_mxfp8"},
+    "modelopt_mixed": {"modelopt_mixed"},
+    "gptq": {"auto_gptq", "gptq_marlin"},
+    "awq": {"awq", "awq_marlin"},
+    "fp8": {"fp8"},
+    "fbgemm_fp8": {"fbgemm_fp8"},
+    "compressed-tensors": {"compressed-tensors"},
 }
 
 
@@ -117,7 +181,18 @@ def resolved(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> dic
         if hf_quant is not None:
             (folder / "hf_quant_config.json").write_text(json.dumps(hf_quant))
         argv[case] = ["--model", str(folder), "--skip-tokenizer-init", "--load-format", "dummy"]
+        if _deprecated(case):  # what a plan adds (Plan.allow_deprecated_quantization); asked once without
+            argv[f"{case}:without-the-flag"] = list(argv[case])
+            argv[case].append("--allow-deprecated-quantization")
     return probe(vllm_env, argv)
+
+
+def _deprecated(case: str) -> bool:
+    config, hf_quant = _files(case)
+    try:
+        return weight_format(config, hf_quant_config=hf_quant).deprecated
+    except capacity.ConfigError:
+        return False
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -134,13 +209,26 @@ def test_capacity_reads_the_method_vllm_loads_the_checkpoint_with(
         assert theirs is None, f"vLLM loads {case} as {theirs}; capacity refuses it: {exc}"
         return
     assert verdict["accepted"], f"vLLM refuses {case} ({verdict['error']}); capacity reads {ours}"
-    assert VLLM_NAME.get(ours) == theirs
+    assert theirs in VLLM_NAMES[ours], f"vLLM loads {case} as {theirs}; capacity reads {ours}"
 
 
 def test_every_case_is_asked(resolved: dict[str, dict[str, Any]]) -> None:
     """The refusals above are the engine's: each refusing case is one vLLM refuses or resolves no method for,
     and at least one of each kind is here."""
-    refused = {case for case, v in resolved.items() if not v["accepted"]}
+    refused = {case for case, v in resolved.items() if not v["accepted"] and ":" not in case}
     unquantized = {c for c, v in resolved.items() if v["accepted"] and v["config"]["quantization"] is None}
-    assert refused == {"legacy-mixed-precision", "legacy-nvfp4-without-its-kv-cache-key"}, refused
+    assert refused == REFUSED_BY_VLLM, refused ^ REFUSED_BY_VLLM
     assert unquantized == {"flat-without-a-method", "legacy-without-its-producer"}, unquantized
+
+
+def test_a_deprecated_method_loads_only_with_the_flag_a_plan_adds(
+    resolved: dict[str, dict[str, Any]],
+) -> None:
+    """fbgemm_fp8 (Meta's Llama-3.1-405B-Instruct-FP8): vLLM 0.32 refuses it unless the command line says
+    --allow-deprecated-quantization, which a plan for such a checkpoint carries."""
+    deprecated = [case for case in CASES if _deprecated(case)]
+    assert deprecated == ["fbgemm-fp8"]
+    for case in deprecated:
+        assert resolved[case]["accepted"], resolved[case]["error"]
+        without = resolved[f"{case}:without-the-flag"]
+        assert not without["accepted"] and "--allow-deprecated-quantization" in (without["error"] or "")

@@ -525,6 +525,28 @@ def test_a_quantized_checkpoint_is_never_requantized():
     assert result.plan.tensor_parallel_size in (1, 2, 4)  # TP 8 splits the 1536-wide experts into 192
 
 
+@pytest.mark.parametrize(
+    ("quantization", "flag"),
+    [
+        ({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": []}, True),
+        ({"quant_method": "fp8", "activation_scheme": "dynamic"}, False),
+    ],
+    ids=["fbgemm-fp8-deprecated", "fp8-not"],
+)
+def test_a_method_vllm_deprecated_is_served_with_the_flag_that_lets_vllm_load_it(
+    quantization: dict[str, object], flag: bool
+) -> None:
+    """vLLM 0.32 refuses to load fbgemm_fp8 (Meta's Llama-3.1-405B-Instruct-FP8) without
+    --allow-deprecated-quantization: a plan without the flag renders pods whose engine never starts."""
+    config = c.catalog_entry("llama-3.1-8b")["config"]
+    arch = c.architecture_from_config({**config, "quantization_config": quantization})
+    result = c.plan(arch, H100, c.Workload(max_model_len=8192), c.SLO(), c.Limits(max_gpus=1))
+    assert result.plan is not None, result.reason
+    assert result.plan.allow_deprecated_quantization is flag
+    assert ("--allow-deprecated-quantization" in result.plan.vllm_args()) is flag
+    assert any("deprecated" in w for w in arch.warnings) is flag
+
+
 _NAMED = re.compile(r"one \d+-token sequence needs .* more GPUs \(TP (\d+)(?: x PP (\d+))?")
 
 

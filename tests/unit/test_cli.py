@@ -282,6 +282,7 @@ def test_plan_json_keys(capsys):
         "replicas",
         "quantization",
         "mm_encoder_tp_mode",
+        "allow_deprecated_quantization",
         "gpu",
         "gpu_product",
         "usd_per_hour",
@@ -290,6 +291,8 @@ def test_plan_json_keys(capsys):
     assert data["plan"]["mm_encoder_tp_mode"] == "weights" and "--mm-encoder-tp-mode" not in data["vllm_args"]
     assert "alternatives" not in data  # one product: nothing to choose between
     assert data["plan"]["quantization"] is None and "--quantization" not in data["vllm_args"]
+    assert data["plan"]["allow_deprecated_quantization"] is False
+    assert "--allow-deprecated-quantization" not in data["vllm_args"]
     assert {"total", "budget", "weights", "kv_cache", "activation", "other"} <= data[
         "memory_per_gpu_bytes"
     ].keys()

@@ -224,7 +224,7 @@ def test_fp8_blocks_hold_each_attention_shape_at_its_own_width():
     own width. Their merged QKV projection is let through whatever its parts (vLLM 0.32 skips the check of a
     merged linear whose parts are not all whole blocks: a 192-wide single global KV head loads), but o_proj's
     input per rank must be whole 128-wide blocks: 32 heads 200 wide leave 800 channels per GPU at TP 8."""
-    fp8 = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    fp8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
     published = c.architecture_from_config(MODELS["31b"] | {"quantization_config": fp8})
     assert c.fp8_block_error(published, 8) is None
     narrow = c.architecture_from_config(

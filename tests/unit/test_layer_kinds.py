@@ -193,7 +193,7 @@ def test_fp8_weight_blocks_bound_the_expert_width_per_rank(expert_parallel, vali
     whole."""
     cfg = {
         **c.catalog_entry("qwen3-235b-a22b")["config"],
-        "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+        "quantization_config": FP8_BLOCKS,
     }
     arch = c.architecture_from_config(cfg)
     assert c.valid_tensor_parallel_sizes(arch, 8, expert_parallel=expert_parallel) == valid
@@ -230,7 +230,7 @@ def test_in_a_mixed_checkpoint_only_the_block_quantized_modules_are_held_to_the_
     assert c.valid_tensor_parallel_sizes(arch, 8) == valid
 
 
-FP8_BLOCKS = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+FP8_BLOCKS = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 
 
 def test_modelopts_block_kernel_pads_the_output_and_checks_only_the_input_per_rank():

@@ -495,15 +495,10 @@ def test_fp8_block_size_for_the_tp_rule() -> None:
     assert fmt_of(FP8_TENSOR).weight_block_size is None
 
 
-def test_fp8_without_activation_scheme_reads_as_dynamic() -> None:
-    # vLLM requires the field; trimmed configs (capacity.catalog's DeepSeek-V3) omit it
-    fmt = fmt_of({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]})
-    assert fmt.weight_block_size == (128, 128)
-    assert any("activation_scheme is missing" in w for w in fmt.warnings)
-
-
 def test_fbgemm_is_deprecated_in_vllm_032() -> None:
-    assert any("--allow-deprecated-quantization" in w for w in fmt_of(FBGEMM).warnings)
+    fmt = fmt_of(FBGEMM)
+    assert fmt.deprecated and any("--allow-deprecated-quantization" in w for w in fmt.warnings)
+    assert not any(fmt_of(block).deprecated for block in (GPTQ, FP8_BLOCK))
 
 
 def test_compressed_tensors_kv_cache_scheme_means_fp8_kv() -> None:
@@ -544,7 +539,32 @@ ERRORS = [
     ("gptq-asymmetric", {**GPTQ, "sym": False}, "quantization_config.sym", "symmetric GPTQ only"),
     ("gptq-3-bit", {**GPTQ, "bits": 3}, "quantization_config.bits", "expected one of 4, 8"),
     ("gptq-group-zero", {**GPTQ, "group_size": 0}, "quantization_config.group_size", "positive integer"),
+    (
+        "gptq-group-activation-order",
+        {**GPTQ, "desc_act": True},
+        "quantization_config.desc_act",
+        "is true with group_size 128: vLLM 0.32 no longer serves GPTQ with group activation ordering; "
+        "accepted: desc_act false (static ordering), or group_size -1",
+    ),
+    (
+        "gptq-group-activation-order-by-a-dynamic-rule",
+        {**GPTQ, "dynamic": {"+:.*mlp.*": {"desc_act": True}}},
+        "quantization_config.dynamic['+:.*mlp.*'].desc_act",
+        "no longer serves GPTQ with group activation ordering",
+    ),
+    (
+        "gptq-activation-order-a-dynamic-rule-groups",
+        {**GPTQ, "group_size": -1, "desc_act": True, "dynamic": {"+:.*mlp.*": {"group_size": 64}}},
+        "quantization_config.dynamic['+:.*mlp.*'].desc_act",
+        "is true with group_size 64",
+    ),
     ("fp8-bad-block", {**FP8_BLOCK, "weight_block_size": [128]}, "weight_block_size", "[n, k]"),
+    (
+        "fp8-without-activation-scheme",  # Fp8Config.from_config reads it with get_from_keys: no default
+        {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+        "quantization_config.activation_scheme",
+        "is missing; expected static or dynamic",
+    ),
     (
         "fp8-block-static",
         {**FP8_BLOCK, "activation_scheme": "static"},
@@ -688,16 +708,46 @@ def _quantized_fixtures() -> list[Path]:
     return found
 
 
-@pytest.mark.parametrize("path", _quantized_fixtures(), ids=lambda p: p.parent.name)
-def test_every_quantized_fixture_parses(path: Path) -> None:
-    config = json.loads(path.read_text())
+#: Real quantized checkpoints vLLM 0.32 refuses to load, with the refusal capacity must give (the conformance
+#: suite's test_quantization_methods.py holds the same rule against the engine).
+REFUSED_FIXTURES = {
+    # TheBloke's 8-bit branch was quantized with desc_act true and groups of 128
+    "mythomax-l2-13b-gptq-int8": "no longer serves GPTQ with group activation ordering",
+}
+
+
+def _fixture_format(path: Path) -> WeightFormat:
     hf_quant = path.parent / "hf_quant_config.json"
-    fmt = weight_format(
-        config, hf_quant_config=json.loads(hf_quant.read_text()) if hf_quant.exists() else None
+    return weight_format(
+        json.loads(path.read_text()),
+        hf_quant_config=json.loads(hf_quant.read_text()) if hf_quant.exists() else None,
     )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _quantized_fixtures() if p.parent.name not in REFUSED_FIXTURES],
+    ids=lambda p: p.parent.name,
+)
+def test_every_quantized_fixture_parses(path: Path) -> None:
+    fmt = _fixture_format(path)
     assert fmt.method != "none"
     assert fmt.compute_format is not None
     assert any(fmt.quantizes(kind, layer=None) for kind in MODULE_KINDS)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_FIXTURES))
+def test_a_quantized_fixture_vllm_refuses_is_refused_saying_why(name: str) -> None:
+    path = next(p for p in _quantized_fixtures() if p.parent.name == name)
+    with pytest.raises(ConfigError) as err:
+        _fixture_format(path)
+    assert REFUSED_FIXTURES[name] in str(err.value)
+
+
+def test_gptq_activation_ordering_with_one_group_per_channel_is_served() -> None:
+    """With group_size -1 the ordering changes nothing: vLLM clears desc_act and serves the checkpoint."""
+    fmt = fmt_of({**GPTQ, "group_size": -1, "desc_act": True})
+    assert fmt.label == "GPTQ 4-bit, per channel"
 
 
 # ----- ModelOpt in config.json's flat form, MIXED_PRECISION, and what vLLM's ModelOpt configs insist on -----
