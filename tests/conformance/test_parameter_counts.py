@@ -20,6 +20,12 @@ GLM-V (GLM-4.1V, GLM-4.5V, GLM-4.6V) is held in two halves, since vLLM's CPU ven
 glm4_1v.py hands it to vLLM (Glm4ForCausalLM or Glm4MoeForCausalLM over glm4v_text / glm4v_moe_text), and
 the whole wrapper must be that plus the tower transformers' class builds, which vLLM loads one to one.
 
+The real quantized checkpoints of ``tests/data/configs`` are built whole, with their quantization config
+(and ``hf_quant_config.json``), and their bytes held to capacity's within a millionth, less the two things
+capacity leaves out by design: symmetric GPTQ's zero points (Marlin drops them after loading) and the exact
+width of a per-row scale's rows (amortized over 4,096 inputs). Those the CPU build cannot build (sparse
+attention, NVFP4 and WNA16 MoE kernels, wrappers whose processors need torchvision) assert its refusal.
+
 Not here: Ling 2.0 (``bailing_moe`` loads only with the checkpoint's own config code), the multimodal
 wrappers (their towers are counted by ViT arithmetic, held to published totals in test_model_zoo.py),
 DeepSeek-V3.2 / GLM-5 (sparse-attention indexers), Llama-Nemotron (remote code), Qwen3.5 (vision wrapper)
@@ -35,6 +41,7 @@ import pytest
 
 import capacity
 from capacity.architecture import FAMILIES
+from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
 
 from .harness import HERE, VllmEnv, probe
@@ -88,6 +95,51 @@ def _wrapper(fields: dict[str, Any]) -> dict[str, Any]:
 TOWERS: dict[str, dict[str, Any]] = {case: _wrapper(fields) for case, fields in _TABLE["towers"].items()}
 
 
+CONFIGS = HERE.parent / "data" / "configs"
+
+
+def _quantized_fixtures() -> dict[str, dict[str, Any]]:
+    """Every real quantized checkpoint in tests/data/configs capacity reads the architecture of: the probe's
+    case, its config.json with the hf_quant_config.json beside it."""
+    found: dict[str, dict[str, Any]] = {}
+    for folder in sorted(p for p in CONFIGS.iterdir() if (p / "config.json").is_file()):
+        config = json.loads((folder / "config.json").read_text())
+        hf_quant = folder / "hf_quant_config.json"
+        text = config.get("text_config") or {}
+        if folder.name in NOT_READ_FIXTURES:
+            continue
+        if "quantization_config" in config or "quantization_config" in text or hf_quant.is_file():
+            found[folder.name] = {"config": config} | (
+                {"hf_quant_config": json.loads(hf_quant.read_text())} if hf_quant.is_file() else {}
+            )
+    return found
+
+
+#: Quantized fixtures whose architecture capacity refuses (tests/unit/test_model_zoo.py's NOT_READ).
+NOT_READ_FIXTURES = {"deepseek-v4-flash"}
+
+#: Quantized fixtures whose vLLM class the CPU build does not build, with its refusal: a check of the CPU
+#: build's kernels and imports, not of the weights (their bytes are held by test_model_zoo.py's arithmetic).
+FIXTURE_NOT_BUILT = {
+    "deepseek-v3.2": "Sparse Attention is not supported on CPU",
+    "glm-5-fp8": "Sparse Attention is not supported on CPU",
+    "deepseek-v3.1-nvfp4": "Failed to find a kernel that can implement the NVFP4 linear layer",
+    "qwen3-235b-a22b-nvfp4": "Failed to find a kernel that can implement the NVFP4 linear layer",
+    "kimi-k2.6-nvfp4": "No NvFp4 MoE backend supports the deployment configuration",
+    "kimi-k2.5": "No WNA16 MoE backend supports the deployment configuration",
+    # multimodal wrappers: the CPU venv cannot import their processors (torchvision)
+    "gemma-3-4b-it-fp8-dynamic": "failed to be inspected",
+    "llama-4-scout-17b-16e-instruct-fp8-dynamic": "failed to be inspected",
+    "qwen3.6-27b-nvfp4": "failed to be inspected",
+    "mimo-v2.5-pro": "contains custom code",
+}
+
+#: Quantized fixtures vLLM 0.32 refuses to load on any platform, with its refusal; capacity refuses them too.
+FIXTURE_REFUSED = {"mythomax-l2-13b-gptq-int8": "GPTQ group activation ordering (desc_act=True)"}
+
+QUANTIZED_FIXTURES = _quantized_fixtures()
+
+
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps(
@@ -96,6 +148,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             {"id": f"{case}:tower", "config": config, "tower": _TABLE["towers"][case]["_tower"]}
             for case, config in TOWERS.items()
         ]
+        + [{"id": f"fixture:{slug}"} | files for slug, files in QUANTIZED_FIXTURES.items()]
     )
     out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
@@ -129,6 +182,44 @@ def test_capacity_weighs_the_bytes_vllms_model_class_creates(
     assert answer["error"] is None, f"vLLM could not build {case}: {answer['error']}"
     ours = capacity.architecture_from_config(CASES[case]).weight_groups.total
     assert round(ours) == answer["bytes"], f"{round(ours)} vs {answer['bytes']}; {answer['own_dtypes']}"
+
+
+def _bytes_as_capacity_counts_them(answer: dict[str, Any], arch: capacity.Architecture) -> float:
+    """vLLM's bytes less what capacity leaves out by design (docs/capacity.md): symmetric GPTQ's ``qzeros``,
+    which vLLM builds and Marlin drops after loading; and, in a checkpoint scaled per output row, each row's
+    scale, which capacity amortizes over 4,096 inputs whatever the module's width."""
+    own = {key.rsplit(":", 1)[0]: count for key, count in answer["own_dtypes"].items()}
+    schemes = (arch.weights.scheme, *(rule.scheme for rule in arch.weights.rules))
+    per_row = any(scheme is not None and scheme.weights_per_scale == PER_ROW for scheme in schemes)
+    total = float(answer["bytes"])
+    for key, count in answer["own_dtypes"].items():
+        name, dtype = key.rsplit(":", 1)
+        if name.endswith(".qzeros") and dtype == "int32":
+            total -= 4 * count
+        if per_row and name.endswith("weight_scale") and dtype == "float32":
+            total += 4 * own[name.removesuffix("_scale")] / PER_ROW_IN_FEATURES - 4 * count
+    return total
+
+
+@pytest.mark.parametrize("slug", sorted(QUANTIZED_FIXTURES))
+def test_capacity_weighs_each_real_quantized_checkpoint_as_vllms_class_builds_it(
+    vllm_counts: dict[str, dict[str, Any]], slug: str
+) -> None:
+    """The quantized checkpoints of tests/data/configs, whole, built by vLLM's class with their quantization
+    config (every scale, zero point and packed weight as vLLM creates it) and weighed by capacity."""
+    answer = vllm_counts[f"fixture:{slug}"]
+    if slug in FIXTURE_REFUSED:
+        assert FIXTURE_REFUSED[slug] in (answer["error"] or ""), answer
+        with pytest.raises(capacity.ConfigError):
+            capacity.load_architecture(str(CONFIGS / slug))
+        return
+    if slug in FIXTURE_NOT_BUILT:
+        assert FIXTURE_NOT_BUILT[slug] in (answer["error"] or ""), f"vLLM's CPU build now builds {slug}"
+        return
+    assert answer["error"] is None, f"vLLM could not build {slug}: {answer['error']}"
+    arch = capacity.load_architecture(str(CONFIGS / slug))
+    expected = _bytes_as_capacity_counts_them(answer, arch)
+    assert arch.weight_groups.total == pytest.approx(expected, rel=1e-6), answer["own_dtypes"]
 
 
 @pytest.mark.parametrize("case", sorted(set(CASES) - set(CPU_REFUSED)))  # a refused build has no layers

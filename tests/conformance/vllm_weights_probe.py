@@ -23,6 +23,9 @@ A case marked ``"plain_config": true`` is a config whose model type has no confi
 checkpoint's own code would read it): a plain ``PretrainedConfig`` subclass is registered for that type
 first, so vLLM's class reads the file's fields as they stand and its own defaults for the rest.
 
+A case with ``"hf_quant_config": {...}`` has that file beside its config.json (a ModelOpt checkpoint's
+quantization, which vLLM reads from there).
+
 A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
 under its module NAME (``visual``), built on the meta device: a vision tower vLLM loads one to one, for a
 wrapper vLLM's CPU build cannot import (GLM-V's processor needs torchvision). Its answer's ``parameters`` is
@@ -45,7 +48,7 @@ from typing import Any
 _DIST: dict[str, bool] = {"ready": False}
 
 
-def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
+def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | None) -> dict[str, Any]:
     import torch
     from vllm.config import set_current_vllm_config
     from vllm.distributed import (
@@ -61,6 +64,9 @@ def _count(config: dict[str, Any], port: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(config, f)
+        if hf_quant_config is not None:
+            with open(os.path.join(folder, "hf_quant_config.json"), "w") as f:
+                json.dump(hf_quant_config, f)
         args = EngineArgs(model=folder, skip_tokenizer_init=True, load_format="dummy", enforce_eager=True)
         vllm_config = args.create_engine_config()
         cls, architecture = get_model_architecture(vllm_config.model_config)
@@ -179,7 +185,7 @@ def main() -> None:
                 if case.get("tower"):
                     answer = _tower_count(case["config"], case["tower"])
                 else:
-                    answer = _count(case["config"], port)
+                    answer = _count(case["config"], port, case.get("hf_quant_config"))
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]
             answer = {"architecture": None, "parameters": None, "attention": None, "error": error}
