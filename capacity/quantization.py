@@ -512,6 +512,8 @@ ACCEPTED_METHODS: tuple[str, ...] = (
     "gptq",
     "auto_gptq",
     "gptq_marlin",
+    "auto-round",
+    "inc",
     "modelopt",
     "modelopt_fp4",
     "modelopt_mixed",
@@ -874,6 +876,204 @@ def _no_group_act_order(desc_act: bool, group: int, field: str) -> None:
             f"is true with group_size {group}: vLLM 0.32 no longer serves GPTQ with group activation "
             "ordering; accepted: desc_act false (static ordering), or group_size -1",
         )
+
+
+#: ``INCConfig`` (vLLM 0.32 inc/inc.py): what it accepts.
+_INC_BITS = (2, 3, 4, 5, 6, 7, 8)
+_INC_FORMATS = ("auto_round:auto_gptq", "auto_round:auto_awq", "auto_round:fp8", "auto_round:llm_compressor")
+_INC_BACKENDS = ("auto", "gptq", "gptq:marlin", "awq", "awq:marlin", "marlin")
+#: An ``extra_config`` key with one of these is a regex (``INCConfigParser``), else a module name.
+_REGEX_CHARS = frozenset("*+?^$()[]{}|\\")
+#: Raw fields INC's block-wise FP8 checks (``_validate_raw_config``); absent means the expected value.
+_INC_FP8_FIELDS: dict[str, Any] = {
+    "act_bits": 8,
+    "act_data_type": "fp",
+    "act_sym": True,
+    "act_dynamic": True,
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+}
+_INC_MXFP8_FIELDS: dict[str, Any] = {
+    "act_bits": 8,
+    "act_data_type": "mx_fp",
+    "act_group_size": 32,
+    "act_sym": True,
+    "act_dynamic": True,
+}
+
+
+def _inc_group(value: Any, field: str) -> int | tuple[int, int]:
+    """INC's ``group_size``: an integer (-1: one group per row), or ``[n, k]`` for block-wise FP8."""
+    if isinstance(value, list | tuple):
+        whole = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        if len(value) != 2 or not whole:
+            raise ConfigError(field, f"is {value!r:.40}; expected an integer, or [n, k] for FP8 blocks")
+        return (value[0], value[1])
+    if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
+        raise ConfigError(field, f"is {value!r:.40}; expected a positive integer or -1, or [n, k]")
+    return value
+
+
+def _inc_scheme(data_type: str, bits: int, group: int | tuple[int, int], sym: bool) -> Scheme:
+    """One AutoRound layer's storage: integers packed in int32 with a model-dtype scale per group (and a
+    ``bits``-wide zero point when asymmetric, GPTQ or AWQ packing alike), FP8 in ``[n, k]`` blocks, or
+    MXFP."""
+    if isinstance(group, tuple):  # block-wise FP8 (_inc_check: only there)
+        return _fp8_blocks(*group)
+    if "mx_fp" in data_type:
+        return _MXFP4 if bits == 4 else _MXFP8
+    return Scheme(
+        weight_bits=bits,
+        scale_bytes=None,
+        weights_per_scale=PER_ROW if group == -1 else group,
+        zero_point_bits=0 if sym else bits,
+    )
+
+
+def _inc(block: dict[str, Any], where: str) -> WeightFormat:
+    """``INCConfig`` (inc/inc.py, inc/config_parser.py): Intel AutoRound checkpoints (``quant_method``
+    ``auto-round``, which vLLM reads as ``inc``). ``data_type`` int (bits 2-8, GPTQ or AWQ packing, an
+    integer group), fp (FP8 in ``[n, k]`` blocks) or mx_fp (MXFP4 / MXFP8, group 32); ``sym`` (default
+    true); ``block_name_to_quantize`` (or ``to_quant_block_names``): only modules under those names are
+    quantized; ``extra_config``: per-module overrides by exact name, name suffix or regex (``bits`` 16 or
+    more leaves the module unquantized). The LM head stays unquantized unless ``extra_config`` names it."""
+    data_type = _get(block, ("data_type",), where, default="int")
+    data_type = "fp" if data_type == "fp8" else data_type
+    if not isinstance(data_type, str) or (data_type not in ("int", "fp") and "mx_fp" not in data_type):
+        raise ConfigError(f"{where}.data_type", f"is {data_type!r:.40}; expected int, fp or mx_fp")
+    bits = _int(block, ("bits",), where, allowed=_INC_BITS)
+    raw_group = _get(block, ("group_size",), where, what="an integer or [n, k]")
+    group = _inc_group(raw_group, f"{where}.group_size")
+    sym = _bool(block, ("sym",), where, default=True)
+    if data_type == "fp" and bits == 8 and isinstance(group, tuple):
+        default_packing = "auto_round:fp8"
+    elif "mx_fp" in data_type:
+        default_packing = "auto_round:llm_compressor"
+    else:
+        default_packing = "auto_round:auto_gptq"
+    packing = _get(block, ("packing_format",), where, default=None) or default_packing
+    backend = _get(block, ("backend", "vllm_backend"), where, default="auto")
+    for field, value, accepted in (
+        ("packing_format", packing, _INC_FORMATS),
+        ("backend", backend, _INC_BACKENDS),
+    ):
+        if value not in accepted:
+            raise ConfigError(f"{where}.{field}", f"is {value!r:.40}; expected one of {', '.join(accepted)}")
+    _inc_check(block, where, data_type=data_type, bits=bits, group=group, sym=sym)
+    scheme = _inc_scheme(data_type, bits, group, sym)
+    rules = [
+        _inc_override(name, override, where, data_type, bits, group, sym)
+        for name, override in _inc_extra(block, where)
+    ]
+    blocks = _get(block, ("block_name_to_quantize", "to_quant_block_names"), where, default=None)
+    if isinstance(blocks, str):
+        blocks = [b for b in blocks.split(",") if b]
+    if blocks is not None and (not isinstance(blocks, list) or not all(isinstance(b, str) for b in blocks)):
+        raise ConfigError(
+            f"{where}.block_name_to_quantize", f"is {blocks!r:.40}; expected a list of module name prefixes"
+        )
+    kinds: frozenset[ModuleKind] = _DECODER_LINEAR_AND_EXPERTS
+    if blocks:  # only the modules under these prefixes (vLLM: layer_name.startswith(name))
+        rules.append(Rule(patterns=tuple(f"re:{re.escape(b)}" for b in blocks), scheme=scheme))
+        kinds = frozenset()
+    if isinstance(group, tuple):
+        compute, label = "fp8", f"AutoRound fp8 {group[0]}x{group[1]} blocks"
+    elif "mx_fp" in data_type:
+        compute, label = ("fp4" if bits == 4 else "mxfp8"), f"AutoRound MXFP{bits}"
+    else:
+        packed = "GPTQ" if "gptq" in packing else "AWQ"
+        compute = "int4" if bits <= 4 else "int8"
+        label = f"AutoRound int{bits} ({packed} packing), {_group_label(group)}"
+        label += "" if sym else ", zero points"
+    return WeightFormat(
+        method="inc",
+        label=label,
+        weight_block_size=group if isinstance(group, tuple) else None,
+        compute_format=compute,
+        weight_only=data_type == "int",
+        scheme=scheme,
+        default_kinds=kinds,
+        rules=tuple(rules),
+    )
+
+
+def _inc_extra(block: Mapping[str, Any], where: str) -> list[tuple[str, Mapping[str, Any]]]:
+    extra = block.get("extra_config") or {}
+    if not isinstance(extra, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, Mapping) for k, v in extra.items()
+    ):
+        raise ConfigError(f"{where}.extra_config", f"is {extra!r:.40}; expected module name -> overrides")
+    return list(extra.items())
+
+
+def _inc_override(
+    name: str,
+    override: Mapping[str, Any],
+    where: str,
+    data_type: str,
+    bits: int,
+    group: int | tuple[int, int],
+    sym: bool,
+) -> Rule:
+    """One ``extra_config`` entry as a rule: a name (or a name's suffix: plain patterns match at dot
+    boundaries anywhere), or a regex searched in the name when the key has regex characters."""
+    field = f"{where}.extra_config[{name!r:.40}]"
+    o_bits = override.get("bits", bits)
+    if isinstance(o_bits, bool) or not isinstance(o_bits, int) or (o_bits < 16 and o_bits not in _INC_BITS):
+        raise ConfigError(f"{field}.bits", f"is {o_bits!r:.40}; expected 2 to 8, or 16 and up (unquantized)")
+    scheme = None
+    if o_bits < 16:
+        o_group = _inc_group(override.get("group_size", group), f"{field}.group_size")
+        scheme = _inc_scheme(data_type, o_bits, o_group, bool(override.get("sym", sym)))
+    pattern = f"re:.*(?:{name})" if any(ch in _REGEX_CHARS for ch in name) else name
+    return Rule(patterns=(pattern,), scheme=scheme)
+
+
+def _inc_check(
+    block: Mapping[str, Any],
+    where: str,
+    *,
+    data_type: str,
+    bits: int,
+    group: int | tuple[int, int],
+    sym: bool,
+) -> None:
+    """What ``INCConfig._validate_supported_quantization`` and ``_validate_raw_config`` refuse."""
+    packing = block.get("packing_format")
+    if data_type == "int":
+        if isinstance(group, tuple):
+            raise ConfigError(f"{where}.group_size", f"is {list(group)}; integer AutoRound needs an integer")
+        if packing not in (None, "auto_round:auto_gptq", "auto_round:auto_awq"):
+            raise ConfigError(
+                f"{where}.packing_format", f"is {packing!r}; integer AutoRound reads auto_gptq or auto_awq"
+            )
+        return
+    fp8 = data_type == "fp"
+    own = "auto_round:fp8" if fp8 else "auto_round:llm_compressor"
+    wanted: dict[str, Any] = {
+        "sym": (sym, True),
+        "packing_format": (packing or own, own),
+        "backend": (block.get("backend", block.get("vllm_backend", "auto")), "auto"),
+    }
+    if fp8:
+        wanted["bits"] = (bits, 8)
+        if not isinstance(group, tuple):
+            raise ConfigError(f"{where}.group_size", f"is {group!r}; AutoRound block-wise FP8 needs [n, k]")
+    else:
+        wanted["group_size"] = (group, 32)
+        if bits not in (4, 8):
+            raise ConfigError(f"{where}.bits", f"is {bits}; AutoRound MXFP needs 4 or 8")
+    for field, (value, needed) in wanted.items():
+        if value != needed:
+            raise ConfigError(f"{where}.{field}", f"is {value!r:.40}; AutoRound {data_type} needs {needed!r}")
+    raw = dict(_INC_FP8_FIELDS) if fp8 else dict(_INC_MXFP8_FIELDS) if bits == 8 else {}
+    if isinstance(group, tuple):
+        raw["act_group_size"] = group[0]
+    for field, needed in raw.items():
+        if block.get(field, needed) != needed:
+            raise ConfigError(
+                f"{where}.{field}", f"is {block[field]!r:.40}; AutoRound {data_type} needs {needed!r}"
+            )
 
 
 def _mxfp4(block: dict[str, Any], where: str) -> WeightFormat:
@@ -1261,4 +1461,6 @@ _READERS = {
     "modelopt_mixed": _modelopt_mixed,
     "modelopt_mxfp8": _modelopt,
     "compressed-tensors": _compressed_tensors,
+    "auto-round": _inc,  # INCConfig.override_quantization_method
+    "inc": _inc,
 }

@@ -139,6 +139,43 @@ FIXTURE_REFUSED = {"mythomax-l2-13b-gptq-int8": "GPTQ group activation ordering 
 
 QUANTIZED_FIXTURES = _quantized_fixtures()
 
+#: A Llama 3 8B's widths over two layers, for the quantization blocks no fixture holds (``QUANTIZED_BLOCKS``).
+_WIDE_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+    "torch_dtype": "bfloat16",
+}
+_AUTOROUND = {"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True, "data_type": "int"}
+_CT_W4A16 = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}
+
+#: Quantization blocks no real fixture here holds, each on ``_WIDE_LLAMA`` (vLLM's CPU build builds them).
+QUANTIZED_BLOCKS: dict[str, dict[str, Any]] = {
+    "awq-int4": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
+    # GPTQModel's dynamic rules: "-:" leaves the modules it matches unquantized
+    "gptq-int4-group-32-dynamic": {"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": True}
+    | {"desc_act": False, "dynamic": {"-:.*down_proj": {}}},
+    "fp8-per-tensor-static": {"quant_method": "fp8", "activation_scheme": "static"},
+    "ct-w4a16-asymmetric": {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"g": {"targets": ["Linear"], "weights": _CT_W4A16 | {"symmetric": False}}},
+        "ignore": ["lm_head"],
+    },
+    "autoround-int4": _AUTOROUND | {"packing_format": "auto_round:auto_gptq"},
+    "autoround-int4-awq-packing": _AUTOROUND | {"packing_format": "auto_round:auto_awq"},
+    "autoround-int4-extra-config": _AUTOROUND
+    | {"extra_config": {"model.layers.0.mlp.down_proj": {"bits": 16}, "lm_head": {"bits": 16}}},
+    "autoround-int4-one-block": _AUTOROUND | {"block_name_to_quantize": ["model.layers.1"]},
+    "autoround-fp8-blocks": _AUTOROUND | {"bits": 8, "group_size": [128, 128], "data_type": "fp"},
+}
+
 
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
@@ -149,6 +186,10 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             for case, config in TOWERS.items()
         ]
         + [{"id": f"fixture:{slug}"} | files for slug, files in QUANTIZED_FIXTURES.items()]
+        + [
+            {"id": f"block:{name}", "config": _WIDE_LLAMA | {"quantization_config": block}}
+            for name, block in QUANTIZED_BLOCKS.items()
+        ]
     )
     out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
@@ -185,16 +226,18 @@ def test_capacity_weighs_the_bytes_vllms_model_class_creates(
 
 
 def _bytes_as_capacity_counts_them(answer: dict[str, Any], arch: capacity.Architecture) -> float:
-    """vLLM's bytes less what capacity leaves out by design (docs/capacity.md): symmetric GPTQ's ``qzeros``,
-    which vLLM builds and Marlin drops after loading; and, in a checkpoint scaled per output row, each row's
-    scale, which capacity amortizes over 4,096 inputs whatever the module's width."""
+    """vLLM's bytes less what capacity leaves out by design (docs/capacity.md): a symmetric format's
+    ``qzeros``, which vLLM builds and Marlin drops after loading; and, in a checkpoint scaled per output row,
+    each row's scale, which capacity amortizes over 4,096 inputs whatever the module's width."""
     own = {key.rsplit(":", 1)[0]: count for key, count in answer["own_dtypes"].items()}
-    schemes = (arch.weights.scheme, *(rule.scheme for rule in arch.weights.rules))
-    per_row = any(scheme is not None and scheme.weights_per_scale == PER_ROW for scheme in schemes)
+    every = (arch.weights.scheme, *(rule.scheme for rule in arch.weights.rules))
+    schemes = [scheme for scheme in every if scheme is not None]
+    per_row = any(scheme.weights_per_scale == PER_ROW for scheme in schemes)
+    symmetric = all(scheme.zero_point_bits == 0 for scheme in schemes)
     total = float(answer["bytes"])
     for key, count in answer["own_dtypes"].items():
         name, dtype = key.rsplit(":", 1)
-        if name.endswith(".qzeros") and dtype == "int32":
+        if symmetric and name.endswith(".qzeros") and dtype == "int32":
             total -= 4 * count
         if per_row and name.endswith("weight_scale") and dtype == "float32":
             total += 4 * own[name.removesuffix("_scale")] / PER_ROW_IN_FEATURES - 4 * count
@@ -218,6 +261,19 @@ def test_capacity_weighs_each_real_quantized_checkpoint_as_vllms_class_builds_it
         return
     assert answer["error"] is None, f"vLLM could not build {slug}: {answer['error']}"
     arch = capacity.load_architecture(str(CONFIGS / slug))
+    expected = _bytes_as_capacity_counts_them(answer, arch)
+    assert arch.weight_groups.total == pytest.approx(expected, rel=1e-6), answer["own_dtypes"]
+
+
+@pytest.mark.parametrize("name", sorted(QUANTIZED_BLOCKS))
+def test_capacity_weighs_each_quantization_block_as_vllms_class_builds_it(
+    vllm_counts: dict[str, dict[str, Any]], name: str
+) -> None:
+    """The methods and options no real fixture here holds (AWQ, per-channel GPTQ, static fp8, asymmetric
+    compressed-tensors, Intel AutoRound with its overrides), on a Llama 3 8B's widths."""
+    answer = vllm_counts[f"block:{name}"]
+    assert answer["error"] is None, f"vLLM could not build {name}: {answer['error']}"
+    arch = capacity.architecture_from_config(_WIDE_LLAMA | {"quantization_config": QUANTIZED_BLOCKS[name]})
     expected = _bytes_as_capacity_counts_them(answer, arch)
     assert arch.weight_groups.total == pytest.approx(expected, rel=1e-6), answer["own_dtypes"]
 

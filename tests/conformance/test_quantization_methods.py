@@ -12,8 +12,10 @@ refuses the file or would load quantized weights as unquantized (no method at al
 The other methods' blocks are asked the same way (GPTQ, AWQ, fp8, fbgemm_fp8, compressed-tensors, each under
 every spelling vLLM reads with one config class, and the variants vLLM 0.32 refuses at config time: group
 activation ordering, asymmetric or 3-bit GPTQ, 8-bit AWQ, static-activation fp8 blocks, fp8 without its
-activation scheme, methods vLLM no longer loads). A method vLLM 0.32 deprecates is asked with the flag a plan
-adds for it (``Plan.allow_deprecated_quantization``), and once without, which vLLM must refuse.
+activation scheme, methods vLLM no longer loads), and Intel AutoRound's (``auto-round``, vLLM's ``inc``):
+integer, FP8-block and MXFP data types, packings, per-module overrides and what INCConfig asserts. A method
+vLLM 0.32 deprecates is asked with the flag a plan adds for it (``Plan.allow_deprecated_quantization``), and
+once without, which vLLM must refuse.
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
 AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 FP8_BLOCKS = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 FBGEMM = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": ["lm_head"]}
+AUTOROUND = {
+    "quant_method": "auto-round",
+    "bits": 4,
+    "group_size": 128,
+    "sym": True,
+    "data_type": "int",
+    "packing_format": "auto_round:auto_gptq",
+}
+AUTOROUND_FP8 = {"quant_method": "auto-round", "bits": 8, "group_size": [128, 128], "data_type": "fp"}
+AUTOROUND_MXFP4 = {"quant_method": "auto-round", "bits": 4, "group_size": 32, "data_type": "mx_fp"}
 
 
 def _ct_w4a16(weights: dict[str, Any]) -> dict[str, Any]:
@@ -132,6 +144,26 @@ CASES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
     "ct-w4a16-group-activation-order": (_ct_w4a16({"actorder": "group"}), None),
     "ct-w4a16-weight-activation-order": (_ct_w4a16({"actorder": "weight"}), None),
     "bitsandbytes": ({"quant_method": "bitsandbytes", "load_in_4bit": True}, None),
+    # Intel AutoRound (quant_method auto-round, vLLM's INCConfig)
+    "autoround-int4": (AUTOROUND, None),
+    "autoround-int2-awq-packing-asymmetric": (
+        AUTOROUND | {"bits": 2, "packing_format": "auto_round:auto_awq", "sym": False},
+        None,
+    ),
+    "autoround-int8-inc-spelling": (AUTOROUND | {"bits": 8, "quant_method": "inc"}, None),
+    "autoround-int4-extra-config": (
+        AUTOROUND | {"extra_config": {"lm_head": {"bits": 16}, "model.layers.0.mlp.down_proj": {"bits": 8}}},
+        None,
+    ),
+    "autoround-int4-blocks": (AUTOROUND | {"block_name_to_quantize": "model.layers"}, None),
+    "autoround-fp8-blocks": (AUTOROUND_FP8, None),
+    "autoround-mxfp4": (AUTOROUND_MXFP4, None),
+    "autoround-1-bit": (AUTOROUND | {"bits": 1}, None),
+    "autoround-int-with-blocks-of-groups": (AUTOROUND | {"group_size": [128, 128]}, None),
+    "autoround-fp8-static": (AUTOROUND_FP8 | {"activation_scheme": "static"}, None),
+    "autoround-mxfp4-group-64": (AUTOROUND_MXFP4 | {"group_size": 64}, None),
+    "autoround-gguf-packing": (AUTOROUND | {"packing_format": "auto_round:gguf"}, None),
+    "autoround-intel-spelling": (AUTOROUND | {"quant_method": "intel/auto-round"}, None),
 }
 
 #: The cases vLLM 0.32 refuses at config time (capacity must refuse each too, test above).
@@ -147,6 +179,12 @@ REFUSED_BY_VLLM = {
     "fp8-without-activation-scheme",
     "ct-w4a16-group-activation-order",
     "bitsandbytes",
+    "autoround-1-bit",
+    "autoround-int-with-blocks-of-groups",
+    "autoround-fp8-static",
+    "autoround-mxfp4-group-64",
+    "autoround-gguf-packing",
+    "autoround-intel-spelling",
 }
 
 #: capacity's WeightFormat.method -> the names vLLM's ModelConfig.quantization holds for it (the spellings
@@ -161,6 +199,7 @@ VLLM_NAMES = {
     "fp8": {"fp8"},
     "fbgemm_fp8": {"fbgemm_fp8"},
     "compressed-tensors": {"compressed-tensors"},
+    "inc": {"inc"},
 }
 
 

@@ -117,6 +117,12 @@ def modelopt(algo: str, exclude: list[str], **extra: Any) -> dict[str, Any]:
     }
 
 
+AUTOROUND = {"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True, "data_type": "int"}
+AUTOROUND_FP8 = {"quant_method": "auto-round", "bits": 8, "group_size": [128, 128], "data_type": "fp"}
+AUTOROUND_MXFP4 = {"quant_method": "auto-round", "bits": 4, "group_size": 32, "data_type": "mx_fp"}
+AWQ_PACKING = {"packing_format": "auto_round:auto_awq"}
+
+
 def fmt_of(block: dict[str, Any]) -> WeightFormat:
     return weight_format({"model_type": "llama", "quantization_config": block})
 
@@ -143,6 +149,11 @@ BYTES = [
     ("ct-fp8-dynamic: fp32 per-channel scale", fmt_of(CT_FP8_DYNAMIC), 1 + per_row(4), ()),
     ("ct-fp8-block", fmt_of(CT_FP8_BLOCK), 1 + 4 / 128**2, ()),
     ("ct-nvfp4: 4 bits + fp8 scale per 16", fmt_of(CT_NVFP4), 0.5 + 1 / 16, ()),
+    ("autoround-int4-sym: as GPTQ", fmt_of(AUTOROUND), 0.5 + 2 / 128, ()),
+    ("autoround-int2-asym", fmt_of(AUTOROUND | {"bits": 2, "sym": False}), 0.25 + 2.25 / 128, ()),
+    ("autoround-int8-awq-packing", fmt_of(AUTOROUND | {"bits": 8} | AWQ_PACKING), 1 + 2 / 128, ()),
+    ("autoround-fp8-blocks", fmt_of(AUTOROUND_FP8), 1 + 4 / 128**2, ()),
+    ("autoround-mxfp4: 4 bits + e8m0 per 32", fmt_of(AUTOROUND_MXFP4), 0.5 + 1 / 32, ()),
     (
         "modelopt-nvfp4: 4.5 bits",
         weight_format({}, hf_quant_config=modelopt("NVFP4", ["lm_head"], group_size=16)),
@@ -593,6 +604,33 @@ ERRORS = [
         "quantization_config.config_groups.group_0.weights.actorder",
         "activation ordering",
     ),
+    ("autoround-1-bit", {**AUTOROUND, "bits": 1}, "quantization_config.bits", "expected one of 2, 3, 4, 5"),
+    (
+        "autoround-int-with-blocks",
+        {**AUTOROUND, "group_size": [128, 128]},
+        "quantization_config.group_size",
+        "integer AutoRound needs an integer",
+    ),
+    (
+        "autoround-fp8-static",
+        {**AUTOROUND_FP8, "activation_scheme": "static"},
+        "quantization_config.activation_scheme",
+        "AutoRound fp needs 'dynamic'",
+    ),
+    ("autoround-mxfp4-g64", {**AUTOROUND_MXFP4, "group_size": 64}, "config.group_size", "needs 32"),
+    (
+        "autoround-packing",
+        {**AUTOROUND, "packing_format": "auto_round:gguf"},
+        "quantization_config.packing_format",
+        "expected one of auto_round:auto_gptq",
+    ),
+    ("autoround-dtype", {**AUTOROUND, "data_type": "nf4"}, "config.data_type", "int, fp or mx_fp"),
+    (
+        "autoround-extra-bits",
+        {**AUTOROUND, "extra_config": {"lm_head": {"bits": 12}}},
+        "quantization_config.extra_config['lm_head'].bits",
+        "expected 2 to 8, or 16 and up",
+    ),
     (
         "ct-bad-strategy",
         _ct({"num_bits": 8, "type": "float", "strategy": "diagonal"}, None, "float-quantized"),
@@ -748,6 +786,42 @@ def test_gptq_activation_ordering_with_one_group_per_channel_is_served() -> None
     """With group_size -1 the ordering changes nothing: vLLM clears desc_act and serves the checkpoint."""
     fmt = fmt_of({**GPTQ, "group_size": -1, "desc_act": True})
     assert fmt.label == "GPTQ 4-bit, per channel"
+
+
+# ----- Intel AutoRound (quant_method auto-round: vLLM's INCConfig) ----------------------------------------
+def test_autoround_quantizes_only_the_blocks_it_names() -> None:
+    """block_name_to_quantize: vLLM quantizes a module when its name starts with one of them (a plain prefix,
+    so ``model.layers.1`` also takes layer 10, as vLLM's ``str.startswith`` does)."""
+    fmt = fmt_of({**AUTOROUND, "block_name_to_quantize": "model.layers.1,model.layers.2"})
+    assert fmt.quantizes("mlp", layer=1) and fmt.quantizes("attention", layer=2)
+    assert fmt.quantizes("mlp", layer=10)
+    assert not fmt.quantizes("mlp", layer=0) and not fmt.quantizes("mlp", layer=3)
+    assert not fmt.quantizes("lm_head", layer=None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "kind", "layer", "expected"),
+    [
+        ({"model.layers.0.mlp.down_proj": {"bits": 16}}, "mlp", 0, (0.5 + 2 / 128) * 2 / 3 + BF16 / 3),
+        ({"model.layers.0.mlp.down_proj": {"bits": 16}}, "mlp", 1, 0.5 + 2 / 128),
+        ({"lm_head": {"bits": 8, "group_size": 64}}, "lm_head", None, 1 + 2 / 64),
+        ({r"model\.layers\.[0-9]+\.self_attn": {"bits": 16}}, "attention", 5, BF16),
+        ({r"model\.layers\.[0-9]+\.self_attn": {"bits": 16}}, "mlp", 5, 0.5 + 2 / 128),
+    ],
+    ids=["name-unquantized", "other-layers-not", "lm-head-named", "regex-by-search", "regex-elsewhere-not"],
+)
+def test_autoround_extra_config_overrides_modules_by_name_or_regex(
+    extra: dict[str, Any], kind: ModuleKind, layer: int | None, expected: float
+) -> None:
+    fmt = fmt_of({**AUTOROUND, "extra_config": extra})
+    assert fmt.bytes_per_parameter(kind, layer=layer, model_dtype_bytes=BF16) == pytest.approx(expected)
+
+
+def test_autoround_fp8_blocks_hold_the_tp_rule_and_int_is_weight_only() -> None:
+    assert fmt_of(AUTOROUND_FP8).weight_block_size == (128, 128)
+    assert fmt_of(AUTOROUND_FP8).compute_format == "fp8" and not fmt_of(AUTOROUND_FP8).weight_only
+    assert fmt_of(AUTOROUND).weight_only and fmt_of(AUTOROUND).compute_format == "int4"
+    assert fmt_of({**AUTOROUND, "quant_method": "inc"}).method == "inc"
 
 
 # ----- ModelOpt in config.json's flat form, MIXED_PRECISION, and what vLLM's ModelOpt configs insist on -----
