@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal, get_args
 
@@ -914,20 +914,28 @@ def _inc_group(value: Any, field: str) -> int | tuple[int, int]:
     return value
 
 
-def _inc_scheme(data_type: str, bits: int, group: int | tuple[int, int], sym: bool) -> Scheme:
-    """One AutoRound layer's storage: integers packed in int32 with a model-dtype scale per group (and a
-    ``bits``-wide zero point when asymmetric, GPTQ or AWQ packing alike), FP8 in ``[n, k]`` blocks, or
-    MXFP."""
-    if isinstance(group, tuple):  # block-wise FP8 (_inc_check: only there)
-        return _fp8_blocks(*group)
-    if "mx_fp" in data_type:
-        return _MXFP4 if bits == 4 else _MXFP8
-    return Scheme(
-        weight_bits=bits,
-        scale_bytes=None,
-        weights_per_scale=PER_ROW if group == -1 else group,
-        zero_point_bits=0 if sym else bits,
-    )
+@dataclass(frozen=True)
+class _IncLayer:
+    """What vLLM's ``INCLayerConfig`` holds for one module: the file's values, or an override's."""
+
+    data_type: str
+    bits: int
+    group: int | tuple[int, int]
+    sym: bool
+
+    def scheme(self) -> Scheme:
+        """Integers packed in int32 with a model-dtype scale per group (and a ``bits``-wide zero point when
+        asymmetric, GPTQ or AWQ packing alike), FP8 in ``[n, k]`` blocks, or MXFP."""
+        if isinstance(self.group, tuple):  # block-wise FP8 (_inc_check: only there)
+            return _fp8_blocks(*self.group)
+        if "mx_fp" in self.data_type:
+            return _MXFP4 if self.bits == 4 else _MXFP8
+        return Scheme(
+            weight_bits=self.bits,
+            scale_bytes=None,
+            weights_per_scale=PER_ROW if self.group == -1 else self.group,
+            zero_point_bits=0 if self.sym else self.bits,
+        )
 
 
 def _inc(block: dict[str, Any], where: str) -> WeightFormat:
@@ -959,12 +967,10 @@ def _inc(block: dict[str, Any], where: str) -> WeightFormat:
     ):
         if value not in accepted:
             raise ConfigError(f"{where}.{field}", f"is {value!r:.40}; expected one of {', '.join(accepted)}")
-    _inc_check(block, where, data_type=data_type, bits=bits, group=group, sym=sym)
-    scheme = _inc_scheme(data_type, bits, group, sym)
-    rules = [
-        _inc_override(name, override, where, data_type, bits, group, sym)
-        for name, override in _inc_extra(block, where)
-    ]
+    layer = _IncLayer(data_type=data_type, bits=bits, group=group, sym=sym)
+    _inc_check(block, where, layer)
+    scheme = layer.scheme()
+    rules = [_inc_override(name, override, where, layer) for name, override in _inc_extra(block, where)]
     blocks = _get(block, ("block_name_to_quantize", "to_quant_block_names"), where, default=None)
     if isinstance(blocks, str):
         blocks = [b for b in blocks.split(",") if b]
@@ -1006,39 +1012,24 @@ def _inc_extra(block: Mapping[str, Any], where: str) -> list[tuple[str, Mapping[
     return list(extra.items())
 
 
-def _inc_override(
-    name: str,
-    override: Mapping[str, Any],
-    where: str,
-    data_type: str,
-    bits: int,
-    group: int | tuple[int, int],
-    sym: bool,
-) -> Rule:
+def _inc_override(name: str, override: Mapping[str, Any], where: str, layer: _IncLayer) -> Rule:
     """One ``extra_config`` entry as a rule: a name (or a name's suffix: plain patterns match at dot
     boundaries anywhere), or a regex searched in the name when the key has regex characters."""
     field = f"{where}.extra_config[{name!r:.40}]"
-    o_bits = override.get("bits", bits)
+    o_bits = override.get("bits", layer.bits)
     if isinstance(o_bits, bool) or not isinstance(o_bits, int) or (o_bits < 16 and o_bits not in _INC_BITS):
         raise ConfigError(f"{field}.bits", f"is {o_bits!r:.40}; expected 2 to 8, or 16 and up (unquantized)")
     scheme = None
     if o_bits < 16:
-        o_group = _inc_group(override.get("group_size", group), f"{field}.group_size")
-        scheme = _inc_scheme(data_type, o_bits, o_group, bool(override.get("sym", sym)))
+        o_group = _inc_group(override.get("group_size", layer.group), f"{field}.group_size")
+        scheme = replace(layer, bits=o_bits, group=o_group, sym=bool(override.get("sym", layer.sym))).scheme()
     pattern = f"re:.*(?:{name})" if any(ch in _REGEX_CHARS for ch in name) else name
     return Rule(patterns=(pattern,), scheme=scheme)
 
 
-def _inc_check(
-    block: Mapping[str, Any],
-    where: str,
-    *,
-    data_type: str,
-    bits: int,
-    group: int | tuple[int, int],
-    sym: bool,
-) -> None:
+def _inc_check(block: Mapping[str, Any], where: str, layer: _IncLayer) -> None:
     """What ``INCConfig._validate_supported_quantization`` and ``_validate_raw_config`` refuse."""
+    data_type, bits, group, sym = layer.data_type, layer.bits, layer.group, layer.sym
     packing = block.get("packing_format")
     if data_type == "int":
         if isinstance(group, tuple):
