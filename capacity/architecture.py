@@ -127,6 +127,9 @@ FAMILIES: dict[str, str] = {
     "KimiK2ForCausalLM": "mla",
     "KimiK25ForConditionalGeneration": "mla",
     "GlmMoeDsaForCausalLM": "mla",
+    # MiniCPM3: DeepSeek-V2's low-rank projections, but vLLM caches every head's full K and V (its
+    # minicpm3.py runs standard Attention over num_heads KV heads of qk_nope + qk_rope, V padded to that).
+    "MiniCPM3ForCausalLM": "minicpm3",
     # GLM-4.1V / GLM-4.6V-Flash and GLM-4.5V / GLM-4.6V (vLLM's glm4_1v.py): a Glm4ForCausalLM or a
     # Glm4MoeForCausalLM built from text_config (see _LANGUAGE_MODEL_TYPES), beside their vision tower.
     "Glm4vForConditionalGeneration": "dense",
@@ -226,6 +229,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "kimi_k2": "mla",
     "kimi_k25": "mla",
     "glm_moe_dsa": "mla",
+    "minicpm3": "minicpm3",
     "qwen3_next": "hybrid",
     "jamba": "hybrid",
     "falcon_h1": "hybrid",
@@ -475,6 +479,8 @@ _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_gr
 _HEAD_DIM = ("head_dim", "kv_channels", "attention_head_dim")  # attention_head_dim: Nemotron-H
 _INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner")  # ffn_hidden_size: ChatGLM
 _VOCAB = ("vocab_size", "padded_vocab_size", "n_vocab")
+#: vLLM pads every vocabulary-parallel table to a multiple of this (vocab_parallel_embedding.py).
+VOCAB_PADDING = 64
 _POSITIONS = (  # the keys vLLM reads to derive max_model_len, in its order; it takes the smallest stated
     "max_position_embeddings",
     "n_positions",
@@ -840,6 +846,13 @@ class Architecture:
         """Width of ``layer``'s value heads (0 when it has no attention): its key heads' unless it says."""
         return layer.v_head_dim or self.head_dim_of(layer)
 
+    @property
+    def vocab_rows(self) -> int:
+        """Rows of the embedding table and the LM head as vLLM builds them: ``vocab_size`` padded to a
+        multiple of 64 (``VocabParallelEmbedding``'s ``DEFAULT_VOCAB_PADDING_SIZE``; GPT-2's 50,257 tokens
+        take 50,304 rows)."""
+        return -(-self.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+
     def heads_of(self, layer: Layer) -> int:
         """Query heads of ``layer``'s attention (0 when it has none)."""
         if layer.mixer not in ATTENTION_MIXERS:
@@ -854,8 +867,9 @@ class Architecture:
     # ----- attention ---------------------------------------------------------------------------------------
     @property
     def attention(self) -> AttentionKind:
-        """MLA when a latent rank is set; MHA when every query head has its own KV head; MQA with one."""
-        if self.kv_lora_rank is not None:
+        """MLA when its layers cache a latent; MHA when every query head has its own KV head; MQA with one.
+        (MiniCPM3 projects through a latent too, but caches every head's K and V: MHA.)"""
+        if self.mixer_counts["mla"]:
             return "MLA"
         if not self.num_attention_layers:
             return "none"
@@ -874,7 +888,7 @@ class Architecture:
     def kv_elements_per_token_per_layer(self) -> int:
         """Cached elements per token per attention layer before TP: ``2 * kv_heads * head_dim``; MLA ``d_c +
         d_rope``."""
-        if self.kv_lora_rank is not None:
+        if self.kv_lora_rank is not None and self.attention == "MLA":
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
 
@@ -887,11 +901,12 @@ class Architecture:
     @cached_property
     def parameter_groups(self) -> ParameterGroups:
         """Parameter counts split by how tensor parallelism shards them (see :class:`ParameterGroups`)."""
-        return _count(self, lambda module, layer, n, shares=None, dtype=None: n)
+        return _count(self, lambda module, layer, n, shares=None, dtype=None: n, vocab_rows=self.vocab_size)
 
     @cached_property
     def weight_groups(self) -> ParameterGroups:
-        """The same groups in bytes as the checkpoint stores them on the GPU (quantization applied)."""
+        """The same groups in bytes as vLLM holds them on the GPU: as the checkpoint stores them (quantization
+        applied), the vocabulary tables padded to :attr:`vocab_rows`."""
         dtype_bytes = DTYPE_BYTES[self.dtype]
 
         def weigh(
@@ -910,7 +925,7 @@ class Architecture:
             )
             return n * per
 
-        return _count(self, weigh)
+        return _count(self, weigh, vocab_rows=self.vocab_rows)
 
     @property
     def parameters(self) -> int:
@@ -1014,9 +1029,9 @@ layer's decay (Mamba's ``A``, Mamba-2's and Gated DeltaNet's ``A_log``), and in 
 itself (:attr:`Architecture.router_dtype`)."""
 
 
-def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
+def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups:
     """Walk the layers and count (``weigh`` = identity) or weigh (bytes) every tensor the checkpoint
-    stores."""
+    stores, with ``vocab_rows`` rows in the embedding and LM head (the checkpoint's, or vLLM's padded)."""
     h = a.hidden_size
     vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
     sharded = 0.0
@@ -1061,7 +1076,7 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
             if a.shared_expert_gate:
                 replicated += weigh("router", i, h)
-    embedding = weigh("embedding", None, a.vocab_size * h)
+    embedding = weigh("embedding", None, vocab_rows * h)
     per_layer_embedding = 0.0
     if ple:
         # The model's per-layer table (each layer's slice of one row per token), per_layer_model_projection
@@ -1071,8 +1086,8 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
         per_layer_embedding = weigh("embedding", None, a.per_layer_input_vocab * len(a.layers) * ple)
         sharded += weigh(None, None, len(a.layers) * ple * h)
         replicated += weigh(None, None, ple)
-    lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, a.vocab_size * h)
-    lm_head += weigh(None, None, a.vocab_size if a.lm_head_bias else 0)
+    lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, vocab_rows * h)
+    lm_head += weigh(None, None, vocab_rows if a.lm_head_bias else 0)
     moe_layers = a.num_moe_layers
     return ParameterGroups(
         embedding=embedding,
@@ -1092,8 +1107,8 @@ def _count(a: Architecture, weigh: Weigh) -> ParameterGroups:
 def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
     """(sharded, replicated, K/V projection of one KV head) of one layer's token mixer."""
     h = a.hidden_size
-    if layer.mixer == "mla":
-        return _mla_params(a, i, weigh)
+    if layer.mixer == "mla" or (layer.mixer in ATTENTION_MIXERS and a.kv_lora_rank is not None):
+        return _mla_params(a, i, weigh)  # MiniCPM3's full-cache layers have MLA's projections
     if layer.mixer in ("mamba", "linear"):
         return *_state_params(a, layer, i, weigh), 0.0
     if layer.mixer == "projection":
@@ -2968,7 +2983,7 @@ def architecture_from_config(
     else:
         read = _read_transformer(cfg, family, model_type, a)
     extra = read.extra
-    if family == "mla":
+    if family in ("mla", "minicpm3"):
         extra.update(
             kv_lora_rank=_int(cfg, ("kv_lora_rank",)),
             q_lora_rank=_opt_int(cfg, ("q_lora_rank",)),
@@ -2979,7 +2994,12 @@ def architecture_from_config(
             index_n_heads=_int(cfg, ("index_n_heads",), minimum=0, default=0),
             index_topk=_int(cfg, ("index_topk",), minimum=0, default=0),
         )
+    if family == "mla":
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
+    if family == "minicpm3":
+        # every head caches K of qk_nope + qk_rope and V padded to that width (minicpm3.py)
+        a["num_kv_heads"] = heads
+        a["head_dim"] = extra["qk_nope_head_dim"] + extra["qk_rope_head_dim"]
     reader = config_reader(config)
     if reader == "none":
         engine = _engine_vocabulary()

@@ -218,9 +218,12 @@ def lora_bytes_per_gpu(
 
     elements = 0
     for layer in layers:
-        if layer.mixer in ("mla", "mamba", "linear", "projection"):
+        # MiniCPM3's full-cache layers project through MLA's low-rank matrices, not q, k, v and o
+        latent = layer.mixer in ("full", "sliding", "chunked") and arch.kv_lora_rank is not None
+        if layer.mixer in ("mla", "mamba", "linear", "projection") or latent:
+            kind = "MLA-projection" if latent else layer.mixer
             raise CapacityError(
-                f"LoRA buffers of {layer.mixer} layers ({arch.name}) are not modelled; expected a model "
+                f"LoRA buffers of {kind} layers ({arch.name}) are not modelled; expected a model "
                 "whose layers are standard attention (full, sliding or chunked) or none"
             )
         if layer.mixer in ("full", "sliding", "chunked"):

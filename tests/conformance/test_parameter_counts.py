@@ -177,6 +177,14 @@ QUANTIZED_BLOCKS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Vocabularies that are not a multiple of 64 (GPT-2's 50,257; MiniCPM3's 73,448), tied and untied: vLLM pads
+#: the embedding and the LM head to the next multiple of 64 rows.
+ODD_VOCABULARIES: dict[str, dict[str, Any]] = {
+    "llama-untied": _WIDE_LLAMA | {"num_hidden_layers": 1, "vocab_size": 73448},
+    "llama-tied": _WIDE_LLAMA | {"num_hidden_layers": 1, "vocab_size": 50257, "tie_word_embeddings": True},
+}
+
+
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps(
@@ -190,6 +198,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             {"id": f"block:{name}", "config": _WIDE_LLAMA | {"quantization_config": block}}
             for name, block in QUANTIZED_BLOCKS.items()
         ]
+        + [{"id": f"vocab:{name}", "config": config} for name, config in ODD_VOCABULARIES.items()]
     )
     out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
@@ -276,6 +285,21 @@ def test_capacity_weighs_each_quantization_block_as_vllms_class_builds_it(
     arch = capacity.architecture_from_config(_WIDE_LLAMA | {"quantization_config": QUANTIZED_BLOCKS[name]})
     expected = _bytes_as_capacity_counts_them(answer, arch)
     assert arch.weight_groups.total == pytest.approx(expected, rel=1e-6), answer["own_dtypes"]
+
+
+@pytest.mark.parametrize("name", sorted(ODD_VOCABULARIES))
+def test_capacity_weighs_the_vocabulary_tables_as_vllm_pads_them(
+    vllm_counts: dict[str, dict[str, Any]], name: str
+) -> None:
+    """The checkpoint's parameters are the file's vocabulary; the GPU holds vLLM's padded rows."""
+    answer = vllm_counts[f"vocab:{name}"]
+    config = ODD_VOCABULARIES[name]
+    arch = capacity.architecture_from_config(config)
+    tables = 1 if arch.tie_word_embeddings else 2
+    padding = (arch.vocab_rows - config["vocab_size"]) * config["hidden_size"] * tables
+    assert 0 < arch.vocab_rows - config["vocab_size"] < 64
+    assert arch.weight_groups.total == answer["bytes"]
+    assert arch.parameters == answer["parameters"] - padding
 
 
 @pytest.mark.parametrize("case", sorted(set(CASES) - set(CPU_REFUSED)))  # a refused build has no layers

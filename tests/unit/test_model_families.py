@@ -281,6 +281,47 @@ def test_glm_4_7_flash_is_a_30b_a3b_mla_model():
     assert arch.active_parameters - embeddings == pytest.approx(3e9, rel=0.1)
 
 
+#: MiniCPM3-4B's shape (openbmb/MiniCPM3-4B): DeepSeek-V2's low-rank attention projections over 62 layers.
+MINICPM3: dict[str, Any] = {
+    "architectures": ["MiniCPM3ForCausalLM"],
+    "model_type": "minicpm3",
+    "hidden_size": 2560,
+    "intermediate_size": 6400,
+    "num_hidden_layers": 62,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 40,
+    "q_lora_rank": 768,
+    "kv_lora_rank": 256,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 32,
+    "v_head_dim": 64,
+    "vocab_size": 73448,
+    "max_position_embeddings": 32768,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_minicpm3_projects_like_mla_but_caches_every_heads_full_keys_and_values():
+    """vLLM's minicpm3.py: q_a / q_b / kv_a / kv_b / o as DeepSeek-V2's, then standard Attention over all 40
+    heads, keys of qk_nope + qk_rope = 96 and values padded to 96: per token a layer caches 2 x 40 x 96, not
+    the 288-wide latent a calculator that reads kv_lora_rank as MLA would say (27 times less)."""
+    arch = c.architecture_from_config(MINICPM3)
+    assert arch.attention == "MHA" and arch.num_kv_heads == 40 and arch.head_dim == 96
+    assert c.kv_cache_bytes_per_token(arch) == 62 * 2 * 40 * 96 * 2
+    h, heads = 2560, 40
+    queries = h * 768 + 768 + 768 * heads * 96  # q_a, its norm, q_b
+    keys_values = h * (256 + 32) + 256 + 256 * heads * (64 + 64)  # kv_a (latent and rope key), its norm, kv_b
+    attention = queries + keys_values + heads * 64 * h  # and o
+    layer = attention + 3 * h * 6400 + 2 * h
+    assert arch.parameters == 62 * layer + h + 2 * 73448 * h  # the file's vocabulary; vLLM holds 73,472 rows
+    assert arch.weight_groups.total == 2 * (62 * layer + h + 2 * 73472 * h)
+    assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4, 8]  # 40 heads split, never replicated
+    # its LoRA buffers would be MLA's projections' shapes, which kvright does not size: refused, not guessed
+    with pytest.raises(c.CapacityError, match="LoRA buffers of MLA-projection layers"):
+        c.lora_bytes_per_gpu(arch, c.Lora())
+
+
 def test_a_wrappers_text_config_decides_the_language_models_reader():
     """Mistral3ForConditionalGeneration wraps a Mistral, or a DeepSeek-V3 (Mistral Large 3): vLLM builds the
     language model by the text config's class, so its MLA latent is what is cached, not 128 KV heads."""
