@@ -253,36 +253,34 @@ def _bytes_as_capacity_counts_them(answer: dict[str, Any], arch: capacity.Archit
     return total
 
 
-@pytest.mark.parametrize("slug", sorted(QUANTIZED_FIXTURES))
-def test_capacity_weighs_each_real_quantized_checkpoint_as_vllms_class_builds_it(
-    vllm_counts: dict[str, dict[str, Any]], slug: str
+@pytest.mark.parametrize(
+    "case",
+    [f"fixture:{slug}" for slug in sorted(QUANTIZED_FIXTURES)]
+    + [f"block:{name}" for name in sorted(QUANTIZED_BLOCKS)],
+)
+def test_capacity_weighs_each_quantized_checkpoint_as_vllms_class_builds_it(
+    vllm_counts: dict[str, dict[str, Any]], case: str
 ) -> None:
-    """The quantized checkpoints of tests/data/configs, whole, built by vLLM's class with their quantization
-    config (every scale, zero point and packed weight as vLLM creates it) and weighed by capacity."""
-    answer = vllm_counts[f"fixture:{slug}"]
-    if slug in FIXTURE_REFUSED:
-        assert FIXTURE_REFUSED[slug] in (answer["error"] or ""), answer
+    """Every quantized checkpoint of tests/data/configs, whole, and the blocks no fixture holds (AWQ, GPTQ
+    with a dynamic rule, static fp8, asymmetric compressed-tensors, Intel AutoRound with its overrides) on a
+    Llama 3 8B's widths: built by vLLM's class with their quantization config (every scale, zero point and
+    packed weight as vLLM creates it) and weighed by capacity."""
+    answer = vllm_counts[case]
+    source, name = case.split(":", 1)
+    if name in FIXTURE_REFUSED:
+        assert FIXTURE_REFUSED[name] in (answer["error"] or ""), answer
         with pytest.raises(capacity.ConfigError):
-            capacity.load_architecture(str(CONFIGS / slug))
+            capacity.load_architecture(str(CONFIGS / name))
         return
-    if slug in FIXTURE_NOT_BUILT:
-        assert FIXTURE_NOT_BUILT[slug] in (answer["error"] or ""), f"vLLM's CPU build now builds {slug}"
+    if name in FIXTURE_NOT_BUILT:
+        assert FIXTURE_NOT_BUILT[name] in (answer["error"] or ""), f"vLLM's CPU build now builds {name}"
         return
-    assert answer["error"] is None, f"vLLM could not build {slug}: {answer['error']}"
-    arch = capacity.load_architecture(str(CONFIGS / slug))
-    expected = _bytes_as_capacity_counts_them(answer, arch)
-    assert arch.weight_groups.total == pytest.approx(expected, rel=1e-6), answer["own_dtypes"]
-
-
-@pytest.mark.parametrize("name", sorted(QUANTIZED_BLOCKS))
-def test_capacity_weighs_each_quantization_block_as_vllms_class_builds_it(
-    vllm_counts: dict[str, dict[str, Any]], name: str
-) -> None:
-    """The methods and options no real fixture here holds (AWQ, per-channel GPTQ, static fp8, asymmetric
-    compressed-tensors, Intel AutoRound with its overrides), on a Llama 3 8B's widths."""
-    answer = vllm_counts[f"block:{name}"]
     assert answer["error"] is None, f"vLLM could not build {name}: {answer['error']}"
-    arch = capacity.architecture_from_config(_WIDE_LLAMA | {"quantization_config": QUANTIZED_BLOCKS[name]})
+    if source == "fixture":
+        arch = capacity.load_architecture(str(CONFIGS / name))
+    else:
+        block = QUANTIZED_BLOCKS[name]
+        arch = capacity.architecture_from_config(_WIDE_LLAMA | {"quantization_config": block})
     expected = _bytes_as_capacity_counts_them(answer, arch)
     assert arch.weight_groups.total == pytest.approx(expected, rel=1e-6), answer["own_dtypes"]
 
