@@ -471,8 +471,11 @@ def _rule_matches(patterns: tuple[str, ...], module: ModuleKind, layer: int | No
 
 @lru_cache(maxsize=65536)
 def _resolve(fmt: WeightFormat, module: ModuleKind, layer: int | None) -> tuple[Scheme | None, ...]:
-    """The scheme of each part of ``module`` in ``layer``: the first rule that names it, else the default."""
+    """The scheme of each part of ``module`` in ``layer``: the first rule that names it, else the default. The
+    router is never quantized (the module docstring), whatever a pattern of the file's would select."""
     families = _FAMILIES[module]
+    if module == "router":
+        return tuple(None for _ in families[0])
     per_rule: list[Matches] = []
     for rule in fmt.rules:
         if module in rule.kinds:

@@ -797,6 +797,7 @@ def test_autoround_quantizes_only_the_blocks_it_names() -> None:
     assert fmt.quantizes("mlp", layer=10)
     assert not fmt.quantizes("mlp", layer=0) and not fmt.quantizes("mlp", layer=3)
     assert not fmt.quantizes("lm_head", layer=None)
+    assert not fmt.quantizes("router", layer=1)  # under a named block, but never quantized (module docstring)
 
 
 @pytest.mark.parametrize(
@@ -815,6 +816,24 @@ def test_autoround_extra_config_overrides_modules_by_name_or_regex(
 ) -> None:
     fmt = fmt_of({**AUTOROUND, "extra_config": extra})
     assert fmt.bytes_per_parameter(kind, layer=layer, model_dtype_bytes=BF16) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {**GPTQ, "dynamic": {"+:.*mlp.*": {"bits": 8}}},
+        {**AUTOROUND, "block_name_to_quantize": "model.layers"},
+        {**AUTOROUND, "extra_config": {r".*\.mlp\..*": {"bits": 8}}},
+    ],
+    ids=["gptq-dynamic-rule", "autoround-block", "autoround-regex"],
+)
+def test_no_pattern_of_the_file_quantizes_the_router(block: dict[str, Any]) -> None:
+    """A pattern over a layer's MLP names the router's ``mlp.gate`` too; the router stays in the model dtype
+    (vLLM builds it without the quant config), as the experts beside it take the pattern's scheme."""
+    fmt = fmt_of(block)
+    assert not fmt.quantizes("router", layer=2)
+    assert fmt.bytes_per_parameter("router", layer=2, model_dtype_bytes=BF16) == BF16
+    assert fmt.quantizes("experts", layer=2)
 
 
 def test_autoround_fp8_blocks_hold_the_tp_rule_and_int_is_weight_only() -> None:
