@@ -739,6 +739,9 @@ class Architecture:
     config_reader: ConfigReader = "engine"
     """What builds this config in vLLM (:func:`config_reader`); ``checkpoint`` needs
     ``--trust-remote-code``."""
+    model_class_reader: ConfigReader = "engine"
+    """What builds the model class in vLLM (:func:`model_class_reader`); ``checkpoint`` needs
+    ``--trust-remote-code`` too."""
     warnings: tuple[str, ...] = ()
     """Assumptions made reading the config (an unknown architecture planned by its standard fields)."""
 
@@ -747,6 +750,12 @@ class Architecture:
     def max_model_len(self) -> int:
         """The longest ``--max-model-len`` vLLM accepts for this config (its derived max_model_len)."""
         return int(self.max_position_embeddings * self.rope_scaling_factor)
+
+    @property
+    def needs_remote_code(self) -> bool:
+        """vLLM serves it only under ``--trust-remote-code``: the repository's own Python builds its config
+        class or its model class."""
+        return "checkpoint" in (self.config_reader, self.model_class_reader)
 
     @property
     def default_max_model_len(self) -> int:
@@ -3140,6 +3149,7 @@ def architecture_from_config(
         vision_parameters=_vision_parameters(config, hidden) if family != "mimo_v2" else 0,
         vision_heads=_vision_heads(config),
         config_reader=reader,
+        model_class_reader=model_class_reader(config),
         warnings=tuple(warnings),
         **a,
         **extra,

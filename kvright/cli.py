@@ -77,8 +77,9 @@ def _fraction(text: str) -> float:
 KV_DTYPE_CHOICES = ("auto", "fp8", "bfloat16", "float16")
 
 TRUST_REMOTE_CODE = (
-    "vLLM reads this config only by running the model repository's own Python (auto_map): serve it with "
-    "--trust-remote-code (an LLMDeployment: model.trustRemoteCode: true), for a repository you trust"
+    "vLLM reads this config or builds this model only by running the model repository's own Python "
+    "(auto_map): serve it with --trust-remote-code (an LLMDeployment: model.trustRemoteCode: true), for a "
+    "repository you trust"
 )
 #: ``kvright inspect``'s words for capacity.ConfigReader.
 CONFIG_READERS: dict[str, str] = {
@@ -741,7 +742,7 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
         )
     for warning in (*arch.warnings, *result.warnings):
         lines.append(f"warning: {warning}")
-    if arch.config_reader == "checkpoint":
+    if arch.needs_remote_code:
         lines.append(f"note: {TRUST_REMOTE_CODE}")
     if result.candidates:
         lines += ["", "candidates"]

@@ -493,12 +493,19 @@ def _desire(facts: Facts) -> Desired:
         return _infeasible(Reason.ARCHITECTURE_UNKNOWN, "the architecture was not resolved")
     if isinstance(arch, ResolveFailure):
         return _infeasible(arch.reason, arch.message, retry=30.0 if arch.retryable else None)
-    if arch.config_reader == "checkpoint" and not spec.model.trust_remote_code:
+    if arch.needs_remote_code and not spec.model.trust_remote_code:
+        name = spec.model.name
+        what = (
+            f"reads {name}'s config.json only by running the Python the model repository ships (its "
+            "model_type has no class in vLLM or transformers; auto_map names the repository's)"
+            if arch.config_reader == "checkpoint"
+            else f"builds {name}'s model only by running the Python the model repository ships (vLLM "
+            "registers no class its architectures names; auto_map names the repository's)"
+        )
         return _infeasible(
             Reason.REMOTE_CODE_NOT_TRUSTED,
-            f"vLLM reads {spec.model.name}'s config.json only by running the Python the model repository "
-            "ships (its model_type has no class in vLLM or transformers; auto_map names the repository's); "
-            "set model.trustRemoteCode: true to let the vLLM pods run it, for a repository you trust",
+            f"vLLM {what}; set model.trustRemoteCode: true to let the vLLM pods run it, for a repository you "
+            "trust",
         )
 
     overrides = facts.overrides

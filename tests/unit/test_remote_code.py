@@ -122,6 +122,20 @@ def test_a_model_read_by_its_own_code_is_refused_until_the_spec_trusts_it() -> N
     assert args.count("--trust-remote-code") == 1
 
 
+def test_a_model_whose_class_only_its_own_code_builds_is_refused_until_the_spec_trusts_it() -> None:
+    """The config class is the engine's, but vLLM registers no class the file's architectures names (Baidu's
+    first ERNIE 4.5 upload): only the repository's model code, under --trust-remote-code, could build it."""
+    config = {**LLAMA, "architectures": ["MyLlamaForCausalLM"], "auto_map": AUTO_MAP}
+    arch = capacity.architecture_from_config(config)
+    assert (arch.config_reader, arch.model_class_reader) == ("engine", "checkpoint")
+    assert arch.needs_remote_code
+    d = desire(reconcile_facts(NEMOTRON.spec(), architecture=arch))
+    assert (d.plan_feasible.status, d.plan_feasible.reason) == ("False", Reason.REMOTE_CODE_NOT_TRUSTED)
+    assert "builds" in d.plan_feasible.message and "registers no class" in d.plan_feasible.message
+    trusted = desire(reconcile_facts(NEMOTRON.set("model.trustRemoteCode", True).spec(), architecture=arch))
+    assert trusted.plan_feasible.status == "True", trusted.plan_feasible.message
+
+
 def test_trust_is_rendered_only_where_the_spec_gives_it() -> None:
     llama = llmd("a").model("llama-3.1-8b").gpu("NVIDIA-H100-80GB-HBM3").tpot_ms(50)
     for spec, expected in ((llama.spec(), 0), (llama.set("model.trustRemoteCode", True).spec(), 1)):
