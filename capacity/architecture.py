@@ -1478,9 +1478,8 @@ def model_class_reader(config: Mapping[str, Any]) -> ConfigReader:
     return "none"
 
 
-def _model_class_warnings(config: Mapping[str, Any]) -> list[str]:
-    """What :func:`model_class_reader` means for serving, when it is not ``engine``."""
-    reader = model_class_reader(config)
+def _model_class_warnings(config: Mapping[str, Any], reader: ConfigReader) -> list[str]:
+    """What ``reader`` (:func:`model_class_reader`) means for serving, when it is not ``engine``."""
     if reader == "engine":
         return []
     engine = _engine_vocabulary()
@@ -3072,7 +3071,8 @@ def architecture_from_config(
             f"transformers {engine.transformers}, and the file names no AutoConfig code of its own "
             "(auto_map): that engine stops at start (an image whose engine knows the type can serve it)"
         )
-    warnings.extend(_model_class_warnings(config))
+    class_reader = model_class_reader(config)
+    warnings.extend(_model_class_warnings(config, class_reader))
     built = _MODELING.get(model_type, _Modeling())
     if model_type == "gpt_oss":
         extra.update(o_bias=True, expert_bias=True)
@@ -3149,7 +3149,7 @@ def architecture_from_config(
         vision_parameters=_vision_parameters(config, hidden) if family != "mimo_v2" else 0,
         vision_heads=_vision_heads(config),
         config_reader=reader,
-        model_class_reader=model_class_reader(config),
+        model_class_reader=class_reader,
         warnings=tuple(warnings),
         **a,
         **extra,
