@@ -866,6 +866,11 @@ class Architecture:
         take 50,304 rows)."""
         return -(-self.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
 
+    def latent_projections(self, layer: Layer) -> bool:
+        """``layer``'s attention projects through MLA's low-rank matrices (q_a / q_b, kv_a / kv_b):
+        DeepSeek-style MLA layers, and MiniCPM3's, which cache full heads instead of the latent."""
+        return layer.mixer in ATTENTION_MIXERS and self.kv_lora_rank is not None
+
     def heads_of(self, layer: Layer) -> int:
         """Query heads of ``layer``'s attention (0 when it has none)."""
         if layer.mixer not in ATTENTION_MIXERS:
@@ -1120,8 +1125,8 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
 def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
     """(sharded, replicated, K/V projection of one KV head) of one layer's token mixer."""
     h = a.hidden_size
-    if layer.mixer == "mla" or (layer.mixer in ATTENTION_MIXERS and a.kv_lora_rank is not None):
-        return _mla_params(a, i, weigh)  # MiniCPM3's full-cache layers have MLA's projections
+    if a.latent_projections(layer):
+        return _mla_params(a, i, weigh)
     if layer.mixer in ("mamba", "linear"):
         return *_state_params(a, layer, i, weigh), 0.0
     if layer.mixer == "projection":

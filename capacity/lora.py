@@ -219,7 +219,7 @@ def lora_bytes_per_gpu(
     elements = 0
     for layer in layers:
         # MiniCPM3's full-cache layers project through MLA's low-rank matrices, not q, k, v and o
-        latent = layer.mixer in ("full", "sliding", "chunked") and arch.kv_lora_rank is not None
+        latent = layer.mixer != "mla" and arch.latent_projections(layer)
         if layer.mixer in ("mla", "mamba", "linear", "projection") or latent:
             kind = "MLA-projection" if latent else layer.mixer
             raise CapacityError(
