@@ -122,6 +122,7 @@ FAMILIES: dict[str, str] = {
     "DeepseekV2ForCausalLM": "mla",
     "DeepseekV3ForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
+    "DeepseekV4ForCausalLM": "deepseek_v4",
     "MistralLarge3ForCausalLM": "mla",  # a DeepSeek-V3 in vLLM
     "Glm4MoeLiteForCausalLM": "mla",  # GLM-4.7-Flash: DeepSeek-V2 attention, GLM-4.5 experts
     "KimiK2ForCausalLM": "mla",
@@ -225,6 +226,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "deepseek_v2": "mla",
     "deepseek_v3": "mla",
     "deepseek_v32": "mla",
+    "deepseek_v4": "deepseek_v4",
     "glm4_moe_lite": "mla",
     "kimi_k2": "mla",
     "kimi_k25": "mla",
@@ -544,6 +546,10 @@ class Layer:
     """The layer attends over another layer's KV cache (Gemma 4's last ``num_kv_shared_layers``): it has
     no K and V projections and vLLM gives it no cache of its own, but a decode step still reads that
     cache for it."""
+    compress_ratio: int = 0
+    """DeepSeek-V4 (:attr:`Architecture.compressed_attention`): the layer also caches one latent entry per
+    ``compress_ratio`` tokens (4: sparse attention over them, chosen by its indexer; 128: dense attention
+    over all of them); 0: its sliding window alone."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -701,6 +707,23 @@ class Architecture:
     index_topk: int = 0
     """DeepSeek-V3.2 sparse attention: the latent entries a query attends to, chosen by the indexer over the
     whole context (``index_topk``; 0: every entry)."""
+    compressed_attention: bool = False
+    """DeepSeek-V4's attention (vLLM's ``models/deepseek_v4``): one ``head_dim``-wide latent (key and value,
+    the last ``qk_rope_head_dim`` of it rotated) per token, cached over a ``sliding_window`` in every layer,
+    and in layers with a ``compress_ratio`` one more latent per that many tokens (a learned compressor's
+    fp32 state carries the tokens in between); ratio-4 layers pick the ``index_topk`` entries they attend
+    to with an indexer of their own. Queries through ``q_lora_rank``, output through ``o_groups`` grouped
+    low-rank projections of ``o_lora_rank``."""
+    o_groups: int = 0
+    """DeepSeek-V4: groups of query heads the output projection handles apart (``o_groups``)."""
+    o_lora_rank: int = 0
+    """DeepSeek-V4: width of each group's low-rank output projection."""
+    hyper_connections: int = 0
+    """DeepSeek-V4's manifold-constrained hyper-connections (``hc_mult``): the residual stream is this many
+    copies of the hidden state, mixed before and after each attention and MoE block by fp32 projections."""
+    hash_layers: int = 0
+    """DeepSeek-V4: the first ``num_hash_layers`` MoE layers route each token by a fixed table of its id
+    (``tid2eid``, int32, ``vocab x top-k``) instead of the router's scores and score-correction bias."""
     num_experts: int = 0
     """Routed experts per MoE layer (0: dense model)."""
     num_experts_per_token: int = 0
@@ -809,8 +832,8 @@ class Architecture:
 
     @property
     def num_sliding_window_layers(self) -> int:
-        """Layers that use the sliding window."""
-        return self.mixer_counts["sliding"]
+        """Layers that use the sliding window (every DeepSeek-V4 layer, its compressed caches besides)."""
+        return self.num_layers if self.compressed_attention else self.mixer_counts["sliding"]
 
     @property
     def num_chunked_layers(self) -> int:
@@ -935,7 +958,7 @@ class Architecture:
             dtype: str | None = None,
         ) -> float:
             if dtype is not None:  # built in a dtype of its own, never quantized (float32 routers, A)
-                return n * DTYPE_BYTES[dtype]
+                return n * PARAMETER_DTYPE_BYTES[dtype]
             if module is None:  # norms, biases, conv weights: always in the model dtype
                 return n * dtype_bytes
             per = self.weights.bytes_per_parameter(
@@ -1047,6 +1070,14 @@ layer's decay (Mamba's ``A``, Mamba-2's and Gated DeltaNet's ``A_log``), and in 
 itself (:attr:`Architecture.router_dtype`)."""
 
 
+HASH_TABLE_DTYPE = "int32"
+"""DeepSeek-V4's hash-routing table (``tid2eid``), built in int32 and never quantized."""
+
+#: Bytes per element of what vLLM builds in a dtype of its own (:data:`FLOAT32_PARAMETERS`,
+#: :data:`HASH_TABLE_DTYPE`) besides the model dtypes.
+PARAMETER_DTYPE_BYTES: dict[str, int] = {**DTYPE_BYTES, HASH_TABLE_DTYPE: 4}
+
+
 def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups:
     """Walk the layers and count (``weigh`` = identity) or weigh (bytes) every tensor the checkpoint
     stores, with ``vocab_rows`` rows in the embedding and LM head (the checkpoint's, or vLLM's padded)."""
@@ -1054,7 +1085,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
     vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
     sharded = 0.0
     norm = 2 * h if a.norm_bias else h
-    replicated = weigh(None, None, norm if a.final_norm else 0)
+    replicated = weigh(None, None, norm if a.final_norm else 0) + _hyper_connection_params(a, None, weigh)
     replicated += weigh(None, None, a.position_embeddings * h)  # a learned position table (nn.Embedding)
     replicated += weigh(None, None, norm if a.embedding_norm else 0)
     kv: dict[int, float] = {}
@@ -1063,7 +1094,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
     ple = a.per_layer_input_size
     for n, layer in enumerate(a.layers):
         i = a.first_layer + n // a.layers_per_block  # the checkpoint's layer index
-        replicated += weigh(None, i, a.norms_per_layer * norm)
+        replicated += weigh(None, i, a.norms_per_layer * norm) + _hyper_connection_params(a, i, weigh)
         if ple:  # Gemma 4: per_layer_input_gate and per_layer_projection (replicated), and their norm
             replicated += weigh(None, i, 2 * ple * h + h)
         s, r, per_head = _mixer_params(a, layer, i, weigh)
@@ -1089,7 +1120,10 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
                 replicated += weigh(None, i, e_in + h if a.mlp_bias else 0)
             replicated += weigh("router", i, h * a.num_experts, dtype=a.router_dtype)
             replicated += weigh(None, i, a.num_experts * (a.expert_bias + a.expert_scale))
-            replicated += weigh(None, i, a.num_experts * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
+            if i < a.hash_layers:  # DeepSeek-V4's hash routing: a token-id table instead of the bias
+                replicated += weigh(None, i, a.vocab_size * a.num_experts_per_token, dtype=HASH_TABLE_DTYPE)
+            else:
+                replicated += weigh(None, i, a.num_experts * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
             if a.shared_expert_intermediate_size:
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
             if a.shared_expert_gate:
@@ -1125,6 +1159,8 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
 def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
     """(sharded, replicated, K/V projection of one KV head) of one layer's token mixer."""
     h = a.hidden_size
+    if a.compressed_attention:
+        return _compressed_attention_params(a, layer, i, weigh)
     if a.latent_projections(layer):
         return _mla_params(a, i, weigh)
     if layer.mixer in ("mamba", "linear"):
@@ -1185,6 +1221,50 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
             q_in * a.index_n_heads * a.index_head_dim + h * a.index_head_dim + h * a.index_n_heads,
         ) + weigh(None, i, 2 * a.index_head_dim)
     return sharded, replicated, 0.0
+
+
+def _compressed_attention_params(
+    a: Architecture, layer: Layer, i: int, weigh: Weigh
+) -> tuple[float, float, float]:
+    """DeepSeek-V4's attention as vLLM's ``DeepseekV4Attention`` builds it: ``fused_wqa_wkv`` (the query's
+    low-rank input and the latent, replicated), ``wq_b`` (split by head), the grouped output projection
+    ``wo_a`` (split by group) and ``wo_b`` (split by input), the q and kv norms and an fp32 sink per head;
+    a compressor per compressed layer (an fp32 position bias ``ape`` and an unquantized ``fused_wkv_wgate``,
+    twice as wide where ratio-4 windows overlap) and, on ratio-4 layers, the indexer (``wq_b``, an
+    unquantized ``weights_proj`` and a compressor of its own at ``index_head_dim``), all replicated."""
+    h, hd, heads, groups = a.hidden_size, a.head_dim, a.num_attention_heads, a.o_groups
+    q_rank = a.q_lora_rank or 0
+    replicated = weigh("attention", i, (q_rank + hd) * h) + weigh(None, i, q_rank + hd)
+    sharded = weigh("attention", i, heads * hd * q_rank)  # wq_b
+    sharded += weigh("attention", i, groups * a.o_lora_rank * heads * hd // groups)  # wo_a
+    sharded += weigh("attention", i, h * groups * a.o_lora_rank)  # wo_b
+    sharded += weigh(None, i, heads, dtype=FLOAT32_PARAMETERS)  # attn_sink
+
+    def compressor(ratio: int, width: int) -> float:
+        overlap = 2 if ratio == 4 else 1
+        ape = weigh(None, i, ratio * overlap * width, dtype=FLOAT32_PARAMETERS)
+        return ape + weigh(None, i, 2 * overlap * width * h + width)  # fused_wkv_wgate, norm
+
+    ratio = layer.compress_ratio
+    if ratio:
+        replicated += compressor(ratio, hd)
+    if ratio == 4:
+        index_width = a.index_n_heads * a.index_head_dim
+        replicated += weigh("indexer", i, index_width * q_rank) + weigh(None, i, a.index_n_heads * h)
+        replicated += compressor(ratio, a.index_head_dim)
+    return sharded, replicated, 0.0
+
+
+def _hyper_connection_params(a: Architecture, layer: int | None, weigh: Weigh) -> float:
+    """DeepSeek-V4's hyper-connection mixing, fp32 and replicated: per layer ``hc_{attn,ffn}_{fn,base,scale}``
+    (``(2 + hc) x hc`` mixes of the ``hc x hidden`` stream, and 3 scales); before the head, ``hc_head_*``
+    (``hc`` mixes, 1 scale)."""
+    hc = a.hyper_connections
+    if not hc:
+        return 0.0
+    mixes, scales = ((2 + hc) * hc, 3) if layer is not None else (hc, 1)
+    per_block = mixes * hc * a.hidden_size + mixes + scales
+    return weigh(None, layer, per_block * (2 if layer is not None else 1), dtype=FLOAT32_PARAMETERS)
 
 
 def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float]:
@@ -1789,6 +1869,8 @@ class _Read:
     """Layers with a learned sink logit per head."""
     q_heads: list[int] | None = None
     """Per-layer query heads where they differ from the model's (0: the model's)."""
+    compress_ratios: list[int] | None = None
+    """DeepSeek-V4: each layer's ``compress_ratio`` (0: none)."""
 
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
@@ -2479,6 +2561,88 @@ def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     )
 
 
+#: The compress ratios vLLM's DeepSeek-V4 builds (``DeepseekCompressor`` asserts 4 or 128; 0 and 1 mean none).
+_COMPRESS_RATIOS = (0, 1, 4, 128)
+#: The expert dtypes vLLM's DeepSeek-V4 reads (``expert_dtype``, fp4 unless stated).
+_DEEPSEEK_V4_EXPERT_DTYPES = ("fp4", "fp8")
+
+
+def _read_deepseek_v4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """DeepSeek-V4 (vLLM's ``models/deepseek_v4``; DeepSeek-V4-Flash's file). Every layer attends over a
+    sliding window of one ``head_dim``-wide latent (a single KV head, whatever ``num_key_value_heads``
+    says) and routes to ``n_routed_experts`` with a shared expert; ``compress_ratios[i]`` adds a compressed
+    cache to layer ``i`` (4: with an indexer, ``index_n_heads`` x ``index_head_dim``, choosing
+    ``index_topk`` entries; 128: attended whole); entries past ``num_hidden_layers`` are the MTP layer's,
+    which vLLM builds only for speculative decoding. vLLM's config class has no defaults for these fields:
+    a file without them stops the engine, so they are required here too."""
+    layers = a["num_layers"]
+    ratios = _list(cfg, "compress_ratios")
+    if (
+        ratios is None
+        or len(ratios) < layers
+        or any(isinstance(r, bool) or r not in _COMPRESS_RATIOS for r in ratios[:layers])
+    ):
+        raise ConfigError(
+            "compress_ratios",
+            f"is {ratios!r:.40}; expected a list of at least {layers} entries (one per layer, the MTP "
+            "layer's after them), each 0 (sliding window only), 4 or 128 (vLLM's compressor takes no other)",
+        )
+    compress = [int(r) if r > 1 else 0 for r in ratios[:layers]]
+    if 128 in compress and 4 not in compress:
+        # Without a ratio-4 layer there is no indexer to ask for the block-outermost layout, so vLLM unifies
+        # the caches' pages instead, which it cannot do for MLA pages of other sizes (the CPU engine: "page
+        # size is not divisible by the maximum page size and cannot be padded"), and stops at start.
+        raise ConfigError(
+            "compress_ratios",
+            "has ratio-128 layers but no ratio-4 layer: without an indexer vLLM 0.32 unifies the caches' "
+            "pages, cannot pad the compressed latents' and stops at start; accepted: at least one ratio-4 "
+            "layer, or no compressed layer",
+        )
+    heads = a["num_attention_heads"]
+    o_groups = _int(cfg, ("o_groups",))
+    if heads % o_groups:
+        raise ConfigError("o_groups", f"is {o_groups}; expected a divisor of num_attention_heads ({heads})")
+    rope = _int(cfg, ("qk_rope_head_dim",))
+    if rope >= a["head_dim"]:
+        raise ConfigError("qk_rope_head_dim", f"is {rope}; expected less than head_dim ({a['head_dim']})")
+    expert_dtype = cfg.get("expert_dtype", "fp4")
+    if expert_dtype not in _DEEPSEEK_V4_EXPERT_DTYPES:
+        raise ConfigError(
+            "expert_dtype",
+            f"is {expert_dtype!r:.40}; expected one of {', '.join(_DEEPSEEK_V4_EXPERT_DTYPES)}",
+        )
+    extra: dict[str, Any] = {
+        "compressed_attention": True,
+        "sliding_window": _int(cfg, ("sliding_window",)),
+        "q_lora_rank": _int(cfg, ("q_lora_rank",)),
+        "qk_rope_head_dim": rope,
+        "o_groups": o_groups,
+        "o_lora_rank": _int(cfg, ("o_lora_rank",)),
+        "hyper_connections": _int(cfg, ("hc_mult",)),
+        "hash_layers": min(layers, _int(cfg, ("num_hash_layers",), minimum=0)),
+        **_routing(cfg, ("n_routed_experts",), ("num_experts_per_tok",)),
+        "moe_intermediate_size": _int(cfg, ("moe_intermediate_size",)),
+        "shared_expert_intermediate_size": _int(cfg, ("moe_intermediate_size",))
+        * _int(cfg, ("n_shared_experts",), minimum=0, default=0),
+        "expert_score_bias": cfg.get("topk_method") == "noaux_tc",
+    }
+    if 4 in compress:
+        extra.update(
+            index_head_dim=_int(cfg, ("index_head_dim",)),
+            index_n_heads=_int(cfg, ("index_n_heads",)),
+            index_topk=_int(cfg, ("index_topk",)),
+        )
+    a["num_kv_heads"] = 1
+    return _Read(
+        ["mla"] * layers,
+        ["moe"] * layers,
+        [0] * layers,
+        [0] * layers,
+        extra,
+        compress_ratios=compress,
+    )
+
+
 def _read_step3p5(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     """Step-3.5 (vLLM's step3p5.py over its Step3p5Config): every layer attends with grouped-query attention
     (``num_attention_groups`` KV heads; ``att_impl_type`` must be GQA), q/k norms per head, a sigmoid gate per
@@ -3033,7 +3197,7 @@ def architecture_from_config(
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
         "intermediate_size": _int(
-            cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas") else None
+            cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas", "deepseek_v4") else None
         )
         if model_type not in ("falcon", "gpt2", "opt", "gptj", "bloom", "gpt_bigcode")
         else _classic_mlp_width(cfg, model_type, hidden),
@@ -3044,6 +3208,8 @@ def architecture_from_config(
         read = _read_gemma4(cfg, a)
     elif family == "mimo_v2":
         read = _read_mimo_v2(cfg, a)
+    elif family == "deepseek_v4":
+        read = _read_deepseek_v4(cfg, a)
     elif family == "step3p5":
         read = _read_step3p5(cfg, a)
     elif family == "nas":
@@ -3134,8 +3300,9 @@ def architecture_from_config(
                 # gpt-oss: a sink per head in every attention layer.
                 sinks=(sink or model_type == "gpt_oss") and m in ATTENTION_MIXERS,
                 q_heads=q if m in ATTENTION_MIXERS else 0,
+                compress_ratio=c,
             )
-            for m, f, w, k, d, shared, v, sink, q in zip(
+            for m, f, w, k, d, shared, v, sink, q, c in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
@@ -3145,6 +3312,7 @@ def architecture_from_config(
                 read.v_head_dims or [0] * len(read.mixers),
                 read.sinks or [False] * len(read.mixers),
                 read.q_heads or [0] * len(read.mixers),
+                read.compress_ratios or [0] * len(read.mixers),
                 strict=True,
             )
         ),

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from capacity.architecture import Architecture
 from capacity.errors import CapacityError
 from capacity.quantization import WeightFormat
 
-__all__ = ["GPU", "gpu_ids", "gpu_spec", "native_support"]
+__all__ = ["GPU", "attention_support", "gpu_ids", "gpu_spec", "native_support"]
 
 #: GPU-to-GPU links inside a node that the catalog knows.
 INTERCONNECTS = ("nvlink", "xgmi", "pcie")
@@ -77,6 +78,9 @@ class GPU:
     Triton attention, which dequantize in the kernel (``platforms/cuda.py``; ``tests/conformance/
     test_attention_backends.py`` asks the backends). ``gpus.json``'s ``fp8_kv_cache: false`` marks a GPU
     where it cannot."""
+    compute_capability: str = ""
+    """CUDA's ``major.minor`` (``9.0`` for Hopper) or, for AMD, the gfx target (``gfx942``): which attention
+    kernels vLLM has for a model (:func:`attention_support`)."""
     network_bytes_per_second: float = 50e9
     """Node-to-node bandwidth per GPU, one direction: 400 Gb/s, one ConnectX-7 / 400G NIC per GPU as
     NVIDIA's HGX reference design has it (``network_gb_per_second`` in ``gpus.json`` overrides it; the
@@ -115,6 +119,7 @@ def _from_entry(entry: dict[str, Any]) -> GPU:
         large_gpu_defaults=entry["large_gpu_defaults"],
         native_formats=frozenset(entry["native_formats"]),
         network_bytes_per_second=entry.get("network_gb_per_second", 50.0) * GB,
+        compute_capability=entry["compute_capability"],
         interconnect=entry["interconnect"],
         price_usd_per_hour=entry["price_usd_per_hour"],
     )
@@ -206,3 +211,27 @@ def native_support(gpu: GPU, fmt: WeightFormat) -> str | None:
             "weight-only kernel, so they save memory but compute at bf16 speed"
         )
     return f"{gpu.name} has no native {wanted} kernel in vLLM: expect a slower fallback path"
+
+
+#: CUDA majors with a DeepSeek-V4 attention kernel in vLLM 0.32: FlashMLA's sparse kernels on Hopper and
+#: Blackwell datacenter parts (``DeepseekV4SparseMLABackend.supports_compute_capability``: 9 or 10),
+#: FlashInfer's on SM12x.
+_COMPRESSED_ATTENTION_MAJORS = ("9", "10", "12")
+
+
+def _has_sparse_mla(gpu: GPU) -> bool:
+    return gpu.vendor != "nvidia" or gpu.compute_capability.split(".")[0] in _COMPRESSED_ATTENTION_MAJORS
+
+
+def attention_support(gpu: GPU, arch: Architecture) -> str | None:
+    """Why vLLM 0.32 has no attention kernel for ``arch`` on ``gpu``, or None when it has one. DeepSeek-V4's
+    sparse attention runs on FlashMLA (compute capability 9.x, 10.x), FlashInfer (12.x) and, on AMD, vLLM's
+    ROCm class; an A100 or an Ada GPU (8.x) has none, and vLLM stops at start."""
+    if not arch.compressed_attention or _has_sparse_mla(gpu):
+        return None
+    fits = ", ".join(g.id for g in _GPUS if _has_sparse_mla(g))
+    return (
+        f"{arch.name}'s sparse attention (DeepSeek-V4) runs on vLLM's FlashMLA kernels (compute capability "
+        f"9.x or 10.x) or FlashInfer's (12.x); {gpu.name} is {gpu.compute_capability}, and vLLM has no "
+        f"kernel for it there; accepted GPUs: {fits}"
+    )

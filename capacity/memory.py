@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, STATE_MIXERS, Architecture
@@ -64,6 +65,14 @@ KV_CACHE_DTYPES: dict[str, int | None] = {
     "fp8_e5m2": 1,
 }
 
+#: The KV-cache layout DeepSeek-V4's attention keeps whatever fp8 is asked for (``fp8_ds_mla``): per cached
+#: latent of 512, 448 fp8 values, their 7 one-byte UE8M0 block scales padded to 8, and the 64-wide rotated
+#: part in bf16: 584 bytes (``state_content_bytes``), pages padded to a multiple of 576 bytes (FlashMLA's
+#: stride).
+FP8_DS_MLA = "fp8_ds_mla"
+FP8_DS_MLA_ENTRY_BYTES = 584
+FP8_DS_MLA_PAGE_ALIGNMENT = 576
+
 #: vLLM >= 0.20 subtracts an estimate of CUDA-graph memory from the KV budget
 #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1). Logged estimates are 0.17 to 1.97 GiB per GPU
 #: for dense models (fact sheet, section 1); we reserve 1 GiB, the middle of that range.
@@ -94,6 +103,15 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
             f"KV-cache dtype {kv_cache_dtype!r} is not supported; expected one of "
             f"{', '.join(KV_CACHE_DTYPES)}"
         )
+    if arch.compressed_attention:
+        # DeepseekV4Attention's fp8_ds_mla layout (FlashMLA, and vLLM's CPU and ROCm classes): auto and every
+        # fp8 become it; anything else stops the engine ("fp8_ds_mla layout only supports fp8 kv-cache").
+        if kv_cache_dtype == "auto" or kv_cache_dtype.startswith("fp8"):
+            return FP8_DS_MLA
+        raise CapacityError(
+            f"KV-cache dtype {kv_cache_dtype!r} is not one DeepSeek-V4's attention keeps: vLLM stores its "
+            f"latent as {FP8_DS_MLA} (fp8 with block scales); expected auto or fp8"
+        )
     if kv_cache_dtype != "auto":
         return kv_cache_dtype
     # A checkpoint with a quantized KV cache (ModelOpt kv_cache_quant_algo, compressed-tensors
@@ -105,6 +123,8 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
 def kv_dtype_bytes(arch: Architecture, kv_cache_dtype: str) -> int:
     """Bytes per cached element for a ``--kv-cache-dtype`` value."""
     resolved = resolve_kv_cache_dtype(arch, kv_cache_dtype)
+    if resolved == FP8_DS_MLA:
+        return 1
     size = KV_CACHE_DTYPES.get(resolved)
     return size if size is not None else DTYPE_BYTES[resolved]
 
@@ -130,6 +150,8 @@ def attention_bytes_per_token(
     the bf16 rope key, 656 bytes) plus, for sparse attention, the indexer's fp8 key with one fp32 scale per
     128 values, replicated on every rank."""
     size = kv_dtype_bytes(arch, kv_cache_dtype)
+    if arch.compressed_attention:  # DeepSeek-V4: the sliding window's latent (its compressed caches aside)
+        return FP8_DS_MLA_ENTRY_BYTES
     if arch.attention == "MLA":
         latent = arch.kv_elements_per_token_per_layer * size
         if arch.index_head_dim:
@@ -171,6 +193,10 @@ def kv_cache_bytes_per_token(
     """
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
+    if arch.compressed_attention:
+        resolve_kv_cache_dtype(arch, kv_cache_dtype)
+        growth = sum(Fraction(c.page, c.block) for c in _compressed_attention_caches(arch) if not c.state)
+        return tp * int(growth)
     return tp * sum(
         n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim)
         for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
@@ -356,6 +382,10 @@ def _kv_cache_layout(
 ) -> KVCacheLayout:
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
+    inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
+    if arch.compressed_attention:
+        resolve_kv_cache_dtype(arch, kv_cache_dtype)
+        return _compressed_attention_layout(arch, inflight, max_model_len)
     if arch.attention_free:
         # vLLM's default for an attention-free class: no prefix caching, so Mamba cache mode "none" and
         # mamba_block_size = max_model_len (MambaModelConfig), one block a request.
@@ -374,7 +404,6 @@ def _kv_cache_layout(
         elif mixer in STATE_MIXERS:
             state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
             buckets.setdefault(("mamba", None), []).append((state, layers))
-    inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
     if not buckets:
         return KVCacheLayout(block_size=block_size, bytes_per_block=0, groups=(), inflight_tokens=inflight)
     # vLLM's MambaSpec.max_memory_usage_bytes: 2 + the prefill checkpoint blocks in align mode (MambaMixer2
@@ -436,6 +465,139 @@ def _kv_cache_layout(
         inflight_tokens=inflight,
         max_model_len=max_model_len,
         state_blocks=state_blocks,
+    )
+
+
+#: DeepSeek-V4's cache blocks, in tokens: the sliding-window latent's (``DeepseekV4SWACache``, 64), the
+#: compressed latents' and the indexer's (vLLM forces ``--block-size`` 256 on the model: its sparse MLA and
+#: indexer kernels take no other), and the compressor states' (4 for ratio 4, 8 for ratio 128: a state page
+#: must match a latent page's size).
+DSV4_SWA_BLOCK_TOKENS = 64
+DSV4_BLOCK_SIZE = 256
+DSV4_STATE_BLOCK_TOKENS = {4: 4, 128: 8}
+
+
+@dataclass(frozen=True, slots=True)
+class _Cache:
+    """One KV-cache spec vLLM registers for a DeepSeek-V4 layer: its manager (``full``: every block of the
+    sequence; ``sliding``: the last ``window`` tokens'), the tokens a block covers and its padded page."""
+
+    kind: str
+    block: int
+    window: int | None
+    page: int
+    state: bool = False
+    """A compressor's fp32 state (constant per sequence, not a cache that grows with it)."""
+
+
+def _padded(page: int) -> int:
+    return -(-page // FP8_DS_MLA_PAGE_ALIGNMENT) * FP8_DS_MLA_PAGE_ALIGNMENT
+
+
+def _compressed_attention_caches(arch: Architecture) -> list[_Cache]:
+    """Every cache of every layer, in vLLM's order (``models/deepseek_v4``): the sliding-window latent;
+    on a compressed layer the compressed latents (``256 / ratio`` a block), on ratio-4 layers the indexer's
+    keys (fp8 with an fp32 scale per 128), and a compressor state for each (``2 x overlap x width`` fp32
+    values a token, over a window of ``overlap x ratio`` tokens; ratio-4 windows overlap, 2)."""
+    index_entry = arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+    caches = []
+    for layer in arch.layers:
+        swa_page = _padded(DSV4_SWA_BLOCK_TOKENS * FP8_DS_MLA_ENTRY_BYTES)
+        caches.append(_Cache("sliding", DSV4_SWA_BLOCK_TOKENS, arch.sliding_window, swa_page))
+        ratio = layer.compress_ratio
+        if not ratio:
+            continue
+        per_block = DSV4_BLOCK_SIZE // ratio
+        caches.append(_Cache("full", DSV4_BLOCK_SIZE, None, _padded(per_block * FP8_DS_MLA_ENTRY_BYTES)))
+        widths = [arch.head_dim]
+        if ratio == 4:
+            caches.append(_Cache("full", DSV4_BLOCK_SIZE, None, _padded(per_block * index_entry)))
+            widths.append(arch.index_head_dim)
+        overlap = 2 if ratio == 4 else 1
+        block = DSV4_STATE_BLOCK_TOKENS[ratio]
+        caches += [
+            _Cache("sliding", block, overlap * ratio, _padded(block * 2 * overlap * width * 4), state=True)
+            for width in widths
+        ]
+    return caches
+
+
+def _approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """The chunk in ``[lower_bound, max(values)]`` that pads ``values`` up to its multiples least, the larger
+    on a tie (vLLM's ``_approximate_gcd``)."""
+    if lower_bound > max(values):
+        return lower_bound
+    return min(
+        range(lower_bound, max(values) + 1), key=lambda d: (sum(-x % d for x in values), -d)
+    )
+
+
+def _packed_groups(caches: list[_Cache]) -> list[list[_Cache]]:
+    """vLLM's grouping of caches whose pages differ in a block-outermost layout (DeepSeek-V4's indexer needs
+    one; ``_get_packed_kv_cache_groups``): caches of one manager, block and window form a bucket; a bucket
+    whose page sizes hold equally many caches repeats a pattern and is cut into groups of the same number
+    of repeats (the one padding the buckets least, at least the largest mixed bucket's); an unbalanced
+    bucket stays whole; with no mixed balanced bucket, sliding buckets are cut to the caches a block of the
+    widest bucket fits."""
+    buckets: dict[tuple[str, int, int | None], dict[int, list[_Cache]]] = {}
+    for c in caches:
+        buckets.setdefault((c.kind, c.block, c.window), {}).setdefault(c.page, []).append(c)
+    shapes = [(pages, len({len(v) for v in pages.values()}) == 1) for pages in buckets.values()]
+    most = {id(pages): max(len(v) for v in pages.values()) for pages, _ in shapes}
+    floor = max((most[id(p)] for p, balanced in shapes if balanced and len(p) > 1), default=0)
+    repeats = _approximate_gcd([most[id(p)] for p, b in shapes if b], floor) if floor else None
+
+    def split(pages: dict[int, list[_Cache]], balanced: bool) -> int:
+        return -(-most[id(pages)] // repeats) if balanced and repeats else 1
+
+    def widest(pages: dict[int, list[_Cache]], n: int) -> int:
+        return sum(-(-len(v) // n) * page for page, v in pages.items())
+
+    def state_bucket(pages: dict[int, list[_Cache]]) -> bool:
+        return repeats is None and next(iter(pages.values()))[0].kind == "sliding"
+
+    anchor = max(
+        widest(p, sum(map(len, p.values())) if state_bucket(p) else split(p, b)) for p, b in shapes
+    )
+    groups = []
+    for pages, balanced in shapes:
+        n = split(pages, balanced)
+        if state_bucket(pages):
+            first = next(iter(pages))
+            n = max(n, -(-sum(map(len, pages.values())) // max(anchor // first, 1)))
+        if n == 1:
+            groups.append([c for v in pages.values() for c in v])
+            continue
+        repeat = list(zip(*pages.values(), strict=False))
+        groups += [[c for r in repeat[i::n] for c in r] for i in range(n)]
+    return groups
+
+
+def _compressed_attention_layout(
+    arch: Architecture, inflight: int, max_model_len: int | None
+) -> KVCacheLayout:
+    """DeepSeek-V4's layout: every group's block costs the widest group's pages (vLLM's groups alias one
+    pool, ``bytes_per_block`` their largest), whatever the group; a sequence holds ``cdiv(T, 256)`` blocks in
+    the compressed groups and its windows' blocks (plus the in-flight tokens) in the sliding ones. The cache
+    is one latent, the same on every TP rank."""
+    caches = _compressed_attention_caches(arch)
+    # One page size (no compressed layer): one group of every window, as any model of one kind.
+    groups = _packed_groups(caches) if len({c.page for c in caches}) > 1 else [caches]
+    per_block = max(sum(c.page for c in g) for g in groups)
+    merged: dict[tuple[str, int | None, int], list[int]] = {}
+    for g in groups:
+        entry = merged.setdefault((g[0].kind, g[0].window, g[0].block), [0, 0])
+        entry[0] += len(g)
+        entry[1] += 1
+    return KVCacheLayout(
+        block_size=DSV4_BLOCK_SIZE,
+        bytes_per_block=_padded(per_block),
+        groups=tuple(
+            KVGroup(kind=kind, layers=n, count=count, page_bytes=per_block, bound=window, block_tokens=block)
+            for (kind, window, block), (n, count) in merged.items()
+        ),
+        inflight_tokens=inflight,
+        max_model_len=max_model_len,
     )
 
 

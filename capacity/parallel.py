@@ -81,6 +81,9 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
         reason = f"does not divide {whose} {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
+    elif arch.o_groups % tp:
+        # DeepSeek-V4's grouped output projection: each rank runs o_groups // tp groups (no check; 0 crashes)
+        reason = f"does not divide the {arch.o_groups} output-projection groups of {arch.name} (o_groups)"
     elif arch.state is not None and arch.state.kind in _CHANNEL_STATES and arch.state.conv_channels % tp:
         channels, kind = arch.state.conv_channels, _CHANNEL_STATES[arch.state.kind]
         reason = f"does not divide the {channels} inner channels of {arch.name}'s {kind}"
@@ -227,6 +230,7 @@ def _accepted(arch: Architecture, tp: int) -> bool:
     return (
         all(heads % tp == 0 for heads in arch.attention_head_counts)
         and not _splits_kv_heads_of(arch, tp)
+        and arch.o_groups % tp == 0
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
         and _split_mlp_width(arch, tp) is None

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from capacity.architecture import Architecture
 from capacity.catalog import catalog_architecture, catalog_ids
 from capacity.errors import CapacityError
-from capacity.gpus import GPU, native_support
+from capacity.gpus import GPU, attention_support, native_support
 from capacity.launch import LEADER_RANK, node_args
 from capacity.layout import Layout, layout_error
 from capacity.lora import Lora
@@ -741,6 +741,9 @@ def _plan(
     else:
         budgets = [default_mnbt] + [t for t in BATCHED_TOKEN_CHOICES if t != default_mnbt]
 
+    unsupported = attention_support(gpu, arch)
+    if unsupported is not None:
+        return PlanResult.refused(unsupported)
     if not layouts:
         return PlanResult.refused(_no_layout(arch, limits, req.max_gpus))
     rows = []

@@ -568,7 +568,36 @@ def weight_format(
             f"{where}.quant_method",
             f"is {method!r} ({reason}); expected one of {', '.join(ACCEPTED_METHODS)}",
         )
-    return reader(block, where)
+    fmt = reader(block, where)
+    if config.get("model_type") == "deepseek_v4" and method == "fp8":
+        return _deepseek_v4_fp8(fmt, block, where, config.get("expert_dtype", "fp4"))
+    return fmt
+
+
+def _deepseek_v4_fp8(
+    fmt: WeightFormat, block: Mapping[str, Any], where: str, expert_dtype: Any
+) -> WeightFormat:
+    """vLLM reads a DeepSeek-V4 checkpoint's fp8 block as ``deepseek_v4_fp8`` (``DeepseekV4FP8Config``,
+    ``override_quantization_method``): with ``expert_dtype`` fp4 (the default) the routed experts are MXFP4
+    and the linear layers' block scales are one-byte e8m0 (``is_scale_e8m0``); with fp8 everything is
+    Fp8Config's, float32 scales. Experts in NVFP4 (``moe_quant_algo``) are not read."""
+    algo = block.get("moe_quant_algo")
+    if algo:
+        raise ConfigError(
+            f"{where}.moe_quant_algo",
+            f"is {algo!r:.40} (NVFP4 experts), not read yet; accepted: none (MXFP4)",
+        )
+    if expert_dtype != "fp4" or fmt.weight_block_size is None:
+        return replace(fmt, method="deepseek_v4_fp8")
+    n, k = fmt.weight_block_size
+    e8m0 = Scheme(weight_bits=8, scale_bytes=1, weights_per_scale=n * k, block=(n, k))
+    return replace(
+        fmt,
+        method="deepseek_v4_fp8",
+        label=f"{fmt.label} (e8m0 scales), experts in MXFP4",
+        scheme=e8m0,
+        rules=(*fmt.rules, Rule(kinds=frozenset({"experts"}), scheme=_MXFP4)),
+    )
 
 
 def _quantization_block(

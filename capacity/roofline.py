@@ -18,7 +18,12 @@ from capacity.architecture import ATTENTION_MIXERS, DTYPE_BYTES, Architecture
 from capacity.errors import CapacityError
 from capacity.gpus import GPU
 from capacity.layout import Layout, layout_error
-from capacity.memory import attention_bytes_per_token, resolve_kv_cache_dtype, state_bytes_per_sequence
+from capacity.memory import (
+    FP8_DS_MLA_ENTRY_BYTES,
+    attention_bytes_per_token,
+    resolve_kv_cache_dtype,
+    state_bytes_per_sequence,
+)
 
 __all__ = [
     "ALLREDUCE_LATENCY_SECONDS",
@@ -161,6 +166,7 @@ class StepModel:
         "comm_bytes_per_token",
         "comm_fixed",
         "comm_per_token",
+        "dense_attention_layers",
         "dense_flops_per_token",
         "dense_weight_bytes",
         "dp",
@@ -240,11 +246,11 @@ class StepModel:
                 wide = width / (2 * arch.head_dim) if layer.mixer != "mla" and arch.head_dim else 1.0
                 heads = arch.heads_of(layer) / arch.num_attention_heads
                 widths["full" if layer.mixer == "mla" else layer.mixer] += wide * heads
-        self.full_kv_per_token = per_kind["full"]
+        self.full_kv_per_token: float = per_kind["full"]
         # DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8 key,
         # then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode, ``index_topk``).
         self.topk = arch.index_topk if arch.attention == "MLA" and arch.index_head_dim else 0
-        self.sparse_kv_per_token = 0
+        self.sparse_kv_per_token: float = 0
         self.index_flops_per_ctx_token = 0.0
         if self.topk:
             index_page = arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)  # fp8 key + fp32 scales
@@ -255,10 +261,13 @@ class StepModel:
             self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * (
                 arch.num_full_attention_layers
             )
-        self.sliding_kv_per_token = per_kind["sliding"]
+        self.sliding_kv_per_token: float = per_kind["sliding"]
         self.chunked_kv_per_token = per_kind["chunked"]
         self.window = arch.sliding_window or 0
         self.chunk = arch.attention_chunk_size or 0
+        self.dense_attention_layers = 0.0
+        if arch.compressed_attention:
+            self._compressed_attention(arch, widths)
         # Mamba / linear-attention states are read and written back whole every step.
         self.state_bytes = 2 * state_bytes_per_sequence(arch, tp) * arch.num_state_layers
         self.layers = arch.num_layers
@@ -266,7 +275,9 @@ class StepModel:
         # with heads twice as wide): attention FLOPs per context token are per_head x this.
         self.attention_layers = (widths["full"], widths["sliding"], widths["chunked"])
         heads_per_gpu = arch.num_attention_heads / tp
-        if arch.attention == "MLA" and arch.kv_lora_rank is not None:
+        if arch.compressed_attention:
+            per_head = 4 * arch.head_dim  # scores and values over the one shared latent
+        elif arch.attention == "MLA" and arch.kv_lora_rank is not None:
             # Absorbed MLA: scores over the latent plus rope key, values over the latent.
             per_head = 2 * (arch.kv_lora_rank + arch.qk_rope_head_dim) + 2 * arch.kv_lora_rank
         else:
@@ -313,6 +324,25 @@ class StepModel:
         )
         self.comm_fixed, self.comm_per_token = self._communication()
 
+    def _compressed_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
+        """DeepSeek-V4's reads per sequence: every layer its window of latents; a ratio-4 layer the indexer's
+        key of every compressed entry (``T / 4`` of them) and then the latents of the ``index_topk`` it
+        picks; a ratio-128 layer every compressed latent (``T / 128``). Entries are the fp8_ds_mla 584
+        bytes (the indexer's, fp8 with fp32 scales), whole on every rank. The compressor states each step
+        writes one token into (and reads back once per ``ratio`` tokens) are left out: a few KiB."""
+        latent = FP8_DS_MLA_ENTRY_BYTES
+        index = arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+        ratios = [layer.compress_ratio for layer in arch.layers]
+        sparse = ratios.count(4) / 4  # layers' entries per context token
+        dense = ratios.count(128) / 128
+        self.sliding_kv_per_token = len(ratios) * latent
+        self.full_kv_per_token = sparse * index + dense * latent
+        self.sparse_kv_per_token = sparse * latent
+        self.topk = 4 * arch.index_topk  # min(T / 4, top-k) entries = min(T, 4 x top-k) / 4
+        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * sparse
+        widths.update(full=sparse, sliding=float(len(ratios)))
+        self.dense_attention_layers = dense
+
     def weight_bytes(self, batch: float) -> float:
         """Weight bytes streamed per GPU in a step over ``batch`` tokens: dense part plus the expected number
         of distinct experts the tokens route to, ``E * (1 - (1 - k/E) ** batch)`` per MoE layer (uniform
@@ -343,7 +373,8 @@ class StepModel:
         window = min(context_tokens, self.window) if self.window else context_tokens
         chunk = min(context_tokens, self.chunk) if self.chunk else context_tokens
         attended = min(context_tokens, self.topk) if self.topk else context_tokens
-        return full * attended + sliding * window + chunked * chunk
+        dense = self.dense_attention_layers * context_tokens
+        return full * attended + dense + sliding * window + chunked * chunk
 
     def flops(self, batch: float, context_tokens: int) -> float:
         """FLOPs per GPU: ``2 x active parameters x batch`` plus attention over the context."""

@@ -24,11 +24,13 @@ import json
 import math
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
 
 import capacity as cap
+from capacity.memory import FP8_DS_MLA
 
 __all__ = ["main"]
 
@@ -312,10 +314,13 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     arch = cap.load_architecture(args.model)
     # By the dtype stored: the model's own dtype asked for by name (a ModelOpt checkpoint's "auto" is fp8).
     own = arch.dtype if arch.dtype in cap.KV_CACHE_DTYPES else "auto"
-    kv = {
-        arch.dtype: cap.kv_cache_bytes_per_token(arch, kv_cache_dtype=own),
-        "fp8": cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8"),
-    }
+    if arch.compressed_attention:  # DeepSeek-V4 keeps one layout, fp8_ds_mla, whatever is asked
+        kv = {FP8_DS_MLA: cap.kv_cache_bytes_per_token(arch)}
+    else:
+        kv = {
+            arch.dtype: cap.kv_cache_bytes_per_token(arch, kv_cache_dtype=own),
+            "fp8": cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8"),
+        }
     valid_tp = cap.valid_tensor_parallel_sizes(arch, args.gpus_per_node)
     data: dict[str, Any] = {
         "model": arch.name,
@@ -341,6 +346,9 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "sliding_window": arch.sliding_window,
         "sliding_window_layers": arch.num_sliding_window_layers,
         "attention_chunk_size": arch.attention_chunk_size,
+        "compress_ratios": dict(sorted(Counter(layer.compress_ratio for layer in arch.layers).items()))
+        if arch.compressed_attention
+        else {},
         "layer_kinds": dict(sorted(arch.mixer_counts.items())),
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,
@@ -408,12 +416,22 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             if arch.sliding_window
             else "none",
         ),
+        *(("compressed", _compressed_label(arch)),) * arch.compressed_attention,
         ("max context", _max_context(arch)),
         ("valid TP", ", ".join(str(t) for t in valid_tp)),
         ("config read by", CONFIG_READERS[arch.config_reader]),
         *(("warning", w) for w in arch.warnings),
     ]
     return data, _table(rows)
+
+
+def _compressed_label(arch: cap.Architecture) -> str:
+    """DeepSeek-V4's compressed caches: ``21 layers 1 per 4 tokens (top 512 by an indexer), 20 1 per 128``."""
+    ratios = Counter(layer.compress_ratio for layer in arch.layers if layer.compress_ratio)
+    return ", ".join(
+        f"{n} layers 1 latent per {r} tokens" + (f" (top {arch.index_topk} by an indexer)" if r == 4 else "")
+        for r, n in sorted(ratios.items())
+    ) or "none (the window alone)"
 
 
 def _mixer_label(arch: cap.Architecture, mixer: str) -> str:

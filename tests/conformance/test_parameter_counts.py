@@ -106,17 +106,12 @@ def _quantized_fixtures() -> dict[str, dict[str, Any]]:
         config = json.loads((folder / "config.json").read_text())
         hf_quant = folder / "hf_quant_config.json"
         text = config.get("text_config") or {}
-        if folder.name in NOT_READ_FIXTURES:
-            continue
         if "quantization_config" in config or "quantization_config" in text or hf_quant.is_file():
             found[folder.name] = {"config": config} | (
                 {"hf_quant_config": json.loads(hf_quant.read_text())} if hf_quant.is_file() else {}
             )
     return found
 
-
-#: Quantized fixtures whose architecture capacity refuses (tests/unit/test_model_zoo.py's NOT_READ).
-NOT_READ_FIXTURES = {"deepseek-v4-flash"}
 
 #: Quantized fixtures whose vLLM class the CPU build does not build, with its refusal: a check of the CPU
 #: build's kernels and imports, not of the weights (their bytes are held by test_model_zoo.py's arithmetic).

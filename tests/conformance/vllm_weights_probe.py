@@ -48,8 +48,26 @@ from typing import Any
 _DIST: dict[str, bool] = {"ready": False}
 
 
+class _NoEvent:
+    """A CUDA event that records and waits on nothing: DeepSeek-V4's attention (vLLM's CPU class too) makes
+    ``torch.cuda.Event()``s while it is built, which a CPU-only torch refuses ("Tried to instantiate dummy
+    base class Event"). Building on the meta device never runs a stream, so nothing waits on them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def record(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def wait(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
 def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | None) -> dict[str, Any]:
     import torch
+
+    if not torch.cuda.is_available():
+        torch.cuda.Event = _NoEvent  # type: ignore[assignment,misc]  # this probe process only
     from vllm.config import set_current_vllm_config
     from vllm.distributed import (
         destroy_model_parallel,
