@@ -284,8 +284,15 @@ class KVCacheLayout:
         """Blocks vLLM allocates from ``available_bytes`` (``available // bytes_per_block``)."""
         return max(0, available_bytes // self.bytes_per_block) if self.bytes_per_block else 0
 
-    def group_blocks(self, group: KVGroup, tokens: int) -> int:
-        """Blocks one request of ``tokens`` holds in each group of ``group``'s kind."""
+    def group_blocks(
+        self, group: KVGroup, tokens: int, *, inflight: int | None = None, admitted: bool = False
+    ) -> int:
+        """Blocks one request of ``tokens`` reserves in each group of ``group``'s kind, with ``inflight``
+        tokens scheduled and not yet settled (default: the layout's; 0: what a running request holds).
+        A sliding group's figure is vLLM's per-request one (``max_memory_usage``: the window plus one,
+        whatever the request's length); ``admitted``, what the scheduler takes for a request of that length
+        (never more than its own blocks)."""
+        inflight = self.inflight_tokens if inflight is None else inflight
         bs = group.tokens_per_block(self.block_size)
         full = -(-tokens // bs)
         limit = self.max_model_len if self.max_model_len is not None else tokens
@@ -293,10 +300,10 @@ class KVCacheLayout:
             return full
         if group.kind == "sliding" and group.bound is not None:
             # vLLM reserves the window's blocks plus one (the window may not start on a block boundary).
-            span = min(group.bound - 1 + self.inflight_tokens, limit)
-            return min(full + 1, -(-span // bs) + 1)
+            span = min(group.bound - 1 + inflight, limit)
+            return min(full + (not admitted), -(-span // bs) + 1)
         if group.kind == "chunked" and group.bound is not None:
-            return min(full, -(-min(group.bound + self.inflight_tokens, limit) // bs))
+            return min(full, -(-min(group.bound + inflight, limit) // bs))
         return self.state_blocks  # a Mamba / linear-attention state
 
     def shared_blocks(self, prefix_tokens: int) -> int:
@@ -319,11 +326,46 @@ class KVCacheLayout:
         return max(0, prefix_tokens) // align * align
 
     def blocks_per_sequence(self, tokens: int) -> int:
-        """Blocks one request of ``tokens`` holds over every group (at least one)."""
-        return max(1, sum(self.group_blocks(g, tokens) * g.count for g in self.groups))
+        """Blocks one request of ``tokens`` reserves over every group (at least one): vLLM's per-request
+        figure, which its startup check and its logged maximum concurrency use."""
+        return self._over_groups(tokens)
+
+    def _over_groups(self, tokens: int, *, inflight: int | None = None, admitted: bool = False) -> int:
+        blocks = (self.group_blocks(g, tokens, inflight=inflight, admitted=admitted) for g in self.groups)
+        return max(1, sum(n * g.count for n, g in zip(blocks, self.groups, strict=True)))
+
+    def admitted_blocks_per_sequence(self, tokens: int) -> int:
+        """Blocks vLLM 0.32 must find free to admit a request of ``tokens`` (``allocate_slots`` with
+        ``full_sequence_must_fit``, ``scheduler_reserve_full_isl``): its blocks in the full-attention
+        groups, in a sliding or chunked group as many as its window or chunk plus the in-flight tokens
+        need (``max_admission_blocks_per_request``), its states."""
+        return self._over_groups(tokens, admitted=True)
+
+    def held_blocks_per_sequence(self, tokens: int) -> int:
+        """Blocks a running request of ``tokens`` holds once its prompt is in: every block of the
+        full-attention groups, its window's in a sliding group and its chunk's in a chunked one (vLLM frees
+        the blocks that fall behind, ``remove_skipped_blocks``), its states. Only the request being admitted
+        needs the in-flight tokens' blocks besides (:meth:`admitted_blocks_per_sequence`)."""
+        return self._over_groups(tokens, inflight=0, admitted=True)
+
+    def sequences(self, blocks: int, tokens: int, shared_prefix_tokens: int = 0) -> int:
+        """Requests of ``tokens`` that run at once in a pool of ``blocks``: vLLM 0.32 admits a request only
+        when its reservation is free (:meth:`admitted_blocks_per_sequence`) and a running one keeps
+        :meth:`held_blocks_per_sequence`, so ``n`` run when ``n - 1`` held and one reservation fit in the
+        pool less its null block (``BlockPool`` sets one aside). Without sliding or chunked groups the two
+        are equal and this is ``(blocks - 1) // blocks_per_sequence``. The first ``shared_prefix_tokens`` of
+        every request, common to all, are held once (:meth:`shared_blocks`).
+        ``tests/conformance/test_running_sequences.py`` holds this to the engine's scheduler."""
+        usable = blocks - 1
+        shared = self.shared_blocks(min(shared_prefix_tokens, tokens))
+        reserve = self.admitted_blocks_per_sequence(tokens) - shared
+        held = max(1, self.held_blocks_per_sequence(tokens) - shared)
+        if usable < shared + reserve:
+            return 0
+        return 1 + (usable - shared - reserve) // held
 
     def bytes_per_sequence(self, tokens: int) -> int:
-        """Bytes one request of ``tokens`` holds on this GPU."""
+        """Bytes one request of ``tokens`` reserves on this GPU (vLLM's per-request figure)."""
         return self.blocks_per_sequence(tokens) * self.bytes_per_block
 
 
@@ -826,21 +868,22 @@ class KVMemory:
         return self.layout.blocks_per_sequence(tokens)
 
     def sequences(self, tokens: int, max_num_seqs: int) -> int:
-        """Sequences of ``tokens`` that fit at once with ``--max-num-seqs max_num_seqs``."""
-        return self.blocks(max_num_seqs) // self.blocks_per_sequence(tokens)
+        """Sequences of ``tokens`` that run at once with ``--max-num-seqs max_num_seqs``
+        (:meth:`KVCacheLayout.sequences`)."""
+        return self.layout.sequences(self.blocks(max_num_seqs), tokens)
 
     def max_batch(self, tokens: int, cap: int, shared_prefix_tokens: int = 0) -> int:
-        """Largest ``--max-num-seqs`` b <= cap whose b sequences of ``tokens`` fit beside the activation
-        peak that b itself sets (0 when not one fits); the first ``shared_prefix_tokens`` of every
-        sequence, common to all, are held once (:meth:`KVCacheLayout.shared_blocks`)."""
-        shared = self.layout.shared_blocks(min(shared_prefix_tokens, tokens))
-        need = self.blocks_per_sequence(tokens) - shared
+        """Largest ``--max-num-seqs`` b <= cap whose b sequences of ``tokens`` run beside the activation
+        peak that b itself sets (0 when not one fits): b - 1 holding their blocks and one admitted
+        (:meth:`KVCacheLayout.sequences`); the first ``shared_prefix_tokens`` of every sequence, common to
+        all, are held once (:meth:`KVCacheLayout.shared_blocks`)."""
+        layout = self.layout
         lo, hi = 1, cap
-        if hi < 1 or shared + need > self.blocks(1):
+        if hi < 1 or layout.sequences(self.blocks(1), tokens, shared_prefix_tokens) < 1:
             return 0
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if shared + mid * need <= self.blocks(mid):
+            if layout.sequences(self.blocks(mid), tokens, shared_prefix_tokens) >= mid:
                 lo = mid
             else:
                 hi = mid - 1

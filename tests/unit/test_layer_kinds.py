@@ -68,6 +68,49 @@ def test_sliding_and_full_layers_form_groups_of_the_smaller_count():
     assert layout.blocks_per_sequence(4096) == 4096 // 16 + 5 * sliding
 
 
+def test_a_running_request_holds_its_window_and_only_the_admitted_one_reserves_the_in_flight_tokens():
+    """vLLM admits a request when its reservation (window plus in-flight tokens in each sliding group) is
+    free, and a running one frees what falls behind its window: n run when n - 1 held and one reservation
+    fit in the pool less its null block."""
+    arch = c.architecture_from_config(_gemma3())
+    layout = c.kv_cache_layout(arch, max_num_batched_tokens=256, max_model_len=4096)
+    reserve = 4096 // 16 + 5 * (-(-(64 - 1 + 2 * 256) // 16) + 1)
+    held = 4096 // 16 + 5 * (-(-(64 - 1) // 16) + 1)
+    assert layout.blocks_per_sequence(4096) == layout.admitted_blocks_per_sequence(4096) == reserve
+    assert layout.held_blocks_per_sequence(4096) == held
+    assert layout.sequences(reserve, 4096) == 0  # the null block
+    assert layout.sequences(1 + reserve, 4096) == 1
+    assert layout.sequences(1 + reserve + 3 * held + held - 1, 4096) == 4
+    # Shorter than the window: vLLM's per-request figure counts a block more in each sliding group than the
+    # scheduler takes or keeps (the request's own blocks).
+    assert layout.blocks_per_sequence(40) == 3 + 5 * 4
+    assert layout.held_blocks_per_sequence(40) == layout.admitted_blocks_per_sequence(40) == 3 + 5 * 3
+
+
+def test_with_full_attention_alone_a_request_holds_what_it_reserves():
+    arch = c.architecture_from_config(_gemma3(window=0))
+    layout = c.kv_cache_layout(arch, max_num_batched_tokens=256, max_model_len=4096)
+    assert layout.held_blocks_per_sequence(1000) == layout.blocks_per_sequence(1000) == 63
+    assert [layout.sequences(b, 1000) for b in (63, 64, 126, 127)] == [0, 1, 1, 2]
+
+
+def test_the_planners_memory_limit_counts_running_sequences():
+    """gpt-oss-120b on one H100 at 8K (fp8 KV): max_batch is the running count, about twice what
+    counting every request at its reservation gives."""
+    memory = c.KVMemory(
+        c.catalog_architecture("gpt-oss-120b"),
+        c.gpu_spec("h100-sxm"),
+        c.EngineConfig(layout=c.Layout(), kv_cache_dtype="fp8"),
+    )
+    batch = memory.max_batch(8192, 1024)
+    blocks = memory.blocks(batch) - 1  # the null block
+    reserve = memory.layout.admitted_blocks_per_sequence(8192)
+    held = memory.layout.held_blocks_per_sequence(8192)
+    assert reserve + (batch - 1) * held <= blocks < reserve + batch * held
+    assert batch > 1.5 * (blocks // reserve)
+    assert memory.sequences(8192, batch) == memory.layout.sequences(blocks + 1, 8192) >= batch
+
+
 def test_near_equal_kinds_pad_to_the_larger_count():
     """12 sliding + 13 full (gpt-oss-20b + a drafter in vLLM's comment): max < 1.5 x min, so one group of
     13 per kind, the sliding one padded by a layer."""
