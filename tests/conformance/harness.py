@@ -136,23 +136,52 @@ class VllmEnv:
         env.update(extra or {})
         return env
 
-    def run(self, args: list[str], *, stdin: str | None = None, timeout: float = 300.0) -> str:
-        """Run the venv's python; return stdout, or fail the test with the command's stderr tail."""
+    def run(
+        self,
+        args: list[str],
+        *,
+        stdin: str | None = None,
+        timeout: float = 300.0,
+        extra_env: Mapping[str, str] | None = None,
+        stderr_log: Path | None = None,
+    ) -> str:
+        """Run the venv's python; return stdout, or fail the test with the command's stderr tail. The
+        stderr (vLLM's logs) is kept in ``stderr_log`` when given."""
         proc = subprocess.run(
             [str(self.python), *args],
             input=stdin,
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=self.environ(),
+            env=self.environ(extra_env),
             cwd=str(self.scratch),
         )
+        if stderr_log is not None:
+            stderr_log.write_text(proc.stderr)
         if proc.returncode != 0:
             pytest.fail(
                 f"{self.python} {' '.join(args[:1])} exited {proc.returncode}:\n{tail(proc.stderr, 40)}",
                 pytrace=False,
             )
         return proc.stdout
+
+
+OFFLINE_ENGINES_TIMEOUT_SECONDS = 600
+
+
+def offline_engines(
+    vllm_env: VllmEnv, script: str, log_folder: Path, cases: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Run a script built on vllm_offline_engine.py over ``cases`` in one process (one vLLM import, engines
+    in turn on one core), keeping vLLM's log in ``log_folder/engines.log``; its answers by case id."""
+    out = vllm_env.run(
+        [str(HERE / script)],
+        stdin=json.dumps(cases),
+        timeout=OFFLINE_ENGINES_TIMEOUT_SECONDS,
+        extra_env={"VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(1)},
+        stderr_log=log_folder / "engines.log",
+    )
+    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
 
 
 def make_vllm_env() -> VllmEnv:

@@ -30,14 +30,13 @@ scheduling off).
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
 
 import capacity
 
-from .harness import HERE, VllmEnv, omp_threads_bind, tail
+from .harness import VllmEnv, offline_engines
 
 pytestmark = pytest.mark.conformance
 
@@ -46,7 +45,6 @@ pytestmark = pytest.mark.conformance
 KV_BYTES = 300 * 2**20 + 12_345
 MAX_MODEL_LEN = 512
 MAX_NUM_BATCHED_TOKENS = 512
-ENGINES_TIMEOUT_SECONDS = 600
 # The real pattern's block, established by an earlier engine run at 4 GiB (4,285 blocks).
 REAL_BYTES_PER_BLOCK = 1_002_240
 
@@ -161,21 +159,7 @@ def engines(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> dict
                 "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
             }
         )
-    proc = subprocess.run(
-        [str(vllm_env.python), str(HERE / "vllm_deepseek_v4_engine.py")],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=ENGINES_TIMEOUT_SECONDS,
-        env=vllm_env.environ({"VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(1)}),
-        cwd=str(vllm_env.scratch),
-    )
-    (root / "engines.log").write_text(proc.stderr)
-    if proc.returncode != 0:
-        pytest.fail(
-            f"vllm_deepseek_v4_engine.py exited {proc.returncode}:\n{tail(proc.stderr, 40)}", pytrace=False
-        )
-    return {a["id"]: a for a in json.loads(proc.stdout.strip().splitlines()[-1])}
+    return offline_engines(vllm_env, "vllm_deepseek_v4_engine.py", root, cases)
 
 
 def _has_indexer(model: str) -> bool:

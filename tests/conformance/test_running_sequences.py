@@ -28,7 +28,6 @@ tokens = max_num_batched_tokens (the CPU platform turns async scheduling off).
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,7 @@ import pytest
 
 import capacity
 
-from .harness import HERE, VllmEnv, omp_threads_bind, tail
+from .harness import VllmEnv, offline_engines
 from .test_deepseek_v4 import MODELS as DEEPSEEK_V4_MODELS
 
 pytestmark = pytest.mark.conformance
@@ -50,7 +49,6 @@ MAX_TOKENS = 16
 REQUESTS = 16
 RUNNING = 12
 """Requests capacity says run at once in each case's budget; REQUESTS leaves some waiting."""
-ENGINES_TIMEOUT_SECONDS = 600
 
 _TINY = {
     "hidden_size": 128,
@@ -151,21 +149,7 @@ def runs(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> dict[st
                 "max_tokens": MAX_TOKENS,
             }
         )
-    proc = subprocess.run(
-        [str(vllm_env.python), str(HERE / "vllm_scheduler_probe.py")],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=ENGINES_TIMEOUT_SECONDS,
-        env=vllm_env.environ({"VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(1)}),
-        cwd=str(vllm_env.scratch),
-    )
-    (root / "engines.log").write_text(proc.stderr)
-    if proc.returncode != 0:
-        pytest.fail(
-            f"vllm_scheduler_probe.py exited {proc.returncode}:\n{tail(proc.stderr, 40)}", pytrace=False
-        )
-    return {a["id"]: a for a in json.loads(proc.stdout.strip().splitlines()[-1])}
+    return offline_engines(vllm_env, "vllm_scheduler_probe.py", root, cases)
 
 
 def _run(runs: dict[str, dict[str, Any]], case: Case) -> dict[str, Any]:

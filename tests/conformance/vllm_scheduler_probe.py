@@ -14,28 +14,21 @@ Runs in the vLLM venv's python. Reads a JSON list of cases from stdin, each
      "admitted_blocks": [non-null blocks a request held when its prompt was just scheduled, per group],
      "preemptions": requests preempted, "steps": schedule() calls, "finished": requests finished}
 
-Each engine is vLLM's own ``LLM`` (engine core in this process, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``) with
-dummy weights and no tokenizer. Requests are added as token ids (each prompt distinct, so the prefix cache
-shares nothing), then the real ``Scheduler`` and KV-cache manager are stepped directly: ``schedule()``, and
-``update_from_output`` with a made-up ``ModelRunnerOutput`` that samples one token for every request whose
-prompt is in. No forward pass is run (this CPU build cannot run one for every model, and admission depends
-on the blocks alone). Loops are bounded; engines are torn down between cases.
+Each engine is vLLM's own (vllm_offline_engine.py: dummy weights, no tokenizer). Requests are added as
+token ids (each prompt distinct, so the prefix cache shares nothing), then the real ``Scheduler`` and
+KV-cache manager are stepped directly: ``schedule()``, and ``update_from_output`` with a made-up
+``ModelRunnerOutput`` that samples one token for every request whose prompt is in. No forward pass is run
+(this CPU build cannot run one for every model, and admission depends on the blocks alone). Loops are
+bounded; engines are torn down between cases.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import json
-import os
-import sys
 import time
 from typing import Any
 
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-
-# The sibling script: this file runs as a script in vLLM's venv, its folder first on sys.path.
-from vllm_probe import one_line
+# Sibling scripts: this file runs as a script in vLLM's venv, its folder first on sys.path.
+from vllm_offline_engine import answer_cases, core_of
 
 CASE_SECONDS = 120.0
 
@@ -50,8 +43,7 @@ def drive(llm: Any, case: dict[str, Any]) -> dict[str, Any]:
     from vllm.v1.outputs import ModelRunnerOutput
 
     engine = llm.llm_engine
-    core = engine.engine_core
-    core = getattr(core, "engine_core", core)  # InprocClient wraps the EngineCore
+    core = core_of(llm)
     sched = core.scheduler
     kvm = sched.kv_cache_manager
     managers = kvm.coordinator.single_type_managers
@@ -122,44 +114,5 @@ def drive(llm: Any, case: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def run(case: dict[str, Any]) -> dict[str, Any]:
-    from vllm import LLM
-    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
-
-    answer: dict[str, Any] = {"started": False, "error": None, "num_blocks": None}
-    llm = None
-    try:
-        llm = LLM(
-            model=case["model"],
-            load_format="dummy",
-            skip_tokenizer_init=True,
-            enforce_eager=True,
-            kv_cache_memory_bytes=case["kv_cache_memory_bytes"],
-            max_model_len=case["max_model_len"],
-            max_num_batched_tokens=case["max_num_batched_tokens"],
-            max_num_seqs=case["max_num_seqs"],
-        )
-        answer["started"] = True
-        answer.update(drive(llm, case))
-    except Exception as exc:
-        answer["error"] = one_line(f"{type(exc).__name__}: {exc}")
-    finally:
-        del llm
-        gc.collect()
-        cleanup_dist_env_and_memory()
-    return answer
-
-
-def main() -> None:
-    cases = json.load(sys.stdin)
-    out = []
-    for case in cases:
-        with contextlib.redirect_stdout(sys.stderr):  # vLLM logs must not corrupt the JSON answer
-            answer = run(case)
-        out.append({"id": case["id"], **answer})
-    json.dump(out, sys.stdout)
-    sys.stdout.write("\n")
-
-
 if __name__ == "__main__":
-    main()
+    answer_cases(drive)
