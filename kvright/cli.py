@@ -476,6 +476,8 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         > layout.group_blocks(g, args.context)
     }
     per_block = layout.bytes_per_block * tp
+    # What a running request keeps once vLLM frees what falls behind its windows (KVCacheLayout.sequences).
+    held = layout.held_blocks_per_sequence(args.context) * per_block
     kinds = [
         {
             "kind": g.kind,
@@ -492,6 +494,7 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     data = {
         "kv_cache_bytes": total,
         "kv_cache_bytes_per_sequence": per_seq,
+        "held_bytes_per_sequence": held,
         "growth_bytes_per_token": int(growth),
         "block_size": layout.block_size,
         "by_layer_kind": kinds,
@@ -504,7 +507,7 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     }
     rows = [
         ("KV cache", f"{total / GB:.1f} GB ({args.batch} x {args.context:,} tokens, {args.kv_cache_dtype})"),
-        ("per sequence", f"{per_seq / GB:.2f} GB"),
+        ("per sequence", f"{per_seq / GB:.2f} GB reserved, {held / GB:.2f} GB held while it runs"),
         (
             "per GPU",
             f"{total / tp / GB:.1f} GB at TP {tp}"
@@ -555,9 +558,12 @@ def _tpot(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         kv_cache_dtype=args.kv_cache_dtype,
     )
     memory = cap.KVMemory(arch, gpu, config)
-    per_gpu = memory.weights + args.batch * memory.blocks_per_sequence(args.context) * (
-        memory.layout.bytes_per_block
-    )
+    # The batch's blocks as vLLM's scheduler runs it: one request admitted, the rest at what they hold, and
+    # the pool's null block (capacity.KVCacheLayout.sequences).
+    layout = memory.layout
+    blocks = 1 + layout.admitted_blocks_per_sequence(args.context)
+    blocks += (args.batch - 1) * layout.held_blocks_per_sequence(args.context)
+    per_gpu = memory.weights + blocks * layout.bytes_per_block
     fit = memory.sequences(args.context, args.batch)
     warnings = []
     if fit < args.batch:

@@ -169,6 +169,21 @@ def test_kv_json(capsys):
     } <= data.keys()
     assert round(data["kv_cache_bytes"] / 1e9, 1) == 171.8
     assert round(data["kv_to_weight_ratio"], 2) == 1.22
+    assert data["held_bytes_per_sequence"] == data["kv_cache_bytes_per_sequence"]  # full attention alone
+
+
+def test_kv_json_a_sliding_request_holds_less_than_it_reserves(capsys):
+    """gpt-oss alternates 128-token windows with full attention: a running request keeps its windows, not
+    the 16,384 in-flight tokens each sliding group reserves for the request being admitted."""
+    data = run_json(capsys, "kv", "gpt-oss-120b", "--context", "8192", "--batch", "1")
+    reserved, held = data["kv_cache_bytes_per_sequence"], data["held_bytes_per_sequence"]
+    layout = cap.kv_cache_layout(cap.catalog_architecture("gpt-oss-120b"))
+    per_block = reserved // layout.blocks_per_sequence(8192)
+    sliding = [k for k in data["by_layer_kind"] if k["kind"] == "sliding"]
+    assert sliding and held < reserved
+    # A sliding group reserves the context's blocks plus one (window + in-flight tokens exceed it) and holds
+    # cdiv(127, 16) + 1.
+    assert reserved - held == sum(k["groups"] for k in sliding) * (8192 // 16 + 1 - 9) * per_block
 
 
 def test_kv_json_replication_and_sliding_window(capsys):
