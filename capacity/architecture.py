@@ -832,8 +832,8 @@ class Architecture:
 
     @property
     def num_sliding_window_layers(self) -> int:
-        """Layers that use the sliding window (every DeepSeek-V4 layer, its compressed caches besides)."""
-        return self.num_layers if self.compressed_attention else self.mixer_counts["sliding"]
+        """Layers that use the sliding window (:meth:`slides`)."""
+        return sum(map(self.slides, self.layers))
 
     @property
     def num_chunked_layers(self) -> int:
@@ -865,6 +865,11 @@ class Architecture:
     def num_moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts."""
         return sum(1 for layer in self.layers if layer.ffn == "moe")
+
+    def slides(self, layer: Layer) -> bool:
+        """Whether ``layer`` attends over the ``sliding_window``: a sliding layer, or any DeepSeek-V4 layer
+        (its window's latents beside its compressed ones)."""
+        return layer.mixer == "sliding" or (self.compressed_attention and layer.mixer in ATTENTION_MIXERS)
 
     def kv_heads_of(self, layer: Layer) -> int:
         """KV heads of ``layer``'s attention (0 when it has none)."""

@@ -147,7 +147,7 @@ def test_capacity_slides_the_layers_vllm_slides(vllm_reads: dict[str, dict[str, 
         return
     assert answer["error"] is None, f"vLLM could not read {case}: {answer['error']}"
     sliding = _sliding_in_vllm(answer)
-    assert [layer.mixer == "sliding" for layer in arch.layers] == sliding
+    assert [arch.slides(layer) for layer in arch.layers] == sliding
     # vLLM's Command R v2 layers take the window + 1 (commandr.py: Cohere's training convention).
     window = answer["sliding_window"] + (arch.model_type == "cohere2") if any(sliding) else None
     assert arch.sliding_window == window
