@@ -135,6 +135,12 @@ def _replication(arch: Architecture, tp: int) -> int:
     return kv_heads_per_gpu(arch, tp) * tp // arch.num_kv_heads if arch.attention != "MLA" else tp
 
 
+def indexer_key_bytes(arch: Architecture) -> int:
+    """One sparse-attention indexer key as vLLM caches it (DeepSeek-V3.2 and V4): ``index_head_dim`` fp8
+    values and an fp32 scale per 128 of them (132 bytes for 128)."""
+    return arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+
+
 def attention_bytes_per_token(
     arch: Architecture,
     kv_heads: int,
@@ -158,7 +164,7 @@ def attention_bytes_per_token(
             if size == 1:
                 rank = arch.kv_lora_rank or 0
                 latent = rank + 4 * -(-rank // 128) + 2 * arch.qk_rope_head_dim
-            latent += arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+            latent += indexer_key_bytes(arch)
         return latent
     k = head_dim or arch.head_dim
     return max(1, kv_heads // tp) * (k + (v_head_dim or k)) * size
@@ -541,7 +547,7 @@ def _compressed_attention_caches(arch: Architecture) -> list[_Cache]:
     on a compressed layer the compressed latents (``256 / ratio`` a block), on ratio-4 layers the indexer's
     keys (fp8 with an fp32 scale per 128), and a compressor state for each (``2 x overlap x width`` fp32
     values a token, over a window of ``overlap x ratio`` tokens; ratio-4 windows overlap, 2)."""
-    index_entry = arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+    index_entry = indexer_key_bytes(arch)
     caches = []
     for layer in arch.layers:
         swa_page = _padded(DSV4_SWA_BLOCK_TOKENS * FP8_DS_MLA_ENTRY_BYTES)

@@ -21,6 +21,7 @@ from capacity.layout import Layout, layout_error
 from capacity.memory import (
     FP8_DS_MLA_ENTRY_BYTES,
     attention_bytes_per_token,
+    indexer_key_bytes,
     resolve_kv_cache_dtype,
     state_bytes_per_sequence,
 )
@@ -253,8 +254,7 @@ class StepModel:
         self.sparse_kv_per_token: float = 0
         self.index_flops_per_ctx_token = 0.0
         if self.topk:
-            index_page = arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)  # fp8 key + fp32 scales
-            index_bytes = arch.num_full_attention_layers * index_page
+            index_bytes = arch.num_full_attention_layers * indexer_key_bytes(arch)
             self.sparse_kv_per_token = self.full_kv_per_token - index_bytes
             self.full_kv_per_token = index_bytes
             # q . k for every indexer head and cached token; the indexer's heads are not split over TP.
@@ -331,7 +331,7 @@ class StepModel:
         bytes (the indexer's, fp8 with fp32 scales), whole on every rank. The compressor states each step
         writes one token into (and reads back once per ``ratio`` tokens) are left out: a few KiB."""
         latent = FP8_DS_MLA_ENTRY_BYTES
-        index = arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+        index = indexer_key_bytes(arch)
         ratios = [layer.compress_ratio for layer in arch.layers]
         sparse = ratios.count(4) / 4  # layers' entries per context token
         dense = ratios.count(128) / 128
