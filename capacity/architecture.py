@@ -830,7 +830,7 @@ class Architecture:
         """The widest dense MLP of any layer (0 when every MLP is a mixture of experts)."""
         return max((layer.ffn_width for layer in self.layers), default=0)
 
-    @property
+    @cached_property
     def num_sliding_window_layers(self) -> int:
         """Layers that use the sliding window (:meth:`slides`)."""
         return sum(map(self.slides, self.layers))

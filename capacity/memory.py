@@ -237,11 +237,14 @@ class KVGroup:
     """``full`` (full attention and MLA), ``sliding``, ``chunked`` or ``mamba`` (Mamba-2 and linear
     attention)."""
     layers: int
-    """Layers of this kind (before padding)."""
+    """Layers of this kind (before padding); for DeepSeek-V4, whose layers hold up to five caches of
+    different kinds, the caches of this kind."""
     count: int
     """Groups of this kind: ``cdiv(layers, group_size)``; each needs its own blocks per sequence."""
     page_bytes: int
-    """Bytes one block of one layer of this kind takes (padded to the common page for Mamba)."""
+    """Bytes one block of one layer of this kind takes (padded to the common page for Mamba). DeepSeek-V4's
+    packed groups mix caches of different pages, so there it is the whole block of a group (every group's
+    the same: vLLM's groups alias one pool)."""
     bound: int | None = None
     """Window or chunk in tokens (sliding, chunked)."""
     block_tokens: int = 0

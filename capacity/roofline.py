@@ -248,26 +248,20 @@ class StepModel:
                 heads = arch.heads_of(layer) / arch.num_attention_heads
                 widths["full" if layer.mixer == "mla" else layer.mixer] += wide * heads
         self.full_kv_per_token: float = per_kind["full"]
-        # DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8 key,
-        # then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode, ``index_topk``).
-        self.topk = arch.index_topk if arch.attention == "MLA" and arch.index_head_dim else 0
-        self.sparse_kv_per_token: float = 0
-        self.index_flops_per_ctx_token = 0.0
-        if self.topk:
-            index_bytes = arch.num_full_attention_layers * indexer_key_bytes(arch)
-            self.sparse_kv_per_token = self.full_kv_per_token - index_bytes
-            self.full_kv_per_token = index_bytes
-            # q . k for every indexer head and cached token; the indexer's heads are not split over TP.
-            self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * (
-                arch.num_full_attention_layers
-            )
         self.sliding_kv_per_token: float = per_kind["sliding"]
         self.chunked_kv_per_token = per_kind["chunked"]
         self.window = arch.sliding_window or 0
         self.chunk = arch.attention_chunk_size or 0
+        # Sparse attention: per-token latents read for the top-k cached tokens only (``sparse_kv_per_token``,
+        # up to ``topk`` tokens), the indexer's keys for every one (in ``full_kv_per_token``).
+        self.topk = 0
+        self.sparse_kv_per_token: float = 0
+        self.index_flops_per_ctx_token = 0.0
         self.dense_attention_layers = 0.0
         if arch.compressed_attention:
             self._compressed_attention(arch, widths)
+        elif arch.attention == "MLA" and arch.index_head_dim and arch.index_topk:
+            self._sparse_attention(arch)
         # Mamba / linear-attention states are read and written back whole every step.
         self.state_bytes = 2 * state_bytes_per_sequence(arch, tp) * arch.num_state_layers
         self.layers = arch.num_layers
@@ -323,6 +317,19 @@ class StepModel:
             else efficiency.allreduce_latency_seconds * 2
         )
         self.comm_fixed, self.comm_per_token = self._communication()
+
+    def _sparse_attention(self, arch: Architecture) -> None:
+        """DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8
+        key, then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode,
+        ``index_topk``)."""
+        index_bytes = arch.num_full_attention_layers * indexer_key_bytes(arch)
+        self.topk = arch.index_topk
+        self.sparse_kv_per_token = self.full_kv_per_token - index_bytes
+        self.full_kv_per_token = index_bytes
+        # q . k for every indexer head and cached token; the indexer's heads are not split over TP.
+        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * (
+            arch.num_full_attention_layers
+        )
 
     def _compressed_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
         """DeepSeek-V4's reads per sequence: every layer its window of latents; a ratio-4 layer the indexer's
