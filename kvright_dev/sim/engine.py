@@ -11,13 +11,18 @@ matter for latency and capacity:
   in admission order: each decoding request takes one token, a request still prefilling takes the next
   chunk of its prompt that the budget leaves (chunked prefill);
 - then waiting requests are admitted, first come first served, while a seat is free (at most
-  ``max_num_seqs`` run), the budget has tokens left and the free KV blocks hold the prompt plus one
-  token (blocks of ``block_size`` tokens); a prompt larger than what is left is chunked over later steps;
-- the step that completes a prompt's prefill samples its first token; every later step one more;
-- a decoding request takes a new block each time its context crosses a block; when none is free, the
-  most recently admitted request is preempted (recompute mode: its blocks are freed, it goes back to
-  the head of the queue, and its prompt plus the tokens it already produced are prefilled again on
-  readmission, without emitting a token twice).
+  ``max_num_seqs`` run), the budget has tokens left and the free KV blocks hold what the request must
+  reserve (``blocks_admitted``: by default its prompt plus one token, in blocks of ``block_size``
+  tokens); a prompt larger than what is left is chunked over later steps; one block of the pool is
+  vLLM's null block, never handed out;
+- the step that completes a prompt's prefill samples its first token, and the request keeps only what a
+  running request holds (``blocks_held``); every later step samples one more;
+- a decoding request takes the blocks its context needs as it grows (``blocks_held``: by default a new
+  block each time its context crosses one; with capacity's KV-cache layout, only the full-attention
+  groups grow once a sliding group holds its window, as vLLM frees the blocks behind it); when too few
+  are free, the most recently admitted request is preempted (recompute mode: its blocks are freed, it
+  goes back to the head of the queue, and its prompt plus the tokens it already produced are prefilled
+  again on readmission, without emitting a token twice).
 
 How long a step takes is not this module's business: ``step_seconds`` (:mod:`kvright_dev.sim.physics`)
 prices a :class:`StepWork`. Bookkeeping is per event (a request joining, crossing a block, finishing),
@@ -60,6 +65,9 @@ class SimRequest:
     """While decoding: generated = engine step count - offset."""
     epoch: int = 0
     """Bumped on preemption, so events scheduled for an earlier admission are ignored."""
+    grow_at: int = 0
+    """While decoding: the context at which it next checks for blocks (a multiple of the engine's
+    ``block_size``)."""
 
     @property
     def context_tokens(self) -> int:
@@ -115,7 +123,12 @@ class Engine:
     """Continuous batching with chunked prefill over a virtual clock.
 
     ``step_seconds(work)`` is one engine step without noise. ``noise`` is the relative standard deviation
-    of a step's duration (Gaussian, clipped at +-3 sigma).
+    of a step's duration (Gaussian, clipped at +-3 sigma). ``blocks_held(tokens)`` is how many blocks a
+    running request of ``tokens`` holds, ``blocks_admitted(tokens)`` how many admitting one takes
+    (default, both: ``ceil(tokens / block_size)``, one full-attention group;
+    :func:`kvright_dev.sim.physics.build_engine` passes capacity's ``KVCacheLayout``
+    ``held_blocks_per_sequence`` and ``admitted_blocks_per_sequence``);
+    ``blocks_held`` may grow only where ``tokens`` crosses a multiple of ``block_size``.
     """
 
     def __init__(
@@ -129,6 +142,8 @@ class Engine:
         max_num_batched_tokens: int = 8192,
         noise: float = 0.0,
         seed: int = 0,
+        blocks_held: Callable[[int], int] | None = None,
+        blocks_admitted: Callable[[int], int] | None = None,
     ) -> None:
         problems = []
         if max_num_seqs < 1:
@@ -149,13 +164,15 @@ class Engine:
         self.max_num_seqs = max_num_seqs
         self.num_gpu_blocks = num_gpu_blocks
         self.block_size = block_size
+        self._blocks_held = blocks_held
+        self._blocks_admitted = blocks_admitted
         self.max_model_len = max_model_len
         self.max_num_batched_tokens = max_num_batched_tokens
         self.noise = noise
         self.rng = random.Random(seed)
         self.now = 0.0
         self.steps = 0
-        self.free_blocks = num_gpu_blocks
+        self.free_blocks = num_gpu_blocks - 1  # less the null block
         self.waiting: deque[SimRequest] = deque()
         self.running: dict[int, SimRequest] = {}
         """Admitted requests by id, in admission order (decoding and prefilling)."""
@@ -182,11 +199,9 @@ class Engine:
                 f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
                 "completion). Please reduce the length of the messages or completion."
             )
-        if self._blocks_for(prompt_tokens + max_tokens) > self.num_gpu_blocks:
-            return (
-                f"request needs {self._blocks_for(prompt_tokens + max_tokens)} KV blocks; "
-                f"the cache holds {self.num_gpu_blocks}"
-            )
+        need = max(self._blocks_for(prompt_tokens + max_tokens), self._admission(prompt_tokens + 1))
+        if need > self.num_gpu_blocks - 1:
+            return f"request needs {need} KV blocks; the cache holds {self.num_gpu_blocks - 1}"
         return None
 
     def submit(self, *, prompt_tokens: int, max_tokens: int, at: float | None = None) -> SimRequest:
@@ -213,19 +228,28 @@ class Engine:
 
     @property
     def kv_cache_usage(self) -> float:
-        return (self.num_gpu_blocks - self.free_blocks) / self.num_gpu_blocks
+        usable = self.num_gpu_blocks - 1
+        return (usable - self.free_blocks) / usable if usable else 0.0
 
     def generated(self, request: SimRequest) -> int:
         """Tokens ``request`` has produced so far."""
         return self.steps - request.offset if request.decoding else request.generated
 
     def _blocks_for(self, tokens: int) -> int:
+        if self._blocks_held is not None:
+            return self._blocks_held(tokens)
         return math.ceil(tokens / self.block_size)
+
+    def _admission(self, tokens: int) -> int:
+        if self._blocks_admitted is not None:
+            return self._blocks_admitted(tokens)
+        return self._blocks_for(tokens)
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _schedule_block(self, request: SimRequest) -> None:
-        # The step at which it needs blocks_for(context + 1) > its blocks: context + 1 = blocks x size + 1.
-        due = max(self.steps, request.blocks * self.block_size - request.prompt_tokens + request.offset)
+        # The step at which its context reaches grow_at, so that its next token (context + 1) is the first
+        # of a block: context = prompt + steps - offset.
+        due = max(self.steps, request.grow_at - request.prompt_tokens + request.offset)
         self._block_due.setdefault(due, []).append((request, request.epoch))
 
     def _leave(self, request: SimRequest) -> None:
@@ -271,16 +295,18 @@ class Engine:
             return _idle()
         start = self.now
         preempted = 0
-        # Grow: decoding requests whose next token starts a block need one; out of blocks, preempt.
+        # Grow: decoding requests whose next token starts a block take what it needs; short, preempt.
         for request, epoch in self._block_due.pop(self.steps, ()):
             if request.epoch != epoch:
                 continue  # preempted or finished since
-            while self.free_blocks < 1 and request.epoch == epoch:
+            need = self._blocks_for(request.grow_at + 1) - request.blocks
+            while self.free_blocks < need and request.epoch == epoch:
                 self._preempt_newest()
                 preempted += 1
             if request.epoch == epoch:
-                self.free_blocks -= 1
-                request.blocks += 1
+                self.free_blocks -= max(need, 0)
+                request.blocks += max(need, 0)
+                request.grow_at += self.block_size
                 self._schedule_block(request)
         # Schedule: decodes take a token each, then prefill chunks of running requests, then admissions.
         budget = max(0, self.max_num_batched_tokens - self.decoding)
@@ -293,7 +319,7 @@ class Engine:
             budget -= chunk
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             head = self.waiting[0]
-            need = self._blocks_for(head.context_tokens + 1)
+            need = self._admission(head.context_tokens + 1)
             if need > self.free_blocks:
                 break
             self.waiting.popleft()
@@ -334,7 +360,8 @@ class Engine:
             request.prefilled += chunk
             if request.prefilled < request.prefill_target:
                 continue
-            # The prefill is complete: this step samples its next token.
+            # The prefill is complete: this step samples its next token, and blocks the request no longer
+            # needs (behind a sliding window) go back.
             del self.prefilling[request.request_id]
             if request.preemptions == 0:
                 self.prompt_tokens_total += request.prompt_tokens
@@ -345,10 +372,17 @@ class Engine:
             if request.generated >= request.max_tokens:
                 finished.append(self._finish(request))
                 continue
+            held = self._blocks_for(request.context_tokens)
+            if held < request.blocks:
+                self.free_blocks += request.blocks - held
+                request.blocks = held
             request.decoding = True
             request.offset = self.steps - request.generated
             self.decoding += 1
             self.decode_context_tokens += request.context_tokens
+            # Admitted with blocks for its context then (one token fewer than now): the next check is at
+            # the first multiple of block_size at or past its context.
+            request.grow_at = -(-request.context_tokens // self.block_size) * self.block_size
             self._schedule_block(request)
             self._finish_due.setdefault(request.offset + request.max_tokens, []).append(
                 (request, request.epoch)

@@ -304,11 +304,17 @@ def build_engine(args: ServeArgs) -> tuple[Engine, dict[str, str]]:
     # A pipeline's stages each hold 1/pp of the layers and run in turn: per step, the replica streams
     # what one TP group would (PP adds capacity, not speed); data-parallel ranks run side by side.
     facts = ModelFacts.of(arch, gpu, tensor_parallel_size=tp, kv_cache_dtype=args.kv_cache_dtype)
+    # What a request reserves to be admitted and holds while it runs is vLLM's layout too: a sliding-window
+    # group keeps its window's blocks (vLLM frees those behind it), so only full-attention groups grow with
+    # the context. Blocks change only where the context crosses a block of some group.
+    kv = memory.layout
     engine = Engine(
         step_seconds=step_function(facts, profile),
         max_num_seqs=args.max_num_seqs,
         num_gpu_blocks=blocks,
-        block_size=args.block_size,
+        block_size=math.gcd(*(g.tokens_per_block(kv.block_size) for g in kv.groups)),
+        blocks_held=kv.held_blocks_per_sequence,
+        blocks_admitted=kv.admitted_blocks_per_sequence,
         max_model_len=max_model_len,
         max_num_batched_tokens=mnbt,
         noise=profile.step_noise,

@@ -14,7 +14,15 @@ import pytest
 
 import capacity
 from kvright_dev.sim.engine import Engine, Finished, StepWork
-from kvright_dev.sim.physics import RANGES, GPUProfile, ModelFacts, cold_start_seconds, step_function
+from kvright_dev.sim.physics import (
+    RANGES,
+    GPUProfile,
+    ModelFacts,
+    build_engine,
+    cold_start_seconds,
+    step_function,
+)
+from kvright_dev.sim.server import parse_command_line
 
 H100 = capacity.gpu_spec("h100-sxm")
 LLAMA_8B = capacity.load_architecture("llama-3.1-8b")
@@ -117,6 +125,37 @@ def test_preemption_when_kv_blocks_run_out_and_none_with_room() -> None:
     assert tight_preemptions > 0
     assert roomy_preemptions == 0
     assert tight_outputs == roomy_outputs == [400] * 16  # recomputed, not lost or cut short
+
+
+def test_a_sliding_window_model_runs_the_sequences_capacity_plans() -> None:
+    # Gemma 3 27B: 52 of its 62 layers slide over 1,024 tokens. vLLM's layout (capacity's) puts them in six
+    # sliding groups beside one full-attention group; a running 6,000-token request holds 765 blocks (375
+    # full, 65 in each sliding group: vLLM frees those behind the window), while the one being admitted
+    # reserves its whole 5,800-token prompt, one chunk under the 8,192-token budget, in every group: 2,625.
+    # In 8,000 blocks (one the null block) capacity plans 1 + (7,999 - 2,625) // 765 = 8 sequences. A
+    # simulator that counts the cache as one group of 16-token blocks (375 a request) runs all 12 at once.
+    blocks, prompt, output = 8000, 5800, 200
+    flags = f"--gpu h100-sxm --max-model-len 8192 --num-gpu-blocks-override {blocks} --max-num-seqs 64"
+    args = parse_command_line(["serve", "gemma-3-27b", *flags.split()])
+    e, _ = build_engine(args)
+    layout = capacity.kv_cache_layout(
+        capacity.load_architecture("gemma-3-27b"),
+        max_num_batched_tokens=capacity.default_max_num_batched_tokens(H100),
+    )
+    planned = layout.sequences(blocks, prompt + output)
+    assert (layout.held_blocks_per_sequence(6000), layout.admitted_blocks_per_sequence(6000)) == (765, 2625)
+    assert planned == 8
+    for _ in range(12):
+        e.submit(prompt_tokens=prompt, max_tokens=output)
+    peak, outputs = 0, []
+    for _ in range(20_000):
+        if not e.busy:
+            break
+        outputs += [f.output_tokens for f in e.step().finished]
+        peak = max(peak, len(e.running))
+    assert peak == planned
+    assert e.preemptions_total == 0
+    assert outputs == [output] * 12
 
 
 def test_cold_start_is_the_fixed_part_plus_weights_over_the_load_bandwidth() -> None:
