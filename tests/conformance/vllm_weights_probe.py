@@ -63,11 +63,22 @@ class _NoEvent:
         pass
 
 
+def _amx_tiles() -> bool:
+    """What this probe tells vLLM's CPU kernels of the CPU: AMX tiles, as on the Intel Sapphire Rapids (and
+    newer) CPUs the CPU build serves FP8 and MXFP4 weights on. Its FP8 GEMM and MXFP4 MoE kernels refuse to be
+    chosen without them ("requires AMX tile support"), which would stop the build of every such checkpoint on
+    an AMD or older Intel CPU; the tensors a layer registers are its quantization method's whatever kernel
+    would serve them, and on the meta device no kernel runs. FP8 kernels that also need AMX-FP8 (Granite
+    Rapids) still ask the CPU, so the kernel chosen is the one a Sapphire Rapids CPU gets."""
+    return True
+
+
 def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | None) -> dict[str, Any]:
     import torch
 
     if not torch.cuda.is_available():
         torch.cuda.Event = _NoEvent  # type: ignore[assignment,misc]  # this probe process only
+        torch.cpu._is_amx_tile_supported = _amx_tiles  # this probe process only
     from vllm.config import set_current_vllm_config
     from vllm.distributed import (
         destroy_model_parallel,
