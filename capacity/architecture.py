@@ -109,6 +109,7 @@ FAMILIES: dict[str, str] = {
     "Ernie4_5_MoeForCausalLM": "moe",
     "OlmoeForCausalLM": "moe",
     "HunYuanMoEV1ForCausalLM": "moe",
+    "BailingMoeForCausalLM": "moe",  # Ling / Ling-Coder 1.x: the same vLLM class as 2.0
     "BailingMoeV2ForCausalLM": "moe",  # Ling / Ring 2.0
     "ExaoneMoeForCausalLM": "moe",  # K-EXAONE
     "ExaoneMoEForCausalLM": "moe",
@@ -119,6 +120,7 @@ FAMILIES: dict[str, str] = {
     "GptOssForCausalLM": "moe",
     "Llama4ForCausalLM": "moe",
     "Llama4ForConditionalGeneration": "moe",
+    "DeepseekForCausalLM": "moe",  # DeepSeek-MoE: vLLM's DeepSeek-V2 class with standard attention
     "DeepseekV2ForCausalLM": "mla",
     "DeepseekV3ForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
@@ -223,6 +225,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "gpt_oss": "moe",
     "llama4": "moe",
     "llama4_text": "moe",
+    "deepseek": "moe",
     "deepseek_v2": "mla",
     "deepseek_v3": "mla",
     "deepseek_v32": "mla",
@@ -264,39 +267,22 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
 }
 
 #: transformers' documented defaults for fields real configs leave out (``PretrainedConfig`` subclasses'
-#: ``__init__`` defaults), per ``model_type``. Only what real files are known to omit.
+#: ``__init__`` defaults), per ``model_type``. Only what real files are known to omit, beyond the defaults the
+#: engine's own classes state in ``vllm_config_types.json`` (tied embeddings everywhere, a sub-config's
+#: sizes), which :func:`_with_defaults` applies beneath these.
 TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
-    # Gemma3TextConfig: the Gemma 3 4B files rely on these for heads, KV heads and head_dim.
-    "gemma3_text": {
-        "vocab_size": 262208,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "max_position_embeddings": 131072,
-        "sliding_window": 4096,
-        "sliding_window_pattern": 6,
-        "tie_word_embeddings": True,
-    },
+    # Gemma3TextConfig: its sizes, which the Gemma 3 4B files leave to it for heads, KV heads and head_dim,
+    # are the engine's (config_defaults, for a text_config); a file that leaves the window out slides at
+    # 4096, every 6th layer global.
+    "gemma3_text": {"sliding_window": 4096, "sliding_window_pattern": 6},
     # Gemma4TextConfig: per-layer embeddings unless a file says 0; global layers 512 wide; every 6th layer
     # global where no layer_types is stated.
     "gemma4_text": {
-        "vocab_size": 262144,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 30,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
         "global_head_dim": 512,
-        "max_position_embeddings": 131072,
         "sliding_window": 512,
         "sliding_window_pattern": 6,
         "hidden_size_per_layer_input": 256,
         "vocab_size_per_layer_input": 262144,
-        "tie_word_embeddings": True,
     },
     # MiMoV2FlashConfig: 192-wide keys and 128-wide values unless a file says otherwise (vLLM reads the
     # config class's attributes; MiMo-V2.5's own config code, model type mimo_v2, has no such defaults).
@@ -316,47 +302,35 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "att_impl_type": "GQA",
         "use_head_wise_attn_gate": False,
     },
-    # SiglipVisionConfig (Gemma 3's vision tower).
-    "siglip_vision_model": {
-        "hidden_size": 768,
-        "intermediate_size": 3072,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 12,
-        "num_channels": 3,
-        "image_size": 224,
-        "patch_size": 16,
-    },
     # MistralConfig and Gemma2Config: a file that leaves the window out slides at 4096 (Mistral 7B v0.2 on
     # state null, which stays null).
-    "mistral": {"sliding_window": 4096, "tie_word_embeddings": False},
-    "cohere": {"tie_word_embeddings": True},
-    "gemma2": {"sliding_window": 4096, "sliding_window_pattern": 2, "tie_word_embeddings": True},
-    "gemma3": {"sliding_window_pattern": 6, "tie_word_embeddings": True},
+    "mistral": {"sliding_window": 4096},
+    "gemma2": {"sliding_window": 4096, "sliding_window_pattern": 2},
+    "gemma3": {"sliding_window_pattern": 6},
     "gpt_oss": {"attention_bias": True, "sliding_window_pattern": 2},
-    "cohere2": {"tie_word_embeddings": True, "sliding_window_pattern": 4},
+    "cohere2": {"sliding_window_pattern": 4},
     # The Qwen classes (and SmolLM3) keep a stated sliding_window off unless use_sliding_window says on.
     **{
         model_type: {"use_sliding_window": False}
         for model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl")
     },
-    "smollm3": {"use_sliding_window": False, "tie_word_embeddings": True},
-    "gemma": {"head_dim": 256, "tie_word_embeddings": True},
-    "falcon": {"multi_query": True, "parallel_attn": True, "bias": False, "tie_word_embeddings": True},
+    "smollm3": {"use_sliding_window": False},
+    "gemma": {"head_dim": 256},
+    "falcon": {"multi_query": True, "parallel_attn": True, "bias": False},
     "glm4": {"head_dim": 128, "attention_bias": True},
     # Glm4vTextConfig has neither head_dim nor attention_bias (vLLM's glm4.py then takes hidden / heads and no
     # q/k/v biases, unless the file states them); Glm4vMoeTextConfig has biases on, and no head_dim either
     # (vLLM's glm4_moe.py needs the file's own).
     "glm4v_moe_text": {"attention_bias": True, "first_k_dense_replace": 1, "n_shared_experts": 1},
     "seed_oss": {"head_dim": 128, "attention_bias": True, "attention_out_bias": False},
-    "starcoder2": {"use_bias": True, "tie_word_embeddings": True},
-    "ernie4_5": {"head_dim": 128, "use_bias": False, "tie_word_embeddings": True},
+    "starcoder2": {"use_bias": True},
+    "ernie4_5": {"head_dim": 128, "use_bias": False},
     # ExaoneMoeConfig derives mlp_layer_types from first_k_dense_replace when a file states none (layer 0
     # dense), and layer_types from the pattern (every 4th layer global).
     "exaone_moe": {"first_k_dense_replace": 1, "num_shared_experts": 1, "sliding_window_pattern": 4},
     # Ernie4_5_MoeConfig: layer 0 dense, the rest MoE; an end index of -1 is the last layer.
     "ernie4_5_moe": {
         "use_bias": False,
-        "tie_word_embeddings": True,
         "moe_layer_start_index": 1,
         "moe_layer_end_index": -1,
         "moe_layer_interval": 1,
@@ -375,7 +349,6 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_conv_bias": True,
         "mamba_proj_bias": False,
         "mamba_rms_norm": False,
-        "tie_word_embeddings": False,
     },
     # MambaConfig / FalconMambaConfig / Mamba2Config: conv bias, no projection biases, time_step_rank "auto"
     # (ceil(hidden / 16)), the inner width expand x hidden; Mamba-1 tied embeddings, Mamba-2 in 128 heads of
@@ -388,7 +361,6 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
             "time_step_rank": "auto",
             "use_bias": False,
             "use_conv_bias": True,
-            "tie_word_embeddings": True,
         }
         for model_type in ("mamba", "falcon_mamba")
     },
@@ -401,7 +373,6 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "expand": 2,
         "use_bias": False,
         "use_conv_bias": True,
-        "tie_word_embeddings": False,
     },
     # JambaConfig (Jamba 1.5 Mini's shape): attention every 8th layer from the 5th, MoE every other from the
     # 2nd; Mamba-1 with a conv bias and no projection biases; mamba_dt_rank "auto" is ceil(hidden / 16).
@@ -418,18 +389,16 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "mamba_dt_rank": "auto",
         "mamba_conv_bias": True,
         "mamba_proj_bias": False,
-        "tie_word_embeddings": False,
     },
     # GPT2Config: 1024 learned positions, the MLP 4 x n_embd unless n_inner says, tied embeddings. OPTConfig:
     # 2048 positions, biases on (enable_bias), pre-norm layers with a final norm, tied embeddings.
-    "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
+    "gpt2": {"n_positions": 1024},
     # GPTJConfig: 2048 positions, an untied LM head (with a bias); BloomConfig: tied, ALiBi.
-    "gptj": {"n_positions": 2048, "tie_word_embeddings": False},
-    "bloom": {"tie_word_embeddings": True},
+    "gptj": {"n_positions": 2048},
     # GPTNeoXConfig: biases on q/k/v and dense (attention_bias), an untied embed_out. GPTBigCodeConfig: one
     # KV head (multi_query), 2048 learned positions, tied.
-    "gpt_neox": {"attention_bias": True, "tie_word_embeddings": False},
-    "gpt_bigcode": {"multi_query": True, "n_positions": 2048, "tie_word_embeddings": True},
+    "gpt_neox": {"attention_bias": True},
+    "gpt_bigcode": {"multi_query": True, "n_positions": 2048},
     # Jais2Config: biases on every attention and MLP projection unless the file says otherwise.
     "jais2": {"attention_bias": True, "mlp_bias": True},
     "opt": {
@@ -437,7 +406,6 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "enable_bias": True,
         "do_layer_norm_before": True,
         "layer_norm_elementwise_affine": True,
-        "tie_word_embeddings": True,
     },
     # Lfm2Config (LFM2-2.6B's shape): every layer attends unless layer_types or full_attn_idxs say otherwise;
     # short convolutions over 3 tokens without biases; the MLP from intermediate_size (block_ff_dim in the
@@ -659,8 +627,9 @@ class Architecture:
     """A sigmoid gate per query head on the attention output, from its own ``hidden x heads`` projection
     (Step-3.5's ``g_proj``, ``use_head_wise_attn_gate``), split across TP ranks by head."""
     """Queries are projected twice as wide to gate the attention output (Qwen3-Next)."""
-    qk_norm: Literal["none", "head", "full"] = "none"
-    """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2)."""
+    qk_norm: Literal["none", "head", "head_layernorm", "full"] = "none"
+    """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2); a
+    per-head LayerNorm, a weight and a bias (Ling's without ``use_rmsnorm``)."""
     norms_per_layer: int = 2
     """Norms of width ``hidden_size`` per layer (2; Gemma 2/3 and GLM-4 have 4; Nemotron-H 1)."""
     norm_bias: bool = False
@@ -1187,15 +1156,19 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     if a.attention_head_gate:
         sharded += weigh("attention", i, h * heads)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
-        return sharded, weigh(None, i, hd if a.qk_norm == "head" else 0), 0.0
+        return sharded, weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
     per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
     replicated = 0.0
-    if a.qk_norm == "head":
-        replicated = weigh(None, i, 2 * hd)
+    if a.qk_norm in _QK_NORM_WIDTHS:
+        replicated = weigh(None, i, _QK_NORM_WIDTHS[a.qk_norm] * hd)
     elif a.qk_norm == "full":
         replicated = weigh(None, i, q_out + a.kv_heads_of(layer) * hd)
     return sharded, replicated, per_head
+
+
+#: Per-head q/k norms: head widths of parameters, for queries and keys (a LayerNorm's bias doubles them).
+_QK_NORM_WIDTHS = {"head": 2, "head_layernorm": 4}
 
 
 def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, float]:
@@ -1394,10 +1367,22 @@ def _dtype(cfg: Mapping[str, Any]) -> str:
     return "bfloat16" if value == "float32" else value  # vLLM's "auto" downcasts float32 checkpoints
 
 
-def _with_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _with_defaults(cfg: Mapping[str, Any], *, nested: bool = False) -> dict[str, Any]:
+    """``cfg`` with what its config class fills in where the file is silent: :data:`TRANSFORMERS_DEFAULTS`,
+    and its class's defaults as the engine's transformers states them (``vllm_config_types.json``): whether
+    embeddings are tied, and for a sub-config (``nested``) the sizes, which transformers leaves out of a
+    sub-config it saves. A top-level file states its sizes (transformers writes them whole), under whichever
+    name its class maps."""
     model_type = cfg.get("model_type")
-    defaults = TRANSFORMERS_DEFAULTS.get(model_type, {}) if isinstance(model_type, str) else {}
-    merged = dict(defaults)
+    merged: dict[str, Any] = {}
+    if isinstance(model_type, str):
+        engine = _engine_vocabulary().config_defaults.get(model_type, {})
+        if nested:
+            merged.update(engine)
+        elif "tie_word_embeddings" in engine:
+            # Left out at any level where it is the base class's default and the class's (Gemma's True).
+            merged["tie_word_embeddings"] = engine["tie_word_embeddings"]
+        merged.update(TRANSFORMERS_DEFAULTS.get(model_type, {}))
     merged.update(cfg)  # a key the file states wins, null too: the config class keeps a stated None
     for alias, standard in _FILE_NAMES.get(model_type, {}).items() if isinstance(model_type, str) else ():
         if alias in cfg:
@@ -1414,15 +1399,6 @@ _FILE_NAMES: dict[str, dict[str, str]] = {
 }
 
 
-#: The text config a wrapper's class makes when its file's ``text_config`` names no model type (Gemma3Config,
-#: Glm4vConfig, Glm46VConfig, Glm4vMoeConfig).
-_DEFAULT_TEXT_TYPES = {
-    "gemma3": "gemma3_text",
-    "glm4v": "glm4v_text",
-    "glm46v": "glm4v_text",
-    "glm4v_moe": "glm4v_moe_text",
-}
-
 #: Text configs a wrapper builds with another model type's class (vLLM's ``init_vllm_registered_model`` with
 #: ``architectures`` set: glm4_1v.py builds Glm4ForCausalLM or Glm4MoeForCausalLM over the GLM-V text config),
 #: read as that type once their own config class's defaults are in.
@@ -1438,18 +1414,33 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(text, Mapping):
             raise ConfigError(key, f"is {text!r:.40}; expected an object")
         merged = dict(text)
+        if any(k in config for k in _DTYPE):  # vLLM takes the top-level dtype first (get_torch_dtype)
+            for k in _DTYPE:
+                merged.pop(k, None)
         for k in (*_DTYPE, "quantization_config", "tie_word_embeddings"):
             if k not in merged and k in config:
                 merged[k] = config[k]
-        top_type = config.get("model_type")
-        if "model_type" not in merged and isinstance(top_type, str) and top_type in _DEFAULT_TEXT_TYPES:
-            merged["model_type"] = _DEFAULT_TEXT_TYPES[top_type]
-        merged.setdefault("model_type", top_type)
-        return _as_language_model(_with_defaults(merged))
+        _name_sub_config_type(merged, config, key)
+        merged.setdefault("model_type", config.get("model_type"))
+        return _as_language_model(_with_defaults(merged, nested=True))
     named = config.get("architectures")
     if config.get("model_type") == "dbrx" or (isinstance(named, list) and "DbrxForCausalLM" in named):
         return _dbrx_fields(_with_defaults(config))
     return _as_language_model(_with_defaults(config))
+
+
+def _name_sub_config_type(sub: dict[str, Any], config: Mapping[str, Any], key: str) -> None:
+    """Give ``sub`` (``config[key]``, copied) the model type its wrapper's class builds for it when it names
+    none (LlavaConfig a Llama, Gemma3Config a gemma3_text: ``sub_config_types``); a text config of a wrapper
+    that builds none is read as the wrapper's own type."""
+    top_type = config.get("model_type")
+    if "model_type" in sub or not isinstance(top_type, str):
+        return
+    built = _engine_vocabulary().sub_config_types.get(top_type, {}).get(key)
+    if built is not None:
+        sub["model_type"] = built
+    elif key != "vision_config":
+        sub["model_type"] = top_type
 
 
 def _as_language_model(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -1508,6 +1499,12 @@ class _EngineVocabulary:
     transformers_architectures: frozenset[str]
     """Its transformers' generation classes, which its Transformers backend may load for a name it does not
     register."""
+    config_defaults: Mapping[str, Mapping[str, Any]]
+    """Per model type, its config class's defaults for the sizes a sub-config may leave out (transformers
+    saves ``text_config`` and ``vision_config`` as their difference from those defaults)."""
+    sub_config_types: Mapping[str, Mapping[str, str]]
+    """Per composite model type, the type it builds for a ``text_config``, ``vision_config`` or
+    ``llm_config`` that names none."""
 
 
 @cache
@@ -1520,6 +1517,8 @@ def _engine_vocabulary() -> _EngineVocabulary:
         architectures_without_model_type=frozenset(doc["architectures_without_model_type"]),
         architectures=frozenset(doc["architectures"]),
         transformers_architectures=frozenset(doc["transformers_architectures"]),
+        config_defaults=doc["config_defaults"],
+        sub_config_types=doc["sub_config_types"],
     )
 
 
@@ -2814,7 +2813,9 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return 0
     if not isinstance(vision, Mapping):
         raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
-    v = _with_defaults(vision)
+    named = dict(vision)
+    _name_sub_config_type(named, config, "vision_config")
+    v = _with_defaults(named, nested=True)
     if _is_glm4v_tower(config, v):
         return _glm4v_vision_parameters(v)
     try:
@@ -3259,12 +3260,22 @@ def architecture_from_config(
     if model_type == "phi" and _bool(cfg, "qk_layernorm", False):
         # Per-head LayerNorms with biases on queries and keys: not the RMSNorm capacity's q/k norm counts.
         raise ConfigError("qk_layernorm", "is true (LayerNorms on q and k), not read yet; accepted: false")
+    shared = _opt_int(cfg, ("num_shared_experts",))
+    if model_type == "bailing_moe" and _bool(cfg, "use_bias", False) and shared:
+        # vLLM's bailing_moe.py builds the shared experts' down projection with a bias and no all-reduce.
+        raise ConfigError(
+            "use_bias",
+            "is true with shared experts, which vLLM 0.32 refuses to build (\"When not reduce the results, "
+            "adding bias to the results can lead to incorrect results\"); accepted: false",
+        )
     if model_type == "gptj" and _bool(cfg, "tie_word_embeddings", False):
         raise ConfigError("tie_word_embeddings", "is true; expected false (vLLM's GPT-J unties its head)")
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))
     extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
     on = built.qk_norm_when is None or _bool(cfg, built.qk_norm_when, False)
     extra.setdefault("qk_norm", built.qk_norm if on else "none")
+    if model_type == "bailing_moe" and extra["qk_norm"] == "head" and not _bool(cfg, "use_rmsnorm", False):
+        extra["qk_norm"] = "head_layernorm"  # vLLM's bailing_moe.py: nn.LayerNorm unless use_rmsnorm
     if model_type == "falcon" and _bool(cfg, "parallel_attn", True):
         # One LayerNorm feeds attention and MLP in parallel; two (ln_attn, ln_mlp) where
         # num_ln_in_parallel_attn is 2, as the new decoder architecture implies.

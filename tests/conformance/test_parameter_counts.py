@@ -26,7 +26,12 @@ capacity leaves out by design: symmetric GPTQ's zero points (Marlin drops them a
 width of a per-row scale's rows (amortized over 4,096 inputs). Those the CPU build cannot build (sparse
 attention, NVFP4 and WNA16 MoE kernels, wrappers whose processors need torchvision) assert its refusal.
 
-Not here: Ling 2.0 (``bailing_moe`` loads only with the checkpoint's own config code), the multimodal
+Ling 1.x and 2.0 (``bailing_moe``) and DeepSeek-MoE (``deepseek``) load only with the checkpoint's own config
+code: their cases are read by a plain config class (``_plain_config``), so vLLM's class reads the case's
+fields as they stand. Where vLLM refuses a file at build, capacity must refuse it too, naming the field
+(``REFUSED_BY_BOTH``).
+
+Not here: the multimodal
 wrappers (their towers are counted by ViT arithmetic, held to published totals in test_model_zoo.py),
 DeepSeek-V3.2 / GLM-5 (sparse-attention indexers), Llama-Nemotron (remote code), Qwen3.5 (vision wrapper)
 and Kimi K2 (a DeepSeek-V3 under another model type, the same class).
@@ -53,19 +58,33 @@ _TABLE: dict[str, Any] = json.loads((HERE / "parameter_cases.json").read_text())
 
 
 def _case(fields: dict[str, Any]) -> dict[str, Any]:
+    own = {k: v for k, v in fields.items() if k not in ("_without", "_standalone", "_plain_config")}
     if fields.get("_standalone"):
-        return {k: v for k, v in fields.items() if k != "_standalone"}
+        return own
     base = {k: v for k, v in _TABLE["base"].items() if k not in fields.get("_without", ())}
-    return base | {k: v for k, v in fields.items() if k != "_without"}
+    return base | own
 
 
 CASES: dict[str, dict[str, Any]] = {case: _case(fields) for case, fields in _TABLE["cases"].items()} | {
     f"{case}+biases": _case(_TABLE["cases"][case]) | _TABLE["biases"] for case in _TABLE["with_biases"]
 }
 
+#: Files vLLM's class refuses to build: (config, the field capacity's refusal names, words of vLLM's error).
+#: Ling with biases and shared experts (bailing_moe.py's shared experts skip the all-reduce their bias needs).
+REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
+    "bailing_moe-use-bias": (
+        CASES["bailing_moe-ling1"] | {"use_bias": True},
+        "use_bias",
+        "When not reduce the results, adding bias",
+    ),
+}
+
+#: Cases of a model type whose config class is the checkpoint's own code: the probe registers a plain config
+#: class for the type, so vLLM's class reads the case's fields as they stand (``"_plain_config": true``).
+PLAIN_CONFIG = {case for case, fields in _TABLE["cases"].items() if fields.get("_plain_config")}
+
 #: Classes capacity reads that no case builds, and why (see the module docstring).
 NOT_BUILT = {
-    "BailingMoeV2ForCausalLM": "its config class is the checkpoint's own code",
     "ExaoneMoeForCausalLM": "the class ExaoneMoEForCausalLM names too",
     "DeciLMForCausalLM": "its config class is the checkpoint's own code",
     "DeepseekV32ForCausalLM": "its sparse-attention indexer",
@@ -183,7 +202,7 @@ ODD_VOCABULARIES: dict[str, dict[str, Any]] = {
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps(
-        [{"id": case, "config": config} for case, config in CASES.items()]
+        [{"id": case, "config": c, "plain_config": case in PLAIN_CONFIG} for case, c in CASES.items()]
         + [
             {"id": f"{case}:tower", "config": config, "tower": _TABLE["towers"][case]["_tower"]}
             for case, config in TOWERS.items()
@@ -194,6 +213,10 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             for name, block in QUANTIZED_BLOCKS.items()
         ]
         + [{"id": f"vocab:{name}", "config": config} for name, config in ODD_VOCABULARIES.items()]
+        + [
+            {"id": f"refused:{name}", "config": config, "plain_config": True}
+            for name, (config, _, _) in REFUSED_BY_BOTH.items()
+        ]
     )
     out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
@@ -213,6 +236,17 @@ def test_capacity_counts_the_parameters_vllms_model_class_creates(
     assert answer["error"] is None, f"vLLM could not build {case}: {answer['error']}"
     assert answer["architecture"] == CASES[case]["architectures"][0]
     assert ours == answer["parameters"]
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_BY_BOTH))
+def test_a_file_vllm_refuses_to_build_capacity_refuses_naming_the_field(
+    vllm_counts: dict[str, dict[str, Any]], name: str
+) -> None:
+    config, field, words = REFUSED_BY_BOTH[name]
+    assert words in (vllm_counts[f"refused:{name}"]["error"] or ""), vllm_counts[f"refused:{name}"]
+    with pytest.raises(capacity.ConfigError) as refused:
+        capacity.architecture_from_config(config)
+    assert refused.value.field == field
 
 
 @pytest.mark.parametrize("case", sorted(set(CASES) - set(CPU_REFUSED)))  # a refused build has no tensors

@@ -1,4 +1,5 @@
-"""Which layers slide: capacity reads every config.json it holds as the config class vLLM loads reads it.
+"""Which layers slide, and the language model's sizes: capacity reads every config.json it holds as the
+config class vLLM loads reads it.
 
 The sliding-window layers bound their KV cache by the window, so a layer read as sliding that vLLM
 serves in full under-counts the cache. Real files say which layers slide in several ways: a stated
@@ -7,6 +8,10 @@ every other); ``sliding_window`` with ``use_sliding_window: false``, which the Q
 and Qwen2.5-VL ship so). vLLM builds its layers from the text config that class yields: a layer slides
 when its ``layer_types`` entry is ``sliding_attention`` (vLLM's per-layer window), and without
 ``layer_types`` every attention layer takes the config's ``sliding_window``.
+
+The sizes (hidden width, layers, heads, KV heads, vocabulary) are what the config class yields, which is
+more than a file states: transformers saves a wrapper's ``text_config`` as its difference from its class's
+defaults (llava-hf's LLaVA files state no width, layers or heads of their Llama or Mistral).
 
 Each case loads the file through vLLM 0.32's own ``get_config`` and ``get_hf_text_config``
 (vllm_config_probe.py; no weights, no engine) and compares, layer by layer, with capacity's reading.
@@ -157,3 +162,27 @@ def test_the_published_files_cover_both_answers(vllm_reads: dict[str, dict[str, 
     """The as-published cases are not all of one kind: some slide, some are served in full."""
     kinds = {any(_sliding_in_vllm(vllm_reads[f"published:{k}"])) for k in AS_PUBLISHED}
     assert kinds == {True, False}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_capacity_reads_the_sizes_the_config_class_yields(
+    vllm_reads: dict[str, dict[str, Any]], case: str
+) -> None:
+    answer = vllm_reads[case]
+    if answer["error"] is not None:  # read only by its own code: test_remote_code.py
+        assert "custom code" in str(answer["error"]), answer
+        return
+    arch = capacity.architecture_from_config(CASES[case], name=case)
+    sizes = answer["sizes"]
+    ours = {
+        "hidden_size": arch.hidden_size,
+        "num_attention_heads": arch.num_attention_heads,
+        "vocab_size": arch.vocab_size,
+        "num_hidden_layers": arch.num_decoder_layers,
+    }
+    theirs = {name: sizes[name] for name in ours if name != "num_hidden_layers"}
+    assert ours == theirs | {"num_hidden_layers": answer["num_hidden_layers"]}
+    # MLA caches one latent (its config's KV heads are the query heads'); Gemma 4's class refuses a global
+    # read of a per-layer attribute (test_gemma4.py holds its layers).
+    if arch.attention != "MLA" and sizes["num_key_value_heads"] is not None:
+        assert arch.num_kv_heads == sizes["num_key_value_heads"]

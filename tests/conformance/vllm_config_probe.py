@@ -40,6 +40,7 @@ def read(config: dict[str, Any], files: dict[str, str] | None = None, trust: boo
                 "layer_types": None,
                 "sliding_window": None,
                 "num_hidden_layers": None,
+                "sizes": None,
                 "error": str(exc)[:300],
             }
     types = getattr(text, "layer_types", None)
@@ -47,8 +48,22 @@ def read(config: dict[str, Any], files: dict[str, str] | None = None, trust: boo
         "layer_types": list(types) if types is not None else None,
         "sliding_window": getattr(text, "sliding_window", None),
         "num_hidden_layers": text.num_hidden_layers,
+        # what the config class filled in where the file is silent counts as much as what it states
+        "sizes": {name: _size(text, name) for name in SIZES},
         "error": None,
     }
+
+
+#: The language model's sizes as its config class yields them.
+SIZES = ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size")
+
+
+def _size(text: Any, name: str) -> Any:
+    try:
+        value = getattr(text, name, None)
+    except Exception:  # transformers' per-layer attributes refuse a global read
+        return None
+    return value if isinstance(value, int | float) else None
 
 
 if __name__ == "__main__":

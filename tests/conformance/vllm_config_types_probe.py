@@ -9,7 +9,13 @@ code (``auto_map``), which vLLM allows only with ``--trust-remote-code``. A conf
 ``model_type`` is read natively only when its class is one vLLM maps to a type itself
 (``_ARCHITECTURE_TO_MODEL_TYPE``). Then the model class: vLLM's registry of its own classes, and the
 generation classes of its transformers that its Transformers backend takes for an ``architectures`` name it
-does not register (``ModelRegistry._try_resolve_transformers``: those it finds compatible).
+does not register (``ModelRegistry._try_resolve_transformers``: those it finds compatible). And what the
+config classes fill in where a file leaves a field out: transformers saves a composite config's
+``text_config`` and ``vision_config`` as their difference from their class's defaults (llava-hf's LLaVA 1.5
+files state no hidden_size, layers or heads of their Llama), so those defaults are part of the file's
+meaning: ``config_defaults``, each type's ``__init__`` default for the sizes capacity reads (not a value
+derived from others, such as Llama's head_dim), and ``sub_config_types``, the type a composite config
+builds for a sub-config that names none.
 
 Regenerate after moving the engine: ``VENV/bin/python tests/conformance/vllm_config_types_probe.py >
 capacity/vllm_config_types.json``; tests/conformance/test_remote_code.py says when it is due.
@@ -43,7 +49,66 @@ def vocabulary() -> dict[str, object]:
             and not name.startswith("Auto")
             and _backend_compatible(getattr(transformers, name))
         ),
+        **_defaults(config._CONFIG_REGISTRY),
     }
+
+
+#: The sizes capacity reads whose class defaults a file may leave to its config class.
+_DEFAULTED_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "projection_dim",
+)
+
+#: The sub-configs a composite config builds from a file's objects.
+_SUB_CONFIGS = ("text_config", "vision_config", "llm_config")
+
+
+def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, object]]]:
+    """Per model type (vLLM's own config class where it has one, else transformers'), the ``__init__``
+    defaults of :data:`_DEFAULTED_FIELDS` that are values (not None: a None default is derived from other
+    fields), and the model type of each sub-config its instance built with no arguments makes. A class that
+    cannot be built without arguments (encoder-decoder wrappers, a missing optional library) has none."""
+    import inspect
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    defaults: dict[str, dict[str, object]] = {}
+    sub_types: dict[str, dict[str, object]] = {}
+    for model_type in sorted(set(CONFIG_MAPPING.keys()) | set(vllm_configs)):
+        cls = vllm_configs.get(model_type) or CONFIG_MAPPING[model_type]
+        if not isinstance(cls, type):
+            continue
+        params = inspect.signature(cls.__init__).parameters
+        values = {
+            field: params[field].default
+            for field in _DEFAULTED_FIELDS
+            if field in params and isinstance(params[field].default, bool | int | float)
+        }
+        if values:
+            defaults[model_type] = values
+        try:
+            built = cls()
+        except Exception:  # needs arguments or a library this venv lacks: no sub-config defaults
+            continue
+        subs = {
+            key: getattr(built, key).model_type
+            for key in _SUB_CONFIGS
+            if getattr(getattr(built, key, None), "model_type", None)
+        }
+        if subs:
+            sub_types[model_type] = subs
+    return {"config_defaults": defaults, "sub_config_types": sub_types}
 
 
 def _backend_compatible(cls: type) -> bool:

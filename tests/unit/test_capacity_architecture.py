@@ -467,6 +467,50 @@ def test_a_wrapper_text_configs_rope_is_not_on_the_config_vllm_asks():
     assert c.architecture_from_config(wrapper).max_model_len == 4096
 
 
+#: What transformers saves for a wrapper's language model: its difference from the class's defaults (the
+#: shape of llava-hf/llava-1.5-7b-hf's text_config, tests/data/configs).
+SPARSE_TEXT = {"model_type": "llama", "vocab_size": 32064, "max_position_embeddings": 4096}
+
+
+def test_a_wrapper_text_config_takes_the_sizes_it_leaves_out_from_its_class():
+    """LlamaConfig's defaults (4096 wide, 32 layers of 32 heads, all KV heads, MLP 11008): what vLLM
+    builds."""
+    wrapper = {"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"]}
+    arch = c.architecture_from_config(wrapper | {"text_config": SPARSE_TEXT})
+    heads = (arch.num_attention_heads, arch.num_kv_heads)
+    assert (arch.hidden_size, arch.num_layers, *heads) == (4096, 32, 32, 32)
+    assert (arch.intermediate_size, arch.vocab_size, arch.max_position_embeddings) == (11008, 32064, 4096)
+
+
+def test_a_text_config_naming_no_type_is_the_one_its_wrapper_builds():
+    """LlavaConfig builds a Llama for a text_config without model_type, MistralConfig's defaults differ
+    (8 KV heads): the type decides the defaults."""
+    untyped = {k: v for k, v in SPARSE_TEXT.items() if k != "model_type"}
+    llava = c.architecture_from_config({"model_type": "llava", "text_config": untyped})
+    typed = untyped | {"model_type": "mistral"}
+    mistral = c.architecture_from_config({"model_type": "llava", "text_config": typed})
+    assert (llava.model_type, llava.num_kv_heads) == ("llama", 32)
+    assert (mistral.model_type, mistral.num_kv_heads) == ("mistral", 8)
+
+
+def test_a_top_level_file_states_its_sizes_itself():
+    """transformers writes a top-level config whole, so a missing size is the file's error, not a default
+    (and a file may name it its own way: GPT-2's n_embd, Falcon's n_layer)."""
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config({k: v for k, v in LLAMA.items() if k != "hidden_size"})
+    assert err.value.field == "hidden_size"
+
+
+def test_the_wrappers_dtype_outranks_its_text_configs():
+    """vLLM takes the top level's dtype first (get_torch_dtype), as llava-v1.6-mistral-7b-hf's float16 over
+    its text_config's bfloat16; the text config's when the top level states none."""
+    text = LLAMA | {"torch_dtype": "bfloat16"}
+    wrapper = {"model_type": "llava", "torch_dtype": "float16", "text_config": text}
+    assert c.architecture_from_config(wrapper).dtype == "float16"
+    unstated = {k: v for k, v in wrapper.items() if k != "torch_dtype"}
+    assert c.architecture_from_config(unstated).dtype == "bfloat16"
+
+
 def test_a_scaled_context_error_names_the_positions_and_the_factor():
     arch = c.architecture_from_config(LLAMA | {"rope_scaling": {"type": "linear", "factor": 4.0}}, name="m")
     assert arch.context_error(20000) == (
@@ -773,3 +817,86 @@ def test_latent_moe_dispatches_the_latent_to_other_gpus_under_expert_parallelism
     steps = [c.roofline.StepModel(a, gpu, layout=layout, kv_cache_dtype="auto") for a in (plain, lat)]
     assert steps[0].a2a_bytes_per_token > 0
     assert steps[1].a2a_bytes_per_token / steps[0].a2a_bytes_per_token == pytest.approx(64 / 256)
+
+
+#: DeepSeek-MoE 16B's shape (deepseek-ai/deepseek-moe-16b-base's config.json, whose config class is the
+#: repository's own code): vLLM serves it with its DeepSeek-V2 class and standard attention.
+DEEPSEEK_MOE_16B = {
+    "architectures": ["DeepseekForCausalLM"],
+    "model_type": "deepseek",
+    "auto_map": {"AutoConfig": "configuration_deepseek.DeepseekConfig"},
+    "hidden_size": 2048,
+    "intermediate_size": 10944,
+    "moe_intermediate_size": 1408,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "n_routed_experts": 64,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "first_k_dense_replace": 1,
+    "moe_layer_freq": 1,
+    "vocab_size": 102400,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_deepseek_moe_16b_is_its_published_16_4b_with_2_8b_active():
+    """The DeepSeekMoE paper (arXiv:2401.06066): 16.4 B parameters, 2.8 B activated; its 28 layers cache
+    full multi-head K and V (vLLM's DeepseekAttention), and the first layer is dense."""
+    arch = c.architecture_from_config(DEEPSEEK_MOE_16B, name="deepseek-moe-16b")
+    assert arch.parameters == pytest.approx(16.4e9, rel=0.01)
+    assert arch.active_parameters == pytest.approx(2.8e9, rel=0.02)
+    assert c.kv_cache_bytes_per_token(arch) == 28 * 2 * 16 * 128 * 2
+    assert [layer.ffn for layer in arch.layers[:2]] == ["dense", "moe"]
+    assert arch.config_reader == "checkpoint"  # vLLM reads model_type deepseek only with its own code
+
+
+
+#: Ling-lite's shape (inclusionAI/Ling-lite's config.json, whose config class is the repository's own code):
+#: vLLM's bailing_moe.py, the class Ling 2.0 uses too.
+LING_LITE = {
+    "architectures": ["BailingMoeForCausalLM"],
+    "model_type": "bailing_moe",
+    "auto_map": {"AutoConfig": "configuration_bailing_moe.BailingMoeConfig"},
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "moe_intermediate_size": 1408,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "num_experts": 64,
+    "num_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "first_k_dense_replace": 0,
+    "use_bias": False,
+    "use_qkv_bias": False,
+    "vocab_size": 126464,
+    "max_position_embeddings": 16384,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_ling_lite_is_its_published_16_8b_with_2_75b_active():
+    """inclusionAI's Ling release: Ling-Lite 16.8 B parameters, 2.75 B activated."""
+    arch = c.architecture_from_config(LING_LITE, name="ling-lite")
+    assert arch.parameters == pytest.approx(16.8e9, rel=0.01)
+    assert arch.active_parameters == pytest.approx(2.75e9, rel=0.01)
+
+
+def test_ling_with_biases_and_shared_experts_is_refused_as_vllm_refuses_it():
+    with pytest.raises(c.ConfigError) as refused:
+        c.architecture_from_config(LING_LITE | {"use_bias": True})
+    assert refused.value.field == "use_bias" and "accepted: false" in str(refused.value)
+
+
+def test_ling_q_and_k_norms_are_layernorms_unless_use_rmsnorm():
+    """vLLM's bailing_moe.py: per-head nn.LayerNorm (a weight and a bias) on q and k, RMSNorm (a weight)
+    with use_rmsnorm: 2 x 128 more parameters a layer without it."""
+    on = LING_LITE | {"use_qk_norm": True, "head_dim": 128}
+    layernorm = c.architecture_from_config(on).parameters
+    rmsnorm = c.architecture_from_config(on | {"use_rmsnorm": True}).parameters
+    assert layernorm - rmsnorm == 28 * 2 * 128

@@ -64,7 +64,8 @@ GRANITE_MOE = {
 }
 
 
-#: Ling-flash-2.0 (Ring-flash-2.0 has the same shape): one merged shared expert, per-head q/k RMSNorms.
+#: Ling-flash-2.0 (Ring-flash-2.0 has the same shape): one merged shared expert, per-head q/k RMSNorms
+#: (``use_rmsnorm``; LayerNorms without it).
 #: Its model_type is no transformers type: the repository's own config class reads it (auto_map).
 LING_FLASH = {
     "architectures": ["BailingMoeV2ForCausalLM"],
@@ -85,6 +86,7 @@ LING_FLASH = {
     "num_experts_per_tok": 8,
     "first_k_dense_replace": 1,
     "use_qk_norm": True,
+    "use_rmsnorm": True,
     "use_bias": False,
     "use_qkv_bias": False,
     "tie_word_embeddings": False,

@@ -79,21 +79,29 @@ def _kv(capsys: pytest.CaptureFixture[str], slug: str, context: int) -> dict[str
     return data
 
 
-#: transformers' ``Gemma3TextConfig.__init__`` defaults for the attention fields google/gemma-3-4b-it's file
-#: leaves out (RedHatAI/gemma-3-4b-it-FP8-dynamic's file, saved by transformers, spells out the same values).
-GEMMA3_TEXT_DEFAULTS = {
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "head_dim": 256,
-    "sliding_window_pattern": 6,
+#: transformers' config classes' defaults for the attention fields the wrappers' text configs leave out
+#: (transformers saves a sub-config as its difference from its class's defaults): ``Gemma3TextConfig``'s for
+#: google/gemma-3-4b-it (RedHatAI/gemma-3-4b-it-FP8-dynamic's file, saved by transformers, spells out the same
+#: values); ``LlamaConfig``'s and ``MistralConfig``'s for the llava-hf files (LLaMA-2-7B's and Mistral-7B's
+#: shapes, a Llama's KV heads its query heads when unstated).
+_SEVEN_B = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32}
+TEXT_DEFAULTS = {
+    "gemma3_text": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window_pattern": 6,
+    },
+    "llama": _SEVEN_B | {"num_key_value_heads": 32},
+    "mistral": _SEVEN_B | {"num_key_value_heads": 8},
 }
 
 
 def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     """What one more token costs in bf16, from the config's fields alone (not through capacity)."""
     text = cfg.get("text_config", cfg)
-    if text.get("model_type") == "gemma3_text":
-        text = GEMMA3_TEXT_DEFAULTS | text
+    if text is not cfg:
+        text = TEXT_DEFAULTS.get(text.get("model_type"), {}) | text
     if text.get("model_type") == "gemma4_text":  # global layers: their own head width (and K=V heads)
         kv = text.get("num_global_key_value_heads") if text.get("attention_k_eq_v") else None
         per_layer = 2 * (kv or text["num_key_value_heads"]) * text["global_head_dim"] * 2
