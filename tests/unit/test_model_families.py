@@ -4,17 +4,22 @@ serves the class through its Transformers backend (``capacity.architecture._MODE
 The MoE cases are the shapes their checkpoints publish (the fields are the config classes' own names),
 each checked against its publisher's totals; the dense cases check the one rule each family adds over a
 Llama of the same fields, with the arithmetic written out here. The real files of EXAONE 4, OLMoE, SmolLM3,
-ERNIE 4.5 and CodeGemma are in ``tests/data/configs`` (test_model_zoo.py).
+ERNIE 4.5, CodeGemma, DeepSeek-MoE and Ling-lite are in ``tests/data/configs`` (test_model_zoo.py holds them
+to their publishers' totals; the rules their families add are here).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import capacity as c
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
 #: Published shapes. ERNIE-4.5-21B-A3B: transformers' Ernie4_5_MoeConfig defaults, which its docstring
 #: names as that checkpoint's; the file leaves the MoE layer span to the class (layer 0 dense).
@@ -154,6 +159,33 @@ def test_lings_q_and_k_norms_are_there_only_when_its_config_turns_them_on():
     without = c.architecture_from_config(LING_FLASH | {"use_qk_norm": False})
     assert (with_norms.qk_norm, without.qk_norm) == ("head", "none")
     assert with_norms.parameters - without.parameters == 32 * 2 * 128
+
+
+def test_deepseek_moe_caches_full_heads_and_its_first_layer_is_dense():
+    """vLLM's DeepSeek-V2 class builds DeepSeek-MoE's attention as standard MHA (DeepseekAttention): full K
+    and V for each of its 16 heads in all 28 layers; first_k_dense_replace 1 leaves layer 0 dense."""
+    arch = c.load_architecture(str(CONFIGS / "deepseek-moe-16b-base"))  # published totals: test_model_zoo.py
+    assert c.kv_cache_bytes_per_token(arch) == 28 * 2 * 16 * 128 * 2
+    assert [layer.ffn for layer in arch.layers[:2]] == ["dense", "moe"]
+    assert arch.config_reader == "checkpoint"  # vLLM reads model_type deepseek only with its own code
+
+
+LING_LITE: dict[str, Any] = json.loads((CONFIGS / "ling-lite" / "config.json").read_text())
+
+
+def test_ling_with_biases_and_shared_experts_is_refused_as_vllm_refuses_it():
+    with pytest.raises(c.ConfigError) as refused:
+        c.architecture_from_config(LING_LITE | {"use_bias": True})
+    assert refused.value.field == "use_bias" and "accepted: false" in str(refused.value)
+
+
+def test_ling_q_and_k_norms_are_layernorms_unless_use_rmsnorm():
+    """vLLM's bailing_moe.py: per-head nn.LayerNorm (a weight and a bias) on q and k, RMSNorm (a weight)
+    with use_rmsnorm: 2 x 128 more parameters a layer without it."""
+    on = LING_LITE | {"use_qk_norm": True, "head_dim": 128}
+    layernorm = c.architecture_from_config(on).parameters
+    rmsnorm = c.architecture_from_config(on | {"use_rmsnorm": True}).parameters
+    assert layernorm - rmsnorm == 28 * 2 * 128
 
 
 def test_ernies_first_layer_is_dense_by_its_config_classs_default():
