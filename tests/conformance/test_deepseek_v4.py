@@ -3,10 +3,13 @@
 vLLM 0.32's CPU build starts a DeepSeek-V4 engine (``DeepseekV4ForCausalLM``) from a config.json alone, with
 dummy weights and no tokenizer. The checkpoints here keep every KV dimension of DeepSeek-V4-Flash (head_dim
 512, index_head_dim 128, sliding_window 128, compress ratios 4 and 128) and shrink everything else (hidden
-256, 8 heads, 4 experts), so their KV-cache specs are the real model's. Each layer registers up to five
-caches (the sliding latent; on compressed layers the compressed latent, on ratio-4 layers the indexer's
-keys, and fp32 compressor states), grouped by vLLM's packed grouping into groups of blocks of 64, 256, 4
-and 8 tokens that all draw from one pool whose block is the largest group's bytes.
+256, 8 heads, 4 experts), so their KV-cache specs are the real model's. Their weights are unquantized (the
+real file's are FP8 blocks with MXFP4 experts): the cache is fp8_ds_mla whatever the weights, and the CPU
+build's FP8 GEMMs need AMX tiles (Intel Sapphire Rapids or newer), which a test machine need not have.
+Each layer registers up to five caches (the sliding latent; on compressed layers the compressed latent, on
+ratio-4 layers the indexer's keys, and fp32 compressor states), grouped by vLLM's packed grouping into
+groups of blocks of 64, 256, 4 and 8 tokens that all draw from one pool whose block is the largest group's
+bytes.
 
 vllm_deepseek_v4_engine.py starts each case's engine (one process, one vLLM import, engines torn down in
 turn) and reads back the scheduler's ``kv_cache_config``: ``num_blocks``, every group's spec, block size
@@ -80,13 +83,6 @@ _TINY = {
     "o_lora_rank": 128,
     "q_lora_rank": 128,
     "qk_rope_head_dim": 64,
-    "quantization_config": {
-        "activation_scheme": "dynamic",
-        "fmt": "e4m3",
-        "quant_method": "fp8",
-        "scale_fmt": "ue8m0",
-        "weight_block_size": [128, 128],
-    },
     "rms_norm_eps": 1e-06,
     "rope_scaling": {
         "beta_fast": 32,
