@@ -1414,14 +1414,13 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(text, Mapping):
             raise ConfigError(key, f"is {text!r:.40}; expected an object")
         merged = dict(text)
-        if any(k in config for k in _DTYPE):  # vLLM takes the top-level dtype first (get_torch_dtype)
+        if any(config.get(k) is not None for k in _DTYPE):  # vLLM takes the top level's (get_torch_dtype)
             for k in _DTYPE:
                 merged.pop(k, None)
         for k in (*_DTYPE, "quantization_config", "tie_word_embeddings"):
             if k not in merged and k in config:
                 merged[k] = config[k]
         _name_sub_config_type(merged, config, key)
-        merged.setdefault("model_type", config.get("model_type"))
         return _as_language_model(_with_defaults(merged, nested=True))
     named = config.get("architectures")
     if config.get("model_type") == "dbrx" or (isinstance(named, list) and "DbrxForCausalLM" in named):
@@ -1434,13 +1433,13 @@ def _name_sub_config_type(sub: dict[str, Any], config: Mapping[str, Any], key: s
     none (LlavaConfig a Llama, Gemma3Config a gemma3_text: ``sub_config_types``); a text config of a wrapper
     that builds none is read as the wrapper's own type."""
     top_type = config.get("model_type")
-    if "model_type" in sub or not isinstance(top_type, str):
+    if "model_type" in sub:
         return
-    built = _engine_vocabulary().sub_config_types.get(top_type, {}).get(key)
-    if built is not None:
-        sub["model_type"] = built
+    built = _engine_vocabulary().sub_config_types.get(top_type, {}) if isinstance(top_type, str) else {}
+    if key in built:
+        sub["model_type"] = built[key]
     elif key != "vision_config":
-        sub["model_type"] = top_type
+        sub["model_type"] = top_type  # None or a wrong type too: reading the text config says what is wrong
 
 
 def _as_language_model(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -503,12 +503,13 @@ def test_a_top_level_file_states_its_sizes_itself():
 
 def test_the_wrappers_dtype_outranks_its_text_configs():
     """vLLM takes the top level's dtype first (get_torch_dtype), as llava-v1.6-mistral-7b-hf's float16 over
-    its text_config's bfloat16; the text config's when the top level states none."""
-    text = LLAMA | {"torch_dtype": "bfloat16"}
-    wrapper = {"model_type": "llava", "torch_dtype": "float16", "text_config": text}
-    assert c.architecture_from_config(wrapper).dtype == "float16"
+    its text_config's bfloat16; the text config's when the top level states none, or null."""
+    text = LLAMA | {"torch_dtype": "float16"}
+    wrapper = {"model_type": "llava", "torch_dtype": "bfloat16", "text_config": text}
+    assert c.architecture_from_config(wrapper).dtype == "bfloat16"
     unstated = {k: v for k, v in wrapper.items() if k != "torch_dtype"}
-    assert c.architecture_from_config(unstated).dtype == "bfloat16"
+    assert c.architecture_from_config(unstated).dtype == "float16"
+    assert c.architecture_from_config(wrapper | {"torch_dtype": None}).dtype == "float16"
 
 
 def test_a_scaled_context_error_names_the_positions_and_the_factor():
