@@ -19,8 +19,6 @@ import pytest
 
 import capacity as c
 
-CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
-
 #: Published shapes. ERNIE-4.5-21B-A3B: transformers' Ernie4_5_MoeConfig defaults, which its docstring
 #: names as that checkpoint's; the file leaves the MoE layer span to the class (layer 0 dense).
 ERNIE_MOE = {
@@ -161,6 +159,11 @@ def test_lings_q_and_k_norms_are_there_only_when_its_config_turns_them_on():
     assert with_norms.parameters - without.parameters == 32 * 2 * 128
 
 
+#: Real files of the families the tests below hold to rules of their own (tests/data/configs).
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
+LING_LITE: dict[str, Any] = json.loads((CONFIGS / "ling-lite" / "config.json").read_text())
+
+
 def test_deepseek_moe_caches_full_heads_and_its_first_layer_is_dense():
     """vLLM's DeepSeek-V2 class builds DeepSeek-MoE's attention as standard MHA (DeepseekAttention): full K
     and V for each of its 16 heads in all 28 layers; first_k_dense_replace 1 leaves layer 0 dense."""
@@ -168,9 +171,6 @@ def test_deepseek_moe_caches_full_heads_and_its_first_layer_is_dense():
     assert c.kv_cache_bytes_per_token(arch) == 28 * 2 * 16 * 128 * 2
     assert [layer.ffn for layer in arch.layers[:2]] == ["dense", "moe"]
     assert arch.config_reader == "checkpoint"  # vLLM reads model_type deepseek only with its own code
-
-
-LING_LITE: dict[str, Any] = json.loads((CONFIGS / "ling-lite" / "config.json").read_text())
 
 
 def test_ling_with_biases_and_shared_experts_is_refused_as_vllm_refuses_it():
