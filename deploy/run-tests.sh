@@ -49,6 +49,8 @@ lane_log=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane.XXXXXX")
 lane_status=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane-status.XXXXXX")
 b_log=$(mktemp "${TMPDIR:-/tmp}/kvright-conformance-b.XXXXXX")
 b_status=$(mktemp "${TMPDIR:-/tmp}/kvright-conformance-b-status.XXXXXX")
+a_log=$(mktemp "${TMPDIR:-/tmp}/kvright-conformance-a.XXXXXX")
+real_log=$(mktemp "${TMPDIR:-/tmp}/kvright-real-engine.XXXXXX")
 lane=""
 b_lane=""
 stop_lane() {
@@ -60,7 +62,7 @@ stop_lane() {
 cleanup() {
   stop_lane "$lane"
   stop_lane "$b_lane"
-  rm -f "$lane_log" "$lane_status" "$b_log" "$b_status"
+  rm -f "$lane_log" "$lane_status" "$b_log" "$b_status" "$a_log" "$real_log"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -114,8 +116,8 @@ conformance_b_lane >"$b_log" 2>&1 &
 b_lane=$!
 set +m
 echo "== tests/conformance but its probe modules and CONFORMANCE_B (two lanes run alongside; their output follows)"
-"$PYTEST" "${ARGS[@]}" tests/conformance "${conformance_a[@]}"
-conformance=$?
+"$PYTEST" "${ARGS[@]}" tests/conformance "${conformance_a[@]}" 2>&1 | tee "$a_log"
+conformance=${PIPESTATUS[0]}
 wait "$b_lane"
 b_lane=""
 read -r conformance_b probes <"$b_status" || { conformance_b=1; probes=1; }
@@ -127,8 +129,15 @@ read -r integration sim unit <"$lane_status" || { integration=1; sim=1; unit=1; 
 echo "== the side lane (ran alongside the conformance suite)"
 cat "$lane_log"
 echo "== ${REAL_E2E[*]}"
-"$PYTEST" "${ARGS[@]}" "${REAL_E2E[@]}"
-real=$?
+"$PYTEST" "${ARGS[@]}" "${REAL_E2E[@]}" 2>&1 | tee "$real_log"
+real=${PIPESTATUS[0]}
+
+# What failed, once more at the very end: a CI record that keeps only the output's tail still names it.
+failed=$(grep -h -E '^(FAILED|ERROR) ' "$a_log" "$b_log" "$lane_log" "$real_log")
+if [ -n "$failed" ]; then
+  echo "== failed or errored tests, from every lane"
+  echo "$failed"
+fi
 
 echo "== suites: conformance exit $conformance and $conformance_b (its probe modules: exit $probes)," \
   "integration+promtool exit $integration, simulator e2e exit $sim, unit exit $unit," \
