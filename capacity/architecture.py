@@ -109,6 +109,9 @@ FAMILIES: dict[str, str] = {
     "Ernie4_5_MoeForCausalLM": "moe",
     "OlmoeForCausalLM": "moe",
     "HunYuanMoEV1ForCausalLM": "moe",
+    # Arcee's Trinity (vLLM's afmoe.py): sliding and global layers, a gated attention output, experts with a
+    # shared one from num_dense_layers on.
+    "AfmoeForCausalLM": "moe",
     "BailingMoeForCausalLM": "moe",  # Ling / Ling-Coder 1.x: the same vLLM class as 2.0
     "BailingMoeV2ForCausalLM": "moe",  # Ling / Ring 2.0
     "ExaoneMoeForCausalLM": "moe",  # K-EXAONE
@@ -216,6 +219,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "glm4v_moe": "moe",
     "ernie4_5_moe": "moe",
     "hunyuan_v1_moe": "moe",
+    "afmoe": "moe",
     "exaone_moe": "moe",
     "olmoe": "moe",
     "phimoe": "moe",
@@ -336,6 +340,18 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_layer_interval": 1,
     },
     "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
+    # AfmoeConfig: 128-wide heads whatever hidden / heads is, a 1024-token window on three layers of four,
+    # layer 0 dense, two shared experts.
+    "afmoe": {
+        "head_dim": 128,
+        "sliding_window": 1024,
+        "global_attn_every_n_layers": 4,
+        "num_dense_layers": 1,
+        "num_experts": 64,
+        "num_experts_per_tok": 6,
+        "num_shared_experts": 2,
+        "moe_intermediate_size": 1408,
+    },
     # FalconH1Config: Mamba-2 over mamba_d_ssm channels in 128 heads (mamba_d_head "auto": d_ssm / heads),
     # one group, state 256; no gated norm, conv bias only; untied embeddings.
     "falcon_h1": {
@@ -623,10 +639,13 @@ class Architecture:
     o_bias: bool = False
     """The output projection carries a bias (gpt-oss)."""
     attention_output_gate: bool = False
+    """Queries are projected twice as wide to gate the attention output (Qwen3-Next)."""
+    attention_gate_projection: bool = False
+    """The same elementwise gate from a ``hidden x heads * head_dim`` projection of its own, split across TP
+    ranks by output (AFMoE's ``self_attn.gate_proj``): the parameters of a fused one, a LoRA adapter apart."""
     attention_head_gate: bool = False
     """A sigmoid gate per query head on the attention output, from its own ``hidden x heads`` projection
     (Step-3.5's ``g_proj``, ``use_head_wise_attn_gate``), split across TP ranks by head."""
-    """Queries are projected twice as wide to gate the attention output (Qwen3-Next)."""
     qk_norm: Literal["none", "head", "head_layernorm", "full"] = "none"
     """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2); a
     per-head LayerNorm, a weight and a bias (Ling's without ``use_rmsnorm``)."""
@@ -1155,6 +1174,8 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     sharded += weigh(None, i, heads if layer.sinks else 0)
     if a.attention_head_gate:
         sharded += weigh("attention", i, h * heads)
+    if a.attention_gate_projection:
+        sharded += weigh("attention", i, h * q_out)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
         return sharded, weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
@@ -1839,12 +1860,13 @@ def _pattern_mixers(cfg: Mapping[str, Any], layers: int) -> list[Mixer]:
     """Layers of a model with a window and no ``layer_types``: every pattern-th global (the file's
     ``sliding_window_pattern``, or its class's default from :data:`TRANSFORMERS_DEFAULTS`), else all
     sliding."""
-    pattern = cfg.get("sliding_window_pattern")
+    # AfmoeConfig names the same rule global_attn_every_n_layers.
+    name, pattern = _lookup(cfg, ("sliding_window_pattern", "global_attn_every_n_layers")) or ("", None)
     if pattern is None:
         return ["sliding"] * layers  # Mistral v0.1, Phi-3: every layer slides
     if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
         raise ConfigError(
-            "sliding_window_pattern",
+            name,
             f"is {pattern!r:.40} and layer_types is missing; expected a positive integer (every n-th "
             "layer global) or a layer_types list",
         )
@@ -1892,6 +1914,9 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
         freq = _int(cfg, ("moe_layer_freq",), default=1)
         return [i >= first_dense and i % freq == 0 for i in range(layers)]
+    if "num_dense_layers" in cfg:  # AFMoE: the first num_dense_layers dense, every later one routed
+        first_dense = _int(cfg, ("num_dense_layers",), minimum=0)
+        return [i >= first_dense for i in range(layers)]
     if "interleave_moe_layer_step" in cfg:  # Llama 4
         step = _int(cfg, ("interleave_moe_layer_step",), default=1)
         return [(i + 1) % step == 0 for i in range(layers)]
@@ -2739,6 +2764,26 @@ def _read_step3p5(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     )
 
 
+#: The routing settings vLLM's afmoe.py reads from the config that AfmoeConfig declares no default for.
+_AFMOE_ROUTING = ("score_func", "route_norm", "n_group", "topk_group")
+
+
+def _afmoe_switches(cfg: Mapping[str, Any]) -> None:
+    """Refuse an AFMoE file vLLM 0.32 stops on at start: its experts run SiLU only, and its router reads
+    settings AfmoeConfig fills in for no file that leaves them out."""
+    missing = [name for name in _AFMOE_ROUTING if name not in cfg]
+    if missing:
+        raise ConfigError(
+            missing[0],
+            "is missing; vLLM 0.32's afmoe.py reads it (AfmoeConfig has no default for it) and stops at "
+            f"start without it; expected all of {', '.join(_AFMOE_ROUTING)}",
+        )
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConfigError(
+            "hidden_act", f"is {cfg['hidden_act']!r:.40}; expected 'silu' (vLLM's AFMoE experts run no other)"
+        )
+
+
 def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:
     """DeciLM / Nemotron-NAS: ``int(2 * ffn_mult * hidden / 3)`` rounded up to a multiple of 256."""
     width = int(2 * ffn_mult * hidden / 3)
@@ -2997,6 +3042,9 @@ class _Modeling:
     lm_head_bias: bool = False
     expert_score_bias: str | tuple[str, ...] | bool = False
     router_dtype: str | None = None
+    attention_gate_projection: bool = False
+    tied_head: bool | None = None
+    """Whether the LM head is the embedding whatever ``tie_word_embeddings`` says; None: as it says."""
 
 
 #: vLLM's llama.py: attention_bias on all four attention projections, mlp_bias on the MLP's.
@@ -3074,7 +3122,10 @@ _MODELING: dict[str, _Modeling] = {
         qk_norm="head", qk_norm_when="use_qk_norm", expert_score_bias=True, router_dtype="float32"
     ),
     "glm4_moe_lite": _Modeling(expert_score_bias=True, router_dtype="float32"),
-    "step3p5": _Modeling(qk_norm="head", expert_score_bias=True, router_dtype="float32"),
+    # Step-3.5's LM head is never tied (its class builds the embedding twice under PP instead).
+    "step3p5": _Modeling(qk_norm="head", expert_score_bias=True, router_dtype="float32", tied_head=False),
+    # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says.
+    **dict.fromkeys(("lfm2", "lfm2_moe"), _Modeling(tied_head=True)),
     "exaone_moe": _Modeling(
         qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias", expert_score_bias=True
     ),
@@ -3086,6 +3137,17 @@ _MODELING: dict[str, _Modeling] = {
         qk_norm="head",
         qk_norm_when="use_qk_norm",
         expert_score_bias="moe_router_enable_expert_bias",
+    ),
+    # AFMoE (vLLM's afmoe.py): no biases whatever attention_bias says, per-head q/k norms, norms before and
+    # after attention and MLP, a float32 router and expert bias, an output gate of its own; never tied.
+    "afmoe": _Modeling(
+        qkv_bias=False,
+        qk_norm="head",
+        norms_per_layer=4,
+        expert_score_bias=True,
+        router_dtype="float32",
+        attention_gate_projection=True,
+        tied_head=False,
     ),
     # Hunyuan (transformers' HunYuan V1 classes): per-head q/k norms always; attention_bias on all four.
     **dict.fromkeys(
@@ -3267,6 +3329,8 @@ def architecture_from_config(
             "is true with shared experts, which vLLM 0.32 refuses to build (\"When not reduce the results, "
             "adding bias to the results can lead to incorrect results\"); accepted: false",
         )
+    if model_type == "afmoe":
+        _afmoe_switches(cfg)
     if model_type == "gptj" and _bool(cfg, "tie_word_embeddings", False):
         raise ConfigError("tie_word_embeddings", "is true; expected false (vLLM's GPT-J unties its head)")
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))
@@ -3289,6 +3353,7 @@ def architecture_from_config(
     noaux = family == "mla" and cfg.get("topk_method") == "noaux_tc"
     extra.setdefault("expert_score_bias", noaux or _flag(cfg, built.expert_score_bias))
     extra.setdefault("router_dtype", built.router_dtype)
+    extra.setdefault("attention_gate_projection", built.attention_gate_projection)
     weights = weight_format(cfg, hf_quant_config=hf_quant_config)
     warnings.extend(weights.warnings)
     return Architecture(
@@ -3297,10 +3362,11 @@ def architecture_from_config(
         architecture=architecture,
         vocab_size=_int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
-        # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says; MiMo-V2's never does.
-        # MiMo-V2's and Step-3.5's never does (Step-3.5's builds the embedding twice under PP instead).
-        tie_word_embeddings=(_bool(cfg, "tie_word_embeddings", False) or model_type in ("lfm2", "lfm2_moe"))
-        and family not in ("mimo_v2", "step3p5"),
+        # A class's fixed answer (_Modeling.tied_head) outranks the file; MiMo-V2's never ties, by family.
+        tie_word_embeddings=(
+            _bool(cfg, "tie_word_embeddings", False) if built.tied_head is None else built.tied_head
+        )
+        and family != "mimo_v2",
         dtype=dtype,
         weights=weights,
         layers=tuple(

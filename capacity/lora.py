@@ -232,6 +232,8 @@ def lora_bytes_per_gpu(
             heads = arch.heads_of(layer)
             q = heads // tp * hd * (2 if arch.attention_output_gate else 1)
             elements += column(h, q, kv, kv) if kv else column(h, q)  # a KV-shared layer projects q only
+            if arch.attention_gate_projection:  # AFMoE's output gate: an adapter of its own
+                elements += column(h, heads // tp * hd)
             elements += row(heads * hd // tp, h)
         if layer.ffn == "dense":
             elements += mlp(layer.ffn_width or arch.intermediate_size)

@@ -150,6 +150,31 @@ MOE_FIELDS = {
     "vocab_size": 512,
     "max_position_embeddings": 2048,
 }
+# A tiny AFMoE (AfmoeForCausalLM, Arcee's Trinity): a dense layer, then experts with a shared one; every
+# attention layer gates its output through a gate_proj of its own, which takes an adapter of its own.
+AFMOE_FIELDS = {
+    "model_type": "afmoe",
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "moe_intermediate_size": 64,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "num_shared_experts": 1,
+    "num_dense_layers": 1,
+    "sliding_window": 64,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "score_func": "sigmoid",
+    "route_norm": True,
+    "n_group": 1,
+    "topk_group": 1,
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+}
+FIELDS = {"qwen3-moe": MOE_FIELDS, "afmoe": AFMOE_FIELDS}
 # (model, TP, max_loras, rank): TP 2 splits B of the column-parallel layers, A of the row-parallel ones
 # and every expert's width.
 BUFFER_CASES = [
@@ -158,6 +183,7 @@ BUFFER_CASES = [
     ("mqa", 2, 1, 32),
     ("qwen3-moe", 1, 2, 8),
     ("qwen3-moe", 2, 2, 16),
+    ("afmoe", 2, 2, 8),
 ]
 
 
@@ -169,9 +195,7 @@ BUFFER_CASES = [
 def test_buffer_bytes_are_what_vllms_engine_allocates(
     shape: str, tp: int, loras: int, rank: int, vllm_env: VllmEnv, tiny_models: dict[str, Path]
 ) -> None:
-    model = (
-        build_model_from_fields(vllm_env, shape, MOE_FIELDS) if shape == "qwen3-moe" else tiny_models[shape]
-    )
+    model = build_model_from_fields(vllm_env, shape, FIELDS[shape]) if shape in FIELDS else tiny_models[shape]
     with open(model / "config.json") as f:
         arch = capacity.architecture_from_config(json.load(f), name=shape)
     ours = capacity.lora_bytes_per_gpu(
