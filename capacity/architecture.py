@@ -167,6 +167,10 @@ FAMILIES: dict[str, str] = {
     "DbrxForCausalLM": "moe",  # its facts in attn_config and ffn_config (_dbrx_fields)
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
+    # Gemma 3n (vLLM's gemma3n.py, gemma3n_mm.py): Gemma 4's KV-shared layers and per-layer embeddings, with
+    # AltUp and LAUREL in every layer, and a timm vision tower and an audio conformer beside the text model.
+    "Gemma3nForCausalLM": "gemma3n",
+    "Gemma3nForConditionalGeneration": "gemma3n",
     "Gemma4ForConditionalGeneration": "gemma4",
     # MiMo-V2-Flash and MiMo-V2.5 (vLLM's mimo_v2.py): sliding-window and full layers with heads of their own,
     # values narrower than keys.
@@ -268,6 +272,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "mimo_v2_flash": "mimo_v2",
     "mimo_v2": "mimo_v2",
     "step3p5": "step3p5",
+    "gemma3n": "gemma3n",
+    "gemma3n_text": "gemma3n",
 }
 
 #: transformers' documented defaults for fields real configs leave out (``PretrainedConfig`` subclasses'
@@ -287,6 +293,19 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window_pattern": 6,
         "hidden_size_per_layer_input": 256,
         "vocab_size_per_layer_input": 262144,
+    },
+    # Gemma3nTextConfig: heads 256 wide whatever hidden / heads is, a 512-token window on four layers of five,
+    # per-layer embeddings 256 wide, four AltUp streams, LAUREL rank 64, the last 15 layers on earlier
+    # layers' caches (E4B's; E2B's file says 10).
+    "gemma3n_text": {
+        "head_dim": 256,
+        "sliding_window": 512,
+        "sliding_window_pattern": 5,
+        "hidden_size_per_layer_input": 256,
+        "vocab_size_per_layer_input": 262144,
+        "altup_num_inputs": 4,
+        "laurel_rank": 64,
+        "num_kv_shared_layers": 15,
     },
     # MiMoV2FlashConfig: 192-wide keys and 128-wide values unless a file says otherwise (vLLM reads the
     # config class's attributes; MiMo-V2.5's own config code, model type mimo_v2, has no such defaults).
@@ -736,6 +755,9 @@ class Architecture:
     """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
     vision_parameters: int = 0
     """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
+    vision_whole_parameters: int = 0
+    """Of ``vision_parameters``, the towers vLLM builds through transformers' ``AutoModel`` (Gemma 3n's timm
+    vision tower and audio conformer), which no TP rank splits: whole on every GPU."""
     vision_heads: int = 0
     """Attention heads of a vision tower vLLM splits across the TP ranks as it does the text model's
     (``divide(num_heads, tp)`` in GLM-V's Glm4vVisionAttention, under the default ``--mm-encoder-tp-mode
@@ -747,6 +769,14 @@ class Architecture:
     ``per_layer_input_vocab x (num_layers x per_layer_input_size)``; 0: none."""
     per_layer_input_vocab: int = 0
     """Rows of that table (``vocab_size_per_layer_input``)."""
+    altup_inputs: int = 0
+    """Gemma 3n's AltUp (``altup_num_inputs``): the hidden state travels as that many streams, the extra ones
+    projected in and out once a model (square column-parallel projections), each layer predicting and
+    correcting them through small replicated coefficients, a router with its norm and a float32 output
+    scale; 0: none."""
+    laurel_rank: int = 0
+    """Gemma 3n's LAUREL: a rank-``laurel_rank`` residual (hidden -> rank column-parallel, rank -> hidden
+    row-parallel) and its norm beside every layer's attention; 0: none."""
     config_reader: ConfigReader = "engine"
     """What builds this config in vLLM (:func:`config_reader`); ``checkpoint`` needs
     ``--trust-remote-code``."""
@@ -982,6 +1012,8 @@ class ParameterGroups:
     """Output projection (vocab-parallel; 0 when tied to the embedding)."""
     vision: float
     """Vision tower and projector (split across TP ranks; not run by a decode step)."""
+    vision_whole: float = 0.0
+    """The part of ``vision`` every TP rank holds whole (:attr:`Architecture.vision_whole_parameters`)."""
     per_layer_embedding: float = 0.0
     """Gemma 4's per-layer embedding table (vocab-parallel like the input embedding, read by lookup; never
     the LM head, tied or not)."""
@@ -1076,6 +1108,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
     stores, with ``vocab_rows`` rows in the embedding and LM head (the checkpoint's, or vLLM's padded)."""
     h = a.hidden_size
     vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
+    vision_whole = weigh("vision", None, a.vision_whole_parameters) if a.vision_whole_parameters else 0.0
     sharded = 0.0
     norm = 2 * h if a.norm_bias else h
     replicated = weigh(None, None, norm if a.final_norm else 0) + _hyper_connection_params(a, None, weigh)
@@ -1090,6 +1123,13 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
         replicated += weigh(None, i, a.norms_per_layer * norm) + _hyper_connection_params(a, i, weigh)
         if ple:  # Gemma 4: per_layer_input_gate and per_layer_projection (replicated), and their norm
             replicated += weigh(None, i, 2 * ple * h + h)
+        if a.altup_inputs:  # correction and prediction coefficients, the router and its norm; the scale
+            n = a.altup_inputs
+            replicated += weigh(None, i, n * n + n**3 + h * n + h)
+            replicated += weigh(None, i, h, dtype=FLOAT32_PARAMETERS)
+        if a.laurel_rank:  # linear_left, linear_right, post_laurel_norm
+            sharded += weigh(None, i, 2 * h * a.laurel_rank)
+            replicated += weigh(None, i, h)
         s, r, per_head = _mixer_params(a, layer, i, weigh)
         sharded += s
         replicated += r
@@ -1131,6 +1171,8 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
         per_layer_embedding = weigh("embedding", None, a.per_layer_input_vocab * len(a.layers) * ple)
         sharded += weigh(None, None, len(a.layers) * ple * h)
         replicated += weigh(None, None, ple)
+    if a.altup_inputs and a.first_layer == 0:  # altup_projections and altup_unembed_projections
+        sharded += weigh(None, None, 2 * (a.altup_inputs - 1) * h * h)
     lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, vocab_rows * h)
     lm_head += weigh(None, None, vocab_rows if a.lm_head_bias else 0)
     moe_layers = a.num_moe_layers
@@ -1138,6 +1180,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
         embedding=embedding,
         lm_head=lm_head,
         vision=vision,
+        vision_whole=vision_whole,
         per_layer_embedding=per_layer_embedding,
         sharded=sharded,
         replicated=replicated,
@@ -2461,20 +2504,8 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     if mixers and window is not None and mixers[-1] != "full":
         mixers[-1] = "full"  # Gemma4TextConfig forces the last layer global
     overrides = _gemma4_overrides(cfg, mixers, a["num_attention_heads"])
-    shared_count = _int(cfg, ("num_kv_shared_layers",), minimum=0, default=0)
-    if shared_count >= layers:
-        raise ConfigError(
-            "num_kv_shared_layers", f"is {shared_count}; expected fewer than the {layers} layers"
-        )
-    first_shared = layers - shared_count
-    shared = [i >= first_shared for i in range(layers)]
-    for i in range(first_shared, layers):
-        if mixers[i] not in mixers[:first_shared]:
-            raise ConfigError(
-                "num_kv_shared_layers",
-                f"is {shared_count}: layer {i} ({mixers[i]} attention) has no earlier {mixers[i]} layer "
-                "whose cache it could share (vLLM refuses it)",
-            )
+    shared = _kv_shared_layers(cfg, mixers)
+    shared_count = sum(shared)
     dense = a["intermediate_size"]
     double = _bool(cfg, "use_double_wide_mlp", False)
     width = [2 * dense if double and shared[i] else dense for i in range(layers)]
@@ -2496,12 +2527,7 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
             expert_scale=True,
         )
         ffn, width = ["moe"] * layers, [0] * layers
-    per_layer_input = _int(cfg, ("hidden_size_per_layer_input",), minimum=0, default=0)
-    if per_layer_input:
-        extra.update(
-            per_layer_input_size=per_layer_input,
-            per_layer_input_vocab=_int(cfg, ("vocab_size_per_layer_input",), default=_int(cfg, _VOCAB)),
-        )
+    extra.update(_per_layer_inputs(cfg))
     return _Read(
         mixers,
         ffn,
@@ -2510,6 +2536,71 @@ def _read_gemma4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
         extra,
         head_dims=[d for d, _ in overrides],
         kv_shared=shared,
+    )
+
+
+def _kv_shared_layers(cfg: Mapping[str, Any], mixers: Sequence[Mixer]) -> list[bool]:
+    """Gemma 3n's and Gemma 4's last ``num_kv_shared_layers`` layers: each attends over the cache of an
+    earlier layer of its kind (no K/V projections, no cache of their own)."""
+    layers = len(mixers)
+    count = _int(cfg, ("num_kv_shared_layers",), minimum=0, default=0)
+    if count >= layers:
+        raise ConfigError("num_kv_shared_layers", f"is {count}; expected fewer than the {layers} layers")
+    first = layers - count
+    for i in range(first, layers):
+        if mixers[i] not in mixers[:first]:
+            raise ConfigError(
+                "num_kv_shared_layers",
+                f"is {count}: layer {i} ({mixers[i]} attention) has no earlier {mixers[i]} layer "
+                "whose cache it could share (vLLM refuses it)",
+            )
+    return [i >= first for i in range(layers)]
+
+
+def _per_layer_inputs(cfg: Mapping[str, Any]) -> dict[str, int]:
+    """Gemma 3n's and Gemma 4's per-layer embeddings, where ``hidden_size_per_layer_input`` > 0."""
+    width = _int(cfg, ("hidden_size_per_layer_input",), minimum=0, default=0)
+    if not width:
+        return {}
+    vocab = _int(cfg, ("vocab_size_per_layer_input",), default=_int(cfg, _VOCAB))
+    return {"per_layer_input_size": width, "per_layer_input_vocab": vocab}
+
+
+def _per_layer_widths(cfg: Mapping[str, Any], layers: int) -> list[int]:
+    """Gemma 3n's ``intermediate_size``: one MLP width for every layer, or a list of one a layer."""
+    value = cfg.get("intermediate_size")
+    if not isinstance(value, list):
+        return [_int(cfg, ("intermediate_size",))] * layers
+    if len(value) != layers:
+        raise ConfigError(
+            "intermediate_size",
+            f"has {len(value)} widths; expected one, or one for each of the {layers} layers",
+        )
+    return [_as_int(f"intermediate_size[{i}]", w, minimum=1) for i, w in enumerate(value)]
+
+
+def _read_gemma3n(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Gemma 3n (vLLM's gemma3n.py): sliding and global layers of one shape (``layer_types``, else every
+    fifth global), the last ``num_kv_shared_layers`` on earlier layers' caches (vLLM points a shared layer
+    at layer ``first_shared - 2`` if it slides and ``first_shared - 1`` if not, which is the last earlier
+    layer of its kind wherever ``layer_types`` keeps the default pattern), per-layer embeddings, a dense MLP
+    of each layer's own ``intermediate_size``, and in every layer AltUp over ``altup_num_inputs`` streams
+    and a rank-``laurel_rank`` LAUREL residual. Activation sparsity changes no size."""
+    layers = a["num_layers"]
+    mixers, window = _attention_mixers(cfg, layers)
+    extra: dict[str, Any] = {
+        "sliding_window": window,
+        **_per_layer_inputs(cfg),
+        "altup_inputs": _int(cfg, ("altup_num_inputs",)),
+        "laurel_rank": _int(cfg, ("laurel_rank",)),
+    }
+    return _Read(
+        mixers,
+        ["dense"] * layers,
+        _per_layer_widths(cfg, layers),
+        [0] * layers,
+        extra,
+        kv_shared=_kv_shared_layers(cfg, mixers),
     )
 
 
@@ -2908,6 +2999,79 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     return total
 
 
+#: Parameters of the timm vision towers Gemma 3n's ``vision_config.architecture`` names, as timm builds them
+#: (transformers' ``TimmWrapperModel`` over ``timm.create_model``; counted with timm 1.0.31 on the meta
+#: device, its classifier head off as vLLM builds it). Their sizes are in timm's code, not the config.
+TIMM_TOWER_PARAMETERS = {"mobilenetv5_300m_enc": 294_126_912}
+
+
+def _gemma3n_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int] | None:
+    """Gemma 3n's towers and embedders (vLLM's gemma3n_mm.py), or None for a text-only config: (all their
+    parameters, the towers' alone). The towers are built by transformers (``AutoModel.from_config``) and
+    kept whole on every GPU: the timm vision tower ``vision_config.architecture`` names, and the audio
+    conformer (``Gemma3nAudioEncoder``: two sub-sampling convolutions, then ``conf_num_hidden_layers``
+    blocks of attention with a relative-position projection, two 4x feed-forwards and a depthwise
+    convolution). Each modality's embedder (a ``vocab_size`` table, two norms and a projection into the text
+    width) is vocab- and row-parallel. Defaults are Gemma3nVisionConfig's and Gemma3nAudioConfig's."""
+    vision, audio = config.get("vision_config"), config.get("audio_config")
+    if vision is None and audio is None:
+        return None
+    for key, part in (("vision_config", vision), ("audio_config", audio)):
+        if not isinstance(part, Mapping):
+            raise ConfigError(key, f"is {part!r:.40}; expected an object (Gemma 3n builds both towers)")
+    assert isinstance(vision, Mapping) and isinstance(audio, Mapping)
+    try:
+        name = vision.get("architecture", "mobilenetv5_300m_enc")
+        if name not in TIMM_TOWER_PARAMETERS:
+            raise ConfigError(
+                "architecture",
+                f"is {name!r:.40}, a timm model whose size kvright does not know; expected one of "
+                f"{', '.join(TIMM_TOWER_PARAMETERS)}",
+            )
+        vision_width = _int(vision, ("hidden_size",), default=2048)
+        vision_embedder = _int(vision, ("vocab_size",), default=128) * vision_width + vision_width * (
+            2 + text_hidden
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    try:
+        width = _int(audio, ("hidden_size",), default=1536)
+        blocks = _int(audio, ("conf_num_hidden_layers",), default=12)
+        heads = _int(audio, ("conf_num_attention_heads",), default=8)
+        kernel = _int(audio, ("conf_conv_kernel_size",), default=5)
+        channels = _int_pair(audio, "sscp_conv_channel_size", (128, 32))
+        kernels = [_int_pair({"k": k}, "k", (3, 3)) for k in audio.get("sscp_conv_kernel_size", [[3, 3]] * 2)]
+        strides = [_int_pair({"s": s}, "s", (2, 2)) for s in audio.get("sscp_conv_stride_size", [[2, 2]] * 2)]
+        features = _int(audio, ("input_feat_size",), default=128)
+        audio_embedder = _int(audio, ("vocab_size",), default=128) * width + width * (2 + text_hidden)
+    except ConfigError as exc:
+        raise ConfigError(f"audio_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    if len(kernels) != 2 or len(strides) != 2:
+        raise ConfigError("audio_config.sscp_conv_kernel_size", "expected two [height, width] pairs")
+    convolutions = 0
+    in_channels = 1
+    for out_channels, (kh, kw), (_, sw) in zip(channels, kernels, strides, strict=True):
+        convolutions += out_channels * in_channels * kh * kw + out_channels  # no bias; the group norm's scale
+        features = (features + 2 - kw) // sw + 1  # padded by one on each side of the frequency axis
+        in_channels = out_channels
+    # per block: attention (q, k, v, relative positions, output: 5 A^2; two norms, the per-dim scale), two
+    # feed-forwards (8 A^2 and two norms each), the light convolution (3 A^2, two norms, the depthwise
+    # kernel) and the block's norm
+    block = 24 * width * width + 9 * width + width // heads + width * kernel
+    audio_tower = convolutions + in_channels * features * width + blocks * block
+    towers = TIMM_TOWER_PARAMETERS[name] + audio_tower
+    return towers + vision_embedder + audio_embedder, towers
+
+
+def _int_pair(cfg: Mapping[str, Any], name: str, default: tuple[int, int]) -> tuple[int, int]:
+    """Two positive integers, a list of two in the file."""
+    value = cfg.get(name, default)
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigError(name, f"is {value!r:.40}; expected two positive integers")
+    first, second = (_as_int(name, v, minimum=1) for v in value)
+    return first, second
+
+
 _GLM4V = frozenset({"glm4v", "glm46v", "glm4v_moe"})
 _GLM4V_VISION = frozenset({"glm4v_vision", "glm4v_moe_vision"})
 
@@ -3149,6 +3313,9 @@ _MODELING: dict[str, _Modeling] = {
         attention_gate_projection=True,
         tied_head=False,
     ),
+    # Gemma 3n: Gemma 3's four norms and per-head q/k norms (a KV-shared layer's q norm alone), attention_bias
+    # on all four projections; the logits come from the embedding whatever tie_word_embeddings says.
+    "gemma3n_text": _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias", tied_head=True),
     # Hunyuan (transformers' HunYuan V1 classes): per-head q/k norms always; attention_bias on all four.
     **dict.fromkeys(
         ("hunyuan", "hunyuan_v1_dense", "hunyuan_v1_moe"), _Modeling(qk_norm="head", o_bias="attention_bias")
@@ -3257,22 +3424,28 @@ def architecture_from_config(
         default_head_dim = _opt_int(cfg, ("qk_rope_head_dim",))
     head_dim = _int(cfg, _HEAD_DIM, default=default_head_dim)
     dtype = _dtype(cfg)
+    if model_type in ("falcon", "gpt2", "opt", "gptj", "bloom", "gpt_bigcode"):
+        intermediate = _classic_mlp_width(cfg, model_type, hidden)
+    elif family == "gemma3n":  # the widest of its per-layer widths (each layer's own is read with it)
+        intermediate = max(_per_layer_widths(cfg, layers))
+    else:
+        intermediate = _int(
+            cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas", "deepseek_v4") else None
+        )
     a: dict[str, Any] = {
         "hidden_size": hidden,
         "num_layers": layers,
         "num_attention_heads": heads,
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
-        "intermediate_size": _int(
-            cfg, _INTERMEDIATE, default=0 if family in ("moe", "hybrid", "nas", "deepseek_v4") else None
-        )
-        if model_type not in ("falcon", "gpt2", "opt", "gptj", "bloom", "gpt_bigcode")
-        else _classic_mlp_width(cfg, model_type, hidden),
+        "intermediate_size": intermediate,
     }
     if family == "hybrid":
         read = _read_hybrid(cfg, model_type, a)
     elif family == "gemma4":
         read = _read_gemma4(cfg, a)
+    elif family == "gemma3n":
+        read = _read_gemma3n(cfg, a)
     elif family == "mimo_v2":
         read = _read_mimo_v2(cfg, a)
     elif family == "deepseek_v4":
@@ -3356,6 +3529,12 @@ def architecture_from_config(
     extra.setdefault("attention_gate_projection", built.attention_gate_projection)
     weights = weight_format(cfg, hf_quant_config=hf_quant_config)
     warnings.extend(weights.warnings)
+    if family == "gemma3n":
+        towers = _gemma3n_towers(config, hidden) or (0, 0)
+    else:
+        # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
+        # model alone (the towers are MiMoV2OmniForCausalLM's).
+        towers = (_vision_parameters(config, hidden) if family != "mimo_v2" else 0, 0)
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
@@ -3398,9 +3577,8 @@ def architecture_from_config(
             )
         ),
         qkv_bias=_flag(cfg, built.qkv_bias),
-        # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
-        # model alone (the towers are MiMoV2OmniForCausalLM's).
-        vision_parameters=_vision_parameters(config, hidden) if family != "mimo_v2" else 0,
+        vision_parameters=towers[0],
+        vision_whole_parameters=towers[1],
         vision_heads=_vision_heads(config),
         config_reader=reader,
         model_class_reader=class_reader,

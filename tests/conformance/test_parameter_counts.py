@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 
 import capacity
-from capacity.architecture import FAMILIES
+from capacity.architecture import FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
 
@@ -115,6 +115,11 @@ TOWERS: dict[str, dict[str, Any]] = {case: _wrapper(fields) for case, fields in 
 
 
 CONFIGS = HERE.parent / "data" / "configs"
+
+#: Gemma 3n checkpoints, whose towers vLLM builds through transformers' AutoModel (gemma3n_mm.py). The audio
+#: conformer is counted by transformers' class; the vision tower is a timm model (not installed here, so its
+#: size is capacity's table of timm models) and the embedders are vLLM's own small modules.
+GEMMA3N = {slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in ("gemma-3n-e2b-it",)}
 
 
 def _quantized_fixtures() -> dict[str, dict[str, Any]]:
@@ -213,6 +218,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             for name, block in QUANTIZED_BLOCKS.items()
         ]
         + [{"id": f"vocab:{name}", "config": config} for name, config in ODD_VOCABULARIES.items()]
+        + [{"id": f"audio:{slug}", "config": c, "sub_config": "audio_config"} for slug, c in GEMMA3N.items()]
         + [
             {"id": f"refused:{name}", "config": config, "plain_config": True}
             for name, (config, _, _) in REFUSED_BY_BOTH.items()
@@ -376,6 +382,18 @@ def test_a_wrapper_is_its_language_model_plus_the_tower_vllm_loads(
     assert arch.parameter_groups.vision == tower["parameters"]
     assert arch.parameters == vllm_counts[language_model]["parameters"] + tower["parameters"]
     assert not arch.warnings
+
+
+@pytest.mark.parametrize("slug", sorted(GEMMA3N))
+def test_gemma3n_holds_the_audio_conformer_transformers_builds_whole_on_every_rank(
+    vllm_counts: dict[str, dict[str, Any]], slug: str
+) -> None:
+    audio = vllm_counts[f"audio:{slug}"]
+    assert audio["error"] is None, audio["error"]
+    assert audio["architecture"] == "Gemma3nAudioEncoder"
+    arch = capacity.architecture_from_config(GEMMA3N[slug])
+    vision = GEMMA3N[slug]["vision_config"]["architecture"]
+    assert arch.vision_whole_parameters == TIMM_TOWER_PARAMETERS[vision] + audio["parameters"]
 
 
 def test_a_tower_tp_would_split_runs_whole_per_rank_in_a_class_that_can_run_it_so(

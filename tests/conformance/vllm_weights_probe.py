@@ -31,6 +31,11 @@ under its module NAME (``visual``), built on the meta device: a vision tower vLL
 wrapper vLLM's CPU build cannot import (GLM-V's processor needs torchvision). Its answer's ``parameters`` is
 that count and ``architecture`` transformers' class.
 
+A case with ``"sub_config": KEY`` asks for the parameters of the model transformers' ``AutoModel`` builds
+for the config's sub-config KEY (``audio_config``), on the meta device: a tower vLLM builds that way (Gemma
+3n's ``AutoModel.from_config(config.audio_config)``) in a wrapper this CPU build cannot build whole (its
+vision tower is a timm model, and timm is not installed here).
+
 When vLLM refuses to build its class (``error``), the answer adds ``checkpoint_parameters``: the parameters
 of transformers' class for the same config, also built on the meta device (the tensors a checkpoint of that
 config holds), or null when transformers has no class for it either.
@@ -115,11 +120,12 @@ def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | 
             try:
                 with set_default_torch_dtype(vllm_config.model_config.dtype), torch.device("meta"):
                     model = cls(vllm_config=vllm_config)
-            except NotImplementedError as error:
+            except (NotImplementedError, RuntimeError) as error:
                 if "meta tensor" not in str(error):
                     raise
                 # A module that computes its initial values from a tensor while it is built (Apertus's
-                # xIELU takes log(exp(alpha) - 1) of one) cannot be built without storage: the small
+                # xIELU takes log(exp(alpha) - 1) of one, Gemma 3n's sparse GELU the .item() of a normal
+                # quantile) cannot be built without storage: the small
                 # configs here are built on the CPU instead, which counts the same tensors. The layers the
                 # failed build registered are forgotten first (vLLM refuses a layer name twice).
                 vllm_config.compilation_config.static_forward_context.clear()
@@ -191,6 +197,21 @@ def _tower_count(config: dict[str, Any], tower: str) -> dict[str, Any]:
     return {"architecture": type(model).__name__, "parameters": count, "attention": None, "error": None}
 
 
+def _sub_config_count(config: dict[str, Any], key: str) -> dict[str, Any]:
+    """Parameters of transformers' ``AutoModel`` for the sub-config ``key`` of ``config``."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        sub = getattr(AutoConfig.from_pretrained(folder), key)
+    with torch.device("meta"):
+        model = AutoModel.from_config(sub)
+    count = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    return {"architecture": type(model).__name__, "parameters": count, "attention": None, "error": None}
+
+
 def _register_plain(model_type: str) -> None:
     """A config class for ``model_type`` that keeps every field of the file (transformers has none)."""
     from transformers import AutoConfig, PretrainedConfig
@@ -213,6 +234,8 @@ def main() -> None:
                     _register_plain(case["config"]["model_type"])
                 if case.get("tower"):
                     answer = _tower_count(case["config"], case["tower"])
+                elif case.get("sub_config"):
+                    answer = _sub_config_count(case["config"], case["sub_config"])
                 else:
                     answer = _count(case["config"], port, case.get("hf_quant_config"))
         except Exception as exc:  # the answer names the refusal; the test decides what it means

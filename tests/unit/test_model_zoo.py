@@ -102,10 +102,13 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     text = cfg.get("text_config", cfg)
     if text is not cfg:
         text = TEXT_DEFAULTS.get(text.get("model_type"), {}) | text
+    # Gemma 3n / 4: the last num_kv_shared_layers layers read earlier layers' caches and keep none
+    shared = text.get("num_kv_shared_layers")
+    owning = text["num_hidden_layers"] - shared if shared is not None else None
     if text.get("model_type") == "gemma4_text":  # global layers: their own head width (and K=V heads)
         kv = text.get("num_global_key_value_heads") if text.get("attention_k_eq_v") else None
         per_layer = 2 * (kv or text["num_key_value_heads"]) * text["global_head_dim"] * 2
-        return text["layer_types"].count("full_attention") * per_layer
+        return text["layer_types"][:owning].count("full_attention") * per_layer
     if "hybrid_layer_pattern" in text:  # MiMo-V2: the 0s attend fully, values narrower than keys
         per_layer = text["num_key_value_heads"] * (text["head_dim"] + text["v_head_dim"]) * 2
         return text["hybrid_layer_pattern"].count(0) * per_layer
@@ -119,7 +122,7 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     elif "hybrid_override_pattern" in text:
         layers = text["hybrid_override_pattern"].count("*")
     elif "layer_types" in text:
-        layers = text["layer_types"].count("full_attention")
+        layers = text["layer_types"][:owning].count("full_attention")
     elif "sliding_window_pattern" in text:  # older Gemma 3 files: every pattern-th layer is full attention
         layers = text["num_hidden_layers"] // text["sliding_window_pattern"]
     elif "attention_chunk_size" in text:  # Llama 4: the NoPE layers (no_rope_layers[i] == 0) are global; an
