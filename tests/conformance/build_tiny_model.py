@@ -174,15 +174,14 @@ def build(out_dir: str, fields: dict[str, object]) -> None:
         model_max_length=int(fields["max_position_embeddings"]),  # type: ignore[call-overload]
     )
 
-    config = AutoConfig.for_model(
-        model_type,
-        bos_token_id=tok.token_to_id("<s>"),
-        eos_token_id=tok.token_to_id("</s>"),
-        pad_token_id=tok.token_to_id("<pad>"),
-        tie_word_embeddings=False,
-        torch_dtype="bfloat16",
-        **fields,
-    )
+    base = {
+        "bos_token_id": tok.token_to_id("<s>"),
+        "eos_token_id": tok.token_to_id("</s>"),
+        "pad_token_id": tok.token_to_id("<pad>"),
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    config = AutoConfig.for_model(model_type, **(base | fields))  # a field stated here wins
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
 

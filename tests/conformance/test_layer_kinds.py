@@ -30,7 +30,8 @@ Gemma 4 (`Gemma4ForCausalLM`) has sliding and global layers whose heads differ i
 pages per token differ: vLLM gives every layer the largest page and the smaller-page kind a block size as
 many times larger (256 tokens here), which the "kv cache group sizes" line shows group by group. One model is
 shaped like the 26B/31B (K = V global layers with fewer KV heads), one like the E2B/E4B (per-layer inputs,
-the last layers over earlier layers' caches, which get none of their own).
+the last layers over earlier layers' caches, which get none of their own). Gemma 3n (`Gemma3nForCausalLM`)
+shares caches the same way, its layers all of one shape, with AltUp, LAUREL and a width per layer beside.
 
 Three carry Mamba states: Jamba (`JambaForCausalLM`, Mamba-1 layers, an attention layer every 4th), Nemotron-H
 (Mamba-2 layers of their own) and Falcon-H1 (attention and Mamba-2 side by side in every layer). vLLM
@@ -279,6 +280,28 @@ MODELS["gemma4-e"] = _GEMMA4 | {
     "use_double_wide_mlp": True,
 }
 
+# Gemma 3n (Gemma3nForCausalLM): sliding and global layers of one shape, the last two over earlier layers'
+# caches (vLLM points a sliding one at layer first_shared - 2 and a global one at first_shared - 1, which
+# this pattern makes layers of their kind), AltUp and LAUREL in every layer, an MLP width a layer.
+MODELS["gemma3n"] = {
+    "model_type": "gemma3n_text",
+    "num_hidden_layers": 6,
+    "layer_types": [S, S, S, F, S, F],
+    "sliding_window": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "hidden_size": 128,
+    "intermediate_size": [256, 256, 256, 256, 192, 192],
+    "num_kv_shared_layers": 2,
+    "hidden_size_per_layer_input": 16,
+    "vocab_size_per_layer_input": 512,
+    "altup_num_inputs": 2,
+    "laurel_rank": 8,
+    "tie_word_embeddings": True,  # vLLM's class has no LM head to load one into
+    **_TOKENIZER_FIELDS,
+}
+
 #: What capacity reads from that file, so that its case cannot pass by both sides reading the wrong kinds
 #: alike: the engine's allocation below then decides whether the reading is vLLM's.
 DERIVED_KINDS = {"cohere2": {"sliding": 6, "full": 2}}
@@ -318,6 +341,7 @@ CASES = [
         shape="gemma4", tensor_parallel_size=2, kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH
     ),
     ServerSpec(shape="gemma4-e", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
+    ServerSpec(shape="gemma3n", kv_cache_memory_bytes=BIG_KV_BYTES, extra_args=SMALL_BATCH),
 ]
 
 
