@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
@@ -3367,6 +3367,18 @@ def _flag(cfg: Mapping[str, Any], spec: str | tuple[str, ...] | bool) -> bool:
     return any(_bool(cfg, key, False) for key in ((spec,) if isinstance(spec, str) else spec))
 
 
+#: The families whose layers a reader of their own describes (dense, MoE, MLA and MiniCPM3 share
+#: :func:`_read_transformer`; the hybrids :func:`_read_hybrid`, which also takes the model type).
+_FAMILY_READERS: dict[str, Callable[[Mapping[str, Any], dict[str, Any]], _Read]] = {
+    "gemma4": _read_gemma4,
+    "gemma3n": _read_gemma3n,
+    "mimo_v2": _read_mimo_v2,
+    "deepseek_v4": _read_deepseek_v4,
+    "step3p5": _read_step3p5,
+    "nas": _read_nas,
+}
+
+
 def architecture_from_config(
     config: Mapping[str, Any],
     *,
@@ -3442,18 +3454,8 @@ def architecture_from_config(
     }
     if family == "hybrid":
         read = _read_hybrid(cfg, model_type, a)
-    elif family == "gemma4":
-        read = _read_gemma4(cfg, a)
-    elif family == "gemma3n":
-        read = _read_gemma3n(cfg, a)
-    elif family == "mimo_v2":
-        read = _read_mimo_v2(cfg, a)
-    elif family == "deepseek_v4":
-        read = _read_deepseek_v4(cfg, a)
-    elif family == "step3p5":
-        read = _read_step3p5(cfg, a)
-    elif family == "nas":
-        read = _read_nas(cfg, a)
+    elif family in _FAMILY_READERS:
+        read = _FAMILY_READERS[family](cfg, a)
     else:
         read = _read_transformer(cfg, family, model_type, a)
     extra = read.extra

@@ -132,10 +132,11 @@ if __name__ == "__main__":
     print("LORA_BUFFER_BYTES", json.dumps(executor.collective_rpc(measure)), flush=True)
 """
 
-# A tiny Qwen3-MoE (Qwen3MoeForCausalLM: embedding and logits buffers, 8 routed experts and a router
-# per layer; FusedMoEWithLoRA).
-MOE_FIELDS = {
-    "model_type": "qwen3_moe",
+# Two tiny MoE models of one size: a Qwen3-MoE (Qwen3MoeForCausalLM: embedding and logits buffers, 8 routed
+# experts and a router per layer; FusedMoEWithLoRA) and an AFMoE (AfmoeForCausalLM, Arcee's Trinity: a dense
+# layer, then experts with a shared one; every attention layer gates its output through a gate_proj of its
+# own, which takes an adapter of its own).
+_TINY_MOE = {
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
@@ -145,24 +146,13 @@ MOE_FIELDS = {
     "moe_intermediate_size": 64,
     "num_experts": 8,
     "num_experts_per_tok": 2,
-    "decoder_sparse_step": 1,
-    "mlp_only_layers": [],
     "vocab_size": 512,
     "max_position_embeddings": 2048,
 }
-# A tiny AFMoE (AfmoeForCausalLM, Arcee's Trinity): a dense layer, then experts with a shared one; every
-# attention layer gates its output through a gate_proj of its own, which takes an adapter of its own.
+MOE_FIELDS = {"model_type": "qwen3_moe", **_TINY_MOE, "decoder_sparse_step": 1, "mlp_only_layers": []}
 AFMOE_FIELDS = {
     "model_type": "afmoe",
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "moe_intermediate_size": 64,
-    "num_experts": 8,
-    "num_experts_per_tok": 2,
+    **_TINY_MOE,
     "num_shared_experts": 1,
     "num_dense_layers": 1,
     "sliding_window": 64,
@@ -171,8 +161,6 @@ AFMOE_FIELDS = {
     "route_norm": True,
     "n_group": 1,
     "topk_group": 1,
-    "vocab_size": 512,
-    "max_position_embeddings": 2048,
 }
 FIELDS = {"qwen3-moe": MOE_FIELDS, "afmoe": AFMOE_FIELDS}
 # (model, TP, max_loras, rank): TP 2 splits B of the column-parallel layers, A of the row-parallel ones
