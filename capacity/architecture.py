@@ -3258,7 +3258,11 @@ _MODELING: dict[str, _Modeling] = {
     # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
     # _read_falcon_h1).
     "falcon_h1": _Modeling(qkv_bias=False, norms_per_layer=1),
-    "qwen2": _Modeling(qkv_bias=True),
+    # vLLM's qwen2.py biases q/k/v whatever the file says; Qwen2-VL and Qwen2.5-VL build their text model
+    # with it (as Qwen2ForCausalLM), under their own model types (transformers 5: ``*_text`` text configs).
+    **dict.fromkeys(
+        ("qwen2", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), _Modeling(qkv_bias=True)
+    ),
     "qwen2_moe": _Modeling(qkv_bias=True),
     **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text"), _QK_NORM_PER_HEAD),
     # A router built in float32 (GateLinear's params_dtype): minimax_m2.py, glm4_moe.py (and the GLM-4.7-Flash

@@ -1119,3 +1119,15 @@ def test_glm_v_runs_its_vision_tower_whole_per_rank_where_tp_would_split_its_12_
     wrong = GLM_4_5V | {"vision_config": GLM_4_5V["vision_config"] | {"num_heads": "x"}}
     with pytest.raises(c.ConfigError, match=r"vision_config\.num_heads"):
         c.architecture_from_config(wrong)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl"])
+def test_qwen_vl_text_models_bias_q_k_and_v_as_vllms_qwen2_does(model_type):
+    """vLLM builds Qwen2-VL's and Qwen2.5-VL's text model as Qwen2ForCausalLM, whose q/k/v projections carry
+    a bias whatever the file says (a flat file states no attention_bias): 28 layers of 3,584 + 2 x 512 for
+    Qwen2.5-VL-7B, the text model Qwen2.5-7B's 7,615,616,512 to the parameter."""
+    path = Path(__file__).resolve().parents[1] / "data" / "configs" / "qwen2.5-vl-7b-instruct" / "config.json"
+    cfg = json.loads(path.read_text()) | {"model_type": model_type}
+    arch = c.architecture_from_config(cfg)
+    assert arch.qkv_bias
+    assert arch.parameters - arch.vision_parameters == 7_615_616_512
