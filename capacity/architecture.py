@@ -3264,7 +3264,11 @@ _MODELING: dict[str, _Modeling] = {
         ("qwen2", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), _Modeling(qkv_bias=True)
     ),
     "qwen2_moe": _Modeling(qkv_bias=True),
-    **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_moe_text"), _QK_NORM_PER_HEAD),
+    # Qwen3-VL builds its text model from Qwen3's layers (vLLM's qwen3_vl.py, qwen3_vl_moe.py).
+    **dict.fromkeys(
+        ("qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"),
+        _QK_NORM_PER_HEAD,
+    ),
     # A router built in float32 (GateLinear's params_dtype): minimax_m2.py, glm4_moe.py (and the GLM-4.7-Flash
     # model on it), step3p5.py, ernie45_moe.py.
     "minimax_m2": _Modeling(qk_norm="full", expert_score_bias="use_routing_bias", router_dtype="float32"),

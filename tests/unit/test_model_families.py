@@ -1131,3 +1131,26 @@ def test_qwen_vl_text_models_bias_q_k_and_v_as_vllms_qwen2_does(model_type):
     arch = c.architecture_from_config(cfg)
     assert arch.qkv_bias
     assert arch.parameters - arch.vision_parameters == 7_615_616_512
+
+
+def test_qwen3_vl_text_models_norm_q_and_k_per_head_as_qwen3s_layers_do():
+    """Qwen3-VL's dense text model (text_config model_type qwen3_vl_text) is built from vLLM's Qwen3 layers:
+    a q and a k RMSNorm of head_dim in every layer, as the Qwen3 text model of the same shape has."""
+    text = {
+        "model_type": "qwen3_vl_text",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "max_position_embeddings": 262144,
+        "tie_word_embeddings": False,
+    }
+    vl = c.architecture_from_config(
+        {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl", "text_config": text}
+    )
+    plain = c.architecture_from_config(text | {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
+    assert vl.qk_norm == plain.qk_norm == "head"
+    assert vl.parameters - vl.vision_parameters == plain.parameters
