@@ -1568,6 +1568,8 @@ class _EngineVocabulary:
     sub_config_types: Mapping[str, Mapping[str, str]]
     """Per composite model type, the type it builds for a ``text_config``, ``vision_config`` or
     ``llm_config`` that names none."""
+    previously_supported: Mapping[str, str]
+    """Classes vLLM served until the release given and now refuses by name (MiniMax-M1, dots.llm1, MPT)."""
 
 
 @cache
@@ -1582,6 +1584,7 @@ def _engine_vocabulary() -> _EngineVocabulary:
         transformers_architectures=frozenset(doc["transformers_architectures"]),
         config_defaults=doc["config_defaults"],
         sub_config_types=doc["sub_config_types"],
+        previously_supported=doc["previously_supported"],
     )
 
 
@@ -1640,6 +1643,8 @@ def _model_class_warnings(config: Mapping[str, Any], reader: ConfigReader) -> li
         f"architectures names {name}, a class vLLM {engine.vllm} does not register and its transformers "
         f"{engine.transformers} does not have"
     )
+    if name in engine.previously_supported:
+        head += f" (vLLM served it until v{engine.previously_supported[name]})"
     if reader == "checkpoint":
         return [
             f"{head}: vLLM would load the repository's own model code (auto_map) through its Transformers "
@@ -1789,7 +1794,13 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
     # Not the 69 names themselves: a condition message or a CLI line of 2,000 characters hides what is wrong.
     known = f"expected one of the {len(FAMILIES)} architectures that `kvright catalog` lists"
     name = architecture or repr(model_type)
-    if architecture:
+    engine = _engine_vocabulary()
+    if architecture in engine.previously_supported:
+        unknown = (
+            f"is {name}, which vLLM served until v{engine.previously_supported[architecture]} and vLLM "
+            f"{engine.vllm} refuses by name (\"not supported anymore\")"
+        )
+    elif architecture:
         unknown = f"is {name}, which kvright does not know"
     elif model_type is None:
         unknown = "is missing (and so is model_type)"

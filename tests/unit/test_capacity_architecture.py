@@ -818,3 +818,15 @@ def test_latent_moe_dispatches_the_latent_to_other_gpus_under_expert_parallelism
     steps = [c.roofline.StepModel(a, gpu, layout=layout, kv_cache_dtype="auto") for a in (plain, lat)]
     assert steps[0].a2a_bytes_per_token > 0
     assert steps[1].a2a_bytes_per_token / steps[0].a2a_bytes_per_token == pytest.approx(64 / 256)
+
+
+def test_a_class_vllm_no_longer_serves_is_named_so():
+    """vLLM's registry refuses the classes it dropped by name ("was supported in vLLM until v0.23.0"):
+    kvright's refusal and warning say the same, not only that kvright does not know the class."""
+    moe = {"architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1", "num_local_experts": 32}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(BASE | moe)
+    assert "served until v0.23.0" in str(err.value) and "0.32.0 refuses" in str(err.value)
+    baichuan = {"architectures": ["BaichuanForCausalLM"], "model_type": "baichuan"}
+    dense = c.architecture_from_config(BASE | baichuan)
+    assert any("vLLM served it until v0.23.0" in w for w in dense.warnings), dense.warnings
