@@ -29,6 +29,7 @@ from capacity.quantization import ModuleKind, WeightFormat, weight_format
 __all__ = [
     "DTYPE_BYTES",
     "FAMILIES",
+    "NO_PIPELINE_PARALLEL",
     "TRANSFORMERS_DEFAULTS",
     "Architecture",
     "AttentionKind",
@@ -180,6 +181,13 @@ FAMILIES: dict[str, str] = {
     # own, a sigmoid gate per head, experts with a shared one.
     "Step3p5ForCausalLM": "step3p5",
 }
+
+#: Classes whose vLLM model does not implement pipeline parallelism (no ``SupportsPP``): vLLM refuses a
+#: pipeline-parallel size above 1 for them at config time. tests/conformance/test_layouts.py holds the set to
+#: vLLM's registry for every class in :data:`FAMILIES` it can inspect.
+NO_PIPELINE_PARALLEL: frozenset[str] = frozenset(
+    {"Mamba2ForCausalLM", "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"}
+)
 
 #: The same, by ``model_type``, for configs without ``architectures``.
 _MODEL_TYPE_FAMILIES: dict[str, str] = {

@@ -118,3 +118,11 @@ def test_an_unknown_timm_tower_is_refused_naming_it():
     with pytest.raises(c.ConfigError) as err:
         c.architecture_from_config(cfg)
     assert err.value.field == "vision_config.architecture" and "mobilenetv5_300m_enc" in str(err.value)
+
+
+def test_pipeline_parallelism_is_refused_as_vllm_refuses_it():
+    """vLLM's Gemma 3n classes do not implement SupportsPP: a pipeline-parallel layout is refused."""
+    arch = c.architecture_from_config(E2B)
+    refused = c.layout_error(arch, c.Layout(pipeline_parallel_size=2))
+    assert refused is not None and "Gemma3nForConditionalGeneration" in refused and "accepted: 1" in refused
+    assert c.layout_error(arch, c.Layout(tensor_parallel_size=2)) is None
