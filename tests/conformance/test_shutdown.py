@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -25,14 +26,14 @@ import requests
 from kvright.render import drain_seconds
 from kvright_dev.procs import wait_until
 
-from .harness import LONG_GQA, SMALL_KV_BYTES, ServerSpec, VllmEnv, VllmServer, build_model, metric_samples
+from .harness import LONG_GQA, SMALL_KV_BYTES, ServerSpec, VllmEnv, VllmServer, build_model
 
 pytestmark = pytest.mark.conformance
 
-DRAINED_TOKENS = 600
-"""What the drained request must finish with: seconds of decode on a CPU, so SIGTERM lands mid-request, and
-well inside DRAIN on a machine three test lanes keep busy (1,500 took about 20 s of a 60 s drain on an idle
-one, a margin a busy machine could eat)."""
+DRAINED_TOKENS = 1000
+"""What the drained request must finish with: seconds of decode on a CPU (SIGTERM lands after its first
+token), well inside DRAIN on a machine three test lanes keep busy (1,500 took about 20 s of a 60 s drain on
+a quiet one)."""
 ABORTED_TOKENS = 12_000
 """What the request asks for on the server without the flag: minutes of decode on a CPU, so however slowly
 SIGTERM is handled on a busy machine, it lands long before the request could finish."""
@@ -70,15 +71,11 @@ def servers(
             server.stop()
 
 
-def _running(server: VllmServer) -> float:
-    return sum(v for _, v in metric_samples(server.metrics_text(), "vllm:num_requests_running"))
-
-
-def _generate(server: VllmServer, tokens: int, stall_seconds: float) -> int | None:
-    """Stream one generation of ``tokens`` tokens; return the completion tokens the server's closing usage
-    counts, or None when the stream was cut: an error, an end without usage, or nothing for
-    ``stall_seconds`` (vLLM 0.32 on some runs kills its engine while its HTTP server waits on the open
-    connection, which then never completes)."""
+def _generate(server: VllmServer, tokens: int, stall_seconds: float, decoding: threading.Event) -> int | None:
+    """Stream one generation of ``tokens`` tokens, setting ``decoding`` at its first token; return the
+    completion tokens the server's closing usage counts, or None when the stream was cut: an error, an end
+    without usage, or nothing for ``stall_seconds`` (vLLM 0.32 on some runs kills its engine while its HTTP
+    server waits on the open connection, which then never completes)."""
     body = {
         "model": server.served_name, "prompt": [5] * 32, "max_tokens": tokens, "ignore_eos": True,
         "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
@@ -92,6 +89,7 @@ def _generate(server: VllmServer, tokens: int, stall_seconds: float) -> int | No
                 return None
             for line in response.iter_lines():
                 if line.startswith(b"data: {"):
+                    decoding.set()
                     usage = json.loads(line[len(b"data: ") :]).get("usage")
                     if usage:
                         completed = int(usage["completion_tokens"])
@@ -103,14 +101,16 @@ def _generate(server: VllmServer, tokens: int, stall_seconds: float) -> int | No
 def _sigterm_mid_request(
     server: VllmServer, tokens: int, stall_seconds: float
 ) -> tuple[Future[int | None], str]:
-    """Start one long generation, send the server SIGTERM once it is decoding (as the kubelet signals a
-    container's first process), and return the generation's future (see _generate) and what a new
-    request met."""
+    """Start one long generation, send the server SIGTERM once it is decoding (its first token streamed
+    back: a poll of the running-requests gauge can miss a short request on a busy machine), as the kubelet
+    signals a container's first process, and return the generation's future (see _generate) and what a
+    new request met."""
+    decoding = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(_generate, server, tokens, stall_seconds)
+    future = pool.submit(_generate, server, tokens, stall_seconds, decoding)
     pool.shutdown(wait=False)
-    wait_until(lambda: _running(server) >= 1, 60, what="the request to be decoding", interval=0.05)
-    assert not future.done(), "the generation ended before SIGTERM could be sent"
+    assert decoding.wait(120) or future.done(), "no token streamed back in 120 s"
+    assert not future.done(), f"the generation ended before SIGTERM could be sent: {future.result()}"
     assert server.proc is not None
     server.proc.send_signal(signal.SIGTERM)
     try:

@@ -18,13 +18,14 @@ import sys
 def main() -> None:
     names = json.load(sys.stdin)
     with contextlib.redirect_stdout(sys.stderr):  # vLLM's logs stay off the answer
+        from vllm.model_executor.models.interfaces import supports_pp
         from vllm.model_executor.models.registry import ModelRegistry
 
         answers: dict[str, bool | None] = {}
         for name in names:
             model = ModelRegistry.models.get(name)
-            try:
-                answers[name] = bool(model.inspect_model_cls().supports_pp) if model is not None else None
+            try:  # imported here, in this one process (inspecting may start a process per class)
+                answers[name] = bool(supports_pp(model.load_model_cls())) if model is not None else None
             except Exception:  # the class's module cannot be imported in this venv
                 answers[name] = None
     json.dump(answers, sys.stdout)
