@@ -3058,15 +3058,13 @@ def _gemma3n_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, i
         blocks = _int(audio, ("conf_num_hidden_layers",), default=12)
         heads = _int(audio, ("conf_num_attention_heads",), default=8)
         kernel = _int(audio, ("conf_conv_kernel_size",), default=5)
-        channels = _int_pair(audio, "sscp_conv_channel_size", (128, 32))
-        kernels = [_int_pair({"k": k}, "k", (3, 3)) for k in audio.get("sscp_conv_kernel_size", [[3, 3]] * 2)]
-        strides = [_int_pair({"s": s}, "s", (2, 2)) for s in audio.get("sscp_conv_stride_size", [[2, 2]] * 2)]
+        channels = _int_pair("sscp_conv_channel_size", audio.get("sscp_conv_channel_size", (128, 32)))
+        kernels = _int_pairs(audio, "sscp_conv_kernel_size", (3, 3))
+        strides = _int_pairs(audio, "sscp_conv_stride_size", (2, 2))
         features = _int(audio, ("input_feat_size",), default=128)
         audio_embedder = _int(audio, ("vocab_size",), default=128) * width + width * (2 + text_hidden)
     except ConfigError as exc:
         raise ConfigError(f"audio_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
-    if len(kernels) != 2 or len(strides) != 2:
-        raise ConfigError("audio_config.sscp_conv_kernel_size", "expected two [height, width] pairs")
     convolutions = 0
     in_channels = 1
     for out_channels, (kh, kw), (_, sw) in zip(channels, kernels, strides, strict=True):
@@ -3082,13 +3080,20 @@ def _gemma3n_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, i
     return towers + vision_embedder + audio_embedder, towers
 
 
-def _int_pair(cfg: Mapping[str, Any], name: str, default: tuple[int, int]) -> tuple[int, int]:
+def _int_pair(name: str, value: Any) -> tuple[int, int]:
     """Two positive integers, a list of two in the file."""
-    value = cfg.get(name, default)
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         raise ConfigError(name, f"is {value!r:.40}; expected two positive integers")
     first, second = (_as_int(name, v, minimum=1) for v in value)
     return first, second
+
+
+def _int_pairs(cfg: Mapping[str, Any], name: str, default: tuple[int, int]) -> list[tuple[int, int]]:
+    """Gemma 3n's two sub-sampling convolutions' [height, width] pairs (``default`` each where unstated)."""
+    value = cfg.get(name, [default, default])
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigError(name, f"is {value!r:.40}; expected two [height, width] pairs")
+    return [_int_pair(name, pair) for pair in value]
 
 
 _GLM4V = frozenset({"glm4v", "glm46v", "glm4v_moe"})

@@ -126,3 +126,11 @@ def test_pipeline_parallelism_is_refused_as_vllm_refuses_it():
     refused = c.layout_error(arch, c.Layout(pipeline_parallel_size=2))
     assert refused is not None and "Gemma3nForConditionalGeneration" in refused and "accepted: 1" in refused
     assert c.layout_error(arch, c.Layout(tensor_parallel_size=2)) is None
+
+
+@pytest.mark.parametrize("value", [3, [[3, 3]], [[3, 3], [3]], [[3, 3], "3x3"]])
+def test_a_malformed_convolution_kernel_is_refused_naming_the_field(value):
+    cfg = E2B | {"audio_config": E2B["audio_config"] | {"sscp_conv_kernel_size": value}}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(cfg)
+    assert err.value.field == "audio_config.sscp_conv_kernel_size"
