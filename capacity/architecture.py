@@ -109,6 +109,8 @@ FAMILIES: dict[str, str] = {
     "Glm4MoeForCausalLM": "moe",
     "Ernie4_5_MoeForCausalLM": "moe",
     "OlmoeForCausalLM": "moe",
+    # FlexOLMo: OLMoE's modules in OLMo 2's post-norm order (vLLM serves it through its Transformers backend).
+    "FlexOlmoForCausalLM": "moe",
     "HunYuanMoEV1ForCausalLM": "moe",
     # Arcee's Trinity (vLLM's afmoe.py): sliding and global layers, a gated attention output, experts with a
     # shared one from num_dense_layers on.
@@ -133,6 +135,8 @@ FAMILIES: dict[str, str] = {
     "Glm4MoeLiteForCausalLM": "mla",  # GLM-4.7-Flash: DeepSeek-V2 attention, GLM-4.5 experts
     "KimiK2ForCausalLM": "mla",
     "KimiK25ForConditionalGeneration": "mla",
+    # Kimi-Linear: MLA layers among Kimi Delta Attention layers (linear attention with a constant state).
+    "KimiLinearForCausalLM": "mla",
     "GlmMoeDsaForCausalLM": "mla",
     # MiniCPM3: DeepSeek-V2's low-rank projections, but vLLM caches every head's full K and V (its
     # minicpm3.py runs standard Attention over num_heads KV heads of qk_nope + qk_rope, V padded to that).
@@ -234,6 +238,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "afmoe": "moe",
     "exaone_moe": "moe",
     "olmoe": "moe",
+    "flex_olmo": "moe",
     "phimoe": "moe",
     "granitemoe": "moe",
     "granitemoeshared": "moe",
@@ -249,6 +254,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "glm4_moe_lite": "mla",
     "kimi_k2": "mla",
     "kimi_k25": "mla",
+    "kimi_linear": "mla",
     "glm_moe_dsa": "mla",
     "minicpm3": "minicpm3",
     "qwen3_next": "hybrid",
@@ -367,6 +373,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_layer_interval": 1,
     },
     "llama4_text": {"attention_chunk_size": 8192, "interleave_moe_layer_step": 1},
+    # FlexOlmoConfig: seven experts, five a token (its public checkpoints state both).
+    "flex_olmo": {"num_experts": 7, "num_experts_per_tok": 5},
     # AfmoeConfig: 128-wide heads whatever hidden / heads is, a 1024-token window on three layers of four,
     # layer 0 dense, two shared experts.
     "afmoe": {
@@ -565,16 +573,17 @@ class Layer:
 
 @dataclass(frozen=True, kw_only=True)
 class StateSpec:
-    """The constant per-sequence state of Mamba-1 / Mamba-2 / Gated-DeltaNet / short-conv layers, as vLLM's
-    ``MambaSpec`` sizes it (``mamba_utils.MambaStateShapeCalculator``): a conv state of ``conv_channels / tp x
-    (conv_kernel - 1)`` and a recurrent state of ``heads / tp x head_dim x state_dim`` (Mamba-1: one "head"
-    per inner channel, ``inner / tp x state_dim``; LFM2's short convolutions: no recurrent state)."""
+    """The constant per-sequence state of Mamba-1 / Mamba-2 / Gated-DeltaNet / KDA / short-conv layers, as
+    vLLM's ``MambaSpec`` sizes it (``mamba_utils.MambaStateShapeCalculator``): a conv state of
+    ``conv_channels / tp x (conv_kernel - 1)`` and a recurrent state of ``heads / tp x head_dim x state_dim``
+    (Mamba-1: one "head" per inner channel, ``inner / tp x state_dim``; LFM2's short convolutions: no
+    recurrent state)."""
 
-    kind: Literal["mamba1", "mamba2", "gated_deltanet", "short_conv"]
+    kind: Literal["mamba1", "mamba2", "gated_deltanet", "kda", "short_conv"]
     conv_kernel: int
     conv_channels: int
     """Conv channels that TP splits evenly (Mamba-2: the intermediate width; Gated DeltaNet: ``2 x
-    key_heads x key_dim + value_heads x value_dim``)."""
+    key_heads x key_dim + value_heads x value_dim``; Kimi Delta Attention: ``3 x heads x head_dim``)."""
     groups: int = 0
     """Mamba-2 ``n_groups``; when TP does not divide them vLLM extends them to ``tp`` (replicated groups)."""
     group_channels: int = 0
@@ -694,6 +703,10 @@ class Architecture:
     0: positions by rotation or ALiBi, no parameters."""
     final_norm: bool = True
     """A norm after the last layer (OPT's post-norm checkpoints, ``do_layer_norm_before`` false: none)."""
+    embedding_width: int = 0
+    """OPT's ``word_embed_proj_dim`` where it is not the hidden width (OPT-350M: 512 under 1,024): the
+    embedding and the LM head are that wide, and ``project_in`` / ``project_out`` (replicated, no bias) move
+    the hidden state between the two widths; 0: the embedding is ``hidden_size`` wide."""
     embedding_norm: bool = False
     """A norm right after the token embedding (Bloom's ``word_embeddings_layernorm``)."""
     expert_score_bias: bool = False
@@ -745,6 +758,10 @@ class Architecture:
     """Routed experts each token uses (top-k)."""
     moe_intermediate_size: int = 0
     """Width of one routed expert's MLP."""
+    moe_min_width_per_rank: int = 0
+    """Kimi-Linear (``min_moe_intermediate_per_partition``, 256 by default): with TP and no expert
+    parallelism, vLLM pads each routed expert to this width per rank where ``moe_intermediate_size / tp`` is
+    narrower (:meth:`expert_padding`); 0: never padded."""
     moe_latent_size: int = 0
     """Latent MoE (Nemotron-3-Super, ``moe_latent_size``): the routed experts work in this width instead of
     ``hidden_size``, between a replicated ``fc1_latent_proj`` (hidden -> latent) and ``fc2_latent_proj``
@@ -999,6 +1016,15 @@ class Architecture:
 
         return _count(self, weigh, vocab_rows=self.vocab_rows)
 
+    def expert_padding(self, tp: int, *, expert_parallel: bool = False) -> float:
+        """How many times its checkpoint width each routed expert is on one of ``tp`` ranks: Kimi-Linear's
+        experts narrower than :attr:`moe_min_width_per_rank` per rank are padded to it (zero rows, held and
+        read all the same); 1 for every other model, and with expert parallelism (whole experts)."""
+        width = self.moe_intermediate_size
+        if tp == 1 or expert_parallel or not width or width // tp >= self.moe_min_width_per_rank:
+            return 1.0
+        return self.moe_min_width_per_rank * tp / width
+
     @property
     def parameters(self) -> int:
         """All parameters (input embedding and LM head included once each; tied embeddings counted once)."""
@@ -1121,6 +1147,8 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
     norm = 2 * h if a.norm_bias else h
     replicated = weigh(None, None, norm if a.final_norm else 0) + _hyper_connection_params(a, None, weigh)
     replicated += weigh(None, None, a.position_embeddings * h)  # a learned position table (nn.Embedding)
+    table = a.embedding_width or h  # the width of the embedding and the LM head
+    replicated += weigh(None, None, 2 * h * a.embedding_width)  # OPT's project_in and project_out
     replicated += weigh(None, None, norm if a.embedding_norm else 0)
     kv: dict[int, float] = {}
     experts = 0.0
@@ -1169,7 +1197,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
             if a.shared_expert_gate:
                 replicated += weigh("router", i, h)
-    embedding = weigh("embedding", None, vocab_rows * h)
+    embedding = weigh("embedding", None, vocab_rows * table)
     per_layer_embedding = 0.0
     if ple:
         # The model's per-layer table (each layer's slice of one row per token), per_layer_model_projection
@@ -1181,7 +1209,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
         replicated += weigh(None, None, ple)
     if a.altup_inputs and a.first_layer == 0:  # altup_projections and altup_unembed_projections
         sharded += weigh(None, None, 2 * (a.altup_inputs - 1) * h * h)
-    lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, vocab_rows * h)
+    lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, vocab_rows * table)
     lm_head += weigh(None, None, vocab_rows if a.lm_head_bias else 0)
     moe_layers = a.num_moe_layers
     return ParameterGroups(
@@ -1347,6 +1375,16 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         whole = h if s.projection_bias else 0  # out_proj's bias, added once after the all-reduce
         decay = weigh(None, i, s.heads, dtype=FLOAT32_PARAMETERS)  # A_log
         return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay, weigh(None, i, whole)
+    if s.kind == "kda":
+        # vLLM's KimiGatedDeltaNetAttention (Kimi-Linear's low-rank gates): in_proj_qkvgfab holds q, k, v and
+        # beta split by head, and f_a (the forget gate's low-rank input) whole on every rank; f_b and g_b
+        # (back up to the heads) and o_proj split; g_a whole; dt_bias, conv1d and A_log in float32, split;
+        # o_norm (gated RMSNorm over one head) whole.
+        width, rank = s.heads * s.head_dim, s.head_dim
+        shares = (h * (3 * width + s.heads), rank * width, rank * width, width * h)
+        fp32 = weigh(None, i, width + s.conv_kernel * s.conv_channels + s.heads, dtype=FLOAT32_PARAMETERS)
+        gates = weigh("mamba", i, 2 * h * rank) + weigh(None, i, rank)
+        return weigh("mamba", i, sum(shares), shares) + fp32, gates
     if s.kind == "short_conv":
         # vLLM's ShortConv: in_proj to B, C and x, out_proj, and the conv (a linear layer of kernel inputs
         # per channel, never quantized), all split by channel; conv_bias puts a bias on all three, out_proj's
@@ -1972,6 +2010,7 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
         "deepseek_v3",
         "glm4_moe",
         "glm4_moe_lite",
+        "kimi_linear",
     ):
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
         freq = _int(cfg, ("moe_layer_freq",), default=1)
@@ -2055,8 +2094,12 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
 def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: dict[str, Any]) -> _Read:
     """Dense, MoE and MLA transformers: every layer attends; MLPs dense or routed."""
     layers = a["num_layers"]
-    if family == "mla":
-        mixers: list[Mixer] = ["mla"] * layers
+    extra: dict[str, Any] = {}
+    if model_type == "kimi_linear":
+        mixers, extra["state"] = _kimi_linear_layers(cfg, layers)
+        window = None
+    elif family == "mla":
+        mixers = ["mla"] * layers
         window = None
     elif model_type in ("llama4", "llama4_text"):
         # vLLM's Llama 4 takes its layers' kinds from no_rope_layers and attention_chunk_size (below) and
@@ -2067,7 +2110,7 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         if window is not None and model_type == "cohere2":
             # vLLM's Command R v2 layers see W + 1 tokens (Cohere's training convention) and cache as many.
             window += 1
-    extra: dict[str, Any] = {"sliding_window": window}
+    extra["sliding_window"] = window
     if model_type in ("llama4", "llama4_text"):
         chunk = _opt_int(cfg, ("attention_chunk_size",))
         # transformers' Llama4TextConfig takes an empty list for the default ("no_rope_layers == [] is
@@ -2333,17 +2376,20 @@ def _classic_mlp_width(cfg: Mapping[str, Any], model_type: str, hidden: int) -> 
 def _learned_positions(cfg: Mapping[str, Any], model_type: str, hidden: int) -> dict[str, Any]:
     """GPT-2's, GPTBigCode's and OPT's learned position tables (``wpe``: ``n_positions`` rows; vLLM's opt.py's
     ``OPTLearnedPositionalEmbedding``: ``max_position_embeddings + 2``), and OPT's final norm, which only
-    pre-norm checkpoints have. OPT's ``word_embed_proj_dim`` other than the hidden width (OPT-350M: project_in
-    and project_out around the layers) and LayerNorms without weights are not read."""
+    pre-norm checkpoints have; OPT's ``word_embed_proj_dim`` where it is not the hidden width (OPT-350M:
+    the embedding and LM head that wide, project_in and project_out around the layers). LayerNorms without
+    weights are not read."""
     if model_type in ("gpt2", "gpt_bigcode"):
         return {"position_embeddings": _int(cfg, ("n_positions",))}
     width = _int(cfg, ("word_embed_proj_dim",), default=hidden)
-    if width != hidden:
-        raise ConfigError("word_embed_proj_dim", f"is {width}; expected the hidden size ({hidden})")
     if not _bool(cfg, "layer_norm_elementwise_affine", True):
         raise ConfigError("layer_norm_elementwise_affine", "is false (norms without weights); expected true")
     final = _bool(cfg, "do_layer_norm_before", True) and not _bool(cfg, "_remove_final_layer_norm", False)
-    return {"position_embeddings": _int(cfg, ("max_position_embeddings",)) + 2, "final_norm": final}
+    return {
+        "position_embeddings": _int(cfg, ("max_position_embeddings",)) + 2,
+        "final_norm": final,
+        "embedding_width": width if width != hidden else 0,
+    }
 
 
 def _read_lfm2(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> _Read:
@@ -2894,6 +2940,70 @@ def _afmoe_switches(cfg: Mapping[str, Any]) -> None:
         )
 
 
+#: Kimi-K3's parts that a Kimi-Linear file could switch on, which vLLM's KimiLinearForCausalLM then builds
+#: and kvright does not read yet: (field, what it builds). A Kimi-Linear file leaves each unset.
+_KIMI_K3_PARTS = (
+    ("mla_use_output_gate", "an output gate on every MLA layer"),
+    ("attn_res_block_size", "attention residual projections"),
+    ("routed_expert_hidden_size", "latent MoE projections around the routed experts"),
+    ("linear_attn_config.use_full_rank_gate", "full-rank KDA gates"),
+)
+
+
+def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], StateSpec | None]:
+    """Kimi-Linear's layers as vLLM's KimiDecoderLayer picks them: Kimi Delta Attention where the 1-based
+    ``linear_attn_config.kda_layers`` lists the layer (``KimiLinearConfig.is_kda_layer``), MLA everywhere
+    else; and the KDA layers' state (``kda_state_shape``: a conv over q, k and v of ``num_heads x head_dim``
+    each in the model dtype, a ``head_dim x head_dim`` recurrent state per head in float32, as
+    ``kda_state_dtype`` keeps it for ``auto``). Refuses what vLLM stops on at start and Kimi-K3's parts."""
+    linear = cfg.get("linear_attn_config")
+    for field, what in _KIMI_K3_PARTS:
+        outer, _, inner = field.partition(".")
+        value = (linear if isinstance(linear, Mapping) else {}).get(inner) if inner else cfg.get(outer)
+        if value not in (None, False):
+            raise ConfigError(field, f"is {value!r:.40}: {what} (Kimi-K3's), not read yet; accepted: unset")
+    if cfg.get("mla_use_nope") is not True:
+        raise ConfigError(
+            "mla_use_nope",
+            f"is {cfg.get('mla_use_nope')!r:.40}; vLLM's Kimi MLA asserts NoPE attention and stops at start "
+            "without it; accepted: true",
+        )
+    if cfg.get("hidden_act", "silu") not in ("silu", "situ"):
+        raise ConfigError(
+            "hidden_act",
+            f"is {cfg['hidden_act']!r:.40}; expected 'silu' or 'situ' (vLLM's KimiMLP runs no other)",
+        )
+    if linear is None:
+        return ["mla"] * layers, None
+    if not isinstance(linear, Mapping):
+        raise ConfigError("linear_attn_config", f"is {linear!r:.40}; expected an object")
+    try:
+        for name in ("kda_layers", "full_attn_layers"):
+            # KimiLinearConfig asserts both; vLLM picks the KDA layers by the first alone.
+            if not isinstance(linear.get(name), list):
+                expected = "expected a list of 1-based layer numbers"
+                raise ConfigError(name, f"is {linear.get(name)!r:.40}; {expected}")
+        kda = set(_int_list(linear, "kda_layers"))
+        mixers: list[Mixer] = ["linear" if i + 1 in kda else "mla" for i in range(layers)]
+        if "linear" not in mixers:
+            return mixers, None
+        heads = _int(linear, ("num_heads",))
+        head_dim = _int(linear, ("head_dim",))
+        kernel = _int(linear, ("short_conv_kernel_size",))
+    except ConfigError as exc:
+        raise ConfigError(f"linear_attn_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    state = StateSpec(
+        kind="kda",
+        conv_kernel=kernel,
+        conv_channels=3 * heads * head_dim,
+        heads=heads,
+        head_dim=head_dim,
+        state_dim=head_dim,
+        ssm_dtype="float32",
+    )
+    return mixers, state
+
+
 def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:
     """DeciLM / Nemotron-NAS: ``int(2 * ffn_mult * hidden / 3)`` rounded up to a multiple of 256."""
     width = int(2 * ffn_mult * hidden / 3)
@@ -3299,6 +3409,9 @@ _MODELING: dict[str, _Modeling] = {
     # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
     **dict.fromkeys(("olmo2", "olmo3"), _Modeling(qk_norm="full", o_bias="attention_bias")),
     "olmoe": _Modeling(qk_norm="full", qkv_bias=False),  # vLLM's olmoe.py reads no bias key
+    # transformers' FlexOlmo (vLLM's Transformers backend): OLMoE's whole-projection q/k norms and two norms a
+    # layer, attention_bias on all four projections (which vLLM's own olmoe.py ignores).
+    "flex_olmo": _Modeling(qk_norm="full", o_bias="attention_bias"),
     **dict.fromkeys(("granitemoe", "granitemoeshared"), _Modeling(qkv_bias=False)),  # nor granitemoe.py
     "gemma2": _Modeling(norms_per_layer=4, o_bias="attention_bias"),
     **dict.fromkeys(
@@ -3345,6 +3458,9 @@ _MODELING: dict[str, _Modeling] = {
         attention_gate_projection=True,
         tied_head=False,
     ),
+    # Kimi-Linear (vLLM's KimiLinearForCausalLM): no biases, a float32 expert bias always built (the router
+    # itself in the model dtype); the LM head is its own whatever tie_word_embeddings says.
+    "kimi_linear": _Modeling(qkv_bias=False, expert_score_bias=True, tied_head=False),
     # Gemma 3n: Gemma 3's four norms and per-head q/k norms (a KV-shared layer's q norm alone), attention_bias
     # on all four projections; the logits come from the embedding whatever tie_word_embeddings says.
     "gemma3n_text": _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias", tied_head=True),
@@ -3538,6 +3654,8 @@ def architecture_from_config(
         )
     if model_type == "afmoe":
         _afmoe_switches(cfg)
+    if model_type == "kimi_linear":
+        extra["moe_min_width_per_rank"] = _int(cfg, ("min_moe_intermediate_per_partition",), default=256)
     if model_type == "gptj" and _bool(cfg, "tie_word_embeddings", False):
         raise ConfigError("tie_word_embeddings", "is true; expected false (vLLM's GPT-J unties its head)")
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))

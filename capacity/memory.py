@@ -53,6 +53,10 @@ GiB = 2**30
 
 #: vLLM's default KV block: 16 tokens (``--block-size``; FlashAttention/FlashInfer/Triton accept it).
 BLOCK_SIZE_TOKENS = 16
+#: vLLM's hybrid alignment (``Platform._align_hybrid_block_size``) makes an MLA model's attention block a
+#: multiple of 128 tokens where it holds a state too (TRT-LLM and FlashInfer MLA decode kernels need the
+#: kernel blocks aligned to 128 / kernel block size): Kimi-Linear's.
+MLA_HYBRID_BLOCK_ALIGNMENT = 128
 
 #: KV-cache dtypes the planner emits and accepts, with bytes per element (None: the model's dtype).
 #: ``auto`` is vLLM's "same as the model"; ``fp8`` is e4m3 stored as one byte.
@@ -480,6 +484,8 @@ def _kv_cache_layout(
     if ("mamba", None) in buckets:
         state_page = max(p for p, _ in buckets[("mamba", None)])
         align = max(kernel_block_alignment, block_size)
+        if arch.attention == "MLA":
+            align = max(align, MLA_HYBRID_BLOCK_ALIGNMENT)
         aligned = align * -(-state_page // (align * token_page))
         aligned = kernel_block_alignment * -(-aligned // kernel_block_alignment)
         block_size = max(block_size, aligned)
@@ -664,10 +670,11 @@ def weight_bytes_per_gpu(
     """Weights on one GPU: sharded linears, the vision tower and the vocab-parallel embedding and LM head
     split ``tp`` ways (a tower run with ``--mm-encoder-tp-mode data``, :func:`encoder_tp_mode`, whole);
     norms, routers and MLA down-projections whole; KV projections for
-    ``max(1, kv_heads // tp)`` heads; routed experts split ``tp`` ways, or with expert parallelism whole
-    experts over ``tp x dp`` GPUs, the busiest holding ``ceil(experts / (tp x dp))`` of them (vLLM's
-    ``determine_expert_map``). With a pipeline ``stage``, only its layers, the embedding and vision tower
-    on the first stage and the LM head on the last (a tied LM head is a copy of the embedding there)."""
+    ``max(1, kv_heads // tp)`` heads; routed experts split ``tp`` ways (padded where vLLM pads them,
+    :meth:`Architecture.expert_padding`), or with expert parallelism whole experts over ``tp x dp`` GPUs,
+    the busiest holding ``ceil(experts / (tp x dp))`` of them (vLLM's ``determine_expert_map``). With a
+    pipeline ``stage``, only its layers, the embedding and vision tower on the first stage and the LM head on
+    the last (a tied LM head is a copy of the embedding there)."""
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
     g = (stage.arch if stage is not None else arch).weight_groups
@@ -679,7 +686,7 @@ def weight_bytes_per_gpu(
     split = g.sharded + (g.embedding if first else 0.0) + tower - whole + g.per_layer_embedding
     if last:
         split += g.lm_head if not (arch.tie_word_embeddings and not first) else g.embedding
-    experts = g.routed_experts_total / tp
+    experts = g.routed_experts_total / tp * arch.expert_padding(tp)
     if layout is not None and layout.expert_parallel and arch.num_experts:
         ep = layout.expert_parallel_size
         experts = g.routed_experts_total * -(-arch.num_experts // ep) / arch.num_experts

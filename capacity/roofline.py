@@ -220,7 +220,7 @@ class StepModel:
         if arch.tie_word_embeddings:
             self.dense_weight_bytes += w.embedding / tp  # tied: the table is the LM head
         # Routed experts on one GPU: split by width over TP, or whole over the EP group (the busiest GPU).
-        local = g.num_experts / tp
+        local = g.num_experts / tp * arch.expert_padding(tp)
         if layout.expert_parallel:
             local = -(-g.num_experts // layout.expert_parallel_size)
         self.local_expert_bytes = local * w.routed_expert

@@ -36,6 +36,15 @@ for the config's sub-config KEY (``audio_config``), on the meta device: a tower 
 3n's ``AutoModel.from_config(config.audio_config)``) in a wrapper this CPU build cannot build whole (its
 vision tower is a timm model, and timm is not installed here).
 
+A case with ``"kv_cache": {"memory_bytes", "max_model_len", "max_num_batched_tokens"}`` is resolved with those
+engine arguments (prefix caching off, as vLLM's CPU platform has it for MLA models) and its answer adds
+``kv_cache``: what vLLM's engine core would make of that many bytes of KV cache, by vLLM's own code from the
+config on: the block size its platform aligned (``cache_config.block_size``; a hybrid model's raised to hold a
+state, ``mamba_page_size_padded``), every layer's ``get_kv_cache_spec`` (as the model runner asks them) and
+``get_kv_cache_configs`` (groups, ``num_blocks``) with the concurrency it logs. No cache is allocated: for a
+class whose CPU build cannot start (Kimi-Linear's MLA post-processes weights the CPU build has already packed
+away), this is the accounting the engine would run.
+
 When vLLM refuses to build its class (``error``), the answer adds ``checkpoint_parameters``: the parameters
 of transformers' class for the same config, also built on the meta device (the tensors a checkpoint of that
 config holds), or null when transformers has no class for it either.
@@ -49,6 +58,10 @@ import os
 import sys
 import tempfile
 from typing import Any
+
+# Kimi-Linear's model asks for a fused GEMM + all-reduce kernel (CUTLASS's CuTe DSL, GPUs only) while it is
+# built unless this is off; it changes how the output projections run, not which tensors the model holds.
+os.environ.setdefault("VLLM_KIMI_K3_GEMM_AR", "0")
 
 _DIST: dict[str, bool] = {"ready": False}
 
@@ -68,6 +81,12 @@ class _NoEvent:
         pass
 
 
+class _NoStream(_NoEvent):
+    """A CUDA stream that orders nothing: Kimi-Linear's model makes a ``torch.cuda.Stream()`` while it is
+    built (an auxiliary stream to overlap two GEMMs), which a CPU-only torch refuses ("torch.cuda.Stream
+    requires CUDA support"). Nothing runs on the meta device, so nothing is ordered on it."""
+
+
 def _amx_tiles() -> bool:
     """What this probe tells vLLM's CPU kernels of the CPU: AMX tiles, as on the Intel Sapphire Rapids (and
     newer) CPUs the CPU build serves FP8 and MXFP4 weights on. Its FP8 GEMM and MXFP4 MoE kernels refuse to be
@@ -78,11 +97,17 @@ def _amx_tiles() -> bool:
     return True
 
 
-def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | None) -> dict[str, Any]:
+def _count(
+    config: dict[str, Any],
+    port: int,
+    hf_quant_config: dict[str, Any] | None,
+    kv_cache: dict[str, int] | None = None,
+) -> dict[str, Any]:
     import torch
 
     if not torch.cuda.is_available():
         torch.cuda.Event = _NoEvent  # type: ignore[assignment,misc]  # this probe process only
+        torch.cuda.Stream = _NoStream  # type: ignore[assignment,misc]  # this probe process only
         torch.cpu._is_amx_tile_supported = _amx_tiles  # this probe process only
     from vllm.config import set_current_vllm_config
     from vllm.distributed import (
@@ -101,7 +126,16 @@ def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | 
         if hf_quant_config is not None:
             with open(os.path.join(folder, "hf_quant_config.json"), "w") as f:
                 json.dump(hf_quant_config, f)
-        args = EngineArgs(model=folder, skip_tokenizer_init=True, load_format="dummy", enforce_eager=True)
+        engine: dict[str, Any] = {}
+        if kv_cache is not None:
+            engine = {
+                "max_model_len": kv_cache["max_model_len"],
+                "max_num_batched_tokens": kv_cache["max_num_batched_tokens"],
+                "enable_prefix_caching": False,
+            }
+        args = EngineArgs(
+            model=folder, skip_tokenizer_init=True, load_format="dummy", enforce_eager=True, **engine
+        )
         vllm_config = args.create_engine_config()
         cls, architecture = get_model_architecture(vllm_config.model_config)
         with set_current_vllm_config(vllm_config):
@@ -131,6 +165,7 @@ def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | 
                 vllm_config.compilation_config.static_forward_context.clear()
                 with set_default_torch_dtype(vllm_config.model_config.dtype):
                     model = cls(vllm_config=vllm_config)
+            cache = None if kv_cache is None else _kv_cache(vllm_config, kv_cache["memory_bytes"])
     seen: set[int] = set()
     total = 0
     nbytes = 0
@@ -162,6 +197,57 @@ def _count(config: dict[str, Any], port: int, hf_quant_config: dict[str, Any] | 
         "own_dtypes": own_dtypes,
         "attention": attention,
         "error": None,
+        **({"kv_cache": cache} if cache is not None else {}),
+    }
+
+
+def _kv_cache(vllm_config: Any, memory_bytes: int) -> dict[str, Any]:
+    """The KV-cache config vLLM's engine core would make of ``memory_bytes`` for the model just built (the
+    model runner's ``get_kv_cache_spec``, then ``get_kv_cache_configs``)."""
+    from vllm.config.vllm import get_layers_from_vllm_config
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    from vllm.platforms import current_platform
+    from vllm.v1.attention.backends.utils import (
+        get_supported_kv_cache_layouts,
+        record_kv_cache_layout,
+        resolve_kv_cache_layout,
+    )
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_configs, get_max_concurrency_for_kv_cache_config
+    from vllm.v1.kv_cache_interface import AttentionSpec
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    # What the executor does once the model is loaded: the platform aligns the block to the backends (and, for
+    # a hybrid model, raises it to hold a state and pads the state's page to it).
+    current_platform.update_block_size_for_backend(vllm_config)
+    specs = {}
+    for name, module in get_layers_from_vllm_config(vllm_config, AttentionLayerBase).items():
+        spec = module.get_kv_cache_spec(vllm_config)
+        if spec is not None:
+            if isinstance(spec, AttentionSpec):
+                spec = customize_attention_spec(module.get_attn_backend(), spec)
+            specs[name] = spec
+    # The engine core resolves one cache layout for the model's backends before it sizes the cache.
+    supported = get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))
+    backends = [layout.name for layout in supported]
+    record_kv_cache_layout(
+        vllm_config.cache_config, resolve_kv_cache_layout(vllm_config, [backends], specs.values()).name
+    )
+    kcc = get_kv_cache_configs(vllm_config, [specs], [memory_bytes])[0]
+    return {
+        "block_size": vllm_config.cache_config.block_size,
+        "mamba_page_size_padded": vllm_config.cache_config.mamba_page_size_padded,
+        "num_blocks": kcc.num_blocks,
+        "groups": [
+            {
+                "spec": type(g.kv_cache_spec).__name__,
+                "block_size": g.kv_cache_spec.block_size,
+                "page_size_bytes": g.kv_cache_spec.page_size_bytes,
+                "layers": len(g.layer_names),
+            }
+            for g in kcc.kv_cache_groups
+        ],
+        "max_concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, kcc),
     }
 
 
@@ -237,7 +323,7 @@ def main() -> None:
                 elif case.get("sub_config"):
                     answer = _sub_config_count(case["config"], case["sub_config"])
                 else:
-                    answer = _count(case["config"], port, case.get("hf_quant_config"))
+                    answer = _count(case["config"], port, case.get("hf_quant_config"), case.get("kv_cache"))
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]
             answer = {"architecture": None, "parameters": None, "attention": None, "error": error}

@@ -860,10 +860,29 @@ def test_gpt2_and_opt_have_learned_positions_layernorm_biases_and_an_ungated_mlp
     assert opt.parameters - plain.parameters == 12 * (4 * 768 + 3072 + 768)
 
 
-def test_opt_refuses_a_projected_embedding_it_does_not_read():
-    """OPT-350M embeds in 512 and projects to its hidden width (project_in / project_out): not read."""
-    with pytest.raises(c.ConfigError, match="'word_embed_proj_dim': is 512; expected the hidden size"):
-        c.architecture_from_config(OPT_125M | {"hidden_size": 1536, "word_embed_proj_dim": 512})
+#: facebook/opt-350m: embeds in 512, projects to its 1,024-wide layers and back (project_in, project_out), and
+#: is a post-norm checkpoint (no final norm).
+OPT_350M = OPT_125M | {
+    "hidden_size": 1024,
+    "num_hidden_layers": 24,
+    "ffn_dim": 4096,
+    "num_attention_heads": 16,
+    "word_embed_proj_dim": 512,
+    "do_layer_norm_before": False,
+}
+
+
+def test_opt_350m_embeds_in_its_own_width_and_projects_in_and_out_of_the_layers():
+    """vLLM's opt.py: the embedding and the (tied) LM head are word_embed_proj_dim wide, project_in and
+    project_out replicated linears without bias. OPT-350M is 331,196,416 parameters, its card's count."""
+    opt = c.architecture_from_config(OPT_350M)
+    assert opt.parameters == 331_196_416
+    assert opt.embedding_width == 512 and opt.parameter_groups.embedding == 50272 * 512
+    assert opt.parameter_groups.replicated >= 2 * 1024 * 512 + 2050 * 1024  # the projections, the positions
+    same = c.architecture_from_config(OPT_350M | {"word_embed_proj_dim": 1024})
+    assert same.embedding_width == 0 and same.parameter_groups.embedding == 50272 * 1024
+    untied = c.architecture_from_config(OPT_350M | {"tie_word_embeddings": False})
+    assert untied.parameters - opt.parameters == 50272 * 512
 
 
 def test_gpt_j_and_bloom_are_read_as_their_vllm_classes_build_them():
@@ -1154,3 +1173,34 @@ def test_qwen3_vl_text_models_norm_q_and_k_per_head_as_qwen3s_layers_do():
     plain = c.architecture_from_config(text | {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
     assert vl.qk_norm == plain.qk_norm == "head"
     assert vl.parameters - vl.vision_parameters == plain.parameters
+
+
+def test_flex_olmo_is_olmoe_with_its_attention_bias_read_and_seven_experts_by_default():
+    """FlexOLMo (transformers' FlexOlmo through vLLM's Transformers backend): OLMoE's modules, post-norm, so
+    the same parameters as an OLMoE of the same fields, but attention_bias puts a bias on q, k, v and o, which
+    vLLM's own olmoe.py ignores. FlexOlmoConfig routes five of seven experts where a file says nothing."""
+    fields = {
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1024,
+        "max_position_embeddings": 4096,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+    }
+    flex = {"architectures": ["FlexOlmoForCausalLM"], "model_type": "flex_olmo"}
+    olmoe = {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe"}
+    assert (
+        c.architecture_from_config(fields | flex).parameters
+        == c.architecture_from_config(fields | olmoe).parameters
+    )
+    biased = {"attention_bias": True}
+    q, kv = 4 * 64, 2 * 64
+    assert c.architecture_from_config(fields | flex | biased).parameters - c.architecture_from_config(
+        fields | olmoe | biased
+    ).parameters == 4 * (q + 2 * kv + 256)
+    unstated = {k: v for k, v in fields.items() if k not in ("num_experts", "num_experts_per_tok")}
+    arch = c.architecture_from_config(unstated | flex)
+    assert (arch.num_experts, arch.num_experts_per_token) == (7, 5)
