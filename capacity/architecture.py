@@ -90,6 +90,9 @@ FAMILIES: dict[str, str] = {
     "FalconForCausalLM": "dense",
     "Ministral3ForCausalLM": "dense",  # vLLM's mistral.py
     "InternLM3ForCausalLM": "dense",  # vLLM's llama.py
+    "TeleChat3ForCausalLM": "dense",  # vLLM's llama.py
+    # TeleChat2: vLLM's telechat2.py, a Llama read through n_layer / n_head / ffn_hidden_size.
+    "TeleChat2ForCausalLM": "dense",
     "ChatGLMModel": "dense",  # GLM-4-9B-chat, ChatGLM3
     "Exaone4ForCausalLM": "dense",
     "Glm4ForCausalLM": "dense",
@@ -213,6 +216,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "falcon": "dense",
     "ministral3": "dense",
     "internlm3": "dense",
+    "telechat2": "dense",
+    "telechat3": "dense",
     "chatglm": "dense",
     "exaone4": "dense",
     "glm4": "dense",
@@ -694,6 +699,9 @@ class Architecture:
     StarCoder2)."""
     mlp_bias: bool = False
     """The dense MLP's projections carry a bias (StarCoder2)."""
+    mlp_down_bias: bool = False
+    """The dense MLP's down projection alone carries a bias (TeleChat2: vLLM builds Llama's MLP with biases
+    and drops gate_up's)."""
     activation_parameters: int = 0
     """Learned parameters of each dense MLP's activation (Apertus's xIELU: two scalars a layer)."""
     lm_head_bias: bool = False
@@ -1175,6 +1183,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
         if layer.ffn == "dense":
             sharded += weigh("mlp", i, mlp_mats * h * layer.ffn_width)
             sharded += weigh(None, i, (mlp_mats - 1) * layer.ffn_width + h if a.mlp_bias else 0)
+            sharded += weigh(None, i, h if a.mlp_down_bias and not a.mlp_bias else 0)
             replicated += weigh(None, i, a.activation_parameters)
         elif layer.ffn == "projection":
             sharded += weigh("mlp", i, h * h)
@@ -3341,6 +3350,7 @@ class _Modeling:
     expert_score_bias: str | tuple[str, ...] | bool = False
     router_dtype: str | None = None
     attention_gate_projection: bool = False
+    mlp_down_bias: bool = False
     tied_head: bool | None = None
     """Whether the LM head is the embedding whatever ``tie_word_embeddings`` says; None: as it says."""
 
@@ -3353,7 +3363,12 @@ _QK_NORM_FULL_WIDTH = _Modeling(qk_norm="full")
 #: Per ``model_type``; a type not listed has Q, K, V biases by ``attention_bias`` and nothing else.
 #: tests/conformance/test_parameter_counts.py holds each to the parameters vLLM's own model class creates.
 _MODELING: dict[str, _Modeling] = {
-    **dict.fromkeys(("llama", "mistral", "ministral3", "granite", "phi3", "smollm3", "internlm3"), _LLAMA),
+    **dict.fromkeys(
+        ("llama", "mistral", "ministral3", "granite", "phi3", "smollm3", "internlm3", "telechat3"), _LLAMA
+    ),
+    # TeleChat2 (vLLM's telechat2.py): Llama's modules built with biases, then the q/k/v and gate/up biases
+    # dropped: the output and down projections keep theirs, whatever the file says.
+    "telechat2": _Modeling(qkv_bias=False, o_bias=True, mlp_down_bias=True),
     # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all.
     **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1)),
     "gemma": _Modeling(qkv_bias=False),
@@ -3642,8 +3657,8 @@ def architecture_from_config(
     if model_type == "bloom":
         extra["embedding_norm"] = True  # word_embeddings_layernorm
     if model_type == "phi" and _bool(cfg, "qk_layernorm", False):
-        # Per-head LayerNorms with biases on queries and keys: not the RMSNorm capacity's q/k norm counts.
-        raise ConfigError("qk_layernorm", "is true (LayerNorms on q and k), not read yet; accepted: false")
+        # transformers' Phi: a LayerNorm (weight and bias) per head on queries and keys
+        extra["qk_norm"] = "head_layernorm"
     shared = _opt_int(cfg, ("num_shared_experts",))
     if model_type == "bailing_moe" and _bool(cfg, "use_bias", False) and shared:
         # vLLM's bailing_moe.py builds the shared experts' down projection with a bias and no all-reduce.
@@ -3679,6 +3694,7 @@ def architecture_from_config(
     extra.setdefault("expert_score_bias", noaux or _flag(cfg, built.expert_score_bias))
     extra.setdefault("router_dtype", built.router_dtype)
     extra.setdefault("attention_gate_projection", built.attention_gate_projection)
+    extra.setdefault("mlp_down_bias", built.mlp_down_bias)
     weights = weight_format(cfg, hf_quant_config=hf_quant_config)
     warnings.extend(weights.warnings)
     if family == "gemma3n":

@@ -81,7 +81,12 @@ REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
 
 #: Cases of a model type whose config class is the checkpoint's own code: the probe registers a plain config
 #: class for the type, so vLLM's class reads the case's fields as they stand (``"_plain_config": true``).
-PLAIN_CONFIG = {case for case, fields in _TABLE["cases"].items() if fields.get("_plain_config")}
+PLAIN_CONFIG = {
+    name
+    for case, fields in _TABLE["cases"].items()
+    if fields.get("_plain_config")
+    for name in (case, f"{case}+biases")
+}
 
 #: Classes capacity reads that no case builds, and why (see the module docstring).
 NOT_BUILT = {

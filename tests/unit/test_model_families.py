@@ -1001,8 +1001,9 @@ def test_arcee_jais2_and_phi_have_ungated_mlps():
     }
     arch = c.architecture_from_config(phi2)
     assert arch.parameters == pytest.approx(2.78e9, rel=0.01) and arch.norms_per_layer == 1
-    with pytest.raises(c.ConfigError, match="'qk_layernorm': is true"):
-        c.architecture_from_config(phi2 | {"qk_layernorm": True})
+    # qk_layernorm: a LayerNorm with a bias per head on queries and keys, 4 x 80 a layer
+    normed = c.architecture_from_config(phi2 | {"qk_layernorm": True})
+    assert normed.parameters - arch.parameters == 32 * 4 * 80
 
 
 #: GLM-4.5V's config as transformers 5.7.0 prints it (Glm4vMoeConfig; a public model report of the
@@ -1204,3 +1205,27 @@ def test_flex_olmo_is_olmoe_with_its_attention_bias_read_and_seven_experts_by_de
     unstated = {k: v for k, v in fields.items() if k not in ("num_experts", "num_experts_per_tok")}
     arch = c.architecture_from_config(unstated | flex)
     assert (arch.num_experts, arch.num_experts_per_token) == (7, 5)
+
+
+def test_telechat2_is_a_llama_with_biases_on_its_output_and_down_projections_alone():
+    """vLLM's telechat2.py: a Llama read through n_layer / n_head / ffn_hidden_size, built with biases and
+    then stripped of the q/k/v and gate/up ones, whatever bias keys the file has. TeleChat3 is vLLM's
+    Llama."""
+    fields = {"hidden_size": 256, "vocab_size": 1024, "max_position_embeddings": 4096}
+    telechat2 = {"architectures": ["TeleChat2ForCausalLM"], "model_type": "telechat2"}
+    names = {"n_layer": 4, "n_head": 4, "ffn_hidden_size": 512, "num_key_value_heads": 2}
+    llama = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+    standard = {"num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 512}
+    standard |= {"num_key_value_heads": 2}
+    arch = c.architecture_from_config(fields | telechat2 | names)
+    plain = c.architecture_from_config(fields | llama | standard)
+    assert (arch.num_layers, arch.num_kv_heads, arch.intermediate_size) == (4, 2, 512)
+    assert arch.parameters - plain.parameters == 4 * (256 + 256)  # o_proj's and down_proj's biases
+    keys = {"bias": True, "mlp_bias": True, "attention_bias": True}
+    assert c.architecture_from_config(fields | telechat2 | names | keys).parameters == arch.parameters
+    telechat3 = {"architectures": ["TeleChat3ForCausalLM"], "model_type": "telechat3"}
+    for extra in ({}, {"attention_bias": True, "mlp_bias": True}):
+        assert (
+            c.architecture_from_config(fields | telechat3 | standard | extra).parameters
+            == c.architecture_from_config(fields | llama | standard | extra).parameters
+        )
