@@ -3125,13 +3125,21 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     out = _int(v, (*qwen_out, "vision_output_dim", "projector_output_dim"), default=h)
     merge = _int(v, ("spatial_merge_size",), default=1)
     if merge > 1 and _lookup(v, qwen_out) is not None:
-        # The Qwen-VL patch merger (vLLM's Qwen2/Qwen3 VisionPatchMerger, also Qwen3.5's tower): a LayerNorm,
-        # fc1 over the merged patch (h*m^2 -> h*m^2) and fc2 into the text width, both with biases. Qwen3-VL
-        # adds one more merger per `deepstack_visual_indexes` entry, its norm after the shuffle (h*m^2 wide).
+        # The Qwen-VL towers (vLLM's Qwen2 / Qwen2.5 / Qwen3 vision transformers, also Qwen3.5's), as
+        # transformers builds them and vLLM loads them one to one: no norm after the last block; a patch
+        # embedding with a bias only in Qwen3's (the one with learned positions); Qwen2.5-VL's blocks have
+        # RMSNorms (weights only) and a gated MLP with biases. The patch merger: a norm, fc1 over the merged
+        # patch (h*m^2 -> h*m^2) and fc2 into the text width, both with biases. Qwen3-VL adds one more merger
+        # per `deepstack_visual_indexes` entry, its norm after the shuffle (h*m^2 wide).
+        norm = h if gated else 2 * h  # Qwen2.5-VL's RMSNorm, or a LayerNorm
+        mlp_biases = 2 * inter + h if gated else 0  # Qwen2.5-VL's; the others' are in `mlp` already
+        total = layers * (4 * h * h + 4 * h + mlp + mlp_biases + 2 * norm)
+        total += channels * patch * patch * temporal * h + (positions or 0) * h
+        total += h if positions else 0  # Qwen3's patch embedding has a bias
         merged = h * merge * merge
         linears = merged * merged + merged + merged * out + out
         deepstack = v.get("deepstack_visual_indexes") or []
-        total += 2 * h + linears + len(deepstack) * (2 * merged + linears)
+        total += norm + linears + len(deepstack) * (2 * merged + linears)
         return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total

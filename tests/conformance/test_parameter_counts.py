@@ -127,6 +127,40 @@ CONFIGS = HERE.parent / "data" / "configs"
 GEMMA3N = {slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in ("gemma-3n-e2b-it",)}
 
 
+#: Qwen-VL checkpoints whose vision tower (``visual``) vLLM loads one to one from what transformers' class
+#: builds: Qwen2.5-VL's (RMSNorms, a gated MLP with biases), Qwen3-VL's and Qwen3.5's (learned positions, a
+#: biased patch embedding, deepstack mergers), and Qwen2-VL-7B's (a GELU MLP; its published vision_config,
+#: with a two-layer text model: the tower is what is counted).
+QWEN_VL_TOWERS: dict[str, dict[str, Any]] = {
+    slug: json.loads((CONFIGS / slug / "config.json").read_text())
+    for slug in ("qwen2.5-vl-7b-instruct", "qwen3-vl-235b-a22b", "qwen3.5-397b-a17b", "qwen3.6-27b-nvfp4")
+} | {
+    "qwen2-vl-7b": {
+        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "model_type": "qwen2_vl",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+        "vision_config": {
+            "depth": 32,
+            "embed_dim": 1280,
+            "mlp_ratio": 4,
+            "num_heads": 16,
+            "in_chans": 3,
+            "hidden_size": 3584,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+    }
+}
+
+
 def _quantized_fixtures() -> dict[str, dict[str, Any]]:
     """Every real quantized checkpoint in tests/data/configs capacity reads the architecture of: the probe's
     case, its config.json with the hf_quant_config.json beside it."""
@@ -224,6 +258,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
         ]
         + [{"id": f"vocab:{name}", "config": config} for name, config in ODD_VOCABULARIES.items()]
         + [{"id": f"audio:{slug}", "config": c, "sub_config": "audio_config"} for slug, c in GEMMA3N.items()]
+        + [{"id": f"qwen-vl:{slug}", "config": c, "tower": "visual"} for slug, c in QWEN_VL_TOWERS.items()]
         + [
             {"id": f"refused:{name}", "config": config, "plain_config": True}
             for name, (config, _, _) in REFUSED_BY_BOTH.items()
@@ -387,6 +422,15 @@ def test_a_wrapper_is_its_language_model_plus_the_tower_vllm_loads(
     assert arch.parameter_groups.vision == tower["parameters"]
     assert arch.parameters == vllm_counts[language_model]["parameters"] + tower["parameters"]
     assert not arch.warnings
+
+
+@pytest.mark.parametrize("slug", sorted(QWEN_VL_TOWERS))
+def test_a_qwen_vl_tower_is_the_one_transformers_builds_and_vllm_loads(
+    vllm_counts: dict[str, dict[str, Any]], slug: str
+) -> None:
+    tower = vllm_counts[f"qwen-vl:{slug}"]
+    assert tower["error"] is None, f"transformers could not build {slug}: {tower['error']}"
+    assert capacity.architecture_from_config(QWEN_VL_TOWERS[slug]).vision_parameters == tower["parameters"]
 
 
 @pytest.mark.parametrize("slug", sorted(GEMMA3N))
