@@ -86,14 +86,26 @@ FAMILIES: dict[str, str] = {
     "Mistral3ForConditionalGeneration": "dense",
     "LlavaForConditionalGeneration": "dense",
     "GraniteForCausalLM": "dense",
+    "GraniteSWAForCausalLM": "dense",  # vLLM's granite.py: sliding layers and sinks by layer_types
     "GemmaForCausalLM": "dense",
     "FalconForCausalLM": "dense",
     "Ministral3ForCausalLM": "dense",  # vLLM's mistral.py
     "InternLM3ForCausalLM": "dense",  # vLLM's llama.py
     "TeleChat3ForCausalLM": "dense",  # vLLM's llama.py
+    "IQuestCoderForCausalLM": "dense",  # vLLM's llama.py
+    "LLaMAForCausalLM": "dense",  # vLLM's llama.py, the class's old spelling
+    # Llama-shaped classes of their own in vLLM (internlm2.py, minicpm.py, mimo.py: Qwen2's, orion.py,
+    # solar.py, stablelm.py); what each builds beyond a Llama is in _MODELING.
+    "InternLM2ForCausalLM": "dense",
+    "MiniCPMForCausalLM": "dense",
+    "MiMoForCausalLM": "dense",
+    "OrionForCausalLM": "dense",
+    "SolarForCausalLM": "dense",
+    "StableLmForCausalLM": "dense",
     # TeleChat2: vLLM's telechat2.py, a Llama read through n_layer / n_head / ffn_hidden_size.
     "TeleChat2ForCausalLM": "dense",
     "ChatGLMModel": "dense",  # GLM-4-9B-chat, ChatGLM3
+    "ChatGLMForConditionalGeneration": "dense",  # vLLM's chatglm.py, the same class
     "Exaone4ForCausalLM": "dense",
     "Glm4ForCausalLM": "dense",
     "Ernie4_5ForCausalLM": "dense",
@@ -125,6 +137,7 @@ FAMILIES: dict[str, str] = {
     "PhiMoEForCausalLM": "moe",
     "GraniteMoeForCausalLM": "moe",
     "GraniteMoeSharedForCausalLM": "moe",
+    "GraniteMoeSWAForCausalLM": "moe",  # vLLM's granitemoeshared.py
     "MiniMaxM2ForCausalLM": "moe",
     "GptOssForCausalLM": "moe",
     "Llama4ForCausalLM": "moe",
@@ -212,12 +225,20 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "gemma3_text": "dense",
     "mistral3": "dense",
     "granite": "dense",
+    "granite_swa": "dense",
     "gemma": "dense",
     "falcon": "dense",
     "ministral3": "dense",
     "internlm3": "dense",
     "telechat2": "dense",
     "telechat3": "dense",
+    "iquestcoder": "dense",
+    "internlm2": "dense",
+    "minicpm": "dense",
+    "mimo": "dense",
+    "orion": "dense",
+    "solar": "dense",
+    "stablelm": "dense",
     "chatglm": "dense",
     "exaone4": "dense",
     "glm4": "dense",
@@ -247,6 +268,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "phimoe": "moe",
     "granitemoe": "moe",
     "granitemoeshared": "moe",
+    "granitemoe_swa": "moe",
     "minimax_m2": "moe",
     "gpt_oss": "moe",
     "llama4": "moe",
@@ -3368,11 +3390,27 @@ _LLAMA = _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias")
 _QK_NORM_PER_HEAD = _Modeling(qk_norm="head")
 _QK_NORM_FULL_WIDTH = _Modeling(qk_norm="full")
 
+#: The model types vLLM's granite.py / granitemoe.py / granitemoeshared.py build (their sliding-window
+#: variants included).
+_GRANITE_TYPES = frozenset({"granite", "granite_swa", "granitemoe", "granitemoeshared", "granitemoe_swa"})
+
 #: Per ``model_type``; a type not listed has Q, K, V biases by ``attention_bias`` and nothing else.
 #: tests/conformance/test_parameter_counts.py holds each to the parameters vLLM's own model class creates.
 _MODELING: dict[str, _Modeling] = {
     **dict.fromkeys(
-        ("llama", "mistral", "ministral3", "granite", "phi3", "smollm3", "internlm3", "telechat3"), _LLAMA
+        ("llama", "mistral", "ministral3", "granite", "granite_swa", "phi3", "smollm3", "internlm3"),
+        _LLAMA,
+    ),
+    **dict.fromkeys(("iquestcoder", "telechat3"), _LLAMA),
+    # No biases whatever the file says (InternLM2's wqkv / wo / w1-w3, MiniCPM's, Orion's); Orion's norms are
+    # LayerNorms with a bias; MiMo is vLLM's Qwen2 (q/k/v biased); StableLM biases q/k/v by use_qkv_bias
+    # over LayerNorms; Solar's attention_bias or bias on all four attention projections, mlp_bias on the MLP.
+    **dict.fromkeys(("internlm2", "minicpm"), _Modeling(qkv_bias=False)),
+    "orion": _Modeling(qkv_bias=False, norm_bias=True),
+    "mimo": _Modeling(qkv_bias=True),
+    "stablelm": _Modeling(qkv_bias="use_qkv_bias", norm_bias=True),
+    "solar": _Modeling(
+        qkv_bias=("attention_bias", "bias"), o_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"
     ),
     # TeleChat2 (vLLM's telechat2.py): Llama's modules built with biases, then the q/k/v and gate/up biases
     # dropped: the output and down projections keep theirs, whatever the file says.
@@ -3435,7 +3473,8 @@ _MODELING: dict[str, _Modeling] = {
     # transformers' FlexOlmo (vLLM's Transformers backend): OLMoE's whole-projection q/k norms and two norms a
     # layer, attention_bias on all four projections (which vLLM's own olmoe.py ignores).
     "flex_olmo": _Modeling(qk_norm="full", o_bias="attention_bias"),
-    **dict.fromkeys(("granitemoe", "granitemoeshared"), _Modeling(qkv_bias=False)),  # nor granitemoe.py
+    # vLLM's granitemoe.py reads no bias key either
+    **dict.fromkeys(("granitemoe", "granitemoeshared", "granitemoe_swa"), _Modeling(qkv_bias=False)),
     "gemma2": _Modeling(norms_per_layer=4, o_bias="attention_bias"),
     **dict.fromkeys(
         ("gemma3", "gemma3_text"), _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias")
@@ -3679,6 +3718,12 @@ def architecture_from_config(
         _afmoe_switches(cfg)
     if model_type == "kimi_linear":
         extra["moe_min_width_per_rank"] = _int(cfg, ("min_moe_intermediate_per_partition",), default=256)
+    if model_type == "minicpm" and _opt_int(cfg, ("num_experts",), minimum=0):
+        raise ConfigError(
+            "num_experts",
+            f"is {cfg['num_experts']}: MiniCPM's mixture-of-experts variant is not read yet; "
+            "accepted: 0 or unset",
+        )
     if model_type == "gptj" and _bool(cfg, "tie_word_embeddings", False):
         raise ConfigError("tie_word_embeddings", "is true; expected false (vLLM's GPT-J unties its head)")
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))
@@ -3703,6 +3748,10 @@ def architecture_from_config(
     extra.setdefault("router_dtype", built.router_dtype)
     extra.setdefault("attention_gate_projection", built.attention_gate_projection)
     extra.setdefault("mlp_down_bias", built.mlp_down_bias)
+    # vLLM's Granite classes (granite_layer_attn_params): a learned sink per head in every attention layer
+    # where the file has layer_types (its sliding-window checkpoints), unless attention_sinks says otherwise.
+    layered = cfg.get("layer_types") is not None
+    granite_sinks = model_type in _GRANITE_TYPES and _bool(cfg, "attention_sinks", layered)
     weights = weight_format(cfg, hf_quant_config=hf_quant_config)
     warnings.extend(weights.warnings)
     if family == "gemma3n":
@@ -3734,7 +3783,7 @@ def architecture_from_config(
                 kv_shared=shared,
                 v_head_dim=v if m in ATTENTION_MIXERS else 0,
                 # gpt-oss: a sink per head in every attention layer.
-                sinks=(sink or model_type == "gpt_oss") and m in ATTENTION_MIXERS,
+                sinks=(sink or model_type == "gpt_oss" or granite_sinks) and m in ATTENTION_MIXERS,
                 q_heads=q if m in ATTENTION_MIXERS else 0,
                 compress_ratio=c,
             )

@@ -1229,3 +1229,54 @@ def test_telechat2_is_a_llama_with_biases_on_its_output_and_down_projections_alo
             c.architecture_from_config(fields | telechat3 | standard | extra).parameters
             == c.architecture_from_config(fields | llama | standard | extra).parameters
         )
+
+
+@pytest.mark.parametrize(
+    ("architecture", "model_type", "fields", "more_than_llama"),
+    [
+        # vLLM's internlm2.py and minicpm.py: no biases whatever the keys say (InternLM2's wqkv / wo / w1-w3).
+        ("InternLM2ForCausalLM", "internlm2", {"bias": True}, 0),
+        ("MiniCPMForCausalLM", "minicpm", {"attention_bias": True, "scale_emb": 12}, 0),
+        # MiMo is vLLM's Qwen2: q/k/v biased always.
+        ("MiMoForCausalLM", "mimo", {}, L * (Q + 2 * KV_WIDTH)),
+        # Orion: LayerNorms with a bias (two a layer and the final one), no projection biases.
+        ("OrionForCausalLM", "orion", {"attention_bias": True}, 2 * L * H + H),
+        # StableLM: q/k/v biased by use_qkv_bias, LayerNorms with a bias.
+        ("StableLmForCausalLM", "stablelm", {"use_qkv_bias": True}, L * (Q + 2 * KV_WIDTH + 2 * H) + H),
+        # Solar: attention_bias or bias on all four attention projections (Smaug-72B's bias), mlp_bias.
+        ("SolarForCausalLM", "solar", {"bias": True}, L * (Q + 2 * KV_WIDTH + H)),
+        ("SolarForCausalLM", "solar", {"mlp_bias": True}, L * (2 * W + H)),
+    ],
+    ids=["internlm2", "minicpm", "mimo", "orion", "stablelm", "solar-bias", "solar-mlp-bias"],
+)
+def test_a_llama_shaped_class_of_its_own_weighs_what_vllm_builds(
+    architecture, model_type, fields, more_than_llama
+):
+    """Classes vLLM 0.32 serves with Llama's shape and modules of their own (their configs mostly the
+    checkpoint's own code: an auto_map names it); each held to vLLM's class in test_parameter_counts.py."""
+    code = {"auto_map": {"AutoConfig": f"configuration_{model_type}.Config"}}
+    config = DENSE | {"architectures": [architecture], "model_type": model_type} | code | fields
+    assert c.architecture_from_config(config).parameters - _llama().parameters == more_than_llama
+
+
+def test_minicpms_mixture_of_experts_variant_is_refused_naming_the_field():
+    config = DENSE | {"architectures": ["MiniCPMForCausalLM"], "model_type": "minicpm", "num_experts": 8}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(config | {"num_experts_per_tok": 2})
+    assert err.value.field == "num_experts" and "not read yet" in str(err.value)
+
+
+def test_granite_classes_slide_and_keep_a_sink_per_head_where_the_file_has_layer_types():
+    """vLLM's granite.py / granitemoe.py (``granite_layer_attn_params``): layer_types' sliding layers see
+    sliding_window tokens, and every attention layer then learns a sink per head unless attention_sinks is
+    false; GraniteSWAForCausalLM and GraniteMoeSWAForCausalLM are those classes under other names."""
+    types = {"layer_types": ["sliding_attention", "full_attention"] * 2, "sliding_window": 64}
+    types |= {"tie_word_embeddings": False}  # (GraniteSWAConfig ties by default)
+    plain = _family("GraniteForCausalLM", "granite")
+    swa = _family("GraniteSWAForCausalLM", "granite_swa", **types)
+    assert [layer.mixer for layer in swa.layers] == ["sliding", "full"] * 2 and swa.sliding_window == 64
+    assert swa.parameters - plain.parameters == L * HEADS
+    assert _family("GraniteSWAForCausalLM", "granite_swa", attention_sinks=False, **types).parameters == (
+        plain.parameters
+    )
+    assert _family("GraniteForCausalLM", "granite", **types).parameters == swa.parameters
