@@ -138,7 +138,7 @@ def test_alternative_field_names(alt, value):
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"model_type": "stablelm", "num_attention_heads": None}, "architectures"),
+        ({"model_type": "helium", "num_attention_heads": None}, "architectures"),
         ({"model_type": None}, "architectures"),
         ({"hidden_size": None}, "hidden_size"),
         ({"hidden_size": -5}, "hidden_size"),
@@ -194,10 +194,10 @@ def test_catalog_has_at_least_15_models():
 
 def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming_the_assumption():
     arch = c.architecture_from_config(
-        BASE | {"model_type": "stablelm", "architectures": ["StableLmForCausalLM"]}
+        BASE | {"model_type": "helium", "architectures": ["HeliumForCausalLM"]}
     )
     assert arch.parameters == c.architecture_from_config(BASE).parameters
-    assert len(arch.warnings) == 1 and "StableLmForCausalLM" in arch.warnings[0]
+    assert len(arch.warnings) == 1 and "HeliumForCausalLM" in arch.warnings[0]
     assert "standard decoder" in arch.warnings[0]
 
 
