@@ -3113,6 +3113,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     v = _with_defaults(named, nested=True)
     if _is_glm4v_tower(config, v):
         return _glm4v_vision_parameters(v)
+    if v.get("model_type") == "pixtral":
+        return _pixtral_vision_parameters(config, v, text_hidden)
     try:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
@@ -3165,6 +3167,31 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
+
+
+def _pixtral_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> int:
+    """Pixtral's tower and its wrapper's projector, as transformers builds them and vLLM loads them one to
+    one (``PixtralVisionModel``, vLLM's pixtral.py): a patch convolution and ``ln_pre``, then blocks of
+    RMSNorms, q/k/v/o and a gated MLP, none with a bias, and no final norm (2D RoPE, no position table).
+    Mistral 3's projector (mistral3.py) is an RMSNorm, a patch merger (``spatial_merge_size``^2 patches into
+    one, no bias) and two linears into and within the text width; LLaVA's (Pixtral-12B) the two linears
+    alone. Both bias the linears by ``multimodal_projector_bias`` (Mistral3Config: off, LlavaConfig: on)."""
+    try:
+        h = _int(v, ("hidden_size",))
+        layers = _int(v, _VISION_LAYERS)
+        inter = _int(v, ("intermediate_size",))
+        channels = _int(v, ("num_channels",), default=3)
+        patch = _int(v, ("patch_size",), default=16)
+    except ConfigError as exc:
+        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    tower = channels * patch * patch * h + h + layers * (4 * h * h + 3 * h * inter + 2 * h)
+    mistral3 = config.get("model_type") == "mistral3"
+    bias = _bool(config, "multimodal_projector_bias", not mistral3)
+    projector = h * text_hidden + text_hidden * text_hidden + (2 * text_hidden if bias else 0)
+    if mistral3:
+        merge = _int(config, ("spatial_merge_size",), default=2)
+        projector += h + h * merge * merge * h
+    return tower + projector
 
 
 #: Parameters of the timm vision towers Gemma 3n's ``vision_config.architecture`` names, as timm builds them

@@ -127,10 +127,10 @@ CONFIGS = HERE.parent / "data" / "configs"
 GEMMA3N = {slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in ("gemma-3n-e2b-it",)}
 
 
-#: Qwen-VL checkpoints whose vision tower (``visual``) vLLM loads one to one from what transformers' class
-#: builds: Qwen2.5-VL's (RMSNorms, a gated MLP with biases), Qwen3-VL's and Qwen3.5's (learned positions, a
-#: biased patch embedding, deepstack mergers), and Qwen2-VL-7B's (a GELU MLP; its published vision_config,
-#: with a two-layer text model: the tower is what is counted).
+#: Multimodal checkpoints whose vision tower (and projector) vLLM loads one to one from what transformers'
+#: class builds. Qwen-VL (``visual``): Qwen2.5-VL's (RMSNorms, a gated MLP with biases), Qwen3-VL's and
+#: Qwen3.5's (learned positions, a biased patch embedding, deepstack mergers), and Qwen2-VL-7B's (a GELU
+#: MLP; its published vision_config, with a two-layer text model: the tower is what is counted).
 QWEN_VL_TOWERS: dict[str, dict[str, Any]] = {
     slug: json.loads((CONFIGS / slug / "config.json").read_text())
     for slug in ("qwen2.5-vl-7b-instruct", "qwen3-vl-235b-a22b", "qwen3.5-397b-a17b", "qwen3.6-27b-nvfp4")
@@ -158,6 +158,43 @@ QWEN_VL_TOWERS: dict[str, dict[str, Any]] = {
             "temporal_patch_size": 2,
         },
     }
+}
+
+
+#: Pixtral towers (``vision_tower``) with their wrapper's projector (``multi_modal_projector``): Mistral 3's
+#: (Mistral-Small-3.1: a norm and a patch merger, unbiased linears; and with multimodal_projector_bias on)
+#: and LLaVA's (Pixtral-12B's published shapes, with biased linears by LlavaConfig's default).
+_MISTRAL_SMALL = json.loads((CONFIGS / "mistral-small-3.1-24b-instruct-2503" / "config.json").read_text())
+PIXTRAL_TOWERS: dict[str, dict[str, Any]] = {
+    "mistral-small-3.1": _MISTRAL_SMALL,
+    "mistral-small-3.1+projector-bias": _MISTRAL_SMALL | {"multimodal_projector_bias": True},
+    "pixtral-12b": {
+        "architectures": ["LlavaForConditionalGeneration"],
+        "model_type": "llava",
+        "image_token_index": 10,
+        "vision_feature_layer": -1,
+        "text_config": {
+            "model_type": "mistral",
+            "hidden_size": 5120,
+            "head_dim": 128,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_hidden_layers": 40,
+            "num_key_value_heads": 8,
+            "vocab_size": 131072,
+            "max_position_embeddings": 1024000,
+        },
+        "vision_config": {
+            "model_type": "pixtral",
+            "hidden_size": 1024,
+            "image_size": 1024,
+            "intermediate_size": 4096,
+            "num_attention_heads": 16,
+            "num_hidden_layers": 24,
+            "patch_size": 16,
+            "head_dim": 64,
+        },
+    },
 }
 
 
@@ -259,6 +296,10 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
         + [{"id": f"vocab:{name}", "config": config} for name, config in ODD_VOCABULARIES.items()]
         + [{"id": f"audio:{slug}", "config": c, "sub_config": "audio_config"} for slug, c in GEMMA3N.items()]
         + [{"id": f"qwen-vl:{slug}", "config": c, "tower": "visual"} for slug, c in QWEN_VL_TOWERS.items()]
+        + [
+            {"id": f"pixtral:{slug}", "config": c, "tower": ["vision_tower", "multi_modal_projector"]}
+            for slug, c in PIXTRAL_TOWERS.items()
+        ]
         + [
             {"id": f"refused:{name}", "config": config, "plain_config": True}
             for name, (config, _, _) in REFUSED_BY_BOTH.items()
@@ -431,6 +472,15 @@ def test_a_qwen_vl_tower_is_the_one_transformers_builds_and_vllm_loads(
     tower = vllm_counts[f"qwen-vl:{slug}"]
     assert tower["error"] is None, f"transformers could not build {slug}: {tower['error']}"
     assert capacity.architecture_from_config(QWEN_VL_TOWERS[slug]).vision_parameters == tower["parameters"]
+
+
+@pytest.mark.parametrize("slug", sorted(PIXTRAL_TOWERS))
+def test_a_pixtral_tower_and_its_projector_are_the_ones_transformers_builds_and_vllm_loads(
+    vllm_counts: dict[str, dict[str, Any]], slug: str
+) -> None:
+    tower = vllm_counts[f"pixtral:{slug}"]
+    assert tower["error"] is None, f"transformers could not build {slug}: {tower['error']}"
+    assert capacity.architecture_from_config(PIXTRAL_TOWERS[slug]).vision_parameters == tower["parameters"]
 
 
 @pytest.mark.parametrize("slug", sorted(GEMMA3N))

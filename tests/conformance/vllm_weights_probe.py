@@ -27,9 +27,10 @@ A case with ``"hf_quant_config": {...}`` has that file beside its config.json (a
 quantization, which vLLM reads from there).
 
 A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
-under its module NAME (``visual``), built on the meta device: a vision tower vLLM loads one to one, for a
-wrapper vLLM's CPU build cannot import (GLM-V's processor needs torchvision). Its answer's ``parameters`` is
-that count and ``architecture`` transformers' class.
+under its module NAME (``visual``; or under each of a list of names: ``["vision_tower",
+"multi_modal_projector"]``), built on the meta device: a vision tower vLLM loads one to one, for a wrapper
+vLLM's CPU build cannot import (GLM-V's processor needs torchvision). Its answer's ``parameters`` is that
+count and ``architecture`` transformers' class.
 
 A case with ``"sub_config": KEY`` asks for the parameters of the model transformers' ``AutoModel`` builds
 for the config's sub-config KEY (``audio_config``), on the meta device: a tower vLLM builds that way (Gemma
@@ -267,8 +268,9 @@ def _checkpoint_count(config: dict[str, Any]) -> int | None:
     return sum(parameter.numel() for parameter in {id(p): p for p in model.parameters()}.values())
 
 
-def _tower_count(config: dict[str, Any], tower: str) -> dict[str, Any]:
-    """Parameters of transformers' image-text class for ``config`` in its module named ``tower``."""
+def _tower_count(config: dict[str, Any], tower: str | list[str]) -> dict[str, Any]:
+    """Parameters of transformers' image-text class for ``config`` in its module named ``tower`` (or in
+    the modules a list names: a tower and its projector)."""
     import torch
     from transformers import AutoConfig, AutoModelForImageTextToText
 
@@ -278,8 +280,11 @@ def _tower_count(config: dict[str, Any], tower: str) -> dict[str, Any]:
         with torch.device("meta"):
             model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(folder))
     module = dict(model.named_modules())
-    path = next(name for name in module if name.split(".")[-1] == tower)
-    count = sum(p.numel() for p in {id(p): p for p in module[path].parameters()}.values())
+    parameters: dict[int, Any] = {}
+    for part in [tower] if isinstance(tower, str) else tower:
+        path = next(name for name in module if name.split(".")[-1] == part)
+        parameters |= {id(p): p for p in module[path].parameters()}
+    count = sum(p.numel() for p in parameters.values())
     return {"architecture": type(model).__name__, "parameters": count, "attention": None, "error": None}
 
 
