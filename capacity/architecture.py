@@ -142,6 +142,7 @@ FAMILIES: dict[str, str] = {
     "GptOssForCausalLM": "moe",
     "Llama4ForCausalLM": "moe",
     "Llama4ForConditionalGeneration": "moe",
+    "HYV3ForCausalLM": "moe",  # Tencent's Hy3 (vLLM's hy_v3.py)
     "DeepseekForCausalLM": "moe",  # DeepSeek-MoE: vLLM's DeepSeek-V2 class with standard attention
     "DeepseekV2ForCausalLM": "mla",
     "DeepseekV3ForCausalLM": "mla",
@@ -274,6 +275,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "llama4": "moe",
     "llama4_text": "moe",
     "deepseek": "moe",
+    "hy_v3": "moe",
     "deepseek_v2": "mla",
     "deepseek_v3": "mla",
     "deepseek_v32": "mla",
@@ -2095,6 +2097,17 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
         # transformers' HunYuanMoEV1 (vLLM's Transformers backend): every expert and the one shared MLP are
         # intermediate_size wide; the per-layer moe_intermediate_size list some files add is not read.
         expert_width = dense = shared = _int(cfg, ("intermediate_size",))
+    elif model_type == "hy_v3":
+        # vLLM's hy_v3.py: experts and each shared expert expert_hidden_dim wide (it reads no other name, and
+        # stops at start without it, as it does without first_k_dense_replace); the dense layers' MLP
+        # intermediate_size.
+        for name in ("expert_hidden_dim", "first_k_dense_replace"):
+            if name not in cfg:
+                missing = "is missing; vLLM 0.32's hy_v3.py reads it and stops at start without it"
+                raise ConfigError(name, missing)
+        expert_width = _int(cfg, ("expert_hidden_dim",))
+        dense = _int(cfg, ("intermediate_size",))
+        shared = expert_width * _int(cfg, ("num_shared_experts",), minimum=0, default=0)
     elif model_type in ("llama4", "llama4_text"):
         expert_width = _int(cfg, ("intermediate_size",))
         dense = _int(cfg, ("intermediate_size_mlp",), default=expert_width)
@@ -3115,6 +3128,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _glm4v_vision_parameters(v)
     if v.get("model_type") == "pixtral":
         return _pixtral_vision_parameters(config, v, text_hidden)
+    if v.get("model_type") in ("intern_vit_6b", "internvl_vision"):
+        return _intern_vit_parameters(config, v, text_hidden)
     try:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
@@ -3192,6 +3207,55 @@ def _pixtral_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any], 
         merge = _int(config, ("spatial_merge_size",), default=2)
         projector += h + h * merge * merge * h
     return tower + projector
+
+
+def _side(v: Mapping[str, Any], name: str, default: int) -> int:
+    """One side of a square image or patch, stated as a number or (InternVL's HF format) ``[h, w]``."""
+    value = v.get(name, default)
+    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    return _as_int(name, value, minimum=1)
+
+
+def _intern_vit_parameters(config: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> int:
+    """InternViT and InternVL's ``mlp1`` projector (vLLM's intern_vit.py and internvl.py; the HF format's
+    ``vision_tower`` and ``multi_modal_projector`` hold the same tensors): a class token, a patch convolution
+    with a bias and a position table of every patch and the class token; blocks of two norms (LayerNorm or
+    RMSNorm by ``norm_type``), q/k/v (biased by ``qkv_bias`` / ``attention_bias``), optional RMSNorms over
+    all heads' q and k (``qk_normalization`` / ``use_qk_norm``), a biased output projection, a biased GELU
+    MLP and two layer scales; vLLM builds the blocks up to ``select_layer`` (``vision_feature_layer``) only.
+    The projector: a LayerNorm over the pixel-shuffled patch (``1 / downsample_ratio``^2 patches), a linear
+    into the text width and one within it, both biased."""
+    hf = v.get("model_type") == "internvl_vision"
+    try:
+        h = _int(v, ("hidden_size",))
+        layers = _int(v, _VISION_LAYERS)
+        inter = _int(v, ("intermediate_size",))
+        patch = _side(v, "patch_size", 14)
+        image = _side(v, "image_size", 448)
+    except ConfigError as exc:
+        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    key = "vision_feature_layer" if hf else "select_layer"
+    selected = config.get(key, -1)
+    if isinstance(selected, bool) or not isinstance(selected, int) or not -layers <= selected < layers:
+        raise ConfigError(
+            key, f"is {selected!r:.40}; expected a layer of the vision tower, {-layers} to {layers - 1}"
+        )
+    built = selected + layers + 1 if selected < 0 else selected + 1
+    norm = 2 * h if v.get("norm_type", "layer_norm" if hf else "rms_norm") == "layer_norm" else h
+    qkv_bias = _bool(v, "attention_bias" if hf else "qkv_bias", False)
+    qk_norms = 2 * h if _bool(v, "use_qk_norm" if hf else "qk_normalization", False) else 0
+    attention = 4 * h * h + (3 * h if qkv_bias else 0) + h + qk_norms
+    block = 2 * norm + 2 * h + attention + 2 * h * inter + inter + h  # norms, layer scales, MLP
+    table = not hf or _bool(v, "use_absolute_position_embeddings", True)
+    positions = (image // patch) ** 2 + 1 if table else 0
+    embeddings = h + 3 * patch * patch * h + h + positions * h
+    ratio = config.get("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ConfigError("downsample_ratio", f"is {ratio!r:.40}; expected a number above 0, at most 1 (0.5)")
+    shuffled = h * int(1 / ratio) ** 2
+    projector = 2 * shuffled + shuffled * text_hidden + text_hidden + text_hidden * text_hidden + text_hidden
+    return built * block + embeddings + projector
 
 
 #: Parameters of the timm vision towers Gemma 3n's ``vision_config.architecture`` names, as timm builds them
@@ -3550,6 +3614,10 @@ _MODELING: dict[str, _Modeling] = {
     # Kimi-Linear (vLLM's KimiLinearForCausalLM): no biases, a float32 expert bias always built (the router
     # itself in the model dtype); the LM head is its own whatever tie_word_embeddings says.
     "kimi_linear": _Modeling(qkv_bias=False, expert_score_bias=True, tied_head=False),
+    # Hy3 (vLLM's hy_v3.py): no biases, per-head q/k norms with qk_norm, a float32 router and expert bias.
+    "hy_v3": _Modeling(
+        qkv_bias=False, qk_norm="head", qk_norm_when="qk_norm", expert_score_bias=True, router_dtype="float32"
+    ),
     # Gemma 3n: Gemma 3's four norms and per-head q/k norms (a KV-shared layer's q norm alone), attention_bias
     # on all four projections; the logits come from the embedding whatever tie_word_embeddings says.
     "gemma3n_text": _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias", tied_head=True),

@@ -48,6 +48,7 @@ import capacity
 from capacity.architecture import FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
+from tests.builders import QWEN2_VL_7B
 
 from .harness import HERE, VllmEnv, probe
 
@@ -134,38 +135,59 @@ GEMMA3N = {slug: json.loads((CONFIGS / slug / "config.json").read_text()) for sl
 QWEN_VL_TOWERS: dict[str, dict[str, Any]] = {
     slug: json.loads((CONFIGS / slug / "config.json").read_text())
     for slug in ("qwen2.5-vl-7b-instruct", "qwen3-vl-235b-a22b", "qwen3.5-397b-a17b", "qwen3.6-27b-nvfp4")
-} | {
-    "qwen2-vl-7b": {
-        "architectures": ["Qwen2VLForConditionalGeneration"],
-        "model_type": "qwen2_vl",
+} | {"qwen2-vl-7b": QWEN2_VL_7B}
+
+
+#: Vision towers (``vision_tower``) with their wrapper's projector (``multi_modal_projector``): Pixtral with
+#: Mistral 3's (Mistral-Small-3.1: a norm and a patch merger, unbiased linears; and with
+#: multimodal_projector_bias on) and LLaVA's (Pixtral-12B's published shapes, with biased linears by
+#: LlavaConfig's default); InternViT with InternVL's mlp1 in the HF format (InternVL3-8B's shapes, and a
+#: 6B-style tower: RMSNorms, q/k norms, no q/k/v bias, no position table).
+_MISTRAL_SMALL = json.loads((CONFIGS / "mistral-small-3.1-24b-instruct-2503" / "config.json").read_text())
+_INTERNVL_HF = {
+    "architectures": ["InternVLForConditionalGeneration"],
+    "model_type": "internvl",
+    "downsample_ratio": 0.5,
+    "vision_feature_layer": -1,
+    "text_config": {
+        "model_type": "qwen2",
         "hidden_size": 3584,
         "intermediate_size": 18944,
         "num_hidden_layers": 2,
         "num_attention_heads": 28,
         "num_key_value_heads": 4,
-        "vocab_size": 152064,
+        "vocab_size": 151674,
         "max_position_embeddings": 32768,
-        "torch_dtype": "bfloat16",
-        "vision_config": {
-            "depth": 32,
-            "embed_dim": 1280,
-            "mlp_ratio": 4,
-            "num_heads": 16,
-            "in_chans": 3,
-            "hidden_size": 3584,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-        },
-    }
+    },
+    "vision_config": {
+        "model_type": "internvl_vision",
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "image_size": [448, 448],
+        "patch_size": [14, 14],
+        "attention_bias": True,
+        "norm_type": "layer_norm",
+    },
 }
-
-
-#: Pixtral towers (``vision_tower``) with their wrapper's projector (``multi_modal_projector``): Mistral 3's
-#: (Mistral-Small-3.1: a norm and a patch merger, unbiased linears; and with multimodal_projector_bias on)
-#: and LLaVA's (Pixtral-12B's published shapes, with biased linears by LlavaConfig's default).
-_MISTRAL_SMALL = json.loads((CONFIGS / "mistral-small-3.1-24b-instruct-2503" / "config.json").read_text())
-PIXTRAL_TOWERS: dict[str, dict[str, Any]] = {
+PROJECTED_TOWERS: dict[str, dict[str, Any]] = {
+    "internvl3-8b-hf": _INTERNVL_HF,
+    "internvl-6b-style": _INTERNVL_HF
+    | {
+        "vision_config": _INTERNVL_HF["vision_config"]
+        | {
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "use_qk_norm": True,
+            "norm_type": "rms_norm",
+            "attention_bias": False,
+            "image_size": [224, 224],
+            "use_absolute_position_embeddings": False,
+        }
+    },
     "mistral-small-3.1": _MISTRAL_SMALL,
     "mistral-small-3.1+projector-bias": _MISTRAL_SMALL | {"multimodal_projector_bias": True},
     "pixtral-12b": {
@@ -196,6 +218,12 @@ PIXTRAL_TOWERS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+#: Each tower case with the modules transformers builds it under.
+TOWER_MODULES: dict[str, tuple[dict[str, Any], str | list[str]]] = {
+    slug: (config, "visual") for slug, config in QWEN_VL_TOWERS.items()
+} | {slug: (config, ["vision_tower", "multi_modal_projector"]) for slug, config in PROJECTED_TOWERS.items()}
 
 
 def _quantized_fixtures() -> dict[str, dict[str, Any]]:
@@ -295,10 +323,9 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
         ]
         + [{"id": f"vocab:{name}", "config": config} for name, config in ODD_VOCABULARIES.items()]
         + [{"id": f"audio:{slug}", "config": c, "sub_config": "audio_config"} for slug, c in GEMMA3N.items()]
-        + [{"id": f"qwen-vl:{slug}", "config": c, "tower": "visual"} for slug, c in QWEN_VL_TOWERS.items()]
         + [
-            {"id": f"pixtral:{slug}", "config": c, "tower": ["vision_tower", "multi_modal_projector"]}
-            for slug, c in PIXTRAL_TOWERS.items()
+            {"id": f"tower:{slug}", "config": config, "tower": modules}
+            for slug, (config, modules) in TOWER_MODULES.items()
         ]
         + [
             {"id": f"refused:{name}", "config": config, "plain_config": True}
@@ -465,22 +492,13 @@ def test_a_wrapper_is_its_language_model_plus_the_tower_vllm_loads(
     assert not arch.warnings
 
 
-@pytest.mark.parametrize("slug", sorted(QWEN_VL_TOWERS))
-def test_a_qwen_vl_tower_is_the_one_transformers_builds_and_vllm_loads(
+@pytest.mark.parametrize("slug", sorted(TOWER_MODULES))
+def test_a_vision_tower_and_its_projector_are_the_ones_transformers_builds_and_vllm_loads(
     vllm_counts: dict[str, dict[str, Any]], slug: str
 ) -> None:
-    tower = vllm_counts[f"qwen-vl:{slug}"]
+    tower = vllm_counts[f"tower:{slug}"]
     assert tower["error"] is None, f"transformers could not build {slug}: {tower['error']}"
-    assert capacity.architecture_from_config(QWEN_VL_TOWERS[slug]).vision_parameters == tower["parameters"]
-
-
-@pytest.mark.parametrize("slug", sorted(PIXTRAL_TOWERS))
-def test_a_pixtral_tower_and_its_projector_are_the_ones_transformers_builds_and_vllm_loads(
-    vllm_counts: dict[str, dict[str, Any]], slug: str
-) -> None:
-    tower = vllm_counts[f"pixtral:{slug}"]
-    assert tower["error"] is None, f"transformers could not build {slug}: {tower['error']}"
-    assert capacity.architecture_from_config(PIXTRAL_TOWERS[slug]).vision_parameters == tower["parameters"]
+    assert capacity.architecture_from_config(TOWER_MODULES[slug][0]).vision_parameters == tower["parameters"]
 
 
 @pytest.mark.parametrize("slug", sorted(GEMMA3N))

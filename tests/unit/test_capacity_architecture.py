@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import capacity as c
+from tests.builders import QWEN2_VL_7B, QWEN25_VL_3B, QWEN25_VL_7B
 
 
 @pytest.mark.parametrize("model", c.catalog_ids())
@@ -554,67 +555,6 @@ def test_the_planner_plans_the_default_context_and_refuses_one_past_the_limit():
     assert not any("max-model-len given" in w for w in asked.warnings)
     with pytest.raises(c.CapacityError, match="max-model-len 131073 is longer than the 131072 tokens"):
         c.plan(arch, h100, c.Workload(max_model_len=131073), c.SLO(), c.Limits())
-
-
-# Qwen2-VL and Qwen2.5-VL as their publishers ship them (the text fields at the top level, the window off).
-QWEN2_VL_7B = {
-    "architectures": ["Qwen2VLForConditionalGeneration"],
-    "model_type": "qwen2_vl",
-    "hidden_size": 3584,
-    "intermediate_size": 18944,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 28,
-    "num_key_value_heads": 4,
-    "vocab_size": 152064,
-    "max_position_embeddings": 32768,
-    "max_window_layers": 28,
-    "sliding_window": 32768,
-    "use_sliding_window": False,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-    "vision_config": {
-        "depth": 32,
-        "embed_dim": 1280,
-        "mlp_ratio": 4,
-        "num_heads": 16,
-        "in_chans": 3,
-        "hidden_size": 3584,
-        "patch_size": 14,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-    },
-}
-QWEN25_VL_VISION = {
-    "depth": 32,
-    "hidden_act": "silu",
-    "hidden_size": 1280,
-    "intermediate_size": 3420,
-    "num_heads": 16,
-    "in_chans": 3,
-    "patch_size": 14,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "window_size": 112,
-    "fullatt_block_indexes": [7, 15, 23, 31],
-}
-QWEN25_VL_7B = QWEN2_VL_7B | {
-    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
-    "model_type": "qwen2_5_vl",
-    "max_position_embeddings": 128000,
-    "vision_config": QWEN25_VL_VISION | {"out_hidden_size": 3584},
-}
-QWEN25_VL_3B = QWEN25_VL_7B | {
-    "hidden_size": 2048,
-    "intermediate_size": 11008,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 2,
-    "vocab_size": 151936,
-    "max_window_layers": 70,
-    "tie_word_embeddings": True,
-    "vision_config": QWEN25_VL_VISION | {"out_hidden_size": 2048},
-}
 
 
 @pytest.mark.parametrize(

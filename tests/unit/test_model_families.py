@@ -1280,3 +1280,49 @@ def test_granite_classes_slide_and_keep_a_sink_per_head_where_the_file_has_layer
         plain.parameters
     )
     assert _family("GraniteForCausalLM", "granite", **types).parameters == swa.parameters
+
+
+def test_internvl_counts_its_vit_to_the_selected_layer_and_the_pixel_shuffled_projector():
+    """InternVL3-8B (InternVLChatModel): InternViT-300M's class token, biased patch convolution and position
+    table, 24 blocks with layer scales, and mlp1 over 2 x 2 shuffled patches: 331,552,768, the count of
+    transformers' HF-format class for the same shapes (tests/conformance/test_parameter_counts.py). vLLM
+    builds the blocks up to select_layer only."""
+    path = Path(__file__).resolve().parents[1] / "data" / "configs" / "internvl3-8b" / "config.json"
+    config = json.loads(path.read_text())
+    arch = c.architecture_from_config(config)
+    assert arch.vision_parameters == 331_552_768
+    block = 2 * 2048 + 2 * 1024 + 4 * 1024 * 1024 + 3 * 1024 + 1024 + 2 * 1024 * 4096 + 4096 + 1024
+    shorter = c.architecture_from_config(config | {"select_layer": -2})
+    assert arch.vision_parameters - shorter.vision_parameters == block
+    for bad in (0, 1.5, "half"):
+        with pytest.raises(c.ConfigError) as err:
+            c.architecture_from_config(config | {"downsample_ratio": bad})
+        assert err.value.field == "downsample_ratio"
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(config | {"select_layer": 24})
+    assert err.value.field == "select_layer"
+
+
+def test_hy3_reads_its_expert_width_from_expert_hidden_dim_as_vllm_does():
+    """vLLM's hy_v3.py: experts and each shared expert expert_hidden_dim wide, the first
+    first_k_dense_replace layers dense (intermediate_size), a float32 router and expert bias, per-head q/k
+    norms by qk_norm; a file without either field stops vLLM at start, so kvright refuses it naming it."""
+    hy3 = DENSE | {
+        "architectures": ["HYV3ForCausalLM"],
+        "model_type": "hy_v3",
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_shared_experts": 1,
+        "expert_hidden_dim": 256,
+        "moe_intermediate_size": 999,  # transformers' name; vLLM reads expert_hidden_dim
+        "first_k_dense_replace": 1,
+        "qk_norm": True,
+    }
+    arch = c.architecture_from_config(hy3)
+    assert [layer.ffn for layer in arch.layers] == ["dense", "moe", "moe", "moe"]
+    assert (arch.moe_intermediate_size, arch.shared_expert_intermediate_size) == (256, 256)
+    assert arch.router_dtype == "float32" and arch.expert_score_bias and arch.qk_norm == "head"
+    for field in ("expert_hidden_dim", "first_k_dense_replace"):
+        with pytest.raises(c.ConfigError) as err:
+            c.architecture_from_config({k: v for k, v in hy3.items() if k != field})
+        assert err.value.field == field and "stops at start" in str(err.value)

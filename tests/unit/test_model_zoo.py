@@ -99,7 +99,7 @@ TEXT_DEFAULTS = {
 
 def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     """What one more token costs in bf16, from the config's fields alone (not through capacity)."""
-    text = cfg.get("text_config", cfg)
+    text = cfg.get("text_config") or cfg.get("llm_config") or cfg  # (InternVL's is llm_config)
     if text is not cfg:
         text = TEXT_DEFAULTS.get(text.get("model_type"), {}) | text
     # Gemma 3n / 4: the last num_kv_shared_layers layers read earlier layers' caches and keep none
