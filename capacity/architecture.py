@@ -102,6 +102,8 @@ FAMILIES: dict[str, str] = {
     "OrionForCausalLM": "dense",
     "SolarForCausalLM": "dense",
     "StableLmForCausalLM": "dense",
+    "HyperCLOVAXForCausalLM": "dense",  # vLLM's hyperclovax.py: a Llama with post-norms
+    "CwmForCausalLM": "dense",  # Meta's Code World Model, through vLLM's Transformers backend
     # TeleChat2: vLLM's telechat2.py, a Llama read through n_layer / n_head / ffn_hidden_size.
     "TeleChat2ForCausalLM": "dense",
     "ChatGLMModel": "dense",  # GLM-4-9B-chat, ChatGLM3
@@ -154,6 +156,7 @@ FAMILIES: dict[str, str] = {
     "KimiK25ForConditionalGeneration": "mla",
     # Kimi-Linear: MLA layers among Kimi Delta Attention layers (linear attention with a constant state).
     "KimiLinearForCausalLM": "mla",
+    "AXK1ForCausalLM": "mla",  # SK Telecom's A.X K1 (vLLM's AXK1.py): DeepSeek-V3 with a norm after the MLP
     "GlmMoeDsaForCausalLM": "mla",
     # MiniCPM3: DeepSeek-V2's low-rank projections, but vLLM caches every head's full K and V (its
     # minicpm3.py runs standard Attention over num_heads KV heads of qk_nope + qk_rope, V padded to that).
@@ -240,6 +243,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "orion": "dense",
     "solar": "dense",
     "stablelm": "dense",
+    "hyperclovax": "dense",
+    "cwm": "dense",
     "chatglm": "dense",
     "exaone4": "dense",
     "glm4": "dense",
@@ -284,6 +289,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "kimi_k2": "mla",
     "kimi_k25": "mla",
     "kimi_linear": "mla",
+    "axk1": "mla",
     "glm_moe_dsa": "mla",
     "minicpm3": "minicpm3",
     "qwen3_next": "hybrid",
@@ -2120,7 +2126,7 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
             cfg, ("n_shared_experts", "moe_num_shared_experts", "num_shared_experts"), minimum=0, default=0
         )
         shared = _int(cfg, shared_names, minimum=0, default=0) or expert_width * count
-        if model_type == "bailing_moe":  # one merged MLP of num_shared_experts experts of the stated width
+        if model_type in _BAILING_TYPES:  # one merged MLP of num_shared_experts experts of the stated width
             shared = _int(cfg, shared_names[1:], default=expert_width) * count
     else:  # Mixtral, gpt-oss, MiniMax, Granite: intermediate_size is the expert's
         expert_width = _int(cfg, _INTERMEDIATE)
@@ -2149,6 +2155,10 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         # vLLM's Llama 4 takes its layers' kinds from no_rope_layers and attention_chunk_size (below) and
         # ignores the layer_types transformers 5 writes (["chunked_attention", ..., "full_attention"]).
         mixers, window = ["full"] * layers, None
+    elif model_type == "cwm" and _layer_types(cfg, layers) is None:
+        # CwmConfig's default layer_types: every 4th layer from the first attends fully, the rest slide.
+        window = _int(cfg, ("sliding_window",), default=8192)
+        mixers = ["full" if i % 4 == 0 else "sliding" for i in range(layers)]
     else:
         mixers, window = _attention_mixers(cfg, layers)
         if window is not None and model_type == "cohere2":
@@ -3481,6 +3491,19 @@ _LLAMA = _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias")
 _QK_NORM_PER_HEAD = _Modeling(qk_norm="head")
 _QK_NORM_FULL_WIDTH = _Modeling(qk_norm="full")
 
+#: Ling 1.x and 2.0 (vLLM's bailing_moe.py, one class for both; Ling 2.0's files say bailing_moe_v2): use_bias
+#: on every projection, use_qkv_bias on Q/K/V alone; per-head q/k norms with use_qk_norm; the expert bias by
+#: moe_router_enable_expert_bias.
+_BAILING_TYPES = ("bailing_moe", "bailing_moe_v2")
+_BAILING = _Modeling(
+    qkv_bias=("use_bias", "use_qkv_bias"),
+    o_bias="use_bias",
+    mlp_bias="use_bias",
+    qk_norm="head",
+    qk_norm_when="use_qk_norm",
+    expert_score_bias="moe_router_enable_expert_bias",
+)
+
 #: The model types vLLM's granite.py / granitemoe.py / granitemoeshared.py build (their sliding-window
 #: variants included).
 _GRANITE_TYPES = frozenset({"granite", "granite_swa", "granitemoe", "granitemoeshared", "granitemoe_swa"})
@@ -3492,7 +3515,9 @@ _MODELING: dict[str, _Modeling] = {
         ("llama", "mistral", "ministral3", "granite", "granite_swa", "phi3", "smollm3", "internlm3"),
         _LLAMA,
     ),
-    **dict.fromkeys(("iquestcoder", "telechat3"), _LLAMA),
+    **dict.fromkeys(("iquestcoder", "telechat3", "cwm", "hyperclovax"), _LLAMA),
+    # A.X K1: DeepSeek-V3's modules and a third norm a layer (post_mlp_layernorm).
+    "axk1": _Modeling(qkv_bias=False, norms_per_layer=3),
     # No biases whatever the file says (InternLM2's wqkv / wo / w1-w3, MiniCPM's, Orion's); Orion's norms are
     # LayerNorms with a bias; MiMo is vLLM's Qwen2 (q/k/v biased); StableLM biases q/k/v by use_qkv_bias
     # over LayerNorms; Solar's attention_bias or bias on all four attention projections, mlp_bias on the MLP.
@@ -3591,15 +3616,7 @@ _MODELING: dict[str, _Modeling] = {
     "exaone_moe": _Modeling(
         qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias", expert_score_bias=True
     ),
-    # Ling 2.0: use_bias on every projection, use_qkv_bias on Q/K/V alone; per-head q/k norms optional.
-    "bailing_moe": _Modeling(
-        qkv_bias=("use_bias", "use_qkv_bias"),
-        o_bias="use_bias",
-        mlp_bias="use_bias",
-        qk_norm="head",
-        qk_norm_when="use_qk_norm",
-        expert_score_bias="moe_router_enable_expert_bias",
-    ),
+    **dict.fromkeys(_BAILING_TYPES, _BAILING),
     # AFMoE (vLLM's afmoe.py): no biases whatever attention_bias says, per-head q/k norms, norms before and
     # after attention and MLP, a float32 router and expert bias, an output gate of its own; never tied.
     "afmoe": _Modeling(
@@ -3802,7 +3819,7 @@ def architecture_from_config(
         # transformers' Phi: a LayerNorm (weight and bias) per head on queries and keys
         extra["qk_norm"] = "head_layernorm"
     shared = _opt_int(cfg, ("num_shared_experts",))
-    if model_type == "bailing_moe" and _bool(cfg, "use_bias", False) and shared:
+    if model_type in _BAILING_TYPES and _bool(cfg, "use_bias", False) and shared:
         # vLLM's bailing_moe.py builds the shared experts' down projection with a bias and no all-reduce.
         raise ConfigError(
             "use_bias",
@@ -3813,6 +3830,8 @@ def architecture_from_config(
         _afmoe_switches(cfg)
     if model_type == "kimi_linear":
         extra["moe_min_width_per_rank"] = _int(cfg, ("min_moe_intermediate_per_partition",), default=256)
+    if model_type == "hyperclovax" and _bool(cfg, "use_post_norm", True):
+        extra["norms_per_layer"] = 4  # vLLM's hyperclovax.py: post_norm1 and post_norm2 besides the two
     if model_type == "minicpm" and _opt_int(cfg, ("num_experts",), minimum=0):
         raise ConfigError(
             "num_experts",
@@ -3825,7 +3844,7 @@ def architecture_from_config(
     extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
     on = built.qk_norm_when is None or _bool(cfg, built.qk_norm_when, False)
     extra.setdefault("qk_norm", built.qk_norm if on else "none")
-    if model_type == "bailing_moe" and extra["qk_norm"] == "head" and not _bool(cfg, "use_rmsnorm", False):
+    if model_type in _BAILING_TYPES and extra["qk_norm"] == "head" and not _bool(cfg, "use_rmsnorm", False):
         extra["qk_norm"] = "head_layernorm"  # vLLM's bailing_moe.py: nn.LayerNorm unless use_rmsnorm
     if model_type == "falcon" and _bool(cfg, "parallel_attn", True):
         # One LayerNorm feeds attention and MLP in parallel; two (ln_attn, ln_mlp) where
@@ -3838,7 +3857,9 @@ def architecture_from_config(
     extra.setdefault("activation_parameters", built.activation_parameters)
     extra.setdefault("lm_head_bias", built.lm_head_bias)
     # vLLM's DeepSeek-V2/V3 routers (Kimi K2, Mistral Large 3) have the bias with the noaux_tc top-k method.
-    noaux = family == "mla" and cfg.get("topk_method") == "noaux_tc"
+    # (A.X K1's class builds the bias unless the file names another method.)
+    method = cfg.get("topk_method", "noaux_tc" if model_type == "axk1" else None)
+    noaux = family == "mla" and method == "noaux_tc"
     extra.setdefault("expert_score_bias", noaux or _flag(cfg, built.expert_score_bias))
     extra.setdefault("router_dtype", built.router_dtype)
     extra.setdefault("attention_gate_projection", built.attention_gate_projection)

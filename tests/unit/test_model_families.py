@@ -1326,3 +1326,50 @@ def test_hy3_reads_its_expert_width_from_expert_hidden_dim_as_vllm_does():
         with pytest.raises(c.ConfigError) as err:
             c.architecture_from_config({k: v for k, v in hy3.items() if k != field})
         assert err.value.field == field and "stops at start" in str(err.value)
+
+
+def test_cwm_hyperclovax_and_ax_k1_are_read_as_their_classes_build_them():
+    """CWM (transformers' class through vLLM's Transformers backend): a Llama whose every 4th layer from the
+    first attends fully where layer_types is unstated (CwmConfig), the rest within sliding_window.
+    HyperCLOVAX (vLLM's hyperclovax.py): Llama's biases, and two post-norms a layer with use_post_norm
+    (its class's default). A.X K1 (vLLM's AXK1.py): DeepSeek-V3 with a third norm a layer, its experts'
+    score bias built unless the file names a top-k method other than noaux_tc."""
+    cwm = _family("CwmForCausalLM", "cwm", sliding_window=64, num_hidden_layers=8)
+    assert [layer.mixer for layer in cwm.layers] == ["full", "sliding", "sliding", "sliding"] * 2
+    assert cwm.sliding_window == 64 and cwm.parameters == _llama(num_hidden_layers=8).parameters
+    post = _family("HyperCLOVAXForCausalLM", "hyperclovax")
+    assert post.norms_per_layer == 4 and post.parameters - _llama().parameters == 2 * L * H
+    assert _family("HyperCLOVAXForCausalLM", "hyperclovax", use_post_norm=False).norms_per_layer == 2
+    mla = {
+        "kv_lora_rank": 64,
+        "qk_rope_head_dim": 16,
+        "qk_nope_head_dim": 32,
+        "v_head_dim": 32,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "first_k_dense_replace": 1,
+    }
+    axk1 = _family("AXK1ForCausalLM", "axk1", **mla)
+    deepseek = _family("DeepseekV3ForCausalLM", "deepseek_v3", **mla)
+    assert axk1.norms_per_layer == 3 and axk1.expert_score_bias and not deepseek.expert_score_bias
+    assert _family("AXK1ForCausalLM", "axk1", topk_method="greedy", **mla).expert_score_bias is False
+
+
+def test_ling_2_files_naming_bailing_moe_v2_read_as_vllms_one_bailing_class():
+    """Ling 2.0's files say model_type bailing_moe_v2; vLLM's bailing_moe.py builds them by the same rules
+    as Ling 1.x's bailing_moe (they were read with no q/k norms and no expert bias before)."""
+    ling2 = DENSE | {
+        "architectures": ["BailingMoeV2ForCausalLM"],
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 256,
+        "num_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "use_qk_norm": True,
+        "use_rmsnorm": True,
+        "moe_router_enable_expert_bias": True,
+    }
+    v2 = c.architecture_from_config(ling2 | {"model_type": "bailing_moe_v2"})
+    v1 = c.architecture_from_config(ling2 | {"model_type": "bailing_moe"})
+    assert v2.parameters == v1.parameters and v2.qk_norm == "head" and v2.expert_score_bias
