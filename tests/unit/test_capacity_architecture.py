@@ -309,9 +309,17 @@ def test_an_unknown_architecture_without_the_standard_fields_says_so(renamed, dr
         c.architecture_from_config(cfg | {"architectures": ["NewForCausalLM"], "model_type": "new"})
     assert err.value.field == "architectures"
     assert str(err.value).startswith(
-        "config.json field 'architectures': is NewForCausalLM, which kvright does not know, and its config "
-        f"has no {lacking} to read it as a standard decoder from; expected one of "
+        "config.json field 'architectures': is NewForCausalLM, which kvright does not know and vLLM 0.32.0 "
+        f"does not register either, and its config has no {lacking} to read it as a standard decoder from; "
+        "expected one of "
     )
+
+
+def test_an_unknown_class_vllm_registers_is_kvrights_gap_alone_in_the_refusal():
+    zamba2 = BASE | {"architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2", "mamba_d_state": 64}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(zamba2)
+    assert "is Zamba2ForCausalLM, which kvright does not know, and its" in str(err.value)
 
 
 @pytest.mark.parametrize(
