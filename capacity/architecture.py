@@ -76,6 +76,7 @@ FAMILIES: dict[str, str] = {
     "Qwen2_5_VLForConditionalGeneration": "dense",
     "CohereForCausalLM": "dense",
     "Cohere2ForCausalLM": "dense",
+    "Cohere2MoeForCausalLM": "moe",  # vLLM's cohere2_moe.py
     "Phi3ForCausalLM": "dense",
     "NemotronForCausalLM": "dense",
     "ExaoneForCausalLM": "dense",
@@ -223,6 +224,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen2_5_vl": "dense",
     "cohere": "dense",
     "cohere2": "dense",
+    "cohere2_moe": "moe",
     "phi3": "dense",
     "gemma2": "dense",
     "gemma3": "dense",
@@ -381,6 +383,15 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3": {"sliding_window_pattern": 6},
     "gpt_oss": {"attention_bias": True, "sliding_window_pattern": 2},
     "cohere2": {"sliding_window_pattern": 4},
+    # Cohere2MoeConfig: a 4096-token window on three layers of four (after a dense prefix), 8 experts, 2 a
+    # token, tied.
+    "cohere2_moe": {
+        "sliding_window": 4096,
+        "sliding_window_pattern": 4,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "tie_word_embeddings": True,
+    },
     # The Qwen classes (and SmolLM3) keep a stated sliding_window off unless use_sliding_window says on.
     **{
         model_type: {"use_sliding_window": False}
@@ -2042,7 +2053,7 @@ class _Read:
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
     """Which layers route to experts, by the rule each family's config states."""
-    if model_type == "exaone_moe" and cfg.get("mlp_layer_types") is not None:  # vLLM reads the list itself
+    if model_type in ("exaone_moe", "cohere2_moe") and cfg.get("mlp_layer_types") is not None:  # vLLM's own
         kinds = _list(cfg, "mlp_layer_types", layers) or []
         if set(kinds) - {"dense", "sparse"}:
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
@@ -2117,6 +2128,12 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
         expert_width = _int(cfg, ("expert_hidden_dim",))
         dense = _int(cfg, ("intermediate_size",))
         shared = expert_width * _int(cfg, ("num_shared_experts",), minimum=0, default=0)
+    elif model_type == "cohere2_moe":
+        # vLLM's cohere2_moe.py: experts and each shared expert intermediate_size wide; the dense prefix's
+        # MLP prefix_dense_intermediate_size (which Cohere2MoeConfig leaves null, and vLLM then cannot build).
+        expert_width = _int(cfg, ("intermediate_size",))
+        shared = expert_width * _int(cfg, ("num_shared_experts",), minimum=0, default=0)
+        dense = _int(cfg, ("prefix_dense_intermediate_size",), default=0)
     elif model_type in ("llama4", "llama4_text"):
         expert_width = _int(cfg, ("intermediate_size",))
         dense = _int(cfg, ("intermediate_size_mlp",), default=expert_width)
@@ -2158,13 +2175,22 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         # vLLM's Llama 4 takes its layers' kinds from no_rope_layers and attention_chunk_size (below) and
         # ignores the layer_types transformers 5 writes (["chunked_attention", ..., "full_attention"]).
         mixers, window = ["full"] * layers, None
+    elif model_type == "cohere2_moe" and _layer_types(cfg, layers) is None:
+        # Cohere2MoeConfig's default layer_types: the dense prefix (first_k_dense_replace) every
+        # prefix_dense_sliding_window_pattern-th layer global (1: all), then every sliding_window_pattern-th.
+        first = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
+        prefix = _int(cfg, ("prefix_dense_sliding_window_pattern",), default=1)
+        pattern = _int(cfg, ("sliding_window_pattern",), default=4)
+        mixers = ["full" if (i + 1) % prefix == 0 else "sliding" for i in range(min(first, layers))]
+        mixers += ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers - len(mixers))]
+        window = _int(cfg, ("sliding_window",)) + 1  # as vLLM's Command R layers see it, below
     elif model_type == "cwm" and _layer_types(cfg, layers) is None:
         # CwmConfig's default layer_types: every 4th layer from the first attends fully, the rest slide.
         window = _int(cfg, ("sliding_window",), default=8192)
         mixers = ["full" if i % 4 == 0 else "sliding" for i in range(layers)]
     else:
         mixers, window = _attention_mixers(cfg, layers)
-        if window is not None and model_type == "cohere2":
+        if window is not None and model_type in ("cohere2", "cohere2_moe"):
             # vLLM's Command R v2 layers see W + 1 tokens (Cohere's training convention) and cache as many.
             window += 1
     extra["sliding_window"] = window
@@ -2189,6 +2215,12 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         ffn = ["moe" if r else "dense" for r in routed]
         width = [0 if r else dense for r in routed]
         a["intermediate_size"] = dense
+        if model_type == "cohere2_moe" and not all(routed) and not dense:
+            raise ConfigError(
+                "prefix_dense_intermediate_size",
+                "is missing with dense layers in mlp_layer_types; vLLM 0.32's cohere2_moe.py builds their "
+                "MLP that wide and stops at start without it",
+            )
     return _Read(mixers, ffn, width, [0] * layers, extra)
 
 
@@ -3536,6 +3568,8 @@ _MODELING: dict[str, _Modeling] = {
     "telechat2": _Modeling(qkv_bias=False, o_bias=True, mlp_down_bias=True),
     # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all.
     **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1)),
+    # vLLM's cohere2_moe.py: Command R's one norm a layer and no biases; the logits from the embedding.
+    "cohere2_moe": _Modeling(qkv_bias=False, norms_per_layer=1, tied_head=True),
     "gemma": _Modeling(qkv_bias=False),
     # vLLM's gpt2.py and opt.py: LayerNorms with biases, an ungated MLP (c_fc/c_proj, fc1/fc2), biases on
     # every projection (OPT's by enable_bias).

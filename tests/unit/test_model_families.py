@@ -1373,3 +1373,30 @@ def test_ling_2_files_naming_bailing_moe_v2_read_as_vllms_one_bailing_class():
     v2 = c.architecture_from_config(ling2 | {"model_type": "bailing_moe_v2"})
     v1 = c.architecture_from_config(ling2 | {"model_type": "bailing_moe"})
     assert v2.parameters == v1.parameters and v2.qk_norm == "head" and v2.expert_score_bias
+
+
+def test_cohere2_moe_slides_after_its_dense_prefix_and_ties_its_logits_to_the_embedding():
+    """vLLM's cohere2_moe.py over Cohere2MoeConfig: layer_types derived with the dense prefix
+    (first_k_dense_replace) global and every 4th layer after it, windows of W + 1 tokens as Command R's;
+    experts and shared experts intermediate_size wide, the prefix prefix_dense_intermediate_size (refused
+    when missing: vLLM stops at start); one norm a layer; the logits from the embedding."""
+    moe = DENSE | {
+        "architectures": ["Cohere2MoeForCausalLM"],
+        "model_type": "cohere2_moe",
+        "num_hidden_layers": 8,
+        "sliding_window": 64,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "num_shared_experts": 1,
+        "tie_word_embeddings": False,
+    }
+    prefix = {"first_k_dense_replace": 2, "prefix_dense_intermediate_size": 384}
+    arch = c.architecture_from_config(moe | prefix)
+    kinds = ["full"] * 2 + ["sliding"] * 3 + ["full"] + ["sliding"] * 2
+    assert [layer.mixer for layer in arch.layers] == kinds
+    assert arch.sliding_window == 65 and [layer.ffn for layer in arch.layers][:3] == ["dense", "dense", "moe"]
+    assert arch.layers[0].ffn_width == 384 and arch.shared_expert_intermediate_size == W
+    assert arch.tie_word_embeddings and arch.norms_per_layer == 1
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(moe | {"first_k_dense_replace": 2})
+    assert err.value.field == "prefix_dense_intermediate_size"
