@@ -398,6 +398,7 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         for model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl")
     },
     "smollm3": {"use_sliding_window": False},
+    "cwm": {"sliding_window": 8192},
     "gemma": {"head_dim": 256},
     "falcon": {"multi_query": True, "parallel_attn": True, "bias": False},
     "glm4": {"head_dim": 128, "attention_bias": True},
@@ -2161,6 +2162,30 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
     }, dense
 
 
+def _every_nth_global(count: int, n: int, *, first: bool = False) -> list[str]:
+    """``count`` layer_types with every ``n``-th layer global: the n-th, 2n-th, ... or, ``first``, the 0th,
+    n-th, ..."""
+    offset = 0 if first else 1
+    return ["full_attention" if (i + offset) % n == 0 else "sliding_attention" for i in range(count)]
+
+
+def _cohere2_moe_layer_types(cfg: Mapping[str, Any], layers: int) -> list[str]:
+    """Cohere2MoeConfig's: the dense prefix (first_k_dense_replace) every
+    prefix_dense_sliding_window_pattern-th layer global (1: all), then every sliding_window_pattern-th."""
+    first = min(_int(cfg, ("first_k_dense_replace",), minimum=0, default=0), layers)
+    prefix = _int(cfg, ("prefix_dense_sliding_window_pattern",), default=1)
+    pattern = _int(cfg, ("sliding_window_pattern",), default=4)
+    return _every_nth_global(first, prefix) + _every_nth_global(layers - first, pattern)
+
+
+#: The layer_types a config class derives when the file states none, where that is not every
+#: sliding_window_pattern-th layer (:func:`_pattern_mixers`): CwmConfig's every 4th layer from the first.
+_DERIVED_LAYER_TYPES: dict[str, Callable[[Mapping[str, Any], int], list[str]]] = {
+    "cohere2_moe": _cohere2_moe_layer_types,
+    "cwm": lambda cfg, layers: _every_nth_global(layers, 4, first=True),
+}
+
+
 def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: dict[str, Any]) -> _Read:
     """Dense, MoE and MLA transformers: every layer attends; MLPs dense or routed."""
     layers = a["num_layers"]
@@ -2175,20 +2200,10 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         # vLLM's Llama 4 takes its layers' kinds from no_rope_layers and attention_chunk_size (below) and
         # ignores the layer_types transformers 5 writes (["chunked_attention", ..., "full_attention"]).
         mixers, window = ["full"] * layers, None
-    elif model_type == "cohere2_moe" and _layer_types(cfg, layers) is None:
-        # Cohere2MoeConfig's default layer_types: the dense prefix (first_k_dense_replace) every
-        # prefix_dense_sliding_window_pattern-th layer global (1: all), then every sliding_window_pattern-th.
-        first = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
-        prefix = _int(cfg, ("prefix_dense_sliding_window_pattern",), default=1)
-        pattern = _int(cfg, ("sliding_window_pattern",), default=4)
-        mixers = ["full" if (i + 1) % prefix == 0 else "sliding" for i in range(min(first, layers))]
-        mixers += ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers - len(mixers))]
-        window = _int(cfg, ("sliding_window",)) + 1  # as vLLM's Command R layers see it, below
-    elif model_type == "cwm" and _layer_types(cfg, layers) is None:
-        # CwmConfig's default layer_types: every 4th layer from the first attends fully, the rest slide.
-        window = _int(cfg, ("sliding_window",), default=8192)
-        mixers = ["full" if i % 4 == 0 else "sliding" for i in range(layers)]
     else:
+        derive = _DERIVED_LAYER_TYPES.get(model_type)
+        if derive is not None and _layer_types(cfg, layers) is None:
+            cfg = {**cfg, "layer_types": derive(cfg, layers)}  # what the config class writes for the file
         mixers, window = _attention_mixers(cfg, layers)
         if window is not None and model_type in ("cohere2", "cohere2_moe"):
             # vLLM's Command R v2 layers see W + 1 tokens (Cohere's training convention) and cache as many.
