@@ -3182,6 +3182,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if not isinstance(vision, Mapping):
         raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
     named = dict(vision)
+    if not isinstance(named.get("model_type", ""), str):
+        raise ConfigError("vision_config.model_type", f"is {named['model_type']!r:.40}; expected a string")
     _name_sub_config_type(named, config, "vision_config")
     v = _with_defaults(named, nested=True)
     if _is_glm4v_tower(config, v):
@@ -3237,7 +3239,10 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         total += h if positions else 0  # Qwen3's patch embedding has a bias
         merged = h * merge * merge
         linears = merged * merged + merged + merged * out + out
-        deepstack = v.get("deepstack_visual_indexes") or []
+        try:
+            deepstack = _list(v, "deepstack_visual_indexes") or []
+        except ConfigError as exc:
+            raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
         total += norm + linears + len(deepstack) * (2 * merged + linears)
         return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
@@ -3341,7 +3346,7 @@ def _gemma3n_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, i
     assert isinstance(vision, Mapping) and isinstance(audio, Mapping)
     try:
         name = vision.get("architecture", "mobilenetv5_300m_enc")
-        if name not in TIMM_TOWER_PARAMETERS:
+        if not isinstance(name, str) or name not in TIMM_TOWER_PARAMETERS:
             raise ConfigError(
                 "architecture",
                 f"is {name!r:.40}, a timm model whose size kvright does not know; expected one of "
@@ -3402,7 +3407,10 @@ _GLM4V_VISION = frozenset({"glm4v_vision", "glm4v_moe_vision"})
 
 def _is_glm4v_tower(config: Mapping[str, Any], vision: Mapping[str, Any]) -> bool:
     """GLM-V's tower (Glm4vVisionTransformer): by its own model type, or its wrapper's."""
-    return vision.get("model_type") in _GLM4V_VISION or config.get("model_type") in _GLM4V
+    tower, wrapper = vision.get("model_type"), config.get("model_type")
+    return (isinstance(tower, str) and tower in _GLM4V_VISION) or (
+        isinstance(wrapper, str) and wrapper in _GLM4V
+    )
 
 
 def _vision_heads(config: Mapping[str, Any]) -> int:

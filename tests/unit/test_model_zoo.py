@@ -330,3 +330,34 @@ def test_qwen3_vl_vision_tower_counts_its_mergers_and_deepstack_mergers(capsys):
     assert code == 0, err
     assert data["vision_parameters"] == pytest.approx(576_388_336, rel=1e-4)
     assert data["parameters"] == pytest.approx(235_670_022_896, rel=1e-6)  # the checkpoint's tensor sum
+
+
+def _config(slug: str) -> dict[str, Any]:
+    return json.loads((CONFIGS / slug / "config.json").read_text())
+
+
+#: Objects inside a config.json that readers of their own walk (towers, KDA settings): each field of each,
+#: in every fixture that has one, replaced by values of the wrong kind.
+NESTED = ("vision_config", "audio_config", "linear_attn_config")
+WRONG_KINDS = (None, "x", -1, 1.5, [], {}, [1, "a"])
+
+
+@pytest.mark.parametrize(
+    "slug",
+    [s for s in FIXTURES if any(isinstance(_config(s).get(k), dict) for k in NESTED)],
+)
+def test_a_wrong_value_in_a_nested_object_is_refused_naming_it_never_a_traceback(slug):
+    """The readers of towers and nested settings (Qwen-VL, Pixtral, InternViT, GLM-V, Gemma 3n's towers,
+    Kimi-Linear's linear_attn_config) take any value of any field: a reading, or a ConfigError naming a
+    field; a TypeError here would be a traceback from the CLI and the operator."""
+    config = _config(slug)
+    for key in (k for k in NESTED if isinstance(config.get(k), dict)):
+        for field in config[key]:
+            for value in WRONG_KINDS:
+                changed = json.loads(json.dumps(config))
+                changed[key][field] = value
+                try:
+                    arch = c.architecture_from_config(changed)
+                    assert arch.parameters > 0 and c.weight_bytes(arch) > 0
+                except c.ConfigError as err:
+                    assert err.field and "\n" not in str(err)
