@@ -118,7 +118,7 @@ def _count(
     )
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.layers.attention.attention import Attention
-    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.model_executor.model_loader.utils import configure_quant_config, get_model_architecture
     from vllm.utils.torch_utils import set_default_torch_dtype
 
     with tempfile.TemporaryDirectory() as folder:
@@ -139,6 +139,11 @@ def _count(
         )
         vllm_config = args.create_engine_config()
         cls, architecture = get_model_architecture(vllm_config.model_config)
+        if vllm_config.quant_config is not None:
+            # As vLLM's loader does (initialize_model): a class that is not SupportsQuant hands its fused
+            # modules to the quantization config here, so an ignore list naming q_proj, k_proj and v_proj
+            # leaves the fused qkv_proj unquantized.
+            configure_quant_config(vllm_config.quant_config, cls)
         with set_current_vllm_config(vllm_config):
             if not _DIST["ready"]:
                 init_distributed_environment(
