@@ -205,6 +205,9 @@ FAMILIES: dict[str, str] = {
     # Step-3.5-Flash (vLLM's step3p5.py, its own Step3p5Config): sliding-window layers with heads of their
     # own, a sigmoid gate per head, experts with a shared one.
     "Step3p5ForCausalLM": "step3p5",
+    # poolside's Laguna (vLLM's laguna.py over transformers' LagunaConfig): query heads per layer, a softplus
+    # output gate, experts beside a plain shared MLP.
+    "LagunaForCausalLM": "laguna",
 }
 
 #: Classes whose vLLM model does not implement pipeline parallelism (no ``SupportsPP``): vLLM refuses a
@@ -323,6 +326,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "mimo_v2_flash": "mimo_v2",
     "mimo_v2": "mimo_v2",
     "step3p5": "step3p5",
+    "laguna": "laguna",
     "gemma3n": "gemma3n",
     "gemma3n_text": "gemma3n",
 }
@@ -375,6 +379,17 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_top_k": 4,
         "att_impl_type": "GQA",
         "use_head_wise_attn_gate": False,
+    },
+    # transformers' LagunaConfig: the sizes vLLM's Laguna reads, where a file leaves them out.
+    "laguna": {
+        "head_dim": 128,
+        "num_key_value_heads": 8,
+        "intermediate_size": 8192,
+        "sliding_window": 512,
+        "num_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
     },
     # MistralConfig and Gemma2Config: a file that leaves the window out slides at 4096 (Mistral 7B v0.2 on
     # state null, which stays null).
@@ -2052,10 +2067,16 @@ class _Read:
     """DeepSeek-V4: each layer's ``compress_ratio`` (0: none)."""
 
 
+#: Families whose vLLM class takes each layer's MLP kind from ``mlp_layer_types`` where the file has it.
+_MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna")
+
+
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
     """Which layers route to experts, by the rule each family's config states."""
-    if model_type in ("exaone_moe", "cohere2_moe") and cfg.get("mlp_layer_types") is not None:  # vLLM's own
-        kinds = _list(cfg, "mlp_layer_types", layers) or []
+    kinds = _list(cfg, "mlp_layer_types", layers) if model_type in _MLP_LAYER_TYPES else None
+    if kinds is None and model_type == "laguna":  # LagunaConfig's: layer 0 dense, the rest sparse
+        kinds = ["dense"] + ["sparse"] * (layers - 1)
+    if kinds is not None:  # the family's own list, which vLLM reads
         if set(kinds) - {"dense", "sparse"}:
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
         return [kind == "sparse" for kind in kinds]
@@ -2179,9 +2200,11 @@ def _cohere2_moe_layer_types(cfg: Mapping[str, Any], layers: int) -> list[str]:
 
 
 #: The layer_types a config class derives when the file states none, where that is not every
-#: sliding_window_pattern-th layer (:func:`_pattern_mixers`): CwmConfig's every 4th layer from the first.
+#: sliding_window_pattern-th layer (:func:`_pattern_mixers`): CwmConfig's every 4th layer from the first,
+#: LagunaConfig's every layer full.
 _DERIVED_LAYER_TYPES: dict[str, Callable[[Mapping[str, Any], int], list[str]]] = {
     "cohere2_moe": _cohere2_moe_layer_types,
+    "laguna": lambda cfg, layers: ["full_attention"] * layers,
     "cwm": lambda cfg, layers: _every_nth_global(layers, 4, first=True),
 }
 
@@ -3024,6 +3047,57 @@ def _read_step3p5(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     )
 
 
+def _read_laguna(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """poolside's Laguna (vLLM's laguna.py over transformers' LagunaConfig): sliding layers by
+    ``layer_types``, routed or dense MLPs by ``mlp_layer_types`` (layer 0 dense, the rest routed unstated),
+    as a MoE transformer's, and on top of that:
+
+    - each layer's query heads from ``num_attention_heads_per_layer`` (the model's otherwise), over the same
+      ``num_key_value_heads`` KV heads ``head_dim`` wide (LagunaConfig's 128 unstated; it refuses a null);
+    - a softplus output gate from a ``g_proj`` of its own by ``gating``: one a head for true or
+      ``"per-head"``, one a channel for any other value vLLM takes as true, none for false;
+    - a learned sink a head on the sliding layers with ``swa_attention_sink_enabled``;
+    - a shared expert that is a plain MLP (no gate of its own, whatever ``shared_expert_intermediate_size``
+      suggests of Qwen's), SiLU only (vLLM's LagunaMLP refuses another ``hidden_act``)."""
+    layers = a["num_layers"]
+    kv = a["num_kv_heads"]
+    if cfg.get("hidden_act", "silu") != "silu":
+        act = cfg["hidden_act"]
+        raise ConfigError("hidden_act", f"is {act!r:.40}; expected 'silu' (vLLM's Laguna MLP takes no other)")
+    if _bool(cfg, "moe_apply_router_weight_on_input", False):
+        raise ConfigError(
+            "moe_apply_router_weight_on_input",
+            "is true, which transformers' LagunaConfig refuses to load (not supported yet); accepted: false",
+        )
+    if "head_dim" in cfg and cfg["head_dim"] is None:
+        raise ConfigError("head_dim", "is null (transformers' LagunaConfig refuses it); expected an integer")
+    stated = _list(cfg, "num_attention_heads_per_layer", layers)
+    q_heads = [
+        _as_int("num_attention_heads_per_layer", h, minimum=1)
+        for h in stated or [a["num_attention_heads"]] * layers
+    ]
+    for heads in q_heads:
+        if heads % kv:
+            raise ConfigError(
+                "num_attention_heads_per_layer",
+                f"has a layer of {heads} heads; expected multiples of num_key_value_heads ({kv})",
+            )
+    gating = cfg.get("gating", True)
+    if not isinstance(gating, (bool, str)):
+        raise ConfigError("gating", f"is {gating!r:.40}; expected true, false, 'per-head' or 'per-element'")
+    read = _read_transformer(cfg, "moe", "laguna", a)
+    sinks = _bool(cfg, "swa_attention_sink_enabled", False)
+    read.extra.update(
+        attention_head_gate=gating is True or gating == "per-head",
+        attention_gate_projection=bool(gating) and gating is not True and gating != "per-head",
+        shared_expert_gate=False,
+        expert_score_bias=True,  # e_score_correction_bias, float32, always built
+    )
+    read.q_heads = q_heads
+    read.sinks = [sinks and mixer == "sliding" for mixer in read.mixers]
+    return read
+
+
 #: The routing settings vLLM's afmoe.py reads from the config that AfmoeConfig declares no default for.
 _AFMOE_ROUTING = ("score_func", "route_norm", "n_group", "topk_group")
 
@@ -3691,6 +3765,8 @@ _MODELING: dict[str, _Modeling] = {
     # Kimi-Linear (vLLM's KimiLinearForCausalLM): no biases, a float32 expert bias always built (the router
     # itself in the model dtype); the LM head is its own whatever tie_word_embeddings says.
     "kimi_linear": _Modeling(qkv_bias=False, expert_score_bias=True, tied_head=False),
+    # vLLM's laguna.py: attention_bias on q/k/v and o, per-head q/k norms, a float32 expert bias always built.
+    "laguna": _Modeling(o_bias="attention_bias", qk_norm="head", expert_score_bias=True),
     # Hy3 (vLLM's hy_v3.py): no biases, per-head q/k norms with qk_norm, a float32 router and expert bias.
     "hy_v3": _Modeling(
         qkv_bias=False, qk_norm="head", qk_norm_when="qk_norm", expert_score_bias=True, router_dtype="float32"
@@ -3757,6 +3833,7 @@ _FAMILY_READERS: dict[str, Callable[[Mapping[str, Any], dict[str, Any]], _Read]]
     "mimo_v2": _read_mimo_v2,
     "deepseek_v4": _read_deepseek_v4,
     "step3p5": _read_step3p5,
+    "laguna": _read_laguna,
     "nas": _read_nas,
 }
 

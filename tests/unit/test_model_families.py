@@ -1400,3 +1400,67 @@ def test_cohere2_moe_slides_after_its_dense_prefix_and_ties_its_logits_to_the_em
     with pytest.raises(c.ConfigError) as err:
         c.architecture_from_config(moe | {"first_k_dense_replace": 2})
     assert err.value.field == "prefix_dense_intermediate_size"
+
+
+def test_laguna_reads_heads_per_layer_its_output_gate_and_a_plain_shared_expert():
+    """poolside's Laguna (vLLM's laguna.py over transformers' LagunaConfig): each layer's query heads from
+    num_attention_heads_per_layer over the same KV heads; a softplus output gate from a g_proj of its own, one
+    a head (gating true or "per-head") or one a channel ("per-element"); sinks on the sliding layers with
+    swa_attention_sink_enabled; a shared expert with no gate; LagunaConfig's defaults where the file is
+    silent (every layer full, layer 0 dense). What its config class or MLP refuses, kvright refuses naming
+    the field."""
+    fields = {
+        "head_dim": 64,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "shared_expert_intermediate_size": 96,
+        "sliding_window": 64,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+        "num_attention_heads_per_layer": [8, 16, 16, 8],
+    }
+    arch = _family("LagunaForCausalLM", "laguna", **fields)
+    assert [arch.heads_of(layer) for layer in arch.layers] == [8, 16, 16, 8]
+    assert {arch.kv_heads_of(layer) for layer in arch.layers} == {KV}
+    assert [layer.mixer for layer in arch.layers] == ["full", "sliding", "sliding", "full"]
+    assert [layer.ffn for layer in arch.layers] == ["dense", "moe", "moe", "moe"]
+    assert arch.attention_head_gate and not arch.attention_gate_projection
+    assert not arch.shared_expert_gate and arch.expert_score_bias and arch.qk_norm == "head"
+    assert not any(layer.sinks for layer in arch.layers)
+    # The gate: one a head is H x heads on each layer; one a channel H x heads x head_dim.
+    element = _family("LagunaForCausalLM", "laguna", **fields, gating="per-element")
+    assert element.attention_gate_projection and not element.attention_head_gate
+    assert element.parameters - arch.parameters == H * (HD - 1) * (8 + 16 + 16 + 8)
+    ungated = _family("LagunaForCausalLM", "laguna", **fields, gating=False)
+    assert arch.parameters - ungated.parameters == H * (8 + 16 + 16 + 8)
+    sinks = _family("LagunaForCausalLM", "laguna", **fields, swa_attention_sink_enabled=True)
+    assert [layer.sinks for layer in sinks.layers] == [False, True, True, False]
+    silent = _family(
+        "LagunaForCausalLM",
+        "laguna",
+        **{k: v for k, v in fields.items() if k not in ("layer_types", "mlp_layer_types")},
+    )
+    assert [layer.mixer for layer in silent.layers] == ["full"] * 4
+    assert [layer.ffn for layer in silent.layers] == ["dense", "moe", "moe", "moe"]
+    # vLLM splits every layer's query heads: TP 16 splits the full layers' 8, not the sliding layers' 16.
+    assert c.tensor_parallel_error(arch, 8) is None
+    assert "8 attention heads" in (c.tensor_parallel_error(arch, 16) or "")
+    wide = _family(
+        "LagunaForCausalLM", "laguna", **{**fields, "num_attention_heads_per_layer": [8, 12, 12, 8]}
+    )
+    assert "some layers' 12 attention heads" in (c.tensor_parallel_error(wide, 8) or "")
+    for bad, field in [
+        ({"head_dim": None}, "head_dim"),
+        ({"moe_apply_router_weight_on_input": True}, "moe_apply_router_weight_on_input"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"num_attention_heads_per_layer": [8, 9, 16, 8]}, "num_attention_heads_per_layer"),
+        ({"num_attention_heads_per_layer": [8, 16]}, "num_attention_heads_per_layer"),
+        ({"gating": 1}, "gating"),
+        ({"mlp_layer_types": ["dense", "moe", "sparse", "sparse"]}, "mlp_layer_types"),
+    ]:
+        with pytest.raises(c.ConfigError) as err:
+            c.architecture_from_config(
+                DENSE | {"architectures": ["LagunaForCausalLM"], "model_type": "laguna"} | fields | bad
+            )
+        assert err.value.field == field, (bad, err.value)
