@@ -135,6 +135,7 @@ FAMILIES: dict[str, str] = {
     "AfmoeForCausalLM": "moe",
     "BailingMoeForCausalLM": "moe",  # Ling / Ling-Coder 1.x: the same vLLM class as 2.0
     "BailingMoeV2ForCausalLM": "moe",  # Ling / Ring 2.0
+    "SarvamMoEForCausalLM": "moe",  # Sarvam-30B: vLLM's sarvam.py subclasses bailing_moe.py's class unchanged
     "ExaoneMoeForCausalLM": "moe",  # K-EXAONE
     "ExaoneMoEForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
@@ -149,6 +150,8 @@ FAMILIES: dict[str, str] = {
     "DeepseekForCausalLM": "moe",  # DeepSeek-MoE: vLLM's DeepSeek-V2 class with standard attention
     "DeepseekV2ForCausalLM": "mla",
     "DeepseekV3ForCausalLM": "mla",
+    # Sarvam-105B (vLLM's sarvam.py): DeepSeek-V3's layers under Sarvam's names, with Ling's shared experts.
+    "SarvamMLAForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
     "DeepseekV4ForCausalLM": "deepseek_v4",
     "MistralLarge3ForCausalLM": "mla",  # a DeepSeek-V3 in vLLM
@@ -379,6 +382,13 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_top_k": 4,
         "att_impl_type": "GQA",
         "use_head_wise_attn_gate": False,
+    },
+    # vLLM's sarvam.py reads these for Sarvam-105B with defaults of its own (the config class is remote code).
+    "sarvam_mla": {
+        "first_k_dense_replace": 1,
+        "intermediate_size": 16384,
+        "num_shared_experts": 1,
+        "moe_router_enable_expert_bias": True,
     },
     # transformers' LagunaConfig: the sizes vLLM's Laguna reads, where a file leaves them out.
     "laguna": {
@@ -2067,6 +2077,10 @@ class _Read:
     """DeepSeek-V4: each layer's ``compress_ratio`` (0: none)."""
 
 
+#: Families whose shared experts are one merged MLP of ``num_shared_experts`` experts, each as wide as
+#: ``moe_shared_expert_intermediate_size`` says (Ling's and Sarvam's classes), not that wide in all.
+_MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "sarvam_moe", "sarvam_mla")
+
 #: Families whose vLLM class takes each layer's MLP kind from ``mlp_layer_types`` where the file has it.
 _MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna")
 
@@ -2081,6 +2095,7 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
         return [kind == "sparse" for kind in kinds]
     if "first_k_dense_replace" in cfg or model_type in (
+        "sarvam_mla",
         "deepseek_v2",
         "deepseek_v3",
         "glm4_moe",
@@ -2089,6 +2104,8 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
     ):
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
         freq = _int(cfg, ("moe_layer_freq",), default=1)
+        if model_type == "sarvam_mla":  # vLLM's sarvam.py counts the period from the first routed layer
+            return [i >= first_dense and (i - first_dense) % freq == 0 for i in range(layers)]
         return [i >= first_dense and i % freq == 0 for i in range(layers)]
     if "num_dense_layers" in cfg:  # AFMoE: the first num_dense_layers dense, every later one routed
         first_dense = _int(cfg, ("num_dense_layers",), minimum=0)
@@ -2168,7 +2185,7 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
             cfg, ("n_shared_experts", "moe_num_shared_experts", "num_shared_experts"), minimum=0, default=0
         )
         shared = _int(cfg, shared_names, minimum=0, default=0) or expert_width * count
-        if model_type in _BAILING_TYPES:  # one merged MLP of num_shared_experts experts of the stated width
+        if model_type in _MERGED_SHARED_TYPES:  # one MLP of num_shared_experts experts of the stated width
             shared = _int(cfg, shared_names[1:], default=expert_width) * count
     else:  # Mixtral, gpt-oss, MiniMax, Granite: intermediate_size is the expert's
         expert_width = _int(cfg, _INTERMEDIATE)
@@ -2253,6 +2270,12 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         ffn = ["moe" if r else "dense" for r in routed]
         width = [0 if r else dense for r in routed]
         a["intermediate_size"] = dense
+        if model_type == "sarvam_mla" and not any(routed):
+            raise ConfigError(
+                "first_k_dense_replace",
+                f"leaves no layer of the {layers} routed; vLLM 0.32's SarvamMLAForCausalLM needs one "
+                "(\"No SarvamMLAMoE layer found\")",
+            )
         if model_type == "cohere2_moe" and not all(routed) and not dense:
             raise ConfigError(
                 "prefix_dense_intermediate_size",
@@ -3623,10 +3646,11 @@ _LLAMA = _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias")
 _QK_NORM_PER_HEAD = _Modeling(qk_norm="head")
 _QK_NORM_FULL_WIDTH = _Modeling(qk_norm="full")
 
-#: Ling 1.x and 2.0 (vLLM's bailing_moe.py, one class for both; Ling 2.0's files say bailing_moe_v2): use_bias
+#: Ling 1.x and 2.0 and Sarvam-30B (vLLM's bailing_moe.py, one class for all; Ling 2.0's files say
+#: bailing_moe_v2, vLLM's SarvamMoEForCausalLM is that class with a weight loader of its own): use_bias
 #: on every projection, use_qkv_bias on Q/K/V alone; per-head q/k norms with use_qk_norm; the expert bias by
 #: moe_router_enable_expert_bias.
-_BAILING_TYPES = ("bailing_moe", "bailing_moe_v2")
+_BAILING_TYPES = ("bailing_moe", "bailing_moe_v2", "sarvam_moe")
 _BAILING = _Modeling(
     qkv_bias=("use_bias", "use_qkv_bias"),
     o_bias="use_bias",
@@ -3765,6 +3789,9 @@ _MODELING: dict[str, _Modeling] = {
     # Kimi-Linear (vLLM's KimiLinearForCausalLM): no biases, a float32 expert bias always built (the router
     # itself in the model dtype); the LM head is its own whatever tie_word_embeddings says.
     "kimi_linear": _Modeling(qkv_bias=False, expert_score_bias=True, tied_head=False),
+    # vLLM's sarvam.py (SarvamMLAForCausalLM): DeepSeek-V3's modules, no biases, the float32 expert bias by
+    # moe_router_enable_expert_bias (on unless stated) rather than by topk_method.
+    "sarvam_mla": _Modeling(qkv_bias=False, expert_score_bias="moe_router_enable_expert_bias"),
     # vLLM's laguna.py: attention_bias on q/k/v and o, per-head q/k norms, a float32 expert bias always built.
     "laguna": _Modeling(o_bias="attention_bias", qk_norm="head", expert_score_bias=True),
     # Hy3 (vLLM's hy_v3.py): no biases, per-head q/k norms with qk_norm, a float32 router and expert bias.
@@ -3955,7 +3982,7 @@ def architecture_from_config(
     if model_type == "phi" and _bool(cfg, "qk_layernorm", False):
         # transformers' Phi: a LayerNorm (weight and bias) per head on queries and keys
         extra["qk_norm"] = "head_layernorm"
-    shared = _opt_int(cfg, ("num_shared_experts",))
+    shared = _opt_int(cfg, ("num_shared_experts",), minimum=0)
     if model_type in _BAILING_TYPES and _bool(cfg, "use_bias", False) and shared:
         # vLLM's bailing_moe.py builds the shared experts' down projection with a bias and no all-reduce.
         raise ConfigError(
@@ -3998,6 +4025,9 @@ def architecture_from_config(
     method = cfg.get("topk_method", "noaux_tc" if model_type == "axk1" else None)
     noaux = family == "mla" and method == "noaux_tc"
     extra.setdefault("expert_score_bias", noaux or _flag(cfg, built.expert_score_bias))
+    if model_type in _BAILING_TYPES and cfg.get("router_dtype") is not None:
+        # vLLM's bailing_moe.py: the router in float32 for router_dtype "fp32", bfloat16 for any other value
+        extra["router_dtype"] = "float32" if cfg["router_dtype"] == "fp32" else "bfloat16"
     extra.setdefault("router_dtype", built.router_dtype)
     extra.setdefault("attention_gate_projection", built.attention_gate_projection)
     extra.setdefault("mlp_down_bias", built.mlp_down_bias)

@@ -73,7 +73,7 @@ CASES: dict[str, dict[str, Any]] = {case: _case(fields) for case, fields in _TAB
 #: Files vLLM's class refuses to build: (config, the field capacity's refusal names, words of vLLM's error).
 #: Ling with biases and shared experts (bailing_moe.py's shared experts skip the all-reduce their bias needs);
 #: Laguna with a null head width, the router weight on the input or another activation than SiLU (its config
-#: class refuses the first two, its MLP the third).
+#: class refuses the first two, its MLP the third); Sarvam-105B's class with no routed layer.
 REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
     "bailing_moe-use-bias": (
         CASES["bailing_moe-ling1"] | {"use_bias": True},
@@ -87,6 +87,11 @@ REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
         "moe_apply_router_weight_on_input=True is not yet supported",
     ),
     "laguna-gelu": (CASES["laguna"] | {"hidden_act": "gelu"}, "hidden_act", "Only silu is supported"),
+    "sarvam_mla-no-routed-layer": (
+        CASES["sarvam_mla"] | {"first_k_dense_replace": 4},
+        "first_k_dense_replace",
+        "No SarvamMLAMoE layer found",
+    ),
 }
 
 #: Cases of a model type whose config class is the checkpoint's own code: the probe registers a plain config

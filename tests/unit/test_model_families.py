@@ -1464,3 +1464,88 @@ def test_laguna_reads_heads_per_layer_its_output_gate_and_a_plain_shared_expert(
                 DENSE | {"architectures": ["LagunaForCausalLM"], "model_type": "laguna"} | fields | bad
             )
         assert err.value.field == field, (bad, err.value)
+
+
+def test_sarvam_reads_ling_shared_experts_and_deepseek_layers_as_vllm_builds_them():
+    """vLLM's sarvam.py: Sarvam-30B's class is Ling's (bailing_moe.py) with a weight loader of its own, so
+    its router is float32 for router_dtype "fp32" (bfloat16 for another value; the model's dtype unstated) and
+    its shared experts one MLP of num_shared_experts experts (none is allowed). Sarvam-105B's is DeepSeek-V3's
+    layers under Sarvam's names: shared experts merged the same way, the float32 expert bias by
+    moe_router_enable_expert_bias (on unless stated), routed layers every moe_layer_freq-th counted from
+    first_k_dense_replace (1 unless stated), and at least one of them."""
+    moe = DENSE | {
+        "architectures": ["SarvamMoEForCausalLM"],
+        "model_type": "sarvam_moe",
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "first_k_dense_replace": 1,
+        "num_shared_experts": 2,
+        "moe_shared_expert_intermediate_size": 96,
+        "moe_router_enable_expert_bias": True,
+        "use_qk_norm": True,
+        "use_rmsnorm": True,
+    }
+    arch = c.architecture_from_config(moe)
+    assert arch.shared_expert_intermediate_size == 2 * 96 and arch.expert_score_bias
+    assert arch.router_dtype is None and arch.qk_norm == "head"
+    assert c.architecture_from_config(moe | {"router_dtype": "fp32"}).router_dtype == "float32"
+    assert c.architecture_from_config(moe | {"router_dtype": "bf16"}).router_dtype == "bfloat16"
+    assert c.architecture_from_config(moe | {"num_shared_experts": 0}).shared_expert_intermediate_size == 0
+    mla = DENSE | {
+        "architectures": ["SarvamMLAForCausalLM"],
+        "model_type": "sarvam_mla",
+        "kv_lora_rank": 64,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 32,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "num_shared_experts": 2,
+        "moe_shared_expert_intermediate_size": 96,
+    }
+    arch = c.architecture_from_config(mla)
+    assert [layer.ffn for layer in arch.layers] == ["dense", "moe", "moe", "moe"]
+    assert arch.shared_expert_intermediate_size == 2 * 96 and arch.expert_score_bias
+    assert arch.kv_lora_rank == 64 and arch.num_kv_heads == 1
+    every_other = c.architecture_from_config(mla | {"first_k_dense_replace": 1, "moe_layer_freq": 2})
+    assert [layer.ffn for layer in every_other.layers] == ["dense", "moe", "dense", "moe"]
+    assert not c.architecture_from_config(mla | {"moe_router_enable_expert_bias": False}).expert_score_bias
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(mla | {"first_k_dense_replace": 4})
+    assert err.value.field == "first_k_dense_replace"
+
+
+def test_sarvam_30b_at_its_published_shape_counts_its_published_parameters():
+    """Sarvam-30B's shape as its config.json states it (quoted in public porting notes; the file itself is not
+    in the index): 19 layers 4096 wide, 64 query and 4 KV heads of 64, a dense first layer 8192 wide, 128
+    experts of 1024 (6 a token) beside one shared, a 262,144-token vocabulary, RMSNorm q/k norms, a float32
+    router. The notes count the checkpoint's tensors at 32,152,650,368 parameters, which vLLM's class on the
+    meta device builds too."""
+    arch = c.architecture_from_config(
+        {
+            "architectures": ["SarvamMoEForCausalLM"],
+            "model_type": "sarvam_moe",
+            "hidden_size": 4096,
+            "num_hidden_layers": 19,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 4,
+            "head_dim": 64,
+            "intermediate_size": 8192,
+            "vocab_size": 262144,
+            "max_position_embeddings": 131072,
+            "num_experts": 128,
+            "num_experts_per_tok": 6,
+            "moe_intermediate_size": 1024,
+            "num_shared_experts": 1,
+            "first_k_dense_replace": 1,
+            "use_qk_norm": True,
+            "use_rmsnorm": True,
+            "moe_router_enable_expert_bias": True,
+            "router_dtype": "fp32",
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+        }
+    )
+    assert arch.parameters == 32_152_650_368
