@@ -136,6 +136,7 @@ FAMILIES: dict[str, str] = {
     "BailingMoeForCausalLM": "moe",  # Ling / Ling-Coder 1.x: the same vLLM class as 2.0
     "BailingMoeV2ForCausalLM": "moe",  # Ling / Ring 2.0
     "SarvamMoEForCausalLM": "moe",  # Sarvam-30B: vLLM's sarvam.py subclasses bailing_moe.py's class unchanged
+    "Param2MoEForCausalLM": "moe",  # BharatGen's Param-2 (vLLM's param2moe.py)
     "ExaoneMoeForCausalLM": "moe",  # K-EXAONE
     "ExaoneMoEForCausalLM": "moe",
     "PhiMoEForCausalLM": "moe",
@@ -382,6 +383,14 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_top_k": 4,
         "att_impl_type": "GQA",
         "use_head_wise_attn_gate": False,
+    },
+    # Param2MoEConfig (the checkpoint's own code) and vLLM's param2moe.py: q/k norms, one shared expert,
+    # layer 0 dense, the expert bias on, where a file leaves them out.
+    "param2moe": {
+        "use_qk_norm": True,
+        "num_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "moe_router_enable_expert_bias": True,
     },
     # vLLM's sarvam.py reads these for Sarvam-105B with defaults of its own (the config class is remote code).
     "sarvam_mla": {
@@ -2106,6 +2115,8 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
         freq = _int(cfg, ("moe_layer_freq",), default=1)
         if model_type == "sarvam_mla":  # vLLM's sarvam.py counts the period from the first routed layer
             return [i >= first_dense and (i - first_dense) % freq == 0 for i in range(layers)]
+        if model_type == "param2moe":  # vLLM's param2moe.py reads no period
+            return [i >= first_dense for i in range(layers)]
         return [i >= first_dense and i % freq == 0 for i in range(layers)]
     if "num_dense_layers" in cfg:  # AFMoE: the first num_dense_layers dense, every later one routed
         first_dense = _int(cfg, ("num_dense_layers",), minimum=0)
@@ -3789,6 +3800,17 @@ _MODELING: dict[str, _Modeling] = {
     # Kimi-Linear (vLLM's KimiLinearForCausalLM): no biases, a float32 expert bias always built (the router
     # itself in the model dtype); the LM head is its own whatever tie_word_embeddings says.
     "kimi_linear": _Modeling(qkv_bias=False, expert_score_bias=True, tied_head=False),
+    # vLLM's param2moe.py: Ling's modules with use_qkv_bias on q/k/v alone, use_bias on the output projection,
+    # unbiased MLPs, RMSNorm q/k norms with use_qk_norm, a float32 router, the float32 expert bias by
+    # moe_router_enable_expert_bias, shared experts moe_shared_expert_intermediate_size wide in all.
+    "param2moe": _Modeling(
+        qkv_bias="use_qkv_bias",
+        o_bias="use_bias",
+        qk_norm="head",
+        qk_norm_when="use_qk_norm",
+        expert_score_bias="moe_router_enable_expert_bias",
+        router_dtype="float32",
+    ),
     # vLLM's sarvam.py (SarvamMLAForCausalLM): DeepSeek-V3's modules, no biases, the float32 expert bias by
     # moe_router_enable_expert_bias (on unless stated) rather than by topk_method.
     "sarvam_mla": _Modeling(qkv_bias=False, expert_score_bias="moe_router_enable_expert_bias"),

@@ -1549,3 +1549,31 @@ def test_sarvam_30b_at_its_published_shape_counts_its_published_parameters():
         }
     )
     assert arch.parameters == 32_152_650_368
+
+
+def test_param2_reads_ling_like_modules_with_its_own_biases_router_and_shared_width():
+    """vLLM's param2moe.py (BharatGen's Param-2): use_qkv_bias on q/k/v alone, use_bias on the output
+    projection only, RMSNorm q/k norms with use_qk_norm, a float32 router and the float32 expert bias (on
+    unless stated), one shared expert unless stated and moe_shared_expert_intermediate_size as its whole
+    width, every layer from first_k_dense_replace (1 unless stated) routed, no period read."""
+    param2 = DENSE | {
+        "architectures": ["Param2MoEForCausalLM"],
+        "model_type": "param2moe",
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "moe_layer_freq": 2,  # not read
+    }
+    arch = c.architecture_from_config(param2)
+    assert [layer.ffn for layer in arch.layers] == ["dense", "moe", "moe", "moe"]
+    assert arch.router_dtype == "float32" and arch.expert_score_bias and arch.qk_norm == "head"
+    assert arch.shared_expert_intermediate_size == 128 and not arch.qkv_bias and not arch.o_bias
+    wide = c.architecture_from_config(
+        param2 | {"num_shared_experts": 2, "moe_shared_expert_intermediate_size": 192, "use_bias": True}
+    )
+    assert wide.shared_expert_intermediate_size == 192 and wide.o_bias and not wide.qkv_bias
+    assert not wide.mlp_bias
+    plain = c.architecture_from_config(
+        param2 | {"use_qk_norm": False, "moe_router_enable_expert_bias": False}
+    )
+    assert plain.qk_norm == "none" and not plain.expert_score_bias
