@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 
 import capacity
-from capacity.architecture import FAMILIES, TIMM_TOWER_PARAMETERS
+from capacity.architecture import ATTENTION_MIXERS, FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
 from tests.builders import QWEN2_VL_7B
@@ -461,26 +461,17 @@ def test_capacity_weighs_the_vocabulary_tables_as_vllm_pads_them(
 def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cache(
     vllm_counts: dict[str, dict[str, Any]], case: str
 ) -> None:
-    """Layer by layer, what each of vLLM's ``Attention`` modules caches (MLA's latent is another module, held
-    by test_kv_capacity.py and test_layer_kinds.py): KV heads, K and V head sizes (Gemma 4's global layers
-    have their own), the sliding window, and whether the layer reads another layer's cache instead of
-    keeping its own (Gemma 4's KV-shared layers), and values narrower than keys (MiMo-V2)."""
+    """Layer by layer, what each of vLLM's ``Attention`` and ``MLAAttention`` modules caches: KV heads, K and
+    V head sizes (Gemma 4's global layers have their own; an MLA layer one latent head of kv_lora_rank +
+    qk_rope_head_dim), the sliding window, whether the layer reads another layer's cache instead of keeping
+    its own (Gemma 4's KV-shared layers), and values narrower than keys (MiMo-V2)."""
     arch = capacity.architecture_from_config(CASES[case])
-    if arch.attention == "MLA":
+    if arch.model_type in LATENT_HELD_ELSEWHERE:
         return
-    ours = [
-        (
-            arch.kv_heads_of(layer),
-            arch.head_dim_of(layer),
-            arch.v_head_dim_of(layer),
-            arch.sliding_window if layer.mixer == "sliding" else None,
-            layer.kv_shared,
-        )
-        for layer in arch.layers
-        if layer.mixer in ("full", "sliding", "chunked")
-    ]
+    ours = [_cached(arch, layer) for layer in arch.layers if layer.mixer in ATTENTION_MIXERS]
     theirs = [
         (
+            layer["latent"],
             layer["kv_heads"],
             layer["head_size"],
             layer["head_size_v"],
@@ -490,6 +481,25 @@ def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cach
         for layer in vllm_counts[case]["attention"]
     ]
     assert ours == theirs
+
+
+def _cached(arch: capacity.Architecture, layer: capacity.Layer) -> tuple[Any, ...]:
+    """What capacity says an attention layer caches, as the probe reports a module: (latent, KV heads, K and
+    V head sizes, window, reads another layer's cache)."""
+    if layer.mixer == "mla":
+        latent = arch.kv_elements_per_token_per_layer
+        return (True, 1, latent, latent, None, False)
+    window = arch.sliding_window if layer.mixer == "sliding" else None
+    widths = (arch.head_dim_of(layer), arch.v_head_dim_of(layer))
+    return (False, arch.kv_heads_of(layer), *widths, window, layer.kv_shared)
+
+
+#: Model types whose latent attention is a module of their own rather than vLLM's ``MLAAttention``, with the
+#: module that holds their cache to the engine's.
+LATENT_HELD_ELSEWHERE = {
+    "kimi_linear": "test_kimi_linear.py (the engine core's KV-cache accounting of KimiK3's MLA and KDA)",
+    "deepseek_v4": "test_deepseek_v4.py (its compressed and sliding caches, on a started engine)",
+}
 
 
 @pytest.mark.parametrize("case", sorted(TOWERS))

@@ -5,7 +5,8 @@ one JSON list to stdout, one answer per case:
 
     {"id", "architecture": str or null, "parameters": int or null, "bytes": int or null,
      "own_dtypes": {"module.path:dtype": parameters} or null, "error": one line or null,
-     "attention": [{"kv_heads", "head_size", "head_size_v", "sliding_window", "kv_shared"}, ...] or null}
+     "attention": [{"kv_heads", "head_size", "head_size_v", "sliding_window", "kv_shared", "latent"}, ...]
+     or null}
 
 Each config is written to a folder of its own and resolved as ``vllm serve`` resolves it
 (``EngineArgs.create_engine_config``: the registry's class for its ``architectures``, native or the
@@ -16,7 +17,8 @@ and none with storage. Parameters are counted once each (a tied LM head is the e
 each at its own dtype, and ``own_dtypes`` names those vLLM builds in another dtype than the model's (layer
 indices dropped: one entry per kind of tensor). No weights,
 tokenizer, engine or server. ``attention`` lists, in model order, every attention layer (its ``Attention``
-modules, at one rank): the heads and sizes it caches, its sliding window, and whether it reads another
+and ``MLAAttention`` modules, at one rank): the heads and sizes it caches (an MLA layer: one latent head of
+``kv_lora_rank + qk_rope_head_dim``, ``latent`` true), its sliding window, and whether it reads another
 layer's cache (``kv_sharing_target_layer_name``) and so keeps none of its own.
 
 A case marked ``"plain_config": true`` is a config whose model type has no config class here (the
@@ -118,6 +120,7 @@ def _count(
     )
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.layers.attention.attention import Attention
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention
     from vllm.model_executor.model_loader.utils import configure_quant_config, get_model_architecture
     from vllm.utils.torch_utils import set_default_torch_dtype
 
@@ -192,9 +195,10 @@ def _count(
             "head_size_v": getattr(module, "head_size_v", module.head_size),
             "sliding_window": module.sliding_window,
             "kv_shared": getattr(module, "kv_sharing_target_layer_name", None) is not None,
+            "latent": isinstance(module, MLAAttention),
         }
         for module in model.modules()
-        if isinstance(module, Attention)
+        if isinstance(module, (Attention, MLAAttention))
     ]
     return {
         "architecture": architecture,
