@@ -40,14 +40,7 @@ SIDE_PROBES=(tests/conformance/test_unknown_architectures.py)
 # Conformance modules that start engines, run in a second session beside the first (about half of the
 # suite's time alone). test_kv_capacity, test_metrics and test_sim_dialect share one server: keep them here
 # together.
-CONFORMANCE_B=(
-  tests/conformance/test_kv_capacity.py
-  tests/conformance/test_layouts.py
-  tests/conformance/test_lora_flags.py
-  tests/conformance/test_metrics.py
-  tests/conformance/test_shutdown.py
-  tests/conformance/test_sim_dialect.py
-)
+CONFORMANCE_B=(tests/conformance/test_{kv_capacity,layouts,lora_flags,metrics,shutdown,sim_dialect}.py)
 
 lane_log=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane.XXXXXX")
 lane_status=$(mktemp "${TMPDIR:-/tmp}/kvright-side-lane-status.XXXXXX")
