@@ -162,6 +162,9 @@ FAMILIES: dict[str, str] = {
     # Kimi-Linear: MLA layers among Kimi Delta Attention layers (linear attention with a constant state).
     "KimiLinearForCausalLM": "mla",
     "AXK1ForCausalLM": "mla",  # SK Telecom's A.X K1 (vLLM's AXK1.py): DeepSeek-V3 with a norm after the MLP
+    # Meituan's LongCat-Flash (vLLM's longcat_flash.py): two MLA attentions and two dense MLPs a layer beside
+    # one MoE with zero-computation experts.
+    "LongcatFlashForCausalLM": "longcat_flash",
     "GlmMoeDsaForCausalLM": "mla",
     # MiniCPM3: DeepSeek-V2's low-rank projections, but vLLM caches every head's full K and V (its
     # minicpm3.py runs standard Attention over num_heads KV heads of qk_nope + qk_rope, V padded to that).
@@ -300,6 +303,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "kimi_linear": "mla",
     "axk1": "mla",
     "glm_moe_dsa": "mla",
+    "longcat_flash": "longcat_flash",
     "minicpm3": "minicpm3",
     "qwen3_next": "hybrid",
     "jamba": "hybrid",
@@ -409,6 +413,24 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 8,
         "moe_intermediate_size": 512,
         "shared_expert_intermediate_size": 512,
+    },
+    # LongcatFlashConfig (transformers'; vLLM has none of its own): the sizes a file may leave to it.
+    "longcat_flash": {
+        "hidden_size": 6144,
+        "num_layers": 28,
+        "num_attention_heads": 64,
+        "vocab_size": 131072,
+        "max_position_embeddings": 131072,
+        "ffn_hidden_size": 12288,
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "moe_topk": 12,
+        "n_routed_experts": 512,
+        "zero_expert_num": 256,
+        "expert_ffn_hidden_size": 2048,
     },
     # MistralConfig and Gemma2Config: a file that leaves the window out slides at 4096 (Mistral 7B v0.2 on
     # state null, which stays null).
@@ -839,7 +861,12 @@ class Architecture:
     num_experts: int = 0
     """Routed experts per MoE layer (0: dense model)."""
     num_experts_per_token: int = 0
-    """Routed experts each token uses (top-k)."""
+    """Routed experts each token uses (top-k; with ``zero_experts``, the router's picks among both)."""
+    zero_experts: int = 0
+    """LongCat-Flash's zero-computation experts (``zero_expert_num``): the router scores them beside the
+    routed ones (its weight and score-correction bias are ``num_experts + zero_experts`` wide), a token's
+    top-k may pick them, and they return the token as it came, with no weights (vLLM's ``identity``); 0:
+    none."""
     moe_intermediate_size: int = 0
     """Width of one routed expert's MLP."""
     moe_min_width_per_rank: int = 0
@@ -992,6 +1019,16 @@ class Architecture:
     def num_moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts."""
         return sum(1 for layer in self.layers if layer.ffn == "moe")
+
+    @property
+    def routed_experts_per_token(self) -> float:
+        """Routed experts (with weights) a token runs on average: the top-k, less the share of it a router
+        that spreads its picks evenly gives the zero experts (LongCat-Flash: 12 picks among 512 experts and
+        256 identities run 8 experts; Meituan reports about 27 B of its 560 B parameters active a token,
+        which that share gives within 5 %)."""
+        if not self.zero_experts:
+            return float(self.num_experts_per_token)
+        return self.num_experts_per_token * self.num_experts / (self.num_experts + self.zero_experts)
 
     def slides(self, layer: Layer) -> bool:
         """Whether ``layer`` attends over the ``sliding_window``: a sliding layer, or any DeepSeek-V4 layer
@@ -1148,8 +1185,8 @@ class ParameterGroups:
     """Routed experts per MoE layer."""
     num_moe_layers: int
     """MoE layers."""
-    experts_per_token: int
-    """Top-k routed experts per token."""
+    experts_per_token: float
+    """Routed experts a token runs (the top-k; less the zero experts' share where the router has them)."""
 
     @property
     def routed_expert(self) -> float:
@@ -1272,12 +1309,13 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
             if a.moe_latent_size:  # vLLM's ReplicatedLinear fc1/fc2_latent_proj: whole on every rank
                 replicated += weigh("latent_projection", i, 2 * h * e_in)
                 replicated += weigh(None, i, e_in + h if a.mlp_bias else 0)
-            replicated += weigh("router", i, h * a.num_experts, dtype=a.router_dtype)
+            scored = a.num_experts + a.zero_experts  # the router's outputs: zero experts are scored too
+            replicated += weigh("router", i, h * scored, dtype=a.router_dtype)
             replicated += weigh(None, i, a.num_experts * (a.expert_bias + a.expert_scale))
             if i < a.hash_layers:  # DeepSeek-V4's hash routing: a token-id table instead of the bias
                 replicated += weigh(None, i, a.vocab_size * a.num_experts_per_token, dtype=HASH_TABLE_DTYPE)
             else:
-                replicated += weigh(None, i, a.num_experts * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
+                replicated += weigh(None, i, scored * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
             if a.shared_expert_intermediate_size:
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
             if a.shared_expert_gate:
@@ -1309,7 +1347,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
         routed_experts_total=experts,
         num_experts=a.num_experts if moe_layers else 0,
         num_moe_layers=moe_layers,
-        experts_per_token=a.num_experts_per_token if moe_layers else 0,
+        experts_per_token=a.routed_experts_per_token if moe_layers else 0,
     )
 
 
@@ -1585,12 +1623,18 @@ def _with_defaults(cfg: Mapping[str, Any], *, nested: bool = False) -> dict[str,
     return merged
 
 
-#: Names some files give standard fields, which their config class moves to the standard name (over a value
-#: stated under it): Lfm2Config pops ``block_ff_dim`` into ``intermediate_size``, BloomConfig ``n_embed`` into
-#: ``hidden_size``.
+#: Names some files give fields, which their config class moves to the name it reads (over a value stated
+#: under it): Lfm2Config pops ``block_ff_dim`` into ``intermediate_size``, BloomConfig ``n_embed`` into
+#: ``hidden_size``; LongcatFlashConfig's ``attribute_map`` sets its own names from the standard ones.
 _FILE_NAMES: dict[str, dict[str, str]] = {
     "lfm2": {"block_ff_dim": "intermediate_size"},
     "bloom": {"n_embed": "hidden_size"},
+    "longcat_flash": {
+        "intermediate_size": "ffn_hidden_size",
+        "moe_intermediate_size": "expert_ffn_hidden_size",
+        "num_local_experts": "n_routed_experts",
+        "num_experts_per_tok": "moe_topk",
+    },
 }
 
 
@@ -1618,6 +1662,9 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         _name_sub_config_type(merged, config, key)
         return _as_language_model(_with_defaults(merged, nested=True))
     named = config.get("architectures")
+    implied = _engine_vocabulary().architectures_without_model_type.get(_architecture_class(config))
+    if "model_type" not in config and implied is not None:  # the type vLLM gives the class
+        config = {**config, "model_type": implied}
     if config.get("model_type") == "dbrx" or (isinstance(named, list) and "DbrxForCausalLM" in named):
         return _dbrx_fields(_with_defaults(config))
     return _as_language_model(_with_defaults(config))
@@ -1686,8 +1733,9 @@ class _EngineVocabulary:
     transformers: str
     model_types: frozenset[str]
     """The ``model_type`` values vLLM builds a config class for with its own code or its transformers'."""
-    architectures_without_model_type: frozenset[str]
-    """The ``architectures`` classes vLLM maps to a type itself when a config names none."""
+    architectures_without_model_type: Mapping[str, str]
+    """The ``architectures`` classes vLLM maps to a type itself when a config names none, and that type
+    (``_ARCHITECTURE_TO_MODEL_TYPE``: LongCat-Flash-Lite's files name none)."""
     architectures: frozenset[str]
     """The model classes vLLM registers (``ModelRegistry.get_supported_archs``)."""
     transformers_architectures: frozenset[str]
@@ -1710,7 +1758,7 @@ def _engine_vocabulary() -> _EngineVocabulary:
         vllm=doc["vllm"],
         transformers=doc["transformers"],
         model_types=frozenset(doc["model_types"]),
-        architectures_without_model_type=frozenset(doc["architectures_without_model_type"]),
+        architectures_without_model_type=dict(doc["architectures_without_model_type"]),
         architectures=frozenset(doc["architectures"]),
         transformers_architectures=frozenset(doc["transformers_architectures"]),
         config_defaults=doc["config_defaults"],
@@ -1929,7 +1977,7 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
     if architecture in engine.previously_supported:
         unknown = (
             f"is {name}, which vLLM served until v{engine.previously_supported[architecture]} and vLLM "
-            f"{engine.vllm} refuses by name (\"not supported anymore\")"
+            f'{engine.vllm} refuses by name ("not supported anymore")'
         )
     elif architecture and architecture not in engine.architectures | engine.transformers_architectures:
         # Not kvright's gap alone: the engine refuses the name too (a class renamed at release, a fork's).
@@ -2285,7 +2333,7 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
             raise ConfigError(
                 "first_k_dense_replace",
                 f"leaves no layer of the {layers} routed; vLLM 0.32's SarvamMLAForCausalLM needs one "
-                "(\"No SarvamMLAMoE layer found\")",
+                '("No SarvamMLAMoE layer found")',
             )
         if model_type == "cohere2_moe" and not all(routed) and not dense:
             raise ConfigError(
@@ -2504,8 +2552,10 @@ def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     offset = _int(cfg, ("attn_layer_offset",), minimum=0)
     expert_period = _int(cfg, ("expert_layer_period",))
     expert_offset = _int(cfg, ("expert_layer_offset",), minimum=0)
-    for name, value, bound in (("attn_layer_offset", offset, period), ("expert_layer_offset", expert_offset,
-                                                                        expert_period)):
+    for name, value, bound in (
+        ("attn_layer_offset", offset, period),
+        ("expert_layer_offset", expert_offset, expert_period),
+    ):
         if value >= bound:
             raise ConfigError(name, f"is {value}; expected below its period, {bound}")
     mixers: list[Mixer] = ["full" if i % period == offset else "mamba" for i in range(layers)]
@@ -3130,6 +3180,59 @@ def _read_laguna(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     read.q_heads = q_heads
     read.sinks = [sinks and mixer == "sliding" for mixer in read.mixers]
     return read
+
+
+#: The fields vLLM 0.32's longcat_flash.py reads as plain attributes that LongcatFlashConfig gives no default:
+#: a file without one stops the engine at start.
+_LONGCAT_REQUIRED = ("mla_scale_q_lora", "mla_scale_kv_lora", "zero_expert_type")
+
+
+def _read_longcat_flash(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Meituan's LongCat-Flash (vLLM's longcat_flash.py over transformers' LongcatFlashConfig): each of its
+    ``num_layers`` decoder layers runs two DeepSeek-V2 MLA attentions, each with its own two RMSNorms and a
+    dense SiLU MLP ``ffn_hidden_size`` wide, beside one shortcut-connected MoE: ``n_routed_experts`` experts
+    ``expert_ffn_hidden_size`` wide and ``zero_expert_num`` zero-computation ones, under a float32 router
+    with a float32 score-correction bias over both. Read as two entries a layer (``layers_per_block``), so
+    the cache holds both attentions, as vLLM registers them (``2 x num_layers`` MLA layers): an MLA with the
+    MoE, then an MLA with the two MLPs as one twice as wide (the same tensors, split the same way by TP). The
+    LM head is never tied. ``num_hidden_layers``, where a file states it, is twice ``num_layers`` (the
+    config class's setter halves it)."""
+    for name in _LONGCAT_REQUIRED:
+        if cfg.get(name) is None:
+            raise ConfigError(
+                name,
+                "is missing or null; vLLM 0.32's longcat_flash.py reads it and stops at start without it",
+            )
+    if cfg["zero_expert_type"] != "identity":
+        raise ConfigError(
+            "zero_expert_type",
+            f"is {cfg['zero_expert_type']!r:.40}; expected 'identity' (the only kind vLLM 0.32 computes)",
+        )
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConfigError(
+            "hidden_act", f"is {cfg['hidden_act']!r:.40}; expected 'silu' (vLLM's LongCat MLP takes no other)"
+        )
+    if cfg.get("q_lora_rank", 0) is None:
+        raise ConfigError(
+            "q_lora_rank", "is null (transformers' LongcatFlashConfig refuses it); expected an integer"
+        )
+    if "num_hidden_layers" in cfg:
+        layers = _int(cfg, ("num_hidden_layers",), minimum=2) // 2
+    else:
+        layers = _int(cfg, ("num_layers",))
+    a["num_layers"] = 2 * layers
+    extra: dict[str, Any] = {
+        "layers_per_block": 2,
+        **_routing(cfg, ("n_routed_experts",), ("moe_topk",)),
+        "moe_intermediate_size": _int(cfg, ("expert_ffn_hidden_size",)),
+        "zero_experts": _int(cfg, ("zero_expert_num",), minimum=0),
+        "sliding_window": None,
+    }
+    width = _int(cfg, ("ffn_hidden_size",))
+    a["intermediate_size"] = width
+    mixers: list[Mixer] = ["mla", "mla"] * layers
+    ffn: list[FFN] = ["moe", "dense"] * layers
+    return _Read(mixers, ffn, [0, 2 * width] * layers, [0] * (2 * layers), extra)
 
 
 #: The routing settings vLLM's afmoe.py reads from the config that AfmoeConfig declares no default for.
@@ -3814,6 +3917,10 @@ _MODELING: dict[str, _Modeling] = {
     # vLLM's sarvam.py (SarvamMLAForCausalLM): DeepSeek-V3's modules, no biases, the float32 expert bias by
     # moe_router_enable_expert_bias (on unless stated) rather than by topk_method.
     "sarvam_mla": _Modeling(qkv_bias=False, expert_score_bias="moe_router_enable_expert_bias"),
+    # LongCat-Flash: DeepSeek-V2's MLA without biases, a float32 router and score bias, an LM head of its own.
+    "longcat_flash": _Modeling(
+        qkv_bias=False, expert_score_bias=True, router_dtype="float32", tied_head=False
+    ),
     # vLLM's laguna.py: attention_bias on q/k/v and o, per-head q/k norms, a float32 expert bias always built.
     "laguna": _Modeling(o_bias="attention_bias", qk_norm="head", expert_score_bias=True),
     # Hy3 (vLLM's hy_v3.py): no biases, per-head q/k norms with qk_norm, a float32 router and expert bias.
@@ -3874,6 +3981,9 @@ def _flag(cfg: Mapping[str, Any], spec: str | tuple[str, ...] | bool) -> bool:
     return any(_bool(cfg, key, False) for key in ((spec,) if isinstance(spec, str) else spec))
 
 
+#: The families whose attention is DeepSeek's MLA (its low-rank fields read, one latent cached a layer).
+_MLA_FAMILIES = ("mla", "longcat_flash")
+
 #: The families whose layers a reader of their own describes (dense, MoE, MLA and MiniCPM3 share
 #: :func:`_read_transformer`; the hybrids :func:`_read_hybrid`, which also takes the model type).
 _FAMILY_READERS: dict[str, Callable[[Mapping[str, Any], dict[str, Any]], _Read]] = {
@@ -3883,6 +3993,7 @@ _FAMILY_READERS: dict[str, Callable[[Mapping[str, Any], dict[str, Any]], _Read]]
     "deepseek_v4": _read_deepseek_v4,
     "step3p5": _read_step3p5,
     "laguna": _read_laguna,
+    "longcat_flash": _read_longcat_flash,
     "nas": _read_nas,
 }
 
@@ -3939,7 +4050,8 @@ def architecture_from_config(
             f"is {kv_heads}; expected a divisor of num_attention_heads ({heads})",
         )
     default_head_dim = hidden // heads if hidden % heads == 0 else None
-    if family == "mla" and default_head_dim is None:
+    mla = family in _MLA_FAMILIES
+    if mla and default_head_dim is None:
         # MLA heads have no one width (transformers' MLA configs alias head_dim to qk_rope_head_dim).
         default_head_dim = _opt_int(cfg, ("qk_rope_head_dim",))
     head_dim = _int(cfg, _HEAD_DIM, default=default_head_dim)
@@ -3967,7 +4079,7 @@ def architecture_from_config(
     else:
         read = _read_transformer(cfg, family, model_type, a)
     extra = read.extra
-    if family in ("mla", "minicpm3"):
+    if mla or family == "minicpm3":
         extra.update(
             kv_lora_rank=_int(cfg, ("kv_lora_rank",)),
             q_lora_rank=_opt_int(cfg, ("q_lora_rank",)),
@@ -3978,7 +4090,7 @@ def architecture_from_config(
             index_n_heads=_int(cfg, ("index_n_heads",), minimum=0, default=0),
             index_topk=_int(cfg, ("index_topk",), minimum=0, default=0),
         )
-    if family == "mla":
+    if mla:
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
     if family == "minicpm3":
         # every head caches K of qk_nope + qk_rope and V padded to that width (minicpm3.py)
@@ -4009,8 +4121,8 @@ def architecture_from_config(
         # vLLM's bailing_moe.py builds the shared experts' down projection with a bias and no all-reduce.
         raise ConfigError(
             "use_bias",
-            "is true with shared experts, which vLLM 0.32 refuses to build (\"When not reduce the results, "
-            "adding bias to the results can lead to incorrect results\"); accepted: false",
+            'is true with shared experts, which vLLM 0.32 refuses to build ("When not reduce the results, '
+            'adding bias to the results can lead to incorrect results"); accepted: false',
         )
     if model_type == "afmoe":
         _afmoe_switches(cfg)

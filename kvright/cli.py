@@ -352,9 +352,12 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "layer_kinds": dict(sorted(arch.mixer_counts.items())),
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,
+        "zero_experts": arch.zero_experts,
+        "routed_experts_per_token": arch.routed_experts_per_token,
         "config_reader": arch.config_reader,
         "warnings": list(arch.warnings),
     }
+
     def width(kv: int, k: int, v: int) -> str:
         return f"{kv} KV heads x {k}" + (f" (values {v})" if v != k else "")
 
@@ -383,16 +386,22 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     # A hybrid's attention heads are on its attention layers only (Nemotron-H: 8 of 88).
     attending = arch.num_attention_layers
     layers = f"{arch.num_decoder_layers} layers"
-    if attending != arch.num_decoder_layers:
+    if attending < arch.num_decoder_layers:
         layers = f"{attending} of {layers}"
+    elif attending > arch.num_decoder_layers:  # LongCat-Flash: two attentions a layer
+        layers = f"{attending} in {layers}"
+    experts = f"{arch.num_experts_per_token} of {arch.num_experts} experts"
+    if arch.zero_experts:
+        experts += (
+            f" and {arch.zero_experts} zero experts, {arch.routed_experts_per_token:.3g} routed on average"
+        )
     rows = [
         ("model", f"{arch.name} ({arch.architecture or arch.model_type}, {arch.dtype})"),
         ("weight format", arch.weights.label),
         ("parameters", f"{arch.parameters / 1e9:.2f} B"),
         (
             "active parameters",
-            f"{arch.active_parameters / 1e9:.2f} B"
-            + (f" ({arch.num_experts_per_token} of {arch.num_experts} experts)" if arch.is_moe else ""),
+            f"{arch.active_parameters / 1e9:.2f} B" + (f" ({experts})" if arch.is_moe else ""),
         ),
         ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB"),
         (
@@ -408,7 +417,15 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         (
             "layers",
             ", ".join(f"{n} {_mixer_label(arch, kind)}" for kind, n in sorted(arch.mixer_counts.items()))
-            + (" (side by side: each layer has one of each)" if arch.layers_per_block > 1 else ""),
+            + (
+                (
+                    " (side by side: each layer has one of each)"
+                    if len(arch.mixer_counts) > 1
+                    else f" ({arch.layers_per_block} a layer)"
+                )
+                if arch.layers_per_block > 1
+                else ""
+            ),
         ),
         (
             "sliding window",
@@ -428,10 +445,14 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 def _compressed_label(arch: cap.Architecture) -> str:
     """DeepSeek-V4's compressed caches: ``21 layers 1 per 4 tokens (top 512 by an indexer), 20 1 per 128``."""
     ratios = Counter(layer.compress_ratio for layer in arch.layers if layer.compress_ratio)
-    return ", ".join(
-        f"{n} layers 1 latent per {r} tokens" + (f" (top {arch.index_topk} by an indexer)" if r == 4 else "")
-        for r, n in sorted(ratios.items())
-    ) or "none (the window alone)"
+    return (
+        ", ".join(
+            f"{n} layers 1 latent per {r} tokens"
+            + (f" (top {arch.index_topk} by an indexer)" if r == 4 else "")
+            for r, n in sorted(ratios.items())
+        )
+        or "none (the window alone)"
+    )
 
 
 def _mixer_label(arch: cap.Architecture, mixer: str) -> str:

@@ -152,7 +152,7 @@ class ModelFacts:
     expert_fraction: float
     """Share of those bytes in routed experts (0 for dense models)."""
     experts: int
-    experts_per_token: int
+    experts_per_token: float
     kv_bytes_per_token_per_gpu: float
     flops_per_token_per_gpu: float
     """Linear-layer FLOPs per token per GPU (2 x parameters / TP)."""

@@ -73,7 +73,8 @@ CASES: dict[str, dict[str, Any]] = {case: _case(fields) for case, fields in _TAB
 #: Files vLLM's class refuses to build: (config, the field capacity's refusal names, words of vLLM's error).
 #: Ling with biases and shared experts (bailing_moe.py's shared experts skip the all-reduce their bias needs);
 #: Laguna with a null head width, the router weight on the input or another activation than SiLU (its config
-#: class refuses the first two, its MLP the third); Sarvam-105B's class with no routed layer.
+#: class refuses the first two, its MLP the third); Sarvam-105B's class with no routed layer; LongCat-Flash
+#: without the MLA LoRA scales or a zero-expert type (read as plain attributes), or with another activation.
 REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
     "bailing_moe-use-bias": (
         CASES["bailing_moe-ling1"] | {"use_bias": True},
@@ -91,6 +92,21 @@ REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
         CASES["sarvam_mla"] | {"first_k_dense_replace": 4},
         "first_k_dense_replace",
         "No SarvamMLAMoE layer found",
+    ),
+    "longcat_flash-no-lora-scale": (
+        {k: v for k, v in CASES["longcat_flash"].items() if k != "mla_scale_q_lora"},
+        "mla_scale_q_lora",
+        "has no attribute 'mla_scale_q_lora'",
+    ),
+    "longcat_flash-null-zero-expert-type": (
+        CASES["longcat_flash"] | {"zero_expert_type": None},
+        "zero_expert_type",
+        "AssertionError",
+    ),
+    "longcat_flash-gelu": (
+        CASES["longcat_flash"] | {"hidden_act": "gelu"},
+        "hidden_act",
+        "Unsupported activation",
     ),
 }
 

@@ -174,11 +174,13 @@ def test_capacity_reads_the_sizes_the_config_class_yields(
         return
     arch = capacity.architecture_from_config(CASES[case], name=case)
     sizes = answer["sizes"]
+    # LongcatFlashConfig's num_hidden_layers is twice its num_layers: each layer's two attentions.
+    layers = arch.num_attention_layers if arch.model_type == "longcat_flash" else arch.num_decoder_layers
     ours = {
         "hidden_size": arch.hidden_size,
         "num_attention_heads": arch.num_attention_heads,
         "vocab_size": arch.vocab_size,
-        "num_hidden_layers": arch.num_decoder_layers,
+        "num_hidden_layers": layers,
     }
     theirs = {name: sizes[name] for name in ours if name != "num_hidden_layers"}
     assert ours == theirs | {"num_hidden_layers": answer["num_hidden_layers"]}

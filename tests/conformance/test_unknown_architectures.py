@@ -119,6 +119,6 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     # rules now, held to their classes in test_parameter_counts.py); OLMo, VaultGemma (transformers) and
     # openPangu Embedded (plain) are still read as standard decoders, and match. The plain IQuestLoopCoder
     # was read, 2x short of its KV, until its class was refused by name; Arcee, Jais2 and Phi a fifth too
-    # large, until they were families.
+    # large, until they were families. The refused were 10 until LongCat-Flash became a family.
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 3 and len(plain) >= 1 and len(refused) >= 10, (read, refused)
+    assert len(read) >= 3 and len(plain) >= 1 and len(refused) >= 9, (read, refused)

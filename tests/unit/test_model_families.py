@@ -1577,3 +1577,59 @@ def test_param2_reads_ling_like_modules_with_its_own_biases_router_and_shared_wi
         param2 | {"use_qk_norm": False, "moe_router_enable_expert_bias": False}
     )
     assert plain.qk_norm == "none" and not plain.expert_score_bias
+
+
+LONGCAT_CHAT: dict[str, Any] = json.loads((CONFIGS / "longcat-flash-chat" / "config.json").read_text())
+
+
+def test_longcat_flash_attends_twice_a_layer_and_routes_over_zero_experts():
+    """Meituan's LongCat-Flash (vLLM's longcat_flash.py): each of num_layers layers runs two MLA attentions,
+    each with its own norms and dense MLP, beside one MoE whose float32 router and score bias score the
+    zero-computation experts with the routed ones; the zero experts hold nothing and take their share of the
+    top-k. The arithmetic is written out here from the file's fields (vLLM's class agrees to the parameter:
+    tests/conformance/test_parameter_counts.py)."""
+    arch = c.architecture_from_config(LONGCAT_CHAT)
+    f = LONGCAT_CHAT
+    h, layers, experts, zero = f["hidden_size"], f["num_layers"], f["n_routed_experts"], f["zero_expert_num"]
+    q, kv, rope = f["q_lora_rank"], f["kv_lora_rank"], f["qk_rope_head_dim"]
+    heads, nope, v = f["num_attention_heads"], f["qk_nope_head_dim"], f["v_head_dim"]
+    mla = h * (q + kv + rope) + q + q * heads * (nope + rope) + kv + kv * heads * (nope + v) + heads * v * h
+    layer = 2 * mla + 2 * 3 * h * f["ffn_hidden_size"] + 4 * h + experts * 3 * h * f["expert_ffn_hidden_size"]
+    router = (experts + zero) * (h + 1)  # the classifier and its score-correction bias, float32
+    assert arch.parameters == layers * (layer + router) + 2 * f["vocab_size"] * h + h == 560_664_980_480
+    bf16 = layers * layer + 2 * f["vocab_size"] * h + h
+    assert arch.weight_groups.total == 2 * bf16 + 4 * layers * router
+    # Two latent caches a layer, no window; pipeline stages cut whole layers.
+    assert arch.num_layers == 2 * layers and arch.num_decoder_layers == layers and arch.layers_per_block == 2
+    assert arch.num_attention_layers == 2 * layers and arch.sliding_window is None
+    assert c.kv_cache_bytes_per_token(arch) == 2 * layers * (kv + rope) * 2 == 64_512
+    # 12 picks among 512 experts and 256 identities run 8 experts when the router spreads them evenly: about
+    # the 27 B active parameters a token Meituan reports.
+    assert arch.num_experts_per_token == 12 and arch.routed_experts_per_token == 8
+    assert arch.active_parameters == pytest.approx(27e9, rel=0.05)
+    assert not arch.tie_word_embeddings
+    assert not c.architecture_from_config(LONGCAT_CHAT | {"tie_word_embeddings": True}).tie_word_embeddings
+    # num_hidden_layers, where a file states it, is twice num_layers (LongcatFlashConfig's setter halves it);
+    # the standard names are its attribute_map's; a file with no model_type (LongCat-Flash-Lite's) is the type
+    # vLLM gives the class.
+    stated = c.architecture_from_config(LONGCAT_CHAT | {"num_hidden_layers": 8})
+    assert stated.num_decoder_layers == 4
+    renamed = {k: v for k, v in LONGCAT_CHAT.items() if k not in ("ffn_hidden_size", "n_routed_experts")}
+    renamed |= {"intermediate_size": f["ffn_hidden_size"], "num_local_experts": experts}
+    assert c.architecture_from_config(renamed).parameters == arch.parameters
+    untyped = {k: v for k, v in LONGCAT_CHAT.items() if k != "model_type"}
+    assert c.architecture_from_config(untyped).parameters == arch.parameters
+    for bad, field in [
+        ({"mla_scale_q_lora": None}, "mla_scale_q_lora"),
+        ({"zero_expert_type": None}, "zero_expert_type"),
+        ({"zero_expert_type": "const"}, "zero_expert_type"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"q_lora_rank": None}, "q_lora_rank"),
+    ]:
+        with pytest.raises(c.ConfigError) as err:
+            c.architecture_from_config(LONGCAT_CHAT | bad)
+        assert err.value.field == field, (bad, err.value)
+    without = {k: v for k, v in LONGCAT_CHAT.items() if k != "mla_scale_kv_lora"}
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(without)
+    assert err.value.field == "mla_scale_kv_lora"

@@ -116,7 +116,9 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         per_layer = 2 * (text["kv_lora_rank"] + text["qk_rope_head_dim"])
         if "index_head_dim" in text:
             per_layer += text["index_head_dim"] + 4 * -(-text["index_head_dim"] // 128)
-        return text["num_hidden_layers"] * per_layer
+        # LongCat-Flash states num_layers: each of them attends twice (num_hidden_layers is twice it)
+        attending = text["num_hidden_layers"] if "num_hidden_layers" in text else 2 * text["num_layers"]
+        return attending * per_layer
     if "layers_block_type" in text:  # Nemotron-H as transformers 5 saves it: one entry per layer
         layers = text["layers_block_type"].count("attention")
     elif "hybrid_override_pattern" in text:
