@@ -165,6 +165,8 @@ FAMILIES: dict[str, str] = {
     # Meituan's LongCat-Flash (vLLM's longcat_flash.py): two MLA attentions and two dense MLPs a layer beside
     # one MoE with zero-computation experts.
     "LongcatFlashForCausalLM": "longcat_flash",
+    # LongCat-Flash-Lite (vLLM's longcat_flash_ngram.py): the same layers, and hashed n-gram embeddings.
+    "LongcatFlashNgramForCausalLM": "longcat_flash",
     "GlmMoeDsaForCausalLM": "mla",
     # MiniCPM3: DeepSeek-V2's low-rank projections, but vLLM caches every head's full K and V (its
     # minicpm3.py runs standard Attention over num_heads KV heads of qk_nope + qk_rope, V padded to that).
@@ -867,6 +869,17 @@ class Architecture:
     routed ones (its weight and score-correction bias are ``num_experts + zero_experts`` wide), a token's
     top-k may pick them, and they return the token as it came, with no weights (vLLM's ``identity``); 0:
     none."""
+    ngram_rows: int = 0
+    """LongCat-Flash-Lite's n-gram embeddings (``LongcatFlashNgramForCausalLM`` with
+    ``ngram_vocab_size_ratio``): rows of the one vocab-parallel table its ``ngram_embedders`` hashed
+    embedders share (each ``ngram_vocab_size_ratio x vocab_size + 2i + 1`` rows, ``hidden_size /
+    ngram_embedders`` wide), a lookup on the first pipeline stage like the input embedding, with one
+    replicated projection of each embedder's width to ``hidden_size``; 0: none."""
+    ngram_embedders: int = 0
+    """``emb_split_num x (emb_neighbor_num - 1)``: the hashed embedders (0: no n-gram embeddings)."""
+    ngram_dtype: str = "bfloat16"
+    """The dtype vLLM builds the n-gram tables in: the config's stated one (bfloat16 unstated), not the
+    dtype it serves the model in (a float32 file's tables stay float32)."""
     moe_intermediate_size: int = 0
     """Width of one routed expert's MLP."""
     moe_min_width_per_rank: int = 0
@@ -1056,7 +1069,7 @@ class Architecture:
         """Rows of the embedding table and the LM head as vLLM builds them: ``vocab_size`` padded to a
         multiple of 64 (``VocabParallelEmbedding``'s ``DEFAULT_VOCAB_PADDING_SIZE``; GPT-2's 50,257 tokens
         take 50,304 rows)."""
-        return -(-self.vocab_size // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
+        return _padded_rows(self.vocab_size)
 
     def latent_projections(self, layer: Layer) -> bool:
         """``layer``'s attention projects through MLA's low-rank matrices (q_a / q_b, kv_a / kv_b):
@@ -1111,7 +1124,7 @@ class Architecture:
     @cached_property
     def parameter_groups(self) -> ParameterGroups:
         """Parameter counts split by how tensor parallelism shards them (see :class:`ParameterGroups`)."""
-        return _count(self, lambda module, layer, n, shares=None, dtype=None: n, vocab_rows=self.vocab_size)
+        return _count(self, lambda module, layer, n, shares=None, dtype=None: n, padded=False)
 
     @cached_property
     def weight_groups(self) -> ParameterGroups:
@@ -1135,7 +1148,7 @@ class Architecture:
             )
             return n * per
 
-        return _count(self, weigh, vocab_rows=self.vocab_rows)
+        return _count(self, weigh, padded=True)
 
     def expert_padding(self, tp: int, *, expert_parallel: bool = False) -> float:
         """How many times its checkpoint width each routed expert is on one of ``tp`` ranks: Kimi-Linear's
@@ -1172,6 +1185,9 @@ class ParameterGroups:
     per_layer_embedding: float = 0.0
     """Gemma 4's per-layer embedding table (vocab-parallel like the input embedding, read by lookup; never
     the LM head, tied or not)."""
+    ngram_embedding: float = 0.0
+    """LongCat-Flash-Lite's n-gram table (:attr:`Architecture.ngram_rows`): vocab-parallel, on the first
+    pipeline stage with the input embedding, a few rows looked up a token (not active parameters)."""
     sharded: float
     """Dense parameters split evenly across TP ranks (column/row-parallel linears, dense MLPs)."""
     replicated: float
@@ -1211,6 +1227,7 @@ class ParameterGroups:
             + self.lm_head
             + self.vision
             + self.per_layer_embedding
+            + self.ngram_embedding
             + self.sharded
             + self.replicated
             + self.kv_projection_total
@@ -1219,9 +1236,11 @@ class ParameterGroups:
 
     @property
     def active(self) -> float:
-        """Parameters used per token: top-k of the routed experts, everything else whole."""
+        """Parameters used per token: top-k of the routed experts, everything else whole but an n-gram
+        table, of which a token looks up a few rows."""
         return (
             self.total
+            - self.ngram_embedding
             - self.routed_experts_total
             + self.routed_expert * self.experts_per_token * (self.num_moe_layers)
         )
@@ -1258,10 +1277,17 @@ HASH_TABLE_DTYPE = "int32"
 PARAMETER_DTYPE_BYTES: dict[str, int] = {**DTYPE_BYTES, HASH_TABLE_DTYPE: 4}
 
 
-def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups:
+def _padded_rows(rows: int) -> int:
+    """Rows of a ``VocabParallelEmbedding`` of ``rows`` as vLLM builds it: padded to a multiple of 64."""
+    return -(-rows // VOCAB_PADDING_MULTIPLE) * VOCAB_PADDING_MULTIPLE
+
+
+def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     """Walk the layers and count (``weigh`` = identity) or weigh (bytes) every tensor the checkpoint
-    stores, with ``vocab_rows`` rows in the embedding and LM head (the checkpoint's, or vLLM's padded)."""
+    stores, with the checkpoint's rows in the vocabulary tables, or (``padded``) vLLM's."""
     h = a.hidden_size
+    vocab_rows = a.vocab_rows if padded else a.vocab_size
+    ngram = 0.0
     vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
     vision_whole = weigh("vision", None, a.vision_whole_parameters) if a.vision_whole_parameters else 0.0
     sharded = 0.0
@@ -1321,6 +1347,11 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
             if a.shared_expert_gate:
                 replicated += weigh("router", i, h)
     embedding = weigh("embedding", None, vocab_rows * table)
+    if a.ngram_embedders:  # LongCat-Flash-Lite: oe_embedder (vocab-parallel) and oe_projection (whole)
+        width = h // a.ngram_embedders
+        rows = _padded_rows(a.ngram_rows) if padded else a.ngram_rows
+        ngram = weigh(None, None, rows * width, dtype=a.ngram_dtype)
+        replicated += weigh(None, None, a.ngram_embedders * width * h, dtype=a.ngram_dtype)
     per_layer_embedding = 0.0
     if ple:
         # The model's per-layer table (each layer's slice of one row per token), per_layer_model_projection
@@ -1341,6 +1372,7 @@ def _count(a: Architecture, weigh: Weigh, *, vocab_rows: int) -> ParameterGroups
         vision=vision,
         vision_whole=vision_whole,
         per_layer_embedding=per_layer_embedding,
+        ngram_embedding=ngram,
         sharded=sharded,
         replicated=replicated,
         kv_projection=tuple(sorted(kv.items())),
@@ -3187,6 +3219,34 @@ def _read_laguna(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
 _LONGCAT_REQUIRED = ("mla_scale_q_lora", "mla_scale_kv_lora", "zero_expert_type")
 
 
+def _longcat_ngram(cfg: Mapping[str, Any], hidden: int) -> dict[str, Any]:
+    """LongCat-Flash-Lite's n-gram embeddings as vLLM's longcat_flash_ngram.py builds them where the file
+    has ``ngram_vocab_size_ratio`` (none without it): ``emb_split_num x (emb_neighbor_num - 1)`` embedders,
+    the i-th of ``int(ratio x vocab_size + 2i + 1)`` rows, in the config's dtype."""
+    ratio = cfg.get("ngram_vocab_size_ratio")
+    if ratio is None:
+        return {}
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio <= 0:
+        raise ConfigError("ngram_vocab_size_ratio", f"is {ratio!r:.40}; expected a positive number")
+    for name in ("emb_split_num", "emb_neighbor_num"):
+        if name not in cfg:
+            raise ConfigError(
+                name, "is missing; vLLM 0.32's longcat_flash_ngram.py reads it with n-gram embeddings"
+            )
+    embedders = _int(cfg, ("emb_split_num",)) * (_int(cfg, ("emb_neighbor_num",), minimum=2) - 1)
+    if embedders > hidden:
+        raise ConfigError(
+            "emb_split_num", f"makes {embedders} embedders; expected at most hidden_size ({hidden})"
+        )
+    table = ratio * _int(cfg, _VOCAB)
+    stated = next((cfg[k] for k in _DTYPE if isinstance(cfg.get(k), str)), "bfloat16")
+    return {
+        "ngram_embedders": embedders,
+        "ngram_rows": sum(int(table + 2 * i + 1) for i in range(embedders)),
+        "ngram_dtype": stated if stated in DTYPE_BYTES else "bfloat16",
+    }
+
+
 def _read_longcat_flash(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     """Meituan's LongCat-Flash (vLLM's longcat_flash.py over transformers' LongcatFlashConfig): each of its
     ``num_layers`` decoder layers runs two DeepSeek-V2 MLA attentions, each with its own two RMSNorms and a
@@ -3230,6 +3290,9 @@ def _read_longcat_flash(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     }
     width = _int(cfg, ("ffn_hidden_size",))
     a["intermediate_size"] = width
+    named = cfg.get("architectures")
+    if isinstance(named, list) and named[:1] == ["LongcatFlashNgramForCausalLM"]:
+        extra.update(_longcat_ngram(cfg, a["hidden_size"]))
     mixers: list[Mixer] = ["mla", "mla"] * layers
     ffn: list[FFN] = ["moe", "dense"] * layers
     return _Read(mixers, ffn, [0, 2 * width] * layers, [0] * (2 * layers), extra)

@@ -683,7 +683,8 @@ def weight_bytes_per_gpu(
     tower = g.vision if first else 0.0
     # the tower on every rank: run with --mm-encoder-tp-mode data, or built by transformers (Gemma 3n's)
     whole = tower if encoder_tp_mode(arch, tp) == "data" else g.vision_whole if first else 0.0
-    split = g.sharded + (g.embedding if first else 0.0) + tower - whole + g.per_layer_embedding
+    tables = g.embedding + g.ngram_embedding if first else 0.0  # the vocab-parallel lookups
+    split = g.sharded + tables + tower - whole + g.per_layer_embedding
     if last:
         split += g.lm_head if not (arch.tie_word_embeddings and not first) else g.embedding
     experts = g.routed_experts_total / tp * arch.expert_padding(tp)

@@ -25,6 +25,10 @@ A case marked ``"plain_config": true`` is a config whose model type has no confi
 checkpoint's own code would read it): a plain ``PretrainedConfig`` subclass is registered for that type
 first, so vLLM's class reads the file's fields as they stand and its own defaults for the rest.
 
+A case with ``"model_runner_v2": true`` builds its class with ``VLLM_USE_V2_MODEL_RUNNER=1``: the model
+runner vLLM selects on a GPU, which this CPU build (no Triton) does not, for a class that refuses the other
+(LongCat-Flash-Lite's n-gram embeddings). The tensors a class registers are the same under either runner.
+
 A case with ``"hf_quant_config": {...}`` has that file beside its config.json (a ModelOpt checkpoint's
 quantization, which vLLM reads from there).
 
@@ -105,6 +109,7 @@ def _count(
     port: int,
     hf_quant_config: dict[str, Any] | None,
     kv_cache: dict[str, int] | None = None,
+    model_runner_v2: bool = False,
 ) -> dict[str, Any]:
     import torch
 
@@ -160,6 +165,8 @@ def _count(
             # The groups are made for the model at hand (an expert-parallel one only for an MoE model).
             destroy_model_parallel()
             initialize_model_parallel(1, 1)
+            if model_runner_v2:
+                os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"  # this case's build only (see the docstring)
             try:
                 with set_default_torch_dtype(vllm_config.model_config.dtype), torch.device("meta"):
                     model = cls(vllm_config=vllm_config)
@@ -174,6 +181,8 @@ def _count(
                 vllm_config.compilation_config.static_forward_context.clear()
                 with set_default_torch_dtype(vllm_config.model_config.dtype):
                     model = cls(vllm_config=vllm_config)
+            finally:
+                os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
             cache = None if kv_cache is None else _kv_cache(vllm_config, kv_cache["memory_bytes"])
     seen: set[int] = set()
     total = 0
@@ -337,7 +346,13 @@ def main() -> None:
                 elif case.get("sub_config"):
                     answer = _sub_config_count(case["config"], case["sub_config"])
                 else:
-                    answer = _count(case["config"], port, case.get("hf_quant_config"), case.get("kv_cache"))
+                    answer = _count(
+                        case["config"],
+                        port,
+                        case.get("hf_quant_config"),
+                        case.get("kv_cache"),
+                        bool(case.get("model_runner_v2")),
+                    )
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]
             answer = {"architecture": None, "parameters": None, "attention": None, "error": error}

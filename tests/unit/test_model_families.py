@@ -1633,3 +1633,54 @@ def test_longcat_flash_attends_twice_a_layer_and_routes_over_zero_experts():
     with pytest.raises(c.ConfigError) as err:
         c.architecture_from_config(without)
     assert err.value.field == "mla_scale_kv_lora"
+
+
+#: LongCat-Flash-Lite's shape, as the Intel AutoRound re-upload's config.json and a test fixture quoting the
+#: original state it (the original names no model_type). Published: 68.5 B parameters, 31.4 B of them in the
+#: n-gram embeddings, 2.9 B to 4.5 B activated a token.
+LONGCAT_LITE: dict[str, Any] = {
+    **{k: v for k, v in LONGCAT_CHAT.items() if k not in ("model_type", "auto_map")},
+    "architectures": ["LongcatFlashNgramForCausalLM"],
+    "hidden_size": 3072,
+    "num_layers": 14,
+    "num_attention_heads": 32,
+    "ffn_hidden_size": 6144,
+    "expert_ffn_hidden_size": 1024,
+    "n_routed_experts": 256,
+    "zero_expert_num": 128,
+    "max_position_embeddings": 327680,
+    "ngram_vocab_size_ratio": 78,
+    "emb_split_num": 4,
+    "emb_neighbor_num": 4,
+    "dtype": "bfloat16",
+}
+
+
+def test_longcat_flash_lite_looks_its_n_gram_embeddings_up_on_the_first_stage():
+    """vLLM's longcat_flash_ngram.py: emb_split_num x (emb_neighbor_num - 1) hashed embedders share one
+    vocab-parallel table (the i-th of int(ratio x vocab + 2i + 1) rows, hidden / embedders wide) and each has
+    a projection back to the hidden width, all in the config's dtype; the main class builds none of it."""
+    arch = c.architecture_from_config(LONGCAT_LITE)
+    embedders, width = 4 * 3, 3072 // 12
+    rows = sum(78 * 131072 + 2 * i + 1 for i in range(embedders))
+    assert (arch.ngram_embedders, arch.ngram_rows) == (embedders, rows)
+    assert arch.parameter_groups.ngram_embedding == rows * width == pytest.approx(31.4e9, rel=0.01)
+    assert arch.parameters == pytest.approx(68.5e9, rel=0.01)
+    assert 2.9e9 <= arch.active_parameters <= 4.5e9  # a lookup of 12 rows a token is not active weight
+    # On the first pipeline stage only, split by TP with the input embedding.
+    main = c.architecture_from_config(LONGCAT_LITE | {"architectures": ["LongcatFlashForCausalLM"]})
+    assert main.ngram_embedders == 0
+    per_gpu = c.weight_bytes_per_gpu(arch, 4) - c.weight_bytes_per_gpu(main, 4)
+    assert per_gpu == pytest.approx((-(-rows // 64) * 64 * width / 4 + embedders * width * 3072) * 2, abs=1)
+    # The tables keep the file's dtype where the model is served in bfloat16.
+    wide = c.architecture_from_config(LONGCAT_LITE | {"dtype": "float32"})
+    assert wide.dtype == "bfloat16" and wide.ngram_dtype == "float32"
+    assert wide.weight_groups.ngram_embedding == 2 * arch.weight_groups.ngram_embedding
+    for bad, field in [
+        ({"emb_split_num": None}, "emb_split_num"),
+        ({"emb_neighbor_num": 1}, "emb_neighbor_num"),
+        ({"ngram_vocab_size_ratio": "78"}, "ngram_vocab_size_ratio"),
+    ]:
+        with pytest.raises(c.ConfigError) as err:
+            c.architecture_from_config(LONGCAT_LITE | bad)
+        assert err.value.field == field, (bad, err.value)
