@@ -578,25 +578,31 @@ def _deepseek_v4_fp8(
     fmt: WeightFormat, block: Mapping[str, Any], where: str, expert_dtype: Any
 ) -> WeightFormat:
     """vLLM reads a DeepSeek-V4 checkpoint's fp8 block as ``deepseek_v4_fp8`` (``DeepseekV4FP8Config``,
-    ``override_quantization_method``): with ``expert_dtype`` fp4 (the default) the routed experts are MXFP4
-    and the linear layers' block scales are one-byte e8m0 (``is_scale_e8m0``); with fp8 everything is
-    Fp8Config's, float32 scales. Experts in NVFP4 (``moe_quant_algo``) are not read."""
-    algo = block.get("moe_quant_algo")
-    if algo:
+    ``override_quantization_method``): with ``expert_dtype`` fp8 everything is Fp8Config's, float32 scales;
+    with fp4 (the default) the linear layers' block scales are one-byte e8m0 (``is_scale_e8m0``) and the
+    routed experts MXFP4, or NVFP4 (ModelOpt's method, fp8 scales per 16) where ``moe_quant_algo`` says
+    NVFP4 (NVIDIA's DeepSeek-V4 NVFP4 checkpoints); an ignore list naming them still leaves them unquantized
+    (its rules come first)."""
+    if expert_dtype not in ("fp4", "fp8"):
         raise ConfigError(
-            f"{where}.moe_quant_algo",
-            f"is {algo!r:.40} (NVFP4 experts), not read yet; accepted: none (MXFP4)",
+            "expert_dtype",
+            f"is {expert_dtype!r:.40}; vLLM 0.32's DeepSeek-V4 reads 'fp4' (the default) or 'fp8'",
         )
-    if expert_dtype != "fp4" or fmt.weight_block_size is None:
+    if expert_dtype == "fp8":
         return replace(fmt, method="deepseek_v4_fp8")
-    n, k = fmt.weight_block_size
-    e8m0 = Scheme(weight_bits=8, scale_bytes=1, weights_per_scale=n * k, block=(n, k))
+    nvfp4 = str(block.get("moe_quant_algo") or "").upper() == "NVFP4"
+    experts, named = (_nvfp4(16), "NVFP4") if nvfp4 else (_MXFP4, "MXFP4")
+    scheme, label = fmt.scheme, fmt.label
+    if fmt.weight_block_size is not None:
+        n, k = fmt.weight_block_size
+        scheme = Scheme(weight_bits=8, scale_bytes=1, weights_per_scale=n * k, block=(n, k))
+        label = f"{label} (e8m0 scales)"
     return replace(
         fmt,
         method="deepseek_v4_fp8",
-        label=f"{fmt.label} (e8m0 scales), experts in MXFP4",
-        scheme=e8m0,
-        rules=(*fmt.rules, Rule(kinds=frozenset({"experts"}), scheme=_MXFP4)),
+        label=f"{label}, experts in {named}",
+        scheme=scheme,
+        rules=(*fmt.rules, Rule(kinds=frozenset({"experts"}), scheme=experts)),
     )
 
 

@@ -154,7 +154,7 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
 
 #: DeepSeek-V4's caches grow by its compressed groups' blocks, each costing the widest group's pages: held to
 #: the engine's groups in tests/unit/test_deepseek_v4.py and tests/conformance/test_deepseek_v4.py.
-GROWTH = [s for s in FIXTURES if s not in NOT_READ and s != "deepseek-v4-flash"]
+GROWTH = [s for s in FIXTURES if s not in NOT_READ and not s.startswith("deepseek-v4-flash")]
 
 
 @pytest.mark.parametrize("slug", GROWTH)
@@ -246,6 +246,18 @@ def test_quantized_weights_are_within_five_percent_of_the_methods_arithmetic(slu
         expected = quantized * per_weight + (g.total - quantized) * bf16
     assert c.weight_bytes(arch) == pytest.approx(expected, rel=0.05)
     assert c.weight_bytes(arch) < 0.8 * bf16 * arch.parameters  # and far from the bf16 size
+
+
+def test_deepseek_v4_nvfp4_experts_weigh_an_fp8_scale_per_16_where_the_original_has_an_e8m0_per_32():
+    """nvidia/DeepSeek-V4-Flash-NVFP4 is DeepSeek-V4-Flash with moe_quant_algo NVFP4: vLLM's
+    DeepseekV4FP8Config builds its routed experts with ModelOpt's NVFP4 method (4-bit values, an fp8 scale per
+    16) instead of MXFP4 (4-bit values, an e8m0 scale per 32), and everything else as the original."""
+    nvfp4 = c.load_architecture(str(CONFIGS / "deepseek-v4-flash-nvfp4"))
+    mxfp4 = c.load_architecture(str(CONFIGS / "deepseek-v4-flash"))
+    assert nvfp4.parameters == mxfp4.parameters
+    experts = nvfp4.parameter_groups.routed_experts_total
+    assert c.weight_bytes(nvfp4) - c.weight_bytes(mxfp4) == pytest.approx(experts * (4.5 - 4.25) / 8, abs=2)
+    assert nvfp4.weights.label.endswith("experts in NVFP4")
 
 
 def test_a_mixed_precision_checkpoint_weighs_each_listed_module_by_its_own_algo():
