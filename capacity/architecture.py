@@ -159,6 +159,8 @@ FAMILIES: dict[str, str] = {
     "Glm4MoeLiteForCausalLM": "mla",  # GLM-4.7-Flash: DeepSeek-V2 attention, GLM-4.5 experts
     "KimiK2ForCausalLM": "mla",
     "KimiK25ForConditionalGeneration": "mla",
+    # Kimi-K3 (vLLM's models/kimi_k3): a Kimi-Linear text model with K3's parts, and a MoonViT tower.
+    "KimiK3ForConditionalGeneration": "mla",
     # Kimi-Linear: MLA layers among Kimi Delta Attention layers (linear attention with a constant state).
     "KimiLinearForCausalLM": "mla",
     "AXK1ForCausalLM": "mla",  # SK Telecom's A.X K1 (vLLM's AXK1.py): DeepSeek-V3 with a norm after the MLP
@@ -709,6 +711,9 @@ class StateSpec:
     """Mamba-2's gated RMSNorm over the inner width before ``out_proj`` (Falcon-H1: ``mamba_rms_norm``)."""
     time_step_norms: bool = False
     """Mamba-1 RMSNorms with weights on dt, B and C (Jamba's; FalconMamba's have none, nor has Mamba)."""
+    full_rank_gate: bool = False
+    """Kimi Delta Attention's output gate from a full ``hidden x heads x head_dim`` projection fused into
+    ``in_proj_qkvgfab`` (Kimi-K3's ``use_full_rank_gate``), not Kimi-Linear's low-rank ``g_a``/``g_b``."""
 
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
@@ -783,7 +788,8 @@ class Architecture:
     """Queries are projected twice as wide to gate the attention output (Qwen3-Next)."""
     attention_gate_projection: bool = False
     """The same elementwise gate from a ``hidden x heads * head_dim`` projection of its own, split across TP
-    ranks by output (AFMoE's ``self_attn.gate_proj``): the parameters of a fused one, a LoRA adapter apart."""
+    ranks by output (AFMoE's ``self_attn.gate_proj``): the parameters of a fused one, a LoRA adapter apart.
+    On MLA layers ``heads * v_head_dim`` wide (Kimi-K3's ``mla_use_output_gate``)."""
     attention_head_gate: bool = False
     """A sigmoid gate per query head on the attention output, from its own ``hidden x heads`` projection
     (Step-3.5's ``g_proj``, ``use_head_wise_attn_gate``), split across TP ranks by head."""
@@ -882,6 +888,12 @@ class Architecture:
     dtype it serves the model in (a float32 file's tables stay float32)."""
     moe_intermediate_size: int = 0
     """Width of one routed expert's MLP."""
+    moe_latent_norm: bool = False
+    """Kimi-K3's latent MoE (``latent_moe_use_norm``): an RMSNorm of ``moe_latent_size`` on the latent."""
+    attention_residuals: bool = False
+    """Kimi-K3's attention residuals (``attn_res_block_size``): each layer has two more RMSNorms and two
+    ``hidden -> 1`` projections (``self_attention_res_*``, ``mlp_res_*``), and the model one of each after the
+    last layer, all whole on every rank."""
     moe_min_width_per_rank: int = 0
     """Kimi-Linear (``min_moe_intermediate_per_partition``, 256 by default): with TP and no expert
     parallelism, vLLM pads each routed expert to this width per rank where ``moe_intermediate_size / tp`` is
@@ -1293,6 +1305,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     sharded = 0.0
     norm = 2 * h if a.norm_bias else h
     replicated = weigh(None, None, norm if a.final_norm else 0) + _hyper_connection_params(a, None, weigh)
+    replicated += weigh(None, None, 2 * h if a.attention_residuals else 0)  # output_attn_res_norm, _proj
     replicated += weigh(None, None, a.position_embeddings * h)  # a learned position table (nn.Embedding)
     table = a.embedding_width or h  # the width of the embedding and the LM head
     replicated += weigh(None, None, 2 * h * a.embedding_width)  # OPT's project_in and project_out
@@ -1304,6 +1317,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     for n, layer in enumerate(a.layers):
         i = a.first_layer + n // a.layers_per_block  # the checkpoint's layer index
         replicated += weigh(None, i, a.norms_per_layer * norm) + _hyper_connection_params(a, i, weigh)
+        replicated += weigh(None, i, 4 * h if a.attention_residuals else 0)  # two norms, two h -> 1
         if ple:  # Gemma 4: per_layer_input_gate and per_layer_projection (replicated), and their norm
             replicated += weigh(None, i, 2 * ple * h + h)
         if a.altup_inputs:  # correction and prediction coefficients, the router and its norm; the scale
@@ -1335,6 +1349,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
             if a.moe_latent_size:  # vLLM's ReplicatedLinear fc1/fc2_latent_proj: whole on every rank
                 replicated += weigh("latent_projection", i, 2 * h * e_in)
                 replicated += weigh(None, i, e_in + h if a.mlp_bias else 0)
+                replicated += weigh(None, i, e_in if a.moe_latent_norm else 0)
             scored = a.num_experts + a.zero_experts  # the router's outputs: zero experts are scored too
             replicated += weigh("router", i, h * scored, dtype=a.router_dtype)
             replicated += weigh(None, i, a.num_experts * (a.expert_bias + a.expert_scale))
@@ -1445,6 +1460,8 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
     kv_b = kv_lora * heads * (a.qk_nope_head_dim + a.v_head_dim)
     sharded += weigh("attention", i, kv_b, (0, 0, 0, 1, 0))  # kv_b_proj
     sharded += weigh("attention", i, heads * a.v_head_dim * h, (0, 0, 0, 0, 1))  # o_proj
+    if a.attention_gate_projection:  # Kimi-K3's output gate (fused with q_a/kv_a, split by head)
+        sharded += weigh("attention", i, h * heads * a.v_head_dim)
     if a.index_head_dim:
         # DeepSeek-V3.2 indexer: wq_b, wk, k_norm (LayerNorm) and the per-head weights projection.
         q_in = a.q_lora_rank if a.q_lora_rank is not None else h
@@ -1536,8 +1553,16 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         # (back up to the heads) and o_proj split; g_a whole; dt_bias, conv1d and A_log in float32, split;
         # o_norm (gated RMSNorm over one head) whole.
         width, rank = s.heads * s.head_dim, s.head_dim
-        shares = (h * (3 * width + s.heads), rank * width, rank * width, width * h)
         fp32 = weigh(None, i, width + s.conv_kernel * s.conv_channels + s.heads, dtype=FLOAT32_PARAMETERS)
+        if s.full_rank_gate:
+            # Kimi-K3: the output gate is a full hidden -> heads x head_dim projection fused into
+            # in_proj_qkvgfab (split by head, as q, k, v and beta are; f_a whole on every rank), padded to a
+            # multiple of 16 outputs (at one rank: the padding a TP rank adds is left out); no g_a / g_b.
+            fused = 4 * width + rank + s.heads
+            shares = (h * (4 * width + s.heads + -fused % 16), rank * width, 0, width * h)
+            kept = weigh("mamba", i, h * rank) + weigh(None, i, rank)  # f_a, o_norm
+            return weigh("mamba", i, sum(shares), shares) + fp32, kept
+        shares = (h * (3 * width + s.heads), rank * width, rank * width, width * h)
         gates = weigh("mamba", i, 2 * h * rank) + weigh(None, i, rank)
         return weigh("mamba", i, sum(shares), shares) + fp32, gates
     if s.kind == "short_conv":
@@ -2323,6 +2348,7 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     extra: dict[str, Any] = {}
     if model_type == "kimi_linear":
         mixers, extra["state"] = _kimi_linear_layers(cfg, layers)
+        extra.update(_kimi_k3_parts(cfg))
         window = None
     elif family == "mla":
         mixers = ["mla"] * layers
@@ -3318,14 +3344,20 @@ def _afmoe_switches(cfg: Mapping[str, Any]) -> None:
         )
 
 
-#: Kimi-K3's parts that a Kimi-Linear file could switch on, which vLLM's KimiLinearForCausalLM then builds
-#: and kvright does not read yet: (field, what it builds). A Kimi-Linear file leaves each unset.
-_KIMI_K3_PARTS = (
-    ("mla_use_output_gate", "an output gate on every MLA layer"),
-    ("attn_res_block_size", "attention residual projections"),
-    ("routed_expert_hidden_size", "latent MoE projections around the routed experts"),
-    ("linear_attn_config.use_full_rank_gate", "full-rank KDA gates"),
-)
+def _kimi_k3_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What Kimi-K3 (vLLM 0.32's models/kimi_k3, which also builds KimiLinearForCausalLM) switches on over a
+    Kimi-Linear file, each off unstated: ``mla_use_output_gate``, a sigmoid gate on every MLA layer's output
+    from a ``hidden x heads x v_head_dim`` projection split by head; ``attn_res_block_size``, attention
+    residuals (two RMSNorms and two ``hidden -> 1`` projections a layer, one of each after the last);
+    ``routed_expert_hidden_size``, a latent MoE (the routed experts work in that width between two replicated
+    projections; ``latent_moe_use_norm`` adds an RMSNorm of it)."""
+    latent = _opt_int(cfg, ("routed_expert_hidden_size",)) or 0
+    return {
+        "attention_gate_projection": _bool(cfg, "mla_use_output_gate", False),
+        "attention_residuals": cfg.get("attn_res_block_size") is not None,
+        "moe_latent_size": latent,
+        "moe_latent_norm": bool(latent) and _bool(cfg, "latent_moe_use_norm", False),
+    }
 
 
 def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], StateSpec | None]:
@@ -3333,13 +3365,9 @@ def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer
     ``linear_attn_config.kda_layers`` lists the layer (``KimiLinearConfig.is_kda_layer``), MLA everywhere
     else; and the KDA layers' state (``kda_state_shape``: a conv over q, k and v of ``num_heads x head_dim``
     each in the model dtype, a ``head_dim x head_dim`` recurrent state per head in float32, as
-    ``kda_state_dtype`` keeps it for ``auto``). Refuses what vLLM stops on at start and Kimi-K3's parts."""
+    ``kda_state_dtype`` keeps it for ``auto``; Kimi-K3's ``use_full_rank_gate``: a full-rank output gate).
+    Refuses what vLLM stops on at start."""
     linear = cfg.get("linear_attn_config")
-    for field, what in _KIMI_K3_PARTS:
-        outer, _, inner = field.partition(".")
-        value = (linear if isinstance(linear, Mapping) else {}).get(inner) if inner else cfg.get(outer)
-        if value not in (None, False):
-            raise ConfigError(field, f"is {value!r:.40}: {what} (Kimi-K3's), not read yet; accepted: unset")
     if cfg.get("mla_use_nope") is not True:
         raise ConfigError(
             "mla_use_nope",
@@ -3368,6 +3396,7 @@ def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer
         heads = _int(linear, ("num_heads",))
         head_dim = _int(linear, ("head_dim",))
         kernel = _int(linear, ("short_conv_kernel_size",))
+        full_rank = _bool(linear, "use_full_rank_gate", False)
     except ConfigError as exc:
         raise ConfigError(f"linear_attn_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     state = StateSpec(
@@ -3378,6 +3407,7 @@ def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer
         head_dim=head_dim,
         state_dim=head_dim,
         ssm_dtype="float32",
+        full_rank_gate=full_rank,
     )
     return mixers, state
 
@@ -3466,6 +3496,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _pixtral_vision_parameters(config, v, text_hidden)
     if v.get("model_type") in ("intern_vit_6b", "internvl_vision"):
         return _intern_vit_parameters(config, v, text_hidden)
+    if config.get("model_type") == "kimi_k3":
+        return _kimi_k3_vision_parameters(v, text_hidden)
     try:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
@@ -3521,6 +3553,35 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
+
+
+def _kimi_k3_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
+    """Kimi-K3's MoonViT and projector as vLLM 0.32's kimi_k25_vit.py builds them from its vision config
+    (Kimi-K2.5's classes, with K3's settings): blocks of a q/k/v projection ``qkv_hidden_size`` wide (the
+    tower's width unstated) and its output, a two-matrix MLP, two norms (RMSNorm for ``norm_type`` rmsnorm,
+    else LayerNorm), biases by ``attn_bias`` and ``linear_bias`` (on unstated); a patch convolution (its bias
+    by ``patch_embed_proj_bias``), an ``init_pos_emb_height x init_pos_emb_width`` position table (the time
+    table is a buffer) and a final norm; the projector merges ``merge_kernel_size`` patches, ``patchmergerv2``
+    through two bias-free linears and an RMSNorm of the text width, else a LayerNorm first and biases."""
+    try:
+        h = _int(v, ("vt_hidden_size",))
+        layers = _int(v, ("vt_num_hidden_layers",))
+        inter = _int(v, ("vt_intermediate_size",))
+        qkv = _opt_int(v, ("qkv_hidden_size",)) or h
+        kernel = _int_pair("merge_kernel_size", v.get("merge_kernel_size", [2, 2]))
+    except ConfigError as exc:
+        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    attn_bias, linear_bias = _bool(v, "attn_bias", True), _bool(v, "linear_bias", True)
+    norm = h if v.get("norm_type", "layernorm") == "rmsnorm" else 2 * h
+    block = 4 * qkv * h + (4 * qkv if attn_bias else 0) + 2 * h * inter + (inter + h if linear_bias else 0)
+    patch = _int(v, ("patch_size",), default=14)
+    tower = layers * (block + 2 * norm) + norm
+    tower += 3 * patch * patch * h + (h if _bool(v, "patch_embed_proj_bias", True) else 0)
+    tower += _int(v, ("init_pos_emb_height",), default=64) * _int(v, ("init_pos_emb_width",), default=64) * h
+    merged = h * kernel[0] * kernel[1]
+    if v.get("mm_projector_type", "patchmerger") == "patchmergerv2":
+        return tower + merged * merged + merged * text_hidden + text_hidden
+    return tower + 2 * h + merged * merged + merged + merged * text_hidden + text_hidden
 
 
 def _pixtral_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> int:
@@ -4232,7 +4293,7 @@ def architecture_from_config(
     # where the file has layer_types (its sliding-window checkpoints), unless attention_sinks says otherwise.
     layered = cfg.get("layer_types") is not None
     granite_sinks = model_type in _GRANITE_TYPES and _bool(cfg, "attention_sinks", layered)
-    weights = weight_format(cfg, hf_quant_config=hf_quant_config)
+    weights = weight_format(cfg, hf_quant_config=hf_quant_config, architecture=architecture)
     warnings.extend(weights.warnings)
     if family == "gemma3n":
         towers = _gemma3n_towers(config, hidden) or (0, 0)

@@ -546,12 +546,22 @@ _MODELOPT_PRODUCER_ALGOS = {
 }
 
 
+#: Classes vLLM 0.32 reads a compressed-tensors ``mxfp4-pack-quantized`` block of as ``quant_method: mxfp4``
+#: (``KimiK3ForConditionalGenerationConfig`` in models/config.py rewrites it, for Mxfp4Config's backends):
+#: the routed experts MXFP4, every linear layer unquantized, the ignore list unread.
+_MXFP4_REWRITTEN = frozenset({"KimiK3ForConditionalGeneration", "KimiK3MTPModel"})
+
+
 def weight_format(
-    config: Mapping[str, Any], *, hf_quant_config: Mapping[str, Any] | None = None
+    config: Mapping[str, Any],
+    *,
+    hf_quant_config: Mapping[str, Any] | None = None,
+    architecture: str = "",
 ) -> WeightFormat:
     """The weight format of a checkpoint from its ``config.json`` (top-level or text-level) and, when present
     beside it, ``hf_quant_config.json`` (read only when config.json has no quantization block, as vLLM does).
-    No quantization: :data:`UNQUANTIZED`. An unknown or unsupported method raises
+    ``architecture`` is the class the file names (a rewrite of vLLM's is keyed on it). No quantization:
+    :data:`UNQUANTIZED`. An unknown or unsupported method raises
     :class:`~capacity.errors.ConfigError` on ``quantization_config.quant_method`` naming what is accepted; a
     malformed field raises it naming the field."""
     if not isinstance(config, Mapping):
@@ -561,6 +571,12 @@ def weight_format(
         return UNQUANTIZED
     block = dict(block)
     method = _normalized_method(block, where)
+    if (
+        architecture in _MXFP4_REWRITTEN
+        and method == "compressed-tensors"
+        and block.get("format") == "mxfp4-pack-quantized"
+    ):
+        method = "mxfp4"
     reader = _READERS.get(method)
     if reader is None:
         reason = _REFUSED.get(method, "unsupported")

@@ -118,6 +118,8 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
             per_layer += text["index_head_dim"] + 4 * -(-text["index_head_dim"] // 128)
         # LongCat-Flash states num_layers: each of them attends twice (num_hidden_layers is twice it)
         attending = text["num_hidden_layers"] if "num_hidden_layers" in text else 2 * text["num_layers"]
+        if "linear_attn_config" in text:  # Kimi-Linear / K3: the KDA layers keep a constant state instead
+            attending -= len(text["linear_attn_config"]["kda_layers"])
         return attending * per_layer
     if "layers_block_type" in text:  # Nemotron-H as transformers 5 saves it: one entry per layer
         layers = text["layers_block_type"].count("attention")
