@@ -3496,8 +3496,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _pixtral_vision_parameters(config, v, text_hidden)
     if v.get("model_type") in ("intern_vit_6b", "internvl_vision"):
         return _intern_vit_parameters(config, v, text_hidden)
-    if config.get("model_type") == "kimi_k3":
-        return _kimi_k3_vision_parameters(v, text_hidden)
+    if config.get("model_type") in ("kimi_k25", "kimi_k3"):
+        return _moonvit_parameters(v, text_hidden)
     try:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
@@ -3555,9 +3555,9 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     return total
 
 
-def _kimi_k3_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
-    """Kimi-K3's MoonViT and projector as vLLM 0.32's kimi_k25_vit.py builds them from its vision config
-    (Kimi-K2.5's classes, with K3's settings): blocks of a q/k/v projection ``qkv_hidden_size`` wide (the
+def _moonvit_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
+    """Kimi-K2.5's and Kimi-K3's MoonViT and projector as vLLM 0.32's kimi_k25_vit.py builds them from the
+    vision config: blocks of a q/k/v projection ``qkv_hidden_size`` wide (the
     tower's width unstated) and its output, a two-matrix MLP, two norms (RMSNorm for ``norm_type`` rmsnorm,
     else LayerNorm), biases by ``attn_bias`` and ``linear_bias`` (on unstated); a patch convolution (its bias
     by ``patch_embed_proj_bias``), an ``init_pos_emb_height x init_pos_emb_width`` position table (the time
