@@ -1560,11 +1560,11 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
             # multiple of 16 outputs (at one rank: the padding a TP rank adds is left out); no g_a / g_b.
             fused = 4 * width + rank + s.heads
             shares = (h * (4 * width + s.heads + -fused % 16), rank * width, 0, width * h)
-            kept = weigh("mamba", i, h * rank) + weigh(None, i, rank)  # f_a, o_norm
-            return weigh("mamba", i, sum(shares), shares) + fp32, kept
+            kept = weigh("kda", i, h * rank) + weigh(None, i, rank)  # f_a, o_norm
+            return weigh("kda", i, sum(shares), shares) + fp32, kept
         shares = (h * (3 * width + s.heads), rank * width, rank * width, width * h)
-        gates = weigh("mamba", i, 2 * h * rank) + weigh(None, i, rank)
-        return weigh("mamba", i, sum(shares), shares) + fp32, gates
+        gates = weigh("kda", i, 2 * h * rank) + weigh(None, i, rank)
+        return weigh("kda", i, sum(shares), shares) + fp32, gates
     if s.kind == "short_conv":
         # vLLM's ShortConv: in_proj to B, C and x, out_proj, and the conv (a linear layer of kernel inputs
         # per channel, never quantized), all split by channel; conv_bias puts a bias on all three, out_proj's

@@ -83,27 +83,39 @@ ModuleKind = Literal[
     "embedding",
     "lm_head",
     "mamba",
+    "kda",
     "vision",
     "indexer",
     "latent_projection",
 ]
 """Where a weight lives: ``attention`` q/k/v/o (and MLA) projections; ``mlp`` dense gate/up/down; ``experts``
 routed experts; ``shared_experts``; ``router`` the MoE gate; ``embedding``; ``lm_head``; ``mamba`` Mamba /
-linear-attention projections; ``vision`` the vision tower and projector; ``indexer`` DeepSeek-V3.2's sparse
-attention indexer; ``latent_projection`` a latent MoE's projections into and out of the experts' width
-(Nemotron-3-Super's ``fc1_latent_proj`` / ``fc2_latent_proj``). Norms, biases and conv1d weights are never
-quantized and are not a kind."""
+linear-attention projections; ``kda`` Kimi Delta Attention's (Kimi-Linear, Kimi-K3), named under
+``self_attn`` as attention is, and so a kind of its own; ``vision`` the vision tower and projector;
+``indexer`` DeepSeek-V3.2's sparse attention indexer; ``latent_projection`` a latent MoE's projections into
+and out of the experts' width (Nemotron-3-Super's ``fc1_latent_proj`` / ``fc2_latent_proj``). Norms, biases
+and conv1d weights are never quantized and are not a kind."""
 
 MODULE_KINDS: tuple[ModuleKind, ...] = get_args(ModuleKind)
 
 #: Kinds that sit inside a decoder layer (the others: embedding, lm_head, vision).
 _LAYERED: frozenset[ModuleKind] = frozenset(
-    {"attention", "mlp", "experts", "shared_experts", "router", "mamba", "indexer", "latent_projection"}
+    {
+        "attention",
+        "mlp",
+        "experts",
+        "shared_experts",
+        "router",
+        "mamba",
+        "kda",
+        "indexer",
+        "latent_projection",
+    }
 )
 #: What vLLM builds as ``LinearBase`` layers with the model's quant config (routed experts are a
 #: ``RoutedExperts`` layer; the router is left out, see the module docstring).
 _LINEAR: frozenset[ModuleKind] = frozenset(
-    {"attention", "mlp", "shared_experts", "mamba", "indexer", "latent_projection", "vision"}
+    {"attention", "mlp", "shared_experts", "mamba", "kda", "indexer", "latent_projection", "vision"}
 )
 _LINEAR_AND_EXPERTS: frozenset[ModuleKind] = _LINEAR | {"experts"}
 _DECODER_LINEAR_AND_EXPERTS: frozenset[ModuleKind] = _LINEAR_AND_EXPERTS - {"vision"}
@@ -330,6 +342,14 @@ _FAMILIES: dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]] = {
             _leaves(("linear_attn",), ("in_proj_qkvz", "in_proj_qkv", "in_proj_z")),
             _leaves(("linear_attn",), ("in_proj_ba", "in_proj_b", "in_proj_a")),
             _leaves(("linear_attn",), ("out_proj",)),
+        ),
+    ),
+    "kda": (
+        (  # in_proj (q, k, v, beta; Kimi-K3's full-rank gate), f_b, g_b, o_proj; f_a and g_a take their mean
+            _leaves(("self_attn",), ("q_proj", "k_proj", "v_proj", "b_proj", "g_proj", "in_proj_qkvgfab")),
+            _leaves(("self_attn",), ("f_b_proj",)),
+            _leaves(("self_attn",), ("g_b_proj",)),
+            _leaves(("self_attn",), ("o_proj",)),
         ),
     ),
     "indexer": (

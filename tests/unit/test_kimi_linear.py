@@ -159,3 +159,40 @@ def test_kimi_k3_weighs_and_caches_what_vllms_class_builds():
     # The same block as a text-only Kimi-Linear file is compressed-tensors, not rewritten.
     text = json.loads(Path("tests/data/configs/kimi-k3/config.json").read_text())["text_config"]
     assert c.architecture_from_config(text).weights.method == "compressed-tensors"
+
+
+def test_an_ignore_list_naming_self_attn_leaves_the_kda_projections_unquantized():
+    """Kimi Delta Attention's projections live under ``self_attn`` as attention's do (kind ``kda``): a
+    compressed-tensors file that ignores ``re:.*self_attn.*`` keeps them in bf16, as vLLM does (a small
+    Kimi-K3-like file with the block weighs the 5,686,928 bytes vLLM's class builds), while the routed
+    experts are quantized."""
+    block = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "g": {
+                "targets": ["Linear"],
+                "weights": {
+                    "num_bits": 4,
+                    "type": "int",
+                    "symmetric": True,
+                    "strategy": "group",
+                    "group_size": 32,
+                },
+            }
+        },
+        "ignore": [
+            "re:.*self_attn.*",
+            "re:.*shared_experts.*",
+            "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+            "lm_head",
+        ],
+    }
+    plain = c.architecture_from_config(KIMI)
+    quantized = c.architecture_from_config(_with(quantization_config=block))
+    g, q = plain.weight_groups, quantized.weight_groups
+    assert q.routed_experts_total < g.routed_experts_total / 3  # 4-bit experts
+    assert q.sharded == g.sharded and q.replicated == g.replicated  # KDA, MLA and the dense MLP in bf16
+    # Without the ignore list the KDA projections are quantized too.
+    everything = c.architecture_from_config(_with(quantization_config={**block, "ignore": ["lm_head"]}))
+    assert everything.weight_groups.sharded < g.sharded / 3
