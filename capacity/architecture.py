@@ -144,6 +144,10 @@ FAMILIES: dict[str, str] = {
     "GraniteMoeSharedForCausalLM": "moe",
     "GraniteMoeSWAForCausalLM": "moe",  # vLLM's granitemoeshared.py
     "MiniMaxM2ForCausalLM": "moe",
+    # MiniMax-M3 (vLLM's models/minimax_m3): GQA layers, most with a sparse-attention indexer fused into their
+    # qkv projection and a key cache of its own; dense then routed MLPs by moe_layer_freq; a vision tower.
+    "MiniMaxM3SparseForCausalLM": "minimax_m3",
+    "MiniMaxM3SparseForConditionalGeneration": "minimax_m3",
     "GptOssForCausalLM": "moe",
     "Llama4ForCausalLM": "moe",
     "Llama4ForConditionalGeneration": "moe",
@@ -436,6 +440,28 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "zero_expert_num": 256,
         "expert_ffn_hidden_size": 2048,
     },
+    # vLLM's MiniMaxM3TextConfig (the text config of its minimax_m3_vl wrapper; minimax_m3_mtp is its
+    # subclass, one layer unless stated): the MiniMax-M3 sizes a file may leave to it.
+    **{
+        model_type: {
+            "hidden_size": 6144,
+            "num_hidden_layers": layers,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "vocab_size": 200064,
+            "max_position_embeddings": 524288,
+            "intermediate_size": 3072,
+            "dense_intermediate_size": 12288,
+            "hidden_act": "swigluoai",
+            "num_local_experts": 128,
+            "num_experts_per_tok": 4,
+            "n_shared_experts": 1,
+            "use_routing_bias": True,
+            "tie_word_embeddings": False,
+        }
+        for model_type, layers in (("minimax_m3_vl", 60), ("minimax_m3_mtp", 1))
+    },
     # MistralConfig and Gemma2Config: a file that leaves the window out slides at 4096 (Mistral 7B v0.2 on
     # state null, which stays null).
     "mistral": {"sliding_window": 4096},
@@ -676,6 +702,11 @@ class Layer:
     """DeepSeek-V4 (:attr:`Architecture.compressed_attention`): the layer also caches one latent entry per
     ``compress_ratio`` tokens (4: sparse attention over them, chosen by its indexer; 128: dense attention
     over all of them); 0: its sliding window alone."""
+    indexer: bool = False
+    """MiniMax-M3's sparse layers (``sparse_attention_freq``): an indexer of ``index_n_heads`` query heads
+    (the KV heads, split as they are) and one key head, ``index_head_dim`` wide, fused into the qkv
+    projection, with a q and a k norm; it caches that key per token, in bfloat16 and whole on every rank,
+    and picks the ``index_topk`` cached tokens the layer attends to."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -843,12 +874,15 @@ class Architecture:
     v_head_dim: int = 0
     """MLA per-head value dimension."""
     index_head_dim: int = 0
-    """DeepSeek-V3.2 sparse attention: the indexer's key width, cached per token per layer (0: dense MLA)."""
+    """Sparse attention: the indexer's key width, cached per token per layer (DeepSeek-V3.2 on every MLA
+    layer; MiniMax-M3 on its :attr:`Layer.indexer` layers; 0: dense attention)."""
     index_n_heads: int = 0
-    """DeepSeek-V3.2 indexer query heads."""
+    """The indexer's query heads (DeepSeek-V3.2's ``index_n_heads``; MiniMax-M3's
+    ``sparse_num_index_heads``)."""
     index_topk: int = 0
-    """DeepSeek-V3.2 sparse attention: the latent entries a query attends to, chosen by the indexer over the
-    whole context (``index_topk``; 0: every entry)."""
+    """Sparse attention: the cached tokens a query attends to, chosen by the indexer over the whole context
+    (DeepSeek-V3.2's ``index_topk``; MiniMax-M3's ``sparse_topk_blocks`` blocks of ``sparse_block_size``
+    tokens; 0: every entry)."""
     compressed_attention: bool = False
     """DeepSeek-V4's attention (vLLM's ``models/deepseek_v4``): one ``head_dim``-wide latent (key and value,
     the last ``qk_rope_head_dim`` of it rotated) per token, cached over a ``sliding_window`` in every layer,
@@ -1044,6 +1078,12 @@ class Architecture:
     def num_moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts."""
         return sum(1 for layer in self.layers if layer.ffn == "moe")
+
+    @cached_property
+    def num_indexer_layers(self) -> int:
+        """Layers with a sparse-attention indexer of their own, which caches a key per token beside the
+        layer's K and V (MiniMax-M3's :attr:`Layer.indexer`)."""
+        return sum(layer.indexer for layer in self.layers)
 
     @property
     def routed_experts_per_token(self) -> float:
@@ -1430,10 +1470,16 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
     per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
     replicated = 0.0
+    if layer.indexer:
+        # MiniMax-M3's indexer, fused into qkv_proj after V (stored as the k shard's format): index_q, one
+        # head per KV head and split with them; index_k, one head whole on every rank; their two norms.
+        per_head += weigh("attention", i, h * a.index_head_dim, (0, 1, 0, 0))
+        replicated += weigh("attention", i, h * a.index_head_dim, (0, 1, 0, 0))
+        replicated += weigh(None, i, 2 * a.index_head_dim)
     if a.qk_norm in _QK_NORM_WIDTHS:
-        replicated = weigh(None, i, _QK_NORM_WIDTHS[a.qk_norm] * hd)
+        replicated += weigh(None, i, _QK_NORM_WIDTHS[a.qk_norm] * hd)
     elif a.qk_norm == "full":
-        replicated = weigh(None, i, q_out + a.kv_heads_of(layer) * hd)
+        replicated += weigh(None, i, q_out + a.kv_heads_of(layer) * hd)
     return sharded, replicated, per_head
 
 
@@ -2189,6 +2235,8 @@ class _Read:
     """Per-layer query heads where they differ from the model's (0: the model's)."""
     compress_ratios: list[int] | None = None
     """DeepSeek-V4: each layer's ``compress_ratio`` (0: none)."""
+    indexers: list[bool] | None = None
+    """MiniMax-M3: the layers with a sparse-attention indexer of their own."""
 
 
 #: Families whose shared experts are one merged MLP of ``num_shared_experts`` experts, each as wide as
@@ -3324,6 +3372,108 @@ def _read_longcat_flash(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     return _Read(mixers, ffn, [0, 2 * width] * layers, [0] * (2 * layers), extra)
 
 
+#: MiniMaxM3TextConfig's per-layer lists where a file states none (or null): the first three layers dense and
+#: attended whole, the next 57 routed and sparse.
+_MINIMAX_M3_FREQ = (0, 0, 0, *[1] * 57)
+_MINIMAX_M3_SPARSE = {
+    "sparse_index_dim": 128,
+    "sparse_num_index_heads": 4,
+    "sparse_topk_blocks": 16,
+    "sparse_block_size": 128,
+    "sparse_attention_freq": list(_MINIMAX_M3_FREQ),
+}
+
+
+def _minimax_m3_sparse(
+    cfg: Mapping[str, Any], layers: int, kv_heads: int
+) -> tuple[list[bool], dict[str, int]]:
+    """MiniMax-M3's sparse layers (those whose ``sparse_attention_freq`` entry is not 0; a list shorter than
+    the layers leaves the rest dense) and the indexer's facts, as vLLM 0.32's minimax_m3 reads
+    ``sparse_attention_config``."""
+    sparse = cfg.get("sparse_attention_config")
+    if sparse is None:
+        sparse = _MINIMAX_M3_SPARSE
+    if not isinstance(sparse, Mapping):
+        raise ConfigError("sparse_attention_config", f"is {sparse!r:.40}; expected an object")
+    freq = sparse.get("sparse_attention_freq") or []
+    if not isinstance(freq, list) or not all(isinstance(f, (int, float)) for f in freq):
+        raise ConfigError("sparse_attention_config.sparse_attention_freq", "expected a list of numbers")
+    flags = [bool(f) for f in freq[:layers]] + [False] * max(0, layers - len(freq))
+    # The model reads the index heads and the top-k for its shared top-k buffer whatever the layers are.
+    needed: tuple[str, ...] = ("sparse_num_index_heads", "sparse_topk_blocks")
+    if any(flags):
+        needed += ("sparse_index_dim", "sparse_block_size")
+    facts: dict[str, int] = {}
+    for key in needed:
+        if key not in sparse:
+            raise ConfigError(
+                f"sparse_attention_config.{key}",
+                "is missing; vLLM 0.32's minimax_m3 reads it and stops at start without it",
+            )
+        try:
+            facts[key] = _int(sparse, (key,))
+        except ConfigError as exc:
+            raise ConfigError(f"sparse_attention_config.{key}", str(exc).split(": ", 1)[-1]) from None
+    if not any(flags):
+        return flags, {}
+    if facts["sparse_num_index_heads"] != kv_heads:
+        raise ConfigError(
+            "sparse_attention_config.sparse_num_index_heads",
+            f"is {facts['sparse_num_index_heads']}; expected num_key_value_heads ({kv_heads}): vLLM 0.32's "
+            "fused indexer projection gives the indexer one query head per KV head",
+        )
+    return flags, {
+        "index_head_dim": facts["sparse_index_dim"],
+        "index_n_heads": facts["sparse_num_index_heads"],
+        "index_topk": facts["sparse_topk_blocks"] * facts["sparse_block_size"],
+    }
+
+
+def _read_minimax_m3(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """MiniMax-M3 (vLLM's models/minimax_m3, the NVIDIA build it runs on CUDA and CPUs): every layer GQA
+    attention with per-head q/k norms, the sparse layers (:func:`_minimax_m3_sparse`) with an indexer fused
+    into their qkv projection; the layers ``moe_layer_freq`` marks 0 a dense MLP ``dense_intermediate_size``
+    wide, the others ``num_local_experts`` experts ``intermediate_size`` wide with a shared expert
+    ``n_shared_experts`` times that, under a float32 router (and a float32 score bias with
+    ``use_routing_bias``). The LM head is never tied."""
+    layers = a["num_layers"]
+    moe_freq = cfg.get("moe_layer_freq")
+    if moe_freq is None:
+        moe_freq = list(_MINIMAX_M3_FREQ)
+    if not isinstance(moe_freq, list) or len(moe_freq) < layers:
+        count = len(moe_freq) if isinstance(moe_freq, list) else "no"
+        raise ConfigError(
+            "moe_layer_freq",
+            f"has {count} entries for {layers} layers; vLLM 0.32's minimax_m3 reads one a layer "
+            "(null or unstated: MiniMaxM3TextConfig's 60)",
+        )
+    routed = [bool(f) for f in moe_freq[:layers]]
+    indexers, index = _minimax_m3_sparse(cfg, layers, a["num_kv_heads"])
+    width = _int(cfg, ("intermediate_size",))
+    shared = width * (_opt_int(cfg, ("n_shared_experts",), minimum=0) or 0)
+    if cfg.get("hidden_act") != "swigluoai" and (shared or not all(routed)):
+        raise ConfigError(
+            "hidden_act",
+            f"is {cfg.get('hidden_act')!r:.40}; expected 'swigluoai' (vLLM 0.32's MiniMax-M3 MLP takes no "
+            "other)",
+        )
+    dense = _int(cfg, ("dense_intermediate_size",)) if not all(routed) else 0
+    a["intermediate_size"] = dense
+    extra: dict[str, Any] = {
+        **_routing(cfg, ("num_local_experts",), ("num_experts_per_tok",)),
+        **index,
+        "moe_intermediate_size": width,
+        "shared_expert_intermediate_size": shared,
+        "expert_score_bias": _bool(cfg, "use_routing_bias", False),
+        "router_dtype": "float32",
+        "qk_norm": "head",
+        "sliding_window": None,
+    }
+    ffn: list[FFN] = ["moe" if r else "dense" for r in routed]
+    widths = [0 if r else dense for r in routed]
+    return _Read(["full"] * layers, ffn, widths, [0] * layers, extra, indexers=indexers)
+
+
 #: The routing settings vLLM's afmoe.py reads from the config that AfmoeConfig declares no default for.
 _AFMOE_ROUTING = ("score_func", "route_norm", "n_group", "topk_group")
 
@@ -3498,6 +3648,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _intern_vit_parameters(config, v, text_hidden)
     if config.get("model_type") in ("kimi_k25", "kimi_k3"):
         return _moonvit_parameters(v, text_hidden)
+    if _architecture_class(config) == "MiniMaxM3SparseForConditionalGeneration":
+        return _minimax_vl_vision_parameters(config, v, text_hidden)
     try:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
@@ -3553,6 +3705,37 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
+
+
+def _minimax_vl_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> int:
+    """MiniMax-M3's vision model as vLLM 0.32's minimax_m3 (common/vision_tower.py) builds it from the vision
+    config as the file states it (a plain config: no defaults of a class): a CLIP-like tower with a bias-free
+    3D patch convolution (``temporal_patch_size`` frames of ``img_token_compression_config``), a LayerNorm
+    before the blocks and none after, blocks of LayerNorms and biased q/k/v, output and two-layer MLP; then
+    the projector (vision width -> ``projector_hidden_size`` -> text width) and the patch merger (the text
+    width of ``spatial_merge_size``^2 patches -> ``projector_hidden_size`` -> text width), biased unless the
+    vision config's ``multimodal_projector_bias`` / ``patch_merge_bias`` say not. ``projector_hidden_size``
+    is the top level's (the text width where unstated or null)."""
+    try:
+        c = _int(v, ("hidden_size",))
+        layers = _int(v, ("num_hidden_layers",))
+        inter = _int(v, ("intermediate_size",))
+        patch = _int(v, ("patch_size",))
+        channels = _int(v, ("num_channels",))
+        compression = v.get("img_token_compression_config")
+        if not isinstance(compression, Mapping):
+            raise ConfigError("img_token_compression_config", f"is {compression!r:.40}; expected an object")
+        temporal = _int(compression, ("temporal_patch_size",), default=2)
+        merge = _int(compression, ("spatial_merge_size",), default=2)
+    except ConfigError as exc:
+        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    mid = _opt_int(config, ("projector_hidden_size",)) or text_hidden
+    block = 2 * c + (3 * c * c + 3 * c) + (c * c + c) + 2 * c + (c * inter + inter) + (inter * c + c)
+    total = channels * temporal * patch * patch * c + 2 * c + layers * block
+    projector = c * mid + mid * text_hidden
+    merger = text_hidden * merge * merge * mid + mid * text_hidden
+    biases = _bool(v, "multimodal_projector_bias", True) + _bool(v, "patch_merge_bias", True)
+    return total + projector + merger + biases * (mid + text_hidden)
 
 
 def _moonvit_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
@@ -4118,6 +4301,7 @@ _FAMILY_READERS: dict[str, Callable[[Mapping[str, Any], dict[str, Any]], _Read]]
     "step3p5": _read_step3p5,
     "laguna": _read_laguna,
     "longcat_flash": _read_longcat_flash,
+    "minimax_m3": _read_minimax_m3,
     "nas": _read_nas,
 }
 
@@ -4307,11 +4491,11 @@ def architecture_from_config(
         architecture=architecture,
         vocab_size=_int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
-        # A class's fixed answer (_Modeling.tied_head) outranks the file; MiMo-V2's never ties, by family.
+        # A class's fixed answer (_Modeling.tied_head) outranks the file; MiMo-V2 and MiniMax-M3 never tie.
         tie_word_embeddings=(
             _bool(cfg, "tie_word_embeddings", False) if built.tied_head is None else built.tied_head
         )
-        and family != "mimo_v2",
+        and family not in ("mimo_v2", "minimax_m3"),
         dtype=dtype,
         weights=weights,
         layers=tuple(
@@ -4327,8 +4511,9 @@ def architecture_from_config(
                 sinks=(sink or model_type == "gpt_oss" or granite_sinks) and m in ATTENTION_MIXERS,
                 q_heads=q if m in ATTENTION_MIXERS else 0,
                 compress_ratio=c,
+                indexer=x,
             )
-            for m, f, w, k, d, shared, v, sink, q, c in zip(
+            for m, f, w, k, d, shared, v, sink, q, c, x in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
@@ -4339,6 +4524,7 @@ def architecture_from_config(
                 read.sinks or [False] * len(read.mixers),
                 read.q_heads or [0] * len(read.mixers),
                 read.compress_ratios or [0] * len(read.mixers),
+                read.indexers or [False] * len(read.mixers),
                 strict=True,
             )
         ),

@@ -57,6 +57,9 @@ BLOCK_SIZE_TOKENS = 16
 #: multiple of 128 tokens where it holds a state too (TRT-LLM and FlashInfer MLA decode kernels need the
 #: kernel blocks aligned to 128 / kernel block size): Kimi-Linear's.
 MLA_HYBRID_BLOCK_ALIGNMENT = 128
+#: MiniMax-M3's sparse attention and indexer kernels take 128-token blocks alone (their backends'
+#: ``get_supported_kernel_block_sizes``), so vLLM raises the block of a model with such layers to that.
+SPARSE_INDEXER_BLOCK_SIZE = 128
 
 #: KV-cache dtypes the planner emits and accepts, with bytes per element (None: the model's dtype).
 #: ``auto`` is vLLM's "same as the model"; ``fp8`` is e4m3 stored as one byte.
@@ -140,8 +143,12 @@ def _replication(arch: Architecture, tp: int) -> int:
 
 
 def indexer_key_bytes(arch: Architecture) -> int:
-    """One sparse-attention indexer key as vLLM caches it (DeepSeek-V3.2 and V4): ``index_head_dim`` fp8
-    values and an fp32 scale per 128 of them (132 bytes for 128)."""
+    """One sparse-attention indexer key as vLLM caches it: DeepSeek-V3.2's and V4's ``index_head_dim`` fp8
+    values and an fp32 scale per 128 of them (132 bytes for 128); MiniMax-M3's (its layers' own indexers,
+    :attr:`Layer.indexer`) ``index_head_dim`` bfloat16 values, whatever ``--kv-cache-dtype`` (vLLM's
+    ``indexer_kv_dtype`` "auto"), one head whole on every rank."""
+    if arch.num_indexer_layers:
+        return 2 * arch.index_head_dim
     return arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
 
 
@@ -207,11 +214,12 @@ def kv_cache_bytes_per_token(
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
         growth = sum(Fraction(c.page, c.block) for c in _compressed_attention_caches(arch) if not c.state)
         return tp * int(growth)
-    return tp * sum(
+    attention = sum(
         n * attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim)
         for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
         if mixer in ATTENTION_MIXERS and not shared
     )
+    return tp * (attention + arch.num_indexer_layers * indexer_key_bytes(arch))
 
 
 def kv_cache_bytes_per_sequence(
@@ -441,6 +449,8 @@ def _kv_cache_layout(
     if arch.compressed_attention:
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
         return _compressed_attention_layout(arch, inflight, max_model_len)
+    if arch.num_indexer_layers:
+        block_size = math.lcm(block_size, SPARSE_INDEXER_BLOCK_SIZE)
     if arch.attention_free:
         # vLLM's default for an attention-free class: no prefix caching, so Mamba cache mode "none" and
         # mamba_block_size = max_model_len (MambaModelConfig), one block a request.
@@ -459,6 +469,9 @@ def _kv_cache_layout(
         elif mixer in STATE_MIXERS:
             state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
             buckets.setdefault(("mamba", None), []).append((state, layers))
+    if arch.num_indexer_layers:  # MiniMax-M3: each indexer's key cache, in the full-attention group (vLLM's
+        # pages of one layer each, in one group with the layers' own)
+        buckets[("full", None)].append((indexer_key_bytes(arch), arch.num_indexer_layers))
     if not buckets:
         return KVCacheLayout(block_size=block_size, bytes_per_block=0, groups=(), inflight_tokens=inflight)
     # vLLM's MambaSpec.max_memory_usage_bytes: 2 + the prefill checkpoint blocks in align mode (MambaMixer2
@@ -466,6 +479,8 @@ def _kv_cache_layout(
     checkpoint = 1 if arch.state is not None and arch.state.kind == "mamba2" else 0
     state_blocks = 2 + checkpoint if enable_prefix_caching else 1
     counts = {key: sum(n for _, n in pages) for key, pages in buckets.items()}
+    if arch.num_indexer_layers:  # an indexer's cache is its layer's: a layer's page holds both
+        counts[("full", None)] -= arch.num_indexer_layers
     if len(buckets) == 1:
         ((kind, bound), pages) = next(iter(buckets.items()))
         per_layer_block = sum(p * n for p, n in pages)

@@ -262,6 +262,8 @@ class StepModel:
             self._compressed_attention(arch, widths)
         elif arch.attention == "MLA" and arch.index_head_dim and arch.index_topk:
             self._sparse_attention(arch)
+        elif arch.num_indexer_layers:
+            self._layer_sparse_attention(arch, kv_cache_dtype, tp, widths)
         # Mamba / linear-attention states are read and written back whole every step.
         self.state_bytes = 2 * state_bytes_per_sequence(arch, tp) * arch.num_state_layers
         self.layers = arch.num_layers
@@ -330,6 +332,25 @@ class StepModel:
         self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * (
             arch.num_full_attention_layers
         )
+
+    def _layer_sparse_attention(
+        self, arch: Architecture, kv_cache_dtype: str, tp: int, widths: dict[str, float]
+    ) -> None:
+        """MiniMax-M3's sparse layers (:attr:`Layer.indexer`): the indexer scores every cached token with its
+        bfloat16 key (one query head per KV head on this rank), then the layer reads the K and V of the
+        ``index_topk`` tokens in the blocks it picks; the other layers attend whole."""
+        sparse = [layer for layer in arch.layers if layer.indexer]
+        kv = sum(
+            attention_bytes_per_token(arch, arch.kv_heads_of(layer), kv_cache_dtype, tp) for layer in sparse
+        )
+        index_bytes = len(sparse) * indexer_key_bytes(arch)
+        self.topk = arch.index_topk
+        self.sparse_kv_per_token = kv
+        self.full_kv_per_token += index_bytes - kv
+        self.dense_attention_layers = widths["full"] - len(sparse)
+        widths["full"] = len(sparse)
+        heads = max(1, arch.index_n_heads // tp)
+        self.index_flops_per_ctx_token = 2.0 * heads * arch.index_head_dim * len(sparse)
 
     def _compressed_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
         """DeepSeek-V4's reads per sequence: every layer its window of latents; a ratio-4 layer the indexer's

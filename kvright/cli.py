@@ -350,6 +350,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         if arch.compressed_attention
         else {},
         "layer_kinds": dict(sorted(arch.mixer_counts.items())),
+        "indexer_layers": arch.num_indexer_layers,
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,
         "zero_experts": arch.zero_experts,
@@ -434,6 +435,15 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             else "none",
         ),
         *(("compressed", _compressed_label(arch)),) * arch.compressed_attention,
+        *(
+            (
+                "sparse layers",
+                f"{arch.num_indexer_layers} of {arch.num_decoder_layers}: an indexer each, its "
+                f"{arch.index_head_dim}-wide bfloat16 key cached a token, "
+                f"{arch.index_topk:,} tokens attended",
+            ),
+        )
+        * bool(arch.num_indexer_layers),
         ("max context", _max_context(arch)),
         ("valid TP", ", ".join(str(t) for t in valid_tp)),
         ("config read by", CONFIG_READERS[arch.config_reader]),

@@ -109,6 +109,11 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
         kv = text.get("num_global_key_value_heads") if text.get("attention_k_eq_v") else None
         per_layer = 2 * (kv or text["num_key_value_heads"]) * text["global_head_dim"] * 2
         return text["layer_types"][:owning].count("full_attention") * per_layer
+    if "sparse_attention_config" in text:  # MiniMax-M3: every layer K and V, a sparse one its indexer's key
+        sparse = text["sparse_attention_config"]
+        indexers = sum(1 for f in sparse["sparse_attention_freq"][: text["num_hidden_layers"]] if f)
+        per_layer = 2 * text["num_key_value_heads"] * text["head_dim"] * 2
+        return text["num_hidden_layers"] * per_layer + indexers * sparse["sparse_index_dim"] * 2
     if "hybrid_layer_pattern" in text:  # MiMo-V2: the 0s attend fully, values narrower than keys
         per_layer = text["num_key_value_heads"] * (text["head_dim"] + text["v_head_dim"]) * 2
         return text["hybrid_layer_pattern"].count(0) * per_layer
