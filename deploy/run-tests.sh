@@ -31,6 +31,7 @@ PROBES=(
   tests/conformance/test_attention_backends.py
   tests/conformance/test_context_length.py
   tests/conformance/test_kimi_linear.py
+  tests/conformance/test_minimax_m3.py
   tests/conformance/test_parameter_counts.py
   tests/conformance/test_quantization_methods.py
   tests/conformance/test_sliding_layers.py

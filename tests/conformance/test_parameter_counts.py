@@ -139,6 +139,7 @@ NOT_BUILT = {
     "ExaoneForCausalLM": "its config class is the checkpoint's own code",
     "Qwen3_5ForCausalLM": "the text half of a vision wrapper",
     "Qwen3_5MoeForCausalLM": "the text half of a vision wrapper",
+    "MiniMaxM3SparseForCausalLM": "built in test_minimax_m3.py (its sparse layers are not Attention modules)",
 }
 
 
@@ -290,6 +291,7 @@ FIXTURE_NOT_BUILT = {
     "deepseek-v4-flash-nvfp4": "No NvFp4 MoE backend supports the deployment configuration",
     "kimi-k3": "No MXFP4 MoE backend supports the deployment configuration",
     "kimi-k2.5": "No WNA16 MoE backend supports the deployment configuration",
+    "minimax-m3-nvfp4": "Failed to find a kernel that can implement the MXFP8 linear layer",
     # multimodal wrappers: the CPU venv cannot import their processors (torchvision)
     "gemma-3-4b-it-fp8-dynamic": "failed to be inspected",
     "llama-4-scout-17b-16e-instruct-fp8-dynamic": "failed to be inspected",

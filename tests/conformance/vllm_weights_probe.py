@@ -64,6 +64,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 # Kimi-Linear's model asks for a fused GEMM + all-reduce kernel (CUTLASS's CuTe DSL, GPUs only) while it is
@@ -102,6 +103,62 @@ def _amx_tiles() -> bool:
     would serve them, and on the meta device no kernel runs. FP8 kernels that also need AMX-FP8 (Granite
     Rapids) still ask the CPU, so the kernel chosen is the one a Sapphire Rapids CPU gets."""
     return True
+
+
+@contextlib.contextmanager
+def _minimax_m3_on_cpu() -> Iterator[None]:
+    """What vLLM's CPU build lacks to build MiniMax-M3's classes, for one case's build; none of it changes
+    which tensors a layer registers, and all of it is undone after.
+
+    - Their module imports a processor that imports torchvision's ``InterpolationMode`` (an annotation
+      only), and this venv has no torchvision: a module holding that enum stands in, which transformers
+      still takes for torchvision being absent (``find_spec`` answers None for it). The class is inspected
+      in this process, where the stand-in is (vLLM inspects it in a subprocess to keep CUDA uninitialised
+      in the parent; this CPU-only process has none).
+    - Their experts run SwiGLU-OAI with the gate and up halves apart (``swigluoai_uninterleave``), which
+      the CPU build's unquantized MoE kernel does not list among its activations, so no backend is found
+      ("No Unquantized MoE backend supports the deployment configuration"); the experts' tensors are the
+      unquantized method's whatever kernel would run them."""
+    import enum
+    import importlib.machinery
+    import importlib.util
+    import types
+
+    from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+    from vllm.model_executor.layers.fused_moe.experts import cpu_moe
+    from vllm.model_executor.models import registry
+
+    find_spec = importlib.util.find_spec
+    in_subprocess = registry._run_in_subprocess
+    listed = cpu_moe.CPUUnquantizedExperts.__dict__["_supports_activation"]
+    stand_in = find_spec("torchvision") is None
+    if stand_in:
+        transforms = types.ModuleType("torchvision.transforms")
+        transforms.InterpolationMode = enum.Enum(  # type: ignore[attr-defined]
+            "InterpolationMode", {"NEAREST": "nearest", "BILINEAR": "bilinear", "BICUBIC": "bicubic"}
+        )
+        package = types.ModuleType("torchvision")
+        package.__spec__ = importlib.machinery.ModuleSpec("torchvision", None, is_package=True)
+        package.transforms = transforms  # type: ignore[attr-defined]
+        sys.modules |= {"torchvision": package, "torchvision.transforms": transforms}
+
+        def absent(name: str, package: str | None = None) -> Any:
+            return None if name.split(".")[0] == "torchvision" else find_spec(name, package)
+
+        importlib.util.find_spec = absent
+    registry._run_in_subprocess = lambda fn: fn()
+    cpu_moe.CPUUnquantizedExperts._supports_activation = staticmethod(  # type: ignore[method-assign]
+        lambda activation: activation == MoEActivation.SWIGLUOAI_UNINTERLEAVE or listed.__func__(activation)
+    )
+    try:
+        yield
+    finally:
+        cpu_moe.CPUUnquantizedExperts._supports_activation = listed  # type: ignore[method-assign]
+        registry._run_in_subprocess = in_subprocess
+        if stand_in:
+            importlib.util.find_spec = find_spec
+            for name in ("torchvision", "torchvision.transforms"):
+                sys.modules.pop(name, None)
 
 
 def _count(
@@ -346,13 +403,16 @@ def main() -> None:
                 elif case.get("sub_config"):
                     answer = _sub_config_count(case["config"], case["sub_config"])
                 else:
-                    answer = _count(
-                        case["config"],
-                        port,
-                        case.get("hf_quant_config"),
-                        case.get("kv_cache"),
-                        bool(case.get("model_runner_v2")),
-                    )
+                    named = case["config"].get("architectures") or [""]
+                    shims = _minimax_m3_on_cpu() if str(named[0]).startswith("MiniMaxM3") else None
+                    with shims or contextlib.nullcontext():
+                        answer = _count(
+                            case["config"],
+                            port,
+                            case.get("hf_quant_config"),
+                            case.get("kv_cache"),
+                            bool(case.get("model_runner_v2")),
+                        )
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]
             answer = {"architecture": None, "parameters": None, "attention": None, "error": error}
