@@ -285,3 +285,67 @@ QWEN25_VL_3B = QWEN25_VL_7B | {
     "tie_word_embeddings": True,
     "vision_config": QWEN25_VL_VISION | {"out_hidden_size": 2048},
 }
+
+
+def edited(config: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A deep copy of ``config`` with ``changes`` over it; a change to None removes the key (a file silent
+    on it)."""
+    out = copy.deepcopy(config)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def cpu_engine_layout(
+    arch: capacity.Architecture,
+    *,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    mamba_ssm_cache_dtype: str | None = None,
+) -> capacity.KVCacheLayout:
+    """The KV-cache layout vLLM 0.32's engine core makes on its CPU platform, as the conformance probes run
+    it: 128-token blocks (its attention backends; also the alignment for a state), one batch in flight
+    (synchronous scheduling) and no prefix caching (off for MLA models there, and off in the probes)."""
+    return capacity.kv_cache_layout(
+        arch,
+        block_size=128,
+        kernel_block_alignment=128,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_model_len=max_model_len,
+        max_in_flight_tokens=max_num_batched_tokens,
+        enable_prefix_caching=False,
+        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+    )
+
+
+# A small MiniMax-M3 text model (vLLM's minimax_m3_mtp type: MiniMaxM3TextConfig with one layer unless stated;
+# the text config's own type is registered nowhere): four layers, the first dense and attended whole, the
+# other three routed and sparse.
+MINIMAX_M3_TEXT: dict[str, Any] = {
+    "architectures": ["MiniMaxM3SparseForCausalLM"],
+    "model_type": "minimax_m3_mtp",
+    "dtype": "bfloat16",
+    "hidden_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "vocab_size": 1024,
+    "max_position_embeddings": 4096,
+    "intermediate_size": 128,
+    "dense_intermediate_size": 384,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "moe_layer_freq": [0, 1, 1, 1],
+    "sparse_attention_config": {
+        "sparse_index_dim": 128,
+        "sparse_num_index_heads": 2,
+        "sparse_topk_blocks": 16,
+        "sparse_block_size": 128,
+        "sparse_attention_freq": [0, 1, 1, 1],
+    },
+}

@@ -23,13 +23,11 @@ import pytest
 
 import capacity
 from kvright_dev.procs import free_port
+from tests.builders import cpu_engine_layout
 
 from .harness import HERE, VllmEnv, cpu_mamba_ssm_cache_dtype
 
 pytestmark = pytest.mark.conformance
-
-#: vLLM 0.32's CPU platform: a 128-token block (CPU attention backends), which is also the alignment.
-CPU_BLOCK_SIZE = 128
 
 _TINY: dict[str, Any] = {
     "architectures": ["KimiLinearForCausalLM"],
@@ -103,15 +101,10 @@ def vllm_accounts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
 
 
 def _layout(arch: capacity.Architecture, length: int, mnbt: int) -> Any:
-    return capacity.kv_cache_layout(
+    return cpu_engine_layout(
         arch,
-        tensor_parallel_size=1,
-        block_size=CPU_BLOCK_SIZE,
-        kernel_block_alignment=CPU_BLOCK_SIZE,
-        max_num_batched_tokens=mnbt,
         max_model_len=length,
-        max_in_flight_tokens=mnbt,  # CPU: one batch in flight
-        enable_prefix_caching=False,  # vLLM's CPU platform turns it off for MLA models
+        max_num_batched_tokens=mnbt,
         mamba_ssm_cache_dtype=cpu_mamba_ssm_cache_dtype(),
     )
 

@@ -8,12 +8,12 @@ the vision config as a plain config. vllm_weights_probe.py builds each config's 
 annotation, and the SwiGLU-OAI activation in the list of its CPU MoE kernel) and runs the engine core's
 accounting (``get_kv_cache_spec``, ``get_kv_cache_configs``); capacity must give the same parameters, bytes,
 block, page and blocks. The probe's ``attention`` list names ``Attention`` modules only, and a sparse layer
-is a module of its own, so the cache is held here, whole, rather than in test_parameter_counts.py.
+is a module of its own, so the cache is held here, whole, rather than in test_parameter_counts.py (which
+holds the refusals, with the other families').
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import pytest
 
 import capacity
 from kvright_dev.procs import free_port
+from tests.builders import MINIMAX_M3_TEXT, cpu_engine_layout, edited
 
 from .harness import HERE, VllmEnv
 
@@ -30,36 +31,6 @@ pytestmark = pytest.mark.conformance
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 REAL = json.loads((CONFIGS / "minimax-m3-nvfp4" / "config.json").read_text())
 
-#: vLLM 0.32's CPU platform: a 128-token block, which is also what M3's sparse kernels take.
-CPU_BLOCK_SIZE = 128
-
-_TEXT: dict[str, Any] = {
-    "architectures": ["MiniMaxM3SparseForCausalLM"],
-    # vLLM's config registry: minimax_m3_mtp is MiniMaxM3TextConfig with one layer by default (the text
-    # config's own type, minimax_m3_text, is registered nowhere)
-    "model_type": "minimax_m3_mtp",
-    "dtype": "bfloat16",
-    "hidden_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 128,
-    "vocab_size": 1024,
-    "max_position_embeddings": 4096,
-    "intermediate_size": 128,
-    "dense_intermediate_size": 384,
-    "num_local_experts": 8,
-    "num_experts_per_tok": 2,
-    "n_shared_experts": 1,
-    "moe_layer_freq": [0, 1, 1, 1],
-    "sparse_attention_config": {
-        "sparse_index_dim": 128,
-        "sparse_num_index_heads": 2,
-        "sparse_topk_blocks": 16,
-        "sparse_block_size": 128,
-        "sparse_attention_freq": [0, 1, 1, 1],
-    },
-}
 _VISION: dict[str, Any] = {
     "model_type": "clip_vision_model",
     "hidden_size": 64,
@@ -76,7 +47,7 @@ _VL: dict[str, Any] = {
     "architectures": ["MiniMaxM3SparseForConditionalGeneration"],
     "model_type": "minimax_m3_vl",
     "torch_dtype": "bfloat16",
-    "text_config": {k: v for k, v in _TEXT.items() if k not in ("architectures", "model_type")},
+    "text_config": {k: v for k, v in MINIMAX_M3_TEXT.items() if k not in ("architectures", "model_type")},
     "vision_config": _VISION,
     "projector_hidden_size": 192,
     "image_token_index": 1000,
@@ -85,23 +56,17 @@ _VL: dict[str, Any] = {
 
 
 def _text(**changes: Any) -> dict[str, Any]:
-    cfg = copy.deepcopy(_TEXT)
-    for key, value in changes.items():
-        if value is None:
-            cfg.pop(key, None)
-        else:
-            cfg[key] = value
-    return cfg
+    return edited(MINIMAX_M3_TEXT, **changes)
 
 
 def _sparse(**changes: Any) -> dict[str, Any]:
-    return _TEXT["sparse_attention_config"] | changes
+    return MINIMAX_M3_TEXT["sparse_attention_config"] | changes
 
 
 def _vl(vision: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
-    cfg = copy.deepcopy(_VL) | top
+    cfg = edited(_VL, **top)
     cfg["vision_config"] |= vision or {}
-    return {k: v for k, v in cfg.items() if v is not None}
+    return cfg
 
 
 #: Configs vLLM's class builds, weighed to the byte.
@@ -138,28 +103,6 @@ BUILT: dict[str, dict[str, Any]] = {
     "nvidia-minimax-m3-unquantized": {k: v for k, v in REAL.items() if k != "quantization_config"},
 }
 
-#: Configs vLLM refuses to build, with its words and the field capacity names.
-REFUSED: dict[str, tuple[dict[str, Any], str, str]] = {
-    "silu": (_text(hidden_act="silu"), "Unsupported activation", "hidden_act"),
-    "index-heads-not-kv-heads": (
-        _text(sparse_attention_config=_sparse(sparse_num_index_heads=4)),
-        "requires total_num_index_heads",
-        "sparse_attention_config.sparse_num_index_heads",
-    ),
-    # MiniMaxM3TextConfig's default object has 4 index heads, which 2 KV heads cannot take
-    "default-sparse-config-with-two-kv-heads": (
-        _text(sparse_attention_config=None),
-        "requires total_num_index_heads",
-        "sparse_attention_config.sparse_num_index_heads",
-    ),
-    "missing-topk-blocks": (
-        _text(sparse_attention_config={"sparse_num_index_heads": 2, "sparse_attention_freq": [0, 1, 1, 1]}),
-        "KeyError",
-        "sparse_attention_config.sparse_topk_blocks",
-    ),
-    "short-moe-layer-freq": (_text(moe_layer_freq=[0, 1]), "IndexError", "moe_layer_freq"),
-}
-
 #: (config, KV-cache bytes, max_model_len, max_num_batched_tokens) for the engine core's accounting.
 ACCOUNTED: dict[str, tuple[dict[str, Any], int, int, int]] = {
     "text": (_text(), 50_000_000, 4096, 2048),
@@ -172,7 +115,6 @@ ACCOUNTED: dict[str, tuple[dict[str, Any], int, int, int]] = {
 @pytest.fixture(scope="module")
 def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     cases = [{"id": f"built:{k}", "config": v} for k, v in BUILT.items()]
-    cases += [{"id": f"refused:{k}", "config": v[0]} for k, v in REFUSED.items()]
     cases += [
         {
             "id": f"kv:{k}",
@@ -217,17 +159,6 @@ def test_the_real_checkpoint_is_its_text_model_and_tower() -> None:
     assert (arch.parameters, arch.vision_parameters) == (427_040_140_160, 865_567_232)
 
 
-@pytest.mark.parametrize("case", sorted(REFUSED))
-def test_what_vllm_refuses_to_build_capacity_refuses_naming_the_field(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    config, words, field = REFUSED[case]
-    assert words in (vllm_answers[f"refused:{case}"]["error"] or ""), vllm_answers[f"refused:{case}"]
-    with pytest.raises(capacity.ConfigError) as refused:
-        capacity.architecture_from_config(config)
-    assert refused.value.field == field
-
-
 @pytest.mark.parametrize("case", sorted(ACCOUNTED))
 def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
     vllm_answers: dict[str, dict[str, Any]], case: str
@@ -239,16 +170,7 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
     assert answer["error"] is None, answer
     vllm = answer["kv_cache"]
     arch = capacity.architecture_from_config(config)
-    layout = capacity.kv_cache_layout(
-        arch,
-        tensor_parallel_size=1,
-        block_size=CPU_BLOCK_SIZE,
-        kernel_block_alignment=CPU_BLOCK_SIZE,
-        max_num_batched_tokens=mnbt,
-        max_model_len=length,
-        max_in_flight_tokens=mnbt,
-        enable_prefix_caching=False,
-    )
+    layout = cpu_engine_layout(arch, max_model_len=length, max_num_batched_tokens=mnbt)
     assert vllm["block_size"] == layout.block_size
     # One group of every cache: with index keys, one spec of the caches' pages summed (vLLM's
     # UniformTypeKVCacheSpecs); without, the layers' one FullAttentionSpec, a block of each layer's page.

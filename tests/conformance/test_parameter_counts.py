@@ -48,7 +48,7 @@ import capacity
 from capacity.architecture import ATTENTION_MIXERS, FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
-from tests.builders import QWEN2_VL_7B
+from tests.builders import MINIMAX_M3_TEXT, QWEN2_VL_7B, edited
 
 from .harness import HERE, VllmEnv, probe
 
@@ -111,6 +111,34 @@ REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
         CASES["longcat_flash"] | {"hidden_act": "gelu"},
         "hidden_act",
         "Unsupported activation",
+    ),
+    # MiniMax-M3 (its classes built in test_minimax_m3.py)
+    "minimax_m3-silu": (MINIMAX_M3_TEXT | {"hidden_act": "silu"}, "hidden_act", "Unsupported activation"),
+    "minimax_m3-index-heads-not-kv-heads": (
+        MINIMAX_M3_TEXT
+        | {
+            "sparse_attention_config": MINIMAX_M3_TEXT["sparse_attention_config"]
+            | {"sparse_num_index_heads": 4}
+        },
+        "sparse_attention_config.sparse_num_index_heads",
+        "requires total_num_index_heads",
+    ),
+    # MiniMaxM3TextConfig's default object has 4 index heads, which 2 KV heads cannot take
+    "minimax_m3-default-sparse-config-with-two-kv-heads": (
+        edited(MINIMAX_M3_TEXT, sparse_attention_config=None),
+        "sparse_attention_config.sparse_num_index_heads",
+        "requires total_num_index_heads",
+    ),
+    "minimax_m3-missing-topk-blocks": (
+        MINIMAX_M3_TEXT
+        | {"sparse_attention_config": {"sparse_num_index_heads": 2, "sparse_attention_freq": [0, 1, 1, 1]}},
+        "sparse_attention_config.sparse_topk_blocks",
+        "KeyError",
+    ),
+    "minimax_m3-short-moe-layer-freq": (
+        MINIMAX_M3_TEXT | {"moe_layer_freq": [0, 1]},
+        "moe_layer_freq",
+        "IndexError",
     ),
 }
 

@@ -9,7 +9,6 @@ are the real ones). tests/conformance/test_deepseek_v4.py asks the engine again 
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -18,19 +17,14 @@ import pytest
 
 import capacity as c
 from capacity.errors import ConfigError
+from tests.builders import edited
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "configs" / "deepseek-v4-flash" / "config.json"
 CONFIG: dict[str, Any] = json.loads(FIXTURE.read_text())
 
 
 def _arch(**changes: Any) -> c.Architecture:
-    cfg = copy.deepcopy(CONFIG)
-    for key, value in changes.items():
-        if value is None:
-            cfg.pop(key, None)
-        else:
-            cfg[key] = value
-    return c.architecture_from_config(cfg, name="deepseek-v4-flash")
+    return c.architecture_from_config(edited(CONFIG, **changes), name="deepseek-v4-flash")
 
 
 def test_parameters_are_what_vllms_class_builds():

@@ -15,6 +15,7 @@ import pytest
 
 import capacity as c
 from kvright import cli
+from tests.builders import cpu_engine_layout
 
 KIMI = c.catalog_entry("kimi-linear-48b-a3b")["config"]
 
@@ -144,15 +145,8 @@ def test_kimi_k3_weighs_and_caches_what_vllms_class_builds():
     arch = c.load_architecture("tests/data/configs/kimi-k3")
     assert arch.weights.method == "mxfp4" and arch.weight_groups.total == 1_560_860_298_368
     assert dict(arch.mixer_counts) == {"linear": 69, "mla": 24}
-    layout = c.kv_cache_layout(
-        arch,
-        block_size=128,
-        kernel_block_alignment=128,
-        max_num_batched_tokens=8192,
-        max_model_len=131072,
-        max_in_flight_tokens=8192,
-        enable_prefix_caching=False,
-        mamba_ssm_cache_dtype="float32",
+    layout = cpu_engine_layout(
+        arch, max_model_len=131072, max_num_batched_tokens=8192, mamba_ssm_cache_dtype="float32"
     )
     assert (layout.block_size, max(g.page_bytes for g in layout.groups)) == (5760, 6_635_520)
     assert layout.num_blocks(80_000_000_000) == 502

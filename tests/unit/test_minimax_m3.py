@@ -9,7 +9,6 @@ asks them again on every run; the arithmetic below is from the file's fields alo
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -20,51 +19,19 @@ import capacity as c
 from capacity.errors import ConfigError
 from capacity.roofline import StepModel
 from kvright import cli
+from tests.builders import MINIMAX_M3_TEXT, cpu_engine_layout, edited
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "configs" / "minimax-m3-nvfp4"
 CONFIG: dict[str, Any] = json.loads((FIXTURE / "config.json").read_text())
 TEXT: dict[str, Any] = CONFIG["text_config"]
 
-#: A small text model of the same kind: 4 layers, the first dense and attended whole, the rest sparse MoE.
-SMALL: dict[str, Any] = {
-    "architectures": ["MiniMaxM3SparseForCausalLM"],
-    "model_type": "minimax_m3_mtp",
-    "dtype": "bfloat16",
-    "hidden_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 128,
-    "vocab_size": 1024,
-    "max_position_embeddings": 4096,
-    "intermediate_size": 128,
-    "dense_intermediate_size": 512,
-    "num_local_experts": 8,
-    "num_experts_per_tok": 2,
-    "n_shared_experts": 1,
-    "moe_layer_freq": [0, 1, 1, 1],
-    "sparse_attention_config": {
-        "sparse_index_dim": 128,
-        "sparse_num_index_heads": 2,
-        "sparse_topk_blocks": 16,
-        "sparse_block_size": 128,
-        "sparse_attention_freq": [0, 1, 1, 1],
-    },
-}
-
 
 def _small(**changes: Any) -> c.Architecture:
-    cfg = copy.deepcopy(SMALL)
-    for key, value in changes.items():
-        if value is None:
-            cfg.pop(key, None)
-        else:
-            cfg[key] = value
-    return c.architecture_from_config(cfg)
+    return c.architecture_from_config(edited(MINIMAX_M3_TEXT, **changes))
 
 
 def _sparse(**changes: Any) -> dict[str, Any]:
-    return SMALL["sparse_attention_config"] | changes
+    return MINIMAX_M3_TEXT["sparse_attention_config"] | changes
 
 
 def test_the_nvidia_checkpoint_is_what_vllms_class_builds():
@@ -97,14 +64,7 @@ def test_each_token_caches_every_layers_kv_and_each_sparse_layers_bfloat16_index
 def test_the_engine_core_gives_the_nvidia_checkpoint_1952_blocks_of_128_tokens_in_32_gib():
     """vLLM 0.32 on its CPU backend (block 128): one group of the 117 caches, a page of 17,596,416 bytes."""
     arch = c.load_architecture(str(FIXTURE))
-    layout = c.kv_cache_layout(
-        arch,
-        block_size=128,
-        kernel_block_alignment=128,
-        max_model_len=131072,
-        max_in_flight_tokens=8192,
-        enable_prefix_caching=False,
-    )
+    layout = cpu_engine_layout(arch, max_model_len=131072, max_num_batched_tokens=8192)
     assert (layout.block_size, layout.bytes_per_block) == (128, 17_596_416)
     assert layout.num_blocks(32 * 2**30) == 1952
     assert [(g.kind, g.layers, g.count) for g in layout.groups] == [("full", 60, 1)]
@@ -118,7 +78,7 @@ def test_a_sparse_layer_raises_the_block_to_the_128_tokens_its_kernels_take():
 
 
 def test_sparse_attention_freq_chooses_the_layers_with_an_indexer():
-    h, kv_heads, di = SMALL["hidden_size"], SMALL["num_key_value_heads"], 128
+    h, kv_heads, di = MINIMAX_M3_TEXT["hidden_size"], MINIMAX_M3_TEXT["num_key_value_heads"], 128
     base = _small()
     dense = _small(sparse_attention_config=_sparse(sparse_attention_freq=[0, 0, 0, 0]))
     # index_q (a head per KV head), index_k (one head) fused into qkv_proj, and their two norms
@@ -140,7 +100,7 @@ def test_a_file_without_the_lists_gets_the_config_classs_three_dense_layers_firs
 
 
 def test_the_shared_expert_is_n_shared_experts_routed_experts_wide():
-    h, width = SMALL["hidden_size"], SMALL["intermediate_size"]
+    h, width = MINIMAX_M3_TEXT["hidden_size"], MINIMAX_M3_TEXT["intermediate_size"]
     one, two = _small(), _small(n_shared_experts=2, shared_intermediate_size=999)
     # three MoE layers; shared_intermediate_size is not read
     assert two.parameters - one.parameters == 3 * 3 * h * width
