@@ -44,7 +44,7 @@ from capacity.errors import CapacityError, ConfigError
 from capacity.gpus import GPU, gpu_ids, gpu_spec
 from capacity.launch import is_leader, node_args, node_role
 from capacity.layout import Layout, layout_error, pipeline_stages
-from capacity.lora import LORA_MAX_VOCAB, MAX_LORA_RANKS, Lora, lora_bytes_per_gpu
+from capacity.lora import LORA_MAX_VOCAB, MAX_LORA_RANKS, NO_LORA, Lora, lora_bytes_per_gpu
 from capacity.memory import (
     BLOCK_SIZE_TOKENS,
     CUDA_GRAPH_RESERVE_BYTES,
@@ -126,6 +126,7 @@ __all__ = [
     "MAX_NUM_SEQS_CAP",
     "NCCL_RESERVE_BYTES",
     "NON_TORCH_OVERHEAD_BYTES",
+    "NO_LORA",
     "ONLINE_FP8",
     "PERCENTILES",
     "POINTS_KEPT",

@@ -44,6 +44,7 @@ from capacity.layout import Layout, Stage
 __all__ = [
     "LORA_MAX_VOCAB",
     "MAX_LORA_RANKS",
+    "NO_LORA",
     "Lora",
     "lora_bytes_per_gpu",
 ]
@@ -100,6 +101,37 @@ _INPUT_AND_OUTPUT = frozenset(
         "TeleFLMForCausalLM",
     }
 )
+#: Classes kvright reads whose vLLM 0.32 model has no ``SupportsLoRA``: vLLM's model loader refuses
+#: ``--enable-lora`` for them ("does not support LoRA yet"), so the pods would never start.
+#: tests/conformance/test_lora_flags.py holds the set to vLLM's registry for every class in
+#: :data:`capacity.architecture.FAMILIES` it can inspect.
+NO_LORA: frozenset[str] = frozenset(
+    {
+        "BloomForCausalLM",
+        "Cohere2MoeForCausalLM",
+        "DbrxForCausalLM",
+        "DeepseekV4ForCausalLM",
+        "FalconForCausalLM",
+        "FalconMambaForCausalLM",
+        "GPT2LMHeadModel",
+        "GPTJForCausalLM",
+        "Gemma3nForCausalLM",
+        "Gemma3nForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+        "KimiK3ForConditionalGeneration",
+        "KimiLinearForCausalLM",
+        "Mamba2ForCausalLM",
+        "MambaForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "MiMoV2ForCausalLM",
+        "MiniMaxM3SparseForCausalLM",
+        "MiniMaxM3SparseForConditionalGeneration",
+        "OrionForCausalLM",
+        "StableLmForCausalLM",
+        "Step3p5ForCausalLM",
+    }
+)
+
 #: Architectures with ``embed_tokens`` only (Cohere) or ``lm_head`` only (Inkling).
 _INPUT_ONLY = frozenset({"CohereForCausalLM", "Cohere2ForCausalLM"})
 _OUTPUT_ONLY = frozenset({"InklingForCausalLM", "InklingForConditionalGeneration"})
@@ -194,6 +226,12 @@ def lora_bytes_per_gpu(
     """Bytes of LoRA buffers on one GPU (of ``stage`` under a pipeline), as vLLM 0.32 allocates them for
     ``lora.max_loras`` adapters at ``lora.max_lora_rank`` (the rule in the module docstring)."""
     lora.validate()
+    served_as = _class_name(arch)
+    if served_as in NO_LORA:
+        raise CapacityError(
+            f"vLLM 0.32 refuses LoRA on {arch.name}: its class {served_as} does not support LoRA (no "
+            "SupportsLoRA); expected a model whose vLLM class supports LoRA, or no lora settings"
+        )
     tp = tensor_parallel_size
     r, h = lora.max_lora_rank, arch.hidden_size
     layers = (stage.arch if stage is not None else arch).layers

@@ -15,18 +15,31 @@ overlap on two cores.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .harness import SHAPES, ServerPool, VllmEnv, build_model, make_vllm_env
+from capacity.architecture import FAMILIES
+
+from .harness import HERE, SHAPES, ServerPool, VllmEnv, build_model, make_vllm_env
 
 
 @pytest.fixture(scope="session")
 def vllm_env() -> VllmEnv:
     """Create or reuse the vLLM venv via deploy/vllm-env.sh (a no-op when its stamp matches)."""
     return make_vllm_env()
+
+
+@pytest.fixture(scope="session")
+def vllm_supports(vllm_env: VllmEnv) -> dict[str, dict[str, bool]]:
+    """Which of the classes kvright reads vLLM's registry says implement pipeline parallelism (``pp``) and
+    LoRA (``lora``), for every class it can inspect here (vllm_supports_probe.py): asked once a session."""
+    request = json.dumps(sorted(FAMILIES))
+    out = vllm_env.run([str(HERE / "vllm_supports_probe.py")], stdin=request, timeout=600)
+    answers = json.loads(out.strip().splitlines()[-1])
+    return {name: answer for name, answer in answers.items() if None not in answer.values()}
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import capacity
 from capacity import CapacityError, EngineConfig, KVMemory, Layout, Limits, Lora, Workload
 from kvright.api import SpecError, parse_spec
 from kvright.reconcile import desire
+from tests.builders import llama_8b_config
 from tests.unit.test_cli import run as cli
 from tests.unit.test_reconcile import LLAMA70, facts
 
@@ -267,3 +268,20 @@ def test_spec_lora_reaches_the_rendered_container_args() -> None:
 def test_spec_lora_is_validated_as_vllm_parses_it(lora: dict, message: str) -> None:
     with pytest.raises(SpecError, match=re.escape(message)):
         parse_spec(LLAMA70.set("lora", lora).spec())
+
+
+@pytest.mark.parametrize("config", ["stablelm", "minimax-m3"])
+def test_lora_on_a_class_vllm_serves_without_it_is_refused_naming_the_class(config: str) -> None:
+    """vLLM's loader refuses --enable-lora for a class without SupportsLoRA (capacity.NO_LORA): the plan is
+    refused in one line, instead of pods that never start."""
+    if config == "minimax-m3":
+        arch = capacity.load_architecture("tests/data/configs/minimax-m3-nvfp4")
+    else:
+        stablelm = {**llama_8b_config(), "architectures": ["StableLmForCausalLM"], "model_type": "stablelm"}
+        arch = capacity.architecture_from_config(stablelm)
+    with pytest.raises(CapacityError, match=f"its class {arch.architecture} does not support LoRA"):
+        capacity.lora_bytes_per_gpu(arch, Lora())
+    with pytest.raises(CapacityError, match="does not support LoRA"):
+        capacity.plan(
+            arch, capacity.gpu_spec("b200"), Workload(max_model_len=4096), capacity.SLO(), Limits(lora=Lora())
+        )
