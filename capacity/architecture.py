@@ -462,6 +462,11 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         }
         for model_type, layers in (("minimax_m3_vl", 60), ("minimax_m3_mtp", 1))
     },
+    # The dense layers before the first routed one where a file leaves first_k_dense_replace out: 3 in
+    # DeepseekV3Config (vLLM reads deepseek_v32 and kimi_k2 files with it too) and GlmMoeDsaConfig, 1 in
+    # Glm4MoeConfig and AXK1Config (DeepseekV2Config's 0 is the reader's own default).
+    **{t: {"first_k_dense_replace": 3} for t in ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")},
+    **{t: {"first_k_dense_replace": 1} for t in ("glm4_moe", "axk1")},
     # MistralConfig and Gemma2Config: a file that leaves the window out slides at 4096 (Mistral 7B v0.2 on
     # state null, which stays null).
     "mistral": {"sliding_window": 4096},
@@ -1509,13 +1514,13 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
     if a.attention_gate_projection:  # Kimi-K3's output gate (fused with q_a/kv_a, split by head)
         sharded += weigh("attention", i, h * heads * a.v_head_dim)
     if a.index_head_dim:
-        # DeepSeek-V3.2 indexer: wq_b, wk, k_norm (LayerNorm) and the per-head weights projection.
+        # DeepSeek-V3.2's indexer (vLLM's deepseek_v32/attention.py and deepseek_v2.py alike), replicated: wq_b
+        # as the checkpoint stores it; wk and the per-head weights projection fused into one linear built
+        # without the quantization (an fp8 checkpoint's wk is upcast at load); k_norm, a LayerNorm in float32.
         q_in = a.q_lora_rank if a.q_lora_rank is not None else h
-        replicated += weigh(
-            "indexer",
-            i,
-            q_in * a.index_n_heads * a.index_head_dim + h * a.index_head_dim + h * a.index_n_heads,
-        ) + weigh(None, i, 2 * a.index_head_dim)
+        replicated += weigh("indexer", i, q_in * a.index_n_heads * a.index_head_dim)
+        replicated += weigh(None, i, h * (a.index_head_dim + a.index_n_heads))
+        replicated += weigh(None, i, 2 * a.index_head_dim, dtype=FLOAT32_PARAMETERS)
     return sharded, replicated, 0.0
 
 

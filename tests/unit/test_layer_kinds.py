@@ -229,6 +229,21 @@ def test_mla_with_a_sparse_indexer_caches_the_latent_and_the_indexer_key():
     assert c.kv_cache_bytes_per_token(arch, tensor_parallel_size=8) == 8 * c.kv_cache_bytes_per_token(arch)
 
 
+def test_the_sparse_indexer_stores_wq_b_as_the_checkpoint_and_wk_unquantized():
+    """DeepSeek-V3.2's indexer on every layer, replicated (vLLM's deepseek_v32/attention.py): ``wq_b`` as
+    the checkpoint stores it (fp8 in 128 x 128 blocks, an fp32 scale each), ``wk`` and the per-head weights
+    projection fused into one linear vLLM builds without the quantization (bf16), and ``k_norm`` a LayerNorm
+    in float32."""
+    fp8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    base = {**c.catalog_entry("deepseek-v3")["config"], "quantization_config": fp8}
+    dense = c.architecture_from_config(base)
+    sparse = c.architecture_from_config({**base, "index_head_dim": 128, "index_n_heads": 64})
+    h, q_lora, layers = 7168, 1536, 61
+    per_layer = q_lora * 64 * 128 * (1 + 4 / (128 * 128)) + h * (128 + 64) * 2 + 2 * 128 * 4
+    assert sparse.weight_groups.total - dense.weight_groups.total == pytest.approx(layers * per_layer)
+    assert sparse.parameters - dense.parameters == layers * (q_lora * 64 * 128 + h * (128 + 64) + 2 * 128)
+
+
 @pytest.mark.parametrize(("expert_parallel", "valid"), [(False, [1, 2, 4]), (True, [1, 2, 4, 8])])
 def test_fp8_weight_blocks_bound_the_expert_width_per_rank(expert_parallel, valid):
     """Qwen3-235B-A22B-FP8: 1536-wide experts in 128x128 FP8 blocks; at TP 8 each rank would hold 192
