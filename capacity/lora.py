@@ -101,8 +101,8 @@ _INPUT_AND_OUTPUT = frozenset(
         "TeleFLMForCausalLM",
     }
 )
-#: Classes kvright reads whose vLLM 0.32 model has no ``SupportsLoRA``: vLLM's model loader refuses
-#: ``--enable-lora`` for them ("does not support LoRA yet"), so the pods would never start.
+#: Classes kvright reads whose vLLM 0.32 model has no ``SupportsLoRA`` in its CUDA build: vLLM's model loader
+#: refuses ``--enable-lora`` for them ("does not support LoRA yet"), so the pods would never start.
 #: tests/conformance/test_lora_flags.py holds the set to vLLM's registry for every class in
 #: :data:`capacity.architecture.FAMILIES` it can inspect.
 NO_LORA: frozenset[str] = frozenset(
@@ -110,7 +110,6 @@ NO_LORA: frozenset[str] = frozenset(
         "BloomForCausalLM",
         "Cohere2MoeForCausalLM",
         "DbrxForCausalLM",
-        "DeepseekV4ForCausalLM",
         "FalconForCausalLM",
         "FalconMambaForCausalLM",
         "GPT2LMHeadModel",

@@ -1,4 +1,4 @@
-"""Ask vLLM's registry which model classes implement pipeline parallelism and LoRA.
+"""Ask vLLM which model classes implement pipeline parallelism and LoRA, as a GPU build serves them.
 
 Runs in the vLLM venv's python. Reads a JSON list of class names (as a checkpoint's ``architectures`` lists
 them) from stdin and writes one JSON object to stdout: ``{class: {"pp": true | false | null, "lora": ...}}``,
@@ -6,30 +6,62 @@ whether vLLM's class implements ``SupportsPP`` and ``SupportsLoRA`` (``ModelRegi
 ``verify_with_parallel_config`` does before it refuses a pipeline-parallel size above 1 for one that does
 not, and as the model loader does before it refuses ``--enable-lora`` for one that does not), null where
 the class cannot be inspected here (a wrapper whose module imports a library this CPU venv lacks) or is not
-registered. MiniMax-M3's classes are imported with the stand-ins vllm_weights_probe.py gives them.
+registered.
+
+kvright's pods run vLLM's CUDA build. A hardware-isolated model package (``vllm.models.<name>``: DeepSeek-V3.2
+and V4, Kimi-K3, MiniMax-M3) picks its implementation by platform, and this CPU build's can differ from the
+GPU's (DeepSeek-V4's CPU class has no LoRA; its CUDA class has). For those the class asked about is the one
+the package imports from its ``nvidia/model.py`` on CUDA (under the name the package gives it: GLM-5's
+``GlmMoeDsaForCausalLM`` is DeepSeek-V3.2's class), imported here directly; MiniMax-M3's with the stand-ins
+vllm_weights_probe.py gives it.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib
+import importlib.util
 import json
 import sys
+from typing import Any
 
 from vllm_weights_probe import _minimax_m3_on_cpu
+
+#: The module of a hardware-isolated package that holds its CUDA implementation.
+CUDA_MODULE = "nvidia.model"
+
+
+def _cuda_class(package: str, name: str) -> Any:
+    """The class ``package`` (``vllm.models.<name>``) serves as ``name`` on CUDA: what its ``__init__``
+    imports from ``.nvidia.model`` under that name, else that module's attribute of the name."""
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin is not None, package
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    imported = name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == CUDA_MODULE:
+            imported = next((a.name for a in node.names if (a.asname or a.name) == name), imported)
+    shims = _minimax_m3_on_cpu() if name.startswith("MiniMaxM3") else contextlib.nullcontext()
+    with shims:
+        return getattr(importlib.import_module(f"{package}.{CUDA_MODULE}"), imported)
 
 
 def main() -> None:
     names = json.load(sys.stdin)
     with contextlib.redirect_stdout(sys.stderr):  # vLLM's logs stay off the answer
         from vllm.model_executor.models.interfaces import supports_lora, supports_pp
-        from vllm.model_executor.models.registry import ModelRegistry
+        from vllm.model_executor.models.registry import _VLLM_MODELS, ModelRegistry
 
         answers: dict[str, dict[str, bool | None]] = {}
         for name in names:
             model = ModelRegistry.models.get(name)
-            shims = _minimax_m3_on_cpu() if name.startswith("MiniMaxM3") else contextlib.nullcontext()
+            package = _VLLM_MODELS.get(name, ("", ""))[0]
             try:  # imported here, in this one process (inspecting may start a process per class)
-                with shims:
+                if package.startswith("vllm.models."):
+                    cls = _cuda_class(package, name)
+                else:
                     cls = model.load_model_cls() if model is not None else None
             except Exception:  # the class's module cannot be imported in this venv
                 cls = None
