@@ -1514,9 +1514,10 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
     if a.attention_gate_projection:  # Kimi-K3's output gate (fused with q_a/kv_a, split by head)
         sharded += weigh("attention", i, h * heads * a.v_head_dim)
     if a.index_head_dim:
-        # DeepSeek-V3.2's indexer (vLLM's deepseek_v32/attention.py and deepseek_v2.py alike), replicated: wq_b
-        # as the checkpoint stores it; wk and the per-head weights projection fused into one linear built
-        # without the quantization (an fp8 checkpoint's wk is upcast at load); k_norm, a LayerNorm in float32.
+        # DeepSeek-V3.2's indexer (vLLM's deepseek_v32/attention.py and deepseek_v2.py alike), replicated:
+        # wq_b as the checkpoint stores it; wk and the per-head weights projection fused into one linear
+        # built without the quantization (an fp8 checkpoint's wk is upcast at load); k_norm, a LayerNorm in
+        # float32.
         q_in = a.q_lora_rank if a.q_lora_rank is not None else h
         replicated += weigh("indexer", i, q_in * a.index_n_heads * a.index_head_dim)
         replicated += weigh(None, i, h * (a.index_head_dim + a.index_n_heads))
@@ -1717,7 +1718,7 @@ def _with_defaults(cfg: Mapping[str, Any], *, nested: bool = False) -> dict[str,
     model_type = cfg.get("model_type")
     merged: dict[str, Any] = {}
     if isinstance(model_type, str):
-        engine = _engine_vocabulary().config_defaults.get(model_type, {})
+        engine = engine_vocabulary().config_defaults.get(model_type, {})
         if nested:
             merged.update(engine)
         elif "tie_word_embeddings" in engine:
@@ -1770,7 +1771,7 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         _name_sub_config_type(merged, config, key)
         return _as_language_model(_with_defaults(merged, nested=True))
     named = config.get("architectures")
-    implied = _engine_vocabulary().architectures_without_model_type.get(_architecture_class(config))
+    implied = engine_vocabulary().architectures_without_model_type.get(_architecture_class(config))
     if "model_type" not in config and implied is not None:  # the type vLLM gives the class
         config = {**config, "model_type": implied}
     if config.get("model_type") == "dbrx" or (isinstance(named, list) and "DbrxForCausalLM" in named):
@@ -1785,7 +1786,7 @@ def _name_sub_config_type(sub: dict[str, Any], config: Mapping[str, Any], key: s
     top_type = config.get("model_type")
     if "model_type" in sub:
         return
-    built = _engine_vocabulary().sub_config_types.get(top_type, {}) if isinstance(top_type, str) else {}
+    built = engine_vocabulary().sub_config_types.get(top_type, {}) if isinstance(top_type, str) else {}
     if key in built:
         sub["model_type"] = built[key]
     elif key != "vision_config":
@@ -1833,7 +1834,7 @@ _DBRX_NAMES = {
 
 
 @dataclass(frozen=True)
-class _EngineVocabulary:
+class EngineVocabulary:
     """``vllm_config_types.json``: written from vLLM by tests/conformance/vllm_config_types_probe.py, which
     the conformance suite checks it against."""
 
@@ -1857,12 +1858,14 @@ class _EngineVocabulary:
     ``llm_config`` that names none."""
     previously_supported: Mapping[str, str]
     """Classes vLLM served until the release given and now refuses by name (MiniMax-M1, dots.llm1, MPT)."""
+    quantization_methods: frozenset[str]
+    """The ``quant_method`` names vLLM loads (``QUANTIZATION_METHODS``)."""
 
 
 @cache
-def _engine_vocabulary() -> _EngineVocabulary:
+def engine_vocabulary() -> EngineVocabulary:
     doc = json.loads((resources.files("capacity") / "vllm_config_types.json").read_text())
-    return _EngineVocabulary(
+    return EngineVocabulary(
         vllm=doc["vllm"],
         transformers=doc["transformers"],
         model_types=frozenset(doc["model_types"]),
@@ -1872,6 +1875,7 @@ def _engine_vocabulary() -> _EngineVocabulary:
         config_defaults=doc["config_defaults"],
         sub_config_types=doc["sub_config_types"],
         previously_supported=doc["previously_supported"],
+        quantization_methods=frozenset(doc["quantization_methods"]),
     )
 
 
@@ -1884,7 +1888,7 @@ def config_reader(config: Mapping[str, Any]) -> ConfigReader:
     only under ``--trust-remote-code``; without it, or with no ``auto_map`` ``AutoConfig`` at all (``none``),
     the engine stops at start. A config with no ``model_type`` is the engine's only when its class is one
     vLLM maps to a type itself."""
-    engine = _engine_vocabulary()
+    engine = engine_vocabulary()
     model_type = config.get("model_type")
     if model_type is None:
         native = _architecture_class(config) in engine.architectures_without_model_type
@@ -1911,7 +1915,7 @@ def model_class_reader(config: Mapping[str, Any]) -> ConfigReader:
     names = config.get("architectures")
     if not isinstance(names, list) or not names:
         return "engine"
-    engine = _engine_vocabulary()
+    engine = engine_vocabulary()
     if any(name in engine.architectures for name in names) or names[0] in engine.transformers_architectures:
         return "engine"
     auto_map = config.get("auto_map")
@@ -1924,7 +1928,7 @@ def _model_class_warnings(config: Mapping[str, Any], reader: ConfigReader) -> li
     """What ``reader`` (:func:`model_class_reader`) means for serving, when it is not ``engine``."""
     if reader == "engine":
         return []
-    engine = _engine_vocabulary()
+    engine = engine_vocabulary()
     name = _architecture_class(config)
     head = (
         f"architectures names {name}, a class vLLM {engine.vllm} does not register and its transformers "
@@ -2081,7 +2085,7 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
     # Not the 69 names themselves: a condition message or a CLI line of 2,000 characters hides what is wrong.
     known = f"expected one of the {len(FAMILIES)} architectures that `kvright catalog` lists"
     name = architecture or repr(model_type)
-    engine = _engine_vocabulary()
+    engine = engine_vocabulary()
     if architecture in engine.previously_supported:
         unknown = (
             f"is {name}, which vLLM served until v{engine.previously_supported[architecture]} and vLLM "
@@ -4411,7 +4415,7 @@ def architecture_from_config(
         a["head_dim"] = extra["qk_nope_head_dim"] + extra["qk_rope_head_dim"]
     reader = config_reader(config)
     if reader == "none":
-        engine = _engine_vocabulary()
+        engine = engine_vocabulary()
         warnings.append(
             f"model_type {config.get('model_type')!r} has no config class in vLLM {engine.vllm} or its "
             f"transformers {engine.transformers}, and the file names no AutoConfig code of its own "

@@ -599,7 +599,7 @@ def weight_format(
         method = "mxfp4"
     reader = _READERS.get(method)
     if reader is None:
-        reason = _REFUSED.get(method, "unsupported")
+        reason = _REFUSED.get(method) or _unread_reason(method)
         raise ConfigError(
             f"{where}.quant_method",
             f"is {method!r} ({reason}); expected one of {', '.join(ACCEPTED_METHODS)}",
@@ -608,6 +608,17 @@ def weight_format(
     if config.get("model_type") == "deepseek_v4" and method == "fp8":
         return _deepseek_v4_fp8(fmt, block, where, config.get("expert_dtype", "fp4"))
     return fmt
+
+
+def _unread_reason(method: str) -> str:
+    """Why kvright refuses a method it has no reader for: one vLLM does not load at all, or one it loads
+    and kvright does not weigh yet (AMD's Quark, torchao, ...: the plan would be wrong without a word)."""
+    from capacity.architecture import engine_vocabulary  # the engine's names (architecture imports this)
+
+    engine = engine_vocabulary()
+    if method in engine.quantization_methods:
+        return f"vLLM {engine.vllm} loads it; kvright does not weigh {method} checkpoints yet"
+    return f"not a method vLLM {engine.vllm} loads"
 
 
 def _deepseek_v4_fp8(

@@ -16,7 +16,8 @@ files state no hidden_size, layers or heads of their Llama), so those defaults a
 meaning: ``config_defaults``, each type's ``__init__`` default for the sizes capacity reads (not a value
 derived from others, such as Llama's head_dim), and ``sub_config_types``, the type a composite config
 builds for a sub-config that names none. And the classes vLLM served in an earlier release and names when it
-refuses them (``previously_supported``: MiniMax-M1's, dots.llm1's, Baichuan's, until 0.23).
+refuses them (``previously_supported``: MiniMax-M1's, dots.llm1's, Baichuan's, until 0.23), and the
+quantization methods it loads (``quantization_methods``).
 
 Regenerate after moving the engine: ``VENV/bin/python tests/conformance/vllm_config_types_probe.py >
 capacity/vllm_config_types.json``; tests/conformance/test_remote_code.py says when it is due.
@@ -33,6 +34,7 @@ from importlib.metadata import version
 def vocabulary() -> dict[str, object]:
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
     from vllm.model_executor.models import registry
     from vllm.model_executor.models.registry import ModelRegistry
     from vllm.transformers_utils import config
@@ -53,6 +55,8 @@ def vocabulary() -> dict[str, object]:
         ),
         # classes vLLM served once and now refuses by name ("was supported in vLLM until v0.23.0")
         "previously_supported": dict(sorted(registry._PREVIOUSLY_SUPPORTED_MODELS.items())),
+        # the quantization_config methods vLLM loads (get_quantization_config's names)
+        "quantization_methods": sorted(QUANTIZATION_METHODS),
         **_defaults(config._CONFIG_REGISTRY),
     }
 

@@ -963,3 +963,21 @@ def test_a_module_partly_quantized_weighs_its_projections_by_their_sizes() -> No
     assert fmt.bytes_per_parameter(
         "attention", layer=0, model_dtype_bytes=BF16, shares=(1, 0, 0, 0, 0)
     ) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize(
+    ("method", "words"),
+    [
+        ("quark", "vLLM 0.32.0 loads it; kvright does not weigh quark checkpoints yet"),
+        ("torchao", "vLLM 0.32.0 loads it; kvright does not weigh torchao checkpoints yet"),
+        ("exl3", "not a method vLLM 0.32.0 loads"),
+    ],
+)
+def test_a_method_without_a_reader_says_whether_vllm_loads_it(method: str, words: str) -> None:
+    """A method vLLM loads but kvright does not weigh (AMD's Quark) is refused as kvright's gap, not the
+    engine's; one vLLM does not know (ExLlama's) as the engine's. The engine's list is its
+    QUANTIZATION_METHODS, recorded in vllm_config_types.json."""
+    with pytest.raises(ConfigError) as refused:
+        fmt_of({"quant_method": method})
+    assert refused.value.field == "quantization_config.quant_method"
+    assert words in str(refused.value)
