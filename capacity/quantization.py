@@ -50,6 +50,7 @@ Approximations, each well under the 5% the planner needs:
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -543,6 +544,7 @@ ACCEPTED_METHODS: tuple[str, ...] = (
     "modelopt_mxfp8",
     "mxfp4",
     "mxfp8",
+    "quark",
 )
 
 #: Methods vLLM 0.32 does not load (or kvright does not plan), with the reason.
@@ -1520,7 +1522,165 @@ def _ct_scheme(weights: Mapping[str, Any], inputs: Any, where: str, fmt: Any) ->
     return scheme, label, compute
 
 
+def _quark(block: dict[str, Any], where: str) -> WeightFormat:
+    """AMD's Quark (``QuarkConfig``, quantization/quark/quark.py): per module, an ``exclude`` entry (a full
+    name or an ``re:`` regex; a glob there matches nothing) leaves it in the model dtype; else the first
+    ``layer_quant_config`` key that matches it (a glob over the full name, or the full name itself) gives its
+    spec; else ``global_quant_config``. ``layer_type_quant_config`` must be there (vLLM reads it, though its
+    string keys never match a module class) and so must ``export``. The embedding and the LM head are never
+    quantized. ``--kv-cache-dtype auto`` stays the model dtype: an ``export.kv_cache_group`` (FP8 K and V
+    outputs) only says the checkpoint carries scales for ``--kv-cache-dtype fp8``."""
+    export = block.get("export")
+    if not isinstance(export, Mapping):
+        raise ConfigError(
+            f"{where}.export", f"is {export!r:.40}; vLLM 0.32's QuarkConfig requires the object"
+        )
+    if not isinstance(block.get("layer_type_quant_config"), Mapping):
+        raise ConfigError(
+            f"{where}.layer_type_quant_config",
+            f"is {block.get('layer_type_quant_config')!r:.40}; vLLM 0.32's QuarkConfig requires an object "
+            "(an empty one is fine)",
+        )
+    layers = block.get("layer_quant_config") or {}
+    if not isinstance(layers, Mapping):
+        raise ConfigError(f"{where}.layer_quant_config", f"is {layers!r:.40}; expected an object of specs")
+    kv_group = _names(export, ("kv_cache_group",), f"{where}.export")
+    for pattern in kv_group:  # vLLM takes the KV scales' spec from these entries' output_tensors
+        output = (
+            (layers.get(pattern) or {}).get("output_tensors")
+            if isinstance(layers.get(pattern), Mapping)
+            else None
+        )
+        if not isinstance(output, Mapping) or (output.get("dtype"), output.get("qscheme")) != (
+            "fp8_e4m3",
+            "per_tensor",
+        ):
+            raise ConfigError(
+                f"{where}.export.kv_cache_group",
+                f"names {pattern!r:.40} without a layer_quant_config entry whose output_tensors are fp8_e4m3 "
+                "per_tensor; vLLM 0.32 quantizes a Quark KV cache to that alone",
+            )
+    # vLLM clears output_tensors on the KV entries and the q projections before it refuses quantized outputs.
+    outputs_cleared = set(kv_group) | {key for key in layers if key.endswith("q_proj")}
+    rules: list[Rule] = []
+    # A glob in the list matches nothing (vLLM matches full names and re: there); a name under a layer's
+    # routed experts leaves all of that layer's experts unquantized (one FusedMoE module holds them).
+    excluded = tuple(
+        n if n.startswith("re:") or ".experts." not in n else n[: n.index(".experts.") + len(".experts")]
+        for n in _names(block, ("exclude",), where)
+        if n.startswith("re:") or "*" not in n
+    )
+    if excluded:
+        rules.append(Rule(patterns=excluded))
+    labels: list[str] = []
+    for key, spec in layers.items():
+        scheme, label, compute = _quark_scheme(
+            spec, f"{where}.layer_quant_config.{key}", key in outputs_cleared
+        )
+        pattern = "re:" + fnmatch.translate(key) if "*" in key else key
+        rules.append(Rule(patterns=(pattern,), scheme=scheme))
+        labels.append(label)
+    glob = block.get("global_quant_config")
+    scheme, label, compute = _quark_scheme(glob, f"{where}.global_quant_config", False)
+    if scheme is not None:
+        labels.insert(0, label)
+    return WeightFormat(
+        method="quark",
+        label="Quark " + (" + ".join(dict.fromkeys(labels)) if labels else "(nothing quantized)"),
+        compute_format=compute[0],
+        weight_only=compute[1],
+        scheme=scheme,
+        default_kinds=_DECODER_LINEAR_AND_EXPERTS if scheme is not None else frozenset(),
+        rules=tuple(rules),
+        weight_block_size=scheme.block if scheme is not None else None,
+    )
+
+
+#: Quark's OCP MX weight dtypes (``per_group`` 32 with e8m0 scales): bits a weight.
+_QUARK_MX_BITS = {"fp4": 4, "fp8_e4m3": 8}
+
+
+def _quark_scheme(
+    spec: Any, where: str, outputs_cleared: bool
+) -> tuple[Scheme | None, str, tuple[str | None, bool]]:
+    """One Quark spec (``weight``, ``input_tensors``, ``output_tensors``, ``bias``) as vLLM 0.32's
+    ``QuarkConfig._get_scheme_from_config`` matches it, in its order: FP8 W8A8 (per tensor, per channel, or
+    128 x 128 blocks), INT8 W8A8, INT4 W4A16 per group, NVFP4 (a two-entry list), then OCP MX (MXFP4 and
+    MXFP8 weights, 32 a scale). Returns (scheme, label, (compute format, weight only)); a null spec: no
+    quantization."""
+    if spec is None:
+        return None, "", (None, False)
+    if not isinstance(spec, Mapping):
+        raise ConfigError(where, f"is {spec!r:.40}; expected an object with weight and input_tensors")
+    weight, inputs = spec.get("weight"), spec.get("input_tensors")
+    if spec.get("bias") is not None or (spec.get("output_tensors") is not None and not outputs_cleared):
+        raise ConfigError(where, "quantizes output_tensors or bias, which vLLM 0.32 does not load from Quark")
+    if weight is None:
+        return None, "", (None, False)
+    if isinstance(weight, list):
+        first = weight[0] if weight and isinstance(weight[0], Mapping) else {}
+        if len(weight) == 2 and first.get("dtype") == "fp4" and first.get("group_size") == 16:
+            return _nvfp4(16), "NVFP4 (4 bits + fp8 scale per 16)", ("fp4", False)
+        raise ConfigError(
+            f"{where}.weight",
+            "is a list that is not NVFP4's; vLLM 0.32 reads no other (fp8 + int4 W4A8 runs on ROCm alone)",
+        )
+    if not isinstance(weight, Mapping):
+        raise ConfigError(f"{where}.weight", f"is {weight!r:.40}; expected a quantization spec object")
+    dtype, qscheme = weight.get("dtype"), weight.get("qscheme")
+    in_dtype = inputs.get("dtype") if isinstance(inputs, Mapping) else None
+    group = weight.get("group_size")
+    if dtype == "fp8_e4m3" and qscheme in ("per_tensor", "per_channel", "per_block"):
+        if in_dtype != "fp8_e4m3":
+            raise ConfigError(
+                f"{where}.input_tensors",
+                f"is {inputs!r:.40}; vLLM 0.32 loads Quark FP8 weights only with FP8 activations (W8A8)",
+            )
+        if qscheme == "per_block":
+            if weight.get("block_size") not in ([128, 128], (128, 128)):
+                raise ConfigError(
+                    f"{where}.weight.block_size", f"is {weight.get('block_size')!r:.40}; expected [128, 128]"
+                )
+            return _fp8_blocks(128, 128), "fp8 128x128 blocks", ("fp8", False)
+        per_channel = qscheme == "per_channel"
+        return (
+            (_FP8_PER_ROW if per_channel else _FP8_PER_TENSOR),
+            f"fp8 {qscheme.replace('_', ' ')}",
+            ("fp8", False),
+        )
+    if dtype == "int8" and qscheme in ("per_tensor", "per_channel") and in_dtype == "int8":
+        per = PER_ROW if qscheme == "per_channel" else PER_TENSOR
+        return (
+            Scheme(weight_bits=8, scale_bytes=4, weights_per_scale=per, zero_point_bits=8),
+            "int8 W8A8",
+            ("int8", False),
+        )
+    if dtype in ("int4", "uint4") and qscheme == "per_group" and inputs is None:
+        g = _positive(group, f"{where}.weight.group_size")
+        # model-dtype scales and int32-packed zero points (even when symmetric), one of each a group
+        return (
+            Scheme(weight_bits=4, scale_bytes=None, weights_per_scale=g, zero_point_bits=4),
+            f"int4 W4A16 group {g}",
+            ("int4", True),
+        )
+    if dtype in _QUARK_MX_BITS and qscheme == "per_group" and group == 32:
+        scheme = _MXFP4 if dtype == "fp4" else _MXFP8
+        name = "MXFP4" if dtype == "fp4" else "MXFP8"
+        if inputs is None:
+            return scheme, f"{name} weight-only", ("fp4" if dtype == "fp4" else "mxfp8", True)
+        if in_dtype == dtype or in_dtype == "fp8_e4m3":  # MX activations, or fp8 (per tensor or MXFP8)
+            fp8_inputs = dtype == "fp4" and in_dtype == "fp8_e4m3"
+            label = f"{name} with fp8 activations" if fp8_inputs else name
+            return scheme, label, ("fp8" if fp8_inputs else "fp4" if dtype == "fp4" else "mxfp8", False)
+    raise ConfigError(
+        f"{where}.weight",
+        f"is {dtype!r:.20} {qscheme!r:.20} with input_tensors {in_dtype!r:.20}; kvright reads Quark's FP8 "
+        "(per tensor, per channel, 128x128 blocks), INT8 W8A8, INT4 W4A16 per group, NVFP4, MXFP4 and MXFP8",
+    )
+
+
 _READERS = {
+    "quark": _quark,
     "fp8": _fp8,
     "fbgemm_fp8": _fbgemm_fp8,
     # vLLM 0.32 reads every spelling of a method with the one config class (get_quantization_config)

@@ -346,6 +346,46 @@ _WIDE_LLAMA = {
     "torch_dtype": "bfloat16",
 }
 _AUTOROUND = {"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True, "data_type": "int"}
+
+
+def _q(dtype: str, qscheme: str, **fields: Any) -> dict[str, Any]:
+    """One Quark QuantizationSpec as Quark exports it."""
+    return {
+        "dtype": dtype,
+        "qscheme": qscheme,
+        "is_dynamic": False,
+        "symmetric": True,
+        "group_size": None,
+    } | fields
+
+
+def _quark_spec(weight: Any, inputs: Any = None, outputs: Any = None) -> dict[str, Any]:
+    return {"weight": weight, "input_tensors": inputs, "output_tensors": outputs, "bias": None}
+
+
+def _quark(
+    spec: dict[str, Any],
+    *,
+    layers: dict[str, Any] | None = None,
+    kv_cache_group: list[str] | None = None,
+    exclude: list[str] | None = None,
+) -> dict[str, Any]:
+    """A Quark quantization_config as Quark exports it."""
+    return {
+        "quant_method": "quark",
+        "export": {
+            "kv_cache_group": kv_cache_group or [],
+            "pack_method": "reorder",
+            "weight_format": "real_quantized",
+        },
+        "global_quant_config": spec,
+        "layer_quant_config": layers or {},
+        "layer_type_quant_config": {},
+        "exclude": ["lm_head", *(exclude or [])],
+    }
+
+
+_FP8T = _q("fp8_e4m3", "per_tensor")
 _CT_W4A16 = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}
 
 #: Quantization blocks no real fixture here holds, each on ``_WIDE_LLAMA`` (vLLM's CPU build builds them).
@@ -367,6 +407,29 @@ QUANTIZED_BLOCKS: dict[str, dict[str, Any]] = {
     | {"extra_config": {"model.layers.0.mlp.down_proj": {"bits": 16}, "lm_head": {"bits": 16}}},
     "autoround-int4-one-block": _AUTOROUND | {"block_name_to_quantize": ["model.layers.1"]},
     "autoround-fp8-blocks": _AUTOROUND | {"bits": 8, "group_size": [128, 128], "data_type": "fp"},
+    # AMD Quark: its FP8-KV recipe (FP8 weights and inputs per tensor, K and V outputs for --kv-cache-dtype
+    # fp8), per-channel weights with per-token inputs, 128 x 128 blocks, INT4 W4A16, and an exclude list of
+    # exact names and a regex beside a glob (which vLLM matches against nothing)
+    "quark-fp8-kv": _quark(
+        _quark_spec(_FP8T, _FP8T),
+        layers={k: _quark_spec(_FP8T, _FP8T, _FP8T) for k in ("*k_proj", "*v_proj")},
+        kv_cache_group=["*k_proj", "*v_proj"],
+    ),
+    "quark-fp8-per-channel-dynamic": _quark(
+        _quark_spec(_q("fp8_e4m3", "per_channel"), _q("fp8_e4m3", "per_channel", is_dynamic=True))
+    ),
+    "quark-fp8-blocks": _quark(
+        _quark_spec(
+            _q("fp8_e4m3", "per_block", block_size=[128, 128]),
+            _q("fp8_e4m3", "per_group", is_dynamic=True, group_size=128),
+        )
+    ),
+    "quark-int4-w4a16": _quark(_quark_spec(_q("int4", "per_group", group_size=128))),
+    "quark-fp8-exclude": _quark(
+        _quark_spec(_FP8T, _FP8T),
+        exclude=[f"model.layers.0.self_attn.{p}_proj" for p in "qkv"]
+        + [r"re:.*layers\.1\.mlp\..*", "*o_proj"],
+    ),
 }
 
 

@@ -968,16 +968,126 @@ def test_a_module_partly_quantized_weighs_its_projections_by_their_sizes() -> No
 @pytest.mark.parametrize(
     ("method", "words"),
     [
-        ("quark", "vLLM 0.32.0 loads it; kvright does not weigh quark checkpoints yet"),
+        ("fp_quant", "vLLM 0.32.0 loads it; kvright does not weigh fp_quant checkpoints yet"),
         ("torchao", "vLLM 0.32.0 loads it; kvright does not weigh torchao checkpoints yet"),
         ("exl3", "not a method vLLM 0.32.0 loads"),
     ],
 )
 def test_a_method_without_a_reader_says_whether_vllm_loads_it(method: str, words: str) -> None:
-    """A method vLLM loads but kvright does not weigh (AMD's Quark) is refused as kvright's gap, not the
+    """A method vLLM loads but kvright does not weigh (FP-Quant's) is refused as kvright's gap, not the
     engine's; one vLLM does not know (ExLlama's) as the engine's. The engine's list is its
     QUANTIZATION_METHODS, recorded in vllm_config_types.json."""
     with pytest.raises(ConfigError) as refused:
         fmt_of({"quant_method": method})
     assert refused.value.field == "quantization_config.quant_method"
     assert words in str(refused.value)
+
+
+def _quark_spec(dtype: str, qscheme: str, **fields: Any) -> dict[str, Any]:
+    return {"dtype": dtype, "qscheme": qscheme, "is_dynamic": False, "symmetric": True} | fields
+
+
+_QFP8 = _quark_spec("fp8_e4m3", "per_tensor")
+_QMXFP4 = _quark_spec("fp4", "per_group", group_size=32, scale_format="e8m0")
+
+
+def quark(glob: Any, **fields: Any) -> dict[str, Any]:
+    """A Quark block as Quark exports it: ``glob`` the global spec's (weight, input_tensors)."""
+    spec = {"weight": glob[0], "input_tensors": glob[1], "output_tensors": None, "bias": None}
+    block = {
+        "quant_method": "quark",
+        "export": {"kv_cache_group": [], "pack_method": "reorder"},
+        "global_quant_config": spec,
+        "layer_quant_config": {},
+        "layer_type_quant_config": {},
+        "exclude": ["lm_head"],
+    }
+    return block | fields
+
+
+def test_quark_fp8_kv_recipe_is_fp8_weights_and_leaves_the_kv_cache_to_the_flag() -> None:
+    """AMD's FP8-KV checkpoints: FP8 weights and inputs per tensor; the K and V output specs give the
+    checkpoint's scales for ``--kv-cache-dtype fp8``, but vLLM's ``auto`` stays the model dtype for Quark."""
+    kv = {"weight": _QFP8, "input_tensors": _QFP8, "output_tensors": _QFP8, "bias": None}
+    fmt = fmt_of(
+        quark(
+            (_QFP8, _QFP8),
+            layer_quant_config={"*k_proj": kv, "*v_proj": kv},
+            export={"kv_cache_group": ["*k_proj", "*v_proj"]},
+        )
+    )
+    assert (fmt.method, fmt.compute_format, fmt.weight_only, fmt.kv_cache_dtype) == (
+        "quark",
+        "fp8",
+        False,
+        None,
+    )
+    for kind in ("attention", "mlp", "experts"):
+        assert fmt.bytes_per_parameter(kind, layer=3, model_dtype_bytes=BF16) == 1.0
+    assert fmt.bytes_per_parameter("embedding", layer=None, model_dtype_bytes=BF16) == BF16
+    assert fmt.bytes_per_parameter("lm_head", layer=None, model_dtype_bytes=BF16) == BF16
+
+
+def test_quark_layer_specs_and_the_exclude_list_resolve_per_module_as_vllm_does() -> None:
+    """A layer_quant_config glob over the full name overrides the global spec; the exclude list takes full
+    names and ``re:`` regexes (a glob there matches nothing); a name under a layer's routed experts leaves
+    all of that layer's experts unquantized."""
+    int4 = {"weight": _quark_spec("int4", "per_group", group_size=128), "input_tensors": None}
+    fmt = fmt_of(
+        quark(
+            (_QMXFP4, _QMXFP4),
+            layer_quant_config={"*mlp*": int4 | {"output_tensors": None, "bias": None}},
+            exclude=[
+                "lm_head",
+                "*self_attn*",
+                "re:.*layers\\.2\\.self_attn.*",
+                "model.layers.5.mlp.experts.0.w1",
+            ],
+        )
+    )
+    assert (
+        fmt.bytes_per_parameter("attention", layer=1, model_dtype_bytes=BF16) == 4.25 / 8
+    )  # the glob: nothing
+    assert fmt.bytes_per_parameter("attention", layer=2, model_dtype_bytes=BF16) == BF16
+    assert fmt.bytes_per_parameter("mlp", layer=1, model_dtype_bytes=BF16) == 0.5 + (2 + 0.5) / 128
+    assert fmt.bytes_per_parameter("experts", layer=4, model_dtype_bytes=BF16) == 0.5 + (2 + 0.5) / 128
+    assert fmt.bytes_per_parameter("experts", layer=5, model_dtype_bytes=BF16) == BF16
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"export": None}, "quantization_config.export", "requires the object"),
+        (
+            {"layer_type_quant_config": None},
+            "quantization_config.layer_type_quant_config",
+            "requires an object",
+        ),
+        (
+            {"global_quant_config": {"weight": _QFP8, "input_tensors": None}},
+            "quantization_config.global_quant_config.input_tensors",
+            "only with FP8 activations",
+        ),
+        (
+            {"global_quant_config": {"weight": _QFP8, "input_tensors": _QFP8, "output_tensors": _QFP8}},
+            "quantization_config.global_quant_config",
+            "output_tensors or bias",
+        ),
+        (
+            {"export": {"kv_cache_group": ["*k_proj"]}},
+            "quantization_config.export.kv_cache_group",
+            "fp8_e4m3 per_tensor",
+        ),
+        (
+            {"global_quant_config": {"weight": _quark_spec("fp6_e2m3", "per_group", group_size=32)}},
+            "quantization_config.global_quant_config.weight",
+            "kvright reads Quark's FP8",
+        ),
+    ],
+)
+def test_quark_blocks_vllm_refuses_are_refused_naming_the_field(
+    fields: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        fmt_of(quark((_QFP8, _QFP8), **fields))
+    assert refused.value.field == field and words in str(refused.value), str(refused.value)
