@@ -1546,11 +1546,8 @@ def _quark(block: dict[str, Any], where: str) -> WeightFormat:
         raise ConfigError(f"{where}.layer_quant_config", f"is {layers!r:.40}; expected an object of specs")
     kv_group = _names(export, ("kv_cache_group",), f"{where}.export")
     for pattern in kv_group:  # vLLM takes the KV scales' spec from these entries' output_tensors
-        output = (
-            (layers.get(pattern) or {}).get("output_tensors")
-            if isinstance(layers.get(pattern), Mapping)
-            else None
-        )
+        entry = layers.get(pattern)
+        output = entry.get("output_tensors") if isinstance(entry, Mapping) else None
         if not isinstance(output, Mapping) or (output.get("dtype"), output.get("qscheme")) != (
             "fp8_e4m3",
             "per_tensor",
@@ -1572,18 +1569,21 @@ def _quark(block: dict[str, Any], where: str) -> WeightFormat:
     )
     if excluded:
         rules.append(Rule(patterns=excluded))
-    labels: list[str] = []
+    scheme, label, compute = _quark_scheme(
+        block.get("global_quant_config"), f"{where}.global_quant_config", False
+    )
+    labels = [label] if scheme is not None else []
+    computes = [compute] if scheme is not None else []
     for key, spec in layers.items():
-        scheme, label, compute = _quark_scheme(
+        named, label, named_compute = _quark_scheme(
             spec, f"{where}.layer_quant_config.{key}", key in outputs_cleared
         )
         pattern = "re:" + fnmatch.translate(key) if "*" in key else key
-        rules.append(Rule(patterns=(pattern,), scheme=scheme))
-        labels.append(label)
-    glob = block.get("global_quant_config")
-    scheme, label, compute = _quark_scheme(glob, f"{where}.global_quant_config", False)
-    if scheme is not None:
-        labels.insert(0, label)
+        rules.append(Rule(patterns=(pattern,), scheme=named))
+        if named is not None:
+            labels.append(label)
+            computes.append(named_compute)
+    compute = computes[0] if computes else (None, False)  # the global spec's, else the first entry's
     return WeightFormat(
         method="quark",
         label="Quark " + (" + ".join(dict.fromkeys(labels)) if labels else "(nothing quantized)"),
@@ -1596,8 +1596,12 @@ def _quark(block: dict[str, Any], where: str) -> WeightFormat:
     )
 
 
-#: Quark's OCP MX weight dtypes (``per_group`` 32 with e8m0 scales): bits a weight.
-_QUARK_MX_BITS = {"fp4": 4, "fp8_e4m3": 8}
+#: Quark's OCP MX weight dtypes (``per_group`` 32 with e8m0 scales): the scheme, its name and what it computes
+#: in with MX activations.
+_QUARK_MX: dict[str, tuple[Scheme, str, str]] = {
+    "fp4": (_MXFP4, "MXFP4", "fp4"),
+    "fp8_e4m3": (_MXFP8, "MXFP8", "mxfp8"),
+}
 
 
 def _quark_scheme(
@@ -1663,15 +1667,14 @@ def _quark_scheme(
             f"int4 W4A16 group {g}",
             ("int4", True),
         )
-    if dtype in _QUARK_MX_BITS and qscheme == "per_group" and group == 32:
-        scheme = _MXFP4 if dtype == "fp4" else _MXFP8
-        name = "MXFP4" if dtype == "fp4" else "MXFP8"
+    if dtype in _QUARK_MX and qscheme == "per_group" and group == 32:
+        scheme, name, native = _QUARK_MX[dtype]
         if inputs is None:
-            return scheme, f"{name} weight-only", ("fp4" if dtype == "fp4" else "mxfp8", True)
-        if in_dtype == dtype or in_dtype == "fp8_e4m3":  # MX activations, or fp8 (per tensor or MXFP8)
-            fp8_inputs = dtype == "fp4" and in_dtype == "fp8_e4m3"
-            label = f"{name} with fp8 activations" if fp8_inputs else name
-            return scheme, label, ("fp8" if fp8_inputs else "fp4" if dtype == "fp4" else "mxfp8", False)
+            return scheme, f"{name} weight-only", (native, True)
+        if in_dtype == dtype:
+            return scheme, name, (native, False)
+        if in_dtype == "fp8_e4m3":  # fp8 activations per tensor, or MXFP8 ones
+            return scheme, f"{name} with fp8 activations", ("fp8", False)
     raise ConfigError(
         f"{where}.weight",
         f"is {dtype!r:.20} {qscheme!r:.20} with input_tensors {in_dtype!r:.20}; kvright reads Quark's FP8 "

@@ -1091,3 +1091,16 @@ def test_quark_blocks_vllm_refuses_are_refused_naming_the_field(
     with pytest.raises(ConfigError) as refused:
         fmt_of(quark((_QFP8, _QFP8), **fields))
     assert refused.value.field == field and words in str(refused.value), str(refused.value)
+
+
+def test_a_quark_file_quantizing_only_named_layers_computes_in_their_format() -> None:
+    """No global spec, MXFP4 experts by a layer_quant_config glob (as AMD's Kimi and DeepSeek MXFP4 files
+    are laid out): the experts are MXFP4, every other module in the model dtype, and the kernels the GPU
+    must run natively are MXFP4's."""
+    experts = {"weight": _QMXFP4, "input_tensors": _QMXFP4, "output_tensors": None, "bias": None}
+    fmt = fmt_of(
+        quark((None, None)) | {"global_quant_config": None, "layer_quant_config": {"*experts*": experts}}
+    )
+    assert (fmt.compute_format, fmt.weight_only, fmt.label) == ("fp4", False, "Quark MXFP4")
+    assert fmt.bytes_per_parameter("experts", layer=2, model_dtype_bytes=BF16) == 4.25 / 8
+    assert fmt.bytes_per_parameter("attention", layer=2, model_dtype_bytes=BF16) == BF16
