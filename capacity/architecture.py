@@ -4443,6 +4443,16 @@ def architecture_from_config(
         )
     if model_type == "afmoe":
         _afmoe_switches(cfg)
+    vision_layers = _opt_int(cfg, ("vision_n_layers",), minimum=0) if model_type == "deepseek_v4" else None
+    if vision_layers:
+        # vLLM's model_arch_config_convertor rewrites such a file to the vision wrapper (models/deepseek_v4's
+        # vl_model.py): a ViT, an aligner, four float32 image vectors and a float32 vision bias per expert.
+        warnings.append(
+            f"vision_n_layers is {vision_layers}: vLLM 0.32 serves this file as "
+            "DeepseekV4ForConditionalGeneration, with a vision tower, aligner and per-expert vision router "
+            "biases beside the text model, which kvright does not weigh (about 1 GB for a 32-layer, "
+            "1024-wide tower); the plan counts the text model alone"
+        )
     if model_type == "kimi_linear":
         extra["moe_min_width_per_rank"] = _int(cfg, ("min_moe_intermediate_per_partition",), default=256)
     if model_type == "hyperclovax" and _bool(cfg, "use_post_norm", True):

@@ -144,3 +144,14 @@ def test_it_plans_on_hopper_and_is_refused_where_vllm_has_no_kernel():
 def test_a_pinned_bf16_cache_is_refused_with_what_is_accepted():
     with pytest.raises(c.CapacityError, match="expected auto or fp8"):
         _plan("h200", kv_cache_dtype="bfloat16")
+
+
+def test_a_file_with_a_vision_tower_warns_that_the_tower_is_not_weighed():
+    """DeepSeek-V4-Flash-Vision-Exp states ``vision_n_layers`` flat beside the text fields; vLLM serves such a
+    file as DeepseekV4ForConditionalGeneration. kvright reads the text model and says what it leaves out."""
+    vision = _arch(vision_n_layers=32, vision_dim=1024, vision_n_heads=16)
+    text = _arch()
+    assert vision.parameters == text.parameters and not text.warnings
+    (warning,) = vision.warnings
+    assert "vision_n_layers is 32" in warning and "DeepseekV4ForConditionalGeneration" in warning
+    assert not _arch(vision_n_layers=0).warnings
