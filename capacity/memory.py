@@ -469,9 +469,6 @@ def _kv_cache_layout(
         elif mixer in STATE_MIXERS:
             state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
             buckets.setdefault(("mamba", None), []).append((state, layers))
-    if arch.num_indexer_layers:  # MiniMax-M3: each indexer's key cache, in the full-attention group (vLLM's
-        # pages of one layer each, in one group with the layers' own)
-        buckets[("full", None)].append((indexer_key_bytes(arch), arch.num_indexer_layers))
     if not buckets:
         return KVCacheLayout(block_size=block_size, bytes_per_block=0, groups=(), inflight_tokens=inflight)
     # vLLM's MambaSpec.max_memory_usage_bytes: 2 + the prefill checkpoint blocks in align mode (MambaMixer2
@@ -479,8 +476,10 @@ def _kv_cache_layout(
     checkpoint = 1 if arch.state is not None and arch.state.kind == "mamba2" else 0
     state_blocks = 2 + checkpoint if enable_prefix_caching else 1
     counts = {key: sum(n for _, n in pages) for key, pages in buckets.items()}
-    if arch.num_indexer_layers:  # an indexer's cache is its layer's: a layer's page holds both
-        counts[("full", None)] -= arch.num_indexer_layers
+    if arch.num_indexer_layers:
+        # MiniMax-M3: each indexer's key cache, a page of its own in the full-attention group (counted with
+        # its layer, not as a layer)
+        buckets[("full", None)].append((indexer_key_bytes(arch), arch.num_indexer_layers))
     if len(buckets) == 1:
         ((kind, bound), pages) = next(iter(buckets.items()))
         per_layer_block = sum(p * n for p, n in pages)
