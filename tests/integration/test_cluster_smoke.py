@@ -216,7 +216,7 @@ def test_crd_cel_rule_rejects_a_violating_object_with_its_message(
 
 @pytest.mark.cluster
 def test_rbac_is_on_and_service_account_tokens_authenticate(
-    kube: Any, cluster: Cluster, namespace: str
+    kube: Any, cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
@@ -227,7 +227,7 @@ def test_rbac_is_on_and_service_account_tokens_authenticate(
     ).status.token
     config = client.Configuration()
     config.host = cluster.server
-    config.ssl_ca_cert = _ca_file(cluster, namespace)
+    config.ssl_ca_cert = _ca_file(cluster, tmp_path)
     config.api_key = {"authorization": str(token)}
     config.api_key_prefix = {"authorization": "Bearer"}
     with client.ApiClient(config) as sa_client:
@@ -239,17 +239,15 @@ def test_rbac_is_on_and_service_account_tokens_authenticate(
         assert denied.value.status == 403
 
 
-def _ca_file(cluster: Cluster, tag: str) -> str:
-    """The cluster CA from the kubeconfig, written to a file the client can read."""
+def _ca_file(cluster: Cluster, directory: Path) -> str:
+    """The cluster CA from the kubeconfig, written to a file the client can read (in the test's own
+    temporary directory, which pytest removes: not a file left in /tmp by every run)."""
     import base64
-    import tempfile
 
     config = yaml.safe_load(cluster.kubeconfig.read_text(encoding="utf-8"))
-    data = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
-    handle, path = tempfile.mkstemp(prefix=f"ca-{tag}-", suffix=".crt")
-    os.write(handle, data)
-    os.close(handle)
-    return path
+    path = directory / "ca.crt"
+    path.write_bytes(base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]))
+    return str(path)
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
