@@ -225,11 +225,27 @@ FAMILIES: dict[str, str] = {
     "LagunaForCausalLM": "laguna",
 }
 
-#: Classes whose vLLM model does not implement pipeline parallelism (no ``SupportsPP``): vLLM refuses a
-#: pipeline-parallel size above 1 for them at config time. tests/conformance/test_layouts.py holds the set to
-#: vLLM's registry for every class in :data:`FAMILIES` it can inspect.
+#: Classes vLLM registers whose model does not implement pipeline parallelism (no ``SupportsPP``): vLLM
+#: refuses a pipeline-parallel size above 1 for them at config time. Every registered class, as for
+#: ``NO_LORA``; tests/conformance/test_layouts.py holds the set to vLLM's registry for every class it can
+#: inspect here.
 NO_PIPELINE_PARALLEL: frozenset[str] = frozenset(
-    {"Mamba2ForCausalLM", "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"}
+    {
+        "AriaForConditionalGeneration",
+        "FireRedASR2ForConditionalGeneration",
+        "Gemma3nForCausalLM",
+        "Gemma3nForConditionalGeneration",
+        "HrmTextForCausalLM",
+        "IQuestLoopCoderForCausalLM",
+        "Idefics3ForConditionalGeneration",
+        "Mamba2ForCausalLM",
+        "NemotronParseForConditionalGeneration",
+        "PaddleOCRVLForConditionalGeneration",
+        "Phi4MMForCausalLM",
+        "SmolVLMForConditionalGeneration",
+        "WhisperForConditionalGeneration",
+        "Zamba2ForCausalLM",
+    }
 )
 
 #: The same, by ``model_type``, for configs without ``architectures``.
@@ -954,10 +970,18 @@ class Architecture:
     state: StateSpec | None = None
     """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
     vision_parameters: int = 0
-    """Vision tower and projector of a multimodal checkpoint: weights, no KV cache."""
+    """Vision and audio towers and their projectors of a multimodal checkpoint: weights, no KV cache."""
     vision_whole_parameters: int = 0
-    """Of ``vision_parameters``, the towers vLLM builds through transformers' ``AutoModel`` (Gemma 3n's timm
-    vision tower and audio conformer), which no TP rank splits: whole on every GPU."""
+    """Of ``vision_parameters``, those no TP rank splits, whole on every GPU: the towers vLLM builds through
+    transformers (Gemma 3n's timm vision tower and audio conformer, Qwen2-Audio's Whisper encoder), and the
+    plain modules of its own towers (convolutions, norms, ``nn.Linear`` projectors)."""
+    tower_tp_widths: tuple[tuple[str, int], ...] = ()
+    """Widths of a tower's layers vLLM splits across the TP ranks with no whole-per-rank fallback, each with
+    a description to format it into (GLM-ASR's encoder heads, MLP and projector; Granite Speech's conformer
+    feed-forwards and CTC head): vLLM's ``divide`` asserts TP divides each when it builds them."""
+    tower_kv_heads: int = 0
+    """K and V heads of such a tower's fused QKV projection (GLM-ASR's): split whole, or replicated whole
+    when TP exceeds them, as the text model's; 0: none."""
     vision_heads: int = 0
     """Attention heads of a vision tower vLLM splits across the TP ranks as it does the text model's
     (``divide(num_heads, tp)`` in GLM-V's Glm4vVisionAttention, under the default ``--mm-encoder-tp-mode
@@ -3980,6 +4004,204 @@ def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
     return patch_embed + depth * block + positions + downsample + merger
 
 
+# ----- audio towers ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _AudioTower:
+    """An audio wrapper's encoder and projector, as its vLLM class builds them."""
+
+    parameters: int
+    """All of them (the tower's and the projector's)."""
+    whole: int
+    """Of ``parameters``, those every TP rank holds whole (transformers' modules, ``nn.Linear``, norms,
+    convolutions); the rest vLLM splits across the ranks."""
+    tp_widths: tuple[tuple[str, int], ...] = ()
+    """:attr:`Architecture.tower_tp_widths`."""
+    kv_heads: int = 0
+    """:attr:`Architecture.tower_kv_heads`."""
+
+
+#: The sub-configs of a wrapper that describe a tower beside its language model; one no reader below weighs
+#: is named in a warning (:func:`_unweighed_towers`).
+_TOWER_CONFIGS = ("audio_config", "encoder_config", "speech_config", "audio_encoder_config")
+
+
+def _audio_tower(config: Mapping[str, Any], text_hidden: int) -> _AudioTower | None:
+    """The audio encoder and projector of a wrapper whose class kvright weighs (by ``architectures``), or
+    None. Defaults are the encoder config classes' (a file saved by transformers may leave them out)."""
+    cls = _architecture_class(config)
+    audio_config = config.get("audio_config")
+    if cls == "VoxtralForConditionalGeneration" and not (
+        isinstance(audio_config, Mapping) and audio_config.get("downsample_factor") is not None
+    ):
+        # voxtral.py reads the encoder settings that vLLM's Mistral-format loader writes from params.json
+        # (downsample_factor, window_size, ...); transformers' VoxtralConfig has none of them.
+        raise ConfigError(
+            "audio_config.downsample_factor",
+            "is missing; vLLM 0.32 builds Voxtral only from its Mistral-format params.json "
+            "(--config-format mistral), which states it, not from transformers' config.json",
+        )
+    reader = _AUDIO_READERS.get(cls)
+    if reader is None:
+        return None
+    key = "encoder_config" if reader is _granite_speech_tower else "audio_config"
+    audio = config.get(key, {})
+    if not isinstance(audio, Mapping):
+        raise ConfigError(key, f"is {audio!r:.40}; expected an object")
+    try:
+        return reader(config, audio, text_hidden)
+    except ConfigError as exc:
+        field = exc.field if exc.field.split(".")[0] in config else f"{key}.{exc.field}"
+        raise ConfigError(field, str(exc).split(": ", 1)[-1]) from None
+
+
+def _whisper_encoder(audio: Mapping[str, Any]) -> tuple[int, int]:
+    """transformers' Whisper-style encoder (``Qwen2AudioEncoder``, which vLLM's qwen2_audio.py and
+    audioflamingo3.py build as transformers wrote it, whole on every rank), and its width: two convolutions
+    with biases over the mel bins, a position table of ``max_source_positions`` rows, ``encoder_layers``
+    blocks (q, k, v and output projections, k without a bias; two LayerNorms; a GELU MLP with biases) and
+    a final LayerNorm."""
+    width = _int(audio, ("d_model", "hidden_size"), default=1280)
+    layers = _int(audio, ("encoder_layers", "num_hidden_layers"), default=32)
+    ffn = _int(audio, ("encoder_ffn_dim", "intermediate_size"), default=5120)
+    mels = _int(audio, ("num_mel_bins",), default=128)
+    positions = _int(audio, ("max_source_positions",), default=1500)
+    convolutions = mels * width * 3 + width + width * width * 3 + width
+    block = 4 * width * width + 3 * width + 2 * width * ffn + ffn + width + 4 * width
+    return convolutions + positions * width + layers * block + 2 * width, width
+
+
+def _qwen2_audio_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int) -> _AudioTower:
+    """Qwen2-Audio: the Whisper-style encoder and one biased linear into the text width (qwen2_audio.py)."""
+    encoder, width = _whisper_encoder(audio)
+    total = encoder + width * text_hidden + text_hidden
+    return _AudioTower(parameters=total, whole=total)
+
+
+def _audio_flamingo3_tower(
+    config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int
+) -> _AudioTower:
+    """Audio Flamingo 3: the same encoder (its pooling has no weights) and two linears into the text width,
+    biased by ``projector_bias`` (audioflamingo3.py's ``nn.Linear``s)."""
+    encoder, width = _whisper_encoder(audio)
+    biases = 2 * text_hidden if _bool(config, "projector_bias", True) else 0
+    total = encoder + width * text_hidden + text_hidden * text_hidden + biases
+    return _AudioTower(parameters=total, whole=total)
+
+
+def _glm_asr_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int) -> _AudioTower:
+    """GLM-ASR (glmasr.py's ``GlmAsrEncoder``, vLLM's own and split by TP as the text model is): two biased
+    convolutions, ``num_hidden_layers`` blocks of a fused QKV projection (biased, ``num_key_value_heads``
+    K and V heads of ``hidden_size / num_attention_heads``), a biased output projection, a GELU MLP with
+    biases and two LayerNorms, then a LayerNorm; rotary positions, so no table. The projector is two biased
+    TP-split linears from ``intermediate_size`` (four frames merged) through twice the text width. The
+    convolutions, the norms and the row-parallel linears' biases are whole on every rank."""
+    width = _int(audio, ("hidden_size",), default=1280)
+    layers = _int(audio, ("num_hidden_layers",), default=32)
+    ffn = _int(audio, ("intermediate_size",), default=5120)
+    heads = _int(audio, ("num_attention_heads",), default=20)
+    kv_heads = _int(audio, ("num_key_value_heads",), default=heads)
+    mels = _int(audio, ("num_mel_bins",), default=128)
+    qkv = (heads + 2 * kv_heads) * (width // heads)
+    convolutions = mels * width * 3 + width + width * width * 3 + width
+    norms = layers * 4 * width + 2 * width
+    row_biases = layers * 2 * width + text_hidden  # a row-parallel linear's bias is whole on every rank
+    linears = layers * (qkv * width + qkv + width * width + 2 * width * ffn + ffn)
+    projector = ffn * 2 * text_hidden + 2 * text_hidden + 2 * text_hidden * text_hidden
+    return _AudioTower(
+        parameters=convolutions + norms + row_biases + linears + projector,
+        whole=convolutions + norms + row_biases,
+        tp_widths=(
+            ("{} encoder attention heads", heads),
+            ("{}-wide encoder MLP", ffn),
+            ("{}-wide projector", 2 * text_hidden),
+        ),
+        kv_heads=kv_heads,
+    )
+
+
+def _granite_speech_tower(
+    config: Mapping[str, Any], encoder: Mapping[str, Any], text_hidden: int
+) -> _AudioTower:
+    """Granite Speech (granite_speech.py): a conformer CTC encoder and a Q-Former projector.
+
+    The encoder: a biased input linear from ``input_dim``; ``num_layers`` blocks of two macaron
+    feed-forwards (a LayerNorm, biased up and down projections ``feedforward_mult`` times the width, split by
+    TP), attention (a LayerNorm; ``num_heads`` x ``dim_head`` queries and keys/values without biases, a
+    biased output, a relative-position table of ``2 max_pos_emb + 1`` rows of ``dim_head``), a convolution
+    module (a LayerNorm, a biased pointwise convolution to twice ``conv_expansion_factor`` times the width,
+    a depthwise kernel of ``conv_kernel_size`` without a bias, a batch norm, a biased pointwise convolution
+    back) and a LayerNorm; then the CTC head's two biased linears through ``output_dim`` (split by TP).
+    The projector: ``window_size / downsample_rate`` learned queries, vLLM's BLIP-2 Q-Former over the
+    ``projector_config`` (a LayerNorm, then per layer self-attention, cross-attention from
+    ``encoder_hidden_size`` every ``cross_attention_frequency`` layers, and the query feed-forward, each with
+    biases and a LayerNorm) and a biased linear into the text width, all whole on every rank."""
+    width = _int(encoder, ("hidden_dim",), default=1024)
+    layers = _int(encoder, ("num_layers",), default=10)
+    inputs = _int(encoder, ("input_dim",), default=160)
+    ffn = width * _int(encoder, ("feedforward_mult",), default=4)
+    inner = _int(encoder, ("num_heads",), default=8) * _int(encoder, ("dim_head",), default=128)
+    dim_head = _int(encoder, ("dim_head",), default=128)
+    reach = _int(encoder, ("max_pos_emb",), default=512)
+    context = _int(encoder, ("context_size",), default=200)
+    if context > reach:  # GraniteSpeechConformerAttention refuses it
+        raise ConfigError("context_size", f"is {context}; expected at most max_pos_emb ({reach})")
+    positions = 2 * reach + 1
+    conv = width * _int(encoder, ("conv_expansion_factor",), default=2)
+    kernel = _int(encoder, ("conv_kernel_size",), default=15)
+    outputs = _int(encoder, ("output_dim",), default=42)
+    feed_forward = 2 * width * ffn + ffn  # split; the down projection's bias is whole, as below
+    attention = 4 * width * inner + width + positions * dim_head
+    convolution = width * 2 * conv + 2 * conv + conv * kernel + 2 * conv + conv * width + width
+    norms = 2 * width * 5  # two feed-forwards', attention's, the convolution's and the block's
+    row_biases = 2 * width  # the feed-forwards' down projections (row-parallel biases are whole)
+    whole = inputs * width + width + layers * (attention + convolution + norms + row_biases) + width
+    split = layers * 2 * feed_forward + 2 * width * outputs + outputs
+    q = config.get("projector_config", {})
+    if not isinstance(q, Mapping):
+        raise ConfigError("projector_config", f"is {q!r:.40}; expected an object")
+    try:
+        hidden = _int(q, ("hidden_size",), default=768)
+        q_layers = _int(q, ("num_hidden_layers",), default=12)
+        q_ffn = _int(q, ("intermediate_size",), default=3072)
+        every = _int(q, ("cross_attention_frequency",), default=2)
+        encoded = _int(q, ("encoder_hidden_size",), default=1408)
+    except ConfigError as exc:
+        raise ConfigError(f"projector_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+    window = _int(config, ("window_size",), default=15)
+    queries = window // _int(config, ("downsample_rate",), default=5) * hidden
+    attention_block = 4 * hidden * hidden + 4 * hidden + 2 * hidden
+    cross_block = 2 * hidden * hidden + 2 * encoded * hidden + 4 * hidden + 2 * hidden
+    feed = 2 * hidden * q_ffn + q_ffn + hidden + 2 * hidden
+    crossing = len(range(0, q_layers, every))
+    qformer = 2 * hidden + q_layers * (attention_block + feed) + crossing * cross_block
+    projector = queries + qformer + hidden * text_hidden + text_hidden
+    return _AudioTower(
+        parameters=whole + split + projector,
+        whole=whole + projector,
+        tp_widths=(("{}-wide conformer feed-forward", ffn), ("{}-wide CTC head", outputs)),
+    )
+
+
+#: The wrappers whose audio tower kvright weighs, by the class vLLM builds.
+_AUDIO_READERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any], int], _AudioTower]] = {
+    "Qwen2AudioForConditionalGeneration": _qwen2_audio_tower,
+    "AudioFlamingo3ForConditionalGeneration": _audio_flamingo3_tower,
+    "GlmAsrForConditionalGeneration": _glm_asr_tower,
+    "GraniteSpeechForConditionalGeneration": _granite_speech_tower,
+    "GraniteSpeechPlusForConditionalGeneration": _granite_speech_tower,
+}
+
+
+def _unweighed_towers(config: Mapping[str, Any]) -> list[str]:
+    """The tower sub-configs (:data:`_TOWER_CONFIGS`) of a wrapper whose class kvright has no reader for:
+    planned without them, which a warning says."""
+    if _architecture_class(config) in _AUDIO_READERS:
+        return []
+    return [key for key in _TOWER_CONFIGS if isinstance(config.get(key), Mapping) and config[key]]
+
+
 # ----- the converter ---------------------------------------------------------------------------------------
 
 
@@ -4504,6 +4726,15 @@ def architecture_from_config(
         # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
         # model alone (the towers are MiMoV2OmniForCausalLM's).
         towers = (_vision_parameters(config, hidden) if family != "mimo_v2" else 0, 0)
+    audio = _audio_tower(config, hidden)
+    if audio is not None:
+        towers = (towers[0] + audio.parameters, towers[1] + audio.whole)
+    unweighed = _unweighed_towers(config) if family not in ("gemma3n", "mimo_v2") else []
+    if unweighed:
+        warnings.append(
+            f"{architecture}'s {' and '.join(unweighed)}: a tower kvright does not weigh yet, left out of "
+            "every GPU's memory (planned as the language model alone)"
+        )
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
@@ -4551,6 +4782,8 @@ def architecture_from_config(
         vision_parameters=towers[0],
         vision_whole_parameters=towers[1],
         vision_heads=_vision_heads(config),
+        tower_tp_widths=audio.tp_widths if audio is not None else (),
+        tower_kv_heads=audio.kv_heads if audio is not None else 0,
         config_reader=reader,
         model_class_reader=class_reader,
         warnings=tuple(warnings),

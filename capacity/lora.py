@@ -101,33 +101,59 @@ _INPUT_AND_OUTPUT = frozenset(
         "TeleFLMForCausalLM",
     }
 )
-#: Classes kvright reads whose vLLM 0.32 model has no ``SupportsLoRA`` in its CUDA build: vLLM's model loader
-#: refuses ``--enable-lora`` for them ("does not support LoRA yet"), so the pods would never start.
-#: tests/conformance/test_lora_flags.py holds the set to vLLM's registry for every class in
-#: :data:`capacity.architecture.FAMILIES` it can inspect.
+#: Classes vLLM 0.32 registers whose model has no ``SupportsLoRA`` in its CUDA build: vLLM's model loader
+#: refuses ``--enable-lora`` for them ("does not support LoRA yet"), so the pods would never start. Every
+#: registered class, not only those kvright reads by name: a wrapper is read through its text config, and
+#: an unknown decoder as a standard one. tests/conformance/test_lora_flags.py holds the set to vLLM's
+#: registry for every class it can inspect here.
 NO_LORA: frozenset[str] = frozenset(
     {
+        "AriaForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM",
+        "BailingMoeV3ForCausalLM",
         "BloomForCausalLM",
         "Cohere2MoeForCausalLM",
         "DbrxForCausalLM",
+        "DeepseekVLV2ForCausalLM",
         "FalconForCausalLM",
         "FalconMambaForCausalLM",
+        "FireRedASR2ForConditionalGeneration",
+        "FunAudioChatForConditionalGeneration",
         "GPT2LMHeadModel",
         "GPTJForCausalLM",
         "Gemma3nForCausalLM",
         "Gemma3nForConditionalGeneration",
+        "HfMoondream",
+        "HrmTextForCausalLM",
+        "IQuestLoopCoderForCausalLM",
         "KimiK25ForConditionalGeneration",
         "KimiK3ForConditionalGeneration",
         "KimiLinearForCausalLM",
+        "KimiVLForConditionalGeneration",
         "Mamba2ForCausalLM",
         "MambaForCausalLM",
         "MiMoV2FlashForCausalLM",
         "MiMoV2ForCausalLM",
         "MiniMaxM3SparseForCausalLM",
         "MiniMaxM3SparseForConditionalGeneration",
+        "Moondream3ForCausalLM",
+        "MoonshotKimiaForCausalLM",
+        "MossTranscribeDiarizeForConditionalGeneration",
+        "NemotronParseForConditionalGeneration",
+        "OpenVLAForActionPrediction",
         "OrionForCausalLM",
+        "Ovis",
+        "Ovis2_5",
+        "Ovis2_6ForCausalLM",
+        "Ovis2_6_MoeForCausalLM",
+        "PaddleOCRVLForConditionalGeneration",
+        "Phi3VForCausalLM",
+        "Qwen2AudioForConditionalGeneration",
         "StableLmForCausalLM",
+        "Step1ForCausalLM",
+        "Step3TextForCausalLM",
         "Step3p5ForCausalLM",
+        "Zamba2ForCausalLM",
     }
 )
 

@@ -97,8 +97,8 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
             f"does not divide the {padded_vocab_size(arch)}-row padded vocabulary of {arch.name} "
             f"(vocab {arch.vocab_size} rounded up to a multiple of {VOCAB_PADDING_MULTIPLE})"
         )
-    elif (split := _split_mlp_width(arch, tp)) is not None:
-        reason = f"does not divide the {split[1]}-wide {split[0]} of {arch.name} (vLLM asserts it does)"
+    elif (split := _undivided_width(arch, tp)) is not None:
+        reason = f"does not divide the {split} (vLLM asserts it does)"
     else:
         block = fp8_block_error(arch, tp, expert_parallel=expert_parallel)
         if block is None:
@@ -212,17 +212,28 @@ def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     return any(_splits_kv_heads(h, tp) for h in heads)
 
 
-def _split_mlp_width(arch: Architecture, tp: int) -> tuple[str, int] | None:
-    """A dense MLP's (or the shared experts') width that ``tp`` does not divide, or None. vLLM splits a
-    dense MLP's gate/up projection by ``MergedColumnParallelLinear``, which asserts ``width % tp == 0``,
-    and its down projection by ``RowParallelLinear`` (``divide(input_size, tp)``, the same assertion);
-    routed experts are split by floor division and padded (``FusedMoEConfig``), so they set no rule here."""
+def _undivided_width(arch: Architecture, tp: int) -> str | None:
+    """A width vLLM splits by TP that ``tp`` does not divide, described with its model, or None.
+
+    A dense MLP's (or the shared experts') width: vLLM splits its gate/up projection by
+    ``MergedColumnParallelLinear``, which asserts ``width % tp == 0``, and its down projection by
+    ``RowParallelLinear`` (``divide(input_size, tp)``, the same assertion); routed experts are split by
+    floor division and padded (``FusedMoEConfig``), so they set no rule here. An audio tower's split layers
+    (:attr:`Architecture.tower_tp_widths`; its fused QKV projection's K and V heads,
+    :attr:`Architecture.tower_kv_heads`, split or replicated whole as the text model's are)."""
     widths = [("dense MLP", layer.ffn_width) for layer in arch.layers if layer.ffn == "dense"]
     if arch.shared_expert_intermediate_size and any(layer.ffn == "moe" for layer in arch.layers):
         widths.append(("shared expert MLP", arch.shared_expert_intermediate_size))
     if arch.per_layer_input_size:  # Gemma 4's per_layer_model_projection, a ColumnParallelLinear
         widths.append(("per-layer input projection", arch.num_layers * arch.per_layer_input_size))
-    return next(((what, width) for what, width in widths if width and width % tp), None)
+    dense = (f"{width}-wide {what} of {arch.name}" for what, width in widths if width and width % tp)
+    split = next(dense, None)
+    if split is None:
+        towers = (what.format(width) for what, width in arch.tower_tp_widths if width % tp)
+        split = next((f"{what} of {arch.name}'s audio tower" for what in towers), None)
+    if split is None and arch.tower_kv_heads and _splits_kv_heads(arch.tower_kv_heads, tp):
+        split = f"{arch.tower_kv_heads} encoder KV heads of {arch.name}'s audio tower into fractions"
+    return split
 
 
 def _accepted(arch: Architecture, tp: int) -> bool:
@@ -233,5 +244,5 @@ def _accepted(arch: Architecture, tp: int) -> bool:
         and arch.o_groups % tp == 0
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
-        and _split_mlp_width(arch, tp) is None
+        and _undivided_width(arch, tp) is None
     )

@@ -349,3 +349,122 @@ MINIMAX_M3_TEXT: dict[str, Any] = {
         "sparse_attention_freq": [0, 1, 1, 1],
     },
 }
+
+
+# Audio wrappers as their files state them (transformers' config classes; vLLM builds each as its class
+# says), over a small language model. A sub-config that states only its type takes its class's defaults:
+# the released sizes (Qwen2-Audio-7B's Whisper-large encoder, GLM-ASR's, Granite Speech 3.3's conformer).
+_SMALL_TEXT = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 4096,
+    "max_position_embeddings": 4096,
+}
+_WHISPER_SMALL = {"num_mel_bins": 80, "num_attention_heads": 4, "max_source_positions": 300}
+AUDIO_WRAPPERS: dict[str, dict[str, Any]] = {
+    "qwen2_audio": {
+        "architectures": ["Qwen2AudioForConditionalGeneration"],
+        "model_type": "qwen2_audio",
+        "torch_dtype": "bfloat16",
+        "audio_token_index": 4000,
+        "text_config": _SMALL_TEXT | {"model_type": "qwen2", "tie_word_embeddings": False},
+        "audio_config": {
+            "model_type": "qwen2_audio_encoder",
+            "d_model": 128,
+            "encoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "encoder_ffn_dim": 384,
+            "num_mel_bins": 80,
+            "max_source_positions": 300,
+        },
+    },
+    "audioflamingo3": {
+        "architectures": ["AudioFlamingo3ForConditionalGeneration"],
+        "model_type": "audioflamingo3",
+        "torch_dtype": "bfloat16",
+        "audio_token_id": 4000,
+        "projector_bias": True,
+        "text_config": _SMALL_TEXT | {"model_type": "qwen2", "tie_word_embeddings": False},
+        "audio_config": _WHISPER_SMALL
+        | {
+            "model_type": "audioflamingo3_encoder",
+            "hidden_size": 128,
+            "num_hidden_layers": 2,
+            "intermediate_size": 384,
+        },
+    },
+    "glmasr": {
+        "architectures": ["GlmAsrForConditionalGeneration"],
+        "model_type": "glmasr",
+        "torch_dtype": "bfloat16",
+        "audio_token_id": 4000,
+        "tie_word_embeddings": False,
+        "text_config": _SMALL_TEXT | {"model_type": "llama", "tie_word_embeddings": False},
+        "audio_config": {
+            "model_type": "glmasr_encoder",
+            "hidden_size": 128,
+            "intermediate_size": 512,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "num_mel_bins": 80,
+        },
+    },
+    "granite_speech": {
+        "architectures": ["GraniteSpeechForConditionalGeneration"],
+        "model_type": "granite_speech",
+        "torch_dtype": "bfloat16",
+        "audio_token_index": 4000,
+        "tie_word_embeddings": True,
+        "window_size": 15,
+        "downsample_rate": 5,
+        "text_config": _SMALL_TEXT | {"model_type": "granite", "tie_word_embeddings": True},
+        "encoder_config": {
+            "model_type": "granite_speech_encoder",
+            "input_dim": 160,
+            "num_layers": 2,
+            "hidden_dim": 128,
+            "feedforward_mult": 4,
+            "num_heads": 4,
+            "dim_head": 32,
+            "output_dim": 42,
+            "context_size": 32,
+            "max_pos_emb": 64,
+            "conv_kernel_size": 15,
+            "conv_expansion_factor": 2,
+        },
+        "projector_config": {
+            "model_type": "blip_2_qformer",
+            "hidden_size": 64,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "intermediate_size": 128,
+            "cross_attention_frequency": 2,
+            "encoder_hidden_size": 128,
+        },
+    },
+}
+AUDIO_WRAPPERS |= {
+    "qwen2_audio-whisper-large": edited(
+        AUDIO_WRAPPERS["qwen2_audio"], audio_config={"model_type": "qwen2_audio_encoder"}
+    ),
+    "audioflamingo3-unbiased-projector": edited(AUDIO_WRAPPERS["audioflamingo3"], projector_bias=False),
+    "glmasr-grouped-kv": edited(
+        AUDIO_WRAPPERS["glmasr"],
+        audio_config=AUDIO_WRAPPERS["glmasr"]["audio_config"] | {"num_key_value_heads": 2},
+    ),
+    "glmasr-defaults": edited(AUDIO_WRAPPERS["glmasr"], audio_config={"model_type": "glmasr_encoder"}),
+    "granite_speech-defaults": edited(
+        AUDIO_WRAPPERS["granite_speech"],
+        encoder_config={"model_type": "granite_speech_encoder"},
+        projector_config={"model_type": "blip_2_qformer"},
+    ),
+    "granite_speech_plus": edited(
+        AUDIO_WRAPPERS["granite_speech"],
+        architectures=["GraniteSpeechPlusForConditionalGeneration"],
+        model_type="granite_speech_plus",
+    ),
+}

@@ -34,8 +34,9 @@ def vllm_env() -> VllmEnv:
 
 @pytest.fixture(scope="session")
 def vllm_supports(vllm_env: VllmEnv) -> dict[str, dict[str, bool]]:
-    """Which of the classes kvright reads implement pipeline parallelism (``pp``) and LoRA (``lora``) in
-    vLLM's CUDA build, for every class it can inspect here (vllm_supports_probe.py): asked once a session."""
+    """Which of the classes kvright reads, and of every text-generation and multimodal class vLLM registers,
+    implement pipeline parallelism (``pp``) and LoRA (``lora``) in vLLM's CUDA build, for every class it can
+    inspect here (vllm_supports_probe.py): asked once a session."""
     request = json.dumps(sorted(FAMILIES))
     out = vllm_env.run([str(HERE / "vllm_supports_probe.py")], stdin=request, timeout=600)
     answers = json.loads(out.strip().splitlines()[-1])

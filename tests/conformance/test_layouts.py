@@ -194,8 +194,8 @@ def test_the_classes_without_pipeline_parallelism_are_vllms(
 ) -> None:
     """capacity.layout refuses a pipeline-parallel size above 1 for the classes NO_PIPELINE_PARALLEL names,
     as vLLM refuses it for a class without SupportsPP: the set is what vLLM's registry says of every class
-    kvright reads that it can inspect here (wrappers whose modules import a library the CPU venv lacks
-    are not, nor a class vLLM does not register)."""
+    it registers (and every class kvright reads) that it can inspect here (wrappers whose modules import a
+    library the CPU venv lacks are not, nor a class vLLM does not register)."""
     assert len(vllm_supports) >= 70, sorted(set(FAMILIES) - set(vllm_supports))
     assert {name for name, answer in vllm_supports.items() if not answer["pp"]} == NO_PIPELINE_PARALLEL
     assert set(vllm_supports) >= NO_PIPELINE_PARALLEL

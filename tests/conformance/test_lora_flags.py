@@ -90,9 +90,10 @@ def test_capacity_accepts_the_ranks_vllm_accepts(rank: int, verdicts: dict[str, 
 
 def test_the_classes_without_lora_are_vllms(vllm_supports: dict[str, dict[str, bool]]) -> None:
     """capacity refuses LoRA for the classes NO_LORA names, as vLLM's model loader refuses ``--enable-lora``
-    for a class without SupportsLoRA: the set is what vLLM's registry says of every class kvright reads
+    for a class without SupportsLoRA: the set is what vLLM's registry says of every class it registers
     that it can inspect here (MiniMax-M3's with the weights probe's stand-ins; not the wrappers whose
-    modules need torchvision), every class NO_LORA names among them."""
+    modules need torchvision), every class NO_LORA names among them. Registered classes kvright has no
+    family for count too: a wrapper is read through its text config, an unknown decoder as a standard one."""
     assert len(vllm_supports) >= 70, sorted(set(capacity.architecture.FAMILIES) - set(vllm_supports))
     assert set(vllm_supports) >= capacity.NO_LORA
     assert {name for name, answer in vllm_supports.items() if not answer["lora"]} == capacity.NO_LORA

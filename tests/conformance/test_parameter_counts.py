@@ -48,7 +48,7 @@ import capacity
 from capacity.architecture import ATTENTION_MIXERS, FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
-from tests.builders import MINIMAX_M3_TEXT, QWEN2_VL_7B, edited
+from tests.builders import AUDIO_WRAPPERS, MINIMAX_M3_TEXT, QWEN2_VL_7B, edited
 
 from .harness import HERE, VllmEnv, probe
 
@@ -70,9 +70,12 @@ def _case(fields: dict[str, Any]) -> dict[str, Any]:
     return base | own
 
 
-CASES: dict[str, dict[str, Any]] = {case: _case(fields) for case, fields in _TABLE["cases"].items()} | {
-    f"{case}+biases": _case(_TABLE["cases"][case]) | _TABLE["biases"] for case in _TABLE["with_biases"]
-}
+CASES: dict[str, dict[str, Any]] = (
+    {case: _case(fields) for case, fields in _TABLE["cases"].items()}
+    | {f"{case}+biases": _case(_TABLE["cases"][case]) | _TABLE["biases"] for case in _TABLE["with_biases"]}
+    # the audio wrappers vLLM's CPU build builds whole: the language model, the encoder and the projector
+    | {f"audio:{case}": config for case, config in AUDIO_WRAPPERS.items()}
+)
 
 #: Files vLLM's class refuses to build: (config, the field capacity's refusal names, words of vLLM's error).
 #: Ling with biases and shared experts (bailing_moe.py's shared experts skip the all-reduce their bias needs);
@@ -140,7 +143,46 @@ REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
         "moe_layer_freq",
         "IndexError",
     ),
+    "granite_speech-context-beyond-positions": (
+        edited(
+            AUDIO_WRAPPERS["granite_speech"],
+            encoder_config=AUDIO_WRAPPERS["granite_speech"]["encoder_config"] | {"context_size": 200},
+        ),
+        "encoder_config.context_size",
+        "Context size should be > 0 and <= max_pos_emb",
+    ),
+    # Voxtral as transformers writes it: voxtral.py reads encoder settings only vLLM's Mistral-format
+    # loader writes (from params.json)
+    "voxtral-transformers-config": (
+        {
+            "architectures": ["VoxtralForConditionalGeneration"],
+            "model_type": "voxtral",
+            "torch_dtype": "bfloat16",
+            "text_config": {
+                "model_type": "llama",
+                "hidden_size": 256,
+                "intermediate_size": 512,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 64,
+                "vocab_size": 4096,
+            },
+            "audio_config": {
+                "model_type": "voxtral_encoder",
+                "hidden_size": 128,
+                "intermediate_size": 256,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+            },
+        },
+        "audio_config.downsample_factor",
+        "has no attribute 'downsample_factor'",
+    ),
 }
+
+#: Of those, the files read by their own transformers config class, not a plain one.
+REFUSED_BY_OWN_CONFIG_CLASS = {"voxtral-transformers-config", "granite_speech-context-beyond-positions"}
 
 #: Cases of a model type whose config class is the checkpoint's own code: the probe registers a plain config
 #: class for the type, so vLLM's class reads the case's fields as they stand (``"_plain_config": true``).
@@ -469,7 +511,11 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             for slug, (config, modules) in TOWER_MODULES.items()
         ]
         + [
-            {"id": f"refused:{name}", "config": config, "plain_config": True}
+            {
+                "id": f"refused:{name}",
+                "config": config,
+                "plain_config": name not in REFUSED_BY_OWN_CONFIG_CLASS,
+            }
             for name, (config, _, _) in REFUSED_BY_BOTH.items()
         ]
     )

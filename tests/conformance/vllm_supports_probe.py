@@ -1,7 +1,8 @@
 """Ask vLLM which model classes implement pipeline parallelism and LoRA, as a GPU build serves them.
 
 Runs in the vLLM venv's python. Reads a JSON list of class names (as a checkpoint's ``architectures`` lists
-them) from stdin and writes one JSON object to stdout: ``{class: {"pp": true | false | null, "lora": ...}}``,
+them) from stdin, adds every text-generation and multimodal class vLLM registers, and writes one JSON object
+to stdout: ``{class: {"pp": true | false | null, "lora": ...}}``,
 whether vLLM's class implements ``SupportsPP`` and ``SupportsLoRA`` (``ModelRegistry`` inspects each class as
 ``verify_with_parallel_config`` does before it refuses a pipeline-parallel size above 1 for one that does
 not, and as the model loader does before it refuses ``--enable-lora`` for one that does not), null where
@@ -49,10 +50,17 @@ def _cuda_class(package: str, name: str) -> Any:
 
 
 def main() -> None:
-    names = json.load(sys.stdin)
+    asked = json.load(sys.stdin)
     with contextlib.redirect_stdout(sys.stderr):  # vLLM's logs stay off the answer
         from vllm.model_executor.models.interfaces import supports_lora, supports_pp
-        from vllm.model_executor.models.registry import _VLLM_MODELS, ModelRegistry
+        from vllm.model_executor.models.registry import (
+            _MULTIMODAL_MODELS,
+            _TEXT_GENERATION_MODELS,
+            _VLLM_MODELS,
+            ModelRegistry,
+        )
+
+        names = sorted({*asked, *_TEXT_GENERATION_MODELS, *_MULTIMODAL_MODELS})
 
         answers: dict[str, dict[str, bool | None]] = {}
         for name in names:
