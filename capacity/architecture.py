@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
@@ -1693,6 +1694,15 @@ def _int(
     return _as_int(found[0], found[1], minimum=minimum)
 
 
+@contextmanager
+def _in_sub_config(key: str) -> Iterator[None]:
+    """Name a field read from the object ``config[key]`` by its path (``vision_config.depth``) if refused."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise exc.within(key) from None
+
+
 def _opt_int(cfg: Mapping[str, Any], names: Sequence[str], *, minimum: int = 1) -> int | None:
     found = _lookup(cfg, names)
     return None if found is None else _as_int(found[0], found[1], minimum=minimum)
@@ -3219,14 +3229,12 @@ def _read_step3p5(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
             raise ConfigError(
                 "attention_other_setting", f"is {other!r:.40}; expected an object naming its attention_type"
             )
-        try:
+        with _in_sub_config("attention_other_setting"):
             own = (
                 _opt_int(other, ("num_attention_heads",)) or heads,
                 _opt_int(other, ("num_attention_groups",)) or kv,
                 _opt_int(other, ("head_dim",)) or a["head_dim"],
             )
-        except ConfigError as exc:
-            raise ConfigError(f"attention_other_setting.{exc.field}", str(exc).split(": ", 1)[-1]) from None
         if own[1] > own[0] or own[0] % own[1]:
             raise ConfigError(
                 "attention_other_setting.num_attention_groups",
@@ -3446,7 +3454,7 @@ def _minimax_m3_sparse(
         try:
             facts[key] = _int(sparse, (key,))
         except ConfigError as exc:
-            raise ConfigError(f"sparse_attention_config.{key}", str(exc).split(": ", 1)[-1]) from None
+            raise ConfigError(f"sparse_attention_config.{key}", exc.message) from None
     if not any(flags):
         return flags, {}
     if facts["sparse_num_index_heads"] != kv_heads:
@@ -3566,7 +3574,7 @@ def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer
         return ["mla"] * layers, None
     if not isinstance(linear, Mapping):
         raise ConfigError("linear_attn_config", f"is {linear!r:.40}; expected an object")
-    try:
+    with _in_sub_config("linear_attn_config"):
         for name in ("kda_layers", "full_attn_layers"):
             # KimiLinearConfig asserts both; vLLM picks the KDA layers by the first alone.
             if not isinstance(linear.get(name), list):
@@ -3580,8 +3588,6 @@ def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer
         head_dim = _int(linear, ("head_dim",))
         kernel = _int(linear, ("short_conv_kernel_size",))
         full_rank = _bool(linear, "use_full_rank_gate", False)
-    except ConfigError as exc:
-        raise ConfigError(f"linear_attn_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     state = StateSpec(
         kind="kda",
         conv_kernel=kernel,
@@ -3683,14 +3689,12 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _moonvit_parameters(v, text_hidden)
     if _architecture_class(config) == "MiniMaxM3SparseForConditionalGeneration":
         return _minimax_vl_vision_parameters(config, v, text_hidden)
-    try:
+    with _in_sub_config("vision_config"):
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
         layers = _int(v, _VISION_LAYERS)
         ratio = _opt_int(v, ("mlp_ratio",))
         inter = _int(v, ("intermediate_size", "vt_intermediate_size"), default=(ratio or 4) * h)
-    except ConfigError as exc:
-        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     channels = _int(v, ("num_channels", "in_channels", "in_chans"), default=3)
     patch = _int(v, ("patch_size",), default=14)
     temporal = _int(v, ("temporal_patch_size",), default=1)
@@ -3730,10 +3734,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         total += h if positions else 0  # Qwen3's patch embedding has a bias
         merged = h * merge * merge
         linears = merged * merged + merged + merged * out + out
-        try:
+        with _in_sub_config("vision_config"):
             deepstack = _list(v, "deepstack_visual_indexes") or []
-        except ConfigError as exc:
-            raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
         total += norm + linears + len(deepstack) * (2 * merged + linears)
         return total
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
@@ -3749,7 +3751,7 @@ def _minimax_vl_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any
     width of ``spatial_merge_size``^2 patches -> ``projector_hidden_size`` -> text width), biased unless the
     vision config's ``multimodal_projector_bias`` / ``patch_merge_bias`` say not. ``projector_hidden_size``
     is the top level's (the text width where unstated or null)."""
-    try:
+    with _in_sub_config("vision_config"):
         c = _int(v, ("hidden_size",))
         layers = _int(v, ("num_hidden_layers",))
         inter = _int(v, ("intermediate_size",))
@@ -3760,8 +3762,6 @@ def _minimax_vl_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any
             raise ConfigError("img_token_compression_config", f"is {compression!r:.40}; expected an object")
         temporal = _int(compression, ("temporal_patch_size",), default=2)
         merge = _int(compression, ("spatial_merge_size",), default=2)
-    except ConfigError as exc:
-        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     mid = _opt_int(config, ("projector_hidden_size",)) or text_hidden
     block = 2 * c + (3 * c * c + 3 * c) + (c * c + c) + 2 * c + (c * inter + inter) + (inter * c + c)
     total = channels * temporal * patch * patch * c + 2 * c + layers * block
@@ -3779,14 +3779,12 @@ def _moonvit_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
     by ``patch_embed_proj_bias``), an ``init_pos_emb_height x init_pos_emb_width`` position table (the time
     table is a buffer) and a final norm; the projector merges ``merge_kernel_size`` patches, ``patchmergerv2``
     through two bias-free linears and an RMSNorm of the text width, else a LayerNorm first and biases."""
-    try:
+    with _in_sub_config("vision_config"):
         h = _int(v, ("vt_hidden_size",))
         layers = _int(v, ("vt_num_hidden_layers",))
         inter = _int(v, ("vt_intermediate_size",))
         qkv = _opt_int(v, ("qkv_hidden_size",)) or h
         kernel = _int_pair("merge_kernel_size", v.get("merge_kernel_size", [2, 2]))
-    except ConfigError as exc:
-        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     attn_bias, linear_bias = _bool(v, "attn_bias", True), _bool(v, "linear_bias", True)
     norm = h if v.get("norm_type", "layernorm") == "rmsnorm" else 2 * h
     block = 4 * qkv * h + (4 * qkv if attn_bias else 0) + 2 * h * inter + (inter + h if linear_bias else 0)
@@ -3807,14 +3805,12 @@ def _pixtral_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any], 
     Mistral 3's projector (mistral3.py) is an RMSNorm, a patch merger (``spatial_merge_size``^2 patches into
     one, no bias) and two linears into and within the text width; LLaVA's (Pixtral-12B) the two linears
     alone. Both bias the linears by ``multimodal_projector_bias`` (Mistral3Config: off, LlavaConfig: on)."""
-    try:
+    with _in_sub_config("vision_config"):
         h = _int(v, ("hidden_size",))
         layers = _int(v, _VISION_LAYERS)
         inter = _int(v, ("intermediate_size",))
         channels = _int(v, ("num_channels",), default=3)
         patch = _int(v, ("patch_size",), default=16)
-    except ConfigError as exc:
-        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     tower = channels * patch * patch * h + h + layers * (4 * h * h + 3 * h * inter + 2 * h)
     mistral3 = config.get("model_type") == "mistral3"
     bias = _bool(config, "multimodal_projector_bias", not mistral3)
@@ -3843,14 +3839,12 @@ def _intern_vit_parameters(config: Mapping[str, Any], v: Mapping[str, Any], text
     The projector: a LayerNorm over the pixel-shuffled patch (``1 / downsample_ratio``^2 patches), a linear
     into the text width and one within it, both biased."""
     hf = v.get("model_type") == "internvl_vision"
-    try:
+    with _in_sub_config("vision_config"):
         h = _int(v, ("hidden_size",))
         layers = _int(v, _VISION_LAYERS)
         inter = _int(v, ("intermediate_size",))
         patch = _side(v, "patch_size", 14)
         image = _side(v, "image_size", 448)
-    except ConfigError as exc:
-        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     key = "vision_feature_layer" if hf else "select_layer"
     selected = config.get(key, -1)
     if isinstance(selected, bool) or not isinstance(selected, int) or not -layers <= selected < layers:
@@ -3895,7 +3889,7 @@ def _gemma3n_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, i
         if not isinstance(part, Mapping):
             raise ConfigError(key, f"is {part!r:.40}; expected an object (Gemma 3n builds both towers)")
     assert isinstance(vision, Mapping) and isinstance(audio, Mapping)
-    try:
+    with _in_sub_config("vision_config"):
         name = vision.get("architecture", "mobilenetv5_300m_enc")
         if not isinstance(name, str) or name not in TIMM_TOWER_PARAMETERS:
             raise ConfigError(
@@ -3907,9 +3901,7 @@ def _gemma3n_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, i
         vision_embedder = _int(vision, ("vocab_size",), default=128) * vision_width + vision_width * (
             2 + text_hidden
         )
-    except ConfigError as exc:
-        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
-    try:
+    with _in_sub_config("audio_config"):
         width = _int(audio, ("hidden_size",), default=1536)
         blocks = _int(audio, ("conf_num_hidden_layers",), default=12)
         heads = _int(audio, ("conf_num_attention_heads",), default=8)
@@ -3919,8 +3911,6 @@ def _gemma3n_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, i
         strides = _int_pairs(audio, "sscp_conv_stride_size", (2, 2))
         features = _int(audio, ("input_feat_size",), default=128)
         audio_embedder = _int(audio, ("vocab_size",), default=128) * width + width * (2 + text_hidden)
-    except ConfigError as exc:
-        raise ConfigError(f"audio_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     convolutions = 0
     in_channels = 1
     for out_channels, (kh, kw), (_, sw) in zip(channels, kernels, strides, strict=True):
@@ -3970,10 +3960,8 @@ def _vision_heads(config: Mapping[str, Any]) -> int:
     if not isinstance(vision, Mapping):
         return 0
     if _is_glm4v_tower(config, vision):
-        try:
+        with _in_sub_config("vision_config"):
             return _int(vision, ("num_heads",), default=12)
-        except ConfigError as exc:
-            raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     return 0
 
 
@@ -3984,7 +3972,7 @@ def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
     ``(image_size / patch_size)^2`` rows; an RMSNorm, a ``spatial_merge_size``-square convolution (with a
     bias) into ``out_hidden_size`` and another RMSNorm; then the merger: a square projection, a LayerNorm
     and a gated MLP ``intermediate_size`` wide. Defaults are Glm4vVisionConfig's."""
-    try:
+    with _in_sub_config("vision_config"):
         h = _int(v, ("hidden_size",), default=1536)
         depth = _int(v, ("depth",), default=24)
         out = _int(v, ("out_hidden_size",), default=4096)
@@ -3994,8 +3982,6 @@ def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
         temporal = _int(v, ("temporal_patch_size",), default=2)
         merge = _int(v, ("spatial_merge_size",), default=2)
         image = _int(v, ("image_size",), default=336)
-    except ConfigError as exc:
-        raise ConfigError(f"vision_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     patch_embed = channels * temporal * patch * patch * h + h
     block = 2 * h + 4 * h * h + 3 * h * out
     positions = (image // patch) ** 2 * h
@@ -4049,11 +4035,7 @@ def _audio_tower(config: Mapping[str, Any], text_hidden: int) -> _AudioTower | N
     audio = config.get(key, {})
     if not isinstance(audio, Mapping):
         raise ConfigError(key, f"is {audio!r:.40}; expected an object")
-    try:
-        return reader(config, audio, text_hidden)
-    except ConfigError as exc:
-        field = exc.field if exc.field.split(".")[0] in config else f"{key}.{exc.field}"
-        raise ConfigError(field, str(exc).split(": ", 1)[-1]) from None
+    return reader(config, audio, text_hidden)
 
 
 def _whisper_encoder(audio: Mapping[str, Any]) -> tuple[int, int]:
@@ -4062,11 +4044,12 @@ def _whisper_encoder(audio: Mapping[str, Any]) -> tuple[int, int]:
     with biases over the mel bins, a position table of ``max_source_positions`` rows, ``encoder_layers``
     blocks (q, k, v and output projections, k without a bias; two LayerNorms; a GELU MLP with biases) and
     a final LayerNorm."""
-    width = _int(audio, ("d_model", "hidden_size"), default=1280)
-    layers = _int(audio, ("encoder_layers", "num_hidden_layers"), default=32)
-    ffn = _int(audio, ("encoder_ffn_dim", "intermediate_size"), default=5120)
-    mels = _int(audio, ("num_mel_bins",), default=128)
-    positions = _int(audio, ("max_source_positions",), default=1500)
+    with _in_sub_config("audio_config"):
+        width = _int(audio, ("d_model", "hidden_size"), default=1280)
+        layers = _int(audio, ("encoder_layers", "num_hidden_layers"), default=32)
+        ffn = _int(audio, ("encoder_ffn_dim", "intermediate_size"), default=5120)
+        mels = _int(audio, ("num_mel_bins",), default=128)
+        positions = _int(audio, ("max_source_positions",), default=1500)
     convolutions = mels * width * 3 + width + width * width * 3 + width
     block = 4 * width * width + 3 * width + 2 * width * ffn + ffn + width + 4 * width
     return convolutions + positions * width + layers * block + 2 * width, width
@@ -4097,12 +4080,13 @@ def _glm_asr_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text_hid
     biases and two LayerNorms, then a LayerNorm; rotary positions, so no table. The projector is two biased
     TP-split linears from ``intermediate_size`` (four frames merged) through twice the text width. The
     convolutions, the norms and the row-parallel linears' biases are whole on every rank."""
-    width = _int(audio, ("hidden_size",), default=1280)
-    layers = _int(audio, ("num_hidden_layers",), default=32)
-    ffn = _int(audio, ("intermediate_size",), default=5120)
-    heads = _int(audio, ("num_attention_heads",), default=20)
-    kv_heads = _int(audio, ("num_key_value_heads",), default=heads)
-    mels = _int(audio, ("num_mel_bins",), default=128)
+    with _in_sub_config("audio_config"):
+        width = _int(audio, ("hidden_size",), default=1280)
+        layers = _int(audio, ("num_hidden_layers",), default=32)
+        ffn = _int(audio, ("intermediate_size",), default=5120)
+        heads = _int(audio, ("num_attention_heads",), default=20)
+        kv_heads = _int(audio, ("num_key_value_heads",), default=heads)
+        mels = _int(audio, ("num_mel_bins",), default=128)
     qkv = (heads + 2 * kv_heads) * (width // heads)
     convolutions = mels * width * 3 + width + width * width * 3 + width
     norms = layers * 4 * width + 2 * width
@@ -4137,20 +4121,21 @@ def _granite_speech_tower(
     ``projector_config`` (a LayerNorm, then per layer self-attention, cross-attention from
     ``encoder_hidden_size`` every ``cross_attention_frequency`` layers, and the query feed-forward, each with
     biases and a LayerNorm) and a biased linear into the text width, all whole on every rank."""
-    width = _int(encoder, ("hidden_dim",), default=1024)
-    layers = _int(encoder, ("num_layers",), default=10)
-    inputs = _int(encoder, ("input_dim",), default=160)
-    ffn = width * _int(encoder, ("feedforward_mult",), default=4)
-    inner = _int(encoder, ("num_heads",), default=8) * _int(encoder, ("dim_head",), default=128)
-    dim_head = _int(encoder, ("dim_head",), default=128)
-    reach = _int(encoder, ("max_pos_emb",), default=512)
-    context = _int(encoder, ("context_size",), default=200)
-    if context > reach:  # GraniteSpeechConformerAttention refuses it
-        raise ConfigError("context_size", f"is {context}; expected at most max_pos_emb ({reach})")
+    with _in_sub_config("encoder_config"):
+        width = _int(encoder, ("hidden_dim",), default=1024)
+        layers = _int(encoder, ("num_layers",), default=10)
+        inputs = _int(encoder, ("input_dim",), default=160)
+        ffn = width * _int(encoder, ("feedforward_mult",), default=4)
+        dim_head = _int(encoder, ("dim_head",), default=128)
+        inner = _int(encoder, ("num_heads",), default=8) * dim_head
+        reach = _int(encoder, ("max_pos_emb",), default=512)
+        context = _int(encoder, ("context_size",), default=200)
+        if context > reach:  # GraniteSpeechConformerAttention refuses it
+            raise ConfigError("context_size", f"is {context}; expected at most max_pos_emb ({reach})")
+        conv = width * _int(encoder, ("conv_expansion_factor",), default=2)
+        kernel = _int(encoder, ("conv_kernel_size",), default=15)
+        outputs = _int(encoder, ("output_dim",), default=42)
     positions = 2 * reach + 1
-    conv = width * _int(encoder, ("conv_expansion_factor",), default=2)
-    kernel = _int(encoder, ("conv_kernel_size",), default=15)
-    outputs = _int(encoder, ("output_dim",), default=42)
     feed_forward = 2 * width * ffn + ffn  # split; the down projection's bias is whole, as below
     attention = 4 * width * inner + width + positions * dim_head
     convolution = width * 2 * conv + 2 * conv + conv * kernel + 2 * conv + conv * width + width
@@ -4161,14 +4146,12 @@ def _granite_speech_tower(
     q = config.get("projector_config", {})
     if not isinstance(q, Mapping):
         raise ConfigError("projector_config", f"is {q!r:.40}; expected an object")
-    try:
+    with _in_sub_config("projector_config"):
         hidden = _int(q, ("hidden_size",), default=768)
         q_layers = _int(q, ("num_hidden_layers",), default=12)
         q_ffn = _int(q, ("intermediate_size",), default=3072)
         every = _int(q, ("cross_attention_frequency",), default=2)
         encoded = _int(q, ("encoder_hidden_size",), default=1408)
-    except ConfigError as exc:
-        raise ConfigError(f"projector_config.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     window = _int(config, ("window_size",), default=15)
     queries = window // _int(config, ("downsample_rate",), default=5) * hidden
     attention_block = 4 * hidden * hidden + 4 * hidden + 2 * hidden

@@ -23,8 +23,14 @@ class ConfigError(CapacityError):
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
+        self.message = message
+        """What is wrong with the field and what is accepted, without the field's name."""
         file, _, inner = field.partition(".json.")
         if f"{file}.json" in _OTHER_FILES and inner:
             super().__init__(f"{file}.json field {inner!r}: {message}")
         else:
             super().__init__(f"config.json field {field!r}: {message}")
+
+    def within(self, key: str) -> ConfigError:
+        """The same error, its field named by its path under the object ``key`` (``vision_config.depth``)."""
+        return ConfigError(f"{key}.{self.field}", self.message)

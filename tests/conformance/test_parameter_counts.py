@@ -158,16 +158,7 @@ REFUSED_BY_BOTH: dict[str, tuple[dict[str, Any], str, str]] = {
             "architectures": ["VoxtralForConditionalGeneration"],
             "model_type": "voxtral",
             "torch_dtype": "bfloat16",
-            "text_config": {
-                "model_type": "llama",
-                "hidden_size": 256,
-                "intermediate_size": 512,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 4,
-                "num_key_value_heads": 2,
-                "head_dim": 64,
-                "vocab_size": 4096,
-            },
+            "text_config": AUDIO_WRAPPERS["glmasr"]["text_config"],
             "audio_config": {
                 "model_type": "voxtral_encoder",
                 "hidden_size": 128,
