@@ -330,6 +330,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "weight_format": arch.weights.label,
         "parameters": arch.parameters,
         "vision_parameters": arch.vision_parameters,
+        "tower_whole_parameters": arch.vision_whole_parameters,
         "active_parameters": arch.active_parameters,
         "attention": arch.attention,
         "kv_cache_bytes_per_token": kv,
@@ -405,6 +406,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             f"{arch.active_parameters / 1e9:.2f} B" + (f" ({experts})" if arch.is_moe else ""),
         ),
         ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB"),
+        *(("towers", _towers_label(arch)),) * bool(arch.vision_parameters),
         (
             "attention",
             f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {layers}"
@@ -450,6 +452,21 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         *(("warning", w) for w in arch.warnings),
     ]
     return data, _table(rows)
+
+
+def _towers_label(arch: cap.Architecture) -> str:
+    """A wrapper's vision and audio towers: ``0.64 B parameters, all whole on every GPU; no KV cache``."""
+    whole = arch.vision_whole_parameters
+    held = (
+        "all whole on every GPU"
+        if whole == arch.vision_parameters
+        else f"{whole / 1e9:.2f} B of them whole on every GPU, the rest split by TP"
+        if whole
+        else "split by TP"
+    )
+    if arch.vision_heads:
+        held += f" (whole where TP does not divide its {arch.vision_heads} heads: --mm-encoder-tp-mode data)"
+    return f"{arch.vision_parameters / 1e9:.2f} B parameters (encoders and projectors), {held}; no KV cache"
 
 
 def _compressed_label(arch: cap.Architecture) -> str:

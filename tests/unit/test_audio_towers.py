@@ -5,6 +5,7 @@ TP degrees the split ones take, and what kvright says of a tower it does not wei
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -130,3 +131,23 @@ def test_lora_on_qwen2_audio_is_refused_as_vllm_refuses_it():
     with pytest.raises(c.CapacityError) as refused:
         c.lora_bytes_per_gpu(arch, c.Lora(max_loras=1, max_lora_rank=8))
     assert "Qwen2AudioForConditionalGeneration" in str(refused.value)
+
+
+def test_kvright_inspect_shows_the_towers_and_where_each_gpu_holds_them(capsys, tmp_path):
+    from kvright.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps(AUDIO_WRAPPERS["glmasr-defaults"]))
+    assert main(["inspect", str(tmp_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    arch = c.architecture_from_config(AUDIO_WRAPPERS["glmasr-defaults"])
+    assert (data["vision_parameters"], data["tower_whole_parameters"]) == (
+        arch.vision_parameters,
+        arch.vision_whole_parameters,
+    )
+    assert main(["inspect", str(tmp_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("towers"))
+    assert f"{arch.vision_parameters / 1e9:.2f} B parameters" in row
+    assert "0.01 B of them whole on every GPU, the rest split by TP" in row
+    (tmp_path / "config.json").write_text(json.dumps(AUDIO_WRAPPERS["qwen2_audio-whisper-large"]))
+    assert main(["inspect", str(tmp_path)]) == 0
+    assert "all whole on every GPU; no KV cache" in capsys.readouterr().out
