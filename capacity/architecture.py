@@ -983,6 +983,9 @@ class Architecture:
     tower_kv_heads: int = 0
     """K and V heads of such a tower's fused QKV projection (GLM-ASR's): split whole, or replicated whole
     when TP exceeds them, as the text model's; 0: none."""
+    tower_split_heads: int = 0
+    """Heads of an audio tower whose blocks vLLM splits by TP only where TP divides them and holds whole on
+    every rank where it does not (Qwen3-Omni's encoder turns its TP off); 0: none such."""
     vision_heads: int = 0
     """Attention heads of a vision tower vLLM splits across the TP ranks as it does the text model's
     (``divide(num_heads, tp)`` in GLM-V's Glm4vVisionAttention, under the default ``--mm-encoder-tp-mode
@@ -3687,6 +3690,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _intern_vit_parameters(config, v, text_hidden)
     if config.get("model_type") in ("kimi_k25", "kimi_k3"):
         return _moonvit_parameters(v, text_hidden)
+    if config.get("model_type") in _LLAVA_TYPES and v.get("model_type") in _LLAVA_TOWERS:
+        return _llava_vision_parameters(config, v, text_hidden)
     if _architecture_class(config) == "MiniMaxM3SparseForConditionalGeneration":
         return _minimax_vl_vision_parameters(config, v, text_hidden)
     with _in_sub_config("vision_config"):
@@ -3738,8 +3743,53 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
             deepstack = _list(v, "deepstack_visual_indexes") or []
         total += norm + linears + len(deepstack) * (2 * merged + linears)
         return total
+    if config.get("model_type") == "gemma3":
+        # gemma3_mm.py's projector: a norm over the tower's width, then a projection into the text width
+        return total + h * text_hidden + h
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
+
+
+#: LLaVA's wrappers and the towers vLLM builds for them by ``init_vision_tower_for_llava`` (llava.py).
+_LLAVA_TYPES = frozenset({"llava", "llava_next", "llava_next_video", "llava_onevision"})
+_LLAVA_TOWERS = frozenset({"clip_vision_model", "siglip_vision_model"})
+
+
+def _llava_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> int:
+    """A LLaVA wrapper's CLIP or SigLIP tower and projector as vLLM builds them: the tower's blocks only up
+    to the deepest ``vision_feature_layer`` (a negative index counts from the last: -2, LLaVA's default,
+    leaves the last block out) and no post-norm (``require_post_norm=False``); CLIP's class token, bias-free
+    patch convolution, ``(image / patch)^2 + 1`` positions and pre-norm, or SigLIP's biased patch
+    convolution and ``(image / patch)^2`` positions; blocks of biased q/k/v and output projections, two
+    LayerNorms and a biased GELU MLP. The projector: two linears through the text width, biased by
+    ``multimodal_projector_bias``, from the tower's width (LLaVA-NeXT: times the feature layers it
+    concatenates); LLaVA-NeXT's and -OneVision's ``image_newline`` (one text-width vector)."""
+    with _in_sub_config("vision_config"):
+        h = _int(v, ("hidden_size",), default=1024)
+        layers = _int(v, ("num_hidden_layers",), default=24)
+        inter = _int(v, ("intermediate_size",), default=4 * h)
+        channels = _int(v, ("num_channels",), default=3)
+        patch = _int(v, ("patch_size",), default=14)
+        image = _int(v, ("image_size",), default=336)
+    wrapper = config.get("model_type")
+    feature = config.get("vision_feature_layer", -1 if wrapper == "llava_onevision" else -2)
+    listed: list[Any] = feature if isinstance(feature, list) else [feature]
+    if not listed or not all(isinstance(f, int) and not isinstance(f, bool) for f in listed):
+        raise ConfigError("vision_feature_layer", f"is {feature!r:.40}; expected a layer index or a list")
+    features: list[int] = listed
+    built = max(layers + f + 1 if f < 0 else f for f in features)
+    if not 0 < built <= layers:
+        raise ConfigError("vision_feature_layer", f"is {feature!r:.40}; expected a layer of the {layers}")
+    block = 4 * h * h + 4 * h + 2 * h * inter + inter + h + 4 * h
+    positions = (image // patch) ** 2
+    if v.get("model_type") == "clip_vision_model":
+        tower = h + channels * patch * patch * h + (positions + 1) * h + 2 * h
+    else:
+        tower = channels * patch * patch * h + h + positions * h
+    width = h * len(features) if wrapper == "llava_next" and isinstance(feature, list) else h
+    bias = 2 * text_hidden if _bool(config, "multimodal_projector_bias", True) else 0
+    newline = text_hidden if wrapper in ("llava_next", "llava_onevision") else 0
+    return tower + built * block + width * text_hidden + text_hidden * text_hidden + bias + newline
 
 
 def _minimax_vl_vision_parameters(config: Mapping[str, Any], v: Mapping[str, Any], text_hidden: int) -> int:
@@ -4006,6 +4056,8 @@ class _AudioTower:
     """:attr:`Architecture.tower_tp_widths`."""
     kv_heads: int = 0
     """:attr:`Architecture.tower_kv_heads`."""
+    split_heads: int = 0
+    """:attr:`Architecture.tower_split_heads`."""
 
 
 #: The sub-configs of a wrapper that describe a tower beside its language model; one no reader below weighs
@@ -4167,6 +4219,33 @@ def _granite_speech_tower(
     )
 
 
+def _qwen3_omni_audio_tower(
+    config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int
+) -> _AudioTower:
+    """Qwen3-Omni's audio encoder (vLLM's ``Qwen3OmniMoeAudioEncoder``, which Qwen3-ASR builds): three
+    biased 3x3 stride-2 convolutions of ``downsample_hidden_size`` channels over the mel bins, a linear
+    without a bias from the channels x the bins left (each halved, rounding up) into ``d_model``, blocks of a
+    fused biased QKV projection, a biased output projection, two LayerNorms and a biased GELU MLP
+    (sinusoidal positions, so no table), a LayerNorm, then two biased linears through ``d_model`` into
+    ``output_dim``, the text width. The blocks' linears are split by TP where TP divides the heads and whole
+    on every rank where it does not (the class turns its TP off); the rest is whole."""
+    with _in_sub_config("audio_config"):
+        width = _int(audio, ("d_model",), default=1280)
+        layers = _int(audio, ("encoder_layers",), default=32)
+        heads = _int(audio, ("encoder_attention_heads",), default=20)
+        ffn = _int(audio, ("encoder_ffn_dim",), default=5120)
+        mels = _int(audio, ("num_mel_bins",), default=128)
+        channels = _int(audio, ("downsample_hidden_size",), default=480)
+        outputs = _int(audio, ("output_dim",), default=text_hidden)
+    bins = mels
+    for _ in range(3):
+        bins = (bins + 1) // 2  # kernel 3, stride 2, padding 1
+    convolutions = 10 * channels + 2 * (9 * channels * channels + channels) + channels * bins * width
+    blocks = layers * (4 * width * width + 4 * width + 2 * width * ffn + ffn + width)
+    whole = convolutions + layers * 4 * width + 2 * width + width * width + width + width * outputs + outputs
+    return _AudioTower(parameters=whole + blocks, whole=whole, split_heads=heads)
+
+
 #: The wrappers whose audio tower kvright weighs, by the class vLLM builds.
 _AUDIO_READERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any], int], _AudioTower]] = {
     "Qwen2AudioForConditionalGeneration": _qwen2_audio_tower,
@@ -4174,7 +4253,24 @@ _AUDIO_READERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any], int], 
     "GlmAsrForConditionalGeneration": _glm_asr_tower,
     "GraniteSpeechForConditionalGeneration": _granite_speech_tower,
     "GraniteSpeechPlusForConditionalGeneration": _granite_speech_tower,
+    "Qwen3ASRForConditionalGeneration": _qwen3_omni_audio_tower,
 }
+
+#: Wrappers whose file keeps the model vLLM builds under ``thinker_config`` (its text and audio configs);
+#: vLLM builds that thinker alone.
+_THINKER_WRAPPERS = frozenset({"Qwen3ASRForConditionalGeneration"})
+
+
+def _thinker(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The config vLLM builds its model from: a thinker wrapper's ``thinker_config`` (with the file's class
+    and, where the thinker states none, its dtype), else the file itself."""
+    if _architecture_class(config) not in _THINKER_WRAPPERS:
+        return config
+    thinker = config.get("thinker_config")
+    if not isinstance(thinker, Mapping):
+        raise ConfigError("thinker_config", f"is {thinker!r:.40}; expected an object (the model vLLM builds)")
+    inherited = {k: config[k] for k in _DTYPE if k in config and not any(d in thinker for d in _DTYPE)}
+    return {**thinker, **inherited, "architectures": config["architectures"]}
 
 
 def _unweighed_towers(config: Mapping[str, Any]) -> list[str]:
@@ -4533,6 +4629,7 @@ def architecture_from_config(
     """
     if not isinstance(config, Mapping):
         raise ConfigError("<root>", f"is {type(config).__name__}; expected a JSON object")
+    config = _thinker(config)
     cfg = _text_config(config)
     architecture = _architecture_class(config)
     family, assumed = _family(architecture, cfg, config)
@@ -4767,6 +4864,7 @@ def architecture_from_config(
         vision_heads=_vision_heads(config),
         tower_tp_widths=audio.tp_widths if audio is not None else (),
         tower_kv_heads=audio.kv_heads if audio is not None else 0,
+        tower_split_heads=audio.split_heads if audio is not None else 0,
         config_reader=reader,
         model_class_reader=class_reader,
         warnings=tuple(warnings),

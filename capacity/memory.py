@@ -696,7 +696,8 @@ def weight_bytes_per_gpu(
     last = stage is None or stage.last
     tower = g.vision if first else 0.0
     # the tower on every rank: run with --mm-encoder-tp-mode data, or built by transformers (Gemma 3n's)
-    whole = tower if encoder_tp_mode(arch, tp) == "data" else g.vision_whole if first else 0.0
+    tower_off = arch.tower_split_heads and arch.tower_split_heads % tp  # its class turns its TP off
+    whole = tower if encoder_tp_mode(arch, tp) == "data" or tower_off else g.vision_whole if first else 0.0
     tables = g.embedding + g.ngram_embedding if first else 0.0  # the vocab-parallel lookups
     split = g.sharded + tables + tower - whole + g.per_layer_embedding
     if last:

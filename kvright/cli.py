@@ -464,6 +464,8 @@ def _towers_label(arch: cap.Architecture) -> str:
         if whole
         else "split by TP"
     )
+    if arch.tower_split_heads:
+        held += f" where TP divides its {arch.tower_split_heads} heads (else whole)"
     if arch.vision_heads:
         held += f" (whole where TP does not divide its {arch.vision_heads} heads: --mm-encoder-tp-mode data)"
     return f"{arch.vision_parameters / 1e9:.2f} B parameters (encoders and projectors), {held}; no KV cache"

@@ -31,8 +31,10 @@ code: their cases are read by a plain config class (``_plain_config``), so vLLM'
 fields as they stand. Where vLLM refuses a file at build, capacity must refuse it too, naming the field
 (``REFUSED_BY_BOTH``).
 
-Not here: the multimodal
-wrappers (their towers are counted by ViT arithmetic, held to published totals in test_model_zoo.py),
+The multimodal fixtures vLLM's CPU build builds once torchvision is stood in (the wrappers' modules import
+it for image processing alone) are built whole, towers and all, and held to the parameter and byte
+(``WRAPPER_FIXTURES``; the others say why not). Not here: other multimodal wrappers (their towers are
+counted by ViT arithmetic, held to published totals in test_model_zoo.py),
 DeepSeek-V3.2 / GLM-5 (sparse-attention indexers), Llama-Nemotron (remote code), Qwen3.5 (vision wrapper)
 and Kimi K2 (a DeepSeek-V3 under another model type, the same class).
 """
@@ -731,6 +733,83 @@ def test_a_tower_tp_would_split_runs_whole_per_rank_in_a_class_that_can_run_it_s
     model = str(next(iter(tiny_models.values())))
     verdict = probe(vllm_env, {"flag": ["--model", model, "--enforce-eager", "--mm-encoder-tp-mode", "data"]})
     assert verdict["flag"]["accepted"], verdict["flag"]
+
+
+#: Multimodal fixtures vLLM's CPU build builds whole once torchvision is stood in (the weights probe's
+#: ``torchvision_stand_in``: the wrappers' modules import it for image processing alone): their towers,
+#: projectors and language models are vLLM's own classes', held to capacity's to the parameter and byte.
+WRAPPER_FIXTURES = (
+    "gemma-3-4b-it",
+    "medgemma-27b-it",
+    "llava-1.5-7b-hf",
+    "llava-v1.6-mistral-7b-hf",
+    "qwen2.5-vl-7b-instruct",
+    "qwen3-vl-235b-a22b",
+    "qwen3.5-397b-a17b",
+    "qwen3-asr-0.6b",
+)
+
+#: The other multimodal fixtures, and why they are not held here.
+WRAPPERS_NOT_HELD = {
+    "gemma-3n-e2b-it": "its vision tower is a timm model, and timm is not installed (GEMMA3N holds the rest)",
+    "gemma-3n-e4b-it": "its vision tower is a timm model, and timm is not installed (GEMMA3N holds the rest)",
+    "internvl3-8b": "its config class is the checkpoint's own code (TOWERS holds its tower)",
+    "mistral-small-3.1-24b-instruct-2503": (
+        "a build from config.json alone ties its LM head (Mistral3Config's tie_word_embeddings default); "
+        "the checkpoint ships lm_head.weight, so vLLM unties it at load (maybe_untie_word_embeddings), as "
+        "capacity counts it"
+    ),
+    "llama-4-scout-17b-16e-instruct": "its tower is counted by ViT arithmetic, not yet to vLLM's parameter",
+    "gemma-4-26b-a4b": "its tower is counted by ViT arithmetic, not yet to vLLM's parameter",
+}
+
+
+def _multimodal_fixtures() -> set[str]:
+    return {
+        folder.name
+        for folder in CONFIGS.iterdir()
+        if (folder / "config.json").is_file()
+        and folder.name not in QUANTIZED_FIXTURES
+        and any(
+            key in json.loads((folder / "config.json").read_text())
+            for key in ("vision_config", "audio_config", "thinker_config")
+        )
+    }
+
+
+@pytest.fixture(scope="module")
+def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
+    """The wrapper fixtures built in a process of their own: a module imported under the stand-in stays
+    imported, which would let a later case build that the other probe's expects to be refused."""
+    payload = json.dumps(
+        [
+            {
+                "id": slug,
+                "config": json.loads((CONFIGS / slug / "config.json").read_text()),
+                "torchvision_stand_in": True,
+            }
+            for slug in WRAPPER_FIXTURES
+        ]
+    )
+    out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
+    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+
+
+@pytest.mark.parametrize("slug", WRAPPER_FIXTURES)
+def test_a_multimodal_fixture_is_what_vllms_own_wrapper_class_builds(
+    vllm_wrapper_counts: dict[str, dict[str, Any]], slug: str
+) -> None:
+    answer = vllm_wrapper_counts[slug]
+    assert answer["error"] is None, f"vLLM could not build {slug}: {answer['error']}"
+    arch = capacity.load_architecture(str(CONFIGS / slug))
+    assert answer["architecture"] == arch.architecture
+    assert arch.parameters == answer["parameters"]
+    assert round(arch.weight_groups.total) == answer["bytes"], answer["own_dtypes"]
+    assert not arch.warnings
+
+
+def test_every_multimodal_fixture_is_held_to_vllms_class_or_says_why_not() -> None:
+    assert _multimodal_fixtures() == set(WRAPPER_FIXTURES) | set(WRAPPERS_NOT_HELD)
 
 
 def test_every_text_model_class_capacity_reads_is_built_here_or_says_why_not() -> None:

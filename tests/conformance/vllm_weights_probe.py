@@ -32,6 +32,10 @@ runner vLLM selects on a GPU, which this CPU build (no Triton) does not, for a c
 A case with ``"hf_quant_config": {...}`` has that file beside its config.json (a ModelOpt checkpoint's
 quantization, which vLLM reads from there).
 
+A case with ``"torchvision_stand_in": true`` is a multimodal wrapper whose vLLM module imports torchvision
+(image processors, annotations), which this CPU venv lacks: it is built with a stand-in imported instead
+(``_torchvision_stand_in``), which no layer's tensors depend on.
+
 A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
 under its module NAME (``visual``; or under each of a list of names: ``["vision_tower",
 "multi_modal_projector"]``), built on the meta device: a vision tower vLLM loads one to one, for a wrapper
@@ -60,10 +64,14 @@ config holds), or null when transformers has no class for it either.
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
 import tempfile
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -105,60 +113,109 @@ def _amx_tiles() -> bool:
     return True
 
 
+class _Anything(type):
+    """A stand-in class whose every attribute, call and subscript is another stand-in: what a module that
+    imports torchvision for annotations, defaults and processors (never for a tensor a layer registers)
+    needs of it to be imported."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything(name, (), {})
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return _Anything("instance", (), {})
+
+    def __getitem__(cls, item: Any) -> Any:
+        return cls
+
+    def __or__(cls, other: Any) -> Any:
+        return cls
+
+    __ror__ = __or__
+
+
+class _StandInModule(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything(name, (), {})
+
+
+class _TorchvisionStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``torchvision`` and any of its modules as :class:`_StandInModule` s."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname.split(".")[0] != "torchvision":
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec: Any) -> Any:
+        module = _StandInModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _torchvision_stand_in() -> Iterator[None]:
+    """Build a multimodal class this CPU venv cannot import: vLLM's wrapper modules import image
+    processors that import torchvision (this venv has none; the registry serves it only with CUDA torch),
+    and use it only to process images, never to build a layer. A stand-in is imported instead, which
+    transformers still takes for torchvision being absent (``find_spec`` answers None for it, so no
+    torchvision code path is chosen), and the class is inspected in this process, where the stand-in is
+    (vLLM inspects it in a subprocess to keep CUDA uninitialised in the parent; this CPU-only process has
+    none). Undone after the case."""
+    from vllm.model_executor.models import registry
+
+    if importlib.util.find_spec("torchvision") is not None:  # a venv with torchvision needs none
+        yield
+        return
+    find_spec = importlib.util.find_spec
+    in_subprocess = registry._run_in_subprocess
+    finder = _TorchvisionStandIn()
+    sys.meta_path.insert(0, finder)
+
+    def absent(name: str, package: str | None = None) -> Any:
+        return None if name.split(".")[0] == "torchvision" else find_spec(name, package)
+
+    importlib.util.find_spec = absent
+    registry._run_in_subprocess = lambda fn: fn()
+    try:
+        yield
+    finally:
+        registry._run_in_subprocess = in_subprocess
+        importlib.util.find_spec = find_spec
+        sys.meta_path.remove(finder)
+        for name in [name for name in sys.modules if name.split(".")[0] == "torchvision"]:
+            sys.modules.pop(name)
+
+
 @contextlib.contextmanager
 def _minimax_m3_on_cpu() -> Iterator[None]:
     """What vLLM's CPU build lacks to build MiniMax-M3's classes, for one case's build; none of it changes
     which tensors a layer registers, and all of it is undone after.
 
     - Their module imports a processor that imports torchvision's ``InterpolationMode`` (an annotation
-      only), and this venv has no torchvision: a module holding that enum stands in, which transformers
-      still takes for torchvision being absent (``find_spec`` answers None for it). The class is inspected
-      in this process, where the stand-in is (vLLM inspects it in a subprocess to keep CUDA uninitialised
-      in the parent; this CPU-only process has none).
+      only), and this venv has no torchvision: :func:`_torchvision_stand_in`.
     - Their experts run SwiGLU-OAI with the gate and up halves apart (``swigluoai_uninterleave``), which
       the CPU build's unquantized MoE kernel does not list among its activations, so no backend is found
       ("No Unquantized MoE backend supports the deployment configuration"); the experts' tensors are the
       unquantized method's whatever kernel would run them."""
-    import enum
-    import importlib.machinery
-    import importlib.util
-    import types
-
     from vllm.model_executor.layers.fused_moe.activation import MoEActivation
     from vllm.model_executor.layers.fused_moe.experts import cpu_moe
-    from vllm.model_executor.models import registry
 
-    find_spec = importlib.util.find_spec
-    in_subprocess = registry._run_in_subprocess
     listed = cpu_moe.CPUUnquantizedExperts.__dict__["_supports_activation"]
-    stand_in = find_spec("torchvision") is None
-    if stand_in:
-        transforms = types.ModuleType("torchvision.transforms")
-        transforms.InterpolationMode = enum.Enum(  # type: ignore[attr-defined]
-            "InterpolationMode", {"NEAREST": "nearest", "BILINEAR": "bilinear", "BICUBIC": "bicubic"}
-        )
-        package = types.ModuleType("torchvision")
-        package.__spec__ = importlib.machinery.ModuleSpec("torchvision", None, is_package=True)
-        package.transforms = transforms  # type: ignore[attr-defined]
-        sys.modules |= {"torchvision": package, "torchvision.transforms": transforms}
-
-        def absent(name: str, package: str | None = None) -> Any:
-            return None if name.split(".")[0] == "torchvision" else find_spec(name, package)
-
-        importlib.util.find_spec = absent
-    registry._run_in_subprocess = lambda fn: fn()
     cpu_moe.CPUUnquantizedExperts._supports_activation = staticmethod(  # type: ignore[method-assign]
         lambda activation: activation == MoEActivation.SWIGLUOAI_UNINTERLEAVE or listed.__func__(activation)
     )
     try:
-        yield
+        with _torchvision_stand_in():
+            yield
     finally:
         cpu_moe.CPUUnquantizedExperts._supports_activation = listed  # type: ignore[method-assign]
-        registry._run_in_subprocess = in_subprocess
-        if stand_in:
-            importlib.util.find_spec = find_spec
-            for name in ("torchvision", "torchvision.transforms"):
-                sys.modules.pop(name, None)
 
 
 def _count(
@@ -405,6 +462,8 @@ def main() -> None:
                 else:
                     named = case["config"].get("architectures") or [""]
                     shims = _minimax_m3_on_cpu() if str(named[0]).startswith("MiniMaxM3") else None
+                    if shims is None and case.get("torchvision_stand_in"):
+                        shims = _torchvision_stand_in()
                     with shims or contextlib.nullcontext():
                         answer = _count(
                             case["config"],

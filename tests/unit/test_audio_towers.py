@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
 import capacity as c
 from tests.builders import AUDIO_WRAPPERS, edited
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
 #: The language models alone, to see what the towers add.
 TEXT_ONLY = {
@@ -101,17 +104,33 @@ def test_a_bad_encoder_field_is_refused_naming_it_under_its_sub_config():
 
 
 def test_a_wrapper_whose_tower_kvright_does_not_weigh_says_so():
-    """Qwen3-ASR (vLLM builds it; this CPU venv cannot import its module): planned as its language model,
-    with a warning naming the sub-config left out, never silently."""
+    """A wrapper class kvright has no audio reader for (MiDashengLM's, which vLLM registers): planned as its
+    language model, with a warning naming the sub-config left out, never silently."""
     config = edited(
         AUDIO_WRAPPERS["qwen2_audio"],
-        architectures=["Qwen3ASRForConditionalGeneration"],
-        model_type="qwen3_asr",
-        text_config=AUDIO_WRAPPERS["qwen2_audio"]["text_config"] | {"model_type": "qwen3"},
+        architectures=["MiDashengLMModel"],
+        model_type="midashenglm",
     )
     arch = c.architecture_from_config(config)
     assert arch.vision_parameters == 0
     assert any("audio_config" in w and "does not weigh" in w for w in arch.warnings), arch.warnings
+
+
+def test_qwen3_asr_is_its_thinkers_qwen3_plus_the_qwen3_omni_audio_encoder():
+    """The real Qwen3-ASR-0.6B file: vLLM builds thinker_config's audio encoder and Qwen3 language model,
+    782,426,112 parameters (its class on the meta device; test_parameter_counts.py builds it)."""
+    arch = c.load_architecture(str(CONFIGS / "qwen3-asr-0.6b"))
+    assert arch.parameters == 782_426_112 and not arch.warnings
+    assert (arch.vision_parameters, arch.tower_split_heads) == (186_376_192, 14)
+    text_only = dataclasses.replace(arch, vision_parameters=0, vision_whole_parameters=0)
+    blocks = arch.vision_parameters - arch.vision_whole_parameters
+
+    def tower(tp: int) -> int:
+        return c.weight_bytes_per_gpu(arch, tp) - c.weight_bytes_per_gpu(text_only, tp)
+
+    # TP 2 divides the encoder's 14 heads: its blocks split; TP 4 does not: the class runs it whole
+    assert tower(2) == pytest.approx(2 * (arch.vision_whole_parameters + blocks / 2), abs=2)
+    assert tower(4) == pytest.approx(2 * arch.vision_parameters, abs=2)
 
 
 def test_voxtral_as_transformers_writes_it_is_refused_as_vllm_refuses_it():

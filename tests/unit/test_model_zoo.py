@@ -99,6 +99,7 @@ TEXT_DEFAULTS = {
 
 def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     """What one more token costs in bf16, from the config's fields alone (not through capacity)."""
+    cfg = cfg.get("thinker_config") or cfg  # Qwen3-ASR: the model vLLM builds is the thinker
     text = cfg.get("text_config") or cfg.get("llm_config") or cfg  # (InternVL's is llm_config)
     if text is not cfg:
         text = TEXT_DEFAULTS.get(text.get("model_type"), {}) | text
