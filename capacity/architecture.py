@@ -233,6 +233,7 @@ FAMILIES: dict[str, str] = {
 NO_PIPELINE_PARALLEL: frozenset[str] = frozenset(
     {
         "AriaForConditionalGeneration",
+        "DiffusionGemmaForBlockDiffusion",
         "FireRedASR2ForConditionalGeneration",
         "Gemma3nForCausalLM",
         "Gemma3nForConditionalGeneration",
@@ -240,6 +241,10 @@ NO_PIPELINE_PARALLEL: frozenset[str] = frozenset(
         "IQuestLoopCoderForCausalLM",
         "Idefics3ForConditionalGeneration",
         "Mamba2ForCausalLM",
+        "NemotronH_Nano_Omni_Reasoning_V3",
+        "NemotronH_Nano_VL_V2",
+        "NemotronH_Omni_Reasoning_V3",
+        "NemotronH_Super_Omni_Reasoning_V3",
         "NemotronParseForConditionalGeneration",
         "PaddleOCRVLForConditionalGeneration",
         "Phi4MMForCausalLM",

@@ -6,8 +6,9 @@ to stdout: ``{class: {"pp": true | false | null, "lora": ...}}``,
 whether vLLM's class implements ``SupportsPP`` and ``SupportsLoRA`` (``ModelRegistry`` inspects each class as
 ``verify_with_parallel_config`` does before it refuses a pipeline-parallel size above 1 for one that does
 not, and as the model loader does before it refuses ``--enable-lora`` for one that does not), null where
-the class cannot be inspected here (a wrapper whose module imports a library this CPU venv lacks) or is not
-registered.
+the class cannot be inspected here (its module imports a library this CPU venv lacks; torchvision, which the
+wrappers import to process images alone, is stood in by vllm_weights_probe's ``_torchvision_stand_in``) or is
+not registered.
 
 kvright's pods run vLLM's CUDA build. A hardware-isolated model package (``vllm.models.<name>``: DeepSeek-V3.2
 and V4, Kimi-K3, MiniMax-M3) picks its implementation by platform, and this CPU build's can differ from the
@@ -27,7 +28,7 @@ import json
 import sys
 from typing import Any
 
-from vllm_weights_probe import _minimax_m3_on_cpu
+from vllm_weights_probe import _minimax_m3_on_cpu, _torchvision_stand_in
 
 #: The module of a hardware-isolated package that holds its CUDA implementation.
 CUDA_MODULE = "nvidia.model"
@@ -61,22 +62,22 @@ def main() -> None:
         )
 
         names = sorted({*asked, *_TEXT_GENERATION_MODELS, *_MULTIMODAL_MODELS})
-
         answers: dict[str, dict[str, bool | None]] = {}
-        for name in names:
-            model = ModelRegistry.models.get(name)
-            package = _VLLM_MODELS.get(name, ("", ""))[0]
-            try:  # imported here, in this one process (inspecting may start a process per class)
-                if package.startswith("vllm.models."):
-                    cls = _cuda_class(package, name)
-                else:
-                    cls = model.load_model_cls() if model is not None else None
-            except Exception:  # the class's module cannot be imported in this venv
-                cls = None
-            answers[name] = {
-                "pp": None if cls is None else bool(supports_pp(cls)),
-                "lora": None if cls is None else bool(supports_lora(cls)),
-            }
+        with _torchvision_stand_in():  # the wrappers' modules import it to process images alone
+            for name in names:
+                model = ModelRegistry.models.get(name)
+                package = _VLLM_MODELS.get(name, ("", ""))[0]
+                try:  # imported here, in this one process (inspecting may start a process per class)
+                    if package.startswith("vllm.models."):
+                        cls = _cuda_class(package, name)
+                    else:
+                        cls = model.load_model_cls() if model is not None else None
+                except Exception:  # the class's module cannot be imported in this venv
+                    cls = None
+                answers[name] = {
+                    "pp": None if cls is None else bool(supports_pp(cls)),
+                    "lora": None if cls is None else bool(supports_lora(cls)),
+                }
     json.dump(answers, sys.stdout)
     sys.stdout.write("\n")
 

@@ -170,7 +170,8 @@ def _torchvision_stand_in() -> Iterator[None]:
     none). Undone after the case."""
     from vllm.model_executor.models import registry
 
-    if importlib.util.find_spec("torchvision") is not None:  # a venv with torchvision needs none
+    standing_in = any(isinstance(finder, _TorchvisionStandIn) for finder in sys.meta_path)
+    if standing_in or importlib.util.find_spec("torchvision") is not None:  # one already, or the real one
         yield
         return
     find_spec = importlib.util.find_spec
