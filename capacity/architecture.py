@@ -3695,6 +3695,10 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _intern_vit_parameters(config, v, text_hidden)
     if config.get("model_type") in ("kimi_k25", "kimi_k3"):
         return _moonvit_parameters(v, text_hidden)
+    if v.get("model_type") == "llama4_vision_model":
+        return _llama4_vision_parameters(v, text_hidden)
+    if v.get("model_type") == "gemma4_vision":
+        return _gemma4_vision_parameters(v, text_hidden)
     if config.get("model_type") in _LLAVA_TYPES and v.get("model_type") in _LLAVA_TOWERS:
         return _llava_vision_parameters(config, v, text_hidden)
     if _architecture_class(config) == "MiniMaxM3SparseForConditionalGeneration":
@@ -3708,8 +3712,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     channels = _int(v, ("num_channels", "in_channels", "in_chans"), default=3)
     patch = _int(v, ("patch_size",), default=14)
     temporal = _int(v, ("temporal_patch_size",), default=1)
-    # A SiLU tower has a gated MLP (gate, up, down: Pixtral, the Qwen2.5-VL ViT); GELU towers have two.
-    gated = v.get("model_type") in ("pixtral", "gemma4_vision") or v.get("hidden_act") == "silu"
+    # A SiLU tower has a gated MLP (gate, up, down: the Qwen2.5-VL ViT); GELU towers have two.
+    gated = v.get("hidden_act") == "silu"
     mlp = (3 if gated else 2) * h * inter + (0 if gated else inter + h)
     block = 4 * h * h + 4 * h + mlp + 4 * h  # attention with biases, MLP, two norms
     total = layers * block + channels * patch * patch * temporal * h + h + 2 * h
@@ -3721,8 +3725,6 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         and v.get("model_type") in ("siglip_vision_model", "llama4_vision")
     ):
         positions = (image // patch) ** 2
-    if positions is None and v.get("model_type") == "gemma4_vision":  # one table per image axis
-        positions = 2 * _int(v, ("position_embedding_size",), default=10240)
     total += (positions or 0) * h
     # Qwen2-VL's merger writes into vision_config.hidden_size (the text width); others name it.
     qwen_out: tuple[str, ...] = (
@@ -3753,6 +3755,57 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return total + h * text_hidden + h
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
+
+
+def _gemma4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
+    """Gemma 4's vision tower and embedder (gemma4_mm.py): the tower is transformers' ``Gemma4VisionModel``
+    (``AutoModel.from_config``), one position table per image axis of ``position_embedding_size`` rows, a
+    bias-free patch projection, blocks of bias-free q/k/v and output projections with per-head q and k
+    RMSNorms, four RMSNorms and a gated MLP; then one bias-free projection into the text width
+    (``ReplicatedLinear``). All of it is whole on every GPU (:func:`_vision_whole`)."""
+    with _in_sub_config("vision_config"):
+        h = _int(v, ("hidden_size",), default=1152)
+        layers = _int(v, ("num_hidden_layers",), default=27)
+        inter = _int(v, ("intermediate_size",), default=4304)
+        heads = _int(v, ("num_attention_heads",), default=16)
+        head_dim = _int(v, ("head_dim",), default=h // heads)
+        channels = _int(v, ("num_channels",), default=3)
+        patch = _int(v, ("patch_size",), default=16)
+        positions = 2 * _int(v, ("position_embedding_size",), default=10240)
+    attention = 2 * h * heads * head_dim + 2 * h * _int(v, ("num_key_value_heads",), default=heads) * head_dim
+    block = attention + 2 * head_dim + 4 * h + 3 * h * inter
+    return positions * h + channels * patch * patch * h + layers * block + h * text_hidden
+
+
+def _vision_whole(config: Mapping[str, Any], vision: int) -> int:
+    """Of a wrapper's vision parameters, those every GPU holds whole: all of Gemma 4's (transformers' tower
+    and a replicated projection); none of the others' here (GLM-V's under ``--mm-encoder-tp-mode data`` is
+    :func:`capacity.parallel.encoder_tp_mode`'s to say)."""
+    return vision if config.get("model_type") == "gemma4" else 0
+
+
+def _llama4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
+    """Llama 4's vision model and projector as vLLM's mllama4.py builds them: a class token, a bias-free
+    patch projection, ``(image / patch)^2 + 1`` positions, LayerNorms before and after ``num_hidden_layers``
+    blocks (biased q/k/v and output projections, two LayerNorms, a biased GELU MLP), the pixel-shuffle
+    adapter's two linears (``intermediate_size`` -> ``projector_input_dim`` -> ``projector_output_dim``,
+    biased by ``multi_modal_projector_bias``), and a bias-free projection from ``vision_output_dim`` into the
+    text width."""
+    with _in_sub_config("vision_config"):
+        h = _int(v, ("hidden_size",), default=768)
+        layers = _int(v, ("num_hidden_layers",), default=34)
+        inter = _int(v, ("intermediate_size",), default=5632)
+        channels = _int(v, ("num_channels",), default=3)
+        patch = _int(v, ("patch_size",), default=14)
+        image = _int(v, ("image_size",), default=448)
+        adapter_in = _int(v, ("projector_input_dim",), default=4096)
+        adapter_out = _int(v, ("projector_output_dim",), default=4096)
+        out = _int(v, ("vision_output_dim",), default=7680)
+        biased = _bool(v, "multi_modal_projector_bias", False)
+    block = 4 * h * h + 4 * h + 2 * h * inter + inter + h + 4 * h
+    tower = h + ((image // patch) ** 2 + 1) * h + channels * patch * patch * h + 4 * h + layers * block
+    adapter = inter * adapter_in + adapter_in * adapter_out + (adapter_in + adapter_out if biased else 0)
+    return tower + adapter + out * text_hidden
 
 
 #: LLaVA's wrappers and the towers vLLM builds for them by ``init_vision_tower_for_llava`` (llava.py).
@@ -4810,7 +4863,8 @@ def architecture_from_config(
     else:
         # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
         # model alone (the towers are MiMoV2OmniForCausalLM's).
-        towers = (_vision_parameters(config, hidden) if family != "mimo_v2" else 0, 0)
+        vision = _vision_parameters(config, hidden) if family != "mimo_v2" else 0
+        towers = (vision, _vision_whole(config, vision))
     audio = _audio_tower(config, hidden)
     if audio is not None:
         towers = (towers[0] + audio.parameters, towers[1] + audio.whole)
