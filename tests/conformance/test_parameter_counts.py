@@ -23,8 +23,9 @@ the whole wrapper must be that plus the tower transformers' class builds, which 
 The real quantized checkpoints of ``tests/data/configs`` are built whole, with their quantization config
 (and ``hf_quant_config.json``), and their bytes held to capacity's within a millionth, less the two things
 capacity leaves out by design: symmetric GPTQ's zero points (Marlin drops them after loading) and the exact
-width of a per-row scale's rows (amortized over 4,096 inputs). Those the CPU build cannot build (sparse
-attention, NVFP4 and WNA16 MoE kernels, wrappers whose processors need torchvision) assert its refusal.
+width of a per-row scale's rows (amortized over 4,096 inputs); a multimodal one with the torchvision
+stand-in (Gemma 3 FP8, Llama 4 Scout FP8). Those the CPU build cannot build (sparse attention, NVFP4, MXFP8
+and WNA16 kernels) assert its refusal.
 
 Ling 1.x and 2.0 (``bailing_moe``) and DeepSeek-MoE (``deepseek``) load only with the checkpoint's own config
 code: their cases are read by a plain config class (``_plain_config``), so vLLM's class reads the case's
@@ -355,10 +356,7 @@ FIXTURE_NOT_BUILT = {
     "kimi-k3": "No MXFP4 MoE backend supports the deployment configuration",
     "kimi-k2.5": "No WNA16 MoE backend supports the deployment configuration",
     "minimax-m3-nvfp4": "Failed to find a kernel that can implement the MXFP8 linear layer",
-    # multimodal wrappers: the CPU venv cannot import their processors (torchvision)
-    "gemma-3-4b-it-fp8-dynamic": "failed to be inspected",
-    "llama-4-scout-17b-16e-instruct-fp8-dynamic": "failed to be inspected",
-    "qwen3.6-27b-nvfp4": "failed to be inspected",
+    "qwen3.6-27b-nvfp4": "Marlin FP4 not available",
     "mimo-v2.5-pro": "contains custom code",
 }
 
@@ -492,7 +490,10 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             {"id": f"{case}:tower", "config": config, "tower": _TABLE["towers"][case]["_tower"]}
             for case, config in TOWERS.items()
         ]
-        + [{"id": f"fixture:{slug}"} | files for slug, files in QUANTIZED_FIXTURES.items()]
+        + [
+            {"id": f"fixture:{slug}", "torchvision_stand_in": _is_wrapper(files["config"])} | files
+            for slug, files in QUANTIZED_FIXTURES.items()
+        ]
         + [
             {"id": f"block:{name}", "config": _WIDE_LLAMA | {"quantization_config": block}}
             for name, block in QUANTIZED_BLOCKS.items()
@@ -764,16 +765,18 @@ WRAPPERS_NOT_HELD = {
 }
 
 
+def _is_wrapper(config: dict[str, Any]) -> bool:
+    """A multimodal checkpoint (a tower's or a thinker's config beside its language model's)."""
+    return any(key in config for key in ("vision_config", "audio_config", "thinker_config"))
+
+
 def _multimodal_fixtures() -> set[str]:
     return {
         folder.name
         for folder in CONFIGS.iterdir()
         if (folder / "config.json").is_file()
         and folder.name not in QUANTIZED_FIXTURES
-        and any(
-            key in json.loads((folder / "config.json").read_text())
-            for key in ("vision_config", "audio_config", "thinker_config")
-        )
+        and _is_wrapper(json.loads((folder / "config.json").read_text()))
     }
 
 
