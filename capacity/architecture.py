@@ -3722,7 +3722,7 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if (
         positions is None
         and image is not None
-        and v.get("model_type") in ("siglip_vision_model", "llama4_vision")
+        and v.get("model_type") in ("siglip_vision_model", "idefics3_vision", "smolvlm_vision")
     ):
         positions = (image // patch) ** 2
     total += (positions or 0) * h
@@ -3750,9 +3750,19 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
             deepstack = _list(v, "deepstack_visual_indexes") or []
         total += norm + linears + len(deepstack) * (2 * merged + linears)
         return total
-    if config.get("model_type") == "gemma3":
+    wrapper = config.get("model_type")
+    if wrapper == "gemma3":
         # gemma3_mm.py's projector: a norm over the tower's width, then a projection into the text width
         return total + h * text_hidden + h
+    if wrapper == "paligemma":
+        # paligemma.py: one biased linear into the vision config's projection_dim (the wrapper's, stated)
+        with _in_sub_config("vision_config"):
+            dim = _opt_int(v, ("projection_dim",))
+        dim = dim or _int(config, ("projection_dim",), default=2048)
+        return total + h * dim + dim
+    if wrapper in ("idefics3", "smolvlm"):
+        # idefics3.py's connector: pixel shuffle by scale_factor, then one bias-free projection
+        return total + h * _int(config, ("scale_factor",), default=2) ** 2 * text_hidden
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
 

@@ -468,3 +468,54 @@ AUDIO_WRAPPERS |= {
         model_type="granite_speech_plus",
     ),
 }
+
+
+# Vision wrappers as a file states them when it names each sub-config's type and leaves the rest to the
+# config classes (their defaults, which the engine's transformers fills in), over a small language model.
+VISION_WRAPPERS: dict[str, dict[str, Any]] = {
+    name: {
+        "architectures": [cls],
+        "model_type": model_type,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,  # both levels: vLLM copies the wrapper's onto the text config
+        "text_config": _SMALL_TEXT | {"model_type": text, "tie_word_embeddings": False},
+        "vision_config": {"model_type": tower},
+        **extra,
+    }
+    for name, cls, model_type, text, tower, extra in (
+        ("paligemma", "PaliGemmaForConditionalGeneration", "paligemma", "gemma", "siglip_vision_model", {}),
+        ("idefics3", "Idefics3ForConditionalGeneration", "idefics3", "llama", "idefics3_vision", {}),
+        (
+            "smolvlm",
+            "SmolVLMForConditionalGeneration",
+            "smolvlm",
+            "llama",
+            "smolvlm_vision",
+            {"scale_factor": 4},
+        ),
+        (
+            "llava_onevision",
+            "LlavaOnevisionForConditionalGeneration",
+            "llava_onevision",
+            "qwen2",
+            "siglip_vision_model",
+            {},
+        ),
+        (
+            "llava_next_video",
+            "LlavaNextVideoForConditionalGeneration",
+            "llava_next_video",
+            "llama",
+            "clip_vision_model",
+            {},
+        ),
+        (
+            "llava-feature-layers",
+            "LlavaNextForConditionalGeneration",
+            "llava_next",
+            "llama",
+            "clip_vision_model",
+            {"vision_feature_layer": [-2, -5]},
+        ),
+    )
+}

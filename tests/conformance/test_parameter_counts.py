@@ -51,7 +51,7 @@ import capacity
 from capacity.architecture import ATTENTION_MIXERS, FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
-from tests.builders import AUDIO_WRAPPERS, MINIMAX_M3_TEXT, QWEN2_VL_7B, edited
+from tests.builders import AUDIO_WRAPPERS, MINIMAX_M3_TEXT, QWEN2_VL_7B, VISION_WRAPPERS, edited
 
 from .harness import HERE, VllmEnv, probe
 
@@ -780,31 +780,31 @@ def _multimodal_fixtures() -> set[str]:
     }
 
 
+#: Those fixtures, and vision wrappers that leave their sub-configs to the config classes' defaults
+#: (PaliGemma, Idefics3, SmolVLM, LLaVA-OneVision, LLaVA-NeXT-Video, LLaVA-NeXT over several feature layers).
+WRAPPER_CASES: dict[str, dict[str, Any]] = {
+    slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in WRAPPER_FIXTURES
+} | {f"vision:{name}": config for name, config in VISION_WRAPPERS.items()}
+
+
 @pytest.fixture(scope="module")
 def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    """The wrapper fixtures built in a process of their own: a module imported under the stand-in stays
-    imported, which would let a later case build that the other probe's expects to be refused."""
+    """The wrappers built in a process of their own: a module imported under the stand-in stays imported,
+    which would let a later case build that the other probe's expects to be refused."""
     payload = json.dumps(
-        [
-            {
-                "id": slug,
-                "config": json.loads((CONFIGS / slug / "config.json").read_text()),
-                "torchvision_stand_in": True,
-            }
-            for slug in WRAPPER_FIXTURES
-        ]
+        [{"id": case, "config": c, "torchvision_stand_in": True} for case, c in WRAPPER_CASES.items()]
     )
     out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
 
 
-@pytest.mark.parametrize("slug", WRAPPER_FIXTURES)
-def test_a_multimodal_fixture_is_what_vllms_own_wrapper_class_builds(
-    vllm_wrapper_counts: dict[str, dict[str, Any]], slug: str
+@pytest.mark.parametrize("case", sorted(WRAPPER_CASES))
+def test_a_multimodal_wrapper_is_what_vllms_own_wrapper_class_builds(
+    vllm_wrapper_counts: dict[str, dict[str, Any]], case: str
 ) -> None:
-    answer = vllm_wrapper_counts[slug]
-    assert answer["error"] is None, f"vLLM could not build {slug}: {answer['error']}"
-    arch = capacity.load_architecture(str(CONFIGS / slug))
+    answer = vllm_wrapper_counts[case]
+    assert answer["error"] is None, f"vLLM could not build {case}: {answer['error']}"
+    arch = capacity.architecture_from_config(WRAPPER_CASES[case])
     assert answer["architecture"] == arch.architecture
     assert arch.parameters == answer["parameters"]
     assert round(arch.weight_groups.total) == answer["bytes"], answer["own_dtypes"]
