@@ -4148,10 +4148,9 @@ def _audio_tower(config: Mapping[str, Any], text_hidden: int) -> _AudioTower | N
             "is missing; vLLM 0.32 builds Voxtral only from its Mistral-format params.json "
             "(--config-format mistral), which states it, not from transformers' config.json",
         )
-    reader = _AUDIO_READERS.get(cls)
-    if reader is None:
+    if cls not in _AUDIO_READERS:
         return None
-    key = "encoder_config" if reader is _granite_speech_tower else "audio_config"
+    key, reader = _AUDIO_READERS[cls]
     audio = config.get(key, {})
     if not isinstance(audio, Mapping):
         raise ConfigError(key, f"is {audio!r:.40}; expected an object")
@@ -4314,14 +4313,16 @@ def _qwen3_omni_audio_tower(
     return _AudioTower(parameters=whole + blocks, whole=whole, split_heads=heads)
 
 
-#: The wrappers whose audio tower kvright weighs, by the class vLLM builds.
-_AUDIO_READERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any], int], _AudioTower]] = {
-    "Qwen2AudioForConditionalGeneration": _qwen2_audio_tower,
-    "AudioFlamingo3ForConditionalGeneration": _audio_flamingo3_tower,
-    "GlmAsrForConditionalGeneration": _glm_asr_tower,
-    "GraniteSpeechForConditionalGeneration": _granite_speech_tower,
-    "GraniteSpeechPlusForConditionalGeneration": _granite_speech_tower,
-    "Qwen3ASRForConditionalGeneration": _qwen3_omni_audio_tower,
+#: The wrappers whose audio tower kvright weighs, by the class vLLM builds: the sub-config describing the
+#: encoder, and its reader.
+_AudioReader = Callable[[Mapping[str, Any], Mapping[str, Any], int], _AudioTower]
+_AUDIO_READERS: dict[str, tuple[str, _AudioReader]] = {
+    "Qwen2AudioForConditionalGeneration": ("audio_config", _qwen2_audio_tower),
+    "AudioFlamingo3ForConditionalGeneration": ("audio_config", _audio_flamingo3_tower),
+    "GlmAsrForConditionalGeneration": ("audio_config", _glm_asr_tower),
+    "GraniteSpeechForConditionalGeneration": ("encoder_config", _granite_speech_tower),
+    "GraniteSpeechPlusForConditionalGeneration": ("encoder_config", _granite_speech_tower),
+    "Qwen3ASRForConditionalGeneration": ("audio_config", _qwen3_omni_audio_tower),
 }
 
 #: Wrappers whose file keeps the model vLLM builds under ``thinker_config`` (its text and audio configs);

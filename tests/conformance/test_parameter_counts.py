@@ -474,6 +474,12 @@ ODD_VOCABULARIES: dict[str, dict[str, Any]] = {
 }
 
 
+def _weights_probe(vllm_env: VllmEnv, payload: str) -> dict[str, dict[str, Any]]:
+    """vllm_weights_probe.py's answers to the cases of ``payload``, by case id (one process for them all)."""
+    out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
+    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+
+
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps(
@@ -513,8 +519,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             for name, (config, _, _) in REFUSED_BY_BOTH.items()
         ]
     )
-    out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
-    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+    return _weights_probe(vllm_env, payload)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -794,8 +799,7 @@ def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps(
         [{"id": case, "config": c, "torchvision_stand_in": True} for case, c in WRAPPER_CASES.items()]
     )
-    out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
-    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+    return _weights_probe(vllm_env, payload)
 
 
 @pytest.mark.parametrize("case", sorted(WRAPPER_CASES))
