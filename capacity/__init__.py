@@ -73,6 +73,7 @@ from capacity.parallel import (
     kv_heads_per_gpu,
     padded_vocab_size,
     tensor_parallel_error,
+    tensor_parallel_reason,
     valid_tensor_parallel_sizes,
 )
 from capacity.planner import (
@@ -213,6 +214,7 @@ __all__ = [
     "price_per_gpu_hour",
     "rollout_seconds",
     "tensor_parallel_error",
+    "tensor_parallel_reason",
     "valid_tensor_parallel_sizes",
     "weight_bytes",
     "weight_bytes_per_gpu",

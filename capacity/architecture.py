@@ -29,6 +29,7 @@ from capacity.quantization import ModuleKind, WeightFormat, weight_format
 
 __all__ = [
     "DTYPE_BYTES",
+    "ENCODER_TP_DATA",
     "FAMILIES",
     "NO_PIPELINE_PARALLEL",
     "TRANSFORMERS_DEFAULTS",
@@ -125,6 +126,12 @@ FAMILIES: dict[str, str] = {
     "Qwen3MoeForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
     "Qwen3VLForConditionalGeneration": "dense",
+    # The Omni thinkers (vLLM's qwen2_5_omni_thinker.py, qwen3_omni_moe_thinker.py): a Qwen2 or Qwen3-MoE
+    # language model, a Qwen-VL vision tower and an audio encoder, all under the file's thinker_config (the
+    # talker and the vocoder are not built: vLLM serves text out).
+    "Qwen2_5OmniModel": "dense",
+    "Qwen2_5OmniForConditionalGeneration": "dense",
+    "Qwen3OmniMoeForConditionalGeneration": "moe",
     "Glm4MoeForCausalLM": "moe",
     "Ernie4_5_MoeForCausalLM": "moe",
     "OlmoeForCausalLM": "moe",
@@ -251,6 +258,54 @@ NO_PIPELINE_PARALLEL: frozenset[str] = frozenset(
         "SmolVLMForConditionalGeneration",
         "WhisperForConditionalGeneration",
         "Zamba2ForCausalLM",
+    }
+)
+
+#: Classes vLLM registers that can run their vision tower whole on every rank (``supports_encoder_tp_data``):
+#: they honour ``--mm-encoder-tp-mode data``, which kvright writes where TP does not divide a width the
+#: tower splits (:attr:`Architecture.vision_tp_widths`, :func:`capacity.parallel.encoder_tp_mode`). For any
+#: other class vLLM turns the flag back into ``weights`` with a warning and shards the tower by TP, so such a
+#: width is a TP rule (:attr:`Architecture.tower_tp_widths`). tests/conformance/test_parameter_counts.py
+#: holds the set to vLLM's registry, every class it can inspect.
+ENCODER_TP_DATA: frozenset[str] = frozenset(
+    {
+        "CohereCompassForConditionalGeneration",
+        "Cosmos3EdgeForConditionalGeneration",
+        "Cosmos3ForConditionalGeneration",
+        "DotsOCRForCausalLM",
+        "Eagle2_5_VLForConditionalGeneration",
+        "Exaone4_5_ForConditionalGeneration",
+        "Glm4vForConditionalGeneration",
+        "Glm4vMoeForConditionalGeneration",
+        "GlmOcrForConditionalGeneration",
+        "H2OVLChatModel",
+        "InternS1ProForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "InternVLChatModel",
+        "IsaacForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+        "KimiK3ForConditionalGeneration",
+        "KimiVLForConditionalGeneration",
+        "Llama4ForConditionalGeneration",
+        "MiniCPMO",
+        "MiniCPMV",
+        "MiniCPMV4_6ForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration",
+        "MiniMaxM3SparseForConditionalGeneration",
+        "NVLM_D",
+        "OpenCUAForConditionalGeneration",
+        "QianfanOCRForConditionalGeneration",
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen4ExpForConditionalGeneration",
+        "Step3VLForConditionalGeneration",
+        "Step3p7ForConditionalGeneration",
+        "StepVLForConditionalGeneration",
     }
 )
 
@@ -991,11 +1046,17 @@ class Architecture:
     tower_split_heads: int = 0
     """Heads of an audio tower whose blocks vLLM splits by TP only where TP divides them and holds whole on
     every rank where it does not (Qwen3-Omni's encoder turns its TP off); 0: none such."""
-    vision_heads: int = 0
-    """Attention heads of a vision tower vLLM splits across the TP ranks as it does the text model's
-    (``divide(num_heads, tp)`` in GLM-V's Glm4vVisionAttention, under the default ``--mm-encoder-tp-mode
-    weights``), for a model class that can run it whole per rank instead (``--mm-encoder-tp-mode data``,
-    :func:`capacity.parallel.encoder_tp_mode`); 0: no tower, or one whose heads set no TP rule here."""
+    tower_head_split_parameters: int = 0
+    """Of ``vision_parameters``, those blocks (:attr:`tower_split_heads`): split by TP where TP divides the
+    heads, else whole on every rank. A vision tower beside them (Qwen3-Omni's) splits as it always does."""
+    vision_tp_widths: tuple[tuple[str, int], ...] = ()
+    """Widths of a vision tower's layers vLLM splits across the TP ranks as it does the text model's, under
+    the default ``--mm-encoder-tp-mode weights`` (its heads, ``divide(num_heads, tp)``; its MLP and patch
+    merger, whose column-parallel linears assert TP divides them), each with a description to format it
+    into, for a model class that can run the tower whole per rank instead (:data:`ENCODER_TP_DATA`;
+    ``--mm-encoder-tp-mode data``, :func:`capacity.parallel.encoder_tp_mode`). A class that cannot has them
+    in :attr:`tower_tp_widths`. Empty: no tower, or none whose widths kvright reads (GLM-V's heads and the
+    Qwen-VL towers' are read)."""
     per_layer_input_size: int = 0
     """Gemma 4's per-layer embeddings (``hidden_size_per_layer_input``, E2B/E4B): each layer adds a
     ``per_layer_input_size``-wide embedding of the token, from one vocab-parallel table of
@@ -1272,6 +1333,9 @@ class ParameterGroups:
     """Vision tower and projector (split across TP ranks; not run by a decode step)."""
     vision_whole: float = 0.0
     """The part of ``vision`` every TP rank holds whole (:attr:`Architecture.vision_whole_parameters`)."""
+    vision_head_split: float = 0.0
+    """The part of ``vision`` split only where TP divides its heads
+    (:attr:`Architecture.tower_head_split_parameters`)."""
     per_layer_embedding: float = 0.0
     """Gemma 4's per-layer embedding table (vocab-parallel like the input embedding, read by lookup; never
     the LM head, tied or not)."""
@@ -1380,6 +1444,8 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     ngram = 0.0
     vision = weigh("vision", None, a.vision_parameters) if a.vision_parameters else 0.0
     vision_whole = weigh("vision", None, a.vision_whole_parameters) if a.vision_whole_parameters else 0.0
+    head_split = a.tower_head_split_parameters
+    vision_head_split = weigh("vision", None, head_split) if head_split else 0.0
     sharded = 0.0
     norm = 2 * h if a.norm_bias else h
     replicated = weigh(None, None, norm if a.final_norm else 0) + _hyper_connection_params(a, None, weigh)
@@ -1464,6 +1530,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
         lm_head=lm_head,
         vision=vision,
         vision_whole=vision_whole,
+        vision_head_split=vision_head_split,
         per_layer_embedding=per_layer_embedding,
         ngram_embedding=ngram,
         sharded=sharded,
@@ -1792,7 +1859,12 @@ _FILE_NAMES: dict[str, dict[str, str]] = {
 #: Text configs a wrapper builds with another model type's class (vLLM's ``init_vllm_registered_model`` with
 #: ``architectures`` set: glm4_1v.py builds Glm4ForCausalLM or Glm4MoeForCausalLM over the GLM-V text config),
 #: read as that type once their own config class's defaults are in.
-_LANGUAGE_MODEL_TYPES = {"glm4v_text": "glm4", "glm4v_moe_text": "glm4_moe"}
+_LANGUAGE_MODEL_TYPES = {
+    "glm4v_text": "glm4",
+    "glm4v_moe_text": "glm4_moe",
+    "qwen2_5_omni_text": "qwen2",  # qwen2_5_omni_thinker.py: Qwen2ForCausalLM
+    "qwen3_omni_moe_text": "qwen3_moe",  # qwen3_omni_moe_thinker.py: Qwen3MoeForCausalLM's layers
+}
 
 
 def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -3722,7 +3794,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if (
         positions is None
         and image is not None
-        and v.get("model_type") in ("siglip_vision_model", "idefics3_vision", "smolvlm_vision")
+        and v.get("model_type")
+        in ("siglip_vision_model", "idefics3_vision", "smolvlm_vision", "qwen3_omni_moe_vision_encoder")
     ):
         positions = (image // patch) ** 2
     total += (positions or 0) * h
@@ -4072,15 +4145,50 @@ def _is_glm4v_tower(config: Mapping[str, Any], vision: Mapping[str, Any]) -> boo
     )
 
 
-def _vision_heads(config: Mapping[str, Any]) -> int:
-    """:attr:`Architecture.vision_heads`: GLM-V's tower (Glm4vVisionConfig's 12 heads unless stated)."""
+#: The wrappers whose vision tower is vLLM's Qwen-VL transformer (qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py, and
+#: the Qwen3.5 and Omni classes that build one of them).
+_QWEN_VISION_CLASSES = frozenset(
+    {
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen2_5OmniModel",
+        "Qwen2_5OmniForConditionalGeneration",
+        "Qwen3OmniMoeForConditionalGeneration",
+    }
+)
+
+
+def _vision_split_widths(config: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The widths a wrapper's vision tower splits by TP (:attr:`Architecture.vision_tp_widths`): GLM-V's
+    heads (Glm4vVisionConfig's 12 unless stated); a Qwen-VL tower's heads, its MLP (Qwen2-VL's
+    ``mlp_ratio`` times its width, the others' ``intermediate_size``; Qwen2.5-VL's 3,420 divides no TP of 8)
+    and its patch merger (the width times ``spatial_merge_size`` squared)."""
     vision = config.get("vision_config")
     if not isinstance(vision, Mapping):
-        return 0
+        return ()
     if _is_glm4v_tower(config, vision):
         with _in_sub_config("vision_config"):
-            return _int(vision, ("num_heads",), default=12)
-    return 0
+            return (("{} vision attention heads", _int(vision, ("num_heads",), default=12)),)
+    if _architecture_class(config) not in _QWEN_VISION_CLASSES:
+        return ()
+    named = dict(vision)
+    _name_sub_config_type(named, config, "vision_config")
+    v = _with_defaults(named, nested=True)
+    with _in_sub_config("vision_config"):
+        width = _int(v, ("embed_dim", "hidden_size"))
+        heads = _int(v, ("num_heads",))
+        ratio = _opt_int(v, ("mlp_ratio",))
+        mlp = width * ratio if ratio else _int(v, ("intermediate_size",))
+        merge = _int(v, ("spatial_merge_size",), default=2)
+    return (
+        ("{} vision attention heads", heads),
+        ("{}-wide vision MLP", mlp),
+        ("{}-wide vision patch merger", width * merge * merge),
+    )
 
 
 def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
@@ -4157,12 +4265,12 @@ def _audio_tower(config: Mapping[str, Any], text_hidden: int) -> _AudioTower | N
     return reader(config, audio, text_hidden)
 
 
-def _whisper_encoder(audio: Mapping[str, Any]) -> tuple[int, int]:
+def _whisper_encoder(audio: Mapping[str, Any], *, learned_positions: bool = True) -> tuple[int, int]:
     """transformers' Whisper-style encoder (``Qwen2AudioEncoder``, which vLLM's qwen2_audio.py and
     audioflamingo3.py build as transformers wrote it, whole on every rank), and its width: two convolutions
-    with biases over the mel bins, a position table of ``max_source_positions`` rows, ``encoder_layers``
-    blocks (q, k, v and output projections, k without a bias; two LayerNorms; a GELU MLP with biases) and
-    a final LayerNorm."""
+    with biases over the mel bins, a position table of ``max_source_positions`` rows (unless its positions
+    are sinusoids, a buffer: ``learned_positions`` false), ``encoder_layers`` blocks (q, k, v and output
+    projections, k without a bias; two LayerNorms; a GELU MLP with biases) and a final LayerNorm."""
     with _in_sub_config("audio_config"):
         width = _int(audio, ("d_model", "hidden_size"), default=1280)
         layers = _int(audio, ("encoder_layers", "num_hidden_layers"), default=32)
@@ -4171,7 +4279,8 @@ def _whisper_encoder(audio: Mapping[str, Any]) -> tuple[int, int]:
         positions = _int(audio, ("max_source_positions",), default=1500)
     convolutions = mels * width * 3 + width + width * width * 3 + width
     block = 4 * width * width + 3 * width + 2 * width * ffn + ffn + width + 4 * width
-    return convolutions + positions * width + layers * block + 2 * width, width
+    table = positions * width if learned_positions else 0
+    return convolutions + table + layers * block + 2 * width, width
 
 
 def _qwen2_audio_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int) -> _AudioTower:
@@ -4216,9 +4325,9 @@ def _glm_asr_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text_hid
         parameters=convolutions + norms + row_biases + linears + projector,
         whole=convolutions + norms + row_biases,
         tp_widths=(
-            ("{} encoder attention heads", heads),
-            ("{}-wide encoder MLP", ffn),
-            ("{}-wide projector", 2 * text_hidden),
+            ("{} audio encoder attention heads", heads),
+            ("{}-wide audio encoder MLP", ffn),
+            ("{}-wide audio projector", 2 * text_hidden),
         ),
         kv_heads=kv_heads,
     )
@@ -4282,7 +4391,7 @@ def _granite_speech_tower(
     return _AudioTower(
         parameters=whole + split + projector,
         whole=whole + projector,
-        tp_widths=(("{}-wide conformer feed-forward", ffn), ("{}-wide CTC head", outputs)),
+        tp_widths=(("{}-wide audio conformer feed-forward", ffn), ("{}-wide audio CTC head", outputs)),
     )
 
 
@@ -4313,6 +4422,20 @@ def _qwen3_omni_audio_tower(
     return _AudioTower(parameters=whole + blocks, whole=whole, split_heads=heads)
 
 
+def _qwen2_5_omni_audio_tower(
+    config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int
+) -> _AudioTower:
+    """Qwen2.5-Omni's audio encoder (transformers' ``Qwen2_5OmniAudioEncoder``, which
+    qwen2_5_omni_thinker.py builds as transformers wrote it, whole on every rank): the Whisper-style encoder
+    with sinusoidal positions (a buffer), then a biased linear from ``d_model`` into ``output_dim`` (the text
+    width) and a two-row embedding of the audio's begin and end markers there."""
+    encoder, width = _whisper_encoder(audio, learned_positions=False)
+    with _in_sub_config("audio_config"):
+        outputs = _int(audio, ("output_dim",), default=text_hidden)
+    total = encoder + width * outputs + outputs + 2 * outputs
+    return _AudioTower(parameters=total, whole=total)
+
+
 #: The wrappers whose audio tower kvright weighs, by the class vLLM builds: the sub-config describing the
 #: encoder, and its reader.
 _AudioReader = Callable[[Mapping[str, Any], Mapping[str, Any], int], _AudioTower]
@@ -4323,17 +4446,28 @@ _AUDIO_READERS: dict[str, tuple[str, _AudioReader]] = {
     "GraniteSpeechForConditionalGeneration": ("encoder_config", _granite_speech_tower),
     "GraniteSpeechPlusForConditionalGeneration": ("encoder_config", _granite_speech_tower),
     "Qwen3ASRForConditionalGeneration": ("audio_config", _qwen3_omni_audio_tower),
+    "Qwen3OmniMoeForConditionalGeneration": ("audio_config", _qwen3_omni_audio_tower),
+    "Qwen2_5OmniModel": ("audio_config", _qwen2_5_omni_audio_tower),
+    "Qwen2_5OmniForConditionalGeneration": ("audio_config", _qwen2_5_omni_audio_tower),
 }
 
-#: Wrappers whose file keeps the model vLLM builds under ``thinker_config`` (its text and audio configs);
-#: vLLM builds that thinker alone.
-_THINKER_WRAPPERS = frozenset({"Qwen3ASRForConditionalGeneration"})
+#: Wrappers whose file keeps the model vLLM builds under ``thinker_config`` (its text, audio and vision
+#: configs); vLLM builds that thinker alone (the registry maps each to its ``*Thinker*`` class), not the
+#: talker or the vocoder beside it.
+THINKER_WRAPPERS = frozenset(
+    {
+        "Qwen3ASRForConditionalGeneration",
+        "Qwen3OmniMoeForConditionalGeneration",
+        "Qwen2_5OmniModel",
+        "Qwen2_5OmniForConditionalGeneration",
+    }
+)
 
 
 def _thinker(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """The config vLLM builds its model from: a thinker wrapper's ``thinker_config`` (with the file's class
     and, where the thinker states none, its dtype), else the file itself."""
-    if _architecture_class(config) not in _THINKER_WRAPPERS:
+    if _architecture_class(config) not in THINKER_WRAPPERS:
         return config
     thinker = config.get("thinker_config")
     if not isinstance(thinker, Mapping):
@@ -4876,6 +5010,8 @@ def architecture_from_config(
         # model alone (the towers are MiMoV2OmniForCausalLM's).
         vision = _vision_parameters(config, hidden) if family != "mimo_v2" else 0
         towers = (vision, _vision_whole(config, vision))
+    vision_widths = _vision_split_widths(config) if family != "mimo_v2" else ()
+    data_mode = architecture in ENCODER_TP_DATA
     audio = _audio_tower(config, hidden)
     if audio is not None:
         towers = (towers[0] + audio.parameters, towers[1] + audio.whole)
@@ -4931,10 +5067,11 @@ def architecture_from_config(
         qkv_bias=_flag(cfg, built.qkv_bias),
         vision_parameters=towers[0],
         vision_whole_parameters=towers[1],
-        vision_heads=_vision_heads(config),
-        tower_tp_widths=audio.tp_widths if audio is not None else (),
+        vision_tp_widths=vision_widths if data_mode else (),
+        tower_tp_widths=(audio.tp_widths if audio is not None else ()) + (() if data_mode else vision_widths),
         tower_kv_heads=audio.kv_heads if audio is not None else 0,
         tower_split_heads=audio.split_heads if audio is not None else 0,
+        tower_head_split_parameters=audio.parameters - audio.whole if audio and audio.split_heads else 0,
         config_reader=reader,
         model_class_reader=class_reader,
         warnings=tuple(warnings),

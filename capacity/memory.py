@@ -695,9 +695,12 @@ def weight_bytes_per_gpu(
     first = stage is None or stage.first
     last = stage is None or stage.last
     tower = g.vision if first else 0.0
-    # the tower on every rank: run with --mm-encoder-tp-mode data, or built by transformers (Gemma 3n's)
-    tower_off = arch.tower_split_heads and arch.tower_split_heads % tp  # its class turns its TP off
-    whole = tower if encoder_tp_mode(arch, tp) == "data" or tower_off else g.vision_whole if first else 0.0
+    # the tower on every rank: run with --mm-encoder-tp-mode data, or built by transformers (Gemma 3n's);
+    # an audio encoder's blocks where TP does not divide its heads (its class turns its TP off)
+    tower_off = arch.tower_split_heads and arch.tower_split_heads % tp
+    whole = (g.vision_whole + (g.vision_head_split if tower_off else 0.0)) if first else 0.0
+    if encoder_tp_mode(arch, tp) == "data":
+        whole = tower
     tables = g.embedding + g.ngram_embedding if first else 0.0  # the vocab-parallel lookups
     split = g.sharded + tables + tower - whole + g.per_layer_embedding
     if last:

@@ -15,6 +15,7 @@ __all__ = [
     "kv_heads_per_gpu",
     "padded_vocab_size",
     "tensor_parallel_error",
+    "tensor_parallel_reason",
     "valid_tensor_parallel_sizes",
 ]
 
@@ -41,18 +42,18 @@ images."""
 
 
 def encoder_tp_mode(arch: Architecture, tensor_parallel_size: int) -> EncoderTPMode:
-    """``data`` where ``tp`` does not divide the heads of a tower vLLM would shard by TP
-    (:attr:`Architecture.vision_heads`), else ``weights``.
+    """``data`` where ``tp`` does not divide a width of a tower vLLM would shard by TP
+    (:attr:`Architecture.vision_tp_widths`), else ``weights``.
 
     Sharded, such a tower stops the engine at load (GLM-4.5V's 12 heads at TP 8: "12 is not divisible by
-    8", vllm-project/vllm#24004). Under ``data`` its attention runs with a TP size of 1
-    (``is_vit_use_data_parallel`` in GLM-V's ``Glm4vVisionAttention``) and its weights are whole on every
-    GPU. vLLM falls back to ``weights`` with a warning for a model class without
-    ``supports_encoder_tp_data``; every tower that sets ``vision_heads`` has it (the conformance suite
-    reads it from vLLM's source).
+    8", vllm-project/vllm#24004; Qwen2.5-VL's 3,420-wide MLP at TP 8, an assertion in
+    ``MergedColumnParallelLinear``). Under ``data`` its layers run with a TP size of 1
+    (``is_vit_use_data_parallel``) and its weights are whole on every GPU. vLLM honours ``data`` only for a
+    class with ``supports_encoder_tp_data`` (:data:`~capacity.architecture.ENCODER_TP_DATA`); only such a
+    class has ``vision_tp_widths`` (another's are TP rules, ``tower_tp_widths``).
     """
-    heads = arch.vision_heads
-    return "data" if heads and heads % tensor_parallel_size else "weights"
+    splits = any(width % tensor_parallel_size for _, width in arch.vision_tp_widths)
+    return "data" if splits else "weights"
 
 
 #: State layers split by channel alone (no heads), and what to call them in a refusal.
@@ -68,11 +69,21 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
     is replicated), the vocab-parallel embedding needs the padded vocabulary to divide by ``tp``, and FP8
     checkpoints with weight blocks need each rank's share of every quantized width to be whole blocks
     (:func:`fp8_block_error`; with ``expert_parallel`` the experts are not split by width). A vision tower
-    whose heads ``tp`` does not divide sets no limit: kvright runs it whole on every rank
-    (:func:`encoder_tp_mode`).
+    width ``tp`` does not divide sets no limit in a class that can run the tower whole on every rank
+    (:func:`encoder_tp_mode`); in another it is a split width (:func:`_undivided_width`).
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         return f"tensor parallel size {tp!r} is not a positive integer"
+    reason = tensor_parallel_reason(arch, tp, expert_parallel=expert_parallel)
+    if reason is None:
+        return None
+    accepted = valid_tensor_parallel_sizes(arch, max(tp, 8), expert_parallel=expert_parallel)
+    return f"tensor parallel size {tp} {reason}; accepted: {', '.join(map(str, accepted)) or 'none'}"
+
+
+def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool = False) -> str | None:
+    """The rule of :func:`tensor_parallel_error` that refuses a positive ``tp``, as a clause that follows
+    "tensor parallel size N" ("does not divide the 28 attention heads of ..."), or None."""
     split_heads = sorted(h for h in arch.attention_head_counts if h % tp)
     if split_heads:
         # The model's own head count first; else the first layer kind with heads of its own (Step-3.5).
@@ -100,12 +111,8 @@ def tensor_parallel_error(arch: Architecture, tp: int, *, expert_parallel: bool 
     elif (split := _undivided_width(arch, tp)) is not None:
         reason = f"does not divide the {split} (vLLM asserts it does)"
     else:
-        block = fp8_block_error(arch, tp, expert_parallel=expert_parallel)
-        if block is None:
-            return None
-        reason = block
-    accepted = valid_tensor_parallel_sizes(arch, max(tp, 8), expert_parallel=expert_parallel)
-    return f"tensor parallel size {tp} {reason}; accepted: {', '.join(map(str, accepted)) or 'none'}"
+        return fp8_block_error(arch, tp, expert_parallel=expert_parallel)
+    return reason
 
 
 def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = False) -> str | None:
@@ -218,8 +225,9 @@ def _undivided_width(arch: Architecture, tp: int) -> str | None:
     A dense MLP's (or the shared experts') width: vLLM splits its gate/up projection by
     ``MergedColumnParallelLinear``, which asserts ``width % tp == 0``, and its down projection by
     ``RowParallelLinear`` (``divide(input_size, tp)``, the same assertion); routed experts are split by
-    floor division and padded (``FusedMoEConfig``), so they set no rule here. An audio tower's split layers
-    (:attr:`Architecture.tower_tp_widths`; its fused QKV projection's K and V heads,
+    floor division and padded (``FusedMoEConfig``), so they set no rule here. A tower's split layers
+    (:attr:`Architecture.tower_tp_widths`: an audio tower's, or a vision tower's in a class that cannot run
+    it whole per rank; an audio tower's fused QKV projection's K and V heads,
     :attr:`Architecture.tower_kv_heads`, split or replicated whole as the text model's are)."""
     widths = [("dense MLP", layer.ffn_width) for layer in arch.layers if layer.ffn == "dense"]
     if arch.shared_expert_intermediate_size and any(layer.ffn == "moe" for layer in arch.layers):
@@ -230,7 +238,7 @@ def _undivided_width(arch: Architecture, tp: int) -> str | None:
     split = next(dense, None)
     if split is None:
         towers = (what.format(width) for what, width in arch.tower_tp_widths if width % tp)
-        split = next((f"{what} of {arch.name}'s audio tower" for what in towers), None)
+        split = next((f"{what} of {arch.name}" for what in towers), None)
     if split is None and arch.tower_kv_heads and _splits_kv_heads(arch.tower_kv_heads, tp):
         split = f"{arch.tower_kv_heads} encoder KV heads of {arch.name}'s audio tower into fractions"
     return split

@@ -322,6 +322,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "fp8": cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8"),
         }
     valid_tp = cap.valid_tensor_parallel_sizes(arch, args.gpus_per_node)
+    refused_tp = _refused_tp(arch, args.gpus_per_node)
     data: dict[str, Any] = {
         "model": arch.name,
         "model_type": arch.model_type,
@@ -335,6 +336,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "attention": arch.attention,
         "kv_cache_bytes_per_token": kv,
         "valid_tensor_parallel_sizes": valid_tp,
+        "refused_tensor_parallel_sizes": refused_tp,
         "weight_bytes": cap.weight_bytes(arch),
         "num_layers": arch.num_decoder_layers,
         "num_attention_heads": arch.num_attention_heads,
@@ -448,10 +450,33 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         * bool(arch.num_indexer_layers),
         ("max context", _max_context(arch)),
         ("valid TP", ", ".join(str(t) for t in valid_tp)),
+        *(
+            (f"TP {tp} refused", why["reason"] + _EP_ACCEPTS * why["accepted_with_expert_parallel"])
+            for tp, why in refused_tp.items()
+        ),
         ("config read by", CONFIG_READERS[arch.config_reader]),
         *(("warning", w) for w in arch.warnings),
     ]
     return data, _table(rows)
+
+
+_EP_ACCEPTS = "; with expert parallelism it is accepted"
+
+
+def _refused_tp(arch: cap.Architecture, gpus_per_node: int) -> dict[int, dict[str, Any]]:
+    """The power-of-two TP degrees up to a node that vLLM refuses for ``arch``: the rule that refuses each,
+    and whether expert parallelism (experts whole, not split by width) makes it acceptable."""
+    sizes = [2**k for k in range(1, gpus_per_node.bit_length()) if 2**k <= gpus_per_node]
+    reasons = {tp: cap.tensor_parallel_reason(arch, tp) for tp in sizes}
+    return {
+        tp: {
+            "reason": reason,
+            "accepted_with_expert_parallel": bool(arch.num_experts)
+            and cap.tensor_parallel_reason(arch, tp, expert_parallel=True) is None,
+        }
+        for tp, reason in reasons.items()
+        if reason is not None
+    }
 
 
 def _towers_label(arch: cap.Architecture) -> str:
@@ -465,9 +490,11 @@ def _towers_label(arch: cap.Architecture) -> str:
         else "split by TP"
     )
     if arch.tower_split_heads:
-        held += f" where TP divides its {arch.tower_split_heads} heads (else whole)"
-    if arch.vision_heads:
-        held += f" (whole where TP does not divide its {arch.vision_heads} heads: --mm-encoder-tp-mode data)"
+        blocks, heads = arch.tower_head_split_parameters / 1e9, arch.tower_split_heads
+        held += f"; the audio encoder's {blocks:.2f} B only where TP divides its {heads} heads (else whole)"
+    if arch.vision_tp_widths:
+        widths = ", ".join(what.format(width) for what, width in arch.vision_tp_widths)
+        held += f" (the vision tower whole where TP does not divide its {widths}: --mm-encoder-tp-mode data)"
     return f"{arch.vision_parameters / 1e9:.2f} B parameters (encoders and projectors), {held}; no KV cache"
 
 

@@ -48,7 +48,7 @@ from typing import Any
 import pytest
 
 import capacity
-from capacity.architecture import ATTENTION_MIXERS, FAMILIES, TIMM_TOWER_PARAMETERS
+from capacity.architecture import ATTENTION_MIXERS, ENCODER_TP_DATA, FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from kvright_dev.procs import free_port
 from tests.builders import AUDIO_WRAPPERS, MINIMAX_M3_TEXT, QWEN2_VL_7B, VISION_WRAPPERS, edited
@@ -712,30 +712,35 @@ def test_gemma3n_holds_the_audio_conformer_transformers_builds_whole_on_every_ra
     assert arch.vision_whole_parameters == TIMM_TOWER_PARAMETERS[vision] + audio["parameters"]
 
 
-def test_a_tower_tp_would_split_runs_whole_per_rank_in_a_class_that_can_run_it_so(
-    vllm_env: VllmEnv, tiny_models: dict[str, Any]
+def test_the_classes_that_run_a_tower_whole_per_rank_are_vllms(
+    vllm_env: VllmEnv, vllm_supports: dict[str, dict[str, bool]], tiny_models: dict[str, Any]
 ) -> None:
-    """Where TP does not divide the heads of a tower vLLM shards (``Architecture.vision_heads``: GLM-V),
-    kvright writes ``--mm-encoder-tp-mode data`` (``capacity.encoder_tp_mode``). vLLM honours it only for a
-    class with ``supports_encoder_tp_data`` and otherwise falls back to ``weights`` with a warning, and the
-    TP degree stops at load. Every such wrapper's class has it, read from vLLM's source
-    (vllm_class_attribute_probe.py: the wrapper cannot be imported here), and vLLM's parser and engine
-    config take the flag."""
+    """Where TP does not divide a width of a tower vLLM shards (``Architecture.vision_tp_widths``: GLM-V's
+    heads, a Qwen-VL tower's heads, MLP and merger), kvright writes ``--mm-encoder-tp-mode data``
+    (``capacity.encoder_tp_mode``). vLLM honours it only for a class with ``supports_encoder_tp_data`` and
+    otherwise falls back to ``weights`` with a warning, and the TP degree stops at load. ENCODER_TP_DATA is
+    the set of classes that have it, as vLLM answers for every class it can inspect here; a tower of a class
+    outside it splits its widths as TP rules instead; and vLLM's parser and engine config take the flag."""
+    assert len(vllm_supports) >= 70, sorted(set(FAMILIES) - set(vllm_supports))
+    assert {name for name, answer in vllm_supports.items() if answer["encoder_tp_data"]} == ENCODER_TP_DATA
     sharded = {
         case: capacity.architecture_from_config(config)
-        for case, config in TOWERS.items()
-        if capacity.architecture_from_config(config).vision_heads
+        for case, config in (*TOWERS.items(), *WRAPPER_CASES.items())
+        if capacity.architecture_from_config(config).vision_tp_widths
     }
-    assert sharded, "no wrapper with a TP-sharded tower left in the table"
-    classes = sorted({TOWERS[case]["architectures"][0] for case in sharded})
-    request = json.dumps({"classes": classes, "attribute": "supports_encoder_tp_data"})
-    out = vllm_env.run([str(HERE / "vllm_class_attribute_probe.py")], stdin=request, timeout=300)
-    answer = json.loads(out.strip().splitlines()[-1])
-    assert {name: answer[name]["value"] for name in classes} == dict.fromkeys(classes, True), answer
+    assert {arch.architecture for arch in sharded.values()} >= {
+        "Glm4vMoeForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+    }
     for case, arch in sharded.items():
-        splitting = next(tp for tp in range(2, arch.vision_heads + 2) if arch.vision_heads % tp)
+        assert arch.architecture in ENCODER_TP_DATA, case
+        width = arch.vision_tp_widths[0][1]
+        splitting = next(tp for tp in range(2, width + 2) if width % tp)
         assert capacity.encoder_tp_mode(arch, splitting) == "data", case
-        assert capacity.encoder_tp_mode(arch, arch.vision_heads) == "weights", case
+    omni = capacity.load_architecture(str(CONFIGS / "qwen2.5-omni-3b"))  # a Qwen2.5-VL tower, no data mode
+    assert omni.architecture not in ENCODER_TP_DATA and not omni.vision_tp_widths
+    assert "3420-wide vision MLP" in (capacity.tensor_parallel_error(omni, 8) or "")
     model = str(next(iter(tiny_models.values())))
     verdict = probe(vllm_env, {"flag": ["--model", model, "--enforce-eager", "--mm-encoder-tp-mode", "data"]})
     assert verdict["flag"]["accepted"], verdict["flag"]
@@ -753,6 +758,8 @@ WRAPPER_FIXTURES = (
     "qwen3-vl-235b-a22b",
     "qwen3.5-397b-a17b",
     "qwen3-asr-0.6b",
+    "qwen3-omni-30b-a3b-instruct",
+    "qwen2.5-omni-3b",
     "llama-4-scout-17b-16e-instruct",
     "gemma-4-26b-a4b",
 )
@@ -820,7 +827,7 @@ def test_every_multimodal_fixture_is_held_to_vllms_class_or_says_why_not() -> No
 
 
 def test_every_text_model_class_capacity_reads_is_built_here_or_says_why_not() -> None:
-    built = {config["architectures"][0] for config in CASES.values()}
+    built = {config["architectures"][0] for config in (*CASES.values(), *WRAPPER_CASES.values())}
     text_models = {name for name in FAMILIES if not name.endswith("ForConditionalGeneration")}
     assert text_models - built - set(NOT_BUILT) == set()
     assert not built & set(NOT_BUILT)

@@ -1,11 +1,14 @@
-"""Ask vLLM which model classes implement pipeline parallelism and LoRA, as a GPU build serves them.
+"""Ask vLLM which model classes implement pipeline parallelism and LoRA, and which can run their vision
+tower whole on every rank, as a GPU build serves them.
 
 Runs in the vLLM venv's python. Reads a JSON list of class names (as a checkpoint's ``architectures`` lists
 them) from stdin, adds every text-generation and multimodal class vLLM registers, and writes one JSON object
-to stdout: ``{class: {"pp": true | false | null, "lora": ...}}``,
+to stdout: ``{class: {"pp": true | false | null, "lora": ..., "encoder_tp_data": ...}}``,
 whether vLLM's class implements ``SupportsPP`` and ``SupportsLoRA`` (``ModelRegistry`` inspects each class as
 ``verify_with_parallel_config`` does before it refuses a pipeline-parallel size above 1 for one that does
-not, and as the model loader does before it refuses ``--enable-lora`` for one that does not), null where
+not, and as the model loader does before it refuses ``--enable-lora`` for one that does not), and whether it
+sets ``supports_encoder_tp_data`` (without it, vLLM turns ``--mm-encoder-tp-mode data`` back into
+``weights`` with a warning and shards the tower by TP), null where
 the class cannot be inspected here (its module imports a library this CPU venv lacks; torchvision, which the
 wrappers import to process images alone, is stood in by vllm_weights_probe's ``_torchvision_stand_in``) or is
 not registered.
@@ -53,7 +56,11 @@ def _cuda_class(package: str, name: str) -> Any:
 def main() -> None:
     asked = json.load(sys.stdin)
     with contextlib.redirect_stdout(sys.stderr):  # vLLM's logs stay off the answer
-        from vllm.model_executor.models.interfaces import supports_lora, supports_pp
+        from vllm.model_executor.models.interfaces import (
+            supports_lora,
+            supports_multimodal_encoder_tp_data,
+            supports_pp,
+        )
         from vllm.model_executor.models.registry import (
             _MULTIMODAL_MODELS,
             _TEXT_GENERATION_MODELS,
@@ -77,6 +84,7 @@ def main() -> None:
                 answers[name] = {
                     "pp": None if cls is None else bool(supports_pp(cls)),
                     "lora": None if cls is None else bool(supports_lora(cls)),
+                    "encoder_tp_data": None if cls is None else supports_multimodal_encoder_tp_data(cls),
                 }
     json.dump(answers, sys.stdout)
     sys.stdout.write("\n")

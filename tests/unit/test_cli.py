@@ -10,12 +10,16 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import capacity as cap
+from capacity.architecture import THINKER_WRAPPERS
 from kvright import crdgen
 from kvright.cli import main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -84,8 +88,10 @@ def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(ca
     assert re.search(r"\n  mla +(\w+, )*DeepseekV2ForCausalLM, ", shown)
     llama = cap.catalog_entry("llama-3.1-8b")["config"]
     for name in (a["architecture"] for a in listed if a["family"] == "dense"):
+        # a thinker wrapper's file nests the model it builds (Qwen2.5-Omni's)
+        config = {"thinker_config": llama} if name in THINKER_WRAPPERS else llama
         assert "not an architecture kvright knows" not in " ".join(
-            cap.architecture_from_config(llama | {"architectures": [name]}).warnings
+            cap.architecture_from_config(config | {"architectures": [name]}).warnings
         )
 
 
@@ -146,6 +152,26 @@ def test_inspect_counts_a_hybrids_attention_layers_apart_from_its_others(capsys)
     assert f"KV heads x 128, {arch.num_attention_layers} of {arch.num_layers} layers\n" in out
     code, out, _ = run(capsys, "inspect", "llama-3.1-8b")
     assert code == 0 and "KV heads x 128, 32 layers\n" in out
+
+
+def test_inspect_says_why_each_tp_of_a_node_is_refused(capsys):
+    """A TP degree missing from the valid list is named with the rule that refuses it, and whether expert
+    parallelism (experts whole) makes it acceptable: Qwen2.5-VL-7B's 28 heads refuse TP 8; an FP8 MoE whose
+    experts split into partial weight blocks takes TP 8 with expert parallelism."""
+    data = run_json(capsys, "inspect", str(CONFIGS / "qwen2.5-vl-7b-instruct"))
+    assert data["valid_tensor_parallel_sizes"] == [1, 2, 4]
+    assert data["refused_tensor_parallel_sizes"] == {
+        "8": {"reason": "does not divide the 28 attention heads of qwen2.5-vl-7b-instruct",
+              "accepted_with_expert_parallel": False},
+    }  # fmt: skip
+    blocked = cap.load_architecture("qwen3-30b-a3b-fp8")
+    code, out, _ = run(capsys, "inspect", "qwen3-30b-a3b-fp8")
+    refused = {tp for tp in (2, 4, 8) if tp not in cap.valid_tensor_parallel_sizes(blocked, 8)}
+    assert code == 0 and refused, "the fixture no longer has a TP its FP8 blocks refuse"
+    for tp in refused:
+        line = next(row for row in out.splitlines() if row.strip().startswith(f"TP {tp} refused"))
+        assert "FP8 weight blocks" in line and line.endswith("with expert parallelism it is accepted")
+    assert run_json(capsys, "inspect", "llama-3-70b")["refused_tensor_parallel_sizes"] == {}
 
 
 def test_inspect_gpus_per_node_widens_tp(capsys):

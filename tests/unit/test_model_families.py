@@ -1109,14 +1109,14 @@ def test_glm_v_runs_its_vision_tower_whole_per_rank_where_tp_would_split_its_12_
     Under ``--mm-encoder-tp-mode data`` (Glm4vForConditionalGeneration supports it) the tower runs whole on
     every rank: kvright writes that flag at such a TP degree, and counts the tower whole on each GPU."""
     arch = c.architecture_from_config(GLM_4_5V)
-    assert arch.vision_heads == 12
+    assert arch.vision_tp_widths == (("{} vision attention heads", 12),)
     assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4, 8]
     assert c.tensor_parallel_error(arch, 8) is None
     assert [c.encoder_tp_mode(arch, tp) for tp in (1, 2, 4, 8)] == ["weights", "weights", "weights", "data"]
     # Per GPU at TP 8: the text model an eighth, the tower whole (7/8 of it more than sharded).
     tower = arch.weight_groups.vision
     assert tower > 1e9  # about 0.9 B parameters in bf16
-    text_only = dataclasses.replace(arch, vision_heads=0)  # the same weights, the tower sharded
+    text_only = dataclasses.replace(arch, vision_tp_widths=())  # the same weights, the tower sharded
     extra = c.weight_bytes_per_gpu(arch, 8) - c.weight_bytes_per_gpu(text_only, 8)
     assert extra == pytest.approx(tower * 7 / 8, abs=2)
     assert c.weight_bytes_per_gpu(arch, 4) == c.weight_bytes_per_gpu(text_only, 4)
@@ -1132,10 +1132,7 @@ def test_glm_v_runs_its_vision_tower_whole_per_rank_where_tp_would_split_its_12_
     sixteen = GLM_4_5V | {"vision_config": GLM_4_5V["vision_config"] | {"num_heads": 16}}
     assert c.encoder_tp_mode(c.architecture_from_config(sixteen), 8) == "weights"
     default = GLM_4_5V | {"vision_config": {}}
-    assert c.architecture_from_config(default).vision_heads == 12  # Glm4vVisionConfig's
-    # Other towers set no rule here (Qwen3-VL's 16 heads would not bind below TP 16 anyway).
-    qwen3_vl = c.load_architecture("qwen3-vl-235b-a22b")
-    assert qwen3_vl.vision_heads == 0 and c.encoder_tp_mode(qwen3_vl, 8) == "weights"
+    assert c.architecture_from_config(default).vision_tp_widths[0][1] == 12  # Glm4vVisionConfig's
     wrong = GLM_4_5V | {"vision_config": GLM_4_5V["vision_config"] | {"num_heads": "x"}}
     with pytest.raises(c.ConfigError, match=r"vision_config\.num_heads"):
         c.architecture_from_config(wrong)

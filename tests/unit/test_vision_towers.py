@@ -55,3 +55,78 @@ def test_llama4s_adapter_and_projector_are_counted():
     (5632 -> 4096 -> 4096) and the projection into the 5120-wide text model among them."""
     arch = c.load_architecture(str(CONFIGS / "llama-4-scout-17b-16e-instruct"))
     assert arch.vision_parameters == 871_932_416
+
+
+def _tower_bytes(arch: c.Architecture, tp: int) -> float:
+    """What the towers add to each GPU's weights at ``tp`` (the same model without them, subtracted)."""
+    text_only = dataclasses.replace(
+        arch,
+        vision_parameters=0,
+        vision_whole_parameters=0,
+        tower_head_split_parameters=0,
+        vision_tp_widths=(),
+        tower_tp_widths=(),
+    )
+    return c.weight_bytes_per_gpu(arch, tp) - c.weight_bytes_per_gpu(text_only, tp)
+
+
+def test_qwen3_omni_is_its_thinker_whose_audio_blocks_go_whole_where_tp_does_not_divide_their_heads():
+    """The real Qwen3-Omni-30B-A3B-Instruct file: vLLM builds thinker_config alone (its Qwen3-MoE language
+    model, Qwen3-VL-style vision tower and Qwen3-Omni audio encoder), 31,719,205,488 parameters (its class on
+    the meta device). The audio encoder's 20 heads split at TP 2 and 4; at TP 8 its class turns its TP off,
+    and only its blocks go whole: the vision tower beside them still splits."""
+    arch = c.load_architecture(str(CONFIGS / "qwen3-omni-30b-a3b-instruct"))
+    assert (arch.parameters, arch.architecture, arch.num_experts) == (
+        31_719_205_488,
+        "Qwen3OmniMoeForConditionalGeneration",
+        128,
+    )
+    assert not arch.warnings and arch.tower_split_heads == 20
+    assert c.valid_tensor_parallel_sizes(arch, 8) == [1, 2, 4, 8]
+    assert [c.encoder_tp_mode(arch, tp) for tp in (1, 8)] == ["weights", "weights"]  # no data mode here
+    whole, blocks = arch.vision_whole_parameters, arch.tower_head_split_parameters
+    split = arch.vision_parameters - whole - blocks  # the vision tower and what splits of the rest
+    assert split > 0.5e9 and blocks > 0.6e9
+    assert _tower_bytes(arch, 4) == pytest.approx(2 * (whole + (blocks + split) / 4), abs=4)
+    assert _tower_bytes(arch, 8) == pytest.approx(2 * (whole + blocks + split / 8), abs=4)
+
+
+def test_qwen2_5_omni_at_a_tp_its_vision_mlp_does_not_divide_is_refused():
+    """The real Qwen2.5-Omni-3B file: 4,703,464,448 parameters (vLLM's thinker class), its audio encoder
+    transformers' and whole on every GPU. Its vision tower is Qwen2.5-VL's, whose 3,420-wide MLP vLLM's
+    MergedColumnParallelLinear asserts TP divides; the Omni thinker cannot run the tower whole per rank (no
+    supports_encoder_tp_data), so TP 8, which the text model's 16 heads and 2 KV heads take, is refused."""
+    arch = c.load_architecture(str(CONFIGS / "qwen2.5-omni-3b"))
+    assert arch.parameters == 4_703_464_448 and not arch.warnings
+    assert arch.architecture not in c.architecture.ENCODER_TP_DATA and not arch.vision_tp_widths
+    refused = c.tensor_parallel_error(arch, 8)
+    assert refused is not None and "3420-wide vision MLP of" in refused and refused.endswith("1, 2, 4")
+    assert c.tensor_parallel_error(arch, 4) is None
+    audio = 637_676_544  # transformers' encoder, the projection and the begin/end embedding
+    assert arch.vision_whole_parameters == audio
+    assert _tower_bytes(arch, 4) == pytest.approx(2 * (audio + (arch.vision_parameters - audio) / 4), abs=4)
+
+
+def test_qwen2_5_vl_runs_its_tower_whole_per_gpu_where_tp_does_not_divide_its_mlp():
+    """Qwen2.5-VL's class can run its tower whole on every rank (supports_encoder_tp_data): at TP 8, which
+    its 3,420-wide MLP refuses to split, kvright writes --mm-encoder-tp-mode data and counts it whole."""
+    config = _config("qwen2.5-vl-7b-instruct")
+    three_b = edited(config, num_attention_heads=16, num_key_value_heads=2, hidden_size=2048)  # 3B's heads
+    arch = c.architecture_from_config(three_b)
+    assert dict((what.format(w), w) for what, w in arch.vision_tp_widths) == {
+        "16 vision attention heads": 16,
+        "3420-wide vision MLP": 3420,
+        "5120-wide vision patch merger": 5120,
+    }
+    assert [c.encoder_tp_mode(arch, tp) for tp in (1, 2, 4, 8)] == ["weights"] * 3 + ["data"]
+    assert c.tensor_parallel_error(arch, 8) is None
+    assert _tower_bytes(arch, 8) == pytest.approx(2 * arch.vision_parameters, abs=4)
+    assert _tower_bytes(arch, 4) == pytest.approx(2 * arch.vision_parameters / 4, abs=4)
+    workload = c.Workload(max_model_len=8192, prompt_tokens=1024, output_tokens=256)
+    slo, tp8 = c.SLO(tpot_seconds=0.1), c.Limits(tensor_parallel_size=8)
+    pinned = c.plan(arch, c.gpu_spec("l4"), workload, slo, tp8)
+    assert pinned.feasible, pinned.reason
+    args = pinned.plan.vllm_args()
+    assert args[args.index("--mm-encoder-tp-mode") + 1] == "data"
+    qwen3 = c.load_architecture("qwen3-vl-235b-a22b")  # 16 heads, a 4,304-wide MLP: TP 8 splits all
+    assert c.encoder_tp_mode(qwen3, 8) == "weights"
