@@ -1043,6 +1043,10 @@ class Architecture:
     tower_kv_heads: int = 0
     """K and V heads of such a tower's fused QKV projection (GLM-ASR's): split whole, or replicated whole
     when TP exceeds them, as the text model's; 0: none."""
+    mtp_layers: int = 0
+    """Multi-token-prediction layers the checkpoint carries beside its decoder (``num_nextn_predict_layers``,
+    ``mtp_num_hidden_layers``, ``num_mtp_modules``): vLLM loads them only as a speculative-decoding draft
+    (``--speculative-config`` with an MTP method), which kvright does not plan, so no count includes them."""
     tower_split_heads: int = 0
     """Heads of an audio tower whose blocks vLLM splits by TP only where TP divides them and holds whole on
     every rank where it does not (Qwen3-Omni's encoder turns its TP off); 0: none such."""
@@ -4476,6 +4480,20 @@ def _thinker(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**thinker, **inherited, "architectures": config["architectures"]}
 
 
+#: Where checkpoints state their multi-token-prediction layers (:attr:`Architecture.mtp_layers`).
+_MTP_LAYERS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+
+
+def _mtp_layers(cfg: Mapping[str, Any]) -> int:
+    """:attr:`Architecture.mtp_layers`: the first of :data:`_MTP_LAYERS` the file states as a count. Read
+    leniently: vLLM ignores the field unless a draft is asked for, so an odd value refuses nothing here."""
+    for key in _MTP_LAYERS:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CONFIG_INT:
+            return value
+    return 0
+
+
 def _unweighed_towers(config: Mapping[str, Any]) -> list[str]:
     """The tower sub-configs (:data:`_TOWER_CONFIGS`) of a wrapper whose class kvright has no reader for:
     planned without them, which a warning says."""
@@ -5071,6 +5089,7 @@ def architecture_from_config(
         tower_tp_widths=(audio.tp_widths if audio is not None else ()) + (() if data_mode else vision_widths),
         tower_kv_heads=audio.kv_heads if audio is not None else 0,
         tower_split_heads=audio.split_heads if audio is not None else 0,
+        mtp_layers=_mtp_layers(cfg),
         tower_head_split_parameters=audio.parameters - audio.whole if audio and audio.split_heads else 0,
         config_reader=reader,
         model_class_reader=class_reader,

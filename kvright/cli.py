@@ -358,6 +358,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "experts_per_token": arch.num_experts_per_token,
         "zero_experts": arch.zero_experts,
         "routed_experts_per_token": arch.routed_experts_per_token,
+        "mtp_layers": arch.mtp_layers,
         "config_reader": arch.config_reader,
         "warnings": list(arch.warnings),
     }
@@ -409,6 +410,14 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         ),
         ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB"),
         *(("towers", _towers_label(arch)),) * bool(arch.vision_parameters),
+        *(
+            (
+                "MTP layers",
+                f"{arch.mtp_layers} in the checkpoint, not counted above: vLLM loads them only as a "
+                "speculative-decoding draft (--speculative-config), which kvright does not plan",
+            ),
+        )
+        * bool(arch.mtp_layers),
         (
             "attention",
             f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {layers}"

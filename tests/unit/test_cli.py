@@ -174,6 +174,21 @@ def test_inspect_says_why_each_tp_of_a_node_is_refused(capsys):
     assert run_json(capsys, "inspect", "llama-3-70b")["refused_tensor_parallel_sizes"] == {}
 
 
+def test_inspect_names_the_mtp_layers_its_counts_leave_out(capsys):
+    """GLM-4.5's file carries one multi-token-prediction layer (num_nextn_predict_layers), MiniMax-M2.7's
+    three (num_mtp_modules): vLLM loads them only as a draft, so the counts leave them out and say so."""
+    for slug, layers in (("glm-4.5", 1), ("minimax-m2.7", 3)):
+        data = run_json(capsys, "inspect", str(CONFIGS / slug))
+        assert data["mtp_layers"] == layers
+        assert data["parameters"] == cap.load_architecture(str(CONFIGS / slug)).parameters
+        code, out, _ = run(capsys, "inspect", str(CONFIGS / slug))
+        assert code == 0 and f"MTP layers         {layers} in the checkpoint, not counted above" in out
+    code, out, _ = run(capsys, "inspect", "llama-3.1-8b")
+    assert "MTP" not in out and run_json(capsys, "inspect", "llama-3.1-8b")["mtp_layers"] == 0
+    odd = cap.catalog_entry("llama-3.1-8b")["config"] | {"num_nextn_predict_layers": "one"}
+    assert cap.architecture_from_config(odd).mtp_layers == 0  # vLLM ignores it without a draft
+
+
 def test_inspect_gpus_per_node_widens_tp(capsys):
     data = run_json(capsys, "inspect", "llama-3-70b", "--gpus-per-node", "16")
     assert data["valid_tensor_parallel_sizes"] == [1, 2, 4, 8, 16]
