@@ -3844,6 +3844,18 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     return total
 
 
+def _default_tower(config: Mapping[str, Any]) -> bool:
+    """A wrapper class that builds a vision tower from a file that states no ``vision_config``: its config
+    class makes a default one (Llama4Config does), which vLLM builds (a trimmed file's; a released one
+    states its tower)."""
+    if config.get("vision_config") is not None:
+        return False
+    if not _architecture_class(config).endswith("ForConditionalGeneration"):
+        return False
+    top = config.get("model_type")
+    return isinstance(top, str) and "vision_config" in engine_vocabulary().sub_config_types.get(top, {})
+
+
 def _gemma4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
     """Gemma 4's vision tower and embedder (gemma4_mm.py): the tower is transformers' ``Gemma4VisionModel``
     (``AutoModel.from_config``), one position table per image axis of ``position_embedding_size`` rows, a
@@ -5029,6 +5041,11 @@ def architecture_from_config(
         vision = _vision_parameters(config, hidden) if family != "mimo_v2" else 0
         towers = (vision, _vision_whole(config, vision))
     vision_widths = _vision_split_widths(config) if family != "mimo_v2" else ()
+    if _default_tower(config) and family != "gemma3n":
+        warnings.append(
+            f"the file states no vision_config; {architecture} builds the default vision tower of its config "
+            "class, which is not counted (planned as the language model alone)"
+        )
     data_mode = architecture in ENCODER_TP_DATA
     audio = _audio_tower(config, hidden)
     if audio is not None:

@@ -130,3 +130,14 @@ def test_qwen2_5_vl_runs_its_tower_whole_per_gpu_where_tp_does_not_divide_its_ml
     assert args[args.index("--mm-encoder-tp-mode") + 1] == "data"
     qwen3 = c.load_architecture("qwen3-vl-235b-a22b")  # 16 heads, a 4,304-wide MLP: TP 8 splits all
     assert c.encoder_tp_mode(qwen3, 8) == "weights"
+
+
+def test_a_wrapper_file_without_its_vision_config_says_the_default_tower_is_not_counted():
+    """Llama4Config makes a default vision config where a (trimmed) file states none, and vLLM's wrapper
+    builds that tower: kvright plans the language model alone and says so; the text class builds none."""
+    scout = {k: v for k, v in _config("llama-4-scout-17b-16e-instruct").items() if k != "vision_config"}
+    arch = c.architecture_from_config(scout)
+    assert arch.vision_parameters == 0
+    assert any("states no vision_config" in w and "not counted" in w for w in arch.warnings), arch.warnings
+    text = c.architecture_from_config(edited(scout, architectures=["Llama4ForCausalLM"]))
+    assert not any("vision_config" in w for w in text.warnings)
