@@ -353,6 +353,8 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         if arch.compressed_attention
         else {},
         "layer_kinds": dict(sorted(arch.mixer_counts.items())),
+        # what the state layers ("mamba", "linear" above) run: LFM2's are short convolutions
+        "state_kind": arch.state.kind if arch.state is not None else None,
         "indexer_layers": arch.num_indexer_layers,
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,

@@ -189,6 +189,20 @@ def test_inspect_names_the_mtp_layers_its_counts_leave_out(capsys):
     assert cap.architecture_from_config(odd).mtp_layers == 0  # vLLM ignores it without a draft
 
 
+def test_inspect_json_says_what_the_state_layers_run(capsys, tmp_path):
+    """layer_kinds counts mixers by kvright's kinds (a state layer is "mamba" or "linear"); state_kind says
+    what they run, so a short-convolution model is not read as a Mamba one."""
+    lfm2 = {"architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "hidden_size": 2048,
+            "num_hidden_layers": 4, "num_attention_heads": 32, "num_key_value_heads": 8, "block_dim": 2048,
+            "block_ff_dim": 8192, "conv_dim": 2048, "conv_L_cache": 3, "vocab_size": 65536,
+            "max_position_embeddings": 128000, "torch_dtype": "bfloat16", "full_attn_idxs": [1]}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(lfm2))
+    data = run_json(capsys, "inspect", str(tmp_path))
+    assert (data["layer_kinds"], data["state_kind"]) == ({"full": 1, "mamba": 3}, "short_conv")
+    assert run_json(capsys, "inspect", "qwen3-next-80b-a3b")["state_kind"] == "gated_deltanet"
+    assert run_json(capsys, "inspect", "llama-3.1-8b")["state_kind"] is None
+
+
 def test_inspect_gpus_per_node_widens_tp(capsys):
     data = run_json(capsys, "inspect", "llama-3-70b", "--gpus-per-node", "16")
     assert data["valid_tensor_parallel_sizes"] == [1, 2, 4, 8, 16]
