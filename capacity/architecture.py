@@ -3840,6 +3840,12 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if wrapper in ("idefics3", "smolvlm"):
         # idefics3.py's connector: pixel shuffle by scale_factor, then one bias-free projection
         return total + h * _int(config, ("scale_factor",), default=2) ** 2 * text_hidden
+    if wrapper == "cohere2_vision":
+        # cohere2_vision.py's projector: pixel shuffle by downsample_factor, a biased SwiGLU whose gate and
+        # up halves are alignment_intermediate_size wide together, a biased projection into the text width
+        shuffled = h * _int(config, ("downsample_factor",), default=2) ** 2
+        half = _int(config, ("alignment_intermediate_size",), default=36864) // 2
+        return total + shuffled * 2 * half + 2 * half + half * text_hidden + text_hidden
     total += h * merge * merge * out + out * text_hidden + h  # merger / projector into the text model
     return total
 
@@ -4651,8 +4657,9 @@ _MODELING: dict[str, _Modeling] = {
     # TeleChat2 (vLLM's telechat2.py): Llama's modules built with biases, then the q/k/v and gate/up biases
     # dropped: the output and down projections keep theirs, whatever the file says.
     "telechat2": _Modeling(qkv_bias=False, o_bias=True, mlp_down_bias=True),
-    # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all.
-    **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1)),
+    # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all; vLLM's
+    # commandr.py takes the logits from the embedding whatever tie_word_embeddings says (it drops lm_head).
+    **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1, tied_head=True)),
     # vLLM's cohere2_moe.py: Command R's one norm a layer and no biases; the logits from the embedding.
     "cohere2_moe": _Modeling(qkv_bias=False, norms_per_layer=1, tied_head=True),
     "gemma": _Modeling(qkv_bias=False),

@@ -517,5 +517,13 @@ VISION_WRAPPERS: dict[str, dict[str, Any]] = {
             "clip_vision_model",
             {"vision_feature_layer": [-2, -5]},
         ),
+        (
+            "cohere2_vision",
+            "Cohere2VisionForConditionalGeneration",
+            "cohere2_vision",
+            "cohere2",
+            "siglip_vision_model",
+            {"alignment_intermediate_size": 1024},
+        ),
     )
 }

@@ -793,7 +793,8 @@ def _multimodal_fixtures() -> set[str]:
 
 
 #: Those fixtures, and vision wrappers that leave their sub-configs to the config classes' defaults
-#: (PaliGemma, Idefics3, SmolVLM, LLaVA-OneVision, LLaVA-NeXT-Video, LLaVA-NeXT over several feature layers).
+#: (PaliGemma, Idefics3, SmolVLM, LLaVA-OneVision, LLaVA-NeXT-Video, LLaVA-NeXT over several feature layers,
+#: Command A Vision's Cohere2Vision).
 WRAPPER_CASES: dict[str, dict[str, Any]] = {
     slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in WRAPPER_FIXTURES
 } | {f"vision:{name}": config for name, config in VISION_WRAPPERS.items()}

@@ -667,6 +667,19 @@ def test_command_r7b_reads_as_a_known_decoder_with_three_of_four_layers_sliding(
     assert (arch.num_sliding_window_layers, arch.sliding_window, arch.warnings) == (24, 4097, ())
 
 
+@pytest.mark.parametrize("model_type", ["cohere", "cohere2"])
+def test_command_models_take_their_logits_from_the_embedding_whatever_the_file_says(model_type):
+    """vLLM's commandr.py builds no LM head (it drops lm_head weights and multiplies by the embedding), so a
+    file stating tie_word_embeddings false weighs no more: held to the class in test_parameter_counts.py
+    (Command A Vision's text model, stated untied)."""
+    config = {"architectures": ["CohereForCausalLM"], "model_type": model_type, "hidden_size": 256,
+              "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 4096, "max_position_embeddings": 4096}  # fmt: skip
+    tied = c.architecture_from_config(config | {"tie_word_embeddings": True})
+    stated_untied = c.architecture_from_config(config | {"tie_word_embeddings": False})
+    assert stated_untied.tie_word_embeddings and stated_untied.parameters == tied.parameters
+
+
 # ----- Nemotron-H: the block list of transformers 5, and latent MoE (Nemotron 3 Super / Ultra) -------------
 #: A small Nemotron-H with Mamba, attention and MoE layers (the fields its real files use).
 NEMOTRON_H_MOE = {

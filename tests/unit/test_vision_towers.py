@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import capacity as c
-from tests.builders import edited
+from tests.builders import VISION_WRAPPERS, edited
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
@@ -141,3 +141,14 @@ def test_a_wrapper_file_without_its_vision_config_says_the_default_tower_is_not_
     assert any("states no vision_config" in w and "not counted" in w for w in arch.warnings), arch.warnings
     text = c.architecture_from_config(edited(scout, architectures=["Llama4ForCausalLM"]))
     assert not any("vision_config" in w for w in text.warnings)
+
+
+def test_command_a_visions_projector_is_a_swiglu_over_the_shuffled_patches():
+    """cohere2_vision.py: a pixel shuffle by downsample_factor (SigLIP's 768 wide x 2^2), a biased gate and
+    up projection alignment_intermediate_size wide together, a biased projection into the text width (256)."""
+    config = VISION_WRAPPERS["cohere2_vision"]
+    base = c.architecture_from_config(config).vision_parameters
+    wider = c.architecture_from_config(edited(config, alignment_intermediate_size=2048)).vision_parameters
+    assert wider - base == 768 * 4 * 1024 + 1024 + 512 * 256
+    coarser = c.architecture_from_config(edited(config, downsample_factor=4)).vision_parameters
+    assert coarser - base == 768 * (16 - 4) * 1024
