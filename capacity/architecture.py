@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, cached_property
 from importlib import resources
 from typing import Any, Literal, Protocol
@@ -4608,7 +4608,8 @@ class _Modeling:
     attention_gate_projection: bool = False
     mlp_down_bias: bool = False
     tied_head: bool | None = None
-    """Whether the LM head is the embedding whatever ``tie_word_embeddings`` says; None: as it says."""
+    """Whether the LM head is the embedding whatever ``tie_word_embeddings`` says; None: as it says (set from
+    :data:`_HEAD_TIED_WHATEVER_THE_FILE` and :data:`_HEAD_OWN_WHATEVER_THE_FILE`)."""
 
 
 #: vLLM's llama.py: attention_bias on all four attention projections, mlp_bias on the MLP's.
@@ -4657,11 +4658,9 @@ _MODELING: dict[str, _Modeling] = {
     # TeleChat2 (vLLM's telechat2.py): Llama's modules built with biases, then the q/k/v and gate/up biases
     # dropped: the output and down projections keep theirs, whatever the file says.
     "telechat2": _Modeling(qkv_bias=False, o_bias=True, mlp_down_bias=True),
-    # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all; vLLM's
-    # commandr.py takes the logits from the embedding whatever tie_word_embeddings says (it drops lm_head).
-    **dict.fromkeys(("cohere", "cohere2"), _Modeling(qkv_bias=False, norms_per_layer=1, tied_head=True)),
-    # vLLM's cohere2_moe.py: Command R's one norm a layer and no biases; the logits from the embedding.
-    "cohere2_moe": _Modeling(qkv_bias=False, norms_per_layer=1, tied_head=True),
+    # Command R's layers have one LayerNorm for attention and MLP in parallel, and no biases at all (vLLM's
+    # commandr.py, and cohere2_moe.py).
+    **dict.fromkeys(("cohere", "cohere2", "cohere2_moe"), _Modeling(qkv_bias=False, norms_per_layer=1)),
     "gemma": _Modeling(qkv_bias=False),
     # vLLM's gpt2.py and opt.py: LayerNorms with biases, an ungated MLP (c_fc/c_proj, fc1/fc2), biases on
     # every projection (OPT's by enable_bias).
@@ -4739,9 +4738,8 @@ _MODELING: dict[str, _Modeling] = {
     ),
     "glm4_moe_lite": _Modeling(expert_score_bias=True, router_dtype="float32"),
     # Step-3.5's LM head is never tied (its class builds the embedding twice under PP instead).
-    "step3p5": _Modeling(qk_norm="head", expert_score_bias=True, router_dtype="float32", tied_head=False),
+    "step3p5": _Modeling(qk_norm="head", expert_score_bias=True, router_dtype="float32"),
     # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says.
-    **dict.fromkeys(("lfm2", "lfm2_moe"), _Modeling(tied_head=True)),
     "exaone_moe": _Modeling(
         qk_norm="head", o_bias="attention_bias", mlp_bias="mlp_bias", expert_score_bias=True
     ),
@@ -4755,11 +4753,10 @@ _MODELING: dict[str, _Modeling] = {
         expert_score_bias=True,
         router_dtype="float32",
         attention_gate_projection=True,
-        tied_head=False,
     ),
     # Kimi-Linear (vLLM's KimiLinearForCausalLM): no biases, a float32 expert bias always built (the router
     # itself in the model dtype); the LM head is its own whatever tie_word_embeddings says.
-    "kimi_linear": _Modeling(qkv_bias=False, expert_score_bias=True, tied_head=False),
+    "kimi_linear": _Modeling(qkv_bias=False, expert_score_bias=True),
     # vLLM's param2moe.py: Ling's modules with use_qkv_bias on q/k/v alone, use_bias on the output projection,
     # unbiased MLPs, RMSNorm q/k norms with use_qk_norm, a float32 router, the float32 expert bias by
     # moe_router_enable_expert_bias, shared experts moe_shared_expert_intermediate_size wide in all.
@@ -4776,7 +4773,7 @@ _MODELING: dict[str, _Modeling] = {
     "sarvam_mla": _Modeling(qkv_bias=False, expert_score_bias="moe_router_enable_expert_bias"),
     # LongCat-Flash: DeepSeek-V2's MLA without biases, a float32 router and score bias, an LM head of its own.
     "longcat_flash": _Modeling(
-        qkv_bias=False, expert_score_bias=True, router_dtype="float32", tied_head=False
+        qkv_bias=False, expert_score_bias=True, router_dtype="float32"
     ),
     # vLLM's laguna.py: attention_bias on q/k/v and o, per-head q/k norms, a float32 expert bias always built.
     "laguna": _Modeling(o_bias="attention_bias", qk_norm="head", expert_score_bias=True),
@@ -4786,7 +4783,7 @@ _MODELING: dict[str, _Modeling] = {
     ),
     # Gemma 3n: Gemma 3's four norms and per-head q/k norms (a KV-shared layer's q norm alone), attention_bias
     # on all four projections; the logits come from the embedding whatever tie_word_embeddings says.
-    "gemma3n_text": _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias", tied_head=True),
+    "gemma3n_text": _Modeling(norms_per_layer=4, qk_norm="head", o_bias="attention_bias"),
     # Hunyuan (transformers' HunYuan V1 classes): per-head q/k norms always; attention_bias on all four.
     **dict.fromkeys(
         ("hunyuan", "hunyuan_v1_dense", "hunyuan_v1_moe"), _Modeling(qk_norm="head", o_bias="attention_bias")
@@ -4829,6 +4826,48 @@ _MODELING: dict[str, _Modeling] = {
         qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias", norm_bias=True, mlp_gated=False
     ),
 }
+
+
+#: Text model types whose vLLM class takes the logits from the embedding whatever ``tie_word_embeddings``
+#: says (it builds no LM head: commandr.py drops ``lm_head`` weights) ...
+_HEAD_TIED_WHATEVER_THE_FILE = (
+    "cohere",
+    "cohere2",
+    "cohere2_moe",
+    "gemma2",
+    "gemma3n_text",
+    "lfm2",
+    "lfm2_moe",
+)
+#: ... and those whose class always builds an LM head of its own (the DeepSeek family's, the MoE and hybrid
+#: classes that never read the field). tests/conformance/test_parameter_counts.py builds every class both
+#: ways and holds both lists to vLLM (MiMo-V2's and MiniMax-M3's are their families' rule below).
+_HEAD_OWN_WHATEVER_THE_FILE = (
+    "afmoe",
+    "axk1",
+    "deepseek",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "deepseek_v4",
+    "glm4_moe",
+    "glm4_moe_lite",
+    "glm_moe_dsa",
+    "gpt_oss",
+    "jamba",
+    "kimi_k2",
+    "kimi_linear",
+    "longcat_flash",
+    "minimax_m2",
+    "nemotron_h",
+    "olmoe",
+    "phimoe",
+    "qwen3_next",
+    "step3p5",
+)
+for _types, _tied in ((_HEAD_TIED_WHATEVER_THE_FILE, True), (_HEAD_OWN_WHATEVER_THE_FILE, False)):
+    for _type in _types:
+        _MODELING[_type] = replace(_MODELING.get(_type, _Modeling()), tied_head=_tied)
 
 
 def _flag(cfg: Mapping[str, Any], spec: str | tuple[str, ...] | bool) -> bool:
@@ -5007,6 +5046,8 @@ def architecture_from_config(
         )
     if model_type == "gptj" and _bool(cfg, "tie_word_embeddings", False):
         raise ConfigError("tie_word_embeddings", "is true; expected false (vLLM's GPT-J unties its head)")
+    if model_type == "dbrx" and _bool(cfg, "tie_word_embeddings", False):
+        raise ConfigError("tie_word_embeddings", "is true; expected false (DbrxConfig refuses to tie them)")
     extra.setdefault("o_bias", _flag(cfg, built.o_bias))
     extra.setdefault("mlp_bias", _flag(cfg, built.mlp_bias))
     on = built.qk_norm_when is None or _bool(cfg, built.qk_norm_when, False)

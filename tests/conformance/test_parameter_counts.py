@@ -480,6 +480,28 @@ def _weights_probe(vllm_env: VllmEnv, payload: str) -> dict[str, dict[str, Any]]
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
 
 
+def _tied(config: dict[str, Any], tie: bool) -> dict[str, Any]:
+    """``config`` stating ``tie_word_embeddings`` as ``tie`` at every level: a wrapper's top level, which vLLM
+    copies onto the language model's config (``VllmConfig.with_hf_config``), and its text config's own."""
+    nested = {
+        key: _tied(config[key], tie)
+        for key in ("text_config", "llm_config", "thinker_config")
+        if isinstance(config.get(key), dict)
+    }
+    return config | nested | {"tie_word_embeddings": tie}
+
+
+#: Every case stating its embeddings tied and untied: vLLM's classes that read tie_word_embeddings build an LM
+#: head for one and not the other; the rest build the same model either way (commandr.py never builds one,
+#: deepseek_v2.py always does), which capacity's tables of such text model types say.
+TIE_CASES = {
+    f"{case}|{'tied' if tie else 'untied'}": _tied(config, tie)
+    for case, config in CASES.items()
+    if case not in CPU_REFUSED
+    for tie in (True, False)
+}
+
+
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps(
@@ -491,6 +513,15 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
                 "model_runner_v2": case in RUNNER_V2,
             }
             for case, c in CASES.items()
+        ]
+        + [
+            {
+                "id": f"tie:{case}",
+                "config": c,
+                "plain_config": case.split("|")[0] in PLAIN_CONFIG,
+                "model_runner_v2": case.split("|")[0] in RUNNER_V2,
+            }
+            for case, c in TIE_CASES.items()
         ]
         + [
             {"id": f"{case}:tower", "config": config, "tower": _TABLE["towers"][case]["_tower"]}
@@ -539,6 +570,21 @@ def test_capacity_counts_the_parameters_vllms_model_class_creates(
     arch = capacity.architecture_from_config(CASES[case])
     width = arch.hidden_size // arch.ngram_embedders if arch.ngram_embedders else 0
     assert ours == answer["parameters"] - (-arch.ngram_rows % 64) * width
+
+
+@pytest.mark.parametrize("case", sorted(TIE_CASES))
+def test_the_lm_head_is_the_embedding_exactly_where_vllms_class_makes_it_so(
+    vllm_counts: dict[str, dict[str, Any]], case: str
+) -> None:
+    answer, config = vllm_counts[f"tie:{case}"], TIE_CASES[case]
+    if answer["error"] is not None:  # the config class refuses the value (DBRX's, GPT-J's): so does capacity
+        with pytest.raises(capacity.ConfigError) as refused:
+            capacity.architecture_from_config(config)
+        assert refused.value.field == "tie_word_embeddings", answer["error"]
+        return
+    arch = capacity.architecture_from_config(config)
+    width = arch.hidden_size // arch.ngram_embedders if arch.ngram_embedders else 0
+    assert arch.parameters == answer["parameters"] - (-arch.ngram_rows % 64) * width
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED_BY_BOTH))

@@ -667,11 +667,35 @@ def test_command_r7b_reads_as_a_known_decoder_with_three_of_four_layers_sliding(
     assert (arch.num_sliding_window_layers, arch.sliding_window, arch.warnings) == (24, 4097, ())
 
 
+@pytest.mark.parametrize(
+    ("model", "head"),
+    [
+        ("llama-3.1-8b", None),  # llama.py ties as the file says
+        ("gemma-2-9b", "embedding"),  # gemma2.py: the logits from the embedding, always
+        ("deepseek-v3", "own"),  # deepseek_v2.py: an lm_head of its own, always
+        ("gpt-oss-20b", "own"),
+        ("mixtral-8x7b", None),
+    ],
+)
+def test_the_lm_head_follows_the_file_only_where_vllms_class_reads_it(model, head):
+    """Some vLLM classes never read tie_word_embeddings (held to each class, both ways, in
+    test_parameter_counts.py): the file's value changes their weights only where the class reads it."""
+    config = c.catalog_entry(model)["config"]
+    tied = c.architecture_from_config(config | {"tie_word_embeddings": True})
+    untied = c.architecture_from_config(config | {"tie_word_embeddings": False})
+    table = tied.hidden_size * tied.vocab_size
+    if head is None:
+        assert (tied.tie_word_embeddings, untied.parameters - tied.parameters) == (True, table)
+    else:
+        assert tied.parameters == untied.parameters
+        assert tied.tie_word_embeddings is untied.tie_word_embeddings is (head == "embedding")
+
+
 @pytest.mark.parametrize("model_type", ["cohere", "cohere2"])
 def test_command_models_take_their_logits_from_the_embedding_whatever_the_file_says(model_type):
     """vLLM's commandr.py builds no LM head (it drops lm_head weights and multiplies by the embedding), so a
-    file stating tie_word_embeddings false weighs no more: held to the class in test_parameter_counts.py
-    (Command A Vision's text model, stated untied)."""
+    file stating tie_word_embeddings false weighs no more (Command A Vision's text model, stated untied, is
+    held to the class in test_parameter_counts.py)."""
     config = {"architectures": ["CohereForCausalLM"], "model_type": model_type, "hidden_size": 256,
               "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
               "num_key_value_heads": 2, "vocab_size": 4096, "max_position_embeddings": 4096}  # fmt: skip

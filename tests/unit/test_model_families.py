@@ -696,6 +696,8 @@ def test_dbrx_reads_its_heads_and_experts_from_its_own_objects():
     assert (bare.num_kv_heads, bare.num_experts, bare.num_experts_per_token) == (1, 4, 1)
     with pytest.raises(c.ConfigError, match="'ffn_config': is 'x'; expected an object"):
         c.architecture_from_config(dbrx | {"ffn_config": "x"})
+    with pytest.raises(c.ConfigError, match="DbrxConfig refuses"):  # its config class raises, so vLLM does
+        c.architecture_from_config(dbrx | {"tie_word_embeddings": True})
 
 
 def _lfm2(
