@@ -2275,23 +2275,52 @@ _LAYER_TYPE_MIXERS: dict[str, Mixer] = {
 }
 
 
+#: Text model types whose config class gates the window by ``use_sliding_window`` (off by default: the
+#: window is nulled) and derives ``layer_types`` from ``max_window_layers`` (layers from it on slide); any
+#: other type keeps a stated window whatever those keys say, as vLLM reads it.
+_WINDOW_SWITCH_TYPES = frozenset(
+    {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3", "qwen3_moe"}
+)
+#: Of those, the types whose vLLM class passes no window per layer (qwen2_moe.py, qwen3_moe.py): the model's
+#: window reaches every layer when ``layer_types`` is absent or all sliding, and no layer otherwise. The
+#: others' (qwen2.py's) assert the window is on every layer or none. Qwen3MoeConfig derives no layer_types.
+_MODEL_WINDOW_ONLY_TYPES = frozenset({"qwen2_moe", "qwen3_moe"})
+#: Text model types whose config class (a strict dataclass: MiMo-V2's, Laguna's, Gemma 3n's) or vLLM class
+#: (Command R7B's arithmetic on it) refuses a stated null window.
+_WINDOW_REQUIRED_TYPES = frozenset({"cohere2", "gemma3n_text", "laguna", "mimo_v2_flash"})
+
+
 def _attention_mixers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], int | None]:
     """Per-layer attention kind of a dense or MoE transformer, and the sliding window.
 
     The rules are those of the config class vLLM loads the checkpoint with (transformers' ``layer_types``
-    derivation), keyed on the config's own fields where it has them, so a family kvright has not met reads
-    the same way: ``layer_types`` when stated; no window where ``use_sliding_window`` is false (the Qwen
-    family's classes, Qwen2-VL and Qwen2.5-VL included, null the window then); where it is true, the layers
-    from ``max_window_layers`` on, which vLLM accepts only as all or none; every ``sliding_window_pattern``-th
-    layer global (Gemma 2/3, Cohere 2, EXAONE 4, OLMo 3); otherwise every layer slides (Mistral v0.1,
-    Phi-3), as vLLM gives every layer the model's window when ``layer_types`` is absent."""
+    derivation) and of the vLLM class: ``layer_types`` when stated; for the Qwen types
+    (:data:`_WINDOW_SWITCH_TYPES`) no window unless ``use_sliding_window`` is true, then the layers from
+    ``max_window_layers`` on; SmolLM3's on its NoPE layers when ``use_sliding_window`` is true; every
+    ``sliding_window_pattern``-th layer global (Gemma 2/3, Cohere 2, EXAONE 4, OLMo 3); otherwise every layer
+    slides (Mistral v0.1, Phi-3), as vLLM gives every layer the model's window when ``layer_types`` is
+    absent (a Llama-typed file with ``use_sliding_window`` false too: only the Qwen classes read it)."""
+    model_type = cfg.get("model_type")
+    if model_type == "falcon":  # falcon.py builds its attention without the cache config's window
+        return ["full"] * layers, None
     # vLLM reads a window of 0 as none ("some checkpoints set sliding_window to 0 to indicate that sliding
     # window is disabled"), as the Qwen classes read use_sliding_window false.
     window = _opt_int(cfg, ("sliding_window",), minimum=0) or None
-    may_be_off = cfg.get("sliding_window") == 0 or "use_sliding_window" in cfg
-    if "use_sliding_window" in cfg and not _bool(cfg, "use_sliding_window", False):
+    switched = model_type in _WINDOW_SWITCH_TYPES or model_type == "smollm3"
+    may_be_off = cfg.get("sliding_window") == 0 or switched
+    if switched and not _bool(cfg, "use_sliding_window", False):
         window = None
     types = _layer_types(cfg, layers)
+    if types is None and window is not None and model_type == "smollm3":
+        # SmolLM3Config: the window on the NoPE layers (no_rope_layers[i] == 0; every 4th by default)
+        no_rope = _list(cfg, "no_rope_layers", layers)
+        if no_rope is None:
+            step = _int(cfg, ("no_rope_layer_interval",), default=4)
+            no_rope = [0 if (i + 1) % step == 0 else 1 for i in range(layers)]
+        types = ["full_attention" if flag else "sliding_attention" for flag in no_rope]
+    if types is None and window is not None and model_type in _WINDOW_SWITCH_TYPES - {"qwen3_moe"}:
+        first = _int(cfg, ("max_window_layers",), minimum=0, default=28)  # the Qwen config classes' default
+        types = ["full_attention" if i < first else "sliding_attention" for i in range(layers)]
     if types is not None:
         unknown = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
         if unknown:
@@ -2305,14 +2334,12 @@ def _attention_mixers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer],
             )
     elif window is None:
         return ["full"] * layers, None
-    elif "use_sliding_window" in cfg:
-        max_window_layers = _int(cfg, ("max_window_layers",), minimum=0, default=layers)
-        mixers = ["full" if i < max_window_layers else "sliding" for i in range(layers)]
     else:
         mixers = _pattern_mixers(cfg, layers)
-    if "use_sliding_window" in cfg and len(set(mixers)) > 1:
-        # vLLM's Qwen2 model (Qwen2/3, Qwen2-VL, Qwen2.5-VL) asserts that the window is on every layer or
-        # none, and its Qwen MoE models pass no per-layer window: a model-level window only.
+    if model_type in _MODEL_WINDOW_ONLY_TYPES and len(set(mixers)) > 1:
+        mixers = ["full"] * layers  # no per-layer window, and the model's reaches no layer (see above)
+    elif model_type in _WINDOW_SWITCH_TYPES and len(set(mixers)) > 1:
+        # vLLM's Qwen2 model (Qwen2/3, Qwen2-VL, Qwen2.5-VL) asserts that the window is on every layer or none
         raise ConfigError(
             "max_window_layers",
             f"puts the sliding window on {mixers.count('sliding')} of {layers} layers; vLLM serves a Qwen "
@@ -2701,6 +2728,12 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         )
         extra["norms_per_layer"] = 1
         extra["mlp_gated"] = False  # squared-ReLU MLP: up and down only
+        # NemotronHConfig derives no layer_types, so a stated window reaches every attention layer (vLLM's
+        # cache-wide window); its released files state none
+        window = _opt_int(cfg, ("sliding_window",), minimum=0) or None
+        if window is not None:
+            mixers = ["sliding" if m == "full" else m for m in mixers]
+            extra["sliding_window"] = window
         width = [a["intermediate_size"] if f == "dense" else 0 for f in ffn]
         return _Read(mixers, ffn, width, [0] * layers, extra)
     if model_type == "granitemoehybrid":
@@ -4915,6 +4948,11 @@ def architecture_from_config(
     warnings = list(assumed)
     model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else ""
     model_type = str(model_type or config.get("model_type") or "")
+    if "sliding_window" in cfg and cfg["sliding_window"] is None and model_type in _WINDOW_REQUIRED_TYPES:
+        raise ConfigError(
+            "sliding_window",
+            f"is null; expected an integer ({model_type} needs a window: vLLM refuses the file without one)",
+        )
     hidden = _int(cfg, _HIDDEN)
     if family == "hybrid" and model_type == "nemotron_h":
         # transformers' NemotronHConfig derives the layer count from the block list and ignores the field.

@@ -502,6 +502,26 @@ TIE_CASES = {
 }
 
 
+#: Every case with a sliding window stated, alone and with the Qwen classes' switches: transformers' config
+#: classes decide which layers slide (only Qwen2's, Qwen3's and their MoE's and VL's read
+#: use_sliding_window and max_window_layers; SmolLM3's its NoPE layers), and vLLM's classes whether a layer
+#: gets a window of its own, the model's, or none (falcon.py's attention takes none; qwen2_moe.py's a
+#: mixed one reaches no layer; qwen2.py asserts it is on every layer or none).
+WINDOWS = {
+    "window": {"sliding_window": 96},
+    "window-switched-on": {"sliding_window": 96, "use_sliding_window": True},
+    "window-from-layer-1": {"sliding_window": 96, "use_sliding_window": True, "max_window_layers": 1},
+}
+WINDOW_CASES = {
+    f"{case}|{name}": config | {"text_config": config["text_config"] | fields}
+    if isinstance(config.get("text_config"), dict)
+    else config | fields
+    for case, config in CASES.items()
+    if case not in CPU_REFUSED
+    for name, fields in WINDOWS.items()
+}
+
+
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     payload = json.dumps(
@@ -516,12 +536,12 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
         ]
         + [
             {
-                "id": f"tie:{case}",
+                "id": f"variant:{case}",
                 "config": c,
                 "plain_config": case.split("|")[0] in PLAIN_CONFIG,
                 "model_runner_v2": case.split("|")[0] in RUNNER_V2,
             }
-            for case, c in TIE_CASES.items()
+            for case, c in (TIE_CASES | WINDOW_CASES).items()
         ]
         + [
             {"id": f"{case}:tower", "config": config, "tower": _TABLE["towers"][case]["_tower"]}
@@ -576,7 +596,7 @@ def test_capacity_counts_the_parameters_vllms_model_class_creates(
 def test_the_lm_head_is_the_embedding_exactly_where_vllms_class_makes_it_so(
     vllm_counts: dict[str, dict[str, Any]], case: str
 ) -> None:
-    answer, config = vllm_counts[f"tie:{case}"], TIE_CASES[case]
+    answer, config = vllm_counts[f"variant:{case}"], TIE_CASES[case]
     if answer["error"] is not None:  # the config class refuses the value (DBRX's, GPT-J's): so does capacity
         with pytest.raises(capacity.ConfigError) as refused:
             capacity.architecture_from_config(config)
@@ -585,6 +605,22 @@ def test_the_lm_head_is_the_embedding_exactly_where_vllms_class_makes_it_so(
     arch = capacity.architecture_from_config(config)
     width = arch.hidden_size // arch.ngram_embedders if arch.ngram_embedders else 0
     assert arch.parameters == answer["parameters"] - (-arch.ngram_rows % 64) * width
+
+
+@pytest.mark.parametrize("case", sorted(WINDOW_CASES))
+def test_the_layers_that_slide_are_the_ones_vllm_gives_a_window(
+    vllm_counts: dict[str, dict[str, Any]], case: str
+) -> None:
+    answer, config = vllm_counts[f"variant:{case}"], WINDOW_CASES[case]
+    if answer["error"] is not None:  # a Qwen2 model with its window on some layers only: both refuse it
+        with pytest.raises(capacity.ConfigError):
+            capacity.architecture_from_config(config)
+        return
+    arch = capacity.architecture_from_config(config)
+    if arch.model_type in LATENT_HELD_ELSEWHERE:
+        return
+    ours = [_cached(arch, layer) for layer in arch.layers if layer.mixer in ATTENTION_MIXERS]
+    assert ours == _probed_layers(answer)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED_BY_BOTH))
@@ -690,18 +726,13 @@ def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cach
     if arch.model_type in LATENT_HELD_ELSEWHERE:
         return
     ours = [_cached(arch, layer) for layer in arch.layers if layer.mixer in ATTENTION_MIXERS]
-    theirs = [
-        (
-            layer["latent"],
-            layer["kv_heads"],
-            layer["head_size"],
-            layer["head_size_v"],
-            layer["sliding_window"],
-            layer["kv_shared"],
-        )
-        for layer in vllm_counts[case]["attention"]
-    ]
-    assert ours == theirs
+    assert ours == _probed_layers(vllm_counts[case])
+
+
+def _probed_layers(answer: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The probe's attention modules as :func:`_cached` describes capacity's layers."""
+    keys = ("latent", "kv_heads", "head_size", "head_size_v", "sliding_window", "kv_shared")
+    return [tuple(layer[key] for key in keys) for layer in answer["attention"]]
 
 
 def _cached(arch: capacity.Architecture, layer: capacity.Layer) -> tuple[Any, ...]:

@@ -588,6 +588,13 @@ COHERE2 = BASE | {
 }
 
 
+AS_QWEN2 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
+AS_QWEN2_MOE = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "num_experts": 4,
+             "num_experts_per_tok": 2, "moe_intermediate_size": 64}  # fmt: skip
+AS_QWEN3_MOE = AS_QWEN2_MOE | {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"]}
+AS_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"]}
+
+
 @pytest.mark.parametrize(
     ("change", "sliding"),
     [
@@ -596,11 +603,17 @@ COHERE2 = BASE | {
         ({"layer_types": ["full_attention"] * 7 + ["sliding_attention"]}, [False] * 7 + [True]),
         ({"model_type": "olmo3", "architectures": ["Olmo3ForCausalLM"]}, [True, True, True, False] * 2),
         ({"model_type": "mistral", "architectures": ["MistralForCausalLM"]}, [True] * 8),
-        ({"use_sliding_window": True, "max_window_layers": 0}, [True] * 8),
-        ({"use_sliding_window": True, "max_window_layers": 8}, [False] * 8),
-        ({"use_sliding_window": False}, [False] * 8),
-        ({"use_sliding_window": False, "layer_types": ["sliding_attention"] * 8}, [False] * 8),
-        ({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}, [False] * 8),
+        (AS_QWEN2 | {"use_sliding_window": True, "max_window_layers": 0}, [True] * 8),
+        (AS_QWEN2 | {"use_sliding_window": True, "max_window_layers": 8}, [False] * 8),
+        (AS_QWEN2 | {"use_sliding_window": True}, [False] * 8),  # Qwen2Config's max_window_layers: 28
+        (AS_QWEN2 | {"use_sliding_window": False}, [False] * 8),
+        (AS_QWEN2 | {"use_sliding_window": False, "layer_types": ["sliding_attention"] * 8}, [False] * 8),
+        (AS_QWEN2, [False] * 8),
+        ({"use_sliding_window": False, "max_window_layers": 2}, [True, True, True, False] * 2),
+        (AS_LLAMA | {"use_sliding_window": False}, [True] * 8),
+        (AS_QWEN3_MOE | {"use_sliding_window": True, "max_window_layers": 5}, [True] * 8),
+        (AS_QWEN2_MOE | {"use_sliding_window": True, "max_window_layers": 5}, [False] * 8),
+        (AS_QWEN2_MOE | {"use_sliding_window": True, "max_window_layers": 0}, [True] * 8),
         ({"sliding_window": 0}, [False] * 8),
         ({"sliding_window": 0, "layer_types": ["sliding_attention"] * 8}, [False] * 8),
     ],
@@ -610,11 +623,17 @@ COHERE2 = BASE | {
         "layer-types-outrank-the-pattern",
         "olmo3-default-pattern",
         "mistral-every-layer",
-        "use-sliding-window-from-layer-0",
-        "use-sliding-window-past-the-last-layer",
-        "use-sliding-window-false-turns-it-off",
-        "off-outranks-layer-types",
+        "qwen-use-sliding-window-from-layer-0",
+        "qwen-use-sliding-window-past-the-last-layer",
+        "qwen-max-window-layers-defaults-to-28",
+        "qwen-use-sliding-window-false-turns-it-off",
+        "qwen-off-outranks-layer-types",
         "qwen-window-off-when-use-sliding-window-is-unstated",
+        "only-the-qwen-config-classes-read-use-sliding-window",
+        "a-llama-typed-file-slides-every-layer-whatever-use-sliding-window-says",
+        "qwen3-moe-derives-no-layer-types-so-every-layer-slides",
+        "qwen2-moe-passes-no-per-layer-window-so-a-mixed-one-reaches-no-layer",
+        "qwen2-moe-window-on-every-layer",
         "a-window-of-0-is-none-as-in-vllm",
         "a-window-of-0-outranks-layer-types",
     ],
