@@ -261,6 +261,19 @@ NO_PIPELINE_PARALLEL: frozenset[str] = frozenset(
     }
 )
 
+#: vLLM's Qwen-VL wrappers (qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py and the Qwen3.5 classes on it), whose
+#: vision tower is the Qwen-VL transformer and which can run it whole per rank.
+_QWEN_VL_CLASSES = frozenset(
+    {
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+    }
+)
+
 #: Classes vLLM registers that can run their vision tower whole on every rank (``supports_encoder_tp_data``):
 #: they honour ``--mm-encoder-tp-mode data``, which kvright writes where TP does not divide a width the
 #: tower splits (:attr:`Architecture.vision_tp_widths`, :func:`capacity.parallel.encoder_tp_mode`). For any
@@ -296,18 +309,12 @@ ENCODER_TP_DATA: frozenset[str] = frozenset(
         "NVLM_D",
         "OpenCUAForConditionalGeneration",
         "QianfanOCRForConditionalGeneration",
-        "Qwen2VLForConditionalGeneration",
-        "Qwen2_5_VLForConditionalGeneration",
-        "Qwen3VLForConditionalGeneration",
-        "Qwen3VLMoeForConditionalGeneration",
-        "Qwen3_5ForConditionalGeneration",
-        "Qwen3_5MoeForConditionalGeneration",
         "Qwen4ExpForConditionalGeneration",
         "Step3VLForConditionalGeneration",
         "Step3p7ForConditionalGeneration",
         "StepVLForConditionalGeneration",
     }
-)
+) | _QWEN_VL_CLASSES
 
 #: The same, by ``model_type``, for configs without ``architectures``.
 _MODEL_TYPE_FAMILIES: dict[str, str] = {
@@ -4202,19 +4209,11 @@ def _is_glm4v_tower(config: Mapping[str, Any], vision: Mapping[str, Any]) -> boo
 
 #: The wrappers whose vision tower is vLLM's Qwen-VL transformer (qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py, and
 #: the Qwen3.5 and Omni classes that build one of them).
-_QWEN_VISION_CLASSES = frozenset(
-    {
-        "Qwen2VLForConditionalGeneration",
-        "Qwen2_5_VLForConditionalGeneration",
-        "Qwen3VLForConditionalGeneration",
-        "Qwen3VLMoeForConditionalGeneration",
-        "Qwen3_5ForConditionalGeneration",
-        "Qwen3_5MoeForConditionalGeneration",
-        "Qwen2_5OmniModel",
-        "Qwen2_5OmniForConditionalGeneration",
-        "Qwen3OmniMoeForConditionalGeneration",
-    }
-)
+_QWEN_VISION_CLASSES = _QWEN_VL_CLASSES | {
+    "Qwen2_5OmniModel",
+    "Qwen2_5OmniForConditionalGeneration",
+    "Qwen3OmniMoeForConditionalGeneration",
+}
 
 
 def _vision_split_widths(config: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
