@@ -2301,9 +2301,9 @@ def _attention_mixers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer],
     """Per-layer attention kind of a dense or MoE transformer, and the sliding window.
 
     The rules are those of the config class vLLM loads the checkpoint with (transformers' ``layer_types``
-    derivation) and of the vLLM class: ``layer_types`` when stated; for the Qwen types
-    (:data:`_WINDOW_SWITCH_TYPES`) no window unless ``use_sliding_window`` is true, then the layers from
-    ``max_window_layers`` on; SmolLM3's on its NoPE layers when ``use_sliding_window`` is true; every
+    derivation, :data:`_DERIVED_LAYER_TYPES` for the classes that derive them from other fields) and of the
+    vLLM class: ``layer_types``; for the Qwen types (:data:`_WINDOW_SWITCH_TYPES`) and SmolLM3 no window
+    unless ``use_sliding_window`` is true; every
     ``sliding_window_pattern``-th layer global (Gemma 2/3, Cohere 2, EXAONE 4, OLMo 3); otherwise every layer
     slides (Mistral v0.1, Phi-3), as vLLM gives every layer the model's window when ``layer_types`` is
     absent (a Llama-typed file with ``use_sliding_window`` false too: only the Qwen classes read it)."""
@@ -2318,16 +2318,6 @@ def _attention_mixers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer],
     if switched and not _bool(cfg, "use_sliding_window", False):
         window = None
     types = _layer_types(cfg, layers)
-    if types is None and window is not None and model_type == "smollm3":
-        # SmolLM3Config: the window on the NoPE layers (no_rope_layers[i] == 0; every 4th by default)
-        no_rope = _list(cfg, "no_rope_layers", layers)
-        if no_rope is None:
-            step = _int(cfg, ("no_rope_layer_interval",), default=4)
-            no_rope = [0 if (i + 1) % step == 0 else 1 for i in range(layers)]
-        types = ["full_attention" if flag else "sliding_attention" for flag in no_rope]
-    if types is None and window is not None and model_type in _WINDOW_SWITCH_TYPES - {"qwen3_moe"}:
-        first = _int(cfg, ("max_window_layers",), minimum=0, default=28)  # the Qwen config classes' default
-        types = ["full_attention" if i < first else "sliding_attention" for i in range(layers)]
     if types is not None:
         unknown = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
         if unknown:
@@ -2544,7 +2534,39 @@ def _cohere2_moe_layer_types(cfg: Mapping[str, Any], layers: int) -> list[str]:
 #: The layer_types a config class derives when the file states none, where that is not every
 #: sliding_window_pattern-th layer (:func:`_pattern_mixers`): CwmConfig's every 4th layer from the first,
 #: LagunaConfig's every layer full.
+def _nope_flags(cfg: Mapping[str, Any], layers: int) -> list[Any]:
+    """``no_rope_layers`` (1: the layer has RoPE, 0: it has none), else every ``no_rope_layer_interval``-th
+    layer (4) without: Llama4TextConfig's and SmolLM3Config's rule. An empty list is the default, as
+    Llama4TextConfig reads it ("no_rope_layers == [] is invalid") and Meta's April 2025 Scout files
+    write it."""
+    stated = None if cfg.get("no_rope_layers") == [] else _list(cfg, "no_rope_layers", layers)
+    if stated is not None:
+        return stated
+    step = _int(cfg, ("no_rope_layer_interval",), default=4)
+    return [0 if (i + 1) % step == 0 else 1 for i in range(layers)]
+
+
+def _window_switched_on(cfg: Mapping[str, Any]) -> bool:
+    """A window the Qwen and SmolLM3 config classes keep: stated, and ``use_sliding_window`` true."""
+    return _bool(cfg, "use_sliding_window", False) and bool(_opt_int(cfg, ("sliding_window",), minimum=0))
+
+
+def _qwen_layer_types(cfg: Mapping[str, Any], layers: int) -> list[str]:
+    """Qwen2Config's (Qwen2-MoE's, Qwen3's, the Qwen-VL text configs'): with the window switched on, the
+    layers from ``max_window_layers`` (28) on slide. Qwen3MoeConfig derives none (every layer slides)."""
+    first = _int(cfg, ("max_window_layers",), minimum=0, default=28) if _window_switched_on(cfg) else layers
+    return ["full_attention" if i < first else "sliding_attention" for i in range(layers)]
+
+
+def _smollm3_layer_types(cfg: Mapping[str, Any], layers: int) -> list[str]:
+    """SmolLM3Config's: with the window switched on, its NoPE layers slide (every 4th by default)."""
+    on = _window_switched_on(cfg)
+    return ["sliding_attention" if on and not rope else "full_attention" for rope in _nope_flags(cfg, layers)]
+
+
 _DERIVED_LAYER_TYPES: dict[str, Callable[[Mapping[str, Any], int], list[str]]] = {
+    **dict.fromkeys(_WINDOW_SWITCH_TYPES - {"qwen3_moe"}, _qwen_layer_types),
+    "smollm3": _smollm3_layer_types,
     "cohere2_moe": _cohere2_moe_layer_types,
     "laguna": lambda cfg, layers: ["full_attention"] * layers,
     "cwm": lambda cfg, layers: _every_nth_global(layers, 4, first=True),
@@ -2577,15 +2599,10 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     extra["sliding_window"] = window
     if model_type in ("llama4", "llama4_text"):
         chunk = _opt_int(cfg, ("attention_chunk_size",))
-        # transformers' Llama4TextConfig takes an empty list for the default ("no_rope_layers == [] is
-        # invalid as we cannot have 0 layers"), as Meta's and RedHatAI's April 2025 Scout files write it.
-        no_rope = None if cfg.get("no_rope_layers") == [] else _list(cfg, "no_rope_layers", layers)
+        nope = _nope_flags(cfg, layers)
         if chunk is not None:
             # NoPE layers (no_rope_layers[i] == 0) are global; the RoPE layers attend within a chunk.
-            if no_rope is None:
-                step = _int(cfg, ("no_rope_layer_interval",), default=4)
-                no_rope = [0 if (i + 1) % step == 0 else 1 for i in range(layers)]
-            mixers = ["chunked" if flag else "full" for flag in no_rope]
+            mixers = ["chunked" if flag else "full" for flag in nope]
             extra["attention_chunk_size"] = chunk
     ffn: list[FFN] = ["dense"] * layers
     width = [a["intermediate_size"]] * layers
@@ -3788,6 +3805,18 @@ def _read_nas(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
 # ----- vision towers ---------------------------------------------------------------------------------------
 
 
+def _vision_with_defaults(config: Mapping[str, Any], vision: Any) -> dict[str, Any]:
+    """A wrapper's ``vision_config`` under the model type its class builds, with its config class's
+    defaults where the file is silent."""
+    if not isinstance(vision, Mapping):
+        raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
+    named = dict(vision)
+    if not isinstance(named.get("model_type", ""), str):
+        raise ConfigError("vision_config.model_type", f"is {named['model_type']!r:.40}; expected a string")
+    _name_sub_config_type(named, config, "vision_config")
+    return _with_defaults(named, nested=True)
+
+
 def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     """Parameters of a multimodal checkpoint's vision tower and projector (ViT encoder arithmetic: patch and
     position embeddings, attention and MLP blocks with biases and norms, the projector into the text width).
@@ -3796,13 +3825,7 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     vision = config.get("vision_config")
     if vision is None:
         return 0
-    if not isinstance(vision, Mapping):
-        raise ConfigError("vision_config", f"is {vision!r:.40}; expected an object")
-    named = dict(vision)
-    if not isinstance(named.get("model_type", ""), str):
-        raise ConfigError("vision_config.model_type", f"is {named['model_type']!r:.40}; expected a string")
-    _name_sub_config_type(named, config, "vision_config")
-    v = _with_defaults(named, nested=True)
+    v = _vision_with_defaults(config, vision)
     if _is_glm4v_tower(config, v):
         return _glm4v_vision_parameters(v)
     if v.get("model_type") == "pixtral":
@@ -4229,9 +4252,7 @@ def _vision_split_widths(config: Mapping[str, Any]) -> tuple[tuple[str, int], ..
             return (("{} vision attention heads", _int(vision, ("num_heads",), default=12)),)
     if _architecture_class(config) not in _QWEN_VISION_CLASSES:
         return ()
-    named = dict(vision)
-    _name_sub_config_type(named, config, "vision_config")
-    v = _with_defaults(named, nested=True)
+    v = _vision_with_defaults(config, vision)
     with _in_sub_config("vision_config"):
         width = _int(v, ("embed_dim", "hidden_size"))
         heads = _int(v, ("num_heads",))
