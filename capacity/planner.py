@@ -658,9 +658,26 @@ def plan(
         if quantized.feasible:
             return _online_fp8(quantized, gpu, because=result.reason)
     if result.feasible:
-        notes = (native_support(gpu, arch.weights), _default_context_note(arch, workload))
+        notes = (
+            native_support(gpu, arch.weights),
+            _default_context_note(arch, workload),
+            _quantized_checkpoint_note(arch, limits),
+        )
         result = replace(result, warnings=(*result.warnings, *(n for n in notes if n is not None)))
     return result
+
+
+def _quantized_checkpoint_note(arch: Architecture, limits: Limits) -> str | None:
+    """Said when FP8 at load was asked for always but the checkpoint is already quantized: vLLM loads a
+    quantized checkpoint with its own method (a different ``--quantization`` fails at load), so the
+    request has no effect and the plan says so rather than dropping it silently."""
+    if limits.quantization != "fp8" or arch.weights.method == "none":
+        return None
+    return (
+        f"the checkpoint is already quantized ({arch.weights.label}): served as it is; FP8 at load "
+        "(spec.tuning.quantization: FP8; kvright plan --quantization fp8) applies only to unquantized "
+        "checkpoints"
+    )
 
 
 def _default_context_note(arch: Architecture, workload: Workload) -> str | None:

@@ -522,6 +522,7 @@ def test_a_quantized_checkpoint_is_never_requantized():
         arch, c.gpu_spec("h200"), c.Workload(max_model_len=8192), c.SLO(), c.Limits(quantization="fp8")
     )
     assert result.plan is not None and result.plan.quantization is None
+    assert any("already quantized (fp8 128x128 blocks" in w for w in result.warnings), result.warnings
     assert result.plan.tensor_parallel_size in (1, 2, 4)  # TP 8 splits the 1536-wide experts into 192
 
 
