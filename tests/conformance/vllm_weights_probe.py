@@ -11,9 +11,11 @@ one JSON list to stdout, one answer per case:
 Each config is written to a folder of its own and resolved as ``vllm serve`` resolves it
 (``EngineArgs.create_engine_config``: the registry's class for its ``architectures``, native or the
 Transformers backend), then that class is built on PyTorch's meta device inside vLLM's own config and
-parallel-state context (one rank, gloo on loopback) and, as vLLM's loader does, under the model's dtype as
-torch's default (``set_default_torch_dtype``), so every tensor it registers exists with its shape and dtype
-and none with storage. Parameters are counted once each (a tied LM head is the embedding); ``bytes`` weighs
+parallel-state context (one rank, gloo on loopback) and, as vLLM's loader does (``initialize_model``), with
+``prefix=""`` and under the model's dtype as torch's default (``set_default_torch_dtype``), so every tensor
+it registers exists with its shape and dtype and none with storage. The prefix matters: a wrapper's own
+default (Qwen3.5's and Qwen3-VL's ``"model"``) would rename every layer, and a quantization rule keyed by
+module name (compressed-tensors targets and ignores, ModelOpt's quantized_layers) would then miss. Parameters are counted once each (a tied LM head is the embedding); ``bytes`` weighs
 each at its own dtype, and ``own_dtypes`` names those vLLM builds in another dtype than the model's (layer
 indices dropped: one entry per kind of tensor). No weights,
 tokenizer, engine or server. ``attention`` lists, in model order, every attention layer (its ``Attention``
@@ -284,7 +286,7 @@ def _count(
                 os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"  # this case's build only (see the docstring)
             try:
                 with set_default_torch_dtype(vllm_config.model_config.dtype), torch.device("meta"):
-                    model = cls(vllm_config=vllm_config)
+                    model = cls(vllm_config=vllm_config, prefix="")
             except (NotImplementedError, RuntimeError) as error:
                 if "meta tensor" not in str(error):
                     raise
@@ -295,7 +297,7 @@ def _count(
                 # failed build registered are forgotten first (vLLM refuses a layer name twice).
                 vllm_config.compilation_config.static_forward_context.clear()
                 with set_default_torch_dtype(vllm_config.model_config.dtype):
-                    model = cls(vllm_config=vllm_config)
+                    model = cls(vllm_config=vllm_config, prefix="")
             finally:
                 os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
             cache = None if kv_cache is None else _kv_cache(vllm_config, kv_cache["memory_bytes"])
