@@ -1603,6 +1603,11 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
 _QK_NORM_WIDTHS = {"head": 2, "head_layernorm": 4}
 
 
+#: The indexer naming family's parts (wq_b, wk, weights_proj): only wq_b is weighed under its kind, the
+#: others are built without the quantization, so a rule naming wq_b alone weighs all of it.
+_INDEXER_WQ_B = (1.0, 0.0, 0.0)
+
+
 def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, float]:
     h = a.hidden_size
     heads = a.num_attention_heads
@@ -1630,7 +1635,7 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
         # built without the quantization (an fp8 checkpoint's wk is upcast at load); k_norm, a LayerNorm in
         # float32.
         q_in = a.q_lora_rank if a.q_lora_rank is not None else h
-        replicated += weigh("indexer", i, q_in * a.index_n_heads * a.index_head_dim)
+        replicated += weigh("indexer", i, q_in * a.index_n_heads * a.index_head_dim, _INDEXER_WQ_B)
         replicated += weigh(None, i, h * (a.index_head_dim + a.index_n_heads))
         replicated += weigh(None, i, 2 * a.index_head_dim, dtype=FLOAT32_PARAMETERS)
     return sharded, replicated, 0.0
@@ -1663,7 +1668,8 @@ def _compressed_attention_params(
         replicated += compressor(ratio, hd)
     if ratio == 4:
         index_width = a.index_n_heads * a.index_head_dim
-        replicated += weigh("indexer", i, index_width * q_rank) + weigh(None, i, a.index_n_heads * h)
+        replicated += weigh("indexer", i, index_width * q_rank, _INDEXER_WQ_B)
+        replicated += weigh(None, i, a.index_n_heads * h)
         replicated += compressor(ratio, a.index_head_dim)
     return sharded, replicated, 0.0
 

@@ -279,7 +279,7 @@ and the router stay in the model dtype."""
 _ROOTS = ("model.layers", "model.language_model.layers", "language_model.model.layers", "backbone.layers")
 _ATTN = ("self_attn", "attn", "mixer", "attention")
 _MLP = ("mlp", "feed_forward", "mixer", "ffn")
-_MOE = ("mlp", "block_sparse_moe", "feed_forward", "mixer", "moe")
+_MOE = ("mlp", "block_sparse_moe", "feed_forward", "mixer", "moe", "ffn")
 
 
 def _leaves(containers: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
@@ -308,6 +308,12 @@ _FAMILIES: dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]] = {
             _leaves(_ATTN, ("kv_a_proj_with_mqa", "fused_qkv_a_proj")),
             _leaves(_ATTN, ("kv_b_proj",)),
             _leaves(_ATTN, ("o_proj",)),
+        ),
+        (  # DeepSeek-V4 (vLLM's DeepseekV4Attention: wq_a and wkv fused, the grouped output wo_a, wo_b)
+            _leaves(_ATTN, ("fused_wqa_wkv", "wq_a", "wkv")),
+            _leaves(_ATTN, ("wq_b",)),
+            _leaves(_ATTN, ("wo_a",)),
+            _leaves(_ATTN, ("wo_b",)),
         ),
     ),
     "mlp": (

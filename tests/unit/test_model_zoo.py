@@ -268,6 +268,28 @@ def test_deepseek_v4_nvfp4_experts_weigh_an_fp8_scale_per_16_where_the_original_
     assert nvfp4.weights.label.endswith("experts in NVFP4")
 
 
+def test_compressed_tensors_regexes_in_deepseek_v4s_own_module_names_select_its_modules():
+    """RedHatAI/DeepSeek-V4-Flash-NVFP4-FP8 names its groups by regexes over vLLM's DeepSeek-V4 module names
+    (``attn.fused_wqa_wkv``, ``attn.wq_b``, ``attn.wo_a``, ``attn.wo_b``; ``ffn.experts``,
+    ``ffn.shared_experts``), which no other family spells: read by other families' names they selected
+    nothing and the checkpoint weighed as bf16, 3.5 times its size. The attention projections are fp8 blocks
+    (and so is the indexer's wq_b, which the attention regex also names), the routed and shared experts NVFP4
+    (4 bits and an fp8 scale per 16), the rest bf16."""
+    ct = c.load_architecture(str(CONFIGS / "deepseek-v4-flash-nvfp4-fp8"))
+    original = c.load_architecture(str(CONFIGS / "deepseek-v4-flash"))
+    assert ct.parameters == original.parameters
+    per_weight = {
+        kind: ct.weights.bytes_per_parameter(kind, layer=2, model_dtype_bytes=2)
+        for kind in ("experts", "shared_experts", "attention", "embedding", "lm_head")
+    }
+    assert per_weight["experts"] == per_weight["shared_experts"] == 4.5 / 8
+    assert per_weight["attention"] == pytest.approx(1 + 4 / 128**2)  # a float32 scale per 128x128 block
+    assert per_weight["embedding"] == per_weight["lm_head"] == 2
+    g = ct.parameter_groups
+    assert c.weight_bytes(ct) < 0.6 * g.total * 2
+    assert c.weight_bytes(ct) == pytest.approx(g.routed_experts_total * 4.5 / 8, rel=0.25)
+
+
 def test_a_mixed_precision_checkpoint_weighs_each_listed_module_by_its_own_algo():
     """nvidia/Qwen3.6-27B-NVFP4 (ModelOpt MIXED_PRECISION): the attention and Gated DeltaNet projections its
     quantized_layers list are FP8 (1 byte), the MLPs and the LM head W4A16 NVFP4 (4 bits + an fp8 scale per
