@@ -19,6 +19,7 @@ from capacity.architecture import (
     architecture_from_config,
     config_reader,
     model_class_reader,
+    serving_runner,
 )
 from capacity.catalog import (
     catalog_architecture,
@@ -213,6 +214,7 @@ __all__ = [
     "plan_cold_starts",
     "price_per_gpu_hour",
     "rollout_seconds",
+    "serving_runner",
     "tensor_parallel_error",
     "tensor_parallel_reason",
     "valid_tensor_parallel_sizes",

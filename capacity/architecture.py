@@ -32,6 +32,7 @@ __all__ = [
     "ENCODER_TP_DATA",
     "FAMILIES",
     "NO_PIPELINE_PARALLEL",
+    "SENTENCE_TRANSFORMERS_POOLING",
     "TRANSFORMERS_DEFAULTS",
     "Architecture",
     "AttentionKind",
@@ -39,9 +40,11 @@ __all__ = [
     "Layer",
     "Mixer",
     "ParameterGroups",
+    "Runner",
     "StateSpec",
     "architecture_from_config",
     "config_reader",
+    "serving_runner",
 ]
 
 AttentionKind = Literal["MHA", "GQA", "MQA", "MLA", "none"]
@@ -50,6 +53,10 @@ AttentionKind = Literal["MHA", "GQA", "MQA", "MLA", "none"]
 #: its transformers'; ``checkpoint``, the repository's own code, run only under ``--trust-remote-code``;
 #: ``none``, neither (the engine stops at start).
 ConfigReader = Literal["engine", "checkpoint", "none"]
+
+#: How vLLM serves a checkpoint (``--runner``, :func:`serving_runner`): ``generate``, text generation, the
+#: only one kvright plans; ``pooling``, embeddings, classification, rewards and scores (no output tokens).
+Runner = Literal["generate", "pooling"]
 
 #: A layer's token mixer, by how vLLM's KV-cache allocator holds it: ``full`` attention grows with the
 #: context; ``sliding`` is bounded by the window, ``chunked`` (Llama 4's local layers) by the chunk; ``mla``
@@ -1991,6 +1998,9 @@ class EngineVocabulary:
     """Classes vLLM served until the release given and now refuses by name (MiniMax-M1, dots.llm1, MPT)."""
     quantization_methods: frozenset[str]
     """The ``quant_method`` names vLLM loads (``QUANTIZATION_METHODS``)."""
+    class_runners: Mapping[str, str | None]
+    """The registered classes that do not generate text: ``pooling`` (embeddings, classification, rewards,
+    scores), or None (neither, or not importable by the probe: vLLM goes by the name's suffix then)."""
 
 
 @cache
@@ -2007,6 +2017,7 @@ def engine_vocabulary() -> EngineVocabulary:
         sub_config_types=doc["sub_config_types"],
         previously_supported=doc["previously_supported"],
         quantization_methods=frozenset(doc["quantization_methods"]),
+        class_runners=doc["class_runners"],
     )
 
 
@@ -2033,6 +2044,79 @@ def config_reader(config: Mapping[str, Any]) -> ConfigReader:
         return "engine"
     auto_map = config.get("auto_map")
     return "checkpoint" if isinstance(auto_map, Mapping) and "AutoConfig" in auto_map else "none"
+
+
+#: vLLM's runner for a name its registry does not settle (``config/model.py``'s ``_SUFFIX_TO_DEFAULTS``, in
+#: its order: the first suffix the name ends with decides; transformers' auto-class names).
+_RUNNER_BY_SUFFIX: tuple[tuple[str, Runner], ...] = (
+    ("ForCausalLM", "generate"),
+    ("ForConditionalGeneration", "generate"),
+    ("ChatModel", "generate"),
+    ("LMHeadModel", "generate"),
+    ("ForTextEncoding", "pooling"),
+    ("EmbeddingModel", "pooling"),
+    ("ForSequenceClassification", "pooling"),
+    ("ForTokenClassification", "pooling"),
+    ("ForAudioClassification", "pooling"),
+    ("ForImageClassification", "pooling"),
+    ("ForVideoClassification", "pooling"),
+    ("ClassificationModel", "pooling"),
+    ("ForRewardModeling", "pooling"),
+    ("RewardModel", "pooling"),
+    ("Model", "pooling"),
+)
+
+#: sentence-transformers' pooling modules: a checkpoint whose ``modules.json`` lists one is served by the
+#: pooling runner whatever class it names (vLLM's ``get_pooling_config``; Qwen3-Embedding names a CausalLM).
+SENTENCE_TRANSFORMERS_POOLING = frozenset(
+    {
+        "sentence_transformers.models.Pooling",
+        "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+    }
+)
+
+
+def serving_runner(config: Mapping[str, Any], modules: Sequence[Mapping[str, Any]] | None = None) -> Runner:
+    """What ``vllm serve`` makes of this checkpoint with ``--runner auto`` (``ModelConfig``'s
+    ``_get_default_runner_type``): ``pooling`` where ``modules`` (its sentence-transformers ``modules.json``)
+    lists a pooling module; else, for each class ``architectures`` names in turn, what vLLM's class is when
+    it registers one that generates text or pools, else what the name's suffix says; ``generate`` when
+    nothing decides."""
+    if any(isinstance(m, Mapping) and m.get("type") in SENTENCE_TRANSFORMERS_POOLING for m in modules or ()):
+        return "pooling"
+    names = config.get("architectures")
+    engine = engine_vocabulary()
+    for name in names if isinstance(names, list) else ():
+        if not isinstance(name, str):
+            continue
+        if name in engine.architectures:
+            runner = engine.class_runners.get(name, "generate")
+            if runner is not None:
+                return "pooling" if runner == "pooling" else "generate"
+        suffix = next((r for end, r in _RUNNER_BY_SUFFIX if name.endswith(end)), None)
+        if suffix is not None:
+            return suffix
+    return "generate"
+
+
+def _refuse_pooling(config: Mapping[str, Any], modules: Sequence[Mapping[str, Any]] | None) -> None:
+    if serving_runner(config, modules) == "generate":
+        return
+    engine = engine_vocabulary()
+    name = _architecture_class(config)
+    why = (
+        f"is {name}, but the checkpoint's modules.json lists a sentence-transformers Pooling module, so vLLM "
+        f"{engine.vllm} serves it"
+        if serving_runner(config) == "generate"
+        else f"is {name}, which vLLM {engine.vllm} serves"
+    )
+    raise ConfigError(
+        "architectures",
+        f"{why} with its pooling runner (embeddings, classification, rewards or scores: --runner pooling), "
+        "which emits no output tokens; kvright sizes text generation (TPOT, KV cache, --max-num-seqs): "
+        "expected a text-generation checkpoint (a ...ForCausalLM or ...ForConditionalGeneration class, no "
+        "pooling module)",
+    )
 
 
 def model_class_reader(config: Mapping[str, Any]) -> ConfigReader:
@@ -4959,14 +5043,18 @@ def architecture_from_config(
     *,
     name: str | None = None,
     hf_quant_config: Mapping[str, Any] | None = None,
+    modules: Sequence[Mapping[str, Any]] | None = None,
 ) -> Architecture:
     """Read an :class:`Architecture` from a Hugging Face ``config.json`` mapping (and, for NVIDIA ModelOpt
-    checkpoints, the ``hf_quant_config.json`` beside it, which vLLM reads in preference).
+    checkpoints, the ``hf_quant_config.json`` beside it, which vLLM reads in preference; and a
+    sentence-transformers ``modules.json``, which makes vLLM pool instead of generate).
 
-    Raises :class:`ConfigError` naming the first field that is missing, of the wrong type or out of range.
+    Raises :class:`ConfigError` naming the first field that is missing, of the wrong type or out of range,
+    and for a checkpoint vLLM serves with its pooling runner (:func:`serving_runner`).
     """
     if not isinstance(config, Mapping):
         raise ConfigError("<root>", f"is {type(config).__name__}; expected a JSON object")
+    _refuse_pooling(config, modules)
     config = _thinker(config)
     cfg = _text_config(config)
     architecture = _architecture_class(config)

@@ -95,7 +95,8 @@ def _read_json(path: str, what: str) -> Any:
 def load_architecture(ref: str) -> Architecture:
     """A catalog id, a path to a ``config.json``, or a folder holding one (the only IO in ``capacity``).
 
-    An ``hf_quant_config.json`` beside the config (NVIDIA ModelOpt checkpoints) is read too, as vLLM does.
+    An ``hf_quant_config.json`` beside the config (NVIDIA ModelOpt checkpoints) is read too, as vLLM does,
+    and a ``modules.json`` (sentence-transformers: a pooling module makes vLLM pool, not generate).
     """
     if not isinstance(ref, str) or not ref:
         raise CapacityError(f"model {ref!r} is empty; expected a catalog id or a path to a config.json")
@@ -115,4 +116,11 @@ def load_architecture(ref: str) -> Architecture:
     folder = os.path.dirname(os.path.abspath(path))
     quant_path = os.path.join(folder, "hf_quant_config.json")
     quant = _read_json(quant_path, "an hf_quant_config.json") if os.path.exists(quant_path) else None
-    return architecture_from_config(config, name=os.path.basename(folder) or path, hf_quant_config=quant)
+    modules_path = os.path.join(folder, "modules.json")
+    modules = _read_json(modules_path, "a modules.json") if os.path.exists(modules_path) else None
+    return architecture_from_config(
+        config,
+        name=os.path.basename(folder) or path,
+        hf_quant_config=quant,
+        modules=modules if isinstance(modules, list) else None,
+    )

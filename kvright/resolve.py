@@ -66,6 +66,12 @@ when config.json has no ``quantization_config``, and so does kvright (the hub's,
 this name)."""
 
 
+MODULES = "modules.json"
+"""sentence-transformers' list of modules: where it holds a pooling module, vLLM serves the checkpoint with
+its pooling runner (an embedding model, whatever class config.json names), which kvright does not size;
+read from the hub, or a ConfigMap's key of this name, as vLLM reads it."""
+
+
 class HubClient:
     """Fetches ``{endpoint}/{repository}/resolve/{revision}/{file}`` (``config.json``, and
     ``hf_quant_config.json`` where vLLM reads it) with retries, and caches successful answers, a file
@@ -91,7 +97,7 @@ class HubClient:
         self._session = session or requests.Session()
         self._sleep = sleep
         self._clock = clock
-        self._cache: dict[tuple[str, str, str, str], tuple[float, Mapping[str, Any] | None]] = {}
+        self._cache: dict[tuple[str, str, str, str], tuple[float, Any]] = {}
         self._lock = threading.Lock()
 
     def url(self, repository: str, revision: str, filename: str = "config.json") -> str:
@@ -100,7 +106,7 @@ class HubClient:
     def fetch_config(self, repository: str, revision: str, token: str | None = None) -> Mapping[str, Any]:
         """The repository's config.json; a ResolveError when it cannot be had."""
         config = self.fetch_file(repository, revision, "config.json", token)
-        assert config is not None  # not optional: a 404 raised
+        assert isinstance(config, dict)  # not optional (a 404 raised), and an object (_parse_config)
         return config
 
     def fetch_file(
@@ -111,9 +117,10 @@ class HubClient:
         token: str | None = None,
         *,
         optional: bool = False,
-    ) -> Mapping[str, Any] | None:
-        """A JSON file of the repository; None when ``optional`` and the hub answers that it is not there
-        (404, or 401/403 as object-storage mirrors answer a missing file)."""
+    ) -> Any:
+        """A JSON file of the repository (an object; a list for :data:`MODULES`); None when ``optional`` and
+        the hub answers that it is not there (404, or 401/403 as object-storage mirrors answer a missing
+        file)."""
         # The token is part of the key: a gated config fetched with one namespace's token must not be
         # served to a spec that has none.
         key = (repository, revision, filename, hashlib.sha256((token or "").encode()).hexdigest())
@@ -126,9 +133,7 @@ class HubClient:
             self._cache[key] = (self._clock(), found)
         return found
 
-    def _fetch(
-        self, repository: str, revision: str, filename: str, token: str | None, optional: bool
-    ) -> Mapping[str, Any] | None:
+    def _fetch(self, repository: str, revision: str, filename: str, token: str | None, optional: bool) -> Any:
         url = self.url(repository, revision, filename)
         headers = {"Accept": "application/json", "User-Agent": "kvright"}
         if token:
@@ -173,7 +178,8 @@ class HubClient:
         )
 
 
-def _parse_config(content: bytes, where: str, filename: str = "config.json") -> Mapping[str, Any]:
+def _parse_config(content: bytes, where: str, filename: str = "config.json") -> Any:
+    """The file's JSON: an object (a list for :data:`MODULES`)."""
     if len(content) > MAX_CONFIG_BYTES:
         raise ResolveError(
             Reason.ARCHITECTURE_INVALID,
@@ -188,20 +194,26 @@ def _parse_config(content: bytes, where: str, filename: str = "config.json") -> 
             f"{where} is not JSON ({exc}); accepted: a Hugging Face {filename}",
             retryable=False,
         ) from None
-    if not isinstance(config, dict):
+    expected = list if filename == MODULES else dict
+    if not isinstance(config, expected):
         raise ResolveError(
             Reason.ARCHITECTURE_INVALID,
-            f"{where} holds a JSON {type(config).__name__}; accepted: a {filename} object",
+            f"{where} holds a JSON {type(config).__name__}; accepted: a {filename} "
+            f"{'list' if expected is list else 'object'}",
             retryable=False,
         )
     return config
 
 
 def _convert(
-    config: Mapping[str, Any], name: str, where: str, quant: Mapping[str, Any] | None = None
+    config: Mapping[str, Any],
+    name: str,
+    where: str,
+    quant: Mapping[str, Any] | None = None,
+    modules: list[Any] | None = None,
 ) -> Architecture:
     try:
-        return architecture_from_config(config, name=name, hf_quant_config=quant)
+        return architecture_from_config(config, name=name, hf_quant_config=quant, modules=modules)
     except CapacityError as exc:
         raise ResolveError(Reason.ARCHITECTURE_INVALID, f"{where}: {exc}", retryable=False) from None
 
@@ -251,10 +263,16 @@ def resolve(
         if _needs_quant_config(config) and cm.key != QUANT_CONFIG and QUANT_CONFIG in data:
             beside = f"ConfigMap {namespace}/{cm.name} key {QUANT_CONFIG}"
             quant = _parse_config(data[QUANT_CONFIG].encode(), beside, QUANT_CONFIG)
+        modules = None
+        if cm.key != MODULES and MODULES in data:
+            beside = f"ConfigMap {namespace}/{cm.name} key {MODULES}"
+            modules = _parse_config(data[MODULES].encode(), beside, MODULES)
+        beside_files = ((QUANT_CONFIG, quant), (MODULES, modules))
+        read = [cm.key, *(name for name, got in beside_files if got is not None)]
         return Resolved(
-            architecture=_convert(config, model_name, where, quant),
+            architecture=_convert(config, model_name, where, quant, modules),
             source="ConfigMap",
-            detail=f"{namespace}/{cm.name}[{cm.key}{f', {QUANT_CONFIG}' if quant is not None else ''}]",
+            detail=f"{namespace}/{cm.name}[{', '.join(read)}]",
         )
 
     assert ref.hub_repository is not None
@@ -273,9 +291,10 @@ def resolve(
     quant = None
     if _needs_quant_config(config):
         quant = hub.fetch_file(ref.hub_repository, ref.hub_revision, QUANT_CONFIG, token, optional=True)
+    modules = hub.fetch_file(ref.hub_repository, ref.hub_revision, MODULES, token, optional=True)
     where = f"{ref.hub_repository}@{ref.hub_revision}"
     return Resolved(
-        architecture=_convert(config, ref.hub_repository, where, quant),
+        architecture=_convert(config, ref.hub_repository, where, quant, modules),
         source="Hub",
         detail=where,
     )

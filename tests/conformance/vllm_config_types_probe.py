@@ -16,8 +16,9 @@ files state no hidden_size, layers or heads of their Llama), so those defaults a
 meaning: ``config_defaults``, each type's ``__init__`` default for the sizes capacity reads (not a value
 derived from others, such as Llama's head_dim), and ``sub_config_types``, the type a composite config
 builds for a sub-config that names none. And the classes vLLM served in an earlier release and names when it
-refuses them (``previously_supported``: MiniMax-M1's, dots.llm1's, Baichuan's, until 0.23), and the
-quantization methods it loads (``quantization_methods``).
+refuses them (``previously_supported``: MiniMax-M1's, dots.llm1's, Baichuan's, until 0.23), the
+quantization methods it loads (``quantization_methods``), and the registered classes that do not generate
+text (``class_runners``: the pooling ones, which ``--runner auto`` serves with the pooling runner).
 
 Regenerate after moving the engine: ``VENV/bin/python tests/conformance/vllm_config_types_probe.py >
 capacity/vllm_config_types.json``; tests/conformance/test_remote_code.py says when it is due.
@@ -29,6 +30,7 @@ import contextlib
 import json
 import sys
 from importlib.metadata import version
+from typing import Any
 
 
 def vocabulary() -> dict[str, object]:
@@ -53,6 +55,8 @@ def vocabulary() -> dict[str, object]:
             and not name.startswith("Auto")
             and _backend_compatible(getattr(transformers, name))
         ),
+        # the registered classes that are not text generation: pooling ones, and the rest (null)
+        "class_runners": _class_runners(ModelRegistry),
         # classes vLLM served once and now refuses by name ("was supported in vLLM until v0.23.0")
         "previously_supported": dict(sorted(registry._PREVIOUSLY_SUPPORTED_MODELS.items())),
         # the quantization_config methods vLLM loads (get_quantization_config's names)
@@ -117,6 +121,41 @@ def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, ob
         if subs:
             sub_types[model_type] = subs
     return {"config_defaults": defaults, "sub_config_types": sub_types}
+
+
+def _class_runners(registry: Any) -> dict[str, str | None]:
+    """Per registered class that is not a text-generation model, what ``--runner auto`` makes of it
+    (``ModelConfig._get_default_runner_type``): ``pooling`` where vLLM's class is a pooling model (embeddings,
+    classification, rewards, scores); null where it is neither (vLLM then goes by the name's suffix,
+    ``_SUFFIX_TO_DEFAULTS``). A class left out generates text. A class whose module does not import in this
+    CPU venv (a library it lacks) is placed by the registry table that lists it: a pooling table's
+    (embedding, late-interaction, reward, classification) pools, any other's generates."""
+    from vllm.model_executor.models import registry as tables
+    from vllm.model_executor.models.interfaces_base import is_pooling_model, is_text_generation_model
+    from vllm_weights_probe import _torchvision_stand_in
+
+    pooling_tables = {
+        *tables._EMBEDDING_MODELS,
+        *tables._LATE_INTERACTION_MODELS,
+        *tables._REWARD_MODELS,
+        *tables._TOKEN_CLASSIFICATION_MODELS,
+        *tables._SEQUENCE_CLASSIFICATION_MODELS,
+    }
+    generation_tables = {*tables._TEXT_GENERATION_MODELS, *tables._MULTIMODAL_MODELS}
+    runners: dict[str, str | None] = {}
+    with _torchvision_stand_in():  # the wrappers' modules import it to process images alone
+        for name in sorted(registry.models):
+            try:
+                cls = registry.models[name].load_model_cls()
+            except Exception:  # a library this CPU venv lacks
+                if name in pooling_tables and name not in generation_tables:
+                    runners[name] = "pooling"
+                continue
+            if is_pooling_model(cls):
+                runners[name] = "pooling"
+            elif not is_text_generation_model(cls):
+                runners[name] = None
+    return runners
 
 
 def _backend_compatible(cls: type) -> bool:

@@ -15,9 +15,10 @@ parallel-state context (one rank, gloo on loopback) and, as vLLM's loader does (
 ``prefix=""`` and under the model's dtype as torch's default (``set_default_torch_dtype``), so every tensor
 it registers exists with its shape and dtype and none with storage. The prefix matters: a wrapper's own
 default (Qwen3.5's and Qwen3-VL's ``"model"``) would rename every layer, and a quantization rule keyed by
-module name (compressed-tensors targets and ignores, ModelOpt's quantized_layers) would then miss. Parameters are counted once each (a tied LM head is the embedding); ``bytes`` weighs
-each at its own dtype, and ``own_dtypes`` names those vLLM builds in another dtype than the model's (layer
-indices dropped: one entry per kind of tensor). No weights,
+module name (compressed-tensors targets and ignores, ModelOpt's quantized_layers) would then miss.
+Parameters are counted once each (a tied LM head is the embedding); ``bytes`` weighs each at its own dtype,
+and ``own_dtypes`` names those vLLM builds in another dtype than the model's (layer indices dropped: one
+entry per kind of tensor). No weights,
 tokenizer, engine or server. ``attention`` lists, in model order, every attention layer (its ``Attention``
 and ``MLAAttention`` modules, at one rank): the heads and sizes it caches (an MLA layer: one latent head of
 ``kv_lora_rank + qk_rope_head_dim``, ``latent`` true), its sliding window, and whether it reads another

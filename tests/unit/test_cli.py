@@ -528,3 +528,17 @@ def test_inspect_shows_the_context_vllm_derives_from_a_scaled_rope(capsys, tmp_p
     assert code == 0 and "16,384 tokens (4,096 positions x RoPE factor 4)" in out
     code, _, err = run(capsys, "kv", str(tmp_path), "--context", "16385", "--batch", "1")
     assert code == 2 and "longer than the 16384 tokens vLLM accepts" in err
+
+
+def test_an_embedding_checkpoint_is_refused_in_one_line(capsys, tmp_path):
+    """Qwen3-Embedding names a CausalLM, but its sentence-transformers pooling module (modules.json, read
+    beside config.json) makes vLLM serve it with its pooling runner: no output tokens to size."""
+    config = json.loads((CONFIGS / "qwen3-32b" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, _, _ = run(capsys, "inspect", str(tmp_path))
+    assert code == 0
+    pooling = [{"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    (tmp_path / "modules.json").write_text(json.dumps(pooling))
+    code, out, err = run(capsys, "plan", str(tmp_path), "--gpu", "h100-sxm")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "modules.json lists a sentence-transformers Pooling module" in err and "--runner pooling" in err

@@ -27,6 +27,13 @@ MODELOPT = capacity.catalog_entry("llama-3.1-70b-fp8")
 QUANTIZED = {**LLAMA_CONFIG, "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}
 
 
+#: Qwen3-Embedding's modules.json: its config.json names a CausalLM, its pooling module makes vLLM pool.
+POOLING_MODULES = [
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+]
+
+
 class Hub:
     """State of the fake hub: what it serves and how it misbehaves."""
 
@@ -58,6 +65,8 @@ def hub() -> Iterator[tuple[Hub, str]]:
                     return self._send(200, json.dumps(MODELOPT["hf_quant_config"]).encode())
             if self.path.startswith("/s3mirror/") and not self.path.endswith("/config.json"):
                 return self._send(403, b"AccessDenied")  # object storage: a missing key without ListBucket
+            if self.path == "/embedding/qwen3/resolve/main/modules.json":
+                return self._send(200, json.dumps(POOLING_MODULES).encode())
             if self.path == "/quantized/llama/resolve/main/config.json":
                 return self._send(200, json.dumps(QUANTIZED).encode())
             if self.path.endswith("/resolve/main/config.json") and not self.path.startswith("/missing/"):
@@ -176,9 +185,11 @@ def test_hub_fetch(hub: tuple[Hub, str]) -> None:
     )
     assert (r.source, r.detail, r.architecture.hidden_size) == ("Hub", "meta/llama@main", 4096)
     # no quantization_config: vLLM would look for ModelOpt's file beside it, and so does kvright (404 here)
+    # and for sentence-transformers' modules.json, whose pooling module would make vLLM pool (404 here)
     assert state.requests == [
         ("/meta/llama/resolve/main/config.json", None),
         ("/meta/llama/resolve/main/hf_quant_config.json", None),
+        ("/meta/llama/resolve/main/modules.json", None),
     ]
     assert r.architecture.weights.method == "none"
 
@@ -197,6 +208,7 @@ def test_hub_token_from_secret(hub: tuple[Hub, str]) -> None:
     assert state.requests == [
         ("/gated/llama/resolve/main/config.json", "Bearer s3cret"),
         ("/gated/llama/resolve/main/hf_quant_config.json", "Bearer s3cret"),
+        ("/gated/llama/resolve/main/modules.json", "Bearer s3cret"),
     ]
 
 
@@ -207,7 +219,7 @@ def test_hub_retries_with_backoff_then_succeeds(hub: tuple[Hub, str]) -> None:
     r = resolve(hub_ref("flaky/m"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint, sleeps))
     assert r.architecture.num_layers == 32
     assert sleeps == [0.5, 1.0]
-    assert len(state.requests) == 4  # three tries of config.json, then hf_quant_config.json (404)
+    assert len(state.requests) == 5  # three tries of config.json, then the two optional files (404)
 
 
 def test_hub_gives_up_retryably_after_attempts(hub: tuple[Hub, str]) -> None:
@@ -234,21 +246,25 @@ def test_a_modelopt_checkpoint_on_the_hub_is_read_with_its_hf_quant_config(hub: 
     assert [path for path, _ in state.requests] == [
         "/modelopt/llama/resolve/main/config.json",
         "/modelopt/llama/resolve/main/hf_quant_config.json",
+        "/modelopt/llama/resolve/main/modules.json",
     ]
 
 
-def test_a_config_with_its_quantization_fetches_nothing_else(hub: tuple[Hub, str]) -> None:
+def test_a_config_with_its_quantization_fetches_no_hf_quant_config(hub: tuple[Hub, str]) -> None:
     state, endpoint = hub
     r = resolve(hub_ref("quantized/llama"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
     assert r.architecture.weights.method.startswith("fp8")
-    assert [path for path, _ in state.requests] == ["/quantized/llama/resolve/main/config.json"]
+    assert [path for path, _ in state.requests] == [
+        "/quantized/llama/resolve/main/config.json",
+        "/quantized/llama/resolve/main/modules.json",
+    ]
 
 
 def test_a_mirror_that_answers_a_missing_hf_quant_config_403_still_resolves(hub: tuple[Hub, str]) -> None:
     state, endpoint = hub
     r = resolve(hub_ref("s3mirror/llama"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
     assert (r.architecture.num_layers, r.architecture.weights.method) == (32, "none")
-    assert len(state.requests) == 2  # no retry of the optional file
+    assert len(state.requests) == 3  # no retry of the optional files
 
 
 def test_a_config_map_may_hold_hf_quant_config_beside_config() -> None:
@@ -271,7 +287,7 @@ def test_hub_caches_success(hub: tuple[Hub, str]) -> None:
     c = client(endpoint)
     for _ in range(3):
         resolve(hub_ref("meta/llama"), namespace="ns", model_name="x", kube=Kube(), hub=c)
-    assert len(state.requests) == 2  # config.json and the answer that hf_quant_config.json is not there
+    assert len(state.requests) == 3  # config.json and the answers that the optional files are not there
 
 
 def test_hub_cache_does_not_lend_a_token_fetch_to_a_tokenless_spec(hub: tuple[Hub, str]) -> None:
@@ -331,3 +347,28 @@ def test_hub_unreachable_is_retryable() -> None:
     assert (info.value.reason, info.value.retryable) == ("HubFetchFailed", True)
     assert "ConnectionError" in str(info.value)
     assert sleeps == [0.5]
+
+
+def test_an_embedding_checkpoint_on_the_hub_is_refused_for_its_pooling_module(hub: tuple[Hub, str]) -> None:
+    """vLLM reads modules.json beside config.json and serves a checkpoint with a pooling module with its
+    pooling runner: no output tokens, nothing kvright sizes. Refused for good, saying so."""
+    _, endpoint = hub
+    with pytest.raises(ResolveError) as info:
+        resolve(hub_ref("embedding/qwen3"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
+    assert (info.value.reason, info.value.retryable) == ("ArchitectureInvalid", False)
+    assert "modules.json lists a sentence-transformers Pooling module" in str(info.value)
+    assert "--runner pooling" in str(info.value)
+
+
+def test_a_config_map_may_hold_modules_json_beside_config() -> None:
+    ref = ArchitectureRef(source="ConfigMap", config_map=SecretKeyRef(name="cfg", key="config.json"))
+    nowhere = client("http://127.0.0.1:9")
+    data = {"config.json": json.dumps(LLAMA_CONFIG), "modules.json": json.dumps(POOLING_MODULES[:1])}
+    r = resolve(ref, namespace="ns", model_name="m", kube=Kube({"ns/cfg": data}), hub=nowhere)
+    assert r.detail == "ns/cfg[config.json, modules.json]"
+    pooled = Kube({"ns/cfg": {**data, "modules.json": json.dumps(POOLING_MODULES)}})
+    with pytest.raises(ResolveError, match=r"pooling runner"):
+        resolve(ref, namespace="ns", model_name="m", kube=pooled, hub=nowhere)
+    broken = Kube({"ns/cfg": {**data, "modules.json": "{}"}})
+    with pytest.raises(ResolveError, match=r"holds a JSON dict; accepted: a modules\.json list"):
+        resolve(ref, namespace="ns", model_name="m", kube=broken, hub=nowhere)
