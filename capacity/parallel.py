@@ -6,6 +6,7 @@ from typing import Literal
 
 from capacity.architecture import VOCAB_PADDING_MULTIPLE, Architecture
 from capacity.errors import CapacityError
+from capacity.quantization import ModuleKind
 
 __all__ = [
     "VOCAB_PADDING_MULTIPLE",
@@ -111,8 +112,45 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
     elif (split := _undivided_width(arch, tp)) is not None:
         reason = f"does not divide the {split} (vLLM asserts it does)"
     else:
-        return fp8_block_error(arch, tp, expert_parallel=expert_parallel)
+        return fp8_block_error(arch, tp, expert_parallel=expert_parallel) or group_error(arch, tp)
     return reason
+
+
+def group_error(arch: Architecture, tp: int) -> str | None:
+    """Why ``tp`` splits a quantization group of a checkpoint with integer weights in groups (GPTQ, AWQ,
+    compressed-tensors and AutoRound W4A16 / W8A16: :meth:`WeightFormat.weight_group`) across two GPUs, or
+    None. A row-parallel linear's input is split by TP, and each rank's share must be whole groups: vLLM's
+    Marlin kernel refuses "in_features per partition N is not divisible by group_size" (a group straddling
+    ranks "cannot be fixed by padding", ``MarlinLinearKernel.can_implement``), as AWQ's ``create_weights``
+    and the Triton W4A16 kernel do; the kernels that do not ask (Hopper's Machete, Exllama) size each rank's
+    scales by ``input_size_per_partition // group_size`` and would load them shifted. The row-parallel
+    inputs held to it: each attention layer's output projection (its heads times their value width), and
+    the down projection of a dense MLP and of a shared expert. Routed experts are not: vLLM's MoE method
+    for them halves the group until it fits (``MoeWNA16Method``)."""
+    if tp == 1:
+        return None
+    checks: dict[tuple[str, int], tuple[ModuleKind, int]] = {}  # (what, width) -> (module kind, first layer)
+    for i, layer in enumerate(arch.layers):
+        heads = arch.heads_of(layer)
+        if heads:
+            value = arch.v_head_dim if layer.mixer == "mla" and arch.v_head_dim else arch.v_head_dim_of(layer)
+            checks.setdefault(("attention output projection's input", heads * value), ("attention", i))
+        if layer.ffn == "dense" and layer.ffn_width:
+            checks.setdefault(("dense MLP", layer.ffn_width), ("mlp", i))
+        if layer.ffn == "moe" and arch.shared_expert_intermediate_size:
+            shared = arch.shared_expert_intermediate_size
+            checks.setdefault(("shared expert MLP", shared), ("shared_experts", i))
+    for (what, width), (module, i) in checks.items():
+        group = arch.weights.weight_group(module, layer=i)
+        if group is None or group >= width or width % tp:
+            continue
+        if (width // tp) % group:
+            return (
+                f"leaves {width // tp} of the {width}-wide {what} per GPU, not a multiple of the "
+                f"checkpoint's {group}-weight quantization groups (a group would straddle two GPUs; vLLM's "
+                "Marlin kernel refuses it)"
+            )
+    return None
 
 
 def fp8_block_error(arch: Architecture, tp: int, *, expert_parallel: bool = False) -> str | None:
@@ -203,7 +241,9 @@ def valid_tensor_parallel_sizes(
     return [
         tp
         for tp in range(1, min(max_tp, top) + 1)
-        if _accepted(arch, tp) and fp8_block_error(arch, tp, expert_parallel=expert_parallel) is None
+        if _accepted(arch, tp)
+        and fp8_block_error(arch, tp, expert_parallel=expert_parallel) is None
+        and group_error(arch, tp) is None
     ]
 
 

@@ -238,6 +238,19 @@ class WeightFormat:
         groups) only the block-quantized modules are held to the block's shape."""
         return next((s.block for s in self._resolve(module, layer) if s is not None and s.block), None)
 
+    def weight_group(self, module: ModuleKind, *, layer: int | None) -> int | None:
+        """The group size of ``module`` in ``layer`` when a projection of it stores integer weights in
+        groups with scales in the model dtype (GPTQ, AWQ, compressed-tensors and AutoRound W4A16 / W8A16:
+        vLLM's mixed-precision kernels), else None."""
+        return next(
+            (
+                s.weights_per_scale
+                for s in self._resolve(module, layer)
+                if s is not None and s.block is None and s.scale_bytes is None and s.weights_per_scale > 0
+            ),
+            None,
+        )
+
     def _resolve(self, module: ModuleKind, layer: int | None) -> tuple[Scheme | None, ...]:
         if module not in MODULE_KINDS:
             raise ValueError(f"unknown module kind {module!r}; expected one of {', '.join(MODULE_KINDS)}")

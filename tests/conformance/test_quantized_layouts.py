@@ -21,6 +21,12 @@ real server start proves on such CPUs. The TP rule is therefore checked against 
 Qwen3-235B-A22B-FP8 (MoE), Qwen3-4B-FP8 (dense) and MiMo-V2-Flash (192-wide keys, 128-wide values), at
 TP 1, 2, 4, 8 with and without expert parallelism; capacity.tensor_parallel_error must refuse exactly where
 vLLM does.
+
+Integer weights in groups (GPTQ, AWQ, W4A16): a row-parallel linear's share per rank must be whole groups.
+vLLM's Marlin kernel (the CUDA build's choice for them) says so in ``can_implement``, which
+vllm_group_probe.py asks on the real shapes of Llama 2 7B / 13B and Qwen2.5-72B (as published, and padded as
+Qwen's Int4 upload is) with groups of 128, 32 and per channel, at TP 1, 2, 4, 8; capacity must refuse exactly
+those.
 """
 
 from __future__ import annotations
@@ -331,3 +337,84 @@ def test_fp8_moe_checkpoint_is_refused_by_the_cpu_build_without_amx(fp8_moe_serv
         return
     assert status is not None, "vLLM served an FP8 MoE on a CPU without AMX: serve it in the KV tests"
     assert "ValueError: Unsupported FP8 MoE backend: NONE" in log, log[-3000:]
+
+
+# ----- integer weights in groups (GPTQ, AWQ, W4A16): a group must not straddle two TP ranks ---------------
+
+#: Real shapes of GPTQ/AWQ checkpoints (heads x head width, the MLP width) and their groups. Llama 2 13B's
+#: 13,824-wide MLP leaves 1,728 per GPU at TP 8 (13.5 groups of 128); Qwen2.5-72B's 29,568 leaves half a group
+#: at TP 2, which is why Qwen's Int4 and AWQ uploads pad it to 29,696.
+GROUPED = {
+    "llama-2-13b-g128": {"heads": 40, "head_dim": 128, "intermediate": 13824, "group": 128},
+    "llama-2-7b-g128": {"heads": 32, "head_dim": 128, "intermediate": 11008, "group": 128},
+    "qwen2.5-72b-g128": {"heads": 64, "head_dim": 128, "intermediate": 29568, "group": 128},
+    "qwen2.5-72b-int4-padded": {"heads": 64, "head_dim": 128, "intermediate": 29696, "group": 128},
+    "llama-2-13b-g32": {"heads": 40, "head_dim": 128, "intermediate": 13824, "group": 32},
+    "llama-2-13b-channelwise": {"heads": 40, "head_dim": 128, "intermediate": 13824, "group": -1},
+}
+GROUPED_TPS = (1, 2, 4, 8)
+
+
+def _grouped_arch(name: str) -> capacity.Architecture:
+    s = GROUPED[name]
+    hidden = s["heads"] * s["head_dim"]
+    return capacity.architecture_from_config(
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": hidden,
+            "intermediate_size": s["intermediate"],
+            "num_hidden_layers": 2,
+            "num_attention_heads": s["heads"],
+            "num_key_value_heads": 8,
+            "vocab_size": 32000,
+            "max_position_embeddings": 4096,
+            "torch_dtype": "float16",
+            "quantization_config": {
+                "quant_method": "gptq",
+                "bits": 4,
+                "group_size": s["group"],
+                "desc_act": False,
+                "sym": True,
+            },
+        },
+        name=name,
+    )
+
+
+@pytest.fixture(scope="module")
+def group_verdicts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
+    """vLLM's Marlin verdict on each checkpoint's row-parallel linears (o_proj, down_proj) at each TP."""
+    cases = [
+        {"id": f"{name}:{tp}:{layer}", "input_size": width, "output_size": s["heads"] * s["head_dim"],
+         "tp": tp, "group_size": s["group"]}
+        for name, s in GROUPED.items()
+        for tp in GROUPED_TPS
+        for layer, width in (("o_proj", s["heads"] * s["head_dim"]), ("down_proj", s["intermediate"]))
+    ]  # fmt: skip
+    probe = Path(__file__).parent / "vllm_group_probe.py"
+    out = vllm_env.run([str(probe)], stdin=json.dumps(cases), timeout=300)
+    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+
+
+@pytest.mark.parametrize(("name", "tp"), [(n, tp) for n in GROUPED for tp in GROUPED_TPS])
+def test_a_group_split_across_gpus_is_refused_where_vllms_marlin_refuses_it(
+    name: str, tp: int, group_verdicts: dict[str, dict[str, Any]]
+) -> None:
+    verdicts = [group_verdicts[f"{name}:{tp}:{layer}"] for layer in ("o_proj", "down_proj")]
+    refusals = [v["reason"] for v in verdicts if not v["accepted"]]
+    ours = capacity.tensor_parallel_error(_grouped_arch(name), tp)
+    if refusals:
+        assert ours is not None and "quantization groups" in ours, f"capacity: {ours}; vLLM: {refusals[0]}"
+    else:
+        assert ours is None, f"capacity refuses TP {tp} for {name} ({ours}); vLLM's Marlin accepts it"
+
+
+def test_the_group_rule_refuses_somewhere_and_accepts_somewhere(
+    group_verdicts: dict[str, dict[str, Any]],
+) -> None:
+    assert {v["accepted"] for v in group_verdicts.values()} == {True, False}
+    assert group_verdicts["qwen2.5-72b-g128:2:down_proj"]["reason"] == (
+        "in_features per partition 14784 is not divisible by group_size = 128."
+    )
+    assert group_verdicts["qwen2.5-72b-int4-padded:8:down_proj"]["accepted"]
