@@ -1450,6 +1450,7 @@ def _compressed_tensors(block: dict[str, Any], where: str) -> WeightFormat:
     rules = ([Rule(patterns=ignored)] if ignored else []) + named + by_class
     main = compute[0] if compute else (None, False)
     kv = block.get("kv_cache_scheme")
+    _check_ct_kv_scheme(kv, f"{where}.kv_cache_scheme")
     return WeightFormat(
         method="compressed-tensors",
         label="compressed-tensors " + (" + ".join(dict.fromkeys(labels)) if labels else "(no weight groups)"),
@@ -1459,6 +1460,38 @@ def _compressed_tensors(block: dict[str, Any], where: str) -> WeightFormat:
         rules=tuple(rules),
         weight_block_size=_ct_block(groups),
     )
+
+
+#: The KV-cache scheme strategies vLLM's compressed-tensors reader takes (per tensor, per attention head).
+_CT_KV_STRATEGIES = ("tensor", "attn_head")
+
+
+def _check_ct_kv_scheme(kv: Any, where: str) -> None:
+    """vLLM's ``CompressedTensorsConfig.validate_kv_cache_scheme``, which refuses the engine's start:
+    8-bit floats, per tensor or per attention head, and symmetric (an llm-compressor file that leaves
+    ``symmetric`` out is refused too)."""
+    if kv is None:
+        return
+    if not isinstance(kv, Mapping):
+        raise ConfigError(where, f"is {kv!r:.40}; expected an object (num_bits, type, strategy, symmetric)")
+    if kv.get("type") != "float" or kv.get("num_bits") != 8:
+        raise ConfigError(
+            where,
+            f"is num_bits {kv.get('num_bits')!r}, type {kv.get('type')!r}; vLLM 0.32 quantizes a KV cache "
+            "only to 8-bit floats (num_bits 8, type float)",
+        )
+    if kv.get("strategy") not in _CT_KV_STRATEGIES:
+        raise ConfigError(
+            where,
+            f"has strategy {kv.get('strategy')!r}; vLLM 0.32 accepts {' or '.join(_CT_KV_STRATEGIES)} for "
+            "a KV cache",
+        )
+    if not kv.get("symmetric"):
+        raise ConfigError(
+            where,
+            f"has symmetric {kv.get('symmetric')!r}; vLLM 0.32 accepts only symmetric KV-cache scales "
+            "(symmetric: true)",
+        )
 
 
 def _ct_block(groups: Mapping[str, Any]) -> tuple[int, int] | None:

@@ -29,7 +29,7 @@ import pytest
 import capacity
 from capacity.quantization import weight_format
 
-from .harness import VllmEnv, probe
+from .harness import HERE, VllmEnv, probe
 
 pytestmark = pytest.mark.conformance
 
@@ -271,3 +271,64 @@ def test_a_deprecated_method_loads_only_with_the_flag_a_plan_adds(
         assert resolved[case]["accepted"], resolved[case]["error"]
         without = resolved[f"{case}:without-the-flag"]
         assert not without["accepted"] and "--allow-deprecated-quantization" in (without["error"] or "")
+
+
+# ----- a compressed-tensors KV-cache scheme ----------------------------------------------------------------
+
+#: compressed-tensors FP8 weights (llm-compressor's FP8_DYNAMIC) with a KV-cache scheme, by case. vLLM checks
+#: the scheme when it builds each attention layer (``CompressedTensorsKVCacheMethod``), so the model is built.
+KV_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True, "dynamic": False}
+KV_CASES: dict[str, dict[str, Any]] = {
+    "per-tensor": KV_SCHEME,
+    "per-head": KV_SCHEME | {"strategy": "attn_head"},
+    "symmetric-left-out": {k: v for k, v in KV_SCHEME.items() if k != "symmetric"},  # early llm-compressor
+    "asymmetric": KV_SCHEME | {"symmetric": False},
+    "int8": KV_SCHEME | {"type": "int"},
+    "per-channel": KV_SCHEME | {"strategy": "channel"},
+}
+
+
+def _ct_fp8_with_kv(kv: dict[str, Any]) -> dict[str, Any]:
+    weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False}
+    activations = weights | {"dynamic": True, "strategy": "token"}
+    group = {"targets": ["Linear"], "weights": weights, "input_activations": activations}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized",
+        "config_groups": {"group_0": group},
+        "ignore": ["lm_head"],
+        "kv_cache_scheme": kv,
+    }
+
+
+@pytest.fixture(scope="module")
+def kv_builds(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
+    from kvright_dev.procs import free_port
+
+    cases = [
+        {"id": case, "config": LLAMA | {"quantization_config": _ct_fp8_with_kv(kv)}}
+        for case, kv in KV_CASES.items()
+    ]
+    out = vllm_env.run(
+        [str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=json.dumps(cases), timeout=900
+    )
+    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+
+
+@pytest.mark.parametrize("case", sorted(KV_CASES))
+def test_a_kv_cache_scheme_is_refused_exactly_where_vllm_refuses_it(
+    kv_builds: dict[str, dict[str, Any]], case: str
+) -> None:
+    config = LLAMA | {"quantization_config": _ct_fp8_with_kv(KV_CASES[case])}
+    error = kv_builds[case]["error"]
+    try:
+        ours = weight_format(config)
+    except capacity.ConfigError as exc:
+        assert error is not None and "kv cache" in error.lower(), f"vLLM builds {case}; capacity: {exc}"
+        return
+    assert error is None, f"vLLM refuses {case} ({error}); capacity reads it"
+    assert ours.kv_cache_dtype == "fp8"
+
+
+def test_both_kv_cache_scheme_verdicts_are_reached(kv_builds: dict[str, dict[str, Any]]) -> None:
+    assert {answer["error"] is None for answer in kv_builds.values()} == {True, False}

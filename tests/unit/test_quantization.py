@@ -513,9 +513,29 @@ def test_fbgemm_is_deprecated_in_vllm_032() -> None:
 
 
 def test_compressed_tensors_kv_cache_scheme_means_fp8_kv() -> None:
-    block = {**CT_FP8_DYNAMIC, "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"}}
+    kv = {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True}
+    block = {**CT_FP8_DYNAMIC, "kv_cache_scheme": kv}
     assert fmt_of(block).kv_cache_dtype == "fp8"
+    assert fmt_of({**block, "kv_cache_scheme": {**kv, "strategy": "attn_head"}}).kv_cache_dtype == "fp8"
     assert fmt_of(CT_FP8_DYNAMIC).kv_cache_dtype is None
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"symmetric": None}, "only symmetric KV-cache scales"),  # llm-compressor's early files left it out
+        ({"symmetric": False}, "only symmetric KV-cache scales"),
+        ({"num_bits": 4}, "only to 8-bit floats"),
+        ({"type": "int"}, "only to 8-bit floats"),
+        ({"strategy": "channel"}, "accepts tensor or attn_head"),
+    ],
+)
+def test_a_compressed_tensors_kv_scheme_vllm_refuses_is_refused(change: dict[str, Any], words: str) -> None:
+    """vLLM's validate_kv_cache_scheme stops the engine at start for any other KV-cache scheme."""
+    kv = {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True, **change}
+    with pytest.raises(ConfigError, match=words) as info:
+        fmt_of({**CT_FP8_DYNAMIC, "kv_cache_scheme": kv})
+    assert info.value.field.endswith("kv_cache_scheme")
 
 
 def test_compressed_tensors_attention_only_group_is_kv_only() -> None:
