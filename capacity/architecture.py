@@ -5044,9 +5044,11 @@ def architecture_from_config(
     name: str | None = None,
     hf_quant_config: Mapping[str, Any] | None = None,
     modules: Sequence[Mapping[str, Any]] | None = None,
+    legacy_quant_config: tuple[str, Mapping[str, Any]] | None = None,
 ) -> Architecture:
     """Read an :class:`Architecture` from a Hugging Face ``config.json`` mapping (and, for NVIDIA ModelOpt
-    checkpoints, the ``hf_quant_config.json`` beside it, which vLLM reads in preference; and a
+    checkpoints, the ``hf_quant_config.json`` beside it, which vLLM reads in preference; a legacy GPTQ / AWQ
+    ``quantize_config.json`` or ``quant_config.json`` (its name and content), read when neither says; and a
     sentence-transformers ``modules.json``, which makes vLLM pool instead of generate).
 
     Raises :class:`ConfigError` naming the first field that is missing, of the wrong type or out of range,
@@ -5231,7 +5233,12 @@ def architecture_from_config(
     # where the file has layer_types (its sliding-window checkpoints), unless attention_sinks says otherwise.
     layered = cfg.get("layer_types") is not None
     granite_sinks = model_type in _GRANITE_TYPES and _bool(cfg, "attention_sinks", layered)
-    weights = weight_format(cfg, hf_quant_config=hf_quant_config, architecture=architecture)
+    weights = weight_format(
+        cfg,
+        hf_quant_config=hf_quant_config,
+        legacy_quant_config=legacy_quant_config,
+        architecture=architecture,
+    )
     warnings.extend(weights.warnings)
     if family == "gemma3n":
         towers = _gemma3n_towers(config, hidden) or (0, 0)

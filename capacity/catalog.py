@@ -17,6 +17,7 @@ from typing import Any
 
 from capacity.architecture import Architecture, architecture_from_config
 from capacity.errors import CapacityError, ConfigError
+from capacity.quantization import LEGACY_QUANT_FILES
 
 __all__ = ["CatalogEntry", "catalog_architecture", "catalog_entry", "catalog_ids", "load_architecture"]
 
@@ -95,8 +96,9 @@ def _read_json(path: str, what: str) -> Any:
 def load_architecture(ref: str) -> Architecture:
     """A catalog id, a path to a ``config.json``, or a folder holding one (the only IO in ``capacity``).
 
-    An ``hf_quant_config.json`` beside the config (NVIDIA ModelOpt checkpoints) is read too, as vLLM does,
-    and a ``modules.json`` (sentence-transformers: a pooling module makes vLLM pool, not generate).
+    An ``hf_quant_config.json`` beside the config (NVIDIA ModelOpt checkpoints) is read too, as vLLM does, a
+    legacy GPTQ / AWQ ``quantize_config.json`` or ``quant_config.json`` (:data:`LEGACY_QUANT_FILES`), and a
+    ``modules.json`` (sentence-transformers: a pooling module makes vLLM pool, not generate).
     """
     if not isinstance(ref, str) or not ref:
         raise CapacityError(f"model {ref!r} is empty; expected a catalog id or a path to a config.json")
@@ -116,6 +118,14 @@ def load_architecture(ref: str) -> Architecture:
     folder = os.path.dirname(os.path.abspath(path))
     quant_path = os.path.join(folder, "hf_quant_config.json")
     quant = _read_json(quant_path, "an hf_quant_config.json") if os.path.exists(quant_path) else None
+    legacy = next(
+        (
+            (name, _read_json(os.path.join(folder, name), f"a {name}"))
+            for name in LEGACY_QUANT_FILES
+            if os.path.exists(os.path.join(folder, name))
+        ),
+        None,
+    )
     modules_path = os.path.join(folder, "modules.json")
     modules = _read_json(modules_path, "a modules.json") if os.path.exists(modules_path) else None
     return architecture_from_config(
@@ -123,4 +133,5 @@ def load_architecture(ref: str) -> Architecture:
         name=os.path.basename(folder) or path,
         hf_quant_config=quant,
         modules=modules if isinstance(modules, list) else None,
+        legacy_quant_config=legacy,
     )

@@ -14,7 +14,7 @@ class CapacityError(ValueError):
 
 
 #: Files beside config.json that a field may live in, named first in ``ConfigError.field``.
-_OTHER_FILES = ("hf_quant_config.json",)
+_OTHER_FILES = ("hf_quant_config.json", "quantize_config.json", "quant_config.json")
 
 
 class ConfigError(CapacityError):

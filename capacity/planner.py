@@ -189,7 +189,8 @@ class Plan:
     """vLLM servers (each on ``gpus_per_replica`` GPUs)."""
     quantization: str | None = None
     """--quantization for weights quantized at load (``fp8_per_tensor``: vLLM 0.32 refuses ``fp8`` on an
-    unquantized checkpoint); None: the checkpoint's own format."""
+    unquantized checkpoint), or the method of a legacy GPTQ / AWQ checkpoint that vLLM reads only when told it
+    (``gptq``, ``awq``: :attr:`WeightFormat.flag`); None: config.json says the format."""
     pipeline_parallel_size: int = 1
     """--pipeline-parallel-size."""
     data_parallel_size: int = 1
@@ -1051,6 +1052,7 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         lora=req.limits.lora,
         mm_encoder_tp_mode=encoder_tp_mode(req.arch, best.tensor_parallel_size),
         allow_deprecated_quantization=req.arch.weights.deprecated,
+        quantization=req.arch.weights.flag,
     )
     shape = req.shape
     prediction = Prediction(

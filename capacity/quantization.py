@@ -205,6 +205,10 @@ class WeightFormat:
     """Ignore lists and per-module overrides, in precedence order."""
     warnings: tuple[str, ...] = ()
     """What the operator should know before serving it (deprecated methods, flags needed)."""
+    flag: str | None = None
+    """The ``--quantization`` vLLM must be given to read the format at all: a legacy GPTQ or AWQ checkpoint
+    whose quantization is only in ``quantize_config.json`` / ``quant_config.json`` (vLLM reads those files
+    only for the method it is told, ``get_quant_config``); None where config.json says it."""
     deprecated: bool = False
     """vLLM 0.32 lists the method in ``DEPRECATED_QUANTIZATION_METHODS`` and loads it only with
     ``--allow-deprecated-quantization`` (``ModelConfig._verify_quantization``), which a plan then adds."""
@@ -593,21 +597,31 @@ _MODELOPT_PRODUCER_ALGOS = {
 _MXFP4_REWRITTEN = frozenset({"KimiK3ForConditionalGeneration", "KimiK3MTPModel"})
 
 
+#: The files a legacy GPTQ or AWQ checkpoint keeps its quantization in (AutoGPTQ's, AutoAWQ's), in the order
+#: kvright looks for them; vLLM reads them only with ``--quantization gptq`` / ``awq``.
+LEGACY_QUANT_FILES = ("quantize_config.json", "quant_config.json")
+
+
 def weight_format(
     config: Mapping[str, Any],
     *,
     hf_quant_config: Mapping[str, Any] | None = None,
+    legacy_quant_config: tuple[str, Mapping[str, Any]] | None = None,
     architecture: str = "",
 ) -> WeightFormat:
     """The weight format of a checkpoint from its ``config.json`` (top-level or text-level) and, when present
-    beside it, ``hf_quant_config.json`` (read only when config.json has no quantization block, as vLLM does).
-    ``architecture`` is the class the file names (a rewrite of vLLM's is keyed on it). No quantization:
-    :data:`UNQUANTIZED`. An unknown or unsupported method raises
+    beside it, ``hf_quant_config.json`` (read only when config.json has no quantization block, as vLLM does)
+    or, failing both, a legacy GPTQ / AWQ file (``legacy_quant_config``: its name, one of
+    :data:`LEGACY_QUANT_FILES`, and its content), which vLLM reads only when ``--quantization`` names the
+    method (:attr:`WeightFormat.flag`). ``architecture`` is the class the file names (a rewrite of vLLM's is
+    keyed on it). No quantization: :data:`UNQUANTIZED`. An unknown or unsupported method raises
     :class:`~capacity.errors.ConfigError` on ``quantization_config.quant_method`` naming what is accepted; a
     malformed field raises it naming the field."""
     if not isinstance(config, Mapping):
         raise ConfigError("config", f"is {config!r:.40}; expected an object")
     block, where = _quantization_block(config, hf_quant_config)
+    if block is None and legacy_quant_config is not None:
+        return _legacy(*legacy_quant_config)
     if block is None:
         return UNQUANTIZED
     block = dict(block)
@@ -629,6 +643,35 @@ def weight_format(
     if config.get("model_type") == "deepseek_v4" and method == "fp8":
         return _deepseek_v4_fp8(fmt, block, where, config.get("expert_dtype", "fp4"))
     return fmt
+
+
+def _legacy(name: str, block: Mapping[str, Any]) -> WeightFormat:
+    """A GPTQ or AWQ checkpoint from before transformers wrote ``quantization_config`` (TheBloke's GPTQ
+    uploads): AutoGPTQ's ``quantize_config.json`` (bits, group_size, desc_act, sym) or AutoAWQ's
+    (w_bit, q_group_size, zero_point, version), read by the method's own reader. The method is the file's
+    ``quant_method`` where it says, else AWQ's keys name AWQ, else GPTQ; vLLM needs it as
+    ``--quantization``."""
+    if not isinstance(block, Mapping):
+        raise ConfigError(name, f"is {block!r:.40}; expected an object")
+    stated = block.get("quant_method")
+    awq_keys = "w_bit" in block or "zero_point" in block
+    method = stated if isinstance(stated, str) else "awq" if awq_keys else "gptq"
+    if method not in ("gptq", "awq"):
+        raise ConfigError(
+            f"{name}.quant_method",
+            f"is {method!r}; a {name} beside a config.json without quantization_config is read as gptq or "
+            "awq",
+        )
+    fmt = _READERS[method]({**block, "quant_method": method}, name)
+    return replace(
+        fmt,
+        flag=method,
+        warnings=(
+            *fmt.warnings,
+            f"the quantization is only in {name} (config.json has no quantization_config): vLLM reads it "
+            f"only with --quantization {method}, which the plan adds",
+        ),
+    )
 
 
 def _unread_reason(method: str) -> str:

@@ -734,7 +734,8 @@ class PlanStatus(_Object):
     replicas: int | None = None
     gpus: int | None = None
     quantization: str | None = None
-    """--quantization when kvright quantizes the weights at load (fp8_per_tensor); absent otherwise."""
+    """--quantization when kvright quantizes the weights at load (fp8_per_tensor), or the method of a legacy
+    GPTQ / AWQ checkpoint whose quantization is only in quantize_config.json (gptq, awq); absent otherwise."""
     vllm_args: list[str] | None = None
     """The flags every node of a replica runs; a multi-node replica's leader and workers add their own."""
     vllm_args_by_role: dict[str, list[str]] | None = None

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import requests
 
 from capacity import Architecture, CapacityError, architecture_from_config, catalog_architecture, catalog_ids
+from capacity.quantization import LEGACY_QUANT_FILES
 from kvright.api import ArchitectureRef
 from kvright.conditions import Reason
 
@@ -211,9 +212,12 @@ def _convert(
     where: str,
     quant: Mapping[str, Any] | None = None,
     modules: list[Any] | None = None,
+    legacy: tuple[str, Mapping[str, Any]] | None = None,
 ) -> Architecture:
     try:
-        return architecture_from_config(config, name=name, hf_quant_config=quant, modules=modules)
+        return architecture_from_config(
+            config, name=name, hf_quant_config=quant, modules=modules, legacy_quant_config=legacy
+        )
     except CapacityError as exc:
         raise ResolveError(Reason.ARCHITECTURE_INVALID, f"{where}: {exc}", retryable=False) from None
 
@@ -263,14 +267,20 @@ def resolve(
         if _needs_quant_config(config) and cm.key != QUANT_CONFIG and QUANT_CONFIG in data:
             beside = f"ConfigMap {namespace}/{cm.name} key {QUANT_CONFIG}"
             quant = _parse_config(data[QUANT_CONFIG].encode(), beside, QUANT_CONFIG)
+        legacy = None
+        if _needs_quant_config(config) and quant is None:
+            legacy_name = next((n for n in LEGACY_QUANT_FILES if n in data and n != cm.key), None)
+            if legacy_name is not None:
+                beside = f"ConfigMap {namespace}/{cm.name} key {legacy_name}"
+                legacy = (legacy_name, _parse_config(data[legacy_name].encode(), beside, legacy_name))
         modules = None
         if cm.key != MODULES and MODULES in data:
             beside = f"ConfigMap {namespace}/{cm.name} key {MODULES}"
             modules = _parse_config(data[MODULES].encode(), beside, MODULES)
-        beside_files = ((QUANT_CONFIG, quant), (MODULES, modules))
+        beside_files = ((QUANT_CONFIG, quant), (legacy[0] if legacy else "", legacy), (MODULES, modules))
         read = [cm.key, *(name for name, got in beside_files if got is not None)]
         return Resolved(
-            architecture=_convert(config, model_name, where, quant, modules),
+            architecture=_convert(config, model_name, where, quant, modules, legacy),
             source="ConfigMap",
             detail=f"{namespace}/{cm.name}[{', '.join(read)}]",
         )
@@ -291,10 +301,16 @@ def resolve(
     quant = None
     if _needs_quant_config(config):
         quant = hub.fetch_file(ref.hub_repository, ref.hub_revision, QUANT_CONFIG, token, optional=True)
+    legacy = None
+    for legacy_name in LEGACY_QUANT_FILES if _needs_quant_config(config) and quant is None else ():
+        found = hub.fetch_file(ref.hub_repository, ref.hub_revision, legacy_name, token, optional=True)
+        if found is not None:
+            legacy = (legacy_name, found)
+            break
     modules = hub.fetch_file(ref.hub_repository, ref.hub_revision, MODULES, token, optional=True)
     where = f"{ref.hub_repository}@{ref.hub_revision}"
     return Resolved(
-        architecture=_convert(config, ref.hub_repository, where, quant, modules),
+        architecture=_convert(config, ref.hub_repository, where, quant, modules, legacy),
         source="Hub",
         detail=where,
     )

@@ -194,7 +194,7 @@ VLLM_NAMES = {
     "modelopt_nvfp4": {"modelopt_fp4"},
     "modelopt_mxfp8": {"modelopt_mxfp8"},
     "modelopt_mixed": {"modelopt_mixed"},
-    "gptq": {"auto_gptq", "gptq_marlin"},
+    "gptq": {"auto_gptq", "gptq_marlin", "gptq"},  # gptq: as --quantization names it for a legacy file
     "awq": {"awq", "awq_marlin"},
     "fp8": {"fp8"},
     "fbgemm_fp8": {"fbgemm_fp8"},
@@ -271,6 +271,53 @@ def test_a_deprecated_method_loads_only_with_the_flag_a_plan_adds(
         assert resolved[case]["accepted"], resolved[case]["error"]
         without = resolved[f"{case}:without-the-flag"]
         assert not without["accepted"] and "--allow-deprecated-quantization" in (without["error"] or "")
+
+
+# ----- a legacy GPTQ / AWQ checkpoint: its quantization only in quantize_config.json ----------------------
+
+#: TheBloke's GPTQ uploads (AutoGPTQ's file) and AutoAWQ's, beside a config.json with no quantization_config.
+LEGACY: dict[str, tuple[str, dict[str, Any]]] = {
+    "autogptq-file": (
+        "quantize_config.json",
+        {"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": False, "sym": True},
+    ),
+    "autoawq-file": (
+        "quant_config.json",
+        {"zero_point": True, "q_group_size": 128, "w_bit": 4, "version": "GEMM"},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def legacy_resolved(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Each folder resolved as the plan's arguments have it (--quantization from capacity), and without."""
+    root = tmp_path_factory.mktemp("legacy-quantization")
+    argv: dict[str, list[str]] = {}
+    for case, (name, content) in LEGACY.items():
+        folder = root / case
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(LLAMA))
+        (folder / name).write_text(json.dumps(content))
+        flag = weight_format(LLAMA, legacy_quant_config=(name, content)).flag
+        assert flag is not None
+        plain = ["--model", str(folder), "--skip-tokenizer-init", "--load-format", "dummy"]
+        argv[f"{case}:without-the-flag"] = plain
+        argv[case] = [*plain, "--quantization", flag]
+    return probe(vllm_env, argv)
+
+
+@pytest.mark.parametrize("case", sorted(LEGACY))
+def test_a_legacy_quantization_file_is_read_with_the_flag_vllm_needs_for_it(
+    legacy_resolved: dict[str, dict[str, Any]], case: str
+) -> None:
+    """capacity reads the method and its flag from the file; with that flag vLLM loads the checkpoint with
+    the same method, and without it vLLM takes the weights as unquantized (the load then fails on qweight)."""
+    ours = weight_format(LLAMA, legacy_quant_config=LEGACY[case])
+    verdict = legacy_resolved[case]
+    assert verdict["accepted"], verdict["error"]
+    assert verdict["config"]["quantization"] in VLLM_NAMES[ours.method]
+    without = legacy_resolved[f"{case}:without-the-flag"]
+    assert without["accepted"] and without["config"]["quantization"] is None
 
 
 # ----- a compressed-tensors KV-cache scheme ----------------------------------------------------------------

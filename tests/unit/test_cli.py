@@ -542,3 +542,21 @@ def test_an_embedding_checkpoint_is_refused_in_one_line(capsys, tmp_path):
     code, out, err = run(capsys, "plan", str(tmp_path), "--gpu", "h100-sxm")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "modules.json lists a sentence-transformers Pooling module" in err and "--runner pooling" in err
+
+
+def test_a_legacy_gptq_folder_is_planned_with_the_flag_vllm_needs(capsys, tmp_path):
+    """A TheBloke-era GPTQ folder: config.json without quantization_config, quantize_config.json beside it.
+    vLLM reads that file only with --quantization gptq, so the plan's arguments carry it."""
+    config = {**cap.catalog_entry("llama-2-7b")["config"], "torch_dtype": "float16"}
+    config.pop("quantization_config", None)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, out, _ = run(capsys, "plan", str(tmp_path), "--gpu", "l4", "--max-model-len", "2048", "--json")
+    assert code == 0 and "--quantization" not in json.loads(out)["vllm_args"]
+    fp16 = json.loads(out)["memory_per_gpu_bytes"]["weights"]
+    gptq = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+    (tmp_path / "quantize_config.json").write_text(json.dumps(gptq))
+    code, out, _ = run(capsys, "plan", str(tmp_path), "--gpu", "l4", "--max-model-len", "2048", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["vllm_args"][-2:] == ["--quantization", "gptq"]
+    assert data["memory_per_gpu_bytes"]["weights"] < 0.35 * fp16
+    assert any("quantize_config.json" in w for w in data["warnings"])

@@ -1124,3 +1124,52 @@ def test_a_quark_file_quantizing_only_named_layers_computes_in_their_format() ->
     assert (fmt.compute_format, fmt.weight_only, fmt.label) == ("fp4", False, "Quark MXFP4")
     assert fmt.bytes_per_parameter("experts", layer=2, model_dtype_bytes=BF16) == 4.25 / 8
     assert fmt.bytes_per_parameter("attention", layer=2, model_dtype_bytes=BF16) == BF16
+
+
+# ----- legacy GPTQ / AWQ files beside a config.json without quantization_config --------------------------
+
+_LEGACY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 5120,
+    "intermediate_size": 13824,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 40,
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "float16",
+}
+
+
+_AUTOGPTQ = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+_AUTOAWQ = {"zero_point": True, "q_group_size": 128, "w_bit": 4, "version": "gemm"}
+_STATED = {"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": False}
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "method"),
+    [
+        ("quantize_config.json", _AUTOGPTQ, "gptq"),
+        ("quant_config.json", _AUTOAWQ, "awq"),
+        ("quantize_config.json", _STATED, "awq"),
+    ],
+    ids=["autogptq", "autoawq", "stated-method"],
+)
+def test_a_legacy_quantization_file_is_read_and_names_the_flag_vllm_needs(
+    name: str, content: dict[str, Any], method: str
+) -> None:
+    """TheBloke's GPTQ uploads keep their quantization only in quantize_config.json: weighed as fp16, the
+    13B came out 3.6 times its size, and the plan's flags could not load it (vLLM reads the file only with
+    --quantization gptq)."""
+    fmt = weight_format(_LEGACY_LLAMA, legacy_quant_config=(name, content))
+    assert (fmt.method, fmt.flag) == (method, method)
+    assert fmt.bytes_per_parameter("mlp", layer=0, model_dtype_bytes=2) < 0.6
+    assert any(f"--quantization {method}" in w and name in w for w in fmt.warnings)
+    stated = {**_LEGACY_LLAMA, "quantization_config": {**GPTQ, "bits": 8}}
+    assert weight_format(stated, legacy_quant_config=(name, content)).flag is None  # config.json says it
+
+
+def test_a_legacy_file_of_another_method_is_refused_naming_the_file() -> None:
+    with pytest.raises(ConfigError, match=r"read as gptq or awq") as info:
+        weight_format(_LEGACY_LLAMA, legacy_quant_config=("quantize_config.json", {"quant_method": "fp8"}))
+    assert str(info.value).startswith("quantize_config.json field 'quant_method'")

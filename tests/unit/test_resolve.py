@@ -34,6 +34,10 @@ POOLING_MODULES = [
 ]
 
 
+#: TheBloke's GPTQ uploads: the quantization only in AutoGPTQ's file, beside a plain config.json.
+AUTOGPTQ = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+
+
 class Hub:
     """State of the fake hub: what it serves and how it misbehaves."""
 
@@ -65,6 +69,8 @@ def hub() -> Iterator[tuple[Hub, str]]:
                     return self._send(200, json.dumps(MODELOPT["hf_quant_config"]).encode())
             if self.path.startswith("/s3mirror/") and not self.path.endswith("/config.json"):
                 return self._send(403, b"AccessDenied")  # object storage: a missing key without ListBucket
+            if self.path == "/thebloke/llama/resolve/main/quantize_config.json":
+                return self._send(200, json.dumps(AUTOGPTQ).encode())
             if self.path == "/embedding/qwen3/resolve/main/modules.json":
                 return self._send(200, json.dumps(POOLING_MODULES).encode())
             if self.path == "/quantized/llama/resolve/main/config.json":
@@ -185,10 +191,13 @@ def test_hub_fetch(hub: tuple[Hub, str]) -> None:
     )
     assert (r.source, r.detail, r.architecture.hidden_size) == ("Hub", "meta/llama@main", 4096)
     # no quantization_config: vLLM would look for ModelOpt's file beside it, and so does kvright (404 here)
-    # and for sentence-transformers' modules.json, whose pooling module would make vLLM pool (404 here)
+    # then for a legacy GPTQ / AWQ file (vLLM reads one with --quantization), and for sentence-transformers'
+    # modules.json, whose pooling module would make vLLM pool (all 404 here)
     assert state.requests == [
         ("/meta/llama/resolve/main/config.json", None),
         ("/meta/llama/resolve/main/hf_quant_config.json", None),
+        ("/meta/llama/resolve/main/quantize_config.json", None),
+        ("/meta/llama/resolve/main/quant_config.json", None),
         ("/meta/llama/resolve/main/modules.json", None),
     ]
     assert r.architecture.weights.method == "none"
@@ -208,6 +217,8 @@ def test_hub_token_from_secret(hub: tuple[Hub, str]) -> None:
     assert state.requests == [
         ("/gated/llama/resolve/main/config.json", "Bearer s3cret"),
         ("/gated/llama/resolve/main/hf_quant_config.json", "Bearer s3cret"),
+        ("/gated/llama/resolve/main/quantize_config.json", "Bearer s3cret"),
+        ("/gated/llama/resolve/main/quant_config.json", "Bearer s3cret"),
         ("/gated/llama/resolve/main/modules.json", "Bearer s3cret"),
     ]
 
@@ -219,7 +230,7 @@ def test_hub_retries_with_backoff_then_succeeds(hub: tuple[Hub, str]) -> None:
     r = resolve(hub_ref("flaky/m"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint, sleeps))
     assert r.architecture.num_layers == 32
     assert sleeps == [0.5, 1.0]
-    assert len(state.requests) == 5  # three tries of config.json, then the two optional files (404)
+    assert len(state.requests) == 7  # three tries of config.json, then the four optional files (404)
 
 
 def test_hub_gives_up_retryably_after_attempts(hub: tuple[Hub, str]) -> None:
@@ -264,7 +275,7 @@ def test_a_mirror_that_answers_a_missing_hf_quant_config_403_still_resolves(hub:
     state, endpoint = hub
     r = resolve(hub_ref("s3mirror/llama"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
     assert (r.architecture.num_layers, r.architecture.weights.method) == (32, "none")
-    assert len(state.requests) == 3  # no retry of the optional files
+    assert len(state.requests) == 5  # no retry of the optional files
 
 
 def test_a_config_map_may_hold_hf_quant_config_beside_config() -> None:
@@ -287,7 +298,7 @@ def test_hub_caches_success(hub: tuple[Hub, str]) -> None:
     c = client(endpoint)
     for _ in range(3):
         resolve(hub_ref("meta/llama"), namespace="ns", model_name="x", kube=Kube(), hub=c)
-    assert len(state.requests) == 3  # config.json and the answers that the optional files are not there
+    assert len(state.requests) == 5  # config.json and the answers that the optional files are not there
 
 
 def test_hub_cache_does_not_lend_a_token_fetch_to_a_tokenless_spec(hub: tuple[Hub, str]) -> None:
@@ -372,3 +383,25 @@ def test_a_config_map_may_hold_modules_json_beside_config() -> None:
     broken = Kube({"ns/cfg": {**data, "modules.json": "{}"}})
     with pytest.raises(ResolveError, match=r"holds a JSON dict; accepted: a modules\.json list"):
         resolve(ref, namespace="ns", model_name="m", kube=broken, hub=nowhere)
+
+
+def test_a_legacy_gptq_checkpoint_on_the_hub_is_weighed_by_its_quantize_config(hub: tuple[Hub, str]) -> None:
+    """Weighed as fp16 it would be 3.6 times its size, and the pods could not load it: vLLM reads the file
+    only with --quantization gptq, which the architecture now carries (WeightFormat.flag) into the plan."""
+    state, endpoint = hub
+    r = resolve(hub_ref("thebloke/llama"), namespace="ns", model_name="x", kube=Kube(), hub=client(endpoint))
+    assert (r.architecture.weights.method, r.architecture.weights.flag) == ("gptq", "gptq")
+    assert [path for path, _ in state.requests] == [
+        "/thebloke/llama/resolve/main/config.json",
+        "/thebloke/llama/resolve/main/hf_quant_config.json",
+        "/thebloke/llama/resolve/main/quantize_config.json",
+        "/thebloke/llama/resolve/main/modules.json",
+    ]
+
+
+def test_a_config_map_may_hold_a_legacy_quantize_config_beside_config() -> None:
+    ref = ArchitectureRef(source="ConfigMap", config_map=SecretKeyRef(name="cfg", key="config.json"))
+    data = {"config.json": json.dumps(LLAMA_CONFIG), "quantize_config.json": json.dumps(AUTOGPTQ)}
+    r = resolve(ref, namespace="ns", model_name="m", kube=Kube({"ns/cfg": data}), hub=client("http://127.0.0.1:9"))
+    assert r.architecture.weights.flag == "gptq"
+    assert r.detail == "ns/cfg[config.json, quantize_config.json]"
