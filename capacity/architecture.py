@@ -1888,6 +1888,7 @@ _LANGUAGE_MODEL_TYPES = {
     "glm4v_moe_text": "glm4_moe",
     "qwen2_5_omni_text": "qwen2",  # qwen2_5_omni_thinker.py: Qwen2ForCausalLM
     "qwen3_omni_moe_text": "qwen3_moe",  # qwen3_omni_moe_thinker.py: Qwen3MoeForCausalLM's layers
+    "exaone4_5_text": "exaone4",  # exaone4_5.py: Exaone4ForCausalLM (its MTP layer only as a draft)
 }
 
 
@@ -2248,6 +2249,8 @@ def _not_standard(cfg: Mapping[str, Any], architecture: str) -> list[str]:
     ``ffn_config.moe_num_experts``) hides them from a reading of the top-level fields: the standard reading
     would take every head for a KV head and one MLP for sixteen experts."""
     found = {what for key, what in _NOT_A_STANDARD_DECODER.items() if cfg.get(key) is not None}
+    if cfg.get("is_encoder_decoder") is True:  # Whisper, T5, BART: a decoder cross-attending an encoder
+        found.add("encoder and cross-attending decoder (is_encoder_decoder)")
     if architecture in _NOT_A_STANDARD_CLASS:
         found.add(_NOT_A_STANDARD_CLASS[architecture])
     nested = sorted(
@@ -2301,7 +2304,13 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
     known = f"expected one of the {len(FAMILIES)} architectures that `kvright catalog` lists"
     name = architecture or repr(model_type)
     engine = engine_vocabulary()
-    if architecture in engine.previously_supported:
+    if architecture in engine.previously_supported and architecture in engine.transformers_architectures:
+        # The registry tries its Transformers backend before it refuses by name (inspect_model_cls).
+        unknown = (
+            f"is {name}, which vLLM served natively until v{engine.previously_supported[architecture]} and "
+            f"vLLM {engine.vllm} builds only through its Transformers backend (transformers' own class)"
+        )
+    elif architecture in engine.previously_supported:
         unknown = (
             f"is {name}, which vLLM served until v{engine.previously_supported[architecture]} and vLLM "
             f'{engine.vllm} refuses by name ("not supported anymore")'
@@ -3944,7 +3953,14 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     # A SiLU tower has a gated MLP (gate, up, down: the Qwen2.5-VL ViT); GELU towers have two.
     gated = v.get("hidden_act") == "silu"
     mlp = (3 if gated else 2) * h * inter + (0 if gated else inter + h)
-    block = 4 * h * h + 4 * h + mlp + 4 * h  # attention with biases, MLP, two norms
+    # Attention with biases: q and o the tower's width, k and v narrower where the tower groups its queries
+    # (EXAONE 4.5's ViT states num_key_value_heads 8 for its 32 heads).
+    with _in_sub_config("vision_config"):
+        heads = _opt_int(v, ("num_heads", "num_attention_heads"))
+        kv_heads = _opt_int(v, ("num_key_value_heads",))
+    kv = h * kv_heads // heads if heads and kv_heads and kv_heads < heads and h % heads == 0 else h
+    attention = 2 * h * h + 2 * h * kv + 2 * h + 2 * kv
+    block = attention + mlp + 4 * h  # attention, MLP, two norms
     total = layers * block + channels * patch * patch * temporal * h + h + 2 * h
     image = _opt_int(v, ("image_size",))
     positions = _opt_int(v, ("num_position_embeddings",))
@@ -3971,7 +3987,7 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         # per `deepstack_visual_indexes` entry, its norm after the shuffle (h*m^2 wide).
         norm = h if gated else 2 * h  # Qwen2.5-VL's RMSNorm, or a LayerNorm
         mlp_biases = 2 * inter + h if gated else 0  # Qwen2.5-VL's; the others' are in `mlp` already
-        total = layers * (4 * h * h + 4 * h + mlp + mlp_biases + 2 * norm)
+        total = layers * (attention + mlp + mlp_biases + 2 * norm)
         total += channels * patch * patch * temporal * h + (positions or 0) * h
         total += h if positions else 0  # Qwen3's patch embedding has a bias
         merged = h * merge * merge

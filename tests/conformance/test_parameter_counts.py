@@ -840,6 +840,7 @@ WRAPPER_FIXTURES = (
     "qwen2.5-omni-3b",
     "llama-4-scout-17b-16e-instruct",
     "gemma-4-26b-a4b",
+    "exaone-4.5-33b",
 )
 
 #: The other multimodal fixtures, and why they are not held here.

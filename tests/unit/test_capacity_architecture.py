@@ -834,3 +834,37 @@ def test_a_class_vllm_no_longer_serves_is_named_so():
     baichuan = {"architectures": ["BaichuanForCausalLM"], "model_type": "baichuan"}
     dense = c.architecture_from_config(BASE | baichuan)
     assert any("vLLM served it until v0.23.0" in w for w in dense.warnings), dense.warnings
+
+
+def test_a_dropped_class_transformers_still_has_is_said_to_be_built_by_the_backend():
+    """vLLM's registry tries its Transformers backend before it refuses a dropped class by name: Llama 3.2
+    Vision (MllamaForConditionalGeneration, native until v0.10.2) is built that way, not refused. kvright
+    still refuses it, for its cross-attention layers, and says what vLLM does."""
+    mllama = {
+        "architectures": ["MllamaForConditionalGeneration"],
+        "model_type": "mllama",
+        "text_config": {**BASE, "model_type": "mllama_text_model", "cross_attention_layers": [3, 8]},
+    }
+    engine = c.architecture.engine_vocabulary()
+    name = "MllamaForConditionalGeneration"
+    assert name in engine.previously_supported and name in engine.transformers_architectures
+    with pytest.raises(c.ConfigError) as err:
+        c.architecture_from_config(mllama)
+    assert "builds only through its Transformers backend" in str(err.value), err.value
+    assert "refuses by name" not in str(err.value) and "cross-attention layers" in str(err.value)
+
+
+def test_an_encoder_decoder_is_refused_for_what_it_is():
+    """Whisper's file states d_model and encoder_layers, not hidden_size: the refusal named the missing
+    standard fields, as if one could add them. It says what the model is."""
+    whisper = {
+        "architectures": ["WhisperForConditionalGeneration"],
+        "model_type": "whisper",
+        "is_encoder_decoder": True,
+        "d_model": 1280,
+        "encoder_layers": 32,
+        "decoder_layers": 32,
+    }
+    with pytest.raises(c.ConfigError, match=r"encoder and cross-attending decoder \(is_encoder_decoder\)"):
+        c.architecture_from_config(whisper)
+    assert c.architecture_from_config({**BASE, "is_encoder_decoder": False}).parameters > 0

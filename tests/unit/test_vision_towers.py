@@ -152,3 +152,18 @@ def test_command_a_visions_projector_is_a_swiglu_over_the_shuffled_patches():
     assert wider - base == 768 * 4 * 1024 + 1024 + 512 * 256
     coarser = c.architecture_from_config(edited(config, downsample_factor=4)).vision_parameters
     assert coarser - base == 768 * (16 - 4) * 1024
+
+
+def test_a_vit_that_groups_its_queries_has_narrower_keys_and_values():
+    """EXAONE 4.5's Qwen2.5-VL-style ViT states num_key_value_heads 8 for its 32 heads: its k and v
+    projections (and their biases) are a quarter as wide, 176 M parameters fewer over 28 blocks than with a
+    KV head per query head; its language model is vLLM's Exaone4ForCausalLM (text model_type
+    exaone4_5_text)."""
+    config = json.loads((CONFIGS / "exaone-4.5-33b" / "config.json").read_text())
+    grouped = c.architecture_from_config(config)
+    v = config["vision_config"]
+    ungrouped_tower = {**v, "num_key_value_heads": v["num_heads"]}
+    ungrouped = c.architecture_from_config({**config, "vision_config": ungrouped_tower})
+    h, narrow = v["hidden_size"], v["hidden_size"] * v["num_key_value_heads"] // v["num_heads"]
+    assert ungrouped.vision_parameters - grouped.vision_parameters == v["depth"] * 2 * (h + 1) * (h - narrow)
+    assert not grouped.warnings  # read as EXAONE 4 beside its tower, not as an unknown decoder
