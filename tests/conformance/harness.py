@@ -217,6 +217,14 @@ def build_model(env: VllmEnv, shape: Shape) -> Path:
     return out
 
 
+def weights_probe(env: VllmEnv, cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """vllm_weights_probe.py's answers to ``cases`` (its input list: see its docstring), by case id; one
+    process for them all, its process group on a free loopback port."""
+    payload = json.dumps(cases)
+    out = env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
+    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+
+
 def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:
     """vLLM's verdict on each command line (see vllm_probe.py), by case id; one process for all."""
     payload = json.dumps([{"id": cid, "argv": argv} for cid, argv in cases.items()])

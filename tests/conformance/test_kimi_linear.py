@@ -16,16 +16,14 @@ the same class in test_parameter_counts.py (parameter_cases.json) and, for the r
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 import capacity
-from kvright_dev.procs import free_port
 from tests.builders import cpu_engine_layout
 
-from .harness import HERE, VllmEnv, cpu_mamba_ssm_cache_dtype
+from .harness import VllmEnv, cpu_mamba_ssm_cache_dtype, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -86,18 +84,15 @@ CASES: dict[str, tuple[dict[str, Any], int, int, int]] = {
 
 @pytest.fixture(scope="module")
 def vllm_accounts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    payload = json.dumps(
-        [
-            {
-                "id": case,
-                "config": config,
-                "kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": mnbt},
-            }
-            for case, (config, memory, length, mnbt) in CASES.items()
-        ]
-    )
-    out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
-    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+    cases = [
+        {
+            "id": case,
+            "config": config,
+            "kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": mnbt},
+        }
+        for case, (config, memory, length, mnbt) in CASES.items()
+    ]
+    return weights_probe(vllm_env, cases)
 
 
 def _layout(arch: capacity.Architecture, length: int, mnbt: int) -> Any:

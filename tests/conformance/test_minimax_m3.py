@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 import capacity
-from kvright_dev.procs import free_port
 from tests.builders import MINIMAX_M3_TEXT, cpu_engine_layout, edited
 
-from .harness import HERE, VllmEnv
+from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -134,10 +133,7 @@ def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             "kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": mnbt},
         }
     )
-    out = vllm_env.run(
-        [str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=json.dumps(cases), timeout=900
-    )
-    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+    return weights_probe(vllm_env, cases)
 
 
 @pytest.mark.parametrize("case", sorted(BUILT))

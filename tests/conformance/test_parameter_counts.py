@@ -50,10 +50,9 @@ import pytest
 import capacity
 from capacity.architecture import ATTENTION_MIXERS, ENCODER_TP_DATA, FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
-from kvright_dev.procs import free_port
 from tests.builders import AUDIO_WRAPPERS, MINIMAX_M3_TEXT, QWEN2_VL_7B, VISION_WRAPPERS, edited
 
-from .harness import HERE, VllmEnv, probe
+from .harness import HERE, VllmEnv, probe, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -475,12 +474,6 @@ ODD_VOCABULARIES: dict[str, dict[str, Any]] = {
 }
 
 
-def _weights_probe(vllm_env: VllmEnv, payload: str) -> dict[str, dict[str, Any]]:
-    """vllm_weights_probe.py's answers to the cases of ``payload``, by case id (one process for them all)."""
-    out = vllm_env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
-    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
-
-
 def _tied(config: dict[str, Any], tie: bool) -> dict[str, Any]:
     """``config`` stating ``tie_word_embeddings`` as ``tie`` at every level: a wrapper's top level, which vLLM
     copies onto the language model's config (``VllmConfig.with_hf_config``), and its text config's own."""
@@ -525,7 +518,7 @@ WINDOW_CASES = {
 
 @pytest.fixture(scope="module")
 def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    payload = json.dumps(
+    cases = (
         [
             {
                 "id": case,
@@ -571,7 +564,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
             for name, (config, _, _) in REFUSED_BY_BOTH.items()
         ]
     )
-    return _weights_probe(vllm_env, payload)
+    return weights_probe(vllm_env, cases)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -883,10 +876,8 @@ WRAPPER_CASES: dict[str, dict[str, Any]] = {
 def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     """The wrappers built in a process of their own: a module imported under the stand-in stays imported,
     which would let a later case build that the other probe's expects to be refused."""
-    payload = json.dumps(
-        [{"id": case, "config": c, "torchvision_stand_in": True} for case, c in WRAPPER_CASES.items()]
-    )
-    return _weights_probe(vllm_env, payload)
+    cases = [{"id": case, "config": c, "torchvision_stand_in": True} for case, c in WRAPPER_CASES.items()]
+    return weights_probe(vllm_env, cases)
 
 
 @pytest.mark.parametrize("case", sorted(WRAPPER_CASES))

@@ -29,7 +29,7 @@ import pytest
 import capacity
 from capacity.quantization import weight_format
 
-from .harness import HERE, VllmEnv, probe
+from .harness import VllmEnv, probe, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -350,16 +350,11 @@ def _ct_fp8_with_kv(kv: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def kv_builds(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    from kvright_dev.procs import free_port
-
     cases = [
         {"id": case, "config": LLAMA | {"quantization_config": _ct_fp8_with_kv(kv)}}
         for case, kv in KV_CASES.items()
     ]
-    out = vllm_env.run(
-        [str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=json.dumps(cases), timeout=900
-    )
-    return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+    return weights_probe(vllm_env, cases)
 
 
 @pytest.mark.parametrize("case", sorted(KV_CASES))

@@ -27,9 +27,8 @@ import pytest
 
 import capacity
 from capacity.architecture import FAMILIES
-from kvright_dev.procs import free_port
 
-from .harness import HERE, VllmEnv
+from .harness import HERE, VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -72,10 +71,7 @@ def unknown(vllm_env: VllmEnv) -> list[dict[str, Any]]:
         for c in classes
         if c["config"] is not None
     ]
-    out = vllm_env.run(
-        [str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=json.dumps(made), timeout=900
-    )
-    built = {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+    built = weights_probe(vllm_env, made)
     return [c | {"vllm": built.get(c["id"])} for c in classes]
 
 
