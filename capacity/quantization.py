@@ -205,6 +205,9 @@ class WeightFormat:
     """Ignore lists and per-module overrides, in precedence order."""
     warnings: tuple[str, ...] = ()
     """What the operator should know before serving it (deprecated methods, flags needed)."""
+    naming: str = ""
+    """The model's own module names where its vLLM class departs from every family's (:data:`_OWN_NAMES`:
+    ``gemma4``); empty: any family's spelling names a module."""
     flag: str | None = None
     """The ``--quantization`` vLLM must be given to read the format at all: a legacy GPTQ or AWQ checkpoint
     whose quantization is only in ``quantize_config.json`` / ``quant_config.json`` (vLLM reads those files
@@ -416,8 +419,35 @@ _FAMILIES: dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]] = {
 }
 
 
-def _spellings(module: ModuleKind, family: int, part: int, layer: int | None) -> tuple[str, ...]:
-    leaves = _FAMILIES[module][family][part]
+#: Module kinds a model's vLLM class names its own way, in place of every family's spellings: a pattern that
+#: names another family's spelling does not name the module in that model. Gemma 4 keeps its routed experts
+#: beside the dense MLP (``layers.N.experts``, gemma4.py), so a checkpoint's ``layers.N.mlp*`` exclusion
+#: leaves them quantized, as vLLM's ModelOpt check does.
+_OWN_NAMES: dict[str, dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]]] = {
+    "gemma4": {
+        "experts": (
+            (
+                ("experts", "experts.gate_up_proj", "experts.0.gate_proj"),
+                ("experts", "experts.gate_up_proj", "experts.0.up_proj"),
+                ("experts", "experts.down_proj", "experts.0.down_proj"),
+            ),
+        ),
+        "router": ((("router",),),),
+    },
+}
+
+#: Model types whose modules :data:`_OWN_NAMES` spells.
+_NAMING_OF_TYPE = {"gemma4": "gemma4", "gemma4_text": "gemma4"}
+
+
+def _families(module: ModuleKind, naming: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    return _OWN_NAMES.get(naming, {}).get(module) or _FAMILIES[module]
+
+
+def _spellings(
+    module: ModuleKind, family: int, part: int, layer: int | None, naming: str = ""
+) -> tuple[str, ...]:
+    leaves = _families(module, naming)[family][part]
     if module not in _LAYERED:
         return leaves
     index = _ANY_LAYER if layer is None else layer
@@ -447,14 +477,17 @@ class _Pattern:
             return self.layer is not None
         return any(ch.isdigit() for ch in self.text)
 
-    def matches(self, module: ModuleKind, family: int, part: int, layer: int | None) -> bool:
+    def matches(
+        self, module: ModuleKind, family: int, part: int, layer: int | None, naming: str = ""
+    ) -> bool:
         if self.regex is not None:
-            return any(self.regex.match(s) for s in _spellings(module, family, part, layer))
+            return any(self.regex.match(s) for s in _spellings(module, family, part, layer, naming))
         if self.layer is not None:
             if module not in _LAYERED or layer != self.layer:
                 return False
-            return not self.tail or any(_within(self.tail, leaf) for leaf in _FAMILIES[module][family][part])
-        return any(_within(self.tail, s) for s in _spellings(module, family, part, layer))
+            leaves = _families(module, naming)[family][part]
+            return not self.tail or any(_within(self.tail, leaf) for leaf in leaves)
+        return any(_within(self.tail, s) for s in _spellings(module, family, part, layer, naming))
 
 
 def _within(entry: str, name: str) -> bool:
@@ -496,7 +529,9 @@ Matches = tuple[tuple[bool, ...], ...]
 
 
 @lru_cache(maxsize=65536)
-def _rule_matches(patterns: tuple[str, ...], module: ModuleKind, layer: int | None) -> Matches:
+def _rule_matches(
+    patterns: tuple[str, ...], module: ModuleKind, layer: int | None, naming: str = ""
+) -> Matches:
     everywhere, by_layer = _split(patterns)
     if module not in _LAYERED:
         candidates = everywhere + tuple(p for ps in by_layer.values() for p in ps)
@@ -505,11 +540,11 @@ def _rule_matches(patterns: tuple[str, ...], module: ModuleKind, layer: int | No
     else:
         extra = by_layer.get(layer, ()) + by_layer.get(-1, ())
         if not extra:  # the same answer as for any layer: share its cache entry
-            return _rule_matches(patterns, module, None)
+            return _rule_matches(patterns, module, None, naming)
         candidates = everywhere + extra
     return tuple(
-        tuple(any(p.matches(module, f, i, layer) for p in candidates) for i in range(len(parts)))
-        for f, parts in enumerate(_FAMILIES[module])
+        tuple(any(p.matches(module, f, i, layer, naming) for p in candidates) for i in range(len(parts)))
+        for f, parts in enumerate(_families(module, naming))
     )
 
 
@@ -517,7 +552,7 @@ def _rule_matches(patterns: tuple[str, ...], module: ModuleKind, layer: int | No
 def _resolve(fmt: WeightFormat, module: ModuleKind, layer: int | None) -> tuple[Scheme | None, ...]:
     """The scheme of each part of ``module`` in ``layer``: the first rule that names it, else the default. The
     router is never quantized (the module docstring), whatever a pattern of the file's would select."""
-    families = _FAMILIES[module]
+    families = _families(module, fmt.naming)
     if module == "router":
         return tuple(None for _ in families[0])
     per_rule: list[Matches] = []
@@ -525,7 +560,7 @@ def _resolve(fmt: WeightFormat, module: ModuleKind, layer: int | None) -> tuple[
         if module in rule.kinds:
             per_rule.append(tuple(tuple(True for _ in parts) for parts in families))
         elif rule.patterns:
-            per_rule.append(_rule_matches(rule.patterns, module, layer))
+            per_rule.append(_rule_matches(rule.patterns, module, layer, fmt.naming))
         else:
             per_rule.append(tuple(tuple(False for _ in parts) for parts in families))
     # the naming scheme the rules speak: the family with the most parts named by a pattern (class targets
@@ -620,8 +655,9 @@ def weight_format(
     if not isinstance(config, Mapping):
         raise ConfigError("config", f"is {config!r:.40}; expected an object")
     block, where = _quantization_block(config, hf_quant_config)
+    naming = _NAMING_OF_TYPE.get(str(config.get("model_type") or ""), "")
     if block is None and legacy_quant_config is not None:
-        return _legacy(*legacy_quant_config)
+        return replace(_legacy(*legacy_quant_config), naming=naming)
     if block is None:
         return UNQUANTIZED
     block = dict(block)
@@ -639,7 +675,7 @@ def weight_format(
             f"{where}.quant_method",
             f"is {method!r} ({reason}); expected one of {', '.join(ACCEPTED_METHODS)}",
         )
-    fmt = reader(block, where)
+    fmt = replace(reader(block, where), naming=naming)
     if config.get("model_type") == "deepseek_v4" and method == "fp8":
         return _deepseek_v4_fp8(fmt, block, where, config.get("expert_dtype", "fp4"))
     return fmt

@@ -353,6 +353,7 @@ FIXTURE_NOT_BUILT = {
     "kimi-k2.6-nvfp4": "No NvFp4 MoE backend supports the deployment configuration",
     "deepseek-v4-flash-nvfp4": "No NvFp4 MoE backend supports the deployment configuration",
     "deepseek-v4-flash-nvfp4-fp8": "Failed to find a kernel that can implement the NVFP4 linear layer",
+    "gemma-4-26b-a4b-nvfp4": "No NvFp4 MoE backend supports the deployment configuration",
     "kimi-k3": "No MXFP4 MoE backend supports the deployment configuration",
     "kimi-k2.5": "No WNA16 MoE backend supports the deployment configuration",
     "minimax-m3-nvfp4": "Failed to find a kernel that can implement the MXFP8 linear layer",

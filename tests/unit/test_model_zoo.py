@@ -290,6 +290,24 @@ def test_compressed_tensors_regexes_in_deepseek_v4s_own_module_names_select_its_
     assert c.weight_bytes(ct) == pytest.approx(g.routed_experts_total * 4.5 / 8, rel=0.25)
 
 
+def test_gemma_4s_experts_beside_its_mlp_stay_quantized_when_the_mlp_is_excluded():
+    """nvidia/Gemma-4-26B-A4B-NVFP4 excludes every layer's ``mlp*``, ``router*`` and ``self_attn*``. Gemma 4
+    keeps its routed experts beside the dense MLP (``layers.N.experts``), so vLLM builds them in NVFP4; read
+    by the usual ``mlp.experts`` spelling the exclusion took them too, and the checkpoint weighed 51.6 GB
+    instead of 18.8 GB."""
+    arch = c.load_architecture(str(CONFIGS / "gemma-4-26b-a4b-nvfp4"))
+    plain = c.load_architecture(str(CONFIGS / "gemma-4-26b-a4b"))
+    assert arch.parameters == plain.parameters
+    per_weight = {
+        kind: arch.weights.bytes_per_parameter(kind, layer=3, model_dtype_bytes=2)
+        for kind in ("experts", "mlp", "attention", "lm_head")
+    }
+    assert per_weight == {"experts": 4.5 / 8, "mlp": 2, "attention": 2, "lm_head": 2}
+    experts = arch.parameter_groups.routed_experts_total
+    expected = experts * 4.5 / 8 + (c.weight_bytes(plain) - experts * 2)
+    assert c.weight_bytes(arch) == pytest.approx(expected, rel=0.001)
+
+
 def test_a_mixed_precision_checkpoint_weighs_each_listed_module_by_its_own_algo():
     """nvidia/Qwen3.6-27B-NVFP4 (ModelOpt MIXED_PRECISION): the attention and Gated DeltaNet projections its
     quantized_layers list are FP8 (1 byte), the MLPs and the LM head W4A16 NVFP4 (4 bits + an fp8 scale per
