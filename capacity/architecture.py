@@ -3964,6 +3964,10 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     total = layers * block + channels * patch * patch * temporal * h + h + 2 * h
     image = _opt_int(v, ("image_size",))
     positions = _opt_int(v, ("num_position_embeddings",))
+    if positions is None and v.get("model_type") == "siglip2_vision_model":
+        # SigLIP 2's NaFlex embedding: a table of num_patches positions, resized per image (siglip2.py)
+        with _in_sub_config("vision_config"):
+            positions = _opt_int(v, ("num_patches",))
     if (
         positions is None
         and image is not None
@@ -4009,6 +4013,15 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if wrapper in ("idefics3", "smolvlm"):
         # idefics3.py's connector: pixel shuffle by scale_factor, then one bias-free projection
         return total + h * _int(config, ("scale_factor",), default=2) ** 2 * text_hidden
+    if wrapper == "lfm2_vl":
+        # lfm2_vl.py's projector: pixel unshuffle by downsample_factor, an optional LayerNorm, then two
+        # linears through projector_hidden_size into the text width (Lfm2VlConfig's defaults where the file
+        # is silent)
+        shuffled = h * _int(config, ("downsample_factor",), default=2) ** 2
+        hidden = _int(config, ("projector_hidden_size",), default=2560)
+        bias = _bool(config, "projector_bias", True)
+        norm = 2 * shuffled if _bool(config, "projector_use_layernorm", True) else 0
+        return total + norm + shuffled * hidden + hidden * text_hidden + (hidden + text_hidden if bias else 0)
     if wrapper == "cohere2_vision":
         # cohere2_vision.py's projector: pixel shuffle by downsample_factor, a biased SwiGLU whose gate and
         # up halves are alignment_intermediate_size wide together, a biased projection into the text width

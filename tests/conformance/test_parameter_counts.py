@@ -835,6 +835,7 @@ WRAPPER_FIXTURES = (
     "llama-4-scout-17b-16e-instruct",
     "gemma-4-26b-a4b",
     "exaone-4.5-33b",
+    "lfm2.5-vl-1.6b",
 )
 
 #: The other multimodal fixtures, and why they are not held here.

@@ -167,3 +167,19 @@ def test_a_vit_that_groups_its_queries_has_narrower_keys_and_values():
     h, narrow = v["hidden_size"], v["hidden_size"] * v["num_key_value_heads"] // v["num_heads"]
     assert ungrouped.vision_parameters - grouped.vision_parameters == v["depth"] * 2 * (h + 1) * (h - narrow)
     assert not grouped.warnings  # read as EXAONE 4 beside its tower, not as an unknown decoder
+
+
+def test_lfm2_vl_projects_the_unshuffled_patches_through_its_own_hidden_width():
+    """lfm2_vl.py's projector takes downsample_factor^2 patches (1152 x 4 wide) through
+    projector_hidden_size into the text width, both linears biased; SigLIP 2 keeps a table of num_patches
+    positions. Without them the generic reading was 10.2 M short of vLLM's 426,285,296."""
+    config = json.loads((CONFIGS / "lfm2.5-vl-1.6b" / "config.json").read_text())
+    arch = c.architecture_from_config(config)
+    v, text = config["vision_config"], config["text_config"]["hidden_size"]
+    hidden = config["projector_hidden_size"]
+    wider = c.architecture_from_config({**config, "projector_hidden_size": hidden + 1})
+    shuffled = v["hidden_size"] * config["downsample_factor"] ** 2
+    assert wider.vision_parameters - arch.vision_parameters == shuffled + 1 + text  # one more hidden unit
+    more = c.architecture_from_config({**config, "vision_config": {**v, "num_patches": v["num_patches"] + 1}})
+    assert more.vision_parameters - arch.vision_parameters == v["hidden_size"]  # one more position
+    assert not arch.warnings
