@@ -74,8 +74,9 @@ read from the hub, or a ConfigMap's key of this name, as vLLM reads it."""
 
 
 class HubClient:
-    """Fetches ``{endpoint}/{repository}/resolve/{revision}/{file}`` (``config.json``, and
-    ``hf_quant_config.json`` where vLLM reads it) with retries, and caches successful answers, a file
+    """Fetches ``{endpoint}/{repository}/resolve/{revision}/{file}`` (``config.json``; where vLLM reads them,
+    ``hf_quant_config.json`` or a legacy ``quantize_config.json`` / ``quant_config.json``; ``modules.json``)
+    with retries, and caches successful answers, a file
     that is not there included, for ``cache_seconds`` (an architecture does not change under a revision)."""
 
     def __init__(
