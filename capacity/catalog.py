@@ -116,18 +116,11 @@ def load_architecture(ref: str) -> Architecture:
         )
     config = _read_json(path, "a config.json")
     folder = os.path.dirname(os.path.abspath(path))
-    quant_path = os.path.join(folder, "hf_quant_config.json")
-    quant = _read_json(quant_path, "an hf_quant_config.json") if os.path.exists(quant_path) else None
+    quant = _beside(folder, "hf_quant_config.json")
     legacy = next(
-        (
-            (name, _read_json(os.path.join(folder, name), f"a {name}"))
-            for name in LEGACY_QUANT_FILES
-            if os.path.exists(os.path.join(folder, name))
-        ),
-        None,
+        ((name, found) for name in LEGACY_QUANT_FILES if (found := _beside(folder, name)) is not None), None
     )
-    modules_path = os.path.join(folder, "modules.json")
-    modules = _read_json(modules_path, "a modules.json") if os.path.exists(modules_path) else None
+    modules = _beside(folder, "modules.json")
     return architecture_from_config(
         config,
         name=os.path.basename(folder) or path,
@@ -135,3 +128,9 @@ def load_architecture(ref: str) -> Architecture:
         modules=modules if isinstance(modules, list) else None,
         legacy_quant_config=legacy,
     )
+
+
+def _beside(folder: str, name: str) -> Any:
+    """The JSON file ``name`` beside a checkpoint's config.json, or None when there is none."""
+    path = os.path.join(folder, name)
+    return _read_json(path, f"a {name}") if os.path.exists(path) else None
