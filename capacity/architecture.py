@@ -803,6 +803,11 @@ class Layer:
     (the KV heads, split as they are) and one key head, ``index_head_dim`` wide, fused into the qkv
     projection, with a q and a k norm; it caches that key per token, in bfloat16 and whole on every rank,
     and picks the ``index_topk`` cached tokens the layer attends to."""
+    reuses_indices: bool = False
+    """DeepSeek-V3.2's sparse MLA under IndexCache (GLM-5.2's ``index_topk_freq``, ``index_skip_topk_offset``
+    and ``index_topk_pattern``, read as vLLM's ``deepseek_v2.py`` reads them): the layer builds no indexer
+    and attends over the top-k tokens the last layer with one picked, so it holds no indexer weights and
+    caches no indexer key."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1202,6 +1207,16 @@ class Architecture:
         layer's K and V (MiniMax-M3's :attr:`Layer.indexer`)."""
         return sum(layer.indexer for layer in self.layers)
 
+    @cached_property
+    def num_mla_indexers(self) -> int:
+        """DeepSeek-V3.2's sparse MLA (DSA): the layers that build an indexer, which caches an fp8 key per
+        token beside the layer's latent: every MLA layer but those that reuse another's top-k
+        (:attr:`Layer.reuses_indices`); 0 for dense attention, MiniMax-M3's layer indexers
+        (:attr:`num_indexer_layers`) and DeepSeek-V4's (in its own caches)."""
+        if self.attention != "MLA" or not self.index_head_dim or self.compressed_attention:
+            return 0
+        return sum(layer.mixer == "mla" and not layer.reuses_indices for layer in self.layers)
+
     @property
     def routed_experts_per_token(self) -> float:
         """Routed experts (with weights) a token runs on average: the top-k, less the share of it a router
@@ -1567,7 +1582,7 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     if a.compressed_attention:
         return _compressed_attention_params(a, layer, i, weigh)
     if a.latent_projections(layer):
-        return _mla_params(a, i, weigh)
+        return _mla_params(a, layer, i, weigh)
     if layer.mixer in ("mamba", "linear"):
         return *_state_params(a, layer, i, weigh), 0.0
     if layer.mixer == "projection":
@@ -1615,7 +1630,7 @@ _QK_NORM_WIDTHS = {"head": 2, "head_layernorm": 4}
 _INDEXER_WQ_B = (1.0, 0.0, 0.0)
 
 
-def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, float]:
+def _mla_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
     h = a.hidden_size
     heads = a.num_attention_heads
     kv_lora = a.kv_lora_rank or 0
@@ -1636,7 +1651,7 @@ def _mla_params(a: Architecture, i: int, weigh: Weigh) -> tuple[float, float, fl
     sharded += weigh("attention", i, heads * a.v_head_dim * h, (0, 0, 0, 0, 1))  # o_proj
     if a.attention_gate_projection:  # Kimi-K3's output gate (fused with q_a/kv_a, split by head)
         sharded += weigh("attention", i, h * heads * a.v_head_dim)
-    if a.index_head_dim:
+    if a.index_head_dim and not layer.reuses_indices:
         # DeepSeek-V3.2's indexer (vLLM's deepseek_v32/attention.py and deepseek_v2.py alike), replicated:
         # wq_b as the checkpoint stores it; wk and the per-head weights projection fused into one linear
         # built without the quantization (an fp8 checkpoint's wk is upcast at load); k_norm, a LayerNorm in
@@ -4684,6 +4699,23 @@ def _mtp_layers(cfg: Mapping[str, Any]) -> int:
     return 0
 
 
+def _reused_indices(cfg: Mapping[str, Any], layers: int) -> list[bool]:
+    """:attr:`Layer.reuses_indices` of each layer, by IndexCache's fields as vLLM 0.32 reads them for a sparse
+    MLA class (``models/deepseek_v32/attention.py`` and ``deepseek_v2.py`` alike): with an
+    ``index_topk_pattern``, the layers its letter ``S`` marks (a layer past its end keeps its indexer);
+    without, every layer ``i`` with ``max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0`` (by
+    default 2 and 1: every layer keeps its indexer). GLM-5.2 (freq 4, offset 3) keeps 21 of 78."""
+    pattern = cfg.get("index_topk_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, (str, list)):
+            expected = "expected a string (or list) of F and S, one per layer"
+            raise ConfigError("index_topk_pattern", f"is {pattern!r:.40}; {expected}")
+        return [i < len(pattern) and pattern[i] == "S" for i in range(layers)]
+    freq = _int(cfg, ("index_topk_freq",), default=1)
+    offset = _int(cfg, ("index_skip_topk_offset",), minimum=-MAX_CONFIG_INT, default=2)
+    return [max(i - offset + 1, 0) % freq != 0 for i in range(layers)]
+
+
 def _unweighed_towers(config: Mapping[str, Any]) -> list[str]:
     """The tower sub-configs (:data:`_TOWER_CONFIGS`) of a wrapper whose class kvright has no reader for:
     planned without them, which a warning says."""
@@ -5171,6 +5203,11 @@ def architecture_from_config(
             index_n_heads=_int(cfg, ("index_n_heads",), minimum=0, default=0),
             index_topk=_int(cfg, ("index_topk",), minimum=0, default=0),
         )
+    # vLLM's sparse MLA classes take a config with index_topk for DeepSeek-V3.2's (DSA), IndexCache and all;
+    # a draft's (MTP) layers always build their indexer.
+    reused_indices = None
+    if mla and "index_topk" in cfg:
+        reused_indices = _reused_indices(cfg, layers) + [False] * (len(read.mixers) - layers)
     if mla:
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
     if family == "minicpm3":
@@ -5319,8 +5356,9 @@ def architecture_from_config(
                 q_heads=q if m in ATTENTION_MIXERS else 0,
                 compress_ratio=c,
                 indexer=x,
+                reuses_indices=r and m == "mla",
             )
-            for m, f, w, k, d, shared, v, sink, q, c, x in zip(
+            for m, f, w, k, d, shared, v, sink, q, c, x, r in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
@@ -5332,6 +5370,7 @@ def architecture_from_config(
                 read.q_heads or [0] * len(read.mixers),
                 read.compress_ratios or [0] * len(read.mixers),
                 read.indexers or [False] * len(read.mixers),
+                reused_indices or [False] * len(read.mixers),
                 strict=True,
             )
         ),

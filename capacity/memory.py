@@ -164,19 +164,16 @@ def attention_bytes_per_token(
     model's) and values of ``v_head_dim`` (default: ``head_dim``) on one of ``tp`` ranks (vLLM's page size
     per token, ``AttentionSpec``: ``kv_heads x (head_size + head_size_v) x dtype bytes``). MLA caches the
     latent (``fp8_ds_mla`` for DeepSeek-V3.2's sparse attention: 512 fp8 latent values, four fp32 scales and
-    the bf16 rope key, 656 bytes) plus, for sparse attention, the indexer's fp8 key with one fp32 scale per
-    128 values, replicated on every rank."""
+    the bf16 rope key, 656 bytes), replicated on every rank; a sparse layer's indexer keeps a cache of its
+    own beside it (:func:`indexer_key_bytes`, on :attr:`Architecture.num_mla_indexers` layers)."""
     size = kv_dtype_bytes(arch, kv_cache_dtype)
     if arch.compressed_attention:  # DeepSeek-V4: the sliding window's latent (its compressed caches aside)
         return FP8_DS_MLA_ENTRY_BYTES
     if arch.attention == "MLA":
-        latent = arch.kv_elements_per_token_per_layer * size
-        if arch.index_head_dim:
-            if size == 1:
-                rank = arch.kv_lora_rank or 0
-                latent = rank + 4 * -(-rank // 128) + 2 * arch.qk_rope_head_dim
-            latent += indexer_key_bytes(arch)
-        return latent
+        if arch.index_head_dim and size == 1:
+            rank = arch.kv_lora_rank or 0
+            return rank + 4 * -(-rank // 128) + 2 * arch.qk_rope_head_dim
+        return arch.kv_elements_per_token_per_layer * size
     k = head_dim or arch.head_dim
     return max(1, kv_heads // tp) * (k + (v_head_dim or k)) * size
 
@@ -219,7 +216,8 @@ def kv_cache_bytes_per_token(
         for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
         if mixer in ATTENTION_MIXERS and not shared
     )
-    return tp * (attention + arch.num_indexer_layers * indexer_key_bytes(arch))
+    indexers = arch.num_indexer_layers + arch.num_mla_indexers
+    return tp * (attention + indexers * indexer_key_bytes(arch))
 
 
 def kv_cache_bytes_per_sequence(
@@ -476,10 +474,10 @@ def _kv_cache_layout(
     checkpoint = 1 if arch.state is not None and arch.state.kind == "mamba2" else 0
     state_blocks = 2 + checkpoint if enable_prefix_caching else 1
     counts = {key: sum(n for _, n in pages) for key, pages in buckets.items()}
-    if arch.num_indexer_layers:
-        # MiniMax-M3: each indexer's key cache, a page of its own in the full-attention group (counted with
-        # its layer, not as a layer)
-        buckets[("full", None)].append((indexer_key_bytes(arch), arch.num_indexer_layers))
+    if indexers := arch.num_indexer_layers + arch.num_mla_indexers:
+        # Each indexer's key cache (MiniMax-M3's layers', DeepSeek-V3.2's): a page of its own in the
+        # full-attention group, counted with its layer, not as a layer.
+        buckets[("full", None)].append((indexer_key_bytes(arch), indexers))
     if len(buckets) == 1:
         ((kind, bound), pages) = next(iter(buckets.items()))
         per_layer_block = sum(p * n for p, n in pages)

@@ -321,17 +321,16 @@ class StepModel:
         self.comm_fixed, self.comm_per_token = self._communication()
 
     def _sparse_attention(self, arch: Architecture) -> None:
-        """DeepSeek-V3.2's sparse attention (DSA): the indexer scores every cached token with its own fp8
+        """DeepSeek-V3.2's sparse attention (DSA): each indexer scores every cached token with its own fp8
         key, then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode,
-        ``index_topk``)."""
-        index_bytes = arch.num_full_attention_layers * indexer_key_bytes(arch)
+        ``index_topk``); a layer under IndexCache (:attr:`Layer.reuses_indices`) reads the top-k the
+        indexer before it picked, so only :attr:`Architecture.num_mla_indexers` layers score the context."""
+        indexers = arch.num_mla_indexers
         self.topk = arch.index_topk
-        self.sparse_kv_per_token = self.full_kv_per_token - index_bytes
-        self.full_kv_per_token = index_bytes
+        self.sparse_kv_per_token = self.full_kv_per_token
+        self.full_kv_per_token = indexers * indexer_key_bytes(arch)
         # q . k for every indexer head and cached token; the indexer's heads are not split over TP.
-        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * (
-            arch.num_full_attention_layers
-        )
+        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * indexers
 
     def _layer_sparse_attention(
         self, arch: Architecture, kv_cache_dtype: str, tp: int, widths: dict[str, float]

@@ -39,6 +39,10 @@ A case with ``"torchvision_stand_in": true`` is a multimodal wrapper whose vLLM 
 (image processors, annotations), which this CPU venv lacks: it is built with a stand-in imported instead
 (``_torchvision_stand_in``), which no layer's tensors depend on.
 
+A case with ``"sparse_attention_stand_in": true`` is a sparse-attention MLA class (DeepSeek-V3.2's DSA),
+which the CPU build refuses to give a backend: it is built with the CPU build's dense MLA backend instead
+(``_sparse_attention_on_cpu``), which no tensor and no cache spec depends on.
+
 A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
 under its module NAME (``visual``; or under each of a list of names: ``["vision_tower",
 "multi_modal_projector"]``), built on the meta device: a vision tower vLLM loads one to one, for a wrapper
@@ -220,6 +224,43 @@ def _minimax_m3_on_cpu() -> Iterator[None]:
             yield
     finally:
         cpu_moe.CPUUnquantizedExperts._supports_activation = listed  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _sparse_attention_on_cpu() -> Iterator[None]:
+    """What vLLM's CPU build lacks to build a sparse-attention MLA class (DeepSeek-V3.2's DSA, GLM-5's), for
+    one case's build: its platform refuses to pick a backend for sparse attention ("Sparse Attention is not
+    supported on CPU"), so the layers are given the CPU build's dense MLA backend, and that backend's
+    implementation is built without the indexer arguments it does not take. No tensor a layer registers,
+    and no cache spec it asks for (the latent's, the indexer's own), depends on which backend would run it;
+    all of it is undone after."""
+    import inspect
+
+    from vllm.model_executor.layers.attention import mla_attention
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.v1.attention import selector
+
+    chosen = CpuPlatform.__dict__["get_attn_backend_cls"]
+    built = mla_attention.MLACommonImpl.__init__
+    accepted = set(inspect.signature(built).parameters)
+
+    def dense(
+        cls: Any, selected_backend: Any, attn_selector_config: Any, num_heads: int | None = None
+    ) -> str:
+        dense_config = attn_selector_config._replace(use_sparse=False)
+        return chosen.__func__(cls, selected_backend, dense_config, num_heads)
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        built(self, *args, **{k: v for k, v in kwargs.items() if k in accepted})
+
+    CpuPlatform.get_attn_backend_cls = classmethod(dense)  # type: ignore[assignment,method-assign]
+    mla_attention.MLACommonImpl.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CpuPlatform.get_attn_backend_cls = chosen  # type: ignore[method-assign]
+        mla_attention.MLACommonImpl.__init__ = built  # type: ignore[method-assign]
+        selector._cached_get_attn_backend.cache_clear()  # the choices made with the stand-in are forgotten
 
 
 def _count(
@@ -468,6 +509,8 @@ def main() -> None:
                     shims = _minimax_m3_on_cpu() if str(named[0]).startswith("MiniMaxM3") else None
                     if shims is None and case.get("torchvision_stand_in"):
                         shims = _torchvision_stand_in()
+                    if shims is None and case.get("sparse_attention_stand_in"):
+                        shims = _sparse_attention_on_cpu()
                     with shims or contextlib.nullcontext():
                         answer = _count(
                             case["config"],

@@ -97,8 +97,20 @@ TEXT_DEFAULTS = {
 }
 
 
-def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
-    """What one more token costs in bf16, from the config's fields alone (not through capacity)."""
+def _full_attention_bytes_per_token(cfg: dict[str, Any], kv_bytes: int) -> int:
+    """What one more token costs with ``kv_bytes`` a cached value, from the config's fields alone (not
+    through capacity)."""
+    if "index_head_dim" in cfg:  # sparse MLA: the latent (fp8: fp8_ds_mla) and, where a layer has an
+        # indexer (the file's own indexer_types where it states them), its fp8 key and fp32 scale
+        rank, rope, index = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], cfg["index_head_dim"]
+        latent = (rank + rope) * 2 if kv_bytes == 2 else rank + 4 * -(-rank // 128) + 2 * rope
+        indexers = cfg.get("indexer_types", ["full"] * cfg["num_hidden_layers"]).count("full")
+        return cfg["num_hidden_layers"] * latent + indexers * (index + 4 * -(-index // 128))
+    return _bf16_full_attention_bytes_per_token(cfg) // 2 * kv_bytes
+
+
+def _bf16_full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
+    """What one more token costs in bf16, from the config's fields alone."""
     cfg = cfg.get("thinker_config") or cfg  # Qwen3-ASR: the model vLLM builds is the thinker
     text = cfg.get("text_config") or cfg.get("llm_config") or cfg  # (InternVL's is llm_config)
     if text is not cfg:
@@ -118,10 +130,8 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     if "hybrid_layer_pattern" in text:  # MiMo-V2: the 0s attend fully, values narrower than keys
         per_layer = text["num_key_value_heads"] * (text["head_dim"] + text["v_head_dim"]) * 2
         return text["hybrid_layer_pattern"].count(0) * per_layer
-    if text.get("kv_lora_rank"):  # MLA: the latent and rope key, plus the sparse indexer's fp8 key and scale
+    if text.get("kv_lora_rank"):  # MLA: the latent and rope key
         per_layer = 2 * (text["kv_lora_rank"] + text["qk_rope_head_dim"])
-        if "index_head_dim" in text:
-            per_layer += text["index_head_dim"] + 4 * -(-text["index_head_dim"] // 128)
         # LongCat-Flash states num_layers: each of them attends twice (num_hidden_layers is twice it)
         attending = text["num_hidden_layers"] if "num_hidden_layers" in text else 2 * text["num_layers"]
         if "linear_attn_config" in text:  # Kimi-Linear / K3: the KDA layers keep a constant state instead
@@ -182,10 +192,9 @@ def test_two_contexts_grow_by_the_full_attention_layers_only(capsys, slug):
     long = positions // 2 if positions // 2 >= 2 * block and positions // 2 - block >= settled else positions
     short = long - block * max(1, (long - settled) // 2 // block)  # a whole number of blocks apart
     a, b = _kv(capsys, slug, short), _kv(capsys, slug, long)
-    expected = _full_attention_bytes_per_token(cfg)
+    # the checkpoint's KV dtype, which auto means (ModelOpt's, compressed-tensors'), or bf16
     own = c.load_architecture(str(CONFIGS / slug)).weights.kv_cache_dtype
-    if own is not None:  # the checkpoint's KV dtype, which auto means (ModelOpt's, compressed-tensors')
-        expected = expected // 2 * c.KV_CACHE_DTYPES[own]
+    expected = _full_attention_bytes_per_token(cfg, 2 if own is None else c.KV_CACHE_DTYPES[own])
     assert b["growth_bytes_per_token"] == expected
     assert b["kv_cache_bytes"] - a["kv_cache_bytes"] == expected * (long - short)
     bounded = {k["kind"]: k["bytes_per_sequence"] for k in a["by_layer_kind"] if not k["grows_with_context"]}
@@ -424,3 +433,72 @@ def test_a_wrong_value_in_a_nested_object_is_refused_naming_it_never_a_traceback
                     assert arch.parameters > 0 and c.weight_bytes(arch) > 0
                 except c.ConfigError as err:
                     assert err.field and "\n" not in str(err)
+
+
+def test_index_cache_leaves_glm_5_2_an_indexer_on_the_layers_its_file_names_full():
+    """nvidia/GLM-5.2-NVFP4 is GLM-5 with IndexCache: ``index_topk_freq`` 4 from ``index_skip_topk_offset`` 3,
+    by which vLLM builds an indexer on 21 of the 78 layers; the others reuse the top-k of the last one. The
+    file also lists each layer as ``full`` or ``shared`` (``indexer_types``, which vLLM 0.32's GLM class does
+    not read): the rule vLLM reads agrees with it layer by layer. The 57 layers without an indexer hold no
+    indexer weights and cache no indexer key: 57 x 132 bytes less a token than GLM-5.1's every-layer cache
+    (tests/conformance/test_sparse_attention.py holds both to vLLM's classes)."""
+    config = json.loads((CONFIGS / "glm-5.2-nvfp4" / "config.json").read_text())
+    arch = c.load_architecture(str(CONFIGS / "glm-5.2-nvfp4"))
+    kept = [not layer.reuses_indices for layer in arch.layers]
+    assert kept == [t == "full" for t in config["indexer_types"]]
+    assert arch.num_mla_indexers == 21
+    every_layer = c.architecture_from_config(
+        {k: v for k, v in config.items() if k not in ("index_topk_freq", "index_skip_topk_offset")},
+        hf_quant_config=json.loads((CONFIGS / "glm-5.2-nvfp4" / "hf_quant_config.json").read_text()),
+    )
+    assert every_layer.num_mla_indexers == 78
+    latent, index_key = 512 + 4 * 4 + 2 * 64, 128 + 4  # fp8_ds_mla; the fp8 key and its fp32 scale
+    assert c.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8") == 78 * latent + 21 * index_key
+    assert c.kv_cache_bytes_per_token(every_layer, kv_cache_dtype="fp8") == 78 * (latent + index_key)
+    indexer = 2048 * 32 * 128 * 2 + 6144 * (128 + 32) * 2 + 2 * 128 * 4  # bf16 wq_b, wk + weights, k_norm
+    assert every_layer.weight_groups.total - arch.weight_groups.total == 57 * indexer
+
+
+@pytest.mark.parametrize(
+    ("fields", "kept"),
+    [
+        ({}, list(range(8))),
+        ({"index_topk_freq": 2}, [0, 1, 3, 5, 7]),
+        ({"index_topk_freq": 4, "index_skip_topk_offset": 3}, [0, 1, 2, 6]),
+        ({"index_topk_pattern": "FFSSF"}, [0, 1, 4, 5, 6, 7]),  # a layer past its end keeps its indexer
+        ({"index_topk_pattern": ["S", "F"] * 4, "index_topk_freq": 4}, [1, 3, 5, 7]),
+    ],
+)
+def test_index_cache_fields_pick_the_layers_that_build_an_indexer_as_vllm_does(fields, kept):
+    """vLLM's rule (models/deepseek_v32/attention.py): a pattern's ``S`` layers reuse; without a pattern,
+    layer i reuses when ``max(i - offset + 1, 0) % freq`` is not 0 (offset 2 and freq 1 by default)."""
+    from tests.builders import GLM5_SMALL
+
+    arch = c.architecture_from_config({**GLM5_SMALL, **fields})
+    assert [i for i, layer in enumerate(arch.layers) if not layer.reuses_indices] == kept
+    assert arch.num_mla_indexers == len(kept)
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"index_topk_freq": 0}, "'index_topk_freq': is 0; expected an integer between 1"),
+        ({"index_topk_pattern": 4}, "'index_topk_pattern': is 4; expected a string (or list) of F and S"),
+    ],
+)
+def test_index_cache_fields_vllm_cannot_read_are_refused_naming_the_field(fields, words):
+    from tests.builders import GLM5_SMALL
+
+    with pytest.raises(c.ConfigError) as refused:
+        c.architecture_from_config({**GLM5_SMALL, **fields})
+    assert words in str(refused.value)
+
+
+def test_layers_that_reuse_the_top_k_read_no_index_keys_of_the_context():
+    """A decode step's reads under IndexCache: every layer the latents of the top-k tokens, only the layers
+    with an indexer the indexer keys of the whole context."""
+    arch = c.load_architecture(str(CONFIGS / "glm-5.2-nvfp4"))
+    step = c.decode_step(
+        arch, c.gpu_spec("b200"), tensor_parallel_size=8, batch=4, context_tokens=131072, kv_cache_dtype="fp8"
+    )
+    assert step.kv_cache_bytes_read == 4 * (21 * 132 * 131072 + 78 * 656 * 2048)
