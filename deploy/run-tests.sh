@@ -35,6 +35,7 @@ PROBES=(
   tests/conformance/test_parameter_counts.py
   tests/conformance/test_quantization_methods.py
   tests/conformance/test_sliding_layers.py
+  tests/conformance/test_sparse_attention.py
 )
 # Probe modules the side lane runs after the unit tests.
 SIDE_PROBES=(tests/conformance/test_unknown_architectures.py)
