@@ -2010,6 +2010,9 @@ class EngineVocabulary:
     sub_config_types: Mapping[str, Mapping[str, str]]
     """Per composite model type, the type it builds for a ``text_config``, ``vision_config`` or
     ``llm_config`` that names none."""
+    default_towers: Mapping[str, Mapping[str, Any]]
+    """Per composite model type, the vision config its class builds for a file that states none: the values
+    it sets beyond that config class's own defaults (:attr:`config_defaults`)."""
     previously_supported: Mapping[str, str]
     """Classes vLLM served until the release given and now refuses by name (MiniMax-M1, dots.llm1, MPT)."""
     quantization_methods: frozenset[str]
@@ -2031,6 +2034,7 @@ def engine_vocabulary() -> EngineVocabulary:
         transformers_architectures=frozenset(doc["transformers_architectures"]),
         config_defaults=doc["config_defaults"],
         sub_config_types=doc["sub_config_types"],
+        default_towers=doc["default_towers"],
         previously_supported=doc["previously_supported"],
         quantization_methods=frozenset(doc["quantization_methods"]),
         class_runners=doc["class_runners"],
@@ -3960,8 +3964,12 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         # Qwen2-VL names the tower's width embed_dim and the text width it merges into hidden_size.
         h = _int(v, ("embed_dim", "hidden_size", "vt_hidden_size"))
         layers = _int(v, _VISION_LAYERS)
-        ratio = _opt_int(v, ("mlp_ratio",))
-        inter = _int(v, ("intermediate_size", "vt_intermediate_size"), default=(ratio or 4) * h)
+        inter = _opt_int(v, ("intermediate_size", "vt_intermediate_size"))
+        if inter is None:  # Qwen2-VL's tower: int(embed_dim * mlp_ratio)
+            ratio = v.get("mlp_ratio", 4)
+            if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 64:
+                raise ConfigError("mlp_ratio", f"is {ratio!r:.40}; expected a number between 0 and 64")
+            inter = int(h * ratio)
     channels = _int(v, ("num_channels", "in_channels", "in_chans"), default=3)
     patch = _int(v, ("patch_size",), default=14)
     temporal = _int(v, ("temporal_patch_size",), default=1)
@@ -5306,19 +5314,29 @@ def architecture_from_config(
         architecture=architecture,
     )
     warnings.extend(weights.warnings)
+    # A wrapper whose file states no vision_config builds the tower its config class makes (Llama4Config's
+    # defaults, LlavaConfig's 336-pixel CLIP): weighed as that, where kvright reads that tower, else left out
+    # and said.
+    tower_config = config
+    if _default_tower(config) and family != "gemma3n":
+        made = engine_vocabulary().default_towers.get(config["model_type"], {})
+        tower_config = {**config, "vision_config": dict(made)}
+        try:
+            _vision_parameters(tower_config, hidden)
+        except ConfigError:
+            tower_config = config
+            warnings.append(
+                f"the file states no vision_config; {architecture} builds the default vision tower of its "
+                "config class, which is not counted (planned as the language model alone)"
+            )
     if family == "gemma3n":
         towers = _gemma3n_towers(config, hidden) or (0, 0)
     else:
         # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
         # model alone (the towers are MiMoV2OmniForCausalLM's).
-        vision = _vision_parameters(config, hidden) if family != "mimo_v2" else 0
-        towers = (vision, _vision_whole(config, vision))
-    vision_widths = _vision_split_widths(config) if family != "mimo_v2" else ()
-    if _default_tower(config) and family != "gemma3n":
-        warnings.append(
-            f"the file states no vision_config; {architecture} builds the default vision tower of its config "
-            "class, which is not counted (planned as the language model alone)"
-        )
+        vision = _vision_parameters(tower_config, hidden) if family != "mimo_v2" else 0
+        towers = (vision, _vision_whole(tower_config, vision))
+    vision_widths = _vision_split_widths(tower_config) if family != "mimo_v2" else ()
     data_mode = architecture in ENCODER_TP_DATA
     audio = _audio_tower(config, hidden)
     if audio is not None:

@@ -871,12 +871,25 @@ def _multimodal_fixtures() -> set[str]:
     }
 
 
+def _without_vision_config(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k != "vision_config"}
+
+
 #: Those fixtures, and vision wrappers that leave their sub-configs to the config classes' defaults
 #: (PaliGemma, Idefics3, SmolVLM, LLaVA-OneVision, LLaVA-NeXT-Video, LLaVA-NeXT over several feature layers,
-#: Command A Vision's Cohere2Vision).
-WRAPPER_CASES: dict[str, dict[str, Any]] = {
-    slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in WRAPPER_FIXTURES
-} | {f"vision:{name}": config for name, config in VISION_WRAPPERS.items()}
+#: Command A Vision's Cohere2Vision); the same, and Llama 4 Scout, with no vision_config at all (the tower
+#: the wrapper's config class makes: its own choice of widths, e.g. LLaVA's 336-pixel CLIP, or its tower
+#: class's defaults).
+WRAPPER_CASES: dict[str, dict[str, Any]] = (
+    {slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in WRAPPER_FIXTURES}
+    | {f"vision:{name}": config for name, config in VISION_WRAPPERS.items()}
+    | {f"no-vision-config:{name}": _without_vision_config(c) for name, c in VISION_WRAPPERS.items()}
+    | {
+        "no-vision-config:llama-4-scout": _without_vision_config(
+            json.loads((CONFIGS / "llama-4-scout-17b-16e-instruct" / "config.json").read_text())
+        )
+    }
+)
 
 
 @pytest.fixture(scope="module")

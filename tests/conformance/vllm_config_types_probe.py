@@ -97,6 +97,7 @@ def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, ob
 
     defaults: dict[str, dict[str, object]] = {}
     sub_types: dict[str, dict[str, object]] = {}
+    towers: dict[str, dict[str, object]] = {}
     for model_type in sorted(set(CONFIG_MAPPING.keys()) | set(vllm_configs)):
         cls = vllm_configs.get(model_type) or CONFIG_MAPPING[model_type]
         if not isinstance(cls, type):
@@ -120,7 +121,21 @@ def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, ob
         }
         if subs:
             sub_types[model_type] = subs
-    return {"config_defaults": defaults, "sub_config_types": sub_types}
+        if "vision_config" in subs:
+            towers[model_type] = _tower_made(built.vision_config)
+    return {"config_defaults": defaults, "sub_config_types": sub_types, "default_towers": towers}
+
+
+def _tower_made(vision: Any) -> dict[str, object]:
+    """What a composite config's class sets in the vision config it builds for a file that states none,
+    beyond that config class's own defaults (LlavaConfig's CLIP is 1,024 wide at 336 pixels; Llama4Config's
+    tower is its class's defaults): its plain values that differ (``to_diff_dict``)."""
+    return {
+        key: value
+        for key, value in sorted(vision.to_diff_dict().items())
+        if isinstance(value, bool | int | float | str)
+        and key not in ("model_type", "transformers_version", "_name_or_path", "dtype", "torch_dtype")
+    }
 
 
 def _class_runners(registry: Any) -> dict[str, str | None]:

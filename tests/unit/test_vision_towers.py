@@ -132,15 +132,33 @@ def test_qwen2_5_vl_runs_its_tower_whole_per_gpu_where_tp_does_not_divide_its_ml
     assert c.encoder_tp_mode(qwen3, 8) == "weights"
 
 
-def test_a_wrapper_file_without_its_vision_config_says_the_default_tower_is_not_counted():
-    """Llama4Config makes a default vision config where a (trimmed) file states none, and vLLM's wrapper
-    builds that tower: kvright plans the language model alone and says so; the text class builds none."""
+def test_a_wrapper_file_without_its_vision_config_weighs_its_config_classs_default_tower():
+    """Llama4Config makes a default vision config where a (trimmed) file states none (aiconfigurator's copy
+    of Llama-4-Maverick has none), and vLLM's wrapper builds that tower: kvright weighs it from the config
+    class's defaults (768 wide, 34 blocks: 455,178,240 parameters into Maverick's 5,120-wide text, what
+    vLLM's class registers; conformance holds Scout's to it). The text class builds none."""
     scout = {k: v for k, v in _config("llama-4-scout-17b-16e-instruct").items() if k != "vision_config"}
     arch = c.architecture_from_config(scout)
+    stated = c.architecture_from_config({**scout, "vision_config": {"model_type": "llama4_vision_model"}})
+    assert arch.vision_parameters == stated.vision_parameters == 455_178_240
+    assert not arch.warnings
+    text = c.architecture_from_config(edited(scout, architectures=["Llama4ForCausalLM"]))
+    assert text.vision_parameters == 0 and not any("vision_config" in w for w in text.warnings)
+
+
+def test_a_default_tower_kvright_cannot_read_is_left_out_and_said():
+    """FastVLM's config class makes a timm tower (``timm_wrapper``), whose widths are the timm model's, not
+    the config's: a file without its vision_config is planned as the language model alone, and says so."""
+    from tests.builders import _SMALL_TEXT
+
+    fast_vlm = {
+        "architectures": ["FastVlmForConditionalGeneration"],
+        "model_type": "fast_vlm",
+        "text_config": _SMALL_TEXT | {"model_type": "qwen2"},
+    }
+    arch = c.architecture_from_config(fast_vlm)
     assert arch.vision_parameters == 0
     assert any("states no vision_config" in w and "not counted" in w for w in arch.warnings), arch.warnings
-    text = c.architecture_from_config(edited(scout, architectures=["Llama4ForCausalLM"]))
-    assert not any("vision_config" in w for w in text.warnings)
 
 
 def test_command_a_visions_projector_is_a_swiglu_over_the_shuffled_patches():
@@ -183,3 +201,19 @@ def test_lfm2_vl_projects_the_unshuffled_patches_through_its_own_hidden_width():
     more = c.architecture_from_config({**config, "vision_config": {**v, "num_patches": v["num_patches"] + 1}})
     assert more.vision_parameters - arch.vision_parameters == v["hidden_size"]  # one more position
     assert not arch.warnings
+
+
+def test_a_towers_mlp_width_is_its_intermediate_size_and_else_its_ratio_of_any_number():
+    """A tower states its MLP width (intermediate_size) or a ratio of its width (Qwen2-VL's mlp_ratio, vLLM's
+    ``int(embed_dim * mlp_ratio)``); Step-3.7's states both, the ratio 5.8333 (8,960 / 1,536): a fraction is
+    a ratio like any other, not a refusal."""
+    from capacity.architecture import _vision_parameters
+
+    def tower(**fields):  # a tower type with no class defaults to fill the width in
+        vision = {"model_type": "a_vit", "hidden_size": 64, "num_hidden_layers": 2} | fields
+        return _vision_parameters({"model_type": "a_vlm", "vision_config": vision}, 256)
+
+    assert tower(intermediate_size=352, mlp_ratio=5.8333) == tower(intermediate_size=352)
+    assert tower(mlp_ratio=5.5) == tower(intermediate_size=352)
+    with pytest.raises(c.ConfigError, match="mlp_ratio"):
+        tower(mlp_ratio="wide")
