@@ -121,11 +121,16 @@ def load_architecture(ref: str) -> Architecture:
         ((name, found) for name in LEGACY_QUANT_FILES if (found := _beside(folder, name)) is not None), None
     )
     modules = _beside(folder, "modules.json")
+    if modules is not None and not isinstance(modules, list):
+        raise CapacityError(
+            f"{os.path.join(folder, 'modules.json')} holds a JSON {type(modules).__name__}; expected a "
+            "sentence-transformers modules.json: a list of its modules"
+        )
     return architecture_from_config(
         config,
         name=os.path.basename(folder) or path,
         hf_quant_config=quant,
-        modules=modules if isinstance(modules, list) else None,
+        modules=modules,
         legacy_quant_config=legacy,
     )
 

@@ -542,6 +542,11 @@ def test_an_embedding_checkpoint_is_refused_in_one_line(capsys, tmp_path):
     code, out, err = run(capsys, "plan", str(tmp_path), "--gpu", "h100-sxm")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "modules.json lists a sentence-transformers Pooling module" in err and "--runner pooling" in err
+    # A modules.json that is not a list is refused as the operator refuses it, not read as absent.
+    (tmp_path / "modules.json").write_text(json.dumps({"0": pooling[0]}))
+    code, out, err = run(capsys, "plan", str(tmp_path), "--gpu", "h100-sxm")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "modules.json holds a JSON dict; expected a sentence-transformers modules.json: a list" in err
 
 
 def test_a_legacy_gptq_folder_is_planned_with_the_flag_vllm_needs(capsys, tmp_path):
