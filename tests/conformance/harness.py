@@ -20,7 +20,9 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+import capacity
 from kvright_dev.procs import LOOPBACK, LoopbackServer, ServerFailed, free_port
+from tests.builders import cpu_engine_layout
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -223,6 +225,38 @@ def weights_probe(env: VllmEnv, cases: list[dict[str, Any]]) -> dict[str, dict[s
     payload = json.dumps(cases)
     out = env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
+
+
+def weighed_as_built(answer: Mapping[str, Any], config: dict[str, Any]) -> capacity.Architecture:
+    """capacity's architecture of ``config``, whose class, parameters and weight bytes are those of the class
+    the weights probe built (``answer``)."""
+    assert answer["error"] is None, answer
+    arch = capacity.architecture_from_config(config)
+    assert answer["architecture"] == config["architectures"][0]
+    weighed = (arch.parameters, round(arch.weight_groups.total))
+    assert weighed == (answer["parameters"], answer["bytes"]), answer["own_dtypes"]
+    return arch
+
+
+def accounted_layout(
+    answer: Mapping[str, Any], config: dict[str, Any], max_model_len: int, max_num_batched_tokens: int
+) -> tuple[Mapping[str, Any], capacity.Architecture, capacity.KVCacheLayout]:
+    """The engine core's accounting of ``config`` (the weights probe's ``kv_cache`` answer), and capacity's
+    architecture and CPU-engine layout for it, whose block size it holds to the engine's."""
+    assert answer["error"] is None, answer
+    arch = capacity.architecture_from_config(config)
+    layout = cpu_engine_layout(
+        arch, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+    )
+    assert answer["kv_cache"]["block_size"] == layout.block_size
+    return answer["kv_cache"], arch, layout
+
+
+def assert_blocks_as_accounted(kv_cache: Mapping[str, Any], blocks: int, blocks_per_sequence: int) -> None:
+    """The engine core's accounting (the weights probe's ``kv_cache``) makes as many blocks of the memory as
+    capacity's layout, and as much concurrency at ``max_model_len``."""
+    assert kv_cache["num_blocks"] == blocks
+    assert kv_cache["max_concurrency"] == pytest.approx(blocks / blocks_per_sequence, rel=1e-12)
 
 
 def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ import pytest
 import capacity
 from tests.builders import cpu_engine_layout
 
-from .harness import VllmEnv, cpu_mamba_ssm_cache_dtype, weights_probe
+from .harness import VllmEnv, assert_blocks_as_accounted, cpu_mamba_ssm_cache_dtype, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -126,8 +126,7 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
         for _ in range(g.count)
     )
     assert kinds == ours, (vllm["groups"], layout.groups)
-    assert vllm["num_blocks"] == blocks
-    assert vllm["max_concurrency"] == pytest.approx(blocks / layout.blocks_per_sequence(length), rel=1e-12)
+    assert_blocks_as_accounted(vllm, blocks, layout.blocks_per_sequence(length))
 
 
 def test_the_real_checkpoint_holds_what_vllms_class_builds(vllm_accounts: dict[str, dict[str, Any]]) -> None:

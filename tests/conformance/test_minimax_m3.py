@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 import capacity
-from tests.builders import MINIMAX_M3_TEXT, cpu_engine_layout, edited
+from tests.builders import MINIMAX_M3_TEXT, edited
 
+from . import harness
 from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
@@ -140,13 +141,7 @@ def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
 def test_capacity_counts_and_weighs_what_vllms_class_builds(
     vllm_answers: dict[str, dict[str, Any]], case: str
 ) -> None:
-    answer = vllm_answers[f"built:{case}"]
-    assert answer["error"] is None, answer
-    arch = capacity.architecture_from_config(BUILT[case])
-    assert (arch.parameters, round(arch.weight_groups.total)) == (answer["parameters"], answer["bytes"]), (
-        answer["own_dtypes"]
-    )
-    assert answer["architecture"] == BUILT[case]["architectures"][0]
+    harness.weighed_as_built(vllm_answers[f"built:{case}"], BUILT[case])
 
 
 def test_the_real_checkpoint_is_its_text_model_and_tower() -> None:
@@ -162,18 +157,11 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
     """One group of every layer's K/V cache and every sparse layer's index-key cache (page: their sum), in
     blocks of 128 tokens; as many blocks and as much concurrency."""
     config, memory, length, mnbt = ACCOUNTED[case]
-    answer = vllm_answers[f"kv:{case}"]
-    assert answer["error"] is None, answer
-    vllm = answer["kv_cache"]
-    arch = capacity.architecture_from_config(config)
-    layout = cpu_engine_layout(arch, max_model_len=length, max_num_batched_tokens=mnbt)
-    assert vllm["block_size"] == layout.block_size
+    vllm, arch, layout = harness.accounted_layout(vllm_answers[f"kv:{case}"], config, length, mnbt)
     # One group of every cache: with index keys, one spec of the caches' pages summed (vLLM's
     # UniformTypeKVCacheSpecs); without, the layers' one FullAttentionSpec, a block of each layer's page.
     (group,) = vllm["groups"]
     assert group["layers"] == arch.num_layers + arch.num_indexer_layers
     pages = 1 if arch.num_indexer_layers else group["layers"]
     assert group["page_size_bytes"] * pages == layout.bytes_per_block
-    assert vllm["num_blocks"] == layout.num_blocks(memory)
-    concurrency = layout.num_blocks(memory) / layout.blocks_per_sequence(length)
-    assert vllm["max_concurrency"] == pytest.approx(concurrency, rel=1e-12)
+    harness.assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))

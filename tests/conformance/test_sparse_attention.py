@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-import capacity
-from tests.builders import GLM5_SMALL, cpu_engine_layout, edited
+from tests.builders import GLM5_SMALL, edited
 
+from . import harness
 from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
@@ -92,14 +92,9 @@ def test_capacity_counts_and_weighs_what_vllms_class_builds(
 ) -> None:
     """Every indexer vLLM builds is weighed (its float32 k_norm among them), and none it leaves out."""
     answer = vllm_answers[f"built:{case}"]
-    assert answer["error"] is None, answer
-    arch = capacity.architecture_from_config(BUILT[case])
-    assert (arch.parameters, round(arch.weight_groups.total)) == (answer["parameters"], answer["bytes"]), (
-        answer["own_dtypes"]
-    )
+    arch = harness.weighed_as_built(answer, BUILT[case])
     k_norms = answer["own_dtypes"].get("model.layers.self_attn.indexer.k_norm.weight:float32", 0)
     assert k_norms == arch.num_mla_indexers * arch.index_head_dim
-    assert answer["architecture"] == BUILT[case]["architectures"][0]
 
 
 @pytest.mark.parametrize("case", sorted(ACCOUNTED))
@@ -110,15 +105,8 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
     UniformTypeKVCacheSpecs: a page that is their sum), in blocks of 128 tokens; as many blocks and as much
     concurrency."""
     config, memory, length, mnbt = ACCOUNTED[case]
-    answer = vllm_answers[f"kv:{case}"]
-    assert answer["error"] is None, answer
-    vllm = answer["kv_cache"]
-    arch = capacity.architecture_from_config(config)
-    layout = cpu_engine_layout(arch, max_model_len=length, max_num_batched_tokens=mnbt)
-    assert vllm["block_size"] == layout.block_size
+    vllm, arch, layout = harness.accounted_layout(vllm_answers[f"kv:{case}"], config, length, mnbt)
     (group,) = vllm["groups"]
     assert group["layers"] == arch.num_layers + arch.num_mla_indexers
     assert group["page_size_bytes"] == layout.bytes_per_block
-    assert vllm["num_blocks"] == layout.num_blocks(memory)
-    concurrency = layout.num_blocks(memory) / layout.blocks_per_sequence(length)
-    assert vllm["max_concurrency"] == pytest.approx(concurrency, rel=1e-12)
+    harness.assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))
