@@ -355,7 +355,8 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "layer_kinds": dict(sorted(arch.mixer_counts.items())),
         # what the state layers ("mamba", "linear" above) run: LFM2's are short convolutions
         "state_kind": arch.state.kind if arch.state is not None else None,
-        "indexer_layers": arch.num_indexer_layers,
+        # sparse attention's indexers: MiniMax-M3's layers', DeepSeek-V3.2's (IndexCache's kept ones)
+        "indexer_layers": arch.num_indexer_layers + arch.num_mla_indexers,
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,
         "zero_experts": arch.zero_experts,
@@ -387,6 +388,9 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         for mixer, kv, k, v, q in sorted(set(layer_heads))
         if arch.attention != "MLA" and (kv, k, v, q) != standard
     )
+    sparse = ""
+    if indexers := arch.num_indexer_layers + arch.num_mla_indexers:
+        sparse = f"; sparse: indexers in {indexers} of them pick {arch.index_topk:,} tokens to attend to"
     shared = sum(layer.kv_shared for layer in arch.layers)
     if shared:
         heads += f"; the last {shared} layers read earlier layers' caches (none of their own)"
@@ -422,7 +426,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         * bool(arch.mtp_layers),
         (
             "attention",
-            f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {layers}"
+            f"{arch.attention}: {arch.num_attention_heads} query heads, {heads}, {layers}{sparse}"
             if attending
             else "none: no layer attends, each keeps a constant state per sequence",
         ),

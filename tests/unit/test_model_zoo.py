@@ -502,3 +502,12 @@ def test_layers_that_reuse_the_top_k_read_no_index_keys_of_the_context():
         arch, c.gpu_spec("b200"), tensor_parallel_size=8, batch=4, context_tokens=131072, kv_cache_dtype="fp8"
     )
     assert step.kv_cache_bytes_read == 4 * (21 * 132 * 131072 + 78 * 656 * 2048)
+
+
+def test_inspect_says_how_many_layers_keep_an_indexer(capsys):
+    """``kvright inspect`` of GLM-5.2 names its 21 indexers, in words and in the JSON."""
+    code, data, _ = run(capsys, "inspect", str(CONFIGS / "glm-5.2-nvfp4"))
+    assert code == 0 and data["indexer_layers"] == 21
+    assert cli.main(["inspect", str(CONFIGS / "glm-5.2-nvfp4")]) == 0
+    out = capsys.readouterr().out
+    assert "78 layers; sparse: indexers in 21 of them pick 2,048 tokens to attend to" in out
