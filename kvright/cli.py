@@ -83,6 +83,11 @@ TRUST_REMOTE_CODE = (
     "(auto_map): serve it with --trust-remote-code (an LLMDeployment: model.trustRemoteCode: true), for a "
     "repository you trust"
 )
+#: ``kvright plan``'s warning where the plan's vLLM arguments lack the flag the model needs.
+UNTRUSTED_PLAN = (
+    f"{TRUST_REMOTE_CODE}; the vllm args above lack the flag, and vLLM stops at start without it "
+    "(plan with --trust-remote-code to add it)"
+)
 #: ``kvright inspect``'s words for capacity.ConfigReader.
 CONFIG_READERS: dict[str, str] = {
     "engine": "vLLM (its own or transformers' config class)",
@@ -201,6 +206,12 @@ def _parser() -> _Parser:
         help="FP8 weights quantized at load (--quantization fp8_per_tensor) for an unquantized checkpoint: "
         "none (default; it changes the model), fp8 (always), auto (only when the unquantized weights do not "
         "fit or miss the SLO)",
+    )
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="let vLLM run the Python the model repository ships (auto_map), as an LLMDeployment's "
+        "model.trustRemoteCode: the plan's vllm args carry --trust-remote-code",
     )
     p.add_argument(
         "--calibration",
@@ -751,7 +762,14 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     }
     data["config_reader"] = arch.config_reader
     data["warnings"] = [*arch.warnings, *data["warnings"]]
-    text = _plan_text(arch, first.gpu, first.result)
+    if args.trust_remote_code and data["plan"] is not None:
+        data["vllm_args"] = [*data["vllm_args"], "--trust-remote-code"]
+        data["vllm_args_by_role"] = {
+            role: [*role_args, "--trust-remote-code"] for role, role_args in data["vllm_args_by_role"].items()
+        }
+    elif arch.needs_remote_code and not args.trust_remote_code:
+        data["warnings"].append(UNTRUSTED_PLAN)
+    text = _plan_text(arch, first.gpu, first.result, trust_remote_code=args.trust_remote_code)
     if len(gpus) > 1:
         data["alternatives"] = [a.to_dict() for a in choice.alternatives]
         text += "\n" + _alternatives_text(choice)
@@ -784,7 +802,9 @@ def _alternatives_text(choice: cap.GPUChoice) -> str:
     return "\n".join(lines)
 
 
-def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> str:
+def _plan_text(
+    arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult, *, trust_remote_code: bool = False
+) -> str:
     lines = [f"{arch.name} on {gpu.name}: {'feasible' if result.feasible else 'NOT FEASIBLE'}", result.reason]
     if result.plan and result.prediction:
         p, pred = result.plan, result.prediction
@@ -811,7 +831,10 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
                     + (f" (x {p.data_parallel_size} engines)" if p.data_parallel_size > 1 else ""),
                 ),
                 ("max concurrency", f"{result.max_concurrency_at_max_model_len:.2f}x at max-model-len"),
-                *((f"vllm args ({role})", " ".join(args)) for role, args in p.vllm_args_by_role().items()),
+                *(
+                    (f"vllm args ({role})", " ".join([*args, *["--trust-remote-code"] * trust_remote_code]))
+                    for role, args in p.vllm_args_by_role().items()
+                ),
             ],
         )
         d = pred.decode
@@ -858,8 +881,8 @@ def _plan_text(arch: cap.Architecture, gpu: cap.GPU, result: cap.PlanResult) -> 
         )
     for warning in (*arch.warnings, *result.warnings):
         lines.append(f"warning: {warning}")
-    if arch.needs_remote_code:
-        lines.append(f"note: {TRUST_REMOTE_CODE}")
+    if arch.needs_remote_code and not trust_remote_code:
+        lines.append(f"warning: {UNTRUSTED_PLAN}")
     if result.candidates:
         lines += ["", "candidates"]
         header = (

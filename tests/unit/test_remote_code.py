@@ -153,3 +153,27 @@ def test_every_role_of_a_replica_across_nodes_loads_the_model_with_the_same_trus
         assert c["args"].count("--trust-remote-code") == 1
     (c,) = render_deployment(workload(trust_remote_code=True))["spec"]["template"]["spec"]["containers"]
     assert c["args"].count("--trust-remote-code") == 1
+
+
+def test_kvright_plan_adds_the_flag_only_when_asked_and_says_so_when_it_is_missing(capsys) -> None:
+    """``kvright plan`` of a model vLLM reads only through its repository's code: without
+    ``--trust-remote-code`` its vllm args lack the flag and a warning says vLLM stops at start without it;
+    with it, every role's args carry the flag once (an opt-in, as the LLMDeployment's
+    model.trustRemoteCode), and the warning is gone."""
+    from kvright import cli
+
+    base = ["plan", "llama-3.3-nemotron-super-49b", "--gpu", "h100-sxm", "--tpot-ms", "60", "--json"]
+    assert cli.main(base) == 0
+    untrusted = json.loads(capsys.readouterr().out)
+    assert "--trust-remote-code" not in untrusted["vllm_args"]
+    assert any("vLLM stops at start without it" in w for w in untrusted["warnings"]), untrusted["warnings"]
+    assert cli.main([*base, "--trust-remote-code"]) == 0
+    trusted = json.loads(capsys.readouterr().out)
+    assert trusted["vllm_args"].count("--trust-remote-code") == 1
+    assert all(args.count("--trust-remote-code") == 1 for args in trusted["vllm_args_by_role"].values())
+    assert not any("vLLM stops at start" in w for w in trusted["warnings"])
+    assert cli.main(base[:-1]) == 0
+    assert "warning: vLLM reads this config" in capsys.readouterr().out
+    assert cli.main([*base[:-1], "--trust-remote-code"]) == 0
+    text = capsys.readouterr().out
+    assert "--trust-remote-code" in text and "vLLM stops at start" not in text
