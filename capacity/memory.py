@@ -144,12 +144,12 @@ def _replication(arch: Architecture, tp: int) -> int:
 
 def indexer_key_bytes(arch: Architecture) -> int:
     """One sparse-attention indexer key as vLLM caches it: DeepSeek-V3.2's and V4's ``index_head_dim`` fp8
-    values and an fp32 scale per 128 of them (132 bytes for 128); MiniMax-M3's (its layers' own indexers,
-    :attr:`Layer.indexer`) ``index_head_dim`` bfloat16 values, whatever ``--kv-cache-dtype`` (vLLM's
-    ``indexer_kv_dtype`` "auto"), one head whole on every rank."""
+    values and an fp32 scale per whole 128 of them (132 bytes for 128; ``head_dim // 128`` scales);
+    MiniMax-M3's (its layers' own indexers, :attr:`Layer.indexer`) ``index_head_dim`` bfloat16 values,
+    whatever ``--kv-cache-dtype`` (vLLM's ``indexer_kv_dtype`` "auto"), one head whole on every rank."""
     if arch.num_indexer_layers:
         return 2 * arch.index_head_dim
-    return arch.index_head_dim + 4 * -(-arch.index_head_dim // 128)
+    return arch.index_head_dim + 4 * (arch.index_head_dim // 128)  # vLLM floors: a partial block, no scale
 
 
 def attention_bytes_per_token(

@@ -59,6 +59,8 @@ ACCOUNTED: dict[str, tuple[dict[str, Any], int, int, int]] = {
     "an-indexer-on-every-layer": (BUILT["an-indexer-on-every-layer"], 64_000_000, 4096, 2048),
     "index-topk-freq-4-from-offset-3": (BUILT["index-topk-freq-4-from-offset-3"], 64_000_000, 4096, 2048),
     "a-pattern-shorter-than-the-layers": (BUILT["a-pattern-shorter-than-the-layers"], 64_000_000, 4096, 2048),
+    # 192-wide keys: one fp32 scale, for the one whole block of 128 (vLLM floors)
+    "an-indexer-key-of-a-block-and-a-half": (edited(GLM5_SMALL, index_head_dim=192), 64_000_000, 4096, 2048),
     "glm-5.2": (BUILT["glm-5.2"], 32 * 2**30, 131072, 8192),
 }
 

@@ -105,7 +105,7 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any], kv_bytes: int) -> int:
         rank, rope, index = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], cfg["index_head_dim"]
         latent = (rank + rope) * 2 if kv_bytes == 2 else rank + 4 * -(-rank // 128) + 2 * rope
         indexers = cfg.get("indexer_types", ["full"] * cfg["num_hidden_layers"]).count("full")
-        return cfg["num_hidden_layers"] * latent + indexers * (index + 4 * -(-index // 128))
+        return cfg["num_hidden_layers"] * latent + indexers * (index + 4 * (index // 128))
     return _bf16_full_attention_bytes_per_token(cfg) // 2 * kv_bytes
 
 
