@@ -4473,7 +4473,7 @@ def _audio_tower(config: Mapping[str, Any], text_hidden: int) -> _AudioTower | N
             "is missing; vLLM 0.32 builds Voxtral only from its Mistral-format params.json "
             "(--config-format mistral), which states it, not from transformers' config.json",
         )
-    if cls not in _AUDIO_READERS:
+    if cls not in _AUDIO_READERS or (cls in _OPTIONAL_AUDIO and audio_config is None):
         return None
     key, reader = _AUDIO_READERS[cls]
     audio = config.get(key, {})
@@ -4504,6 +4504,34 @@ def _qwen2_audio_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text
     """Qwen2-Audio: the Whisper-style encoder and one biased linear into the text width (qwen2_audio.py)."""
     encoder, width = _whisper_encoder(audio)
     total = encoder + width * text_hidden + text_hidden
+    return _AudioTower(parameters=total, whole=total)
+
+
+def _gemma4_audio_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int) -> _AudioTower:
+    """Gemma 4's audio encoder (transformers' ``Gemma4AudioModel``, which gemma4_mm.py builds with
+    ``AutoModel.from_config`` and keeps whole on every rank) and its embedder: two bias-free 3x3 sub-sampling
+    convolutions (1 -> c0 -> c1 channels, each with a bias-free LayerNorm) and a bias-free projection of
+    ``c0 / 4 x c1`` features into the width; ``num_hidden_layers`` conformer blocks of two 4x feed-forwards
+    (two RMSNorms each), attention (q, k, v, a relative-key projection, an output projection and a per-dim
+    scale), a light convolution (a 2x input linear for its GLU, a depthwise ``conv_kernel_size`` convolution,
+    an output linear, two RMSNorms) and three RMSNorms; a biased projection to ``output_proj_dims``; then
+    the embedder's bias-free projection into the text width. Defaults are Gemma4AudioConfig's."""
+    with _in_sub_config("audio_config"):
+        h = _int(audio, ("hidden_size",), default=1024)
+        blocks = _int(audio, ("num_hidden_layers",), default=12)
+        heads = _int(audio, ("num_attention_heads",), default=8)
+        kernel = _int(audio, ("conv_kernel_size",), default=5)
+        out = _int(audio, ("output_proj_dims",), default=1536)
+        channels = audio.get("subsampling_conv_channels", [128, 32])
+        if not isinstance(channels, list | tuple) or len(channels) != 2:
+            expected = "expected two channel counts"
+            raise ConfigError("subsampling_conv_channels", f"is {channels!r:.40}; {expected}")
+        c0, c1 = (_as_int("subsampling_conv_channels", c, minimum=1) for c in channels)
+    attention = h * heads * (h // heads)  # one of q, k, v and the relative-key projection
+    sub_sampling = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * h
+    feed_forwards = 2 * (8 * h * h + 2 * h)
+    block = feed_forwards + 4 * attention + h * h + h // heads + 3 * h * h + h * kernel + 2 * h + 3 * h
+    total = sub_sampling + blocks * block + h * out + out + out * text_hidden
     return _AudioTower(parameters=total, whole=total)
 
 
@@ -4656,8 +4684,12 @@ def _qwen2_5_omni_audio_tower(
 #: The wrappers whose audio tower kvright weighs, by the class vLLM builds: the sub-config describing the
 #: encoder, and its reader.
 _AudioReader = Callable[[Mapping[str, Any], Mapping[str, Any], int], _AudioTower]
+#: Wrappers that build an audio tower only where the file states one (Gemma 4's 31B and 26B-A4B have none).
+_OPTIONAL_AUDIO = frozenset({"Gemma4ForConditionalGeneration"})
+
 _AUDIO_READERS: dict[str, tuple[str, _AudioReader]] = {
     "Qwen2AudioForConditionalGeneration": ("audio_config", _qwen2_audio_tower),
+    "Gemma4ForConditionalGeneration": ("audio_config", _gemma4_audio_tower),
     "AudioFlamingo3ForConditionalGeneration": ("audio_config", _audio_flamingo3_tower),
     "GlmAsrForConditionalGeneration": ("audio_config", _glm_asr_tower),
     "GraniteSpeechForConditionalGeneration": ("encoder_config", _granite_speech_tower),

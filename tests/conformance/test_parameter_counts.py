@@ -839,6 +839,7 @@ WRAPPER_FIXTURES = (
     "qwen2.5-omni-3b",
     "llama-4-scout-17b-16e-instruct",
     "gemma-4-26b-a4b",
+    "gemma-4-e4b-it",
     "exaone-4.5-33b",
     "lfm2.5-vl-1.6b",
 )

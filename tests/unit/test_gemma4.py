@@ -248,3 +248,26 @@ def test_the_per_layer_inputs_are_part_of_the_profile_runs_activation():
         grown = activation_bytes(e2b, tensor_parallel_size=tp, max_num_batched_tokens=8192, max_num_seqs=1)
         base = activation_bytes(plain, tensor_parallel_size=tp, max_num_batched_tokens=8192, max_num_seqs=1)
         assert grown - base == pytest.approx(8192 * 35 * 256 * 2, abs=1)
+
+
+def test_gemma_4s_audio_tower_is_weighed_where_the_file_states_one():
+    """Gemma 4 E4B states an audio_config: vLLM's Gemma4ForConditionalGeneration builds transformers'
+    conformer (1,024 wide, 12 blocks) whole on every rank and a projection of its 1,536-wide output into the
+    2,560-wide text: 308,756,768 parameters, which vLLM's class registers (conformance builds it). The
+    31B and 26B-A4B files state none, and a stated null is none too: no tower, no warning."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "configs" / "gemma-4-e4b-it"
+    config = json.loads((folder / "config.json").read_text())
+    with_audio = c.architecture_from_config(config)
+    without = c.architecture_from_config({k: v for k, v in config.items() if k != "audio_config"})
+    null = c.architecture_from_config({**config, "audio_config": None})
+    assert with_audio.vision_parameters - without.vision_parameters == 308_756_768
+    assert null.vision_parameters == without.vision_parameters
+    assert not with_audio.warnings and not without.warnings
+    deeper = {**config["audio_config"], "num_hidden_layers": 13}
+    wider = c.architecture_from_config({**config, "audio_config": deeper})
+    h = 1024  # one more block: 2 feed-forwards, attention, light convolution, norms
+    block = 2 * (8 * h * h + 2 * h) + 5 * h * h + h // 8 + 3 * h * h + 5 * h + 5 * h
+    assert wider.vision_parameters - with_audio.vision_parameters == block
