@@ -121,6 +121,7 @@ FAMILIES: dict[str, str] = {
     "Exaone4ForCausalLM": "dense",
     "Glm4ForCausalLM": "dense",
     "Ernie4_5ForCausalLM": "dense",
+    "PaddleOCRVLForConditionalGeneration": "dense",  # an ERNIE 4.5 over a SigLIP-style tower
     "HunYuanDenseV1ForCausalLM": "dense",
     # Served by vLLM's Transformers backend: transformers' modeling code decides their weights.
     "Olmo2ForCausalLM": "dense",
@@ -362,6 +363,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "glm4v": "dense",
     "glm46v": "dense",
     "ernie4_5": "dense",
+    "paddleocr_vl": "dense",
     "hunyuan_v1_dense": "dense",
     "olmo2": "dense",
     "olmo3": "dense",
@@ -3956,6 +3958,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return _llama4_vision_parameters(v, text_hidden)
     if v.get("model_type") == "gemma4_vision":
         return _gemma4_vision_parameters(v, text_hidden)
+    if config.get("model_type") == "paddleocr_vl":
+        return _paddleocr_vl_vision_parameters(v, text_hidden)
     if config.get("model_type") in _LLAVA_TYPES and v.get("model_type") in _LLAVA_TOWERS:
         return _llava_vision_parameters(config, v, text_hidden)
     if _architecture_class(config) == "MiniMaxM3SparseForConditionalGeneration":
@@ -4092,6 +4096,26 @@ def _vision_whole(config: Mapping[str, Any], vision: int) -> int:
     and a replicated projection); none of the others' here (GLM-V's under ``--mm-encoder-tp-mode data`` is
     :func:`capacity.parallel.encoder_tp_mode`'s to say)."""
     return vision if config.get("model_type") == "gemma4" else 0
+
+
+def _paddleocr_vl_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
+    """PaddleOCR-VL's tower and projector as vLLM's paddleocr_vl.py builds them: a biased patch
+    convolution, ``(image / patch)^2`` positions, ``num_hidden_layers`` blocks of a biased fused QKV and
+    output projection, two LayerNorms and a biased GELU MLP, a post-LayerNorm; then ``mlp_AR``: a LayerNorm
+    and two biased linears over 2 x 2 merged patches (the merge is fixed, whatever ``spatial_merge_size``),
+    the second into the text width."""
+    with _in_sub_config("vision_config"):
+        h = _int(v, ("hidden_size",), default=1152)
+        layers = _int(v, ("num_hidden_layers",), default=27)
+        inter = _int(v, ("intermediate_size",), default=4304)
+        channels = _int(v, ("num_channels",), default=3)
+        patch = _int(v, ("patch_size",), default=14)
+        image = _int(v, ("image_size",), default=384)
+    block = 4 * h * h + 4 * h + 4 * h + 2 * h * inter + inter + h
+    tower = channels * patch * patch * h + h + (image // patch) ** 2 * h + layers * block + 2 * h
+    merged = 4 * h
+    projector = 2 * h + merged * merged + merged + merged * text_hidden + text_hidden
+    return tower + projector
 
 
 def _llama4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
@@ -4739,6 +4763,27 @@ def _mtp_layers(cfg: Mapping[str, Any]) -> int:
     return 0
 
 
+def _tied_head(cfg: Mapping[str, Any], config: Mapping[str, Any], built: _Modeling, family: str) -> bool:
+    """Whether vLLM's class makes the LM head the embedding: a class's fixed answer
+    (:attr:`_Modeling.tied_head`) outranks the file; MiMo-V2 and MiniMax-M3 never tie; PaddleOCR-VL by
+    :func:`_paddleocr_vl_ties`."""
+    if family in ("mimo_v2", "minimax_m3"):
+        return False
+    if config.get("model_type") == "paddleocr_vl":
+        return _paddleocr_vl_ties(config)
+    return _bool(cfg, "tie_word_embeddings", False) if built.tied_head is None else built.tied_head
+
+
+def _paddleocr_vl_ties(config: Mapping[str, Any]) -> bool:
+    """PaddleOCR-VL ties its LM head unless both levels of its file say not to: transformers'
+    PaddleOCRVLConfig turns the top level's ``tie_word_embeddings`` back on where its text config's is on
+    (its default, and what a flat file's text fields build), and vLLM's paddleocr_vl.py keeps the top
+    level's, dropping the text config's."""
+    text = config.get("text_config")
+    nested = _bool(text, "tie_word_embeddings", True) if isinstance(text, Mapping) else True
+    return _bool(config, "tie_word_embeddings", True) or nested
+
+
 def _reused_indices(cfg: Mapping[str, Any], layers: int) -> list[bool]:
     """:attr:`Layer.reuses_indices` of each layer, by IndexCache's fields as vLLM 0.32 reads them for a sparse
     MLA class (``models/deepseek_v32/attention.py`` and ``deepseek_v2.py`` alike): with an
@@ -4977,6 +5022,7 @@ _MODELING: dict[str, _Modeling] = {
     "seed_oss": _Modeling(o_bias="attention_out_bias", mlp_bias="mlp_bias"),
     # vLLM's ERNIE 4.5 is its Llama without the output bias: it reads attention_bias, not ERNIE's use_bias.
     "ernie4_5": _Modeling(qkv_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"),
+    "paddleocr_vl": _Modeling(qkv_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"),
     "glm4_moe": _Modeling(
         qk_norm="head", qk_norm_when="use_qk_norm", expert_score_bias=True, router_dtype="float32"
     ),
@@ -5385,11 +5431,7 @@ def architecture_from_config(
         architecture=architecture,
         vocab_size=_int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
-        # A class's fixed answer (_Modeling.tied_head) outranks the file; MiMo-V2 and MiniMax-M3 never tie.
-        tie_word_embeddings=(
-            _bool(cfg, "tie_word_embeddings", False) if built.tied_head is None else built.tied_head
-        )
-        and family not in ("mimo_v2", "minimax_m3"),
+        tie_word_embeddings=_tied_head(cfg, config, built, family),
         dtype=dtype,
         weights=weights,
         layers=tuple(

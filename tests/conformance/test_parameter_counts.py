@@ -842,6 +842,7 @@ WRAPPER_FIXTURES = (
     "gemma-4-e4b-it",
     "exaone-4.5-33b",
     "lfm2.5-vl-1.6b",
+    "paddleocr-vl",
 )
 
 #: The other multimodal fixtures, and why they are not held here.

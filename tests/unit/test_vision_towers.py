@@ -217,3 +217,20 @@ def test_a_towers_mlp_width_is_its_intermediate_size_and_else_its_ratio_of_any_n
     assert tower(mlp_ratio=5.5) == tower(intermediate_size=352)
     with pytest.raises(c.ConfigError, match="mlp_ratio"):
         tower(mlp_ratio="wide")
+
+
+def test_paddleocr_vl_ties_its_head_unless_both_levels_of_its_file_say_not_to():
+    """PaddleOCR-VL's file says tie_word_embeddings false at its (flat) top level, but transformers'
+    PaddleOCRVLConfig turns it back on where its text config's is on (the default), and vLLM keeps the top
+    level's: the head is the embedding (799,695,472 parameters, as vLLM's class registers; the checkpoint's
+    own lm_head would make the 0.9B of its name). A nested text_config that also says false unties it."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "configs" / "paddleocr-vl"
+    config = json.loads((folder / "config.json").read_text())
+    arch = c.architecture_from_config(config)
+    assert arch.tie_word_embeddings and arch.parameters == 799_695_472 and not arch.warnings
+    untied = c.architecture_from_config({**config, "text_config": {"tie_word_embeddings": False}})
+    assert not untied.tie_word_embeddings
+    assert untied.parameters - arch.parameters == 1024 * 103424
