@@ -2019,6 +2019,8 @@ class EngineVocabulary:
     """Classes vLLM served until the release given and now refuses by name (MiniMax-M1, dots.llm1, MPT)."""
     quantization_methods: frozenset[str]
     """The ``quant_method`` names vLLM loads (``QUANTIZATION_METHODS``)."""
+    multimodal_architectures: frozenset[str]
+    """The registered classes that take images, audio or video beside text (vLLM's ``_MULTIMODAL_MODELS``)."""
     class_runners: Mapping[str, str | None]
     """The registered classes that do not generate text: ``pooling`` (embeddings, classification, rewards,
     scores), or None (neither, or not importable by the probe: vLLM goes by the name's suffix then)."""
@@ -2040,6 +2042,7 @@ def engine_vocabulary() -> EngineVocabulary:
         previously_supported=doc["previously_supported"],
         quantization_methods=frozenset(doc["quantization_methods"]),
         class_runners=doc["class_runners"],
+        multimodal_architectures=frozenset(doc["multimodal_architectures"]),
     )
 
 
@@ -4071,6 +4074,20 @@ def _default_tower(config: Mapping[str, Any]) -> bool:
     return isinstance(top, str) and "vision_config" in engine_vocabulary().sub_config_types.get(top, {})
 
 
+def _towerless_wrapper(config: Mapping[str, Any]) -> bool:
+    """A class vLLM registers as multimodal over a file that states no tower config and whose config class
+    makes none (a text type, ``qwen3_5_moe_text``, under a wrapper's name): vLLM's wrapper reads its tower's
+    config (Qwen3.5's ``config.vision_config``) or refuses the config's type, and fails to build."""
+    cls = _architecture_class(config)
+    if cls not in engine_vocabulary().multimodal_architectures or cls in THINKER_WRAPPERS:
+        return False  # (a thinker wrapper's towers are the thinker's, read with it)
+    if any(config.get(key) is not None for key in ("vision_config", *_TOWER_CONFIGS, "thinker_config")):
+        return False
+    top = config.get("model_type")
+    made = engine_vocabulary().sub_config_types.get(top, {}) if isinstance(top, str) else {}
+    return "vision_config" not in made and "audio_config" not in made
+
+
 def _gemma4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
     """Gemma 4's vision tower and embedder (gemma4_mm.py): the tower is transformers' ``Gemma4VisionModel``
     (``AutoModel.from_config``), one position table per image axis of ``position_embedding_size`` rows, a
@@ -5407,6 +5424,14 @@ def architecture_from_config(
                 f"the file states no vision_config; {architecture} builds the default vision tower of its "
                 "config class, which is not counted (planned as the language model alone)"
             )
+    elif _towerless_wrapper(config):
+        raise ConfigError(
+            "architectures",
+            f"is {architecture}, a multimodal wrapper, but the file's {config.get('model_type')!r} config "
+            "states no tower and makes none, and vLLM builds that class's tower from it (it stops at start); "
+            "accepted: the language model's own ...ForCausalLM class for a text-only checkpoint, or a "
+            "config with the wrapper's tower",
+        )
     if family == "gemma3n":
         towers = _gemma3n_towers(config, hidden) or (0, 0)
     else:

@@ -529,6 +529,20 @@ VISION_WRAPPERS: dict[str, dict[str, Any]] = {
 }
 
 
+# Multimodal wrappers named over a text model's file alone (no tower config, and a config type that makes
+# none): vLLM's wrapper looks for its tower's config and fails to build.
+TOWERLESS_WRAPPERS: dict[str, dict[str, Any]] = {
+    name: {"architectures": [cls], "model_type": model_type, "torch_dtype": "bfloat16"} | _SMALL_TEXT | extra
+    for name, cls, model_type, extra in (
+        ("gemma3", "Gemma3ForConditionalGeneration", "gemma3_text", {"head_dim": 64}),
+        ("mistral3", "Mistral3ForConditionalGeneration", "mistral", {}),
+        ("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration", "qwen2", {}),
+        ("llava", "LlavaForConditionalGeneration", "llama", {}),
+        ("gemma4", "Gemma4ForConditionalGeneration", "gemma4_text", {"head_dim": 64, "global_head_dim": 64}),
+    )
+}
+
+
 # A small GLM-5 (vLLM's GlmMoeDsaForCausalLM: DeepSeek-V3.2's sparse MLA, DSA): eight layers, the first dense,
 # an indexer of four 128-wide heads beside each layer's latent unless IndexCache's fields say otherwise.
 GLM5_SMALL: dict[str, Any] = {

@@ -50,7 +50,14 @@ import pytest
 import capacity
 from capacity.architecture import ATTENTION_MIXERS, ENCODER_TP_DATA, FAMILIES, TIMM_TOWER_PARAMETERS
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
-from tests.builders import AUDIO_WRAPPERS, MINIMAX_M3_TEXT, QWEN2_VL_7B, VISION_WRAPPERS, edited
+from tests.builders import (
+    AUDIO_WRAPPERS,
+    MINIMAX_M3_TEXT,
+    QWEN2_VL_7B,
+    TOWERLESS_WRAPPERS,
+    VISION_WRAPPERS,
+    edited,
+)
 
 from .harness import HERE, VllmEnv, probe, weights_probe
 
@@ -899,7 +906,23 @@ def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     """The wrappers built in a process of their own: a module imported under the stand-in stays imported,
     which would let a later case build that the other probe's expects to be refused."""
     cases = [{"id": case, "config": c, "torchvision_stand_in": True} for case, c in WRAPPER_CASES.items()]
+    cases += [
+        {"id": f"towerless:{name}", "config": c, "torchvision_stand_in": True}
+        for name, c in TOWERLESS_WRAPPERS.items()
+    ]
     return weights_probe(vllm_env, cases)
+
+
+@pytest.mark.parametrize("name", sorted(TOWERLESS_WRAPPERS))
+def test_a_multimodal_wrapper_over_a_text_models_file_alone_is_refused_as_vllm_fails_to_build_it(
+    vllm_wrapper_counts: dict[str, dict[str, Any]], name: str
+) -> None:
+    """A wrapper class named over a text config that states and makes no tower (a REAP-pruned Qwen3.5 kept
+    Qwen3_5MoeForConditionalGeneration over its qwen3_5_moe_text file): vLLM's class looks for the tower's
+    config (or refuses the config's type) and fails to build; capacity refuses it naming ``architectures``."""
+    assert vllm_wrapper_counts[f"towerless:{name}"]["error"], vllm_wrapper_counts[f"towerless:{name}"]
+    with pytest.raises(capacity.ConfigError, match=r"'architectures': .* a multimodal wrapper"):
+        capacity.architecture_from_config(TOWERLESS_WRAPPERS[name])
 
 
 @pytest.mark.parametrize("case", sorted(WRAPPER_CASES))

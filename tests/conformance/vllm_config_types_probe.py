@@ -17,8 +17,9 @@ meaning: ``config_defaults``, each type's ``__init__`` default for the sizes cap
 derived from others, such as Llama's head_dim), and ``sub_config_types``, the type a composite config
 builds for a sub-config that names none. And the classes vLLM served in an earlier release and names when it
 refuses them (``previously_supported``: MiniMax-M1's, dots.llm1's, Baichuan's, until 0.23), the
-quantization methods it loads (``quantization_methods``), and the registered classes that do not generate
-text (``class_runners``: the pooling ones, which ``--runner auto`` serves with the pooling runner).
+quantization methods it loads (``quantization_methods``), the registered classes that do not generate
+text (``class_runners``: the pooling ones, which ``--runner auto`` serves with the pooling runner), and the
+multimodal ones (``multimodal_architectures``, whose towers a file's config must describe).
 
 Regenerate after moving the engine: ``VENV/bin/python tests/conformance/vllm_config_types_probe.py >
 capacity/vllm_config_types.json``; tests/conformance/test_remote_code.py says when it is due.
@@ -57,6 +58,8 @@ def vocabulary() -> dict[str, object]:
         ),
         # the registered classes that are not text generation: pooling ones, and the rest (null)
         "class_runners": _class_runners(ModelRegistry),
+        # the registered classes that take images, audio or video beside text (the registry's own table)
+        "multimodal_architectures": sorted(registry._MULTIMODAL_MODELS),
         # classes vLLM served once and now refuses by name ("was supported in vLLM until v0.23.0")
         "previously_supported": dict(sorted(registry._PREVIOUSLY_SUPPORTED_MODELS.items())),
         # the quantization_config methods vLLM loads (get_quantization_config's names)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import capacity as cap
-from capacity.architecture import THINKER_WRAPPERS
+from capacity.architecture import THINKER_WRAPPERS, engine_vocabulary
 from kvright import crdgen
 from kvright.cli import main
 
@@ -87,9 +87,15 @@ def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(ca
     assert re.search(r"\n  dense +ApertusForCausalLM, ", shown)
     assert re.search(r"\n  mla +(\w+, )*DeepseekV2ForCausalLM, ", shown)
     llama = cap.catalog_entry("llama-3.1-8b")["config"]
+    multimodal = engine_vocabulary().multimodal_architectures
     for name in (a["architecture"] for a in listed if a["family"] == "dense"):
         # a thinker wrapper's file nests the model it builds (Qwen2.5-Omni's)
         config = {"thinker_config": llama} if name in THINKER_WRAPPERS else llama
+        if name in multimodal and name not in THINKER_WRAPPERS:
+            # a multimodal wrapper over a Llama's file alone: known, and refused for the tower it lacks
+            with pytest.raises(cap.ConfigError, match="a multimodal wrapper, but the file's 'llama' config"):
+                cap.architecture_from_config(config | {"architectures": [name]})
+            continue
         assert "not an architecture kvright knows" not in " ".join(
             cap.architecture_from_config(config | {"architectures": [name]}).warnings
         )
