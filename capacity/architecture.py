@@ -4121,18 +4121,52 @@ def _paddleocr_vl_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> i
     output projection, two LayerNorms and a biased GELU MLP, a post-LayerNorm; then ``mlp_AR``: a LayerNorm
     and two biased linears over 2 x 2 merged patches (the merge is fixed, whatever ``spatial_merge_size``),
     the second into the text width."""
-    with _in_sub_config("vision_config"):
-        h = _int(v, ("hidden_size",), default=1152)
-        layers = _int(v, ("num_hidden_layers",), default=27)
-        inter = _int(v, ("intermediate_size",), default=4304)
-        channels = _int(v, ("num_channels",), default=3)
-        patch = _int(v, ("patch_size",), default=14)
-        image = _int(v, ("image_size",), default=384)
-    block = 4 * h * h + 4 * h + 4 * h + 2 * h * inter + inter + h
-    tower = channels * patch * patch * h + h + (image // patch) ** 2 * h + layers * block + 2 * h
+    t = _vit(v, hidden=1152, layers=27, inter=4304, image=384)
+    h = t.hidden
+    tower = t.patch_weights + h + t.patches * h + t.layers * t.block + 2 * h
     merged = 4 * h
     projector = 2 * h + merged * merged + merged + merged * text_hidden + text_hidden
     return tower + projector
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ViT:
+    """A ViT tower's sizes, read from its vision config (its class's defaults where the file is silent)."""
+
+    hidden: int
+    layers: int
+    inter: int
+    channels: int
+    patch: int
+    image: int
+
+    @property
+    def block(self) -> int:
+        """One block: biased q, k, v and output projections, two LayerNorms and a biased GELU MLP."""
+        h = self.hidden
+        return 4 * h * h + 4 * h + 4 * h + 2 * h * self.inter + self.inter + h
+
+    @property
+    def patches(self) -> int:
+        return (self.image // self.patch) ** 2
+
+    @property
+    def patch_weights(self) -> int:
+        """The patch projection's weights (its bias, where it has one, apart)."""
+        return self.channels * self.patch * self.patch * self.hidden
+
+
+def _vit(v: Mapping[str, Any], *, hidden: int, layers: int, inter: int, image: int) -> _ViT:
+    """:class:`_ViT` of ``vision_config`` ``v``, with these defaults (3 channels and 14-pixel patches)."""
+    with _in_sub_config("vision_config"):
+        return _ViT(
+            hidden=_int(v, ("hidden_size",), default=hidden),
+            layers=_int(v, ("num_hidden_layers",), default=layers),
+            inter=_int(v, ("intermediate_size",), default=inter),
+            channels=_int(v, ("num_channels",), default=3),
+            patch=_int(v, ("patch_size",), default=14),
+            image=_int(v, ("image_size",), default=image),
+        )
 
 
 def _llama4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
@@ -4142,19 +4176,14 @@ def _llama4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
     adapter's two linears (``intermediate_size`` -> ``projector_input_dim`` -> ``projector_output_dim``,
     biased by ``multi_modal_projector_bias``), and a bias-free projection from ``vision_output_dim`` into the
     text width."""
+    t = _vit(v, hidden=768, layers=34, inter=5632, image=448)
     with _in_sub_config("vision_config"):
-        h = _int(v, ("hidden_size",), default=768)
-        layers = _int(v, ("num_hidden_layers",), default=34)
-        inter = _int(v, ("intermediate_size",), default=5632)
-        channels = _int(v, ("num_channels",), default=3)
-        patch = _int(v, ("patch_size",), default=14)
-        image = _int(v, ("image_size",), default=448)
         adapter_in = _int(v, ("projector_input_dim",), default=4096)
         adapter_out = _int(v, ("projector_output_dim",), default=4096)
         out = _int(v, ("vision_output_dim",), default=7680)
         biased = _bool(v, "multi_modal_projector_bias", False)
-    block = 4 * h * h + 4 * h + 2 * h * inter + inter + h + 4 * h
-    tower = h + ((image // patch) ** 2 + 1) * h + channels * patch * patch * h + 4 * h + layers * block
+    h, inter = t.hidden, t.inter
+    tower = h + (t.patches + 1) * h + t.patch_weights + 4 * h + t.layers * t.block
     adapter = inter * adapter_in + adapter_in * adapter_out + (adapter_in + adapter_out if biased else 0)
     return tower + adapter + out * text_hidden
 
@@ -4557,11 +4586,9 @@ def _gemma4_audio_tower(config: Mapping[str, Any], audio: Mapping[str, Any], tex
     scale), a light convolution (a 2x input linear for its GLU, a depthwise ``conv_kernel_size`` convolution,
     an output linear, two RMSNorms) and three RMSNorms; a biased projection to ``output_proj_dims``; then
     the embedder's bias-free projection into the text width. Defaults are Gemma4AudioConfig's."""
+    sizes = {"hidden_size": 1024, "num_hidden_layers": 12, "num_attention_heads": 8, "conv_kernel_size": 5}
     with _in_sub_config("audio_config"):
-        h = _int(audio, ("hidden_size",), default=1024)
-        blocks = _int(audio, ("num_hidden_layers",), default=12)
-        heads = _int(audio, ("num_attention_heads",), default=8)
-        kernel = _int(audio, ("conv_kernel_size",), default=5)
+        h, blocks, heads, kernel = (_int(audio, (key,), default=size) for key, size in sizes.items())
         out = _int(audio, ("output_proj_dims",), default=1536)
         channels = audio.get("subsampling_conv_channels", [128, 32])
         if not isinstance(channels, list | tuple) or len(channels) != 2:
