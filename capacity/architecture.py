@@ -1220,6 +1220,12 @@ class Architecture:
         return sum(layer.mixer == "mla" and not layer.reuses_indices for layer in self.layers)
 
     @property
+    def num_indexers(self) -> int:
+        """Layers with a sparse-attention indexer that caches a key per token, of either kind (MiniMax-M3's
+        :attr:`num_indexer_layers`, DeepSeek-V3.2's :attr:`num_mla_indexers`; a model has one kind)."""
+        return self.num_indexer_layers + self.num_mla_indexers
+
+    @property
     def routed_experts_per_token(self) -> float:
         """Routed experts (with weights) a token runs on average: the top-k, less the share of it a router
         that spreads its picks evenly gives the zero experts (LongCat-Flash: 12 picks among 512 experts and

@@ -216,8 +216,7 @@ def kv_cache_bytes_per_token(
         for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
         if mixer in ATTENTION_MIXERS and not shared
     )
-    indexers = arch.num_indexer_layers + arch.num_mla_indexers
-    return tp * (attention + indexers * indexer_key_bytes(arch))
+    return tp * (attention + arch.num_indexers * indexer_key_bytes(arch))
 
 
 def kv_cache_bytes_per_sequence(
@@ -474,7 +473,7 @@ def _kv_cache_layout(
     checkpoint = 1 if arch.state is not None and arch.state.kind == "mamba2" else 0
     state_blocks = 2 + checkpoint if enable_prefix_caching else 1
     counts = {key: sum(n for _, n in pages) for key, pages in buckets.items()}
-    if indexers := arch.num_indexer_layers + arch.num_mla_indexers:
+    if indexers := arch.num_indexers:
         # Each indexer's key cache (MiniMax-M3's layers', DeepSeek-V3.2's): a page of its own in the
         # full-attention group, counted with its layer, not as a layer.
         buckets[("full", None)].append((indexer_key_bytes(arch), indexers))

@@ -367,7 +367,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         # what the state layers ("mamba", "linear" above) run: LFM2's are short convolutions
         "state_kind": arch.state.kind if arch.state is not None else None,
         # sparse attention's indexers: MiniMax-M3's layers', DeepSeek-V3.2's (IndexCache's kept ones)
-        "indexer_layers": arch.num_indexer_layers + arch.num_mla_indexers,
+        "indexer_layers": arch.num_indexers,
         "num_experts": arch.num_experts,
         "experts_per_token": arch.num_experts_per_token,
         "zero_experts": arch.zero_experts,
@@ -400,7 +400,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         if arch.attention != "MLA" and (kv, k, v, q) != standard
     )
     sparse = ""
-    if indexers := arch.num_indexer_layers + arch.num_mla_indexers:
+    if indexers := arch.num_indexers:
         sparse = f"; sparse: indexers in {indexers} of them pick {arch.index_topk:,} tokens to attend to"
     shared = sum(layer.kv_shared for layer in arch.layers)
     if shared:
