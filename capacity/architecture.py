@@ -566,7 +566,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {"sliding_window": 4096, "sliding_window_pattern": 2},
     "gemma3": {"sliding_window_pattern": 6},
     "gpt_oss": {"attention_bias": True, "sliding_window_pattern": 2},
-    "cohere2": {"sliding_window_pattern": 4},
+    # Cohere2Config: a 4096-token window on three layers of four (a text config saved as its difference
+    # from the defaults states neither).
+    "cohere2": {"sliding_window": 4096, "sliding_window_pattern": 4},
     # Cohere2MoeConfig: a 4096-token window on three layers of four (after a dense prefix), 8 experts, 2 a
     # token, tied.
     "cohere2_moe": {

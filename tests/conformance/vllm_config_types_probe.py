@@ -102,7 +102,8 @@ def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, ob
     sub_types: dict[str, dict[str, object]] = {}
     towers: dict[str, dict[str, object]] = {}
     for model_type in sorted(set(CONFIG_MAPPING.keys()) | set(vllm_configs)):
-        cls = vllm_configs.get(model_type) or CONFIG_MAPPING[model_type]
+        # vLLM's table is lazy: its get() answers the class's name, indexing imports the class.
+        cls = vllm_configs[model_type] if model_type in vllm_configs else CONFIG_MAPPING[model_type]
         if not isinstance(cls, type):
             continue
         params = inspect.signature(cls.__init__).parameters
