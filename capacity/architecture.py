@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any, Literal, Protocol
 
 from capacity.errors import ConfigError
-from capacity.quantization import ModuleKind, WeightFormat, weight_format
+from capacity.quantization import TEXT_CONFIG_KEYS, ModuleKind, WeightFormat, weight_format
 
 __all__ = [
     "DTYPE_BYTES",
@@ -175,6 +175,10 @@ FAMILIES: dict[str, str] = {
     "SarvamMLAForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
     "DeepseekV4ForCausalLM": "deepseek_v4",
+    # DeepSeek-OCR and DeepSeek-OCR-2 (vLLM's deepseek_ocr.py, deepseek_ocr2.py): a DeepSeek-V2 MoE from
+    # language_config (plain attention where its qk widths are 0) behind a DeepEncoder of fixed sizes.
+    "DeepseekOCRForCausalLM": "mla",
+    "DeepseekOCR2ForCausalLM": "mla",
     "MistralLarge3ForCausalLM": "mla",  # a DeepSeek-V3 in vLLM
     "Glm4MoeLiteForCausalLM": "mla",  # GLM-4.7-Flash: DeepSeek-V2 attention, GLM-4.5 experts
     "KimiK2ForCausalLM": "mla",
@@ -1918,8 +1922,9 @@ _LANGUAGE_MODEL_TYPES = {
 
 
 def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Multimodal wrappers keep the language model's facts under ``text_config`` (or ``llm_config``)."""
-    for key in ("text_config", "llm_config"):
+    """Multimodal wrappers keep the language model's facts under ``text_config`` (or ``llm_config``,
+    ``language_config``: :data:`~capacity.quantization.TEXT_CONFIG_KEYS`)."""
+    for key in TEXT_CONFIG_KEYS:
         text = config.get(key)
         if text is None:
             continue
@@ -1951,10 +1956,16 @@ def _name_sub_config_type(sub: dict[str, Any], config: Mapping[str, Any], key: s
     if "model_type" in sub:
         return
     built = engine_vocabulary().sub_config_types.get(top_type, {}) if isinstance(top_type, str) else {}
+    key = _BUILT_AS.get(key, key)
     if key in built:
         sub["model_type"] = built[key]
     elif key != "vision_config":
         sub["model_type"] = top_type  # None or a wrong type too: reading the text config says what is wrong
+
+
+#: A file's sub-config key that its config class builds under another attribute: DeepseekVLV2Config makes
+#: its ``text_config`` (a deepseek_v2) of the file's ``language_config``.
+_BUILT_AS = {"language_config": "text_config"}
 
 
 def _as_language_model(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -2200,10 +2211,28 @@ def _model_class_warnings(config: Mapping[str, Any], reader: ConfigReader) -> li
 def _architecture_class(config: Mapping[str, Any]) -> str:
     value = config.get("architectures")
     if value is None:
-        return ""
+        # A config class that names the class itself where the file does not (DeepseekVLV2Config's).
+        return _CONFIG_CLASS_ARCHITECTURE.get(str(config.get("model_type")), "")
     if not isinstance(value, list) or not value or not isinstance(value[0], str):
         raise ConfigError("architectures", f"is {value!r:.60}; expected a list of class names")
     return value[0]
+
+
+#: Classes vLLM builds over a language model kvright reads, with a part kvright does not model yet: refused by
+#: name, as reading the rest would plan them without it.
+_NOT_READ_YET = {
+    "DeepseekVLV2ForCausalLM": (
+        "DeepSeek-VL2's vision tower is timm's SigLIP-so400m, built in float16 (deepseek_vl2.py), which "
+        "kvright does not weigh yet"
+    ),
+    "UnlimitedOCRForCausalLM": (
+        "Unlimited-OCR's reference sliding-window attention (generated tokens see a window past the prompt) "
+        "is not modelled yet"
+    ),
+}
+
+#: Config classes that set ``architectures`` where the file states none (DeepSeek-VL2's files do not).
+_CONFIG_CLASS_ARCHITECTURE = {"deepseek_vl_v2": "DeepseekVLV2ForCausalLM"}
 
 
 #: Fields that say an unknown architecture is not a stack of standard attention layers with MLPs: read as
@@ -2320,7 +2349,7 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
     A multimodal wrapper builds its language model from ``text_config`` by that config's own class (vLLM's
     ``init_vllm_registered_model``), so a known text ``model_type`` outranks the wrapper's usual family:
     Mistral3ForConditionalGeneration wraps a Mistral, or a DeepSeek-V3 (Mistral Large 3)."""
-    wrapped = any(isinstance(top.get(key), Mapping) for key in ("text_config", "llm_config"))
+    wrapped = any(isinstance(top.get(key), Mapping) for key in TEXT_CONFIG_KEYS)
     text_type = cfg.get("model_type") if wrapped else None
     if isinstance(text_type, str) and text_type in _MODEL_TYPE_FAMILIES:
         return _MODEL_TYPE_FAMILIES[text_type], ()
@@ -2382,6 +2411,37 @@ def _family(architecture: str, cfg: Mapping[str, Any], top: Mapping[str, Any]) -
         f"attention) from its hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads and "
         f"intermediate_size",
     )
+
+
+#: The classes vLLM builds of its DeepSeek-V2 decoder layer (deepseek_v2.py), wrappers included.
+_DEEPSEEK_V2_LAYER_CLASSES = frozenset(
+    {
+        "DeepseekV2ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "DeepseekOCRForCausalLM",
+        "DeepseekOCR2ForCausalLM",
+        "DeepseekVLV2ForCausalLM",
+    }
+)
+
+
+def _deepseek_mha(cfg: Mapping[str, Any], architecture: str) -> bool:
+    """Whether vLLM's DeepSeek-V2 layer runs plain multi-head attention (``DeepseekAttention``: every head's
+    K and V cached, ``hidden_size / num_attention_heads`` wide) instead of MLA: where the file states both
+    ``qk_nope_head_dim`` and ``qk_rope_head_dim`` as 0 (``deepseek_v2.py``'s ``use_mha``), as DeepSeek-OCR's
+    and DeepSeek-VL2-Tiny's language models do. Their ``use_mla: false`` is not what vLLM reads. Such a
+    layer is DeepSeek-MoE's (``DeepseekForCausalLM``), experts and all."""
+    if architecture not in _DEEPSEEK_V2_LAYER_CLASSES:
+        return False
+    plain = all(cfg.get(key) == 0 and not isinstance(cfg.get(key), bool) for key in _MLA_ROPE_SPLIT)
+    if plain and architecture not in _DEEP_ENCODER_CLASSES:
+        # transformers' DeepseekV2Config and DeepseekV3Config refuse a null latent rank; only the OCR
+        # wrappers' DeepseekVLV2TextConfig takes one.
+        _int(cfg, ("kv_lora_rank",))
+    return plain
+
+
+_MLA_ROPE_SPLIT = ("qk_nope_head_dim", "qk_rope_head_dim")
 
 
 def _count_multiples(start: int, stop: int, step: int) -> int:
@@ -3953,6 +4013,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     position embeddings, attention and MLP blocks with biases and norms, the projector into the text width).
     Weights only: the tower keeps no KV cache. Approximate to a few percent of the tower, which is a small
     part of every model it appears in."""
+    if _architecture_class(config) in _DEEP_ENCODER_CLASSES:
+        return _deep_encoder_parameters(config)[0]
     vision = config.get("vision_config")
     if vision is None:
         return 0
@@ -4120,6 +4182,8 @@ def _vision_whole(config: Mapping[str, Any], vision: int) -> int:
     """Of a wrapper's vision parameters, those every GPU holds whole: all of Gemma 4's (transformers' tower
     and a replicated projection); none of the others' here (GLM-V's under ``--mm-encoder-tp-mode data`` is
     :func:`capacity.parallel.encoder_tp_mode`'s to say)."""
+    if _architecture_class(config) in _DEEP_ENCODER_CLASSES:
+        return _deep_encoder_parameters(config)[1]
     return vision if config.get("model_type") == "gemma4" else 0
 
 
@@ -4135,6 +4199,81 @@ def _paddleocr_vl_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> i
     merged = 4 * h
     projector = 2 * h + merged * merged + merged + merged * text_hidden + text_hidden
     return tower + projector
+
+
+#: The DeepEncoder wrappers (vLLM's deepseek_ocr.py, deepseek_ocr2.py): towers of fixed sizes, whatever the
+#: file's ``vision_config`` says, and a projector and learned separators from ``projector_config``.
+_DEEP_ENCODER_CLASSES = frozenset({"DeepseekOCRForCausalLM", "DeepseekOCR2ForCausalLM"})
+
+
+def _sam_vit_b(last_conv: int) -> int:
+    """The SAM ViT-B image encoder as vLLM's deepencoder.py builds it (``ImageEncoderViT``, fixed sizes): a
+    biased 16-pixel patch projection, a 64 x 64 position table, 12 blocks 768 wide (two LayerNorms, a biased
+    fused QKV and output projection, a biased 4x MLP, and relative positions per head width: 2 x 14 - 1 rows
+    in a windowed block, 2 x 64 - 1 in the global ones, 2, 5, 8 and 11), the neck (a 1 x 1 and a 3 x 3
+    bias-free convolution into 256 channels, each with a 2-D LayerNorm), and two bias-free 3 x 3 convolutions
+    256 -> 512 -> ``last_conv``."""
+    h, grid, head_dim, window = 768, 1024 // 16, 768 // 12, 14
+    block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (4 * h * h + 4 * h) + (4 * h * h + h)
+    relative = sum(2 * (2 * (grid if i in (2, 5, 8, 11) else window) - 1) * head_dim for i in range(12))
+    neck = 256 * h + 2 * 256 + 256 * 256 * 9 + 2 * 256
+    convolutions = 512 * 256 * 9 + last_conv * 512 * 9
+    return 3 * 16 * 16 * h + h + grid * grid * h + 12 * block + relative + neck + convolutions
+
+
+def _deep_encoder_parameters(config: Mapping[str, Any]) -> tuple[int, int]:
+    """A DeepEncoder wrapper's vision parameters, and those of them every GPU holds whole.
+
+    DeepSeek-OCR: SAM ViT-B into 1,024 channels, then CLIP-L (a class embedding, a bias-free patch
+    projection, 257 positions, a pre-LayerNorm and 24 blocks; no post-LayerNorm), whose linears vLLM splits
+    by TP; two separators (``image_newline``, ``view_seperator``). DeepSeek-OCR-2: SAM ViT-B into 896
+    channels, then a Qwen2 decoder used as the encoder (transformers' ``Qwen2Model``, 24 layers 896 wide, 14
+    query and 2 KV heads, a 4,864-wide gated MLP, no token embedding) and its two query tables (144 and 256
+    rows), and one separator. Both then project through ``projector_config`` (MlpProjectorConfig's defaults
+    where the file is silent)."""
+    tile_tag = config.get("tile_tag")
+    if tile_tag != "2D":
+        # DeepseekVLV2Config's default is the string "tile_tag", which vLLM's classes refuse too.
+        stated = "is missing" if tile_tag is None else f"is {tile_tag!r:.40}"
+        raise ConfigError("tile_tag", f"{stated}; accepted: 2D (vLLM's DeepSeek-OCR classes build no other)")
+    if _architecture_class(config) == "DeepseekOCRForCausalLM":
+        clip = _DEEP_CLIP
+        split = clip.hidden + clip.patch_weights + (clip.patches + 1) * clip.hidden + 2 * clip.hidden
+        split += clip.layers * clip.block
+        whole, separators = _sam_vit_b(1024), 2
+    else:
+        h, kv, inter, layers = 896, 896 // 14 * 2, 4864, 24
+        layer = h * h + h + 2 * (h * kv + kv) + h * h + 3 * h * inter + 2 * h
+        split, whole, separators = 0, _sam_vit_b(896) + layers * layer + h + (144 + 256) * h, 1
+    n_embed, projector = _deep_encoder_projector(config)
+    whole += projector + separators * n_embed
+    return split + whole, whole
+
+
+def _deep_encoder_projector(config: Mapping[str, Any]) -> tuple[int, int]:
+    """``projector_config``'s output width and parameters, as vLLM's ``MlpProjector`` builds them: ``linear``,
+    one biased linear; ``downsample_mlp_gelu``, ``depth`` biased linears, the first over
+    ``downsample_ratio``^2 merged inputs, ``n_embed * mlp_ratio`` wide up to the last."""
+    projector = config.get("projector_config")
+    if projector is None:
+        projector = {}
+    if not isinstance(projector, Mapping):
+        raise ConfigError("projector_config", f"is {projector!r:.40}; expected an object")
+    with _in_sub_config("projector_config"):
+        kind = projector.get("projector_type", "downsample_mlp_gelu")
+        n_in = _int(projector, ("input_dim",), default=1152)
+        n_embed = _int(projector, ("n_embed",), default=2048)
+        if _bool(projector, "token_pooling", False):
+            raise ConfigError("token_pooling", "is true; vLLM's MlpProjector refuses it (accepted: false)")
+        if kind == "linear":
+            return n_embed, n_in * n_embed + n_embed
+        if kind != "downsample_mlp_gelu":
+            accepted = "accepted: linear, downsample_mlp_gelu (vLLM's MlpProjector)"
+            raise ConfigError("projector_type", f"is {kind!r:.40}; {accepted}")
+        depth = _int(projector, ("depth",), default=2)
+        wide = n_embed * _int(projector, ("mlp_ratio",), default=1)
+        merged = n_in * _int(projector, ("downsample_ratio",), default=2) ** 2
+    return n_embed, merged * wide + wide + (depth - 2) * (wide * wide + wide) + wide * n_embed + n_embed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -4175,6 +4314,11 @@ def _vit(v: Mapping[str, Any], *, hidden: int, layers: int, inter: int, image: i
             patch=_int(v, ("patch_size",), default=14),
             image=_int(v, ("image_size",), default=image),
         )
+
+
+#: DeepSeek-OCR's CLIP-L tower (deepseek_ocr.py's fixed CLIPVisionConfig): 24 layers 1,024 wide, 16 heads, a
+#: 4,096-wide MLP, 14-pixel patches of 224-pixel images.
+_DEEP_CLIP = _ViT(hidden=1024, layers=24, inter=4096, channels=3, patch=14, image=224)
 
 
 def _llama4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
@@ -4904,7 +5048,7 @@ def _context(
     """
     positions = _positions(cfg, warnings)
     # vLLM asks the object it loaded: the merged config itself, or a multimodal wrapper's top level.
-    source = top if any(key in top for key in ("text_config", "llm_config")) else cfg
+    source = top if any(key in top for key in TEXT_CONFIG_KEYS) else cfg
     rope = _rope_parameters(source)
     types = [str(rp.get("rope_type", rp.get("type", "default"))) for rp in rope]
     factor: Any = 1.0
@@ -5259,7 +5403,15 @@ def architecture_from_config(
     config = _thinker(config)
     cfg = _text_config(config)
     architecture = _architecture_class(config)
+    if architecture in _NOT_READ_YET:
+        raise ConfigError(
+            "architectures",
+            f"is {architecture}: {_NOT_READ_YET[architecture]}; "
+            "accepted: the classes `kvright catalog` lists",
+        )
     family, assumed = _family(architecture, cfg, config)
+    if family == "mla" and _deepseek_mha(cfg, architecture):
+        family = "moe"
     warnings = list(assumed)
     model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else ""
     model_type = str(model_type or config.get("model_type") or "")

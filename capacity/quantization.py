@@ -753,11 +753,16 @@ def _deepseek_v4_fp8(
     )
 
 
+#: Where a multimodal wrapper's file keeps its language model's config: transformers' ``text_config``,
+#: InternVL's ``llm_config``, DeepseekVLV2Config's ``language_config`` (DeepSeek-VL2, DeepSeek-OCR).
+TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
+
+
 def _quantization_block(
     config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | None
 ) -> tuple[Mapping[str, Any] | None, str]:
     scopes: list[tuple[Mapping[str, Any], str]] = [(config, "")]
-    for key in ("text_config", "llm_config"):
+    for key in TEXT_CONFIG_KEYS:
         text = config.get(key)
         if isinstance(text, Mapping):
             scopes.append((text, f"{key}."))

@@ -850,7 +850,13 @@ WRAPPER_FIXTURES = (
     "exaone-4.5-33b",
     "lfm2.5-vl-1.6b",
     "paddleocr-vl",
+    "deepseek-ocr",
+    "deepseek-ocr-2",
 )
+
+#: Wrapper classes that look a special token's id up in the tokenizer while they are built (the weights
+#: probe's ``tokens``: a tokenizer that knows them).
+TOKENS_LOOKED_UP = {"DeepseekOCRForCausalLM": ["<image>"], "DeepseekOCR2ForCausalLM": ["<image>"]}
 
 #: The other multimodal fixtures, and why they are not held here.
 WRAPPERS_NOT_HELD = {
@@ -905,7 +911,11 @@ WRAPPER_CASES: dict[str, dict[str, Any]] = (
 def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     """The wrappers built in a process of their own: a module imported under the stand-in stays imported,
     which would let a later case build that the other probe's expects to be refused."""
-    cases = [{"id": case, "config": c, "torchvision_stand_in": True} for case, c in WRAPPER_CASES.items()]
+    cases = [
+        {"id": case, "config": c, "torchvision_stand_in": True}
+        | ({"tokens": TOKENS_LOOKED_UP[cls]} if (cls := c["architectures"][0]) in TOKENS_LOOKED_UP else {})
+        for case, c in WRAPPER_CASES.items()
+    ]
     cases += [
         {"id": f"towerless:{name}", "config": c, "torchvision_stand_in": True}
         for name, c in TOWERLESS_WRAPPERS.items()
@@ -936,6 +946,8 @@ def test_a_multimodal_wrapper_is_what_vllms_own_wrapper_class_builds(
     assert arch.parameters == answer["parameters"]
     assert round(arch.weight_groups.total) == answer["bytes"], answer["own_dtypes"]
     assert not arch.warnings
+    ours = [_cached(arch, layer) for layer in arch.layers if layer.mixer in ATTENTION_MIXERS]
+    assert ours == _probed_layers(answer)
 
 
 def test_every_multimodal_fixture_is_held_to_vllms_class_or_says_why_not() -> None:

@@ -39,6 +39,10 @@ A case with ``"torchvision_stand_in": true`` is a multimodal wrapper whose vLLM 
 (image processors, annotations), which this CPU venv lacks: it is built with a stand-in imported instead
 (``_torchvision_stand_in``), which no layer's tensors depend on.
 
+A case with ``"tokens": [...]`` is a class that looks those special tokens' ids up while it is built
+(DeepSeek-OCR's ``<image>``): it is resolved with a tokenizer that knows them (``_write_tokenizer``) instead
+of none.
+
 A case with ``"sparse_attention_stand_in": true`` is a sparse-attention MLA class (DeepSeek-V3.2's DSA),
 which the CPU build refuses to give a backend: it is built with the CPU build's dense MLA backend instead
 (``_sparse_attention_on_cpu``), which no tensor and no cache spec depends on.
@@ -269,6 +273,7 @@ def _count(
     hf_quant_config: dict[str, Any] | None,
     kv_cache: dict[str, int] | None = None,
     model_runner_v2: bool = False,
+    tokens: list[str] | None = None,
 ) -> dict[str, Any]:
     import torch
 
@@ -294,6 +299,8 @@ def _count(
         if hf_quant_config is not None:
             with open(os.path.join(folder, "hf_quant_config.json"), "w") as f:
                 json.dump(hf_quant_config, f)
+        if tokens is not None:
+            _write_tokenizer(folder, tokens)
         engine: dict[str, Any] = {}
         if kv_cache is not None:
             engine = {
@@ -302,7 +309,11 @@ def _count(
                 "enable_prefix_caching": False,
             }
         args = EngineArgs(
-            model=folder, skip_tokenizer_init=True, load_format="dummy", enforce_eager=True, **engine
+            model=folder,
+            skip_tokenizer_init=tokens is None,
+            load_format="dummy",
+            enforce_eager=True,
+            **engine,
         )
         vllm_config = args.create_engine_config()
         cls, architecture = get_model_architecture(vllm_config.model_config)
@@ -377,6 +388,18 @@ def _count(
         "error": None,
         **({"kv_cache": cache} if cache is not None else {}),
     }
+
+
+def _write_tokenizer(folder: str, tokens: list[str]) -> None:
+    """A tokenizer that knows ``tokens`` (and an unknown token), for a class that looks its special tokens up
+    while it is built (DeepSeek-OCR's ``<image>``); no tensor depends on which id a token has."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    vocab = {"<unk>": 0, **{token: i + 1 for i, token in enumerate(tokens)}}
+    Tokenizer(WordLevel(vocab, unk_token="<unk>")).save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>"}, f)
 
 
 def _kv_cache(vllm_config: Any, memory_bytes: int) -> dict[str, Any]:
@@ -518,6 +541,7 @@ def main() -> None:
                             case.get("hf_quant_config"),
                             case.get("kv_cache"),
                             bool(case.get("model_runner_v2")),
+                            case.get("tokens"),
                         )
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]

@@ -112,7 +112,8 @@ def _full_attention_bytes_per_token(cfg: dict[str, Any], kv_bytes: int) -> int:
 def _bf16_full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     """What one more token costs in bf16, from the config's fields alone."""
     cfg = cfg.get("thinker_config") or cfg  # Qwen3-ASR: the model vLLM builds is the thinker
-    text = cfg.get("text_config") or cfg.get("llm_config") or cfg  # (InternVL's is llm_config)
+    # (InternVL's is llm_config, DeepSeek-OCR's language_config)
+    text = cfg.get("text_config") or cfg.get("llm_config") or cfg.get("language_config") or cfg
     if text is not cfg:
         text = TEXT_DEFAULTS.get(text.get("model_type"), {}) | text
     # Gemma 3n / 4: the last num_kv_shared_layers layers read earlier layers' caches and keep none
