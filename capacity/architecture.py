@@ -2225,11 +2225,29 @@ def _architecture_class(config: Mapping[str, Any]) -> str:
 #: name, as reading the rest would plan them without it (Unlimited-OCR is DeepSeek-OCR's wrapper, and its KV
 #: rule is not held to the engine: the CPU build cannot build its vision backend).
 _NOT_READ_YET = {
+    "OpenVLAForActionPrediction": (
+        "OpenVLA's fused DINOv2 and SigLIP towers (timm_model_ids, built with timm by vLLM's openvla.py) are "
+        "not weighed yet"
+    ),
     "UnlimitedOCRForCausalLM": (
         "Unlimited-OCR's reference sliding-window attention (generated tokens see a window past the prompt) "
         "is not modelled yet"
     ),
 }
+
+def _refuse_remote_text_model(config: Mapping[str, Any]) -> None:
+    """A wrapper whose file names its language model by another repository (Ultravox's ``text_model_id``)
+    and states no ``text_config``: vLLM's config class reads that repository's config.json, which kvright
+    does not fetch, so the language model's shape is nowhere in this file."""
+    named = config.get("text_model_id")
+    if isinstance(named, str) and named and not isinstance(config.get("text_config"), Mapping):
+        raise ConfigError(
+            "text_config",
+            f"is missing, and the language model is another repository's (text_model_id {named!r:.80}), "
+            "whose config.json kvright does not fetch; accepted: this file with that config.json's fields "
+            "under text_config",
+        )
+
 
 #: Config classes that set ``architectures`` where the file states none (DeepSeek-VL2's files do not).
 _CONFIG_CLASS_ARCHITECTURE = {"deepseek_vl_v2": "DeepseekVLV2ForCausalLM"}
@@ -5426,6 +5444,7 @@ def architecture_from_config(
         raise ConfigError("<root>", f"is {type(config).__name__}; expected a JSON object")
     _refuse_pooling(config, modules)
     config = _thinker(config)
+    _refuse_remote_text_model(config)
     cfg = _text_config(config)
     architecture = _architecture_class(config)
     if architecture in _NOT_READ_YET:

@@ -180,3 +180,4 @@ def test_kvright_plans_deepseek_ocr_on_one_gpu():
     result = c.plan(arch, c.gpu_spec("h100-sxm"), workload, c.SLO(tpot_seconds=0.02), c.Limits())
     assert result.feasible, result.reason
     assert result.plan is not None and result.plan.tensor_parallel_size == 1
+

@@ -1683,3 +1683,35 @@ def test_longcat_flash_lite_looks_its_n_gram_embeddings_up_on_the_first_stage():
         with pytest.raises(c.ConfigError) as err:
             c.architecture_from_config(LONGCAT_LITE | bad)
         assert err.value.field == field, (bad, err.value)
+
+
+def test_a_wrapper_whose_language_model_is_another_repositorys_is_refused_naming_text_config():
+    """Ultravox names its language model by repository (``text_model_id``); vLLM's config class reads that
+    repository's config.json, which kvright does not fetch, so the file alone has no shape to plan."""
+    ultravox = {
+        "architectures": ["UltravoxModel"],
+        "model_type": "ultravox",
+        "text_model_id": "meta-llama/Llama-3.1-8B-Instruct",
+        "audio_config": {"model_type": "whisper", "d_model": 1280, "encoder_layers": 32},
+        "hidden_size": 4096,
+        "stack_factor": 8,
+        "projector_act": "swiglu",
+    }
+    with pytest.raises(c.ConfigError) as refused:
+        c.architecture_from_config(ultravox)
+    assert refused.value.field == "text_config"
+    assert "'meta-llama/Llama-3.1-8B-Instruct'" in str(refused.value)
+
+
+def test_openvla_is_refused_for_its_towers_not_for_a_missing_one():
+    """OpenVLA's file describes its towers by timm model ids, not a vision_config: the refusal says what
+    kvright does not weigh, not that the file states no tower."""
+    openvla = {
+        "architectures": ["OpenVLAForActionPrediction"],
+        "model_type": "openvla",
+        "timm_model_ids": ["vit_large_patch14_reg4_dinov2.lvd142m", "vit_so400m_patch14_siglip_224"],
+        "text_config": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32},
+    }
+    with pytest.raises(c.ConfigError) as refused:
+        c.architecture_from_config(openvla)
+    assert refused.value.field == "architectures" and "timm_model_ids" in str(refused.value)
