@@ -231,9 +231,9 @@ TOWERS: dict[str, dict[str, Any]] = {case: _wrapper(fields) for case, fields in 
 
 CONFIGS = HERE.parent / "data" / "configs"
 
-#: Gemma 3n checkpoints, whose towers vLLM builds through transformers' AutoModel (gemma3n_mm.py). The audio
-#: conformer is counted by transformers' class; the vision tower is a timm model (not installed here, so its
-#: size is capacity's table of timm models) and the embedders are vLLM's own small modules.
+#: Gemma 3n checkpoints, whose towers vLLM builds through transformers' AutoModel (gemma3n_mm.py), whole on
+#: every rank: the audio conformer is counted by transformers' class, the vision tower (timm's MobileNet) is
+#: capacity's table of timm models. The whole wrapper, towers and all, is built in WRAPPER_FIXTURES.
 GEMMA3N = {slug: json.loads((CONFIGS / slug / "config.json").read_text()) for slug in ("gemma-3n-e2b-it",)}
 
 
@@ -852,6 +852,8 @@ WRAPPER_FIXTURES = (
     "paddleocr-vl",
     "deepseek-ocr",
     "deepseek-ocr-2",
+    "gemma-3n-e2b-it",
+    "gemma-3n-e4b-it",
 )
 
 #: Wrapper classes that look a special token's id up in the tokenizer while they are built (the weights
@@ -861,8 +863,9 @@ TOKENS_LOOKED_UP = {
     "DeepseekOCR2ForCausalLM": ["<image>"],
     "DeepseekVLV2ForCausalLM": ["<image>"],
 }
-#: Wrapper classes that import timm to build their tower (the weights probe's ``timm``).
-TIMM_TOWERS = {"DeepseekVLV2ForCausalLM"}
+#: Wrapper classes that build a timm tower (the weights probe's ``timm``): DeepSeek-VL2's SigLIP, Gemma 3n's
+#: MobileNet (through transformers' TimmWrapper).
+TIMM_TOWERS = {"DeepseekVLV2ForCausalLM", "Gemma3nForConditionalGeneration"}
 
 _OCR = json.loads((CONFIGS / "deepseek-ocr" / "config.json").read_text())
 #: DeepSeek-VL2 as its files are (no top-level ``architectures``: DeepseekVLV2Config names the class), its
@@ -889,15 +892,8 @@ DEEPSEEK_VL2 = {
     },
 }
 
-_TIMM_THROUGH_TRANSFORMERS = (
-    "its vision tower is transformers' TimmWrapper, which asks transformers whether timm is installed, and "
-    "the venv keeps timm off its path (timm imports torchvision, which it lacks); GEMMA3N holds the rest"
-)
-
 #: The other multimodal fixtures, and why they are not held here.
 WRAPPERS_NOT_HELD = {
-    "gemma-3n-e2b-it": _TIMM_THROUGH_TRANSFORMERS,
-    "gemma-3n-e4b-it": _TIMM_THROUGH_TRANSFORMERS,
     "internvl3-8b": "its config class is the checkpoint's own code (TOWERS holds its tower)",
     "mistral-small-3.1-24b-instruct-2503": (
         "a build from config.json alone ties its LM head (Mistral3Config's tie_word_embeddings default); "

@@ -39,8 +39,9 @@ A case with ``"torchvision_stand_in": true`` is a multimodal wrapper whose vLLM 
 (image processors, annotations), which this CPU venv lacks: it is built with a stand-in imported instead
 (``_torchvision_stand_in``), which no layer's tensors depend on.
 
-A case with ``"timm": true`` is a class that imports timm to build its tower (DeepSeek-VL2's SigLIP):
-timm is put on the path for that case alone (``_timm_on_path``), with the torchvision stand-in.
+A case with ``"timm": true`` is a class that builds a timm tower (DeepSeek-VL2's SigLIP; Gemma 3n's
+MobileNet, through transformers' TimmWrapper): timm is put on the path for that case alone
+(``_timm_on_path``), with the torchvision stand-in.
 
 A case with ``"tokens": [...]`` is a class that looks those special tokens' ids up while it is built
 (DeepSeek-OCR's ``<image>``): it is resolved with a tokenizer that knows them (``_write_tokenizer``) instead
@@ -213,15 +214,19 @@ def _timm_on_path() -> Iterator[None]:
     """timm, for a class that imports it to build its tower (DeepSeek-VL2's SigLIP): from the venv's extras
     folder (deploy/vllm-env.sh), on the path for this case alone and under the torchvision stand-in (timm
     imports torchvision at import, which this venv lacks). Undone after the case."""
+    from transformers.utils import import_utils
+
     extras = os.path.join(sys.prefix, "extras")
     if not os.path.isdir(os.path.join(extras, "timm")):
         raise RuntimeError(f"timm is not in {extras}; deploy/vllm-env.sh installs it there")
     with _torchvision_stand_in():
         sys.path.insert(0, extras)
+        import_utils.is_timm_available.cache_clear()  # transformers asks once and keeps the answer
         try:
             yield
         finally:
             sys.path.remove(extras)
+            import_utils.is_timm_available.cache_clear()
             for name in [name for name in sys.modules if name.split(".")[0] == "timm"]:
                 sys.modules.pop(name)
 
