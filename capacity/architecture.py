@@ -560,7 +560,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
             "use_routing_bias": True,
             "tie_word_embeddings": False,
         }
-        for model_type, layers in (("minimax_m3_vl", 60), ("minimax_m3_mtp", 1))
+        # the text config MiniMaxM3VLConfig builds (minimax_m3_text), and a flat file of the wrapper's type
+        for model_type, layers in (("minimax_m3_text", 60), ("minimax_m3_vl", 60), ("minimax_m3_mtp", 1))
     },
     # The dense layers before the first routed one where a file leaves first_k_dense_replace out: 3 in
     # DeepseekV3Config (vLLM reads deepseek_v32 and kimi_k2 files with it too) and GlmMoeDsaConfig, 1 in

@@ -163,3 +163,13 @@ def test_inspect_names_the_sparse_layers(capsys):
     assert cli.main(["inspect", str(FIXTURE), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["indexer_layers"], data["layer_kinds"]) == (57, {"full": 60})
+
+
+def test_a_text_config_that_leaves_its_type_out_is_read_with_minimax_m3_texts_defaults():
+    """MiniMaxM3VLConfig builds its text_config as a ``minimax_m3_text`` (vLLM's vocabulary says so), whose
+    class defaults fill what the file leaves out: the NVIDIA file without its ``hidden_act`` (the class's
+    swigluoai) and without its head count reads the same."""
+    trimmed = {k: v for k, v in TEXT.items() if k not in ("hidden_act", "num_attention_heads", "model_type")}
+    ours = c.architecture_from_config(CONFIG | {"text_config": trimmed})
+    assert ours.parameters == c.architecture_from_config(CONFIG).parameters
+    assert ours.num_attention_heads == TEXT["num_attention_heads"]
