@@ -59,7 +59,7 @@ from tests.builders import (
     edited,
 )
 
-from .harness import HERE, VllmEnv, probe, weights_probe
+from .harness import HERE, VllmEnv, accounted_layout, assert_blocks_as_accounted, probe, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -956,6 +956,11 @@ def vllm_wrapper_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     which would let a later case build that the other probe's expects to be refused."""
     cases = [_wrapper_case(case, c) for case, c in WRAPPER_CASES.items()]
     cases += [
+        _wrapper_case(f"kv:{case}", WRAPPER_CASES[case])
+        | {"kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": length}}
+        for case, (memory, length) in KV_ACCOUNTED.items()
+    ]
+    cases += [
         {"id": f"towerless:{name}", "config": c, "torchvision_stand_in": True}
         for name, c in TOWERLESS_WRAPPERS.items()
     ]
@@ -987,6 +992,29 @@ def test_a_multimodal_wrapper_is_what_vllms_own_wrapper_class_builds(
     assert not arch.warnings
     ours = [_cached(arch, layer) for layer in arch.layers if layer.mixer in ATTENTION_MIXERS]
     assert ours == _probed_layers(answer)
+
+
+#: DeepSeek-VL2 classes whose KV cache the engine core sizes here: (memory bytes, max_model_len).
+KV_ACCOUNTED = {
+    "deepseek-ocr": (2 * 2**30, 8192),
+    "deepseek-ocr-2": (2 * 2**30, 8192),
+    "deepseek-vl2:mla": (256 * 2**20, 4096),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KV_ACCOUNTED))
+def test_the_deepseek_vl2_classes_cache_is_what_the_engine_core_makes_of_it(
+    vllm_wrapper_counts: dict[str, dict[str, Any]], case: str
+) -> None:
+    """One group of every layer's cache (plain attention's K and V, or MLA's latent) whose pages, a layer's
+    each, make capacity's block; as many blocks of the memory and as much concurrency as capacity's layout."""
+    memory, length = KV_ACCOUNTED[case]
+    answer, config = vllm_wrapper_counts[f"kv:{case}"], WRAPPER_CASES[case]
+    vllm, arch, layout = accounted_layout(answer, config, length, length)
+    (group,) = vllm["groups"]
+    assert group["layers"] == arch.num_layers
+    assert group["page_size_bytes"] * group["layers"] == layout.bytes_per_block
+    assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))
 
 
 def test_every_multimodal_fixture_is_held_to_vllms_class_or_says_why_not() -> None:
