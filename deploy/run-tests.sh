@@ -11,8 +11,8 @@
 # simulated engines keep their own virtual clock, so the latencies those tests judge come from the simulator's
 # physics, not from how busy the machine is. The unit tests judge no time at all. These run in the side
 # lane, one pytest session after the other (each cluster session starts and stops its own control plane).
-# The side lane's CPU is mostly idle (its servers wait on each other), so it also runs one probe module at its
-# end (SIDE_PROBES), which evens the three lanes out.
+# The side lane's CPU is mostly idle (its servers wait on each other), so it also runs three probe modules
+# at its end (SIDE_PROBES), which evens the three lanes out.
 # The background lanes' output is held back until the foreground session is done, so none interleave. Then
 # the real-engine scenario runs with the machine to itself: it measures a real engine's latency, and a busy
 # machine would be its noise.
@@ -33,12 +33,15 @@ PROBES=(
   tests/conformance/test_kimi_linear.py
   tests/conformance/test_minimax_m3.py
   tests/conformance/test_parameter_counts.py
-  tests/conformance/test_quantization_methods.py
-  tests/conformance/test_sliding_layers.py
   tests/conformance/test_sparse_attention.py
 )
-# Probe modules the side lane runs after the unit tests.
-SIDE_PROBES=(tests/conformance/test_unknown_architectures.py)
+# Probe modules the side lane runs after the unit tests (about a minute between them and the second lane's,
+# with the second lane about two minutes longer without them).
+SIDE_PROBES=(
+  tests/conformance/test_unknown_architectures.py
+  tests/conformance/test_quantization_methods.py
+  tests/conformance/test_sliding_layers.py
+)
 # Conformance modules that start engines, run in a second session beside the first (about half of the
 # suite's time alone). test_kv_capacity, test_metrics and test_sim_dialect share one server: keep them here
 # together.
