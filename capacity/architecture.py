@@ -4032,8 +4032,6 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     position embeddings, attention and MLP blocks with biases and norms, the projector into the text width).
     Weights only: the tower keeps no KV cache. Approximate to a few percent of the tower, which is a small
     part of every model it appears in."""
-    if _architecture_class(config) in _DEEP_ENCODER_CLASSES:
-        return _deep_encoder_parameters(config)[0]
     vision = config.get("vision_config")
     if vision is None:
         return 0
@@ -4182,7 +4180,7 @@ def _gemma4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
     (``AutoModel.from_config``), one position table per image axis of ``position_embedding_size`` rows, a
     bias-free patch projection, blocks of bias-free q/k/v and output projections with per-head q and k
     RMSNorms, four RMSNorms and a gated MLP; then one bias-free projection into the text width
-    (``ReplicatedLinear``). All of it is whole on every GPU (:func:`_vision_whole`)."""
+    (``ReplicatedLinear``). All of it is whole on every GPU (:func:`_vision_towers`)."""
     with _in_sub_config("vision_config"):
         h = _int(v, ("hidden_size",), default=1152)
         layers = _int(v, ("num_hidden_layers",), default=27)
@@ -4197,13 +4195,15 @@ def _gemma4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
     return positions * h + channels * patch * patch * h + layers * block + h * text_hidden
 
 
-def _vision_whole(config: Mapping[str, Any], vision: int) -> int:
-    """Of a wrapper's vision parameters, those every GPU holds whole: all of Gemma 4's (transformers' tower
-    and a replicated projection); none of the others' here (GLM-V's under ``--mm-encoder-tp-mode data`` is
+def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
+    """A wrapper's vision parameters, and those of them every GPU holds whole: the DeepSeek-VL2 classes' by
+    their towers (:func:`_deep_encoder_parameters`), all of Gemma 4's (transformers' tower and a replicated
+    projection), none of the others' here (GLM-V's under ``--mm-encoder-tp-mode data`` is
     :func:`capacity.parallel.encoder_tp_mode`'s to say)."""
     if _architecture_class(config) in _DEEP_ENCODER_CLASSES:
-        return _deep_encoder_parameters(config)[1]
-    return vision if config.get("model_type") == "gemma4" else 0
+        return _deep_encoder_parameters(config)
+    vision = _vision_parameters(config, text_hidden)
+    return vision, vision if config.get("model_type") == "gemma4" else 0
 
 
 def _paddleocr_vl_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
@@ -5669,8 +5669,7 @@ def architecture_from_config(
     else:
         # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
         # model alone (the towers are MiMoV2OmniForCausalLM's).
-        vision = _vision_parameters(tower_config, hidden) if family != "mimo_v2" else 0
-        towers = (vision, _vision_whole(tower_config, vision))
+        towers = _vision_towers(tower_config, hidden) if family != "mimo_v2" else (0, 0)
     vision_widths = _vision_split_widths(tower_config) if family != "mimo_v2" else ()
     data_mode = architecture in ENCODER_TP_DATA
     audio = _audio_tower(config, hidden)
