@@ -87,6 +87,9 @@ FAMILIES: dict[str, str] = {
     "Cohere2ForCausalLM": "dense",
     "Cohere2MoeForCausalLM": "moe",  # vLLM's cohere2_moe.py
     "Phi3ForCausalLM": "dense",
+    # Phi-3(.5)-vision (phi3v.py): vLLM's Llama over the top-level fields, behind a CLIP-L tower that the
+    # file describes in img_processor and embd_layer (_phi3v_vision_parameters)
+    "Phi3VForCausalLM": "dense",
     "NemotronForCausalLM": "dense",
     "ExaoneForCausalLM": "dense",
     "ApertusForCausalLM": "dense",
@@ -1955,12 +1958,21 @@ def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
 def _name_sub_config_type(sub: dict[str, Any], config: Mapping[str, Any], key: str) -> None:
     """Give ``sub`` (``config[key]``, copied) the model type its wrapper's class builds for it when it names
     none (LlavaConfig a Llama, Gemma3Config a gemma3_text: ``sub_config_types``); a text config of a wrapper
-    that builds none is read as the wrapper's own type."""
+    that builds none is read as the wrapper's own type.
+
+    A vision config is the type its wrapper's class builds whatever the file names, where the class builds
+    its own (``fixed_sub_configs``): transformers 4.45 saved Qwen2-VL's as ``"model_type": "qwen2_vl"`` with
+    no sizes, which Qwen2VLConfig makes a Qwen2VLVisionConfig of its defaults (depth 32, 1,280 wide). A text
+    config keeps the type it names: vLLM's engine reads that name (which MLA checkpoints are, for one)."""
     top_type = config.get("model_type")
-    if "model_type" in sub:
-        return
-    built = engine_vocabulary().sub_config_types.get(top_type, {}) if isinstance(top_type, str) else {}
+    vocabulary = engine_vocabulary()
+    built = vocabulary.sub_config_types.get(top_type, {}) if isinstance(top_type, str) else {}
     key = _BUILT_AS.get(key, key)
+    if "model_type" in sub:
+        own = vocabulary.fixed_sub_configs.get(top_type, frozenset()) if isinstance(top_type, str) else ()
+        if key == "vision_config" and key in own and key in built:
+            sub["model_type"] = built[key]
+        return
     if key in built:
         sub["model_type"] = built[key]
     elif key != "vision_config":
@@ -2035,6 +2047,9 @@ class EngineVocabulary:
     sub_config_types: Mapping[str, Mapping[str, str]]
     """Per composite model type, the type it builds for a ``text_config``, ``vision_config`` or
     ``llm_config`` that names none."""
+    fixed_sub_configs: Mapping[str, frozenset[str]]
+    """Per composite model type, the sub-configs its class builds as :attr:`sub_config_types`' type even
+    where the file names another (Qwen2VLConfig's; LlavaConfig goes by the type stated)."""
     default_towers: Mapping[str, Mapping[str, Any]]
     """Per composite model type, the vision config its class builds for a file that states none: the values
     it sets beyond that config class's own defaults (:attr:`config_defaults`)."""
@@ -2061,6 +2076,7 @@ def engine_vocabulary() -> EngineVocabulary:
         transformers_architectures=frozenset(doc["transformers_architectures"]),
         config_defaults=doc["config_defaults"],
         sub_config_types=doc["sub_config_types"],
+        fixed_sub_configs={t: frozenset(keys) for t, keys in doc["fixed_sub_configs"].items()},
         default_towers=doc["default_towers"],
         previously_supported=doc["previously_supported"],
         quantization_methods=frozenset(doc["quantization_methods"]),
@@ -4168,7 +4184,7 @@ def _towerless_wrapper(config: Mapping[str, Any]) -> bool:
     cls = _architecture_class(config)
     if cls not in engine_vocabulary().multimodal_architectures or cls in THINKER_WRAPPERS:
         return False  # (a thinker wrapper's towers are the thinker's, read with it)
-    if any(config.get(key) is not None for key in ("vision_config", *_TOWER_CONFIGS, "thinker_config")):
+    if any(config.get(key) is not None for key in ("vision_config", *_TOWER_CONFIGS, *_OWN_TOWER_CONFIGS)):
         return False
     top = config.get("model_type")
     made = engine_vocabulary().sub_config_types.get(top, {}) if isinstance(top, str) else {}
@@ -4202,6 +4218,8 @@ def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, in
     :func:`capacity.parallel.encoder_tp_mode`'s to say)."""
     if _architecture_class(config) in _DEEP_ENCODER_CLASSES:
         return _deep_encoder_parameters(config)
+    if _architecture_class(config) == "Phi3VForCausalLM":
+        return _phi3v_vision_parameters(config, text_hidden)
     vision = _vision_parameters(config, text_hidden)
     return vision, vision if config.get("model_type") == "gemma4" else 0
 
@@ -4243,16 +4261,51 @@ def _sam_vit_b(last_conv: int) -> int:
     return 3 * 16 * 16 * h + h + grid * grid * h + 12 * block + relative + neck + convolutions
 
 
-def _deep_clip() -> tuple[int, int]:
-    """DeepSeek-OCR's CLIP-L (deepseek_ocr.py's fixed CLIPVisionConfig: 24 layers 1,024 wide, a 4,096-wide
-    MLP, 14-pixel patches of 224-pixel images): a class embedding, a bias-free patch projection, 257
-    positions, a pre-LayerNorm (no post-LayerNorm), and blocks whose fused QKV, output projection and MLP are
-    vLLM's parallel linears. Its parameters split by TP (the weights, and the column-parallel biases), and
-    those whole on every GPU (the rest)."""
-    h, m, layers = 1024, 4096, 24
+def _clip_vit_l(image: int, layers: int) -> tuple[int, int]:
+    """A CLIP ViT-L/14 fixed in a vLLM class (1,024 wide, a 4,096-wide MLP, 14-pixel patches of ``image``
+    pixels), built to ``layers`` blocks: a class embedding, a bias-free patch projection, ``(image / 14)^2
+    + 1`` positions, a pre-LayerNorm (no post-LayerNorm: the classes read an inner layer's features or the
+    last block's), and blocks whose fused QKV, output projection and MLP are vLLM's parallel linears. Its
+    parameters split by TP (the weights, and the column-parallel biases), and those whole on every GPU (the
+    rest)."""
+    h, m = 1024, 4096
     split = layers * (3 * h * h + 3 * h + h * h + h * m + m + m * h)
-    whole = h + 3 * 14 * 14 * h + ((224 // 14) ** 2 + 1) * h + 2 * h + layers * (h + h + 4 * h)
+    whole = h + 3 * 14 * 14 * h + ((image // 14) ** 2 + 1) * h + 2 * h + layers * (h + h + 4 * h)
     return split, whole
+
+
+def _image_settings(config: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = config.get(key)
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, f"is {value!r:.40}; expected an object (Phi3VConfig's image settings)")
+    return value
+
+
+def _phi3v_vision_parameters(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
+    """Phi-3(.5)-vision's image embedding as vLLM's phi3v.py builds it, and the part of it every GPU holds
+    whole: CLIP ViT-L/14 at 336 pixels whatever ``img_processor`` names (:func:`_clip_vit_l`), cut after
+    ``img_processor.layer_idx`` (-2 by default: 23 blocks); the HD transform's two separators
+    (``glb_GN``, ``sub_GN``) and a two-layer biased projection from 2 x 2 merged features
+    (``image_dim_out`` x 4) into the text width, plain torch modules; and a second token embedding the
+    wrapper builds beside its Llama's (``embed_tokens``, loaded from ``vision_embed_tokens.wte``),
+    vocab-parallel. vLLM asserts the HD transform and its separators on."""
+    processor, embedding = _image_settings(config, "img_processor"), _image_settings(config, "embd_layer")
+    for flag in ("use_hd_transform", "with_learnable_separator"):
+        if embedding.get(flag) is not True:
+            raise ConfigError(
+                f"embd_layer.{flag}",
+                f"is {embedding.get(flag)!r:.40}; accepted: true (vLLM's Phi3HDImageEmbedding asserts it)",
+            )
+    with _in_sub_config("img_processor"):
+        out = _int(processor, ("image_dim_out",))
+        index = processor.get("layer_idx", -2)
+        if isinstance(index, bool) or not isinstance(index, int) or not -24 <= index <= 23:
+            raise ConfigError("layer_idx", f"is {index!r:.40}; expected an integer -24..23 (a CLIP-L block)")
+    split, whole = _clip_vit_l(336, 24 + index + 1 if index < 0 else index + 1)
+    merged = 4 * out
+    whole += 2 * merged + merged * text_hidden + text_hidden + text_hidden * text_hidden + text_hidden
+    split += _int(config, _VOCAB) * text_hidden
+    return split + whole, whole
 
 
 def _siglip_so400m() -> tuple[int, int]:
@@ -4274,11 +4327,12 @@ def _deep_encoder_parameters(config: Mapping[str, Any]) -> tuple[int, int]:
     """A DeepSeek-VL2 class's vision parameters, and those of them every GPU holds whole.
 
     DeepSeek-VL2: timm's SigLIP-so400m (:func:`_siglip_so400m`); two separators (``image_newline``,
-    ``view_seperator``). DeepSeek-OCR: SAM ViT-B into 1,024 channels, then CLIP-L (:func:`_deep_clip`); two
-    separators. DeepSeek-OCR-2: SAM ViT-B into 896 channels, then a Qwen2 decoder used as the encoder
-    (transformers' ``Qwen2Model``, 24 layers 896 wide, 14 query and 2 KV heads, a 4,864-wide gated MLP, no
-    token embedding) and its two query tables (144 and 256 rows), all whole; one separator. Each then projects
-    through ``projector_config`` (MlpProjectorConfig's defaults where the file is silent), whole."""
+    ``view_seperator``). DeepSeek-OCR: SAM ViT-B into 1,024 channels, then CLIP-L at 224 pixels
+    (:func:`_clip_vit_l`); two separators. DeepSeek-OCR-2: SAM ViT-B into 896 channels, then a Qwen2
+    decoder used as the encoder (transformers' ``Qwen2Model``, 24 layers 896 wide, 14 query and 2 KV heads,
+    a 4,864-wide gated MLP, no token embedding) and its two query tables (144 and 256 rows), all whole; one
+    separator. Each then projects through ``projector_config`` (MlpProjectorConfig's defaults where the file
+    is silent), whole."""
     tile_tag = config.get("tile_tag")
     if tile_tag != "2D":
         # DeepseekVLV2Config's default is the string "tile_tag", which vLLM's classes refuse too.
@@ -4288,7 +4342,7 @@ def _deep_encoder_parameters(config: Mapping[str, Any]) -> tuple[int, int]:
     if architecture == "DeepseekVLV2ForCausalLM":
         (split, whole), separators = _siglip_so400m(), 2
     elif architecture == "DeepseekOCRForCausalLM":
-        split, whole = _deep_clip()
+        split, whole = _clip_vit_l(224, 24)
         whole, separators = whole + _sam_vit_b(1024), 2
     else:
         h, kv, inter, layers = 896, 896 // 14 * 2, 4864, 24
@@ -4722,6 +4776,8 @@ class _AudioTower:
 #: The sub-configs of a wrapper that describe a tower beside its language model; one no reader below weighs
 #: is named in a warning (:func:`_unweighed_towers`).
 _TOWER_CONFIGS = ("audio_config", "encoder_config", "speech_config", "audio_encoder_config")
+#: Where a wrapper with a reader of its own describes its towers: a thinker's (Qwen-Omni), Phi-3-vision's.
+_OWN_TOWER_CONFIGS = ("thinker_config", "img_processor")
 
 
 def _audio_tower(config: Mapping[str, Any], text_hidden: int) -> _AudioTower | None:

@@ -839,6 +839,8 @@ WRAPPER_FIXTURES = (
     "llava-1.5-7b-hf",
     "llava-v1.6-mistral-7b-hf",
     "qwen2.5-vl-7b-instruct",
+    "olmocr-7b-0225-preview",
+    "phi-3-vision-128k-instruct",
     "qwen3-vl-235b-a22b",
     "qwen3.5-397b-a17b",
     "qwen3-asr-0.6b",
@@ -941,12 +943,14 @@ WRAPPER_CASES: dict[str, dict[str, Any]] = (
 
 
 def _wrapper_case(case: str, config: dict[str, Any]) -> dict[str, Any]:
-    """The probe's case for a wrapper, with what its class needs to be built here."""
+    """The probe's case for a wrapper, with what its class needs to be built here (a config only the
+    checkpoint's own code reads, Phi-3-vision's, as a plain config class of its fields)."""
     cls = capacity.architecture_from_config(config).architecture
     return (
         {"id": case, "config": config, "torchvision_stand_in": True}
         | ({"tokens": TOKENS_LOOKED_UP[cls]} if cls in TOKENS_LOOKED_UP else {})
         | ({"timm": True} if cls in TIMM_TOWERS else {})
+        | ({"plain_config": True} if capacity.config_reader(config) == "checkpoint" else {})
     )
 
 

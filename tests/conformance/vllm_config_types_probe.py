@@ -15,7 +15,8 @@ config classes fill in where a file leaves a field out: transformers saves a com
 files state no hidden_size, layers or heads of their Llama), so those defaults are part of the file's
 meaning: ``config_defaults``, each type's ``__init__`` default for the sizes capacity reads (not a value
 derived from others, such as Llama's head_dim), and ``sub_config_types``, the type a composite config
-builds for a sub-config that names none. And the classes vLLM served in an earlier release and names when it
+builds for a sub-config that names none (``fixed_sub_configs``: those it builds as that type even where the
+file names another). And the classes vLLM served in an earlier release and names when it
 refuses them (``previously_supported``: MiniMax-M1's, dots.llm1's, Baichuan's, until 0.23), the
 quantization methods it loads (``quantization_methods``), the registered classes that do not generate
 text (``class_runners``: the pooling ones, which ``--runner auto`` serves with the pooling runner), and the
@@ -83,7 +84,22 @@ _DEFAULTED_FIELDS = (
     "patch_size",
     "num_channels",
     "projection_dim",
+    # a vision tower's own names (Qwen-VL's ViT: depth, embed_dim, num_heads, mlp_ratio, in_channels, ...)
+    "depth",
+    "embed_dim",
+    "num_heads",
+    "mlp_ratio",
+    "in_channels",
+    "in_chans",
+    "temporal_patch_size",
+    "spatial_merge_size",
+    "out_hidden_size",
+    "num_position_embeddings",
+    "hidden_act",
 )
+
+#: The defaulted fields whose value is a name, not a size (a SiLU tower's MLP is gated, a GELU one's not).
+_NAMED_FIELDS = frozenset({"hidden_act"})
 
 #: The sub-configs a composite config builds from a file's objects.
 _SUB_CONFIGS = ("text_config", "vision_config", "llm_config")
@@ -101,6 +117,7 @@ def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, ob
     defaults: dict[str, dict[str, object]] = {}
     sub_types: dict[str, dict[str, object]] = {}
     towers: dict[str, dict[str, object]] = {}
+    fixed: dict[str, list[str]] = {}
     for model_type in sorted(set(CONFIG_MAPPING.keys()) | set(vllm_configs)):
         # vLLM's table is lazy: its get() answers the class's name, indexing imports the class.
         cls = vllm_configs[model_type] if model_type in vllm_configs else CONFIG_MAPPING[model_type]
@@ -110,7 +127,11 @@ def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, ob
         values = {
             field: params[field].default
             for field in _DEFAULTED_FIELDS
-            if field in params and isinstance(params[field].default, bool | int | float)
+            if field in params
+            and (
+                isinstance(params[field].default, bool | int | float)
+                or (field in _NAMED_FIELDS and isinstance(params[field].default, str))
+            )
         }
         if values:
             defaults[model_type] = values
@@ -127,7 +148,27 @@ def _defaults(vllm_configs: dict[str, type]) -> dict[str, dict[str, dict[str, ob
             sub_types[model_type] = subs
         if "vision_config" in subs:
             towers[model_type] = _tower_made(built.vision_config)
-    return {"config_defaults": defaults, "sub_config_types": sub_types, "default_towers": towers}
+        own = sorted(key for key in subs if _builds_its_own(cls, key, type(getattr(built, key)), model_type))
+        if own:
+            fixed[model_type] = own
+    return {
+        "config_defaults": defaults,
+        "sub_config_types": sub_types,
+        "fixed_sub_configs": fixed,
+        "default_towers": towers,
+    }
+
+
+def _builds_its_own(cls: type, key: str, made: type, model_type: str) -> bool:
+    """Whether ``cls`` builds ``key`` as its own class ``made`` whatever ``model_type`` the file's object
+    states (Qwen2VLConfig makes a Qwen2VLVisionConfig of a ``vision_config`` that says ``qwen2_vl``, as
+    transformers 4.45's files do), rather than the class of the stated type (LlavaConfig's AutoConfig, which
+    would make a LlavaConfig of it). Asked by building one with the wrapper's own type stated."""
+    try:
+        built = cls(**{key: {"model_type": model_type}})
+    except Exception:  # refuses the stated type: it goes by it
+        return False
+    return type(getattr(built, key, None)) is made
 
 
 def _tower_made(vision: Any) -> dict[str, object]:

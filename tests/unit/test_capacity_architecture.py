@@ -5,10 +5,15 @@ Configs are the catalog's stored facts or small dicts built here; nothing is fak
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import capacity as c
 from tests.builders import QWEN2_VL_7B, QWEN25_VL_3B, QWEN25_VL_7B
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
 
 @pytest.mark.parametrize("model", c.catalog_ids())
@@ -578,6 +583,59 @@ def test_qwen_vl_is_a_known_dense_decoder_with_its_window_off_and_its_tower_coun
     arch = c.architecture_from_config(config)
     assert (arch.sliding_window, arch.num_sliding_window_layers, arch.warnings) == (None, 0, ())
     assert arch.parameters == pytest.approx(published, rel=0.01)
+
+
+def test_a_vision_config_is_the_class_its_wrapper_builds_whatever_type_it_names():
+    """Qwen2VLConfig builds its own vision class of a ``vision_config`` whatever type the object names:
+    olmOCR's file (transformers 4.45) names the wrapper's type and no sizes, and vLLM builds the class's
+    defaults, Qwen2-VL-7B's tower. LlavaConfig goes by the type named: a SigLIP stays a SigLIP."""
+    olmocr = json.loads((CONFIGS / "olmocr-7b-0225-preview" / "config.json").read_text())
+    assert olmocr["vision_config"] == {"in_chans": 3, "model_type": "qwen2_vl", "spatial_patch_size": 14}
+    read, full = c.architecture_from_config(olmocr), c.architecture_from_config(QWEN2_VL_7B)
+    assert (read.parameters, read.weight_groups, read.warnings) == (full.parameters, full.weight_groups, ())
+    assert read.parameters == 8_291_375_616  # vLLM 0.32's class on the meta device (sources.json)
+    llava = json.loads((CONFIGS / "llava-1.5-7b-hf" / "config.json").read_text())
+    siglip = llava | {"vision_config": llava["vision_config"] | {"model_type": "siglip_vision_model"}}
+    assert c.architecture_from_config(siglip).parameters != c.architecture_from_config(llava).parameters
+
+
+PHI3V = json.loads((CONFIGS / "phi-3-vision-128k-instruct" / "config.json").read_text())
+
+
+def test_phi_3_vision_is_its_llama_behind_the_clip_vllm_builds_for_it():
+    """phi3v.py: Phi-3-mini's layers as vLLM's Llama (every layer sliding at the file's 131,072), CLIP
+    ViT-L/14-336 cut after layer_idx -2 (23 blocks), two 4,096-wide separators, a 4,096 -> 3,072 -> 3,072
+    projection, and a second 32,064 x 3,072 token embedding: vLLM 0.32 builds 4,232,523,776 parameters."""
+    arch = c.architecture_from_config(PHI3V)
+    language = 3_821_079_552
+    clip = 23 * (12 * 1024 * 1024 + 13 * 1024) + 1024 + 3 * 14 * 14 * 1024 + 577 * 1024 + 2 * 1024
+    image = clip + 2 * 4096 + (4096 * 3072 + 3072) + (3072 * 3072 + 3072) + 32064 * 3072
+    assert (arch.parameters, arch.weight_groups.vision) == (language + image, 2 * image)
+    assert arch.parameters == 4_232_523_776
+    assert (arch.num_kv_heads, arch.head_dim, arch.sliding_window, arch.num_sliding_window_layers) == (
+        32,
+        96,
+        131072,
+        32,
+    )
+    assert c.config_reader(PHI3V) == "checkpoint"  # phi3_v: the repository's own config class
+    # A feature layer nearer the input builds fewer blocks.
+    first = c.architecture_from_config(PHI3V | {"img_processor": PHI3V["img_processor"] | {"layer_idx": 0}})
+    assert arch.parameters - first.parameters == 22 * (12 * 1024 * 1024 + 13 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ({"embd_layer": PHI3V["embd_layer"] | {"use_hd_transform": False}}, "embd_layer.use_hd_transform"),
+        ({"img_processor": {"num_img_tokens": 144}}, "img_processor.image_dim_out"),
+        ({"img_processor": PHI3V["img_processor"] | {"layer_idx": 24}}, "img_processor.layer_idx"),
+        ({"embd_layer": None}, "embd_layer"),
+    ],
+)
+def test_a_phi_3_vision_file_vllm_cannot_build_is_refused_naming_the_field(edit, field):
+    with pytest.raises(c.ConfigError, match=f"config.json field '{field}'"):
+        c.architecture_from_config(PHI3V | edit)
 
 
 COHERE2 = BASE | {
