@@ -230,7 +230,13 @@ FAMILIES: dict[str, str] = {
     "ArceeForCausalLM": "dense",  # AFM: a Llama with an ungated ReLU^2 MLP
     "Jais2ForCausalLM": "dense",
     "PhiForCausalLM": "dense",  # Phi-1, Phi-1.5, Phi-2
+    "GlmForCausalLM": "dense",  # GLM-4-9B's -hf files: a Llama with q/k/v biases, half the head rotated
+    "OlmoForCausalLM": "dense",  # OLMo 1: LayerNorms without weights (transformers' OlmoLayerNorm)
+    "VaultGemmaForCausalLM": "dense",  # Gemma 2's layers, one norm before each sublayer
     "Lfm2MoeForCausalLM": "hybrid",
+    # JetBrains' Mellum 2 (transformers' MellumForCausalLM): Qwen3-MoE's layers, routed or dense by
+    # mlp_layer_types, sliding only where layer_types says
+    "MellumForCausalLM": "moe",
     "DbrxForCausalLM": "moe",  # its facts in attn_config and ffn_config (_dbrx_fields)
     "DeciLMForCausalLM": "nas",
     "Gemma4ForCausalLM": "gemma4",
@@ -575,6 +581,7 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # state null, which stays null).
     "mistral": {"sliding_window": 4096},
     "gemma2": {"sliding_window": 4096, "sliding_window_pattern": 2},
+    "vaultgemma": {"sliding_window": 4096, "sliding_window_pattern": 2},  # VaultGemmaConfig's, Gemma 2's
     "gemma3": {"sliding_window_pattern": 6},
     "gpt_oss": {"attention_bias": True, "sliding_window_pattern": 2},
     # Cohere2Config: a 4096-token window on three layers of four (a text config saved as its difference
@@ -734,6 +741,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
             ("olmo3", 4),
         )
     },
+    # MellumConfig: a 1024-token window on the layers layer_types names, none where it names none.
+    "mellum": {"sliding_window": 1024, "sliding_window_pattern": 1},
 }
 
 # Alternative names per fact, first match wins.
@@ -2621,7 +2630,7 @@ class _Read:
 _MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "sarvam_moe", "sarvam_mla")
 
 #: Families whose vLLM class takes each layer's MLP kind from ``mlp_layer_types`` where the file has it.
-_MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna")
+_MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum")
 
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
@@ -5192,6 +5201,8 @@ class _Modeling:
     router_dtype: str | None = None
     attention_gate_projection: bool = False
     mlp_down_bias: bool = False
+    final_norm: bool = True
+    """A norm with weights after the last layer; with ``norms_per_layer`` 0, OLMo's weightless norms."""
     tied_head: bool | None = None
     """Whether the LM head is the embedding whatever ``tie_word_embeddings`` says; None: as it says (set from
     :data:`_HEAD_TIED_WHATEVER_THE_FILE` and :data:`_HEAD_OWN_WHATEVER_THE_FILE`)."""
@@ -5298,6 +5309,10 @@ _MODELING: dict[str, _Modeling] = {
     "minimax_m2": _Modeling(qk_norm="full", expert_score_bias="use_routing_bias", router_dtype="float32"),
     # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
     **dict.fromkeys(("olmo2", "olmo3"), _Modeling(qk_norm="full", o_bias="attention_bias")),
+    # transformers' OLMo 1: attention_bias on all four projections, LayerNorms with no weights or biases.
+    "olmo": _Modeling(o_bias="attention_bias", norms_per_layer=0, final_norm=False),
+    # transformers' Mellum: attention_bias on all four projections, per-head q/k norms.
+    "mellum": _Modeling(o_bias="attention_bias", qk_norm="head"),
     "olmoe": _Modeling(qk_norm="full", qkv_bias=False),  # vLLM's olmoe.py reads no bias key
     # transformers' FlexOlmo (vLLM's Transformers backend): OLMoE's whole-projection q/k norms and two norms a
     # layer, attention_bias on all four projections (which vLLM's own olmoe.py ignores).
@@ -5671,6 +5686,7 @@ def architecture_from_config(
         default = 2 if _bool(cfg, "new_decoder_architecture", False) else 1
         extra["norms_per_layer"] = 2 if _int(cfg, ("num_ln_in_parallel_attn",), default=default) == 2 else 1
     extra.setdefault("norms_per_layer", built.norms_per_layer)
+    extra.setdefault("final_norm", built.final_norm)
     extra.setdefault("norm_bias", built.norm_bias)
     extra.setdefault("mlp_gated", built.mlp_gated)
     extra.setdefault("activation_parameters", built.activation_parameters)

@@ -906,8 +906,9 @@ WRAPPERS_NOT_HELD = {
 
 
 def _is_wrapper(config: dict[str, Any]) -> bool:
-    """A multimodal checkpoint (a tower's or a thinker's config beside its language model's)."""
-    return any(key in config for key in ("vision_config", "audio_config", "thinker_config"))
+    """A multimodal checkpoint (a tower's or a thinker's config beside its language model's, or
+    Phi-3-vision's image settings)."""
+    return any(key in config for key in ("vision_config", "audio_config", "thinker_config", "img_processor"))
 
 
 def _multimodal_fixtures() -> set[str]:

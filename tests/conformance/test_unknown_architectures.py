@@ -111,10 +111,10 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     assert not wrong, "\n".join(wrong)
     # The comparison is real: classes of both kinds were made and judged, plain files among them. With vLLM
     # 0.32 and transformers 5.19 the classes read and matched here were 14 until they became families one by
-    # one (InternLM2, MiMo, Orion, Solar, StableLM, CWM, HyperCLOVAX, TeleChat, ... are read by their own
-    # rules now, held to their classes in test_parameter_counts.py); OLMo, VaultGemma (transformers) and
-    # openPangu Embedded (plain) are still read as standard decoders, and match. The plain IQuestLoopCoder
-    # was read, 2x short of its KV, until its class was refused by name; Arcee, Jais2 and Phi a fifth too
-    # large, until they were families. The refused were 10 until LongCat-Flash became a family.
+    # one (InternLM2, MiMo, Orion, Solar, StableLM, CWM, HyperCLOVAX, TeleChat, OLMo 1, VaultGemma, ... are
+    # read by their own rules now, held to their classes in test_parameter_counts.py); openPangu Embedded
+    # (plain) is still read as a standard decoder, and matches. The plain IQuestLoopCoder was read, 2x short
+    # of its KV, until its class was refused by name; Arcee, Jais2 and Phi a fifth too large, until they were
+    # families. The refused were 10 until LongCat-Flash and Mellum became families.
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 3 and len(plain) >= 1 and len(refused) >= 9, (read, refused)
+    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 8, (read, refused)

@@ -254,6 +254,13 @@ def _family(architecture: str, model_type: str, **fields: Any) -> c.Architecture
         # Gemma: the LM head tied by GemmaConfig's default; its head_dim default is 256.
         ("GemmaForCausalLM", "gemma", {"head_dim": 64}, -1000 * H),
         ("SmolLM3ForCausalLM", "smollm3", {}, -1000 * H),
+        # GLM-4-9B's -hf files (transformers' Glm): attention_bias on q, k and v, not the output.
+        ("GlmForCausalLM", "glm", {"head_dim": 64, "attention_bias": True}, L * (Q + 2 * KV_WIDTH)),
+        # OLMo 1: LayerNorms with neither weights nor biases (OlmoLayerNorm), two a layer and a final one.
+        ("OlmoForCausalLM", "olmo", {}, -(2 * L + 1) * H),
+        ("OlmoForCausalLM", "olmo", {"attention_bias": True}, -(2 * L + 1) * H + L * (Q + 2 * KV_WIDTH + H)),
+        # VaultGemma: Gemma 2's layers, the LM head tied by VaultGemmaConfig's default.
+        ("VaultGemmaForCausalLM", "vaultgemma", {"head_dim": 64}, -1000 * H),
     ],
     ids=[
         "starcoder2",
@@ -268,12 +275,36 @@ def _family(architecture: str, model_type: str, **fields: Any) -> c.Architecture
         "exaone4-biased",
         "gemma",
         "smollm3",
+        "glm",
+        "olmo",
+        "olmo-biased",
+        "vaultgemma",
     ],
 )
 def test_a_family_weighs_what_its_modeling_code_builds_beyond_a_llama(
     architecture, model_type, fields, more_than_llama
 ):
     assert _family(architecture, model_type, **fields).parameters - _llama().parameters == more_than_llama
+
+
+def test_vaultgemma_and_mellum_slide_as_their_config_classes_derive_layer_types():
+    """VaultGemmaConfig: with no layer_types, every other layer slides (from the first), at 4096 where the
+    file states no window. MellumConfig: with no layer_types no layer slides, whatever sliding_window says;
+    where layer_types names sliding layers they slide at the file's window, or 1024."""
+    vault = _family("VaultGemmaForCausalLM", "vaultgemma", head_dim=64)
+    assert ([layer.mixer for layer in vault.layers], vault.sliding_window) == (["sliding", "full"] * 2, 4096)
+    moe = {"num_local_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "head_dim": 64}
+    unlisted = _family("MellumForCausalLM", "mellum", sliding_window=64, **moe)
+    assert ([layer.mixer for layer in unlisted.layers], unlisted.sliding_window) == (["full"] * 4, None)
+    listed = _family(
+        "MellumForCausalLM",
+        "mellum",
+        layer_types=["sliding_attention", "full_attention", "full_attention", "full_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse", "sparse"],
+        **moe,
+    )
+    assert [layer.mixer for layer in listed.layers] == ["sliding", "full", "full", "full"]
+    assert (listed.sliding_window, [layer.ffn for layer in listed.layers]) == (1024, ["dense"] + ["moe"] * 3)
 
 
 def test_starcoder2_slides_every_layer_by_its_window_and_gemma_reads_its_class_head_size():
