@@ -125,6 +125,7 @@ FAMILIES: dict[str, str] = {
     "Glm4ForCausalLM": "dense",
     "Ernie4_5ForCausalLM": "dense",
     "PaddleOCRVLForConditionalGeneration": "dense",  # an ERNIE 4.5 over a SigLIP-style tower
+    "GlmOcrForConditionalGeneration": "dense",  # GLM-OCR (glm_ocr.py): a GLM-4 over GLM-V's tower, reworked
     "HunYuanDenseV1ForCausalLM": "dense",
     # Served by vLLM's Transformers backend: transformers' modeling code decides their weights.
     "Olmo2ForCausalLM": "dense",
@@ -1930,6 +1931,7 @@ _FILE_NAMES: dict[str, dict[str, str]] = {
 #: read as that type once their own config class's defaults are in.
 _LANGUAGE_MODEL_TYPES = {
     "glm4v_text": "glm4",
+    "glm_ocr_text": "glm4",  # glm4_1v.py builds Glm4ForCausalLM for GLM-OCR too
     "glm4v_moe_text": "glm4_moe",
     "qwen2_5_omni_text": "qwen2",  # qwen2_5_omni_thinker.py: Qwen2ForCausalLM
     "qwen3_omni_moe_text": "qwen3_moe",  # qwen3_omni_moe_thinker.py: Qwen3MoeForCausalLM's layers
@@ -4061,6 +4063,8 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     if vision is None:
         return 0
     v = _vision_with_defaults(config, vision)
+    if config.get("model_type") == "glm_ocr" or v.get("model_type") == "glm_ocr_vision":
+        return _glm_ocr_vision_parameters(v, _int(_text_config(config), ("intermediate_size",)))
     if _is_glm4v_tower(config, v):
         return _glm4v_vision_parameters(v)
     if v.get("model_type") == "pixtral":
@@ -4760,6 +4764,30 @@ def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
     downsample = h + h * out * merge * merge + out + h
     merger = out * out + 2 * out + 3 * out * inter
     return patch_embed + depth * block + positions + downsample + merger
+
+
+def _glm_ocr_vision_parameters(v: Mapping[str, Any], text_inter: int) -> int:
+    """GLM-OCR's tower as vLLM's glm_ocr.py builds it (GlmOcrVisionTransformer over GLM-V's): the biased 3-D
+    patch embedding; ``depth`` blocks of two RMSNorms, a biased fused QKV and output projection with per-head
+    q and k RMSNorms, and a biased gated MLP ``intermediate_size`` wide; no position table and no norm after
+    the patch embedding; a final RMSNorm, the biased ``spatial_merge_size``-square convolution into
+    ``out_hidden_size``, and GLM-V's merger, gated ``text_inter`` wide (the text model's MLP width).
+    Defaults are GlmOcrVisionConfig's."""
+    with _in_sub_config("vision_config"):
+        h = _int(v, ("hidden_size",), default=1024)
+        depth = _int(v, ("depth",), default=24)
+        heads = _int(v, ("num_heads",), default=16)
+        out = _int(v, ("out_hidden_size",), default=1536)
+        inter = _int(v, ("intermediate_size",), default=4096)
+        channels = _int(v, ("in_channels",), default=3)
+        patch = _int(v, ("patch_size",), default=14)
+        temporal = _int(v, ("temporal_patch_size",), default=2)
+        merge = _int(v, ("spatial_merge_size",), default=2)
+    patch_embed = channels * temporal * patch * patch * h + h
+    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h // heads) + (3 * h * inter + 2 * inter + h)
+    downsample = h + h * out * merge * merge + out
+    merger = out * out + 2 * out + 3 * out * text_inter
+    return patch_embed + depth * block + downsample + merger
 
 
 # ----- audio towers ----------------------------------------------------------------------------------------

@@ -525,7 +525,64 @@ VISION_WRAPPERS: dict[str, dict[str, Any]] = {
             "siglip_vision_model",
             {"alignment_intermediate_size": 1024},
         ),
+        ("glm_ocr", "GlmOcrForConditionalGeneration", "glm_ocr", "glm_ocr_text", "glm_ocr_vision", {}),
     )
+}
+
+# zai-org/GLM-OCR's config.json as its publisher ships it (printed whole but for its last token ids in a
+# public session transcript, 2026-05-21): a GLM-4 language model 1,536 wide with 128-wide heads and one MTP
+# layer, behind GLM-OCR's CogViT tower. The model card's "0.9B parameters" counts no embedding table.
+GLM_OCR: dict[str, Any] = {
+    "architectures": ["GlmOcrForConditionalGeneration"],
+    "model_type": "glm_ocr",
+    "text_config": {
+        "model_type": "glm_ocr_text",
+        "pad_token_id": 59246,
+        "vocab_size": 59392,
+        "eos_token_id": [59246, 59253],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": 1536,
+        "initializer_range": 0.02,
+        "intermediate_size": 4608,
+        "max_position_embeddings": 131072,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 16,
+        "num_nextn_predict_layers": 1,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05,
+        "dtype": "bfloat16",
+        "rope_parameters": {
+            "rope_type": "default",
+            "mrope_section": [16, 24, 24],
+            "partial_rotary_factor": 1.0,
+            "rope_theta": 10000,
+        },
+        "tie_word_embeddings": False,
+        "use_cache": True,
+    },
+    "vision_config": {
+        "model_type": "glm_ocr_vision",
+        "hidden_size": 1024,
+        "depth": 24,
+        "num_heads": 16,
+        "attention_bias": True,
+        "intermediate_size": 4096,
+        "hidden_act": "silu",
+        "hidden_dropout_prob": 0.0,
+        "initializer_range": 0.02,
+        "image_size": 336,
+        "patch_size": 14,
+        "out_hidden_size": 1536,
+        "rms_norm_eps": 1e-05,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+    "image_start_token_id": 59256,
+    "image_end_token_id": 59257,
+    "video_start_token_id": 59258,
 }
 
 

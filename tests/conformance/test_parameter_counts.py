@@ -52,6 +52,7 @@ from capacity.architecture import ATTENTION_MIXERS, ENCODER_TP_DATA, FAMILIES, T
 from capacity.quantization import PER_ROW, PER_ROW_IN_FEATURES
 from tests.builders import (
     AUDIO_WRAPPERS,
+    GLM_OCR,
     MINIMAX_M3_TEXT,
     QWEN2_VL_7B,
     TOWERLESS_WRAPPERS,
@@ -940,6 +941,7 @@ WRAPPER_CASES: dict[str, dict[str, Any]] = (
         )
     }
     | DEEPSEEK_VL2
+    | {"glm-ocr": GLM_OCR}
 )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import capacity as c
-from tests.builders import QWEN2_VL_7B, QWEN25_VL_3B, QWEN25_VL_7B
+from tests.builders import GLM_OCR, QWEN2_VL_7B, QWEN25_VL_3B, QWEN25_VL_7B
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
@@ -622,6 +622,20 @@ def test_phi_3_vision_is_its_llama_behind_the_clip_vllm_builds_for_it():
     # A feature layer nearer the input builds fewer blocks.
     first = c.architecture_from_config(PHI3V | {"img_processor": PHI3V["img_processor"] | {"layer_idx": 0}})
     assert arch.parameters - first.parameters == 22 * (12 * 1024 * 1024 + 13 * 1024)
+
+
+def test_glm_ocr_is_a_glm_4_behind_its_own_cogvit_tower():
+    """glm_ocr.py: the language model is vLLM's Glm4ForCausalLM (four norms a layer, q/k/v biased only by
+    attention_bias, the MTP layer left to speculative decoding); the tower is GLM-V's reworked: q/k/v and
+    MLP biased, per-head q/k norms, no position table and no norm after the patch embedding, and a merger
+    as wide as the text model's MLP. zai-org/GLM-OCR: 1,107,405,824 parameters, vLLM's class."""
+    arch = c.architecture_from_config(GLM_OCR)
+    h, inter, heads = 1024, 4096, 16
+    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h // heads) + (3 * h * inter + 2 * inter + h)
+    downsample, merger = h + h * 1536 * 4 + 1536, 1536**2 + 2 * 1536 + 3 * 1536 * 4608
+    tower = 3 * 2 * 14 * 14 * h + h + 24 * block + downsample + merger
+    assert (arch.vision_parameters, arch.parameters, arch.warnings) == (tower, 1_107_405_824, ())
+    assert (arch.num_kv_heads, arch.head_dim, len(arch.layers), arch.mtp_layers) == (8, 128, 16, 1)
 
 
 @pytest.mark.parametrize(
