@@ -4064,7 +4064,7 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
         return 0
     v = _vision_with_defaults(config, vision)
     if config.get("model_type") == "glm_ocr" or v.get("model_type") == "glm_ocr_vision":
-        return _glm_ocr_vision_parameters(v, _int(_text_config(config), ("intermediate_size",)))
+        return _glm4v_vision_parameters(v, _int(_text_config(config), ("intermediate_size",)))
     if _is_glm4v_tower(config, v):
         return _glm4v_vision_parameters(v)
     if v.get("model_type") == "pixtral":
@@ -4741,53 +4741,40 @@ def _vision_split_widths(config: Mapping[str, Any]) -> tuple[tuple[str, int], ..
     )
 
 
-def _glm4v_vision_parameters(v: Mapping[str, Any]) -> int:
+def _glm4v_vision_parameters(v: Mapping[str, Any], ocr_merger_width: int | None = None) -> int:
     """The GLM-V tower as vLLM's glm4_1v.py builds it (Glm4vVisionTransformer): a 3-D patch embedding with
     a bias; ``depth`` blocks of two RMSNorms, q/k/v and output projections without biases (whatever
     ``attention_bias`` says) and a gated MLP ``out_hidden_size`` wide; a learned position table of
     ``(image_size / patch_size)^2`` rows; an RMSNorm, a ``spatial_merge_size``-square convolution (with a
     bias) into ``out_hidden_size`` and another RMSNorm; then the merger: a square projection, a LayerNorm
-    and a gated MLP ``intermediate_size`` wide. Defaults are Glm4vVisionConfig's."""
+    and a gated MLP ``intermediate_size`` wide. Defaults are Glm4vVisionConfig's.
+
+    GLM-OCR's (glm_ocr.py's GlmOcrVisionTransformer, given ``ocr_merger_width``: its text model's MLP width,
+    which its merger takes): blocks with a biased fused QKV and output projection, per-head q and k RMSNorms
+    and a biased gated MLP ``intermediate_size`` wide; no position table and no norm before the
+    convolution."""
+    ocr = ocr_merger_width is not None
     with _in_sub_config("vision_config"):
-        h = _int(v, ("hidden_size",), default=1536)
+        h = _int(v, ("hidden_size",), default=1024 if ocr else 1536)
         depth = _int(v, ("depth",), default=24)
-        out = _int(v, ("out_hidden_size",), default=4096)
-        inter = _int(v, ("intermediate_size",), default=13696)
+        heads = _int(v, ("num_heads",), default=16)
+        out = _int(v, ("out_hidden_size",), default=1536 if ocr else 4096)
+        inter = _int(v, ("intermediate_size",), default=4096 if ocr else 13696)
         channels = _int(v, ("in_channels",), default=3)
         patch = _int(v, ("patch_size",), default=14)
         temporal = _int(v, ("temporal_patch_size",), default=2)
         merge = _int(v, ("spatial_merge_size",), default=2)
         image = _int(v, ("image_size",), default=336)
     patch_embed = channels * temporal * patch * patch * h + h
-    block = 2 * h + 4 * h * h + 3 * h * out
-    positions = (image // patch) ** 2 * h
-    downsample = h + h * out * merge * merge + out + h
-    merger = out * out + 2 * out + 3 * out * inter
-    return patch_embed + depth * block + positions + downsample + merger
-
-
-def _glm_ocr_vision_parameters(v: Mapping[str, Any], text_inter: int) -> int:
-    """GLM-OCR's tower as vLLM's glm_ocr.py builds it (GlmOcrVisionTransformer over GLM-V's): the biased 3-D
-    patch embedding; ``depth`` blocks of two RMSNorms, a biased fused QKV and output projection with per-head
-    q and k RMSNorms, and a biased gated MLP ``intermediate_size`` wide; no position table and no norm after
-    the patch embedding; a final RMSNorm, the biased ``spatial_merge_size``-square convolution into
-    ``out_hidden_size``, and GLM-V's merger, gated ``text_inter`` wide (the text model's MLP width).
-    Defaults are GlmOcrVisionConfig's."""
-    with _in_sub_config("vision_config"):
-        h = _int(v, ("hidden_size",), default=1024)
-        depth = _int(v, ("depth",), default=24)
-        heads = _int(v, ("num_heads",), default=16)
-        out = _int(v, ("out_hidden_size",), default=1536)
-        inter = _int(v, ("intermediate_size",), default=4096)
-        channels = _int(v, ("in_channels",), default=3)
-        patch = _int(v, ("patch_size",), default=14)
-        temporal = _int(v, ("temporal_patch_size",), default=2)
-        merge = _int(v, ("spatial_merge_size",), default=2)
-    patch_embed = channels * temporal * patch * patch * h + h
-    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h // heads) + (3 * h * inter + 2 * inter + h)
-    downsample = h + h * out * merge * merge + out
-    merger = out * out + 2 * out + 3 * out * text_inter
-    return patch_embed + depth * block + downsample + merger
+    convolution = h * out * merge * merge + out + h  # the convolution and the norm after it
+    if ocr_merger_width is not None:
+        block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h // heads) + (3 * h * inter + 2 * inter + h)
+        positions, merger_width = 0, ocr_merger_width
+    else:
+        block = 2 * h + 4 * h * h + 3 * h * out
+        positions, merger_width, convolution = (image // patch) ** 2 * h, inter, convolution + h
+    merger = out * out + 2 * out + 3 * out * merger_width
+    return patch_embed + depth * block + positions + convolution + merger
 
 
 # ----- audio towers ----------------------------------------------------------------------------------------
