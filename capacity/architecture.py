@@ -4233,6 +4233,8 @@ def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, in
         return _deep_encoder_parameters(config)
     if _architecture_class(config) == "Phi3VForCausalLM":
         return _phi3v_vision_parameters(config, text_hidden)
+    if _architecture_class(config) == "Blip2ForConditionalGeneration":
+        return _blip2_parameters(config, text_hidden)
     vision = _vision_parameters(config, text_hidden)
     return vision, vision if config.get("model_type") == "gemma4" else 0
 
@@ -4922,6 +4924,50 @@ def _glm_asr_tower(config: Mapping[str, Any], audio: Mapping[str, Any], text_hid
     )
 
 
+def _qformer(config: Mapping[str, Any], key: str) -> tuple[int, int]:
+    """``config[key]``'s width and the parameters of vLLM's BLIP-2 Q-Former (blip2.py's Blip2QFormerModel,
+    plain torch modules: whole on every GPU) over it: ``num_hidden_layers`` layers of biased self-attention
+    (q, k, v and an output projection, a LayerNorm), a biased cross-attention into ``encoder_hidden_size``
+    every ``cross_attention_frequency`` layers from the first, and the queries' biased feed-forward
+    ``intermediate_size`` wide with its LayerNorm; a final LayerNorm. Blip2QFormerConfig's defaults where
+    the file is silent."""
+    q = config.get(key, {})
+    if not isinstance(q, Mapping):
+        raise ConfigError(key, f"is {q!r:.40}; expected an object")
+    with _in_sub_config(key):
+        hidden = _int(q, ("hidden_size",), default=768)
+        layers = _int(q, ("num_hidden_layers",), default=12)
+        ffn = _int(q, ("intermediate_size",), default=3072)
+        every = _int(q, ("cross_attention_frequency",), default=2)
+        encoded = _int(q, ("encoder_hidden_size",), default=1408)
+    attention = 4 * hidden * hidden + 4 * hidden + 2 * hidden
+    cross = 2 * hidden * hidden + 2 * encoded * hidden + 4 * hidden + 2 * hidden
+    feed = 2 * hidden * ffn + ffn + hidden + 2 * hidden
+    return hidden, 2 * hidden + layers * (attention + feed) + len(range(0, layers, every)) * cross
+
+
+def _blip2_parameters(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
+    """BLIP-2's vision parameters as vLLM's blip2.py builds them, and the part every GPU holds whole: the
+    BLIP ViT (blip.py: a class embedding, a biased patch convolution, ``(image / patch)^2 + 1`` positions,
+    blocks of two LayerNorms, a fused QKV biased by ``qkv_bias``, a biased output projection and a biased
+    GELU MLP, whose linears split by TP; a final LayerNorm), ``num_query_tokens`` learned queries, the
+    Q-Former (:func:`_qformer`) and a biased projection into the text width, those whole."""
+    v = _vision_with_defaults(config, config.get("vision_config"))
+    with _in_sub_config("vision_config"):
+        h = _int(v, ("hidden_size",), default=1408)
+        layers = _int(v, ("num_hidden_layers",), default=39)
+        inter = _int(v, ("intermediate_size",), default=6144)
+        patch = _int(v, ("patch_size",), default=14)
+        image = _int(v, ("image_size",), default=224)
+    qkv_bias = 3 * h if _bool(v, "qkv_bias", True) else 0
+    split = layers * (3 * h * h + qkv_bias + h * h + h * inter + inter + inter * h)
+    whole = h + 3 * patch * patch * h + h + ((image // patch) ** 2 + 1) * h + layers * (4 * h + h + h) + 2 * h
+    width, qformer = _qformer(config, "qformer_config")
+    queries = _int(config, ("num_query_tokens",), default=32) * width
+    whole += queries + qformer + width * text_hidden + text_hidden
+    return split + whole, whole
+
+
 def _granite_speech_tower(
     config: Mapping[str, Any], encoder: Mapping[str, Any], text_hidden: int
 ) -> _AudioTower:
@@ -4960,22 +5006,9 @@ def _granite_speech_tower(
     row_biases = 2 * width  # the feed-forwards' down projections (row-parallel biases are whole)
     whole = inputs * width + width + layers * (attention + convolution + norms + row_biases) + width
     split = layers * 2 * feed_forward + 2 * width * outputs + outputs
-    q = config.get("projector_config", {})
-    if not isinstance(q, Mapping):
-        raise ConfigError("projector_config", f"is {q!r:.40}; expected an object")
-    with _in_sub_config("projector_config"):
-        hidden = _int(q, ("hidden_size",), default=768)
-        q_layers = _int(q, ("num_hidden_layers",), default=12)
-        q_ffn = _int(q, ("intermediate_size",), default=3072)
-        every = _int(q, ("cross_attention_frequency",), default=2)
-        encoded = _int(q, ("encoder_hidden_size",), default=1408)
+    hidden, qformer = _qformer(config, "projector_config")
     window = _int(config, ("window_size",), default=15)
     queries = window // _int(config, ("downsample_rate",), default=5) * hidden
-    attention_block = 4 * hidden * hidden + 4 * hidden + 2 * hidden
-    cross_block = 2 * hidden * hidden + 2 * encoded * hidden + 4 * hidden + 2 * hidden
-    feed = 2 * hidden * q_ffn + q_ffn + hidden + 2 * hidden
-    crossing = len(range(0, q_layers, every))
-    qformer = 2 * hidden + q_layers * (attention_block + feed) + crossing * cross_block
     projector = queries + qformer + hidden * text_hidden + text_hidden
     return _AudioTower(
         parameters=whole + split + projector,

@@ -528,6 +528,17 @@ VISION_WRAPPERS: dict[str, dict[str, Any]] = {
         ("glm_ocr", "GlmOcrForConditionalGeneration", "glm_ocr", "glm_ocr_text", "glm_ocr_vision", {}),
     )
 }
+# BLIP-2 over a small OPT (its MLP width OPTConfig's default; OPT has no KV-head field: its K and V are every
+# head's) and the Q-Former Blip2Config makes.
+VISION_WRAPPERS["blip2"] = {
+    "architectures": ["Blip2ForConditionalGeneration"],
+    "model_type": "blip-2",
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+    "text_config": {k: v for k, v in _SMALL_TEXT.items() if k != "num_key_value_heads"}
+    | {"model_type": "opt", "tie_word_embeddings": False},
+    "vision_config": {"model_type": "blip_2_vision_model"},
+}
 
 # zai-org/GLM-OCR's config.json as its publisher ships it (printed whole but for its last token ids in a
 # public session transcript, 2026-05-21): a GLM-4 language model 1,536 wide with 128-wide heads and one MTP

@@ -84,6 +84,9 @@ _DEFAULTED_FIELDS = (
     "patch_size",
     "num_channels",
     "projection_dim",
+    # OPT's MLP and word-embedding widths (BLIP-2's language model, saved as its difference from OPTConfig's)
+    "ffn_dim",
+    "word_embed_proj_dim",
     # a vision tower's own names (Qwen-VL's ViT: depth, embed_dim, num_heads, mlp_ratio, in_channels, ...)
     "depth",
     "embed_dim",

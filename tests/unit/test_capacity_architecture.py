@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import capacity as c
-from tests.builders import GLM_OCR, QWEN2_VL_7B, QWEN25_VL_3B, QWEN25_VL_7B
+from tests.builders import GLM_OCR, QWEN2_VL_7B, QWEN25_VL_3B, QWEN25_VL_7B, VISION_WRAPPERS
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
@@ -622,6 +622,24 @@ def test_phi_3_vision_is_its_llama_behind_the_clip_vllm_builds_for_it():
     # A feature layer nearer the input builds fewer blocks.
     first = c.architecture_from_config(PHI3V | {"img_processor": PHI3V["img_processor"] | {"layer_idx": 0}})
     assert arch.parameters - first.parameters == 22 * (12 * 1024 * 1024 + 13 * 1024)
+
+
+def test_blip_2_weighs_its_q_former_and_holds_it_whole():
+    """blip2.py: BLIP's ViT (Blip2VisionConfig's ViT-g: 39 blocks 1,408 wide), 32 learned queries, a 12-layer
+    Q-Former cross-attending the tower every other layer, and a projection into the text width; the
+    Q-Former's plain torch modules are whole on every GPU. A cross-attention in every layer adds six."""
+    blip = VISION_WRAPPERS["blip2"]
+    arch = c.architecture_from_config(blip)
+    h, q = 1408, 768
+    vit_split = 39 * (3 * h * h + 3 * h + h * h + h * 6144 + 6144 + 6144 * h)
+    vit_whole = h + 3 * 14 * 14 * h + h + (16 * 16 + 1) * h + 39 * 6 * h + 2 * h
+    layer = (4 * q * q + 6 * q) + (2 * q * 3072 + 3072 + 3 * q)
+    cross = 2 * q * q + 2 * h * q + 6 * q
+    qformer = 32 * q + 2 * q + 12 * layer + 6 * cross + q * 256 + 256
+    whole = vit_whole + qformer
+    assert (arch.vision_parameters, arch.vision_whole_parameters) == (vit_split + whole, whole)
+    every = blip | {"qformer_config": {"cross_attention_frequency": 1}}
+    assert c.architecture_from_config(every).vision_parameters - arch.vision_parameters == 6 * cross
 
 
 def test_glm_ocr_is_a_glm_4_behind_its_own_cogvit_tower():
