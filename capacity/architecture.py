@@ -233,7 +233,7 @@ FAMILIES: dict[str, str] = {
     "PhiForCausalLM": "dense",  # Phi-1, Phi-1.5, Phi-2
     "GlmForCausalLM": "dense",  # GLM-4-9B's -hf files: a Llama with q/k/v biases, half the head rotated
     "OlmoForCausalLM": "dense",  # OLMo 1: LayerNorms without weights (transformers' OlmoLayerNorm)
-    "VaultGemmaForCausalLM": "dense",  # Gemma 2's layers, one norm before each sublayer
+    "VaultGemmaForCausalLM": "dense",  # Gemma's layers, two norms a layer, every other one sliding
     "Lfm2MoeForCausalLM": "hybrid",
     # JetBrains' Mellum 2 (transformers' MellumForCausalLM): Qwen3-MoE's layers, routed or dense by
     # mlp_layer_types, sliding only where layer_types says

@@ -259,7 +259,7 @@ def _family(architecture: str, model_type: str, **fields: Any) -> c.Architecture
         # OLMo 1: LayerNorms with neither weights nor biases (OlmoLayerNorm), two a layer and a final one.
         ("OlmoForCausalLM", "olmo", {}, -(2 * L + 1) * H),
         ("OlmoForCausalLM", "olmo", {"attention_bias": True}, -(2 * L + 1) * H + L * (Q + 2 * KV_WIDTH + H)),
-        # VaultGemma: Gemma 2's layers, the LM head tied by VaultGemmaConfig's default.
+        # VaultGemma: two norms a layer like a Llama's, the LM head tied by VaultGemmaConfig's default.
         ("VaultGemmaForCausalLM", "vaultgemma", {"head_dim": 64}, -1000 * H),
     ],
     ids=[
