@@ -25,11 +25,10 @@ ARGS=(-q --durations=25)
 SIM_E2E=(tests/e2e/test_feedback_loop.py tests/e2e/test_dashboards_data.py)
 REAL_E2E=(tests/e2e/test_real_engine_loop.py)
 # Conformance modules that start no vLLM server, only probe processes: the second conformance lane runs them
-# after its engine modules. (test_remote_code.py probes too, but runs in the first session: with it here the
-# second lane ran about 3 minutes longer than the first, and the real-engine scenario waits for both.)
+# after its engine modules. (test_remote_code.py, test_attention_backends.py and test_context_length.py probe
+# too, but run in the first session: with them here the second lane ran about 2 minutes longer than the
+# first, and the real-engine scenario waits for both.)
 PROBES=(
-  tests/conformance/test_attention_backends.py
-  tests/conformance/test_context_length.py
   tests/conformance/test_kimi_linear.py
   tests/conformance/test_minimax_m3.py
   tests/conformance/test_parameter_counts.py
