@@ -300,6 +300,22 @@ def test_too_aggressive_first_plan_is_brought_within_the_slo_and_stays(loop: Loo
 
 
 @pytest.mark.timeout(900)
+def assert_calibrated_near_one(calibration: dict[str, Any]) -> None:
+    """The engine ran as the model priced it: at every batch it was measured at, the observed mean TPOT and
+    the calibrated curve are both within 0.8..1.25 of the uncalibrated model.
+
+    The two terms are not judged apart: windows at nearby batches cannot tell a larger fixed cost from a
+    smaller per-sequence one, and the fit may trade one for the other (a scale of 1.77 with a batch scale
+    of 0.15 once) while predicting the same step time where the engine runs."""
+    points = calibration.get("points") or []
+    assert points, calibration
+    scale, batch_scale = float(calibration["factor"]), float(calibration["batchScale"])
+    for fixed, variable, observed in points:
+        model = fixed + variable
+        assert 0.8 <= observed / model <= 1.25, (fixed, variable, observed, calibration)
+        assert 0.8 <= scale * (fixed + batch_scale * variable) / model <= 1.25, (fixed, variable, calibration)
+
+
 def test_a_first_plan_that_runs_exactly_as_predicted_is_not_changed(loop: Loop) -> None:
     """GPUs exactly as fast as kvright predicts (efficiency 1) under the planned concurrency: the loop
     measures, calibrates near 1 and leaves the first plan alone for several windows."""
@@ -323,7 +339,7 @@ def test_a_first_plan_that_runs_exactly_as_predicted_is_not_changed(loop: Loop) 
         assert feedback_events(loop, "exact") == []  # a move's event says which rule moved, and why
         assert plan_of(status) == first, (first, status.get("calibration"))
         calibration = status.get("calibration") or {}
-        assert 0.8 <= float(calibration.get("factor", 0.0)) <= 1.25, calibration
+        assert_calibrated_near_one(calibration)
         assert calibration.get("lastDecision", {}).get("applied") is False, calibration
     finally:
         load.stop()
