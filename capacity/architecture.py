@@ -14,10 +14,11 @@ A missing or malformed field raises :class:`~capacity.errors.ConfigError` naming
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
@@ -168,6 +169,11 @@ FAMILIES: dict[str, str] = {
     # qkv projection and a key cache of its own; dense then routed MLPs by moe_layer_freq; a vision tower.
     "MiniMaxM3SparseForCausalLM": "minimax_m3",
     "MiniMaxM3SparseForConditionalGeneration": "minimax_m3",
+    # Inkling (Thinking Machines; vLLM's models/inkling): sliding and full GQA layers with a relative-position
+    # branch and four short convolutions each (their inputs cached per sequence), dense then routed MLPs with
+    # shared sink experts; an HMLP patch encoder and a dMel audio embedding.
+    "InklingForCausalLM": "inkling",
+    "InklingForConditionalGeneration": "inkling",
     "GptOssForCausalLM": "moe",
     "Llama4ForCausalLM": "moe",
     "Llama4ForConditionalGeneration": "moe",
@@ -980,6 +986,27 @@ class Architecture:
     the hidden state between the two widths; 0: the embedding is ``hidden_size`` wide."""
     embedding_norm: bool = False
     """A norm right after the token embedding (Bloom's ``word_embeddings_layernorm``)."""
+    embedding_replicated: bool = False
+    """The input embedding is whole on every TP rank, not vocab-parallel (Inkling's
+    ``InklingReplicatedEmbedding``; its LM head stays vocab-parallel)."""
+    relative_position_dim: int = 0
+    """Inkling's relative-position branch (``d_rel``): every attention layer projects ``d_rel`` features a
+    query head beside q, k and v (fused in ``qkvr``, split by head) and maps them onto per-distance logits
+    through a ``d_rel x extent`` table whole on every rank (the extent: :attr:`sliding_window` on a
+    sliding layer, :attr:`relative_extent` on a full one); 0: none."""
+    relative_extent: int = 0
+    """Inkling's ``rel_extent``: the distances a full-attention layer's relative logits cover."""
+    short_conv_kernel: int = 0
+    """Inkling's short convolutions (``sconv_kernel_size``): each layer convolves its K and V (per KV head)
+    and its attention and MLP outputs (split by TP) over the last ``short_conv_kernel`` tokens, and keeps
+    those tokens' inputs per sequence in a cache of its own (:func:`capacity.memory.short_conv_page`); 0:
+    none."""
+    router_padding: int = 0
+    """Rows a MoE router has beyond its routed experts (Inkling's gate scores its shared experts too and pads
+    its rows to a multiple of 8)."""
+    global_scales: bool = False
+    """Inkling's ``use_global_scale``: one scale per MLP (float32 in a MoE layer's gate, the model dtype in
+    a dense MLP)."""
     expert_score_bias: bool = False
     """Each MoE layer's router has a per-expert score-correction bias (DeepSeek-V3's noaux_tc, GLM-4.5, ERNIE
     4.5, K-EXAONE, Ling 2.0)."""
@@ -1318,6 +1345,12 @@ class Architecture:
         return "GQA"
 
     @property
+    def model_dtype_kv_cache(self) -> bool:
+        """vLLM 0.32 keeps this model's KV cache in the model's dtype only: Inkling's attention kernels take
+        no fp8 cache (``--kv-cache-dtype fp8`` fails at their warm-up; vLLM RFC #54704)."""
+        return bool(self.relative_position_dim)
+
+    @property
     def is_moe(self) -> bool:
         """True when some layers route tokens to experts."""
         return self.num_experts > 0 and self.num_moe_layers > 0
@@ -1545,7 +1578,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
             sharded += weigh("mlp", i, mlp_mats * h * layer.ffn_width)
             sharded += weigh(None, i, (mlp_mats - 1) * layer.ffn_width + h if a.mlp_bias else 0)
             sharded += weigh(None, i, h if a.mlp_down_bias and not a.mlp_bias else 0)
-            replicated += weigh(None, i, a.activation_parameters)
+            replicated += weigh(None, i, a.activation_parameters + int(a.global_scales))
         elif layer.ffn == "projection":
             sharded += weigh("mlp", i, h * h)
         elif layer.ffn == "moe":
@@ -1559,7 +1592,8 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
                 replicated += weigh(None, i, e_in + h if a.mlp_bias else 0)
                 replicated += weigh(None, i, e_in if a.moe_latent_norm else 0)
             scored = a.num_experts + a.zero_experts  # the router's outputs: zero experts are scored too
-            replicated += weigh("router", i, h * scored, dtype=a.router_dtype)
+            replicated += weigh("router", i, h * (scored + a.router_padding), dtype=a.router_dtype)
+            replicated += weigh(None, i, int(a.global_scales), dtype=FLOAT32_PARAMETERS)
             replicated += weigh(None, i, a.num_experts * (a.expert_bias + a.expert_scale))
             if i < a.hash_layers:  # DeepSeek-V4's hash routing: a token-id table instead of the bias
                 replicated += weigh(None, i, a.vocab_size * a.num_experts_per_token, dtype=HASH_TABLE_DTYPE)
@@ -1639,6 +1673,14 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
     per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
     replicated = 0.0
+    if a.relative_position_dim:  # Inkling: r beside q in qkvr (biased with it), and the distance table
+        rel = heads * a.relative_position_dim
+        sharded += weigh("attention", i, h * rel, (1, 0, 0, 0)) + weigh(None, i, rel if a.qkv_bias else 0)
+        extent = a.sliding_window if layer.mixer == "sliding" else a.relative_extent
+        replicated += weigh(None, i, a.relative_position_dim * (extent or 0))
+    if a.short_conv_kernel:  # Inkling: K and V convolved per KV head, the two residual streams split by TP
+        per_head += weigh(None, i, (hd + vd) * a.short_conv_kernel)
+        sharded += weigh(None, i, 2 * h * a.short_conv_kernel)
     if layer.indexer:
         # MiniMax-M3's indexer, fused into qkv_proj after V (stored as the k shard's format): index_q, one
         # head per KV head and split with them; index_k, one head whole on every rank; their two norms.
@@ -3893,6 +3935,155 @@ def _read_minimax_m3(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     return _Read(["full"] * layers, ffn, widths, [0] * layers, extra, indexers=indexers)
 
 
+#: What vLLM 0.32's Inkling MoE (models/inkling, ``InklingMoE``) asserts of its config, and the default
+#: InklingModelConfig fills in where a file states nothing: the served checkpoint's routing, no other.
+_INKLING_MOE_SWITCHES: tuple[tuple[str, object, object], ...] = (
+    ("gate_activation", "sigmoid", "sigmoid"),
+    ("norm_after_topk", True, True),
+    ("shared_expert_sink", True, False),
+    ("inference_moe_w13_interleaved", True, True),
+)
+
+
+def _inkling_widths(cfg: Mapping[str, Any]) -> tuple[int, int]:
+    """(dense MLP, expert) widths as vLLM 0.32's InklingModelConfig reads them: the checkpoint's own
+    ``dense_intermediate_size`` and ``intermediate_size`` (an expert's; 768 unstated), or transformers'
+    names where a file has ``moe_intermediate_size`` and no ``dense_intermediate_size`` (then
+    ``intermediate_size`` is the dense MLP's)."""
+    if cfg.get("moe_intermediate_size") is not None and cfg.get("dense_intermediate_size") is None:
+        return _int(cfg, ("intermediate_size",), default=768), _int(cfg, ("moe_intermediate_size",))
+    expert = _int(cfg, ("intermediate_size",), default=768)
+    return _int(cfg, ("dense_intermediate_size",), default=expert), expert
+
+
+def _inkling_warnings(cfg: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """What vLLM 0.32's Inkling does not read of a file in transformers' format (its ``inkling_text`` fields),
+    where that changes what it builds: it takes the sliding layers from ``local_layer_ids`` and the dense
+    ones from ``dense_mlp_idx``, and builds a tower only where its config names ``decoder_dmodel``."""
+    said = []
+    kinds = cfg.get("layer_types")
+    sliding = isinstance(kinds, list) and any("sliding" in str(k) for k in kinds)
+    if cfg.get("local_layer_ids") is None and sliding:
+        said.append(
+            "layer_types names sliding-window layers, but vLLM 0.32's Inkling reads local_layer_ids (the "
+            "checkpoint's own field) and without it attends in full on every layer: planned as it builds it"
+        )
+    mlps = cfg.get("mlp_layer_types")
+    if cfg.get("dense_mlp_idx") is None and isinstance(mlps, list) and "dense" in mlps:
+        said.append(
+            "mlp_layer_types names dense layers, but vLLM 0.32's Inkling reads dense_mlp_idx and without it "
+            "routes every layer: planned as it builds it"
+        )
+    for key, what in (("vision_config", "vision"), ("audio_config", "audio")):
+        tower = config.get(key)
+        if isinstance(tower, Mapping) and tower and tower.get("decoder_dmodel") is None:
+            said.append(
+                f"{key} names no decoder_dmodel: vLLM 0.32's Inkling builds no {what} tower from it "
+                "(planned without one)"
+            )
+    return said
+
+
+def _read_inkling(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Inkling (Thinking Machines; vLLM 0.32's models/inkling, which reads the text config as its own
+    InklingModelConfig whatever type the file names). Sliding-window layers where ``local_layer_ids`` lists
+    them (``swa_num_attention_heads`` / ``swa_num_key_value_heads`` / ``swa_head_dim``, each the full
+    layers' unstated; a window of ``sliding_window_size``), full attention elsewhere; every layer has per-head
+    q/k norms, a relative-position branch (:attr:`Architecture.relative_position_dim`) and four short
+    convolutions (:attr:`Architecture.short_conv_kernel`). Layers below ``dense_mlp_idx`` have a dense MLP,
+    the rest ``n_routed_experts`` routed experts and ``n_shared_experts`` shared "sink" experts under a
+    gate that scores both. The embedding is whole on every rank; the LM head is never tied. Refuses what
+    vLLM asserts at start."""
+    layers, hidden = a["num_layers"], a["hidden_size"]
+    if _dtype(cfg) != "bfloat16":
+        raise ConfigError(
+            "torch_dtype",
+            f"is {_dtype(cfg)}; expected bfloat16 (vLLM 0.32's Inkling short-convolution cache takes no "
+            "other)",
+        )
+    local = set(_int_list(cfg, "local_layer_ids"))
+    sliding = [i in local for i in range(layers)]
+    full = (a["num_attention_heads"], a["num_kv_heads"], a["head_dim"])
+    swa = (
+        _int(cfg, ("swa_num_attention_heads",), default=full[0]),
+        _int(cfg, ("swa_num_key_value_heads",), default=full[1]),
+        _int(cfg, ("swa_head_dim",), default=full[2]),
+    )
+    for field, (heads, kv, _), of in (
+        ("num_key_value_heads", full, "num_attention_heads"),
+        ("swa_num_key_value_heads", swa, "swa_num_attention_heads"),
+    ):
+        if kv > heads or heads % kv:
+            raise ConfigError(field, f"is {kv}; expected a divisor of {of} ({heads})")
+        if hidden % kv:
+            raise ConfigError(
+                field,
+                f"is {kv}; expected a divisor of hidden_size ({hidden}): vLLM's Inkling caches each residual "
+                "stream's short-convolution inputs in hidden_size / KV heads wide slices, one per KV head",
+            )
+    # vLLM's Inkling kernels (fused_qkvr_prep, NVIDIA's and AMD's builds alike) assert these at the first step
+    for field, value, needed in (
+        ("head_dim", full[2], 128),
+        ("swa_head_dim", swa[2], 128),
+        ("d_rel", _int(cfg, ("d_rel",), default=16), 16),
+    ):
+        if value != needed and (field != "swa_head_dim" or any(sliding)):
+            raise ConfigError(
+                field,
+                f"is {value}; expected {needed} (vLLM 0.32's Inkling kernels assert it and stop the engine "
+                "at its first step)",
+            )
+    dense, expert = _inkling_widths(cfg)
+    first_routed = _int(cfg, ("dense_mlp_idx",), minimum=0, default=0)
+    routed = [i >= first_routed for i in range(layers)]
+    a["intermediate_size"] = dense
+    extra: dict[str, Any] = {
+        "qk_norm": "head",
+        "embedding_norm": _bool(cfg, "use_embed_norm", False),
+        "embedding_replicated": True,
+        "relative_position_dim": _int(cfg, ("d_rel",), default=16),
+        "relative_extent": _int(cfg, ("rel_extent",), default=1024),
+        "short_conv_kernel": _int(cfg, ("sconv_kernel_size", "conv_kernel_size"), default=4),
+        "global_scales": _bool(cfg, "use_global_scale", False),
+        "sliding_window": _int(cfg, ("sliding_window_size",), default=512) if any(sliding) else None,
+    }
+    padded = _opt_int(cfg, ("padded_vocab_size",))
+    if padded is not None:  # the rows of the embedding and the LM head (vocab_size is then the unpadded)
+        extra["vocab_size"] = padded
+    if any(routed):
+        for name, asserted, default in _INKLING_MOE_SWITCHES:
+            if cfg.get(name, default) != asserted:
+                raise ConfigError(
+                    name,
+                    f"is {cfg.get(name, default)!r:.40}; vLLM 0.32's Inkling MoE asserts {asserted!r} and "
+                    "stops at start without it",
+                )
+        shared = _int(cfg, ("n_shared_experts",), minimum=0, default=0)
+        if not shared:
+            raise ConfigError(
+                "n_shared_experts",
+                f"is {shared}; expected at least 1 (vLLM 0.32's Inkling MoE asserts shared sink experts)",
+            )
+        extra.update(
+            **_routing(cfg, ("n_routed_experts",), ("num_experts_per_tok",)),
+            moe_intermediate_size=expert,
+            shared_expert_intermediate_size=shared * expert,
+            expert_score_bias=_bool(cfg, "use_gate_bias", False),
+        )
+        # The gate scores the routed and the shared experts, its rows padded to a multiple of 8.
+        scored = extra["num_experts"] + shared
+        extra["router_padding"] = scored + -scored % 8 - extra["num_experts"]
+    return _Read(
+        ["sliding" if s else "full" for s in sliding],
+        ["moe" if r else "dense" for r in routed],
+        [0 if r else dense for r in routed],
+        [swa[1] if s else 0 for s in sliding],
+        extra,
+        head_dims=[swa[2] if s else 0 for s in sliding],
+        q_heads=[swa[0] if s else 0 for s in sliding],
+    )
+
+
 #: The routing settings vLLM's afmoe.py reads from the config that AfmoeConfig declares no default for.
 _AFMOE_ROUTING = ("score_func", "route_norm", "n_group", "topk_group")
 
@@ -4224,6 +4415,107 @@ def _gemma4_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
     return positions * h + channels * patch * patch * h + layers * block + h * text_hidden
 
 
+def _prime_factors(n: int) -> list[int]:
+    """``n``'s prime factors, smallest first, each as often as it divides ``n``."""
+    factors, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    return factors + ([n] if n > 1 else [])
+
+
+def _hmlp_scales(temporal: int, patch: int, layers: int, channels: int) -> list[tuple[int, int, int]]:
+    """The (time, space, channels) fold after each layer of Inkling's HMLP patch encoder, as vLLM 0.32's
+    ``plan_out_scales`` plans them: the candidate folds grow space by the patch size's prime factors (largest
+    first), then time by the temporal patch size's, channels rounded up to a multiple of 64; the layers take
+    the candidates whose reduction is nearest a log-even ladder from none to the whole patch (one each, in
+    order, where there are more candidates than layers), the first and last always the unfolded input and
+    the whole patch."""
+    if patch <= 1:
+        raise ConfigError("patch_size", f"is {patch}; expected at least 2 (vLLM's HMLP asserts it)")
+    candidates = [(1, 1, channels)]
+    space = time = 1
+    for factor in reversed(_prime_factors(patch)):
+        space *= factor
+        candidates.append((1, space, -(-space * space * channels // 64) * 64))
+    for factor in reversed(_prime_factors(temporal)):
+        time *= factor
+        candidates.append((time, space, -(-space * space * channels * time // 64) * 64))
+    logs = [math.log(t * s * s) for t, s, _ in candidates]
+    top = math.log(patch * patch * temporal * channels)
+    ladder = [i * (top / layers) for i in range(layers)] + [top]
+
+    def cost(chosen: Iterable[int]) -> float:
+        return sum(abs(rung - logs[j]) for rung, j in zip(ladder, chosen, strict=True))
+
+    if layers >= len(candidates):  # each rung its nearest candidate (the first of equals)
+        picks = []
+        for rung in ladder:
+            distances = [abs(rung - log) for log in logs]
+            picks.append(distances.index(min(distances)))
+    else:  # one candidate a rung, in order: the choice of least total distance (the first of equals)
+        picks = list(min(itertools.combinations(range(len(candidates)), layers + 1), key=cost))
+    picks[0], picks[-1] = 0, len(candidates) - 1
+    return [candidates[j] for j in picks]
+
+
+def _inkling_vision_parameters(config: Mapping[str, Any]) -> int:
+    """Inkling's vision tower as vLLM 0.32's ``InklingVision`` builds it, where ``vision_config`` names a
+    ``decoder_dmodel`` (none otherwise): ``n_layers`` bias-free linears over patches folded step by step
+    (:func:`_hmlp_scales`), an RMSNorm after each but the last, which writes the text width, and one after
+    it with ``use_vision_norm``. All of it is whole on every rank."""
+    v = config.get("vision_config") or {}
+    if not isinstance(v, Mapping):
+        raise ConfigError("vision_config", f"is {v!r:.40}; expected an object")
+    if v.get("decoder_dmodel") is None:
+        return 0
+    with _in_sub_config("vision_config"):
+        _inkling_tower_fields(v, ("vision_encoder_type", "patch_size", "temporal_patch_size", "n_channels",
+                                  "n_layers", "use_vision_norm"), ("vision_encoder_type", "hmlp"))
+        width = _int(v, ("decoder_dmodel",))
+        layers = _int(v, ("n_layers",))
+        scales = _hmlp_scales(
+            _int(v, ("temporal_patch_size",)), _int(v, ("patch_size",)), layers, _int(v, ("n_channels",))
+        )
+    total = width if _bool(v, "use_vision_norm", False) else 0
+    for i, ((t0, s0, c0), (t1, s1, c1)) in enumerate(itertools.pairwise(scales)):
+        folded = c0 * (t1 // t0) * (s1 // s0) ** 2
+        total += folded * (width if i == layers - 1 else c1) + (0 if i == layers - 1 else c1)
+    return total
+
+
+def _inkling_tower_fields(tower: Mapping[str, Any], needed: Sequence[str], mode: tuple[str, str]) -> None:
+    """Refuse an Inkling tower config vLLM 0.32 stops on: one that names ``decoder_dmodel`` needs every one
+    of ``needed`` (its config class raises), and its encoder asserts the one mode it runs."""
+    for name in needed:
+        if tower.get(name) is None:
+            missing = "is missing; vLLM 0.32's Inkling needs it beside decoder_dmodel and stops at start"
+            raise ConfigError(name, f"{missing} without it")
+    field, accepted = mode
+    if tower[field] != accepted:
+        expected = f"expected {accepted!r} (vLLM 0.32's Inkling runs no other)"
+        raise ConfigError(field, f"is {tower[field]!r:.40}; {expected}")
+
+
+def _inkling_audio_tower(
+    config: Mapping[str, Any], audio: Mapping[str, Any], text_hidden: int
+) -> _AudioTower:
+    """Inkling's audio tower (vLLM 0.32's ``InklingAudio``), where ``audio_config`` names a
+    ``decoder_dmodel``: one embedding of ``n_mel_bins x mel_vocab_size`` rows (a row per bin and level,
+    summed over the bins of a frame) and an RMSNorm with ``use_audio_norm``, whole on every rank."""
+    if audio.get("decoder_dmodel") is None:
+        return _AudioTower(parameters=0, whole=0)
+    with _in_sub_config("audio_config"):
+        _inkling_tower_fields(audio, ("n_mel_bins", "mel_vocab_size", "dmel_min_value", "dmel_max_value",
+                                      "use_audio_norm", "audio_mode"), ("audio_mode", "dmel"))
+        width = _int(audio, ("decoder_dmodel",))
+        rows = _int(audio, ("n_mel_bins",)) * _int(audio, ("mel_vocab_size",))
+    total = rows * width + (width if _bool(audio, "use_audio_norm", False) else 0)
+    return _AudioTower(parameters=total, whole=total)
+
+
 def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
     """A wrapper's vision parameters, and those of them every GPU holds whole: the DeepSeek-VL2 classes' by
     their towers (:func:`_deep_encoder_parameters`), all of Gemma 4's (transformers' tower and a replicated
@@ -4235,6 +4527,9 @@ def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, in
         return _phi3v_vision_parameters(config, text_hidden)
     if _architecture_class(config) == "Blip2ForConditionalGeneration":
         return _blip2_parameters(config, text_hidden)
+    if _architecture_class(config) == "InklingForConditionalGeneration":
+        tower = _inkling_vision_parameters(config)
+        return tower, tower
     vision = _vision_parameters(config, text_hidden)
     return vision, vision if config.get("model_type") == "gemma4" else 0
 
@@ -5075,6 +5370,7 @@ _AUDIO_READERS: dict[str, tuple[str, _AudioReader]] = {
     "Qwen3OmniMoeForConditionalGeneration": ("audio_config", _qwen3_omni_audio_tower),
     "Qwen2_5OmniModel": ("audio_config", _qwen2_5_omni_audio_tower),
     "Qwen2_5OmniForConditionalGeneration": ("audio_config", _qwen2_5_omni_audio_tower),
+    "InklingForConditionalGeneration": ("audio_config", _inkling_audio_tower),
 }
 
 #: Wrappers whose file keeps the model vLLM builds under ``thinker_config`` (its text, audio and vision
@@ -5118,9 +5414,9 @@ def _mtp_layers(cfg: Mapping[str, Any]) -> int:
 
 def _tied_head(cfg: Mapping[str, Any], config: Mapping[str, Any], built: _Modeling, family: str) -> bool:
     """Whether vLLM's class makes the LM head the embedding: a class's fixed answer
-    (:attr:`_Modeling.tied_head`) outranks the file; MiMo-V2 and MiniMax-M3 never tie; PaddleOCR-VL by
-    :func:`_paddleocr_vl_ties`."""
-    if family in ("mimo_v2", "minimax_m3"):
+    (:attr:`_Modeling.tied_head`) outranks the file; MiMo-V2, MiniMax-M3 and Inkling never tie; PaddleOCR-VL
+    by :func:`_paddleocr_vl_ties`."""
+    if family in ("mimo_v2", "minimax_m3", "inkling"):
         return False
     if config.get("model_type") == "paddleocr_vl":
         return _paddleocr_vl_ties(config)
@@ -5295,6 +5591,11 @@ _MODELING: dict[str, _Modeling] = {
     **dict.fromkeys(("internlm2", "minicpm"), _Modeling(qkv_bias=False)),
     "orion": _Modeling(qkv_bias=False, norm_bias=True),
     "mimo": _Modeling(qkv_bias=True),
+    # Inkling (models/inkling): q_bias on the fused q/k/v/r projection, o_bias on the output. Its text config
+    # may name no type of its own (the checkpoint's), its wrapper's, or transformers' inkling_text.
+    **dict.fromkeys(
+        ("inkling_model", "inkling_mm_model", "inkling_text"), _Modeling(qkv_bias="q_bias", o_bias="o_bias")
+    ),
     "stablelm": _Modeling(qkv_bias="use_qkv_bias", norm_bias=True),
     "solar": _Modeling(
         qkv_bias=("attention_bias", "bias"), o_bias=("attention_bias", "bias"), mlp_bias="mlp_bias"
@@ -5540,6 +5841,7 @@ _FAMILY_READERS: dict[str, Callable[[Mapping[str, Any], dict[str, Any]], _Read]]
     "laguna": _read_laguna,
     "longcat_flash": _read_longcat_flash,
     "minimax_m3": _read_minimax_m3,
+    "inkling": _read_inkling,
     "nas": _read_nas,
 }
 
@@ -5698,6 +6000,8 @@ def architecture_from_config(
         )
     if model_type == "afmoe":
         _afmoe_switches(cfg)
+    if family == "inkling":
+        warnings.extend(_inkling_warnings(cfg, config))
     vision_layers = _opt_int(cfg, ("vision_n_layers",), minimum=0) if model_type == "deepseek_v4" else None
     if vision_layers:
         # vLLM's model_arch_config_convertor rewrites such a file to the vision wrapper (models/deepseek_v4's
@@ -5801,11 +6105,12 @@ def architecture_from_config(
             f"{architecture}'s {' and '.join(unweighed)}: a tower kvright does not weigh yet, left out of "
             "every GPU's memory (planned as the language model alone)"
         )
+    mtp = config.get("mtp_config")  # where Inkling's checkpoint states its draft layers
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
         architecture=architecture,
-        vocab_size=_int(cfg, _VOCAB),
+        vocab_size=extra.pop("vocab_size", None) or _int(cfg, _VOCAB),
         **_context(cfg, config, model_type, warnings),
         tie_word_embeddings=_tied_head(cfg, config, built, family),
         dtype=dtype,
@@ -5849,7 +6154,7 @@ def architecture_from_config(
         tower_tp_widths=(audio.tp_widths if audio is not None else ()) + (() if data_mode else vision_widths),
         tower_kv_heads=audio.kv_heads if audio is not None else 0,
         tower_split_heads=audio.split_heads if audio is not None else 0,
-        mtp_layers=_mtp_layers(cfg),
+        mtp_layers=_mtp_layers(cfg) or _mtp_layers(mtp if isinstance(mtp, Mapping) else {}),
         tower_head_split_parameters=audio.parameters - audio.whole if audio and audio.split_heads else 0,
         config_reader=reader,
         model_class_reader=class_reader,

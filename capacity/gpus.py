@@ -223,10 +223,30 @@ def _has_sparse_mla(gpu: GPU) -> bool:
     return gpu.vendor != "nvidia" or gpu.compute_capability.split(".")[0] in _COMPRESSED_ATTENTION_MAJORS
 
 
+#: CUDA majors vLLM 0.32's Inkling attention runs on: its relative-position attention is FlashAttention 4's
+#: (CuTe DSL, ``models/inkling/nvidia/ops/fa4_rel_attention.py``: a score-mod path on Hopper, the
+#: sheared-bias one on Blackwell datacenter parts), which has no SM8x kernel and no paged-KV forward on SM12x
+#: (vLLM issue #51405: it fails there after the weights load). Its AMD build (``models/inkling/amd``) has
+#: kernels of its own.
+_INKLING_ATTENTION_MAJORS = ("9", "10", "11")
+
+
+def _has_inkling_attention(gpu: GPU) -> bool:
+    return gpu.vendor != "nvidia" or gpu.compute_capability.split(".")[0] in _INKLING_ATTENTION_MAJORS
+
+
 def attention_support(gpu: GPU, arch: Architecture) -> str | None:
     """Why vLLM 0.32 has no attention kernel for ``arch`` on ``gpu``, or None when it has one. DeepSeek-V4's
     sparse attention runs on FlashMLA (compute capability 9.x, 10.x), FlashInfer (12.x) and, on AMD, vLLM's
-    ROCm class; an A100 or an Ada GPU (8.x) has none, and vLLM stops at start."""
+    ROCm class; an A100 or an Ada GPU (8.x) has none, and vLLM stops at start. Inkling's relative-position
+    attention runs on FlashAttention 4 (9.x, 10.x, 11.x) and on AMD."""
+    if arch.relative_position_dim and not _has_inkling_attention(gpu):
+        fits = ", ".join(g.id for g in _GPUS if _has_inkling_attention(g))
+        return (
+            f"{arch.name}'s relative-position attention (Inkling) runs on vLLM's FlashAttention 4 kernels "
+            f"(compute capability 9.x, 10.x or 11.x) or its AMD build; {gpu.name} is "
+            f"{gpu.compute_capability}, and vLLM has no kernel for it there; accepted GPUs: {fits}"
+        )
     if not arch.compressed_attention or _has_sparse_mla(gpu):
         return None
     fits = ", ".join(g.id for g in _GPUS if _has_sparse_mla(g))

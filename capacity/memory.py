@@ -45,6 +45,9 @@ __all__ = [
     "kv_dtype_bytes",
     "memory_per_gpu",
     "resolve_kv_cache_dtype",
+    "short_conv_bytes_per_sequence",
+    "short_conv_head_size",
+    "short_conv_page",
     "weight_bytes",
     "weight_bytes_per_gpu",
 ]
@@ -119,6 +122,12 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
             f"KV-cache dtype {kv_cache_dtype!r} is not one DeepSeek-V4's attention keeps: vLLM stores its "
             f"latent as {FP8_DS_MLA} (fp8 with block scales); expected auto or fp8"
         )
+    if arch.model_dtype_kv_cache and kv_cache_dtype not in ("auto", arch.dtype):
+        raise CapacityError(
+            f"KV-cache dtype {kv_cache_dtype!r} is not one {arch.name}'s attention keeps: vLLM 0.32 serves "
+            f"Inkling with a {arch.dtype} KV cache only (its kernels refuse another at warm-up); expected "
+            f"auto or {arch.dtype}"
+        )
     if kv_cache_dtype != "auto":
         return kv_cache_dtype
     # A checkpoint with a quantized KV cache (ModelOpt kv_cache_quant_algo, compressed-tensors
@@ -176,6 +185,34 @@ def attention_bytes_per_token(
         return arch.kv_elements_per_token_per_layer * size
     k = head_dim or arch.head_dim
     return max(1, kv_heads // tp) * (k + (v_head_dim or k)) * size
+
+
+def short_conv_head_size(arch: Architecture, kv_heads: int, head_dim: int) -> int:
+    """The width of one KV head's entry in an Inkling layer's short-convolution cache (vLLM 0.32's
+    ``InklingConvState``): the K and V inputs and a ``hidden_size / kv_heads`` slice of both residual
+    streams, rounded up to a power of two (so every layer's page is a multiple of the attention's)."""
+    width = 2 * head_dim + 2 * (arch.hidden_size // kv_heads)
+    return 1 << (width - 1).bit_length()
+
+
+def short_conv_page(arch: Architecture, kv_heads: int, head_dim: int, tp: int) -> int:
+    """Bytes one token's short-convolution inputs take in an Inkling layer with ``kv_heads`` KV heads of
+    ``head_dim`` on one of ``tp`` ranks: each rank's heads (:func:`short_conv_head_size` wide each) in the
+    model dtype whatever ``--kv-cache-dtype``, in a sliding window of :attr:`Architecture.short_conv_kernel`
+    tokens whose block holds as many."""
+    return (kv_heads // tp) * short_conv_head_size(arch, kv_heads, head_dim) * DTYPE_BYTES[arch.dtype]
+
+
+def short_conv_bytes_per_sequence(arch: Architecture, tp: int) -> int:
+    """The short-convolution inputs one sequence keeps over all layers on one of ``tp`` ranks (its window of
+    tokens in every layer's cache); 0 for a model without them."""
+    if not arch.short_conv_kernel:
+        return 0
+    return arch.short_conv_kernel * sum(
+        n * short_conv_page(arch, kv_heads or arch.num_kv_heads, head_dim or arch.head_dim, tp)
+        for (mixer, kv_heads, head_dim, _, shared), n in arch.layer_census.items()
+        if mixer in ATTENTION_MIXERS and not shared
+    )
 
 
 def state_bytes_per_sequence(arch: Architecture, tp: int, ssm_cache_dtype: str | None = None) -> int:
@@ -455,6 +492,10 @@ def _kv_cache_layout(
         block_size = max_model_len or block_size
     # (kind, bound) -> [(page bytes per token, or per state), layers with that page]
     buckets: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
+    # Inkling's short-convolution caches: sliding windows of their own block size, one spec per layer shape
+    # (KV heads and head width), which vLLM keeps apart even where their pages match: (kv heads, head dim)
+    # -> [page bytes per token, layers]
+    convs: dict[tuple[int, int], list[int]] = {}
     for (mixer, kv_heads, head_dim, v_head_dim, shared), layers in arch.layer_census.items():
         if shared:
             continue  # vLLM gives a layer over another layer's cache no spec of its own
@@ -463,6 +504,9 @@ def _kv_cache_layout(
             bound = arch.sliding_window if kind == "sliding" else arch.attention_chunk_size
             page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim)
             buckets.setdefault((kind, None if kind == "full" else bound), []).append((page, layers))
+            if arch.short_conv_kernel:
+                shape = (kv_heads or arch.num_kv_heads, head_dim or arch.head_dim)
+                convs.setdefault(shape, [short_conv_page(arch, *shape, tp), 0])[1] += layers
         elif mixer in STATE_MIXERS:
             state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
             buckets.setdefault(("mamba", None), []).append((state, layers))
@@ -477,7 +521,7 @@ def _kv_cache_layout(
         # Each indexer's key cache (MiniMax-M3's layers', DeepSeek-V3.2's): a page of its own in the
         # full-attention group, counted with its layer, not as a layer.
         buckets[("full", None)].append((indexer_key_bytes(arch), indexers))
-    if len(buckets) == 1:
+    if len(buckets) == 1 and not convs:
         ((kind, bound), pages) = next(iter(buckets.items()))
         per_layer_block = sum(p * n for p, n in pages)
         per_block = per_layer_block if kind == "mamba" else per_layer_block * block_size
@@ -500,20 +544,28 @@ def _kv_cache_layout(
         aligned = align * -(-state_page // (align * token_page))
         aligned = kernel_block_alignment * -(-aligned // kernel_block_alignment)
         block_size = max(block_size, aligned)
-    page = block_size * token_page
-    # vLLM buckets layers by their spec: one bucket per kind and page per token. A page smaller than the
-    # largest that divides it gets a block size as many times larger; one that does not divide it is padded.
-    specs: dict[tuple[str, int | None, int], int] = {}
+    kernel = arch.short_conv_kernel
+    page = max([block_size * token_page, *(kernel * p for p, _ in convs.values())])
+    # vLLM buckets layers by their spec: one bucket per kind and page per token (and per shape for the
+    # convolution caches). A page smaller than the largest that divides it gets a block size as many times
+    # larger; one that does not divide it is padded. Key: (kind, bound, page per token, tokens a block
+    # starts with, conv shape).
+    specs: dict[tuple[str, int | None, int, int, tuple[int, int] | None], int] = {}
     for (kind, bound), pages in buckets.items():
         for p, n in pages:
-            key = (kind, bound, p if kind != "mamba" else 0)
+            key = (kind, bound, p if kind != "mamba" else 0, block_size, None)
             specs[key] = specs.get(key, 0) + n
+    for shape, (p, n) in convs.items():
+        specs[("sliding", kernel, p, kernel, shape)] = n
     sizes = list(specs.values())
     group_size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
 
-    def block_tokens(kind: str, p: int) -> int:
-        grows = kind != "mamba" and p < token_page and token_page % p == 0
-        return block_size * token_page // p if grows else 0
+    def block_tokens(kind: str, p: int, start: int) -> int:
+        if kind == "mamba":
+            return 0
+        if start * p < page and page % (start * p) == 0:
+            return page // p
+        return 0 if start == block_size else start
 
     groups = tuple(
         KVGroup(
@@ -522,9 +574,9 @@ def _kv_cache_layout(
             count=-(-n // group_size),
             page_bytes=page,
             bound=bound,
-            block_tokens=block_tokens(kind, p),
+            block_tokens=block_tokens(kind, p, start),
         )
-        for (kind, bound, p), n in specs.items()
+        for (kind, bound, p, start, _), n in specs.items()
     )
     return KVCacheLayout(
         block_size=block_size,
@@ -679,13 +731,15 @@ def weight_bytes_per_gpu(
     arch: Architecture, tensor_parallel_size: int, *, layout: Layout | None = None, stage: Stage | None = None
 ) -> int:
     """Weights on one GPU: sharded linears, the vision tower and the vocab-parallel embedding and LM head
-    split ``tp`` ways (a tower run with ``--mm-encoder-tp-mode data``, :func:`encoder_tp_mode`, whole);
+    split ``tp`` ways (a tower run with ``--mm-encoder-tp-mode data``, :func:`encoder_tp_mode`, whole; an
+    embedding vLLM keeps whole on every rank, :attr:`Architecture.embedding_replicated`, whole);
     norms, routers and MLA down-projections whole; KV projections for
     ``max(1, kv_heads // tp)`` heads; routed experts split ``tp`` ways (padded where vLLM pads them,
     :meth:`Architecture.expert_padding`), or with expert parallelism whole experts over ``tp x dp`` GPUs,
     the busiest holding ``ceil(experts / (tp x dp))`` of them (vLLM's ``determine_expert_map``). With a
     pipeline ``stage``, only its layers, the embedding and vision tower on the first stage and the LM head on
-    the last (a tied LM head is a copy of the embedding there)."""
+    the last (a tied LM head is a copy of the embedding there; Inkling's embedding and LM head on every
+    stage)."""
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
     g = (stage.arch if stage is not None else arch).weight_groups
@@ -699,14 +753,18 @@ def weight_bytes_per_gpu(
     if encoder_tp_mode(arch, tp) == "data":
         whole = tower
     tables = g.embedding + g.ngram_embedding if first else 0.0  # the vocab-parallel lookups
-    split = g.sharded + tables + tower - whole + g.per_layer_embedding
-    if last:
+    # Inkling's embedding is whole on every rank, and its model builds it and the LM head on every pipeline
+    # stage (InklingModel and _build make them whatever the stage).
+    every_stage = arch.embedding_replicated
+    whole_table = g.embedding if every_stage else 0.0
+    split = g.sharded + tables - (whole_table if first else 0.0) + tower - whole + g.per_layer_embedding
+    if last or every_stage:
         split += g.lm_head if not (arch.tie_word_embeddings and not first) else g.embedding
     experts = g.routed_experts_total / tp * arch.expert_padding(tp)
     if layout is not None and layout.expert_parallel and arch.num_experts:
         ep = layout.expert_parallel_size
         experts = g.routed_experts_total * -(-arch.num_experts // ep) / arch.num_experts
-    return math.ceil(split / tp + experts + g.replicated + whole + g.kv_projection_per_rank(tp))
+    return math.ceil(split / tp + experts + g.replicated + whole + whole_table + g.kv_projection_per_rank(tp))
 
 
 def default_max_num_batched_tokens(gpu: GPU) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from capacity.architecture import VOCAB_PADDING_MULTIPLE, Architecture
+from capacity.architecture import ATTENTION_MIXERS, VOCAB_PADDING_MULTIPLE, Architecture
 from capacity.errors import CapacityError
 from capacity.quantization import ModuleKind
 
@@ -93,6 +93,11 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
         reason = f"does not divide {whose} {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
+    elif _short_conv_exceeds(arch, tp):
+        reason = (
+            f"exceeds the {min(_kv_head_counts(arch))} KV heads of some layers of {arch.name}: vLLM's "
+            "Inkling caches each layer's short-convolution inputs by whole KV heads, at most one rank a head"
+        )
     elif arch.o_groups % tp:
         # DeepSeek-V4's grouped output projection: each rank runs o_groups // tp groups (no check; 0 crashes)
         reason = f"does not divide the {arch.o_groups} output-projection groups of {arch.name} (o_groups)"
@@ -251,6 +256,17 @@ def _splits_kv_heads(kv_heads: int, tp: int) -> bool:
     return bool(kv_heads % tp) if tp <= kv_heads else bool(tp % kv_heads)
 
 
+def _kv_head_counts(arch: Architecture) -> set[int]:
+    """The KV head counts of the attention layers (the model's where a layer states none of its own)."""
+    census = arch.layer_census
+    return {kv_heads or arch.num_kv_heads for mixer, kv_heads, _, _, _ in census if mixer in ATTENTION_MIXERS}
+
+
+def _short_conv_exceeds(arch: Architecture, tp: int) -> bool:
+    """Inkling's short-convolution cache (``InklingConvState``) asserts ``tp <= kv_heads`` in every layer."""
+    return bool(arch.short_conv_kernel) and tp > min(_kv_head_counts(arch), default=tp)
+
+
 def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     """Some attention layer's KV heads would split into fractions (MLA's latent never does)."""
     if arch.attention == "MLA" or not arch.num_attention_layers:
@@ -289,6 +305,7 @@ def _accepted(arch: Architecture, tp: int) -> bool:
     return (
         all(heads % tp == 0 for heads in arch.attention_head_counts)
         and not _splits_kv_heads_of(arch, tp)
+        and not _short_conv_exceeds(arch, tp)
         and arch.o_groups % tp == 0
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0

@@ -752,7 +752,7 @@ def _plan(
                 "float16"
             )
     else:
-        dtypes = ["auto", "fp8"] if gpu.fp8_kv_cache else ["auto"]
+        dtypes = ["auto", "fp8"] if gpu.fp8_kv_cache and not arch.model_dtype_kv_cache else ["auto"]
     default_mnbt = default_max_num_batched_tokens(gpu)
     if limits.max_num_batched_tokens is not None:
         budgets = [limits.max_num_batched_tokens]

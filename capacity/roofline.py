@@ -23,6 +23,7 @@ from capacity.memory import (
     attention_bytes_per_token,
     indexer_key_bytes,
     resolve_kv_cache_dtype,
+    short_conv_bytes_per_sequence,
     state_bytes_per_sequence,
 )
 
@@ -264,8 +265,10 @@ class StepModel:
             self._sparse_attention(arch)
         elif arch.num_indexer_layers:
             self._layer_sparse_attention(arch, kv_cache_dtype, tp, widths)
-        # Mamba / linear-attention states are read and written back whole every step.
-        self.state_bytes = 2 * state_bytes_per_sequence(arch, tp) * arch.num_state_layers
+        # Mamba / linear-attention states are read and written back whole every step; so are the short
+        # convolutions' windows of inputs (Inkling's).
+        states = state_bytes_per_sequence(arch, tp) * arch.num_state_layers
+        self.state_bytes = 2 * (states + short_conv_bytes_per_sequence(arch, tp))
         self.layers = arch.num_layers
         # Layers of each kind, weighted by their head width over the model's (Gemma 4's global layers attend
         # with heads twice as wide): attention FLOPs per context token are per_head x this.

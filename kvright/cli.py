@@ -328,10 +328,9 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if arch.compressed_attention:  # DeepSeek-V4 keeps one layout, fp8_ds_mla, whatever is asked
         kv = {FP8_DS_MLA: cap.kv_cache_bytes_per_token(arch)}
     else:
-        kv = {
-            arch.dtype: cap.kv_cache_bytes_per_token(arch, kv_cache_dtype=own),
-            "fp8": cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8"),
-        }
+        kv = {arch.dtype: cap.kv_cache_bytes_per_token(arch, kv_cache_dtype=own)}
+        if not arch.model_dtype_kv_cache:  # (Inkling's attention keeps its own dtype only)
+            kv["fp8"] = cap.kv_cache_bytes_per_token(arch, kv_cache_dtype="fp8")
     valid_tp = cap.valid_tensor_parallel_sizes(arch, args.gpus_per_node)
     refused_tp = _refused_tp(arch, args.gpus_per_node)
     data: dict[str, Any] = {
@@ -373,6 +372,9 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "zero_experts": arch.zero_experts,
         "routed_experts_per_token": arch.routed_experts_per_token,
         "mtp_layers": arch.mtp_layers,
+        # Inkling's short convolutions: the window of inputs each layer keeps per sequence (at TP 1)
+        "short_conv_kernel": arch.short_conv_kernel,
+        "short_conv_bytes_per_sequence": cap.memory.short_conv_bytes_per_sequence(arch, 1),
         "config_reader": arch.config_reader,
         "warnings": list(arch.warnings),
     }
@@ -464,6 +466,15 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             if arch.sliding_window
             else "none",
         ),
+        *(
+            (
+                "short convs",
+                f"the last {arch.short_conv_kernel} tokens' inputs of 4 convolutions a layer, "
+                f"{cap.memory.short_conv_bytes_per_sequence(arch, 1):,} B a sequence at TP 1 (in "
+                f"{arch.dtype}, whatever --kv-cache-dtype; paged as sliding windows beside the KV cache)",
+            ),
+        )
+        * bool(arch.short_conv_kernel),
         *(("compressed", _compressed_label(arch)),) * arch.compressed_attention,
         *(
             (

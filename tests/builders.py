@@ -652,3 +652,120 @@ GLM5_SMALL: dict[str, Any] = {
     "vocab_size": 1024,
     "tie_word_embeddings": False,
 }
+
+
+# Inkling (Thinking Machines), read by vLLM 0.32's models/inkling. INKLING_TINY is the released files' shape
+# at a few hundred wide, in the checkpoint's own field names (InklingModelConfig's): sliding-window layers
+# with twice the full layers' KV heads, a dense MLP before routed ones with shared sink experts, every switch
+# the released files turn on, an HMLP patch encoder and a dMel audio embedding. The kernels' fixed sizes are
+# kept (head_dim 128, d_rel 16, a 4-token convolution window).
+INKLING_TINY: dict[str, Any] = {
+    "architectures": ["InklingForConditionalGeneration"],
+    "model_type": "inkling_mm_model",
+    "text_config": {
+        "model_max_length": 4096,
+        "torch_dtype": "bfloat16",
+        "hidden_size": 256,
+        "num_hidden_layers": 6,
+        "vocab_size": 1024,
+        "unpadded_vocab_size": 1000,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 128,
+        "swa_num_attention_heads": 4,
+        "swa_num_key_value_heads": 2,
+        "swa_head_dim": 128,
+        "local_layer_ids": [0, 1, 2, 4],
+        "sliding_window_size": 64,
+        "d_rel": 16,
+        "rel_extent": 128,
+        "use_embed_norm": True,
+        "use_sconv": True,
+        "sconv_kernel_size": 4,
+        "dense_mlp_idx": 1,
+        "dense_intermediate_size": 512,
+        "intermediate_size": 128,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 2,
+        "shared_expert_sink": True,
+        "route_scale": 8.0,
+        "use_gate_bias": True,
+        "gate_activation": "sigmoid",
+        "norm_after_topk": True,
+        "use_global_scale": True,
+    },
+    "vision_config": {
+        "vision_encoder_type": "hmlp",
+        "decoder_dmodel": 256,
+        "patch_size": 8,
+        "temporal_patch_size": 2,
+        "n_channels": 3,
+        "n_layers": 3,
+        "use_vision_norm": True,
+    },
+    "audio_config": {
+        "decoder_dmodel": 256,
+        "n_mel_bins": 8,
+        "mel_vocab_size": 16,
+        "dmel_min_value": -7.0,
+        "dmel_max_value": 2.0,
+        "use_audio_norm": True,
+        "audio_mode": "dmel",
+    },
+}
+
+# thinkingmachines/Inkling (975B) as its published fields are transcribed in several public projects (no
+# verbatim copy of its config.json was found): Inkling-Small's keys (the catalog's inkling-small) with the
+# large model's values, 6,144 wide, 66 layers, 16 KV heads on its 55 sliding-window layers and 8 on its 11
+# full ones, 3,072-wide experts and a 24,576-wide dense MLP. Its Hub page counts 952 B in the safetensors (the
+# 8 MTP layers included, which vLLM builds only as a draft).
+INKLING: dict[str, Any] = copy.deepcopy(capacity.catalog_entry("inkling-small")["config"])
+INKLING["text_config"] |= {
+    "hidden_size": 6144,
+    "num_hidden_layers": 66,
+    "num_attention_heads": 64,
+    "swa_num_attention_heads": 64,
+    "swa_num_key_value_heads": 16,
+    "local_layer_ids": [i for i in range(66) if i % 6 != 5],
+    "dense_intermediate_size": 24576,
+    "intermediate_size": 3072,
+    "logits_mup_width_multiplier": 24.0,
+}
+for _tower in ("vision_config", "audio_config"):
+    INKLING[_tower]["decoder_dmodel"] = 6144
+
+# An Inkling file in transformers' format (its inkling_text / inkling_vision / inkling_audio fields, as
+# InklingConfig serializes them): layer_types and mlp_layer_types where the checkpoint's own format has
+# local_layer_ids and dense_mlp_idx, no decoder_dmodel in the towers. vLLM 0.32 reads it through its own
+# config class, which maps the MLP widths and the convolution window but reads neither list: every layer
+# attends in full and routes, and no tower is built.
+INKLING_TRANSFORMERS: dict[str, Any] = {
+    "architectures": ["InklingForConditionalGeneration"],
+    "model_type": "inkling_mm_model",
+    "text_config": {
+        # INKLING_TINY's sizes, under the names both formats share
+        **{
+            key: INKLING_TINY["text_config"][key]
+            for key in ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim")
+        },
+        **{key: INKLING_TINY["text_config"][key] for key in INKLING_TINY["text_config"] if "swa_" in key},
+        "model_type": "inkling_text",
+        "num_hidden_layers": 4,
+        "sliding_window_size": 64,
+        "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid_sliding", "hybrid"],
+        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+        "max_position_embeddings": 4096,
+        "conv_kernel_size": 4,
+        "intermediate_size": 512,
+        "moe_intermediate_size": 128,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 2,
+        "shared_expert_sink": True,
+        "route_scale": 8.0,
+        "dtype": "bfloat16",
+    },
+    "vision_config": {"model_type": "inkling_vision", "hidden_size": 256, "n_layers": 2, "patch_size": 40},
+    "audio_config": {"model_type": "inkling_audio", "n_mel_bins": 80, "mel_vocab_size": 256},
+}

@@ -91,6 +91,11 @@ def _stages_hold_every_weight_once(model: str, pp: int) -> None:
     # scale, fp32).
     hc = arch.hyper_connections
     head = arch.hidden_size * 2 + (4 * (hc * hc * arch.hidden_size + hc + 1) if hc else 0)
+    if arch.embedding_replicated:
+        # Inkling: vLLM's InklingModel builds its embedding (whole on every rank), the embedding's norm and
+        # the LM head on every stage, not on the first or last alone.
+        groups = arch.weight_groups
+        head += groups.embedding + groups.lm_head / tp + arch.hidden_size * 2 * arch.embedding_norm
     assert total == pytest.approx(c.weight_bytes_per_gpu(arch, tp) + tied_copy + (pp - 1) * head, abs=pp + 1)
     per_token = sum(c.kv_cache_bytes_per_token(s.arch, tensor_parallel_size=tp) for s in stages)
     # (A DeepSeek-V4 layer compressing 128 tokens into one latent grows by a fraction of a byte a token:
