@@ -227,6 +227,15 @@ def weights_probe(env: VllmEnv, cases: list[dict[str, Any]]) -> dict[str, dict[s
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
 
 
+def kv_case(
+    case_id: str, config: dict[str, Any], memory: int, max_model_len: int, max_num_batched_tokens: int
+) -> dict[str, Any]:
+    """A weights-probe case that also asks what the engine core makes of ``memory`` bytes of KV cache at those
+    engine arguments (the probe's ``kv_cache``)."""
+    engine = {"max_model_len": max_model_len, "max_num_batched_tokens": max_num_batched_tokens}
+    return {"id": case_id, "config": config, "kv_cache": {"memory_bytes": memory, **engine}}
+
+
 def weighed_as_built(answer: Mapping[str, Any], config: dict[str, Any]) -> capacity.Architecture:
     """capacity's architecture of ``config``, whose class, parameters and weight bytes are those of the class
     the weights probe built (``answer``)."""

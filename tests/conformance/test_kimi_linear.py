@@ -23,7 +23,7 @@ import pytest
 import capacity
 from tests.builders import cpu_engine_layout
 
-from .harness import VllmEnv, assert_blocks_as_accounted, cpu_mamba_ssm_cache_dtype, weights_probe
+from .harness import VllmEnv, assert_blocks_as_accounted, cpu_mamba_ssm_cache_dtype, kv_case, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -84,15 +84,7 @@ CASES: dict[str, tuple[dict[str, Any], int, int, int]] = {
 
 @pytest.fixture(scope="module")
 def vllm_accounts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    cases = [
-        {
-            "id": case,
-            "config": config,
-            "kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": mnbt},
-        }
-        for case, (config, memory, length, mnbt) in CASES.items()
-    ]
-    return weights_probe(vllm_env, cases)
+    return weights_probe(vllm_env, [kv_case(case, *fields) for case, fields in CASES.items()])
 
 
 def _layout(arch: capacity.Architecture, length: int, mnbt: int) -> Any:

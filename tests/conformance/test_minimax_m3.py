@@ -24,7 +24,7 @@ import capacity
 from tests.builders import MINIMAX_M3_TEXT, edited
 
 from . import harness
-from .harness import VllmEnv, weights_probe
+from .harness import VllmEnv, kv_case, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -115,25 +115,12 @@ ACCOUNTED: dict[str, tuple[dict[str, Any], int, int, int]] = {
 @pytest.fixture(scope="module")
 def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     cases = [{"id": f"built:{k}", "config": v} for k, v in BUILT.items()]
-    cases += [
-        {
-            "id": f"kv:{k}",
-            "config": config,
-            "kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": mnbt},
-        }
-        for k, (config, memory, length, mnbt) in ACCOUNTED.items()
-        if k != "nvidia-minimax-m3-nvfp4"
-    ]
+    real = "nvidia-minimax-m3-nvfp4"
+    cases += [kv_case(f"kv:{k}", *fields) for k, fields in ACCOUNTED.items() if k != real]
     # The real file unquantized: the CPU build has no MXFP8 linear kernel for its block
     # (test_parameter_counts.py's FIXTURE_NOT_BUILT); the cache does not depend on the weights' format.
-    _, memory, length, mnbt = ACCOUNTED["nvidia-minimax-m3-nvfp4"]
-    cases.append(
-        {
-            "id": "kv:nvidia-minimax-m3-nvfp4",
-            "config": BUILT["nvidia-minimax-m3-unquantized"],
-            "kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": mnbt},
-        }
-    )
+    _, *engine = ACCOUNTED[real]
+    cases.append(kv_case(f"kv:{real}", BUILT["nvidia-minimax-m3-unquantized"], *engine))
     return weights_probe(vllm_env, cases)
 
 

@@ -211,6 +211,7 @@ NOT_BUILT = {
     "Qwen3_5ForCausalLM": "the text half of a vision wrapper",
     "Qwen3_5MoeForCausalLM": "the text half of a vision wrapper",
     "MiniMaxM3SparseForCausalLM": "built in test_minimax_m3.py (its sparse layers are not Attention modules)",
+    "InklingForCausalLM": "built in test_inkling.py (its layers are not Attention modules)",
 }
 
 

@@ -146,6 +146,15 @@ def test_capacity_slides_the_layers_vllm_slides(vllm_reads: dict[str, dict[str, 
         pattern = CASES[case]["hybrid_layer_pattern"]
         assert [layer.mixer == "sliding" for layer in arch.layers] == [p == 1 for p in pattern]
         return
+    if arch.short_conv_kernel:
+        # Inkling's model class (vLLM's models/inkling) takes its sliding layers from local_layer_ids and its
+        # window from sliding_window_size, not the config's sliding_window: test_inkling.py holds every
+        # layer's cache spec, window included, to its modules'.
+        assert answer["error"] is None, answer
+        local = set(CASES[case]["text_config"].get("local_layer_ids") or [])
+        slides = [layer.mixer == "sliding" for layer in arch.layers]
+        assert slides == [i in local for i in range(arch.num_layers)]
+        return
     if arch.config_reader == "checkpoint":
         # Read only by the checkpoint's own code (test_remote_code.py), whose config class keeps the file's
         # fields: vLLM's rule over the file's own window and layer types (Phi-3-vision's 131,072 on every
@@ -191,6 +200,9 @@ def test_capacity_reads_the_sizes_the_config_class_yields(
         "num_hidden_layers": layers,
     }
     theirs = {name: sizes[name] for name in ours if name != "num_hidden_layers"}
+    if arch.short_conv_kernel:
+        # Inkling's config class keeps the unpadded count in vocab_size; its tables are padded_vocab_size.
+        theirs["vocab_size"] = sizes["padded_vocab_size"]
     assert ours == theirs | {"num_hidden_layers": answer["num_hidden_layers"]}
     # MLA caches one latent (its config's KV heads are the query heads'); Gemma 4's class refuses a global
     # read of a per-layer attribute (test_gemma4.py holds its layers).

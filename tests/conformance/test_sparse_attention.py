@@ -22,7 +22,7 @@ import pytest
 from tests.builders import GLM5_SMALL, edited
 
 from . import harness
-from .harness import VllmEnv, weights_probe
+from .harness import VllmEnv, kv_case, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -68,15 +68,8 @@ ACCOUNTED: dict[str, tuple[dict[str, Any], int, int, int]] = {
 @pytest.fixture(scope="module")
 def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     cases = [{"id": f"built:{k}", "config": v, "sparse_attention_stand_in": True} for k, v in BUILT.items()]
-    cases += [
-        {
-            "id": f"kv:{k}",
-            "config": config,
-            "sparse_attention_stand_in": True,
-            "kv_cache": {"memory_bytes": memory, "max_model_len": length, "max_num_batched_tokens": mnbt},
-        }
-        for k, (config, memory, length, mnbt) in ACCOUNTED.items()
-    ]
+    stand_in = {"sparse_attention_stand_in": True}
+    cases += [kv_case(f"kv:{k}", *fields) | stand_in for k, fields in ACCOUNTED.items()]
     cases.append({"id": "refused", "config": GLM5_SMALL})
     return weights_probe(vllm_env, cases)
 

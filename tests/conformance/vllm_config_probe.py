@@ -55,7 +55,14 @@ def read(config: dict[str, Any], files: dict[str, str] | None = None, trust: boo
 
 
 #: The language model's sizes as its config class yields them.
-SIZES = ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size")
+SIZES = (
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "vocab_size",
+    "padded_vocab_size",
+)
 
 
 def _size(text: Any, name: str) -> Any:

@@ -67,7 +67,9 @@ engine arguments (prefix caching off, as vLLM's CPU platform has it for MLA mode
 ``kv_cache``: what vLLM's engine core would make of that many bytes of KV cache, by vLLM's own code from the
 config on: the block size its platform aligned (``cache_config.block_size``; a hybrid model's raised to hold a
 state, ``mamba_page_size_padded``), every layer's ``get_kv_cache_spec`` (as the model runner asks them) and
-``get_kv_cache_configs`` (groups, ``num_blocks``) with the concurrency it logs. No cache is allocated: for a
+``get_kv_cache_configs`` (groups, ``num_blocks``) with the concurrency it logs, and every layer's spec as its
+module states it (``layers``, in model order: the module's class, the spec's kind, block, heads, widths and
+window, before the engine unifies the pages). No cache is allocated: for a
 class whose CPU build cannot start (Kimi-Linear's MLA post-processes weights the CPU build has already packed
 away), this is the accounting the engine would run.
 
@@ -448,12 +450,14 @@ def _kv_cache(vllm_config: Any, memory_bytes: int) -> dict[str, Any]:
     # a hybrid model, raises it to hold a state and pads the state's page to it).
     current_platform.update_block_size_for_backend(vllm_config)
     specs = {}
+    modules = {}
     for name, module in get_layers_from_vllm_config(vllm_config, AttentionLayerBase).items():
         spec = module.get_kv_cache_spec(vllm_config)
         if spec is not None:
             if isinstance(spec, AttentionSpec):
                 spec = customize_attention_spec(module.get_attn_backend(), spec)
             specs[name] = spec
+            modules[name] = type(module).__name__
     # The engine core resolves one cache layout for the model's backends before it sizes the cache.
     supported = get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))
     backends = [layout.name for layout in supported]
@@ -475,6 +479,18 @@ def _kv_cache(vllm_config: Any, memory_bytes: int) -> dict[str, Any]:
             for g in kcc.kv_cache_groups
         ],
         "max_concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, kcc),
+        "layers": [
+            {
+                "module": modules[name],
+                "spec": type(spec).__name__,
+                "block_size": spec.block_size,
+                "kv_heads": getattr(spec, "num_kv_heads", None),
+                "head_size": getattr(spec, "head_size", None),
+                "head_size_v": getattr(spec, "head_size_v", None),
+                "sliding_window": getattr(spec, "sliding_window", None),
+            }
+            for name, spec in specs.items()
+        ],
     }
 
 
