@@ -296,7 +296,13 @@ and the router stay in the model dtype."""
 
 
 # ----- module names -----------------------------------------------------------------------------------------
-_ROOTS = ("model.layers", "model.language_model.layers", "language_model.model.layers", "backbone.layers")
+_ROOTS = (
+    "model.layers",
+    "model.language_model.layers",
+    "language_model.model.layers",
+    "backbone.layers",
+    "model.llm.layers",  # Inkling's checkpoint (vLLM's mapper makes it model.layers)
+)
 _ATTN = ("self_attn", "attn", "mixer", "attention")
 _MLP = ("mlp", "feed_forward", "mixer", "ffn")
 _MOE = ("mlp", "block_sparse_moe", "feed_forward", "mixer", "moe", "ffn")
@@ -434,10 +440,35 @@ _OWN_NAMES: dict[str, dict[ModuleKind, tuple[tuple[tuple[str, ...], ...], ...]]]
         ),
         "router": ((("router",),),),
     },
+    # Inkling (vLLM's models/inkling): q, k, v and the relative branch fused in attn.qkvr (the checkpoint's
+    # wq_du, wk_dv, wv_dv, wr_du), the output attn.wo_ud; a dense MLP's mlp.gate_up_proj and mlp.down_proj
+    # (the checkpoint's w13_dn and w2_md); the LM head (the checkpoint's model.llm.unembed).
+    "inkling": {
+        "lm_head": ((("lm_head", "model.llm.unembed"),),),
+        "attention": (
+            (
+                ("attn.qkvr", "attn.wq_du", "attn.wr_du"),
+                ("attn.qkvr", "attn.wk_dv"),
+                ("attn.qkvr", "attn.wv_dv"),
+                ("attn.wo_ud",),
+            ),
+        ),
+        "mlp": (
+            (
+                ("mlp.gate_up_proj", "mlp.w13_dn"),
+                ("mlp.gate_up_proj", "mlp.w13_dn"),
+                ("mlp.down_proj", "mlp.w2_md"),
+            ),
+        ),
+    },
 }
 
 #: Model types whose modules :data:`_OWN_NAMES` spells.
-_NAMING_OF_TYPE = {"gemma4": "gemma4", "gemma4_text": "gemma4"}
+_NAMING_OF_TYPE = {
+    "gemma4": "gemma4",
+    "gemma4_text": "gemma4",
+    **dict.fromkeys(("inkling_mm_model", "inkling_model", "inkling_text"), "inkling"),
+}
 
 
 def _families(module: ModuleKind, naming: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
@@ -456,7 +487,7 @@ def _spellings(
 
 # A plain entry inside a decoder layer: an optional language-model root, ``layers.N``, an optional tail.
 _LAYER_ENTRY = re.compile(
-    r"^(?:(?:model|language_model|backbone|transformer)\.){0,3}(?:layers|h)\.(\d+)(?:\.(.+))?$"
+    r"^(?:(?:model|language_model|backbone|transformer|llm)\.){0,3}(?:layers|h)\.(\d+)(?:\.(.+))?$"
 )
 
 
