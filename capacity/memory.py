@@ -299,6 +299,10 @@ class KVGroup:
     a divisor of that page's gets a block size as many times larger (Gemma 4's sliding and global layers
     differ in head width and KV heads). 0: the layout's."""
 
+    short_conv: bool = False
+    """Inkling's short-convolution caches (:func:`short_conv_page`): a sliding window of inputs, not of K and
+    V."""
+
     def tokens_per_block(self, block_size: int) -> int:
         return self.block_tokens or block_size
 
@@ -575,8 +579,9 @@ def _kv_cache_layout(
             page_bytes=page,
             bound=bound,
             block_tokens=block_tokens(kind, p, start),
+            short_conv=shape is not None,
         )
-        for (kind, bound, p, start, _), n in specs.items()
+        for (kind, bound, p, start, shape), n in specs.items()
     )
     return KVCacheLayout(
         block_size=block_size,

@@ -595,6 +595,7 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     kinds = [
         {
             "kind": g.kind,
+            "short_conv": g.short_conv,
             "layers": g.layers,
             "groups": g.count,
             "bound_tokens": g.bound,
@@ -637,9 +638,13 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "chunked": f"chunk {kind['bound_tokens']} plus the in-flight tokens",
             "mamba": "a constant state per sequence",
         }[str(kind["kind"])]
+        what = f"{_mixer_label(arch, str(kind['kind']))} layers"
+        if kind["short_conv"]:  # Inkling's: a window of the convolutions' inputs beside each layer's KV
+            what = "short-conv caches"
+            bound = f"the last {kind['bound_tokens']} tokens plus the in-flight ones"
         rows.append(
             (
-                f"{_mixer_label(arch, str(kind['kind']))} layers",
+                what,
                 f"{kind['layers']}: {int(kind['bytes_per_sequence']) / GB:.3f} GB per sequence ({bound})",
             )
         )

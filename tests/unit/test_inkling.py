@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -18,8 +19,6 @@ from capacity.architecture import _hmlp_scales
 from capacity.memory import short_conv_bytes_per_sequence, short_conv_head_size
 from kvright import cli
 from tests.builders import INKLING, INKLING_TINY, INKLING_TRANSFORMERS
-
-SMALL = c.catalog_entry("inkling-small")["config"]
 
 
 def _text(config: dict[str, Any], **fields: Any) -> dict[str, Any]:
@@ -246,3 +245,15 @@ def test_the_975b_checkpoints_weigh_what_their_files_hold_beside_the_draft_layer
     drafts_nvfp4 = 591_854_374_368 - c.weight_bytes(nvfp4)
     assert drafts_bf16 == pytest.approx(drafts_nvfp4, abs=200_000)
     assert 5e9 < drafts_bf16 / 2 < 6e9  # about 5.2 B parameters: 8 layers, each ~650 M
+
+
+def test_kv_names_the_short_convolution_caches(capsys: pytest.CaptureFixture[str]):
+    """`kvright kv` lists the convolution caches apart from the sliding-window attention: their window is
+    4 tokens of inputs, and a request reserves it plus the in-flight tokens (2 x 8,192 by default)."""
+    assert cli.main(["kv", "inkling-small", "--context", "32768", "--batch", "1", "--json"]) == 0
+    kinds = json.loads(capsys.readouterr().out)["by_layer_kind"]
+    convs = [k for k in kinds if k["short_conv"]]
+    assert [(k["kind"], k["bound_tokens"], k["layers"]) for k in convs] == [("sliding", 4, 42)]
+    assert sum(k["layers"] for k in kinds if not k["short_conv"]) == 42
+    assert cli.main(["kv", "inkling-small", "--context", "32768", "--batch", "1"]) == 0
+    assert "short-conv caches  42:" in capsys.readouterr().out
