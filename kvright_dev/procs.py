@@ -106,7 +106,9 @@ def answers_200(url: str, *, timeout: float = 2.0) -> bool:
 def stop_processes(procs: Iterable[subprocess.Popen[bytes]], *, timeout: float = STOP_SECONDS,
                    group: bool = False) -> None:
     """SIGTERM every live process (its whole process group when ``group``), give them ``timeout``
-    seconds together to exit, then SIGKILL what is left."""
+    seconds together to exit, then SIGKILL what is left: with ``group``, also what is left of the group
+    once its leader is gone (a vLLM API server that exits leaves its engine and worker processes)."""
+    procs = list(procs)
     live = [p for p in procs if p.poll() is None]
 
     def send(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
@@ -125,6 +127,22 @@ def stop_processes(procs: Iterable[subprocess.Popen[bytes]], *, timeout: float =
         except subprocess.TimeoutExpired:
             send(proc, signal.SIGKILL)
             proc.wait(10)
+    if group:
+        for proc in procs:
+            while _group_alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            send(proc, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process is left in the process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -135,6 +135,16 @@ class _Sim:
         return f"http://127.0.0.1:{self.port}"
 
 
+def _last_line(path: Path | None, limit: int = 240) -> str:
+    """The last non-blank line of an engine's log (what a hung start last said), cut to ``limit``."""
+    if path is None or not path.exists():
+        return ""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - 8192))
+        lines = [line for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
 _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -423,7 +433,7 @@ class PodRunner:
         sim.restarts += 1
         note = (
             f"engine for {sim.namespace}/{sim.pod} did not answer /health within {sim.startup_seconds:g} s "
-            f"of its start: restarted ({sim.restarts})"
+            f"of its start: restarted ({sim.restarts}); its log ended: {_last_line(sim.log_path)!r}"
         )
         with self.lock:
             self.restarts.append(note)

@@ -1,5 +1,6 @@
 """A test session stopped with SIGTERM tears its fixtures down (tests/conftest.py), so the servers it started
-in process groups of their own (control planes, Prometheus, vLLM) do not outlive it."""
+in process groups of their own (control planes, Prometheus, vLLM) do not outlive it; and stopping a process
+group stops all of it, not only its leader."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvright_dev.procs import dev_environ, wait_until
+from kvright_dev.procs import dev_environ, stop_processes, wait_until
 
 SESSION = '''
 import os
@@ -72,3 +73,32 @@ def test_sigterm_ends_the_session_through_fixture_teardown(tmp_path: Path) -> No
     assert teardown_file.read_text() == "ran", text
     assert not _alive(child), f"the fixture's child {child} outlived the session"
 
+
+
+# A leader that exits on SIGTERM and leaves a child that ignores it, as a vLLM API server leaves its engine
+# core and worker when the leader goes first.
+LEADER = """
+import signal, subprocess, sys, time
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+    "time.sleep(300)"
+)
+child = subprocess.Popen([sys.executable, "-c", IGNORES_TERM], stdout=subprocess.PIPE)
+child.stdout.readline()
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_stopping_a_group_stops_what_its_leader_leaves_behind() -> None:
+    leader = subprocess.Popen([sys.executable, "-c", LEADER], stdout=subprocess.PIPE, start_new_session=True)
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    try:
+        assert _alive(child)
+        stop_processes([leader], timeout=2, group=True)
+        assert leader.poll() is not None
+        assert wait_until(lambda: not _alive(child), 10, what="the left child to die", interval=0.05)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
