@@ -175,7 +175,7 @@ def offline_engines(
     vllm_env: VllmEnv, script: str, log_folder: Path, cases: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Run a script built on vllm_offline_engine.py over ``cases`` in one process (one vLLM import, engines
-    in turn on one core), keeping vLLM's log in ``log_folder/engines.log``; its answers by case id."""
+    in turn), keeping vLLM's log in ``log_folder/engines.log``; its answers by case id."""
     out = vllm_env.run(
         [str(HERE / script)],
         stdin=json.dumps(cases),
@@ -281,14 +281,20 @@ def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, A
 
 
 def omp_threads_bind(tensor_parallel_size: int) -> str:
-    """VLLM_CPU_OMP_THREADS_BIND: one CPU list per rank, from the CPUs this process may use.
+    """VLLM_CPU_OMP_THREADS_BIND: one CPU list per rank, from the CPUs this process may use; for one rank,
+    "nobind".
 
     With fewer CPUs than ranks, ranks share CPUs (slow, but vLLM accepts it); TP>1 on CPU needs an
-    explicit list, and "auto" wants one NUMA node per rank.
+    explicit list, and "auto" wants one NUMA node per rank. One rank is left unbound: bound to every CPU,
+    vLLM pins the worker's main thread to the first, and two engines at once (a rollout's new engine
+    beside the old one, the two conformance lanes) put both main threads on that CPU. A worker still
+    importing there got 3 s of CPU in 150 s beside a loaded engine (two starts out of two past 150 s;
+    one CI run restarted a real-engine rollout three times at 180 s); unbound, six starts beside a loaded
+    engine took 26 to 73 s.
     """
     cpus = sorted(os.sched_getaffinity(0))
     if tensor_parallel_size == 1:
-        return ",".join(str(c) for c in cpus)
+        return "nobind"
     groups: list[list[int]] = [[] for _ in range(tensor_parallel_size)]
     for i, cpu in enumerate(cpus):
         groups[i % tensor_parallel_size].append(cpu)

@@ -46,7 +46,7 @@ from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, RealEngine
 from tests.builders import llmd
-from tests.conformance.harness import SHAPES, build_model, make_vllm_env
+from tests.conformance.harness import SHAPES, build_model, make_vllm_env, omp_threads_bind
 from tests.e2e.operator_run import move_events, operator_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.prometheus, pytest.mark.conformance]
@@ -128,13 +128,8 @@ def system(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
     engine = RealEngine(
         python=env.python,
         models={f"{NS}/{NAME}": model},
-        # No thread binding: a rollout starts the new engine beside the old one, which serves the run's
-        # load. Bound (VLLM_CPU_OMP_THREADS_BIND=<all CPUs>), each engine pins its worker's main thread to
-        # the first CPU, so the new worker imported on the CPU where the old one computes, at about 1/25
-        # of a CPU: one CI run restarted it three times at 180 s. Reproduced beside a loaded engine, the
-        # new worker's stack (faulthandler) was still in its imports at 150 s, having had 3 s of CPU.
-        # Unbound, it starts in 26 to 73 s beside the loaded one.
-        environ=env.environ({"VLLM_CPU_OMP_THREADS_BIND": "nobind"}),
+        # Unbound (omp_threads_bind(1)): a rollout starts the new engine beside the loaded old one.
+        environ=env.environ({"VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(1)}),
         kv_cache_memory_bytes=256 * 2**20,
         # The pod's probe allows 10 minutes (real weights on a GPU); a kubelet restarts a start past it.
         # 180 s leaves a slower machine's start room, and a restart plus a start inside the load
