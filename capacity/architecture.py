@@ -178,6 +178,8 @@ FAMILIES: dict[str, str] = {
     "Llama4ForCausalLM": "moe",
     "Llama4ForConditionalGeneration": "moe",
     "HYV3ForCausalLM": "moe",  # Tencent's Hy3 (vLLM's hy_v3.py)
+    # Tencent's HY V4 (vLLM's models/hy_v4): MLA on every layer, DSA on the sparse ones (_hy_v4_attention)
+    "HYV4ForCausalLM": "mla",
     "DeepseekForCausalLM": "moe",  # DeepSeek-MoE: vLLM's DeepSeek-V2 class with standard attention
     "DeepseekV2ForCausalLM": "mla",
     "DeepseekV3ForCausalLM": "mla",
@@ -417,6 +419,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "llama4_text": "moe",
     "deepseek": "moe",
     "hy_v3": "moe",
+    "hy_v4": "mla",
     "deepseek_v2": "mla",
     "deepseek_v3": "mla",
     "deepseek_v32": "mla",
@@ -526,6 +529,29 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "intermediate_size": 16384,
         "num_shared_experts": 1,
         "moe_router_enable_expert_bias": True,
+    },
+    # vLLM's HYV4Config (transformers_utils/configs/hy_v4.py): the sizes a file may leave to it.
+    "hy_v4": {
+        "vocab_size": 120832,
+        "hidden_size": 2816,
+        "intermediate_size": 6912,
+        "moe_intermediate_size": 768,
+        "num_hidden_layers": 34,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 262144,
+        "tie_word_embeddings": False,
+        "n_routed_experts": 256,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 192,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 256,
+        "index_topk": 2048,
+        "index_head_dim": 128,
+        "index_n_heads": 16,
+        "hc_mult": 4,
     },
     # transformers' LagunaConfig: the sizes vLLM's Laguna reads, where a file leaves them out.
     "laguna": {
@@ -839,6 +865,9 @@ class Layer:
     and ``index_topk_pattern``, read as vLLM's ``deepseek_v2.py`` reads them): the layer builds no indexer
     and attends over the top-k tokens the last layer with one picked, so it holds no indexer weights and
     caches no indexer key."""
+    dense_attention: bool = False
+    """An MLA layer of a sparse-attention model that attends over its whole cache (HY V4's layers whose
+    ``layer_types`` entry is not a sparse one): no indexer, no indexer key, every cached latent read."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1050,6 +1079,12 @@ class Architecture:
     hyper_connections: int = 0
     """DeepSeek-V4's manifold-constrained hyper-connections (``hc_mult``): the residual stream is this many
     copies of the hidden state, mixed before and after each attention and MoE block by fp32 projections."""
+    interleaved_hyper_connections: bool = False
+    """HY V4's iHC (``enable_ihc``): :attr:`hyper_connections` whose per-block mix projects the
+    ``hc x hidden`` stream to ``2 x hc`` weights, two scales (DeepSeek-V4's to ``(2 + hc) x hc``, three)."""
+    sparse_backend_required: bool = False
+    """HY V4: its sparse layers ask vLLM for a sparse MLA kernel and stop at start without one (no dense
+    fallback), as DeepSeek-V4's do."""
     hash_layers: int = 0
     """DeepSeek-V4: the first ``num_hash_layers`` MoE layers route each token by a fixed table of its id
     (``tid2eid``, int32, ``vocab x top-k``) instead of the router's scores and score-correction bias."""
@@ -1267,7 +1302,10 @@ class Architecture:
         (:attr:`num_indexer_layers`) and DeepSeek-V4's (in its own caches)."""
         if self.attention != "MLA" or not self.index_head_dim or self.compressed_attention:
             return 0
-        return sum(layer.mixer == "mla" and not layer.reuses_indices for layer in self.layers)
+        return sum(
+            layer.mixer == "mla" and not layer.reuses_indices and not layer.dense_attention
+            for layer in self.layers
+        )
 
     @property
     def num_indexers(self) -> int:
@@ -1722,9 +1760,12 @@ def _mla_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[fl
     kv_b = kv_lora * heads * (a.qk_nope_head_dim + a.v_head_dim)
     sharded += weigh("attention", i, kv_b, (0, 0, 0, 1, 0))  # kv_b_proj
     sharded += weigh("attention", i, heads * a.v_head_dim * h, (0, 0, 0, 0, 1))  # o_proj
-    if a.attention_gate_projection:  # Kimi-K3's output gate (fused with q_a/kv_a, split by head)
+    if a.attention_gate_projection:  # Kimi-K3's and HY V4's elementwise output gate (split by head)
         sharded += weigh("attention", i, h * heads * a.v_head_dim)
-    if a.index_head_dim and not layer.reuses_indices:
+    if a.attention_head_gate:  # HY V4's headwise gate: one value per head
+        sharded += weigh("attention", i, h * heads)
+    sharded += weigh(None, i, heads if layer.sinks else 0)  # HY V4's learnable sink, one per head
+    if a.index_head_dim and not layer.reuses_indices and not layer.dense_attention:
         # DeepSeek-V3.2's indexer (vLLM's deepseek_v32/attention.py and deepseek_v2.py alike), replicated:
         # wq_b as the checkpoint stores it; wk and the per-head weights projection fused into one linear
         # built without the quantization (an fp8 checkpoint's wk is upcast at load); k_norm, a LayerNorm in
@@ -1776,7 +1817,12 @@ def _hyper_connection_params(a: Architecture, layer: int | None, weigh: Weigh) -
     hc = a.hyper_connections
     if not hc:
         return 0.0
-    mixes, scales = ((2 + hc) * hc, 3) if layer is not None else (hc, 1)
+    if layer is None:
+        mixes, scales = hc, 1
+    elif a.interleaved_hyper_connections:  # HY V4's hc_fn (2 hc x hc hidden), hc_base (2 hc), hc_scale (2)
+        mixes, scales = 2 * hc, 2
+    else:
+        mixes, scales = (2 + hc) * hc, 3
     per_block = mixes * hc * a.hidden_size + mixes + scales
     return weigh(None, layer, per_block * (2 if layer is not None else 1), dtype=FLOAT32_PARAMETERS)
 
@@ -2667,6 +2713,8 @@ class _Read:
     """DeepSeek-V4: each layer's ``compress_ratio`` (0: none)."""
     indexers: list[bool] | None = None
     """MiniMax-M3: the layers with a sparse-attention indexer of their own."""
+    dense_attention: list[bool] | None = None
+    """HY V4: the MLA layers that attend whole (:attr:`Layer.dense_attention`)."""
 
 
 #: Families whose shared experts are one merged MLP of ``num_shared_experts`` experts, each as wide as
@@ -2674,13 +2722,13 @@ class _Read:
 _MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "sarvam_moe", "sarvam_mla")
 
 #: Families whose vLLM class takes each layer's MLP kind from ``mlp_layer_types`` where the file has it.
-_MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum")
+_MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum", "hy_v4")
 
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
     """Which layers route to experts, by the rule each family's config states."""
     kinds = _list(cfg, "mlp_layer_types", layers) if model_type in _MLP_LAYER_TYPES else None
-    if kinds is None and model_type == "laguna":  # LagunaConfig's: layer 0 dense, the rest sparse
+    if kinds is None and model_type in ("laguna", "hy_v4"):  # their classes': layer 0 dense, the rest sparse
         kinds = ["dense"] + ["sparse"] * (layers - 1)
     if kinds is not None:  # the family's own list, which vLLM reads
         if set(kinds) - {"dense", "sparse"}:
@@ -2863,6 +2911,8 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     elif family == "mla":
         mixers = ["mla"] * layers
         window = None
+        if model_type == "hy_v4":
+            extra.update(_hy_v4_parts(cfg))
     elif model_type in ("llama4", "llama4_text"):
         # vLLM's Llama 4 takes its layers' kinds from no_rope_layers and attention_chunk_size (below) and
         # ignores the layer_types transformers 5 writes (["chunked_attention", ..., "full_attention"]).
@@ -2904,7 +2954,13 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
                 "is missing with dense layers in mlp_layer_types; vLLM 0.32's cohere2_moe.py builds their "
                 "MLP that wide and stops at start without it",
             )
-    return _Read(mixers, ffn, width, [0] * layers, extra)
+    read = _Read(mixers, ffn, width, [0] * layers, extra)
+    if model_type == "hy_v4":
+        sparse, _ = _hy_v4_attention(cfg, layers)
+        read.sinks = [_bool(cfg, "learnable_sink", True)] * layers
+        read.dense_attention = [not s for s in sparse]
+        extra["sparse_backend_required"] = any(sparse)
+    return read
 
 
 #: NemotronHConfig's block names (transformers 5, ``layers_block_type``; the legacy ``mamba`` and
@@ -3108,6 +3164,75 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         [0] * layers,
         extra,
     )
+
+
+#: HY V4's ``layer_types`` spellings of a sparse (DSA) layer: vLLM's ``_SPARSE_LAYER_TYPES``, and what its
+#: config class and transformers fold into "indexed_attention" ("sparse", "sparse_attention",
+#: "deepseek_sparse_attention", "qwen_sparse_attention").
+_HY_V4_SPARSE = (
+    "sparse", "sparse_attention", "deepseek_sparse_attention", "qwen_sparse_attention", "indexed_attention"
+)  # fmt: skip
+#: The other entries transformers' layer_types check accepts (``ALLOWED_ATTN_LAYER_TYPES`` and the legacy
+#: names it remaps first); HY V4 builds each as a whole-context MLA layer.
+_HY_V4_DENSE = (
+    "full_attention", "sliding_attention", "chunked_attention", "window_attention",
+    "compressed_sparse_attention", "heavily_compressed_attention", "minimax_m3_sparse", "conv", "moe",
+    "hybrid", "hybrid_sliding", "linear_attention", "mamba", "attention",
+)  # fmt: skip
+_HY_V4_GATES = ("elementwise", "headwise")
+
+
+def _hy_v4_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """HY V4's attention and residual extras as vLLM's ``models/hy_v4`` builds them: the gated MLA output
+    (``gated_mla``, ``gating_type``), iHC (``enable_ihc``, ``hc_mult``) and the refusals its config class and
+    model make (``q_lora_rank`` is a strict int; SiLU experts only)."""
+    if cfg.get("q_lora_rank", 1) is None:
+        raise ConfigError(
+            "q_lora_rank",
+            "is null; vLLM 0.32's HYV4Config types it an int and refuses the file at load; accepted: the "
+            "query's low rank (HY V4 ships 1536)",
+        )
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu":
+        raise ConfigError("hidden_act", f"is {act!r:.40}; vLLM 0.32's HY V4 experts accept silu only")
+    gated = _bool(cfg, "gated_mla", True)
+    gating = cfg.get("gating_type", "elementwise")
+    if gated and gating not in _HY_V4_GATES:
+        raise ConfigError(
+            "gating_type", f"is {gating!r:.40}; vLLM 0.32's HY V4 accepts {' or '.join(_HY_V4_GATES)}"
+        )
+    ihc = _bool(cfg, "enable_ihc", True)
+    return {
+        "attention_gate_projection": gated and gating == "elementwise",
+        "attention_head_gate": gated and gating == "headwise",
+        "hyper_connections": _int(cfg, ("hc_mult",)) if ihc else 0,
+        "interleaved_hyper_connections": ihc,
+    }
+
+
+def _hy_v4_attention(cfg: Mapping[str, Any], layers: int) -> tuple[list[bool], list[bool]]:
+    """HY V4's sparse layers and which of them reuse another's top-k, as vLLM 0.32 reads them: a layer is
+    sparse when its ``layer_types`` entry is a DSA one (no ``layer_types``: none is); a sparse layer builds
+    an indexer when its ``indexer_types`` entry is "full" and reuses the last one's picks when "shared"
+    (default: "full" on layer 0 and every fourth from 1)."""
+    kinds = _list(cfg, "layer_types", layers)
+    if kinds is not None and set(kinds) - set(_HY_V4_SPARSE) - set(_HY_V4_DENSE):
+        bad = sorted(set(kinds) - set(_HY_V4_SPARSE) - set(_HY_V4_DENSE))[0]
+        raise ConfigError(
+            "layer_types",
+            f"has {bad!r:.40}, which transformers refuses at load; accepted: {', '.join(_HY_V4_SPARSE)} "
+            "(sparse) or full_attention",
+        )
+    sparse = [kind in _HY_V4_SPARSE for kind in kinds] if kinds is not None else [False] * layers
+    default = ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(layers)]
+    found = cfg.get("indexer_types")
+    indexers = default if found is None else found
+    if not isinstance(indexers, list) or len(indexers) != layers or set(indexers) - {"full", "shared"}:
+        raise ConfigError(
+            "indexer_types",
+            f"is {found!r:.60}; vLLM 0.32's HY V4 expects one entry per layer ({layers}), full or shared",
+        )
+    return sparse, [s and kind == "shared" for s, kind in zip(sparse, indexers, strict=True)]
 
 
 def _read_jamba(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
@@ -5687,6 +5812,8 @@ _MODELING: dict[str, _Modeling] = {
         qk_norm="head", qk_norm_when="use_qk_norm", expert_score_bias=True, router_dtype="float32"
     ),
     "glm4_moe_lite": _Modeling(expert_score_bias=True, router_dtype="float32"),
+    # HY V4: an fp32 router and an fp32 expert_bias (its score correction), always built.
+    "hy_v4": _Modeling(expert_score_bias=True, router_dtype="float32"),
     # Step-3.5's LM head is never tied (its class builds the embedding twice under PP instead).
     "step3p5": _Modeling(qk_norm="head", expert_score_bias=True, router_dtype="float32"),
     # vLLM's LFM2 classes tie the LM head to the embedding whatever the file says.
@@ -5962,7 +6089,11 @@ def architecture_from_config(
     # vLLM's sparse MLA classes take a config with index_topk for DeepSeek-V3.2's (DSA), IndexCache and all;
     # a draft's (MTP) layers always build their indexer.
     reused_indices = None
-    if mla and "index_topk" in cfg:
+    if model_type == "hy_v4":
+        reused_indices = _hy_v4_attention(cfg, layers)[1]
+        if not extra["sparse_backend_required"]:  # no DSA layer: no indexer, attention reads every latent
+            extra.update(index_head_dim=0, index_n_heads=0, index_topk=0)
+    elif mla and "index_topk" in cfg:
         reused_indices = _reused_indices(cfg, layers) + [False] * (len(read.mixers) - layers)
     if mla:
         a["num_kv_heads"] = 1  # MLA: one latent is cached, not per-head K and V
@@ -6130,8 +6261,9 @@ def architecture_from_config(
                 compress_ratio=c,
                 indexer=x,
                 reuses_indices=r and m == "mla",
+                dense_attention=dense,
             )
-            for m, f, w, k, d, shared, v, sink, q, c, x, r in zip(
+            for m, f, w, k, d, shared, v, sink, q, c, x, r, dense in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
@@ -6144,6 +6276,7 @@ def architecture_from_config(
                 read.compress_ratios or [0] * len(read.mixers),
                 read.indexers or [False] * len(read.mixers),
                 reused_indices or [False] * len(read.mixers),
+                read.dense_attention or [False] * len(read.mixers),
                 strict=True,
             )
         ),

@@ -262,7 +262,7 @@ class StepModel:
         if arch.compressed_attention:
             self._compressed_attention(arch, widths)
         elif arch.attention == "MLA" and arch.index_head_dim and arch.index_topk:
-            self._sparse_attention(arch)
+            self._sparse_attention(arch, widths)
         elif arch.num_indexer_layers:
             self._layer_sparse_attention(arch, kv_cache_dtype, tp, widths)
         # Mamba / linear-attention states are read and written back whole every step; so are the short
@@ -323,15 +323,21 @@ class StepModel:
         )
         self.comm_fixed, self.comm_per_token = self._communication()
 
-    def _sparse_attention(self, arch: Architecture) -> None:
+    def _sparse_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
         """DeepSeek-V3.2's sparse attention (DSA): each indexer scores every cached token with its own fp8
         key, then attention reads the latent of the top-k tokens only (vLLM's sparse MLA decode,
         ``index_topk``); a layer under IndexCache (:attr:`Layer.reuses_indices`) reads the top-k the
-        indexer before it picked, so only :attr:`Architecture.num_mla_indexers` layers score the context."""
+        indexer before it picked, so only :attr:`Architecture.num_mla_indexers` layers score the context.
+        HY V4's dense layers (:attr:`Layer.dense_attention`) read every latent, as dense MLA does."""
         indexers = arch.num_mla_indexers
+        mla = [layer for layer in arch.layers if layer.mixer == "mla"]
+        dense = sum(layer.dense_attention for layer in mla)
+        latents = self.full_kv_per_token  # one latent per MLA layer, all as wide
         self.topk = arch.index_topk
-        self.sparse_kv_per_token = self.full_kv_per_token
-        self.full_kv_per_token = indexers * indexer_key_bytes(arch)
+        self.sparse_kv_per_token = latents * (len(mla) - dense) / len(mla)
+        self.full_kv_per_token = latents * dense / len(mla) + indexers * indexer_key_bytes(arch)
+        self.dense_attention_layers = float(dense)
+        widths["full"] -= dense
         # q . k for every indexer head and cached token; the indexer's heads are not split over TP.
         self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * indexers
 

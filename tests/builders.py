@@ -613,6 +613,43 @@ TOWERLESS_WRAPPERS: dict[str, dict[str, Any]] = {
 
 # A small GLM-5 (vLLM's GlmMoeDsaForCausalLM: DeepSeek-V3.2's sparse MLA, DSA): eight layers, the first dense,
 # an indexer of four 128-wide heads beside each layer's latent unless IndexCache's fields say otherwise.
+#: Tencent's HY V4 (vLLM's models/hy_v4) at small widths with its own layout: the latent 576 wide (512 + 64,
+#: what FlashMLA takes), a dense first layer, DSA on the rest, indexers on layers 0 and 1 of the class's
+#: default schedule (the dense layer 0 builds none), gated MLA, sinks and iHC as the class defaults them.
+HY_V4_SMALL: dict[str, Any] = {
+    "architectures": ["HYV4ForCausalLM"],
+    "model_type": "hy_v4",
+    "dtype": "bfloat16",
+    "vocab_size": 1024,
+    "hidden_size": 512,
+    "intermediate_size": 384,
+    "moe_intermediate_size": 128,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 4,
+    "hidden_act": "silu",
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": False,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "q_lora_rank": 256,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 192,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 256,
+    "layer_types": ["full_attention"] + ["indexed_attention"] * 5,
+    "index_topk": 64,
+    "index_head_dim": 128,
+    "index_n_heads": 4,
+    "enable_ihc": True,
+    "hc_mult": 4,
+    "gated_mla": True,
+    "gating_type": "elementwise",
+    "learnable_sink": True,
+    "num_nextn_predict_layers": 1,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000},
+}
+
 GLM5_SMALL: dict[str, Any] = {
     "architectures": ["GlmMoeDsaForCausalLM"],
     "model_type": "glm_moe_dsa",
