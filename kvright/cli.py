@@ -404,6 +404,8 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     sparse = ""
     if indexers := arch.num_indexers:
         sparse = f"; sparse: indexers in {indexers} of them pick {arch.index_topk:,} tokens to attend to"
+        if dense := sum(layer.dense_attention for layer in arch.layers):  # HY V4's full_attention layers
+            sparse += f" ({dense} {'layer attends' if dense == 1 else 'layers attend'} to the whole context)"
     shared = sum(layer.kv_shared for layer in arch.layers)
     if shared:
         heads += f"; the last {shared} layers read earlier layers' caches (none of their own)"

@@ -4,12 +4,15 @@ layer but only the top-k of a sparse one. tests/conformance/test_hy_v4.py holds 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import capacity as c
 from capacity.gpus import attention_support
+from kvright import cli
 from tests.builders import HY_V4_SMALL, edited
 
 
@@ -95,3 +98,12 @@ def test_a_step_reads_a_dense_layers_whole_cache_and_a_sparse_layers_top_k() -> 
     topk = arch.index_topk
     assert model.kv_bytes(1, topk) - model.kv_bytes(1, topk - 1) == 6 * latent + 2 * key
     assert model.kv_bytes(1, topk + 1) - model.kv_bytes(1, topk) == latent + 2 * key
+
+
+def test_inspect_names_the_layers_that_attend_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(HY_V4_SMALL))
+    assert cli.main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "6 layers; sparse: indexers in 2 of them pick 64 tokens to attend to (1 layer attends" in out
