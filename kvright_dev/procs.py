@@ -129,15 +129,16 @@ def stop_processes(procs: Iterable[subprocess.Popen[bytes]], *, timeout: float =
             proc.wait(10)
     if group:
         for proc in procs:
-            while _group_alive(proc.pid) and time.monotonic() < deadline:
+            while signalable(-proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             send(proc, signal.SIGKILL)
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any process is left in the process group ``pgid``."""
+def signalable(target: int) -> bool:
+    """Whether a signal to ``target`` reaches a process: a process id, or ``-pgid`` for any process left in
+    that process group (``kill(2)``'s convention); one this user may not signal still exists."""
     try:
-        os.killpg(pgid, 0)
+        os.kill(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

@@ -247,6 +247,15 @@ def weighed_as_built(answer: Mapping[str, Any], config: dict[str, Any]) -> capac
     return arch
 
 
+def weighed_with_indexers(answer: Mapping[str, Any], config: dict[str, Any]) -> capacity.Architecture:
+    """:func:`weighed_as_built`, and every sparse-MLA indexer vLLM built is one capacity counts: as many
+    float32 ``k_norm`` weights as its indexers hold (none where it built none)."""
+    arch = weighed_as_built(answer, config)
+    k_norms = answer["own_dtypes"].get("model.layers.self_attn.indexer.k_norm.weight:float32", 0)
+    assert k_norms == arch.num_mla_indexers * arch.index_head_dim
+    return arch
+
+
 def accounted_layout(
     answer: Mapping[str, Any], config: dict[str, Any], max_model_len: int, max_num_batched_tokens: int
 ) -> tuple[Mapping[str, Any], capacity.Architecture, capacity.KVCacheLayout]:
