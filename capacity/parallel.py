@@ -271,8 +271,7 @@ def _splits_kv_heads_of(arch: Architecture, tp: int) -> bool:
     """Some attention layer's KV heads would split into fractions (MLA's latent never does)."""
     if arch.attention == "MLA" or not arch.num_attention_layers:
         return False
-    heads = {kv_heads for _, kv_heads, _, _, _ in arch.layer_census} - {0} or {arch.num_kv_heads}
-    return any(_splits_kv_heads(h, tp) for h in heads)
+    return any(_splits_kv_heads(h, tp) for h in _kv_head_counts(arch))
 
 
 def _undivided_width(arch: Architecture, tp: int) -> str | None:
