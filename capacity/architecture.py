@@ -202,6 +202,9 @@ FAMILIES: dict[str, str] = {
     "KimiK3ForConditionalGeneration": "mla",
     # Kimi-Linear: MLA layers among Kimi Delta Attention layers (linear attention with a constant state).
     "KimiLinearForCausalLM": "mla",
+    # Z.ai's GLM-5.3-Flash (vLLM's models/glm5next): Kimi Delta Attention and NoPE MLA with a pooled indexer
+    "Glm5NextForCausalLM": "mla",
+    "Glm5NextForConditionalGeneration": "mla",
     "AXK1ForCausalLM": "mla",  # SK Telecom's A.X K1 (vLLM's AXK1.py): DeepSeek-V3 with a norm after the MLP
     # Meituan's LongCat-Flash (vLLM's longcat_flash.py): two MLA attentions and two dense MLPs a layer beside
     # one MoE with zero-computation experts.
@@ -428,6 +431,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "kimi_k2": "mla",
     "kimi_k25": "mla",
     "kimi_linear": "mla",
+    "glm5_next_text": "mla",
     "axk1": "mla",
     "glm_moe_dsa": "mla",
     "longcat_flash": "longcat_flash",
@@ -529,6 +533,33 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "intermediate_size": 16384,
         "num_shared_experts": 1,
         "moe_router_enable_expert_bias": True,
+    },
+    # transformers' Glm5NextTextConfig (GLM-5.3-Flash's text config, which vLLM 0.32 reads): its sizes.
+    "glm5_next_text": {
+        "vocab_size": 154880,
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "moe_intermediate_size": 2048,
+        "num_hidden_layers": 45,
+        "num_attention_heads": 64,
+        "n_shared_experts": 1,
+        "n_routed_experts": 288,
+        "num_experts_per_tok": 8,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_rope_head_dim": 0,
+        "qk_nope_head_dim": 256,
+        "v_head_dim": 256,
+        "max_position_embeddings": 1048576,
+        "tie_word_embeddings": False,
+        "index_topk": 2048,
+        "index_head_dim": 128,
+        "index_n_heads": 32,
+        "linear_head_dim": 128,
+        "linear_num_heads": 64,
+        "linear_conv_kernel_dim": 4,
+        "hc_mult": 4,
+        "index_kpool": 16,
     },
     # vLLM's HYV4Config (transformers_utils/configs/hy_v4.py): the sizes a file may leave to it.
     "hy_v4": {
@@ -1082,9 +1113,18 @@ class Architecture:
     interleaved_hyper_connections: bool = False
     """HY V4's iHC (``enable_ihc``): :attr:`hyper_connections` whose per-block mix projects the
     ``hc x hidden`` stream to ``2 x hc`` weights, two scales (DeepSeek-V4's to ``(2 + hc) x hc``, three)."""
+    hyper_connection_head: bool = True
+    """DeepSeek-V4's and HY V4's hyper-connections end in a learned mix before the head (``hc_head``);
+    GLM-5.3's (False) in a fixed one."""
+    index_kpool: int = 0
+    """GLM-5.3's pooled indexer: one key cached per ``index_kpool`` tokens (a learned pooling gate and an fp32
+    position table per MLA layer), and a ring of its last raw keys per request; 0: a key per token."""
+    unquantized_attention: bool = False
+    """vLLM builds the attention, linear-attention and indexer projections without the checkpoint's
+    quantization (GLM-5.3: only the MLPs and experts take it)."""
     sparse_backend_required: bool = False
-    """HY V4: its sparse layers ask vLLM for a sparse MLA kernel and stop at start without one (no dense
-    fallback), as DeepSeek-V4's do."""
+    """HY V4's and GLM-5.3's sparse layers ask vLLM for a sparse MLA kernel and stop at start without one
+    (no dense fallback), as DeepSeek-V4's do."""
     hash_layers: int = 0
     """DeepSeek-V4: the first ``num_hash_layers`` MoE layers route each token by a fixed table of its id
     (``tid2eid``, int32, ``vocab x top-k``) instead of the router's scores and score-correction bias."""
@@ -1679,9 +1719,26 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     )
 
 
+def _in_model_dtype(weigh: Weigh) -> Weigh:
+    """``weigh`` for modules vLLM builds without the checkpoint's quantization."""
+
+    def unquantized(
+        module: ModuleKind | None,
+        layer: int | None,
+        n: float,
+        shares: tuple[float, ...] | None = None,
+        dtype: str | None = None,
+    ) -> float:
+        return weigh(None, layer, n, dtype=dtype)
+
+    return unquantized
+
+
 def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
     """(sharded, replicated, K/V projection of one KV head) of one layer's token mixer."""
     h = a.hidden_size
+    if a.unquantized_attention:  # built without the file's quantization: in the model dtype
+        weigh = _in_model_dtype(weigh)
     if a.compressed_attention:
         return _compressed_attention_params(a, layer, i, weigh)
     if a.latent_projections(layer):
@@ -1765,6 +1822,9 @@ def _mla_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[fl
     if a.attention_head_gate:  # HY V4's headwise gate: one value per head
         sharded += weigh("attention", i, h * heads)
     sharded += weigh(None, i, heads if layer.sinks else 0)  # HY V4's learnable sink, one per head
+    if a.index_kpool:  # GLM-5.3's key pooling: a gate (hidden -> index_head_dim) and an fp32 position table
+        replicated += weigh(None, i, a.index_head_dim * h)
+        replicated += weigh(None, i, a.index_kpool * a.index_head_dim, dtype=FLOAT32_PARAMETERS)
     if a.index_head_dim and not layer.reuses_indices and not layer.dense_attention:
         # DeepSeek-V3.2's indexer (vLLM's deepseek_v32/attention.py and deepseek_v2.py alike), replicated:
         # wq_b as the checkpoint stores it; wk and the per-head weights projection fused into one linear
@@ -1816,6 +1876,8 @@ def _hyper_connection_params(a: Architecture, layer: int | None, weigh: Weigh) -
     (``hc`` mixes, 1 scale)."""
     hc = a.hyper_connections
     if not hc:
+        return 0.0
+    if layer is None and not a.hyper_connection_head:
         return 0.0
     if layer is None:
         mixes, scales = hc, 1
@@ -2722,7 +2784,7 @@ class _Read:
 _MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "sarvam_moe", "sarvam_mla")
 
 #: Families whose vLLM class takes each layer's MLP kind from ``mlp_layer_types`` where the file has it.
-_MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum", "hy_v4")
+_MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum", "hy_v4", "glm5_next_text")
 
 
 def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
@@ -2730,6 +2792,8 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
     kinds = _list(cfg, "mlp_layer_types", layers) if model_type in _MLP_LAYER_TYPES else None
     if kinds is None and model_type in ("laguna", "hy_v4"):  # their classes': layer 0 dense, the rest sparse
         kinds = ["dense"] + ["sparse"] * (layers - 1)
+    if kinds is None and model_type == "glm5_next_text":  # Glm5NextTextConfig's: three dense, then routed
+        kinds = ["dense"] * min(3, layers) + ["sparse"] * (layers - 3)
     if kinds is not None:  # the family's own list, which vLLM reads
         if set(kinds) - {"dense", "sparse"}:
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
@@ -2907,6 +2971,10 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     if model_type == "kimi_linear":
         mixers, extra["state"] = _kimi_linear_layers(cfg, layers)
         extra.update(_kimi_k3_parts(cfg))
+        window = None
+    elif model_type == "glm5_next_text":
+        mixers, extra["state"] = _glm5next_layers(cfg, layers)
+        extra.update(_glm5next_parts(cfg), sparse_backend_required="mla" in mixers)  # its MLA is all DSA
         window = None
     elif family == "mla":
         mixers = ["mla"] * layers
@@ -3180,6 +3248,76 @@ _HY_V4_DENSE = (
     "hybrid", "hybrid_sliding", "linear_attention", "mamba", "attention",
 )  # fmt: skip
 _HY_V4_GATES = ("elementwise", "headwise")
+
+
+#: Fields vLLM 0.32's glm5next reads that Glm5NextTextConfig does not declare: a file without one stops the
+#: build (``AttributeError``).
+_GLM5_NEXT_UNDECLARED = ("mhc", "mla_use_nope", "topk_method", "scoring_func", "indexer_rope_interleave")
+
+
+def _glm5next_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], StateSpec]:
+    """GLM-5.3-Flash's layers as vLLM 0.32's glm5next builds them: Kimi Delta Attention where the
+    ``layer_types`` entry is exactly "linear_attention" (transformers' legacy "mamba" becomes it; default:
+    every layer but each fourth), NoPE MLA with an indexer everywhere else; and the KDA state from the flat
+    ``linear_*`` fields (``linear_attn_config`` copied into them), which vLLM sizes the blocks by even where
+    no layer is KDA. Refuses what transformers' config checks and vLLM's build refuse."""
+    for name in _GLM5_NEXT_UNDECLARED:
+        if name not in cfg:
+            raise ConfigError(
+                name,
+                "is missing; vLLM 0.32's glm5next reads it and Glm5NextTextConfig does not declare it, so "
+                "the build stops without it (GLM-5.3-Flash's file states it)",
+            )
+    if _int(cfg, ("qk_rope_head_dim",), minimum=0) != 0:
+        raise ConfigError("qk_rope_head_dim", "is not 0; Glm5NextTextConfig expects NoPE attention (0)")
+    heads = _int(cfg, ("num_attention_heads",))
+    if _int(cfg, ("num_key_value_heads",), default=heads) != heads:
+        raise ConfigError("num_key_value_heads", f"must equal num_attention_heads ({heads}) for GLM-5.3")
+    if not _bool(cfg, "mla_use_nope", True):
+        raise ConfigError("mla_use_nope", "is false; vLLM 0.32's glm5next MLA then needs RoPE it has none of")
+    if not _bool(cfg, "index_kpool_always_select_tail", True):
+        raise ConfigError("index_kpool_always_select_tail", "is false; vLLM 0.32's glm5next builds only true")
+    kpool, topk = _int(cfg, ("index_kpool",)), _int(cfg, ("index_topk",))
+    if kpool < 2 or topk % kpool:
+        raise ConfigError(
+            "index_kpool",
+            f"is {kpool}; vLLM 0.32 pools two keys or more, and index_topk ({topk}) must be a multiple",
+        )
+    kinds = _list(cfg, "layer_types", layers)
+    if kinds is None:
+        kinds = ["linear_attention" if i % 4 != 3 else "indexed_attention" for i in range(layers)]
+    kinds = ["linear_attention" if kind == "mamba" else kind for kind in kinds]
+    if set(kinds) - set(_HY_V4_SPARSE) - set(_HY_V4_DENSE):
+        bad = sorted(set(kinds) - set(_HY_V4_SPARSE) - set(_HY_V4_DENSE))[0]
+        raise ConfigError("layer_types", f"has {bad!r:.40}, which transformers refuses at load")
+    linear = cfg.get("linear_attn_config")
+    nested = linear if isinstance(linear, Mapping) else {}
+    kda_heads = _int(nested, ("num_heads",), default=0) or _int(cfg, ("linear_num_heads",))
+    head_dim = _int(nested, ("head_dim",), default=0) or _int(cfg, ("linear_head_dim",))
+    kernel = _int(nested, ("short_conv_kernel_size",), default=0) or _int(cfg, ("linear_conv_kernel_dim",))
+    mixers: list[Mixer] = ["linear" if kind == "linear_attention" else "mla" for kind in kinds]
+    state = StateSpec(
+        kind="kda",
+        conv_kernel=kernel,
+        conv_channels=3 * kda_heads * head_dim,
+        heads=kda_heads,
+        head_dim=head_dim,
+        state_dim=head_dim,
+        ssm_dtype="float32",
+    )
+    return mixers, state
+
+
+def _glm5next_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """GLM-5.3-Flash's extras: the indexer's key pool (``index_kpool`` tokens a cached key), mHC
+    (``mhc``, ``hc_mult``: DeepSeek-V4's mixes, no head mix), and attention and indexers built without the
+    file's quantization."""
+    return {
+        "index_kpool": _int(cfg, ("index_kpool",)),
+        "hyper_connections": _int(cfg, ("hc_mult",)) if _bool(cfg, "mhc", False) else 0,
+        "hyper_connection_head": False,
+        "unquantized_attention": True,
+    }
 
 
 def _hy_v4_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -4381,6 +4519,12 @@ def _vision_parameters(config: Mapping[str, Any], text_hidden: int) -> int:
     v = _vision_with_defaults(config, vision)
     if config.get("model_type") == "glm_ocr" or v.get("model_type") == "glm_ocr_vision":
         return _glm4v_vision_parameters(v, _int(_text_config(config), ("intermediate_size",)))
+    if config.get("model_type") == "glm5_next" or v.get("model_type") == "glm5_next_vision":
+        # GLM-5.3-Flash's (glm5next/common/multimodal.py): GLM-OCR's tower, its merger
+        # projection_intermediate_size wide (Glm5NextVisionConfig's 10,240 unless stated).
+        with _in_sub_config("vision_config"):
+            merger = _int(v, ("projection_intermediate_size",), default=10240)
+        return _glm4v_vision_parameters(v, merger)
     if _is_glm4v_tower(config, v):
         return _glm4v_vision_parameters(v)
     if v.get("model_type") == "pixtral":
@@ -5921,6 +6065,7 @@ _HEAD_TIED_WHATEVER_THE_FILE = (
 #: ways and holds both lists to vLLM (MiMo-V2's and MiniMax-M3's are their families' rule below).
 _HEAD_OWN_WHATEVER_THE_FILE = (
     "afmoe",
+    "glm5_next_text",
     "axk1",
     "deepseek",
     "deepseek_v2",
@@ -6050,7 +6195,9 @@ def architecture_from_config(
     if mla and default_head_dim is None:
         # MLA heads have no one width (transformers' MLA configs alias head_dim to qk_rope_head_dim).
         default_head_dim = _opt_int(cfg, ("qk_rope_head_dim",))
-    head_dim = _int(cfg, _HEAD_DIM, default=default_head_dim)
+    # GLM-5.3's config class drops the file's head_dim (it sets it to its RoPE width, 0; MLA reads none).
+    stated = {} if model_type == "glm5_next_text" else cfg
+    head_dim = _int(stated, _HEAD_DIM, default=default_head_dim)
     dtype = _dtype(cfg)
     if model_type in ("falcon", "gpt2", "opt", "gptj", "bloom", "gpt_bigcode"):
         intermediate = _classic_mlp_width(cfg, model_type, hidden)
@@ -6079,7 +6226,7 @@ def architecture_from_config(
         extra.update(
             kv_lora_rank=_int(cfg, ("kv_lora_rank",)),
             q_lora_rank=_opt_int(cfg, ("q_lora_rank",)),
-            qk_rope_head_dim=_int(cfg, ("qk_rope_head_dim",)),
+            qk_rope_head_dim=_int(cfg, ("qk_rope_head_dim",), minimum=int(model_type != "glm5_next_text")),
             qk_nope_head_dim=_int(cfg, ("qk_nope_head_dim",)),
             v_head_dim=_int(cfg, ("v_head_dim",)),
             index_head_dim=_int(cfg, ("index_head_dim",), minimum=0, default=0),

@@ -238,9 +238,9 @@ def _has_inkling_attention(gpu: GPU) -> bool:
 def attention_support(gpu: GPU, arch: Architecture) -> str | None:
     """Why vLLM 0.32 has no attention kernel for ``arch`` on ``gpu``, or None when it has one. DeepSeek-V4's
     sparse attention runs on FlashMLA (compute capability 9.x, 10.x), FlashInfer (12.x) and, on AMD, vLLM's
-    ROCm class; an A100 or an Ada GPU (8.x) has none, and vLLM stops at start. So do HY V4's sparse layers
-    (its attention asks for a sparse MLA backend and refuses a dense one). Inkling's relative-position
-    attention runs on FlashAttention 4 (9.x, 10.x, 11.x) and on AMD."""
+    ROCm class; an A100 or an Ada GPU (8.x) has none, and vLLM stops at start. So do HY V4's and GLM-5.3's
+    sparse layers (their attention asks for a sparse MLA backend and refuses a dense one). Inkling's
+    relative-position attention runs on FlashAttention 4 (9.x, 10.x, 11.x) and on AMD."""
     if arch.relative_position_dim and not _has_inkling_attention(gpu):
         fits = ", ".join(g.id for g in _GPUS if _has_inkling_attention(g))
         return (
@@ -251,7 +251,7 @@ def attention_support(gpu: GPU, arch: Architecture) -> str | None:
     if not (arch.compressed_attention or arch.sparse_backend_required) or _has_sparse_mla(gpu):
         return None
     fits = ", ".join(g.id for g in _GPUS if _has_sparse_mla(g))
-    which = "DeepSeek-V4" if arch.compressed_attention else "HY V4's sparse layers"
+    which = "DeepSeek-V4" if arch.compressed_attention else "its sparse MLA layers"
     return (
         f"{arch.name}'s sparse attention ({which}) runs on vLLM's FlashMLA kernels (compute capability "
         f"9.x or 10.x) or FlashInfer's (12.x); {gpu.name} is {gpu.compute_capability}, and vLLM has no "

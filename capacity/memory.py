@@ -12,7 +12,7 @@ vLLM's accounting (``v1/worker/gpu_worker.py``, fact sheet ``notes/vllm-memory-a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -161,6 +161,12 @@ def indexer_key_bytes(arch: Architecture) -> int:
     return arch.index_head_dim + 4 * (arch.index_head_dim // 128)  # vLLM floors: a partial block, no scale
 
 
+def indexer_bytes_per_token(arch: Architecture) -> Fraction:
+    """What one token adds to an indexer's key cache: a key (:func:`indexer_key_bytes`), or GLM-5.3's one
+    key per :attr:`Architecture.index_kpool` tokens."""
+    return Fraction(indexer_key_bytes(arch), max(1, arch.index_kpool))
+
+
 def attention_bytes_per_token(
     arch: Architecture,
     kv_heads: int,
@@ -253,7 +259,7 @@ def kv_cache_bytes_per_token(
         for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
         if mixer in ATTENTION_MIXERS and not shared
     )
-    return tp * (attention + arch.num_indexers * indexer_key_bytes(arch))
+    return tp * int(attention + arch.num_indexers * indexer_bytes_per_token(arch))
 
 
 def kv_cache_bytes_per_sequence(
@@ -363,6 +369,8 @@ class KVCacheLayout:
             return min(full + (not admitted), -(-span // bs) + 1)
         if group.kind == "chunked" and group.bound is not None:
             return min(full, -(-min(group.bound + inflight, limit) // bs))
+        if group.kind == "ring":  # a ring of the last tokens (GLM-5.3's indexer tail): one block a request
+            return 1
         return self.state_blocks  # a Mamba / linear-attention state
 
     def shared_blocks(self, prefix_tokens: int) -> int:
@@ -487,6 +495,12 @@ def _kv_cache_layout(
     if arch.compressed_attention:
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
         return _compressed_attention_layout(arch, inflight, max_model_len)
+    if arch.index_kpool:
+        state_blocks = 2 if enable_prefix_caching else 1
+        layout = _pooled_indexer_layout(arch, tp, kv_cache_dtype, block_size, kernel_block_alignment)
+        return replace(
+            layout, inflight_tokens=inflight, max_model_len=max_model_len, state_blocks=state_blocks
+        )
     if arch.num_indexer_layers:
         block_size = math.lcm(block_size, SPARSE_INDEXER_BLOCK_SIZE)
     if arch.attention_free:
@@ -679,7 +693,8 @@ def _packed_groups(caches: list[_Cache]) -> list[list[_Cache]]:
         return sum(-(-len(v) // n) * page for page, v in pages.items())
 
     def state_bucket(pages: dict[int, list[_Cache]]) -> bool:
-        return repeats is None and next(iter(pages.values()))[0].kind == "sliding"
+        kind = next(iter(pages.values()))[0].kind
+        return kind in ("mamba", "ring") or (repeats is None and kind == "sliding")
 
     anchor = max(
         widest(p, sum(map(len, p.values())) if state_bucket(p) else split(p, b)) for p, b in shapes
@@ -723,6 +738,73 @@ def _compressed_attention_layout(
         ),
         inflight_tokens=inflight,
         max_model_len=max_model_len,
+    )
+
+
+#: The sparse MLA kernels' block in tokens (FlashMLA's; vLLM rounds GLM-5.3's block up to a multiple).
+SPARSE_MLA_KERNEL_BLOCK = 64
+
+
+def _pooled_indexer_layout(
+    arch: Architecture, tp: int, kv_cache_dtype: str, block_size: int, kernel_block_alignment: int
+) -> KVCacheLayout:
+    """GLM-5.3's layout (vLLM 0.32's glm5next, block-outermost as its indexer's tail ring requires): every
+    MLA layer caches its latent and a pooled indexer key (one per ``index_kpool`` tokens) and keeps a ring of
+    its last ``index_kpool`` raw keys and gate scores (bfloat16, one block a request); every KDA layer a
+    state. The block is the hybrid alignment of the KDA state the config describes (sized even where no
+    layer is KDA) over the latent's page per token, rounded to the sparse kernels' and the pooled indexer's
+    blocks; the states are padded to that page. vLLM packs the caches into groups of one pattern
+    (:func:`_packed_groups`), which alias one pool whose block is the widest group's pages, rounded to the
+    indexer's stride."""
+    kpool = arch.index_kpool
+    latent = attention_bytes_per_token(arch, 1, kv_cache_dtype, tp)
+    state = state_bytes_per_sequence(arch, tp)
+    kda = arch.num_state_layers
+    mla = sum(layer.mixer == "mla" for layer in arch.layers)
+    if not mla:
+        group = KVGroup(kind="mamba", layers=kda, count=1, page_bytes=state)
+        return KVCacheLayout(
+            block_size=block_size, bytes_per_block=kda * state, groups=(group,), inflight_tokens=0
+        )
+    # The platform sizes the block by a plain MLA page (fp8: a byte a value, not fp8_ds_mla's entry).
+    per_token = ((arch.kv_lora_rank or 0) + arch.qk_rope_head_dim) * kv_dtype_bytes(arch, kv_cache_dtype)
+    align = max(kernel_block_alignment, block_size, MLA_HYBRID_BLOCK_ALIGNMENT)
+    block = align * -(-state // (align * per_token))
+    step = math.lcm(SPARSE_MLA_KERNEL_BLOCK, 32 * kpool)
+    block = max(block_size, step * -(-block // step))
+    key = indexer_key_bytes(arch)
+    ring_page = kpool * 2 * arch.index_head_dim * 2
+    caches = [
+        cache
+        for layer in arch.layers
+        for cache in (
+            (_Cache("mamba", block, None, block * per_token, state=True),)
+            if layer.mixer != "mla"
+            else (
+                _Cache("full", block, None, block * latent),
+                _Cache("full", block, None, block // kpool * key),
+                _Cache("ring", kpool, None, ring_page, state=True),
+            )
+        )
+    ]
+    groups = _packed_groups(caches)
+    stride = math.gcd(64 * kpool, block)  # the indexer's block stride (MultipleOf(64 x kpool) tokens)
+    alignment = 1 if stride == block else stride // kpool * key
+    widest = max(sum(c.page for c in g) for g in groups)
+    merged: dict[str, list[int]] = {}
+    for g in groups:
+        entry = merged.setdefault(g[0].kind, [0, 0])
+        entry[0] += len(g)
+        entry[1] += 1
+    per_block = -(-widest // alignment) * alignment
+    return KVCacheLayout(
+        block_size=block,
+        bytes_per_block=per_block,
+        groups=tuple(
+            KVGroup(kind=kind, layers=n, count=count, page_bytes=per_block)
+            for kind, (n, count) in merged.items()
+        ),
+        inflight_tokens=0,
     )
 
 

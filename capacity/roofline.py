@@ -21,6 +21,7 @@ from capacity.layout import Layout, layout_error
 from capacity.memory import (
     FP8_DS_MLA_ENTRY_BYTES,
     attention_bytes_per_token,
+    indexer_bytes_per_token,
     indexer_key_bytes,
     resolve_kv_cache_dtype,
     short_conv_bytes_per_sequence,
@@ -335,11 +336,12 @@ class StepModel:
         latents = self.full_kv_per_token  # one latent per MLA layer, all as wide
         self.topk = arch.index_topk
         self.sparse_kv_per_token = latents * (len(mla) - dense) / len(mla)
-        self.full_kv_per_token = latents * dense / len(mla) + indexers * indexer_key_bytes(arch)
+        self.full_kv_per_token = latents * dense / len(mla) + indexers * float(indexer_bytes_per_token(arch))
         self.dense_attention_layers = float(dense)
         widths["full"] -= dense
-        # q . k for every indexer head and cached token; the indexer's heads are not split over TP.
-        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * indexers
+        # q . k for every indexer head and cached key (GLM-5.3's: one a pool); heads not split over TP.
+        pooled = max(1, arch.index_kpool)
+        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * indexers / pooled
 
     def _layer_sparse_attention(
         self, arch: Architecture, kv_cache_dtype: str, tp: int, widths: dict[str, float]

@@ -551,9 +551,12 @@ def _compressed_label(arch: cap.Architecture) -> str:
 
 
 def _mixer_label(arch: cap.Architecture, mixer: str) -> str:
-    """A layer kind as people call it: LFM2's state layers are short convolutions, not Mamba."""
+    """A layer kind as people call it: LFM2's state layers are short convolutions, Qwen3-Next's and Kimi's
+    linear attention, not Mamba."""
     if mixer == "mamba" and arch.state is not None and arch.state.kind == "short_conv":
         return "short-conv"
+    if mixer == "mamba" and arch.state is not None and arch.state.kind in ("kda", "gated_deltanet"):
+        return "linear-attention"  # Kimi Delta Attention, Gated DeltaNet: a state, not Mamba's
     return mixer
 
 
@@ -639,8 +642,11 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "sliding": f"window {kind['bound_tokens']} plus the in-flight tokens",
             "chunked": f"chunk {kind['bound_tokens']} plus the in-flight tokens",
             "mamba": "a constant state per sequence",
+            "ring": "a constant ring of the last keys per sequence",
         }[str(kind["kind"])]
         what = f"{_mixer_label(arch, str(kind['kind']))} layers"
+        if kind["kind"] == "ring":  # GLM-5.3's indexer tails, one per MLA layer
+            what = "indexer tail rings"
         if kind["short_conv"]:  # Inkling's: a window of the convolutions' inputs beside each layer's KV
             what = "short-conv caches"
             bound = f"the last {kind['bound_tokens']} tokens plus the in-flight ones"

@@ -613,6 +613,50 @@ TOWERLESS_WRAPPERS: dict[str, dict[str, Any]] = {
 
 # A small GLM-5 (vLLM's GlmMoeDsaForCausalLM: DeepSeek-V3.2's sparse MLA, DSA): eight layers, the first dense,
 # an indexer of four 128-wide heads beside each layer's latent unless IndexCache's fields say otherwise.
+#: Z.ai's GLM-5.3-Flash (vLLM's models/glm5next) at small widths: Kimi Delta Attention on three layers,
+#: NoPE MLA with a pooled indexer (a key per 4 tokens) on the fourth, mHC, three routed MLPs; the fields vLLM
+#: reads that Glm5NextTextConfig does not declare (mhc, mla_use_nope, topk_method, scoring_func,
+#: indexer_rope_interleave) stated, as the released file states them.
+GLM5_NEXT_SMALL: dict[str, Any] = {
+    "architectures": ["Glm5NextForCausalLM"],
+    "model_type": "glm5_next_text",
+    "torch_dtype": "bfloat16",
+    "vocab_size": 4032,
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "scoring_func": "sigmoid",
+    "topk_method": "noaux_tc",
+    "moe_router_dtype": "float32",
+    "mhc": True,
+    "hc_mult": 2,
+    "mla_use_nope": True,
+    "q_lora_rank": 256,
+    "kv_lora_rank": 128,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 0,
+    "v_head_dim": 64,
+    "index_n_heads": 4,
+    "index_head_dim": 128,
+    "index_topk": 256,
+    "index_kpool": 4,
+    "index_kpool_always_select_tail": True,
+    "indexer_rope_interleave": True,
+    "num_nextn_predict_layers": 1,
+    "max_position_embeddings": 65536,
+    "hidden_act": "silu",
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "indexed_attention"],
+    "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+    "linear_attn_config": {"num_heads": 4, "head_dim": 128, "short_conv_kernel_size": 4},
+    "tie_word_embeddings": False,
+}
+
 #: Tencent's HY V4 (vLLM's models/hy_v4) at small widths with its own layout: the latent 576 wide (512 + 64,
 #: what FlashMLA takes), a dense first layer, DSA on the rest, indexers on layers 0 and 1 of the class's
 #: default schedule (the dense layer 0 builds none), gated MLA, sinks and iHC as the class defaults them.

@@ -49,7 +49,8 @@ of none.
 
 A case with ``"sparse_attention_stand_in": true`` is a sparse-attention MLA class (DeepSeek-V3.2's DSA),
 which the CPU build refuses to give a backend: it is built with the CPU build's dense MLA backend instead
-(``_sparse_attention_on_cpu``), which no tensor and no cache spec depends on.
+(``_sparse_attention_on_cpu``), which no tensor and no cache spec depends on; with the torchvision or timm
+stand-in too where the case asks for both (GLM-5.3's classes import torchvision and are all sparse MLA).
 
 A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
 under its module NAME (``visual``; or under each of a list of names: ``["vision_tower",
@@ -571,14 +572,16 @@ def main() -> None:
                     answer = _sub_config_count(case["config"], case["sub_config"])
                 else:
                     named = case["config"].get("architectures") or [""]
-                    shims = _minimax_m3_on_cpu() if str(named[0]).startswith("MiniMaxM3") else None
-                    if shims is None and case.get("timm"):
-                        shims = _timm_on_path()
-                    if shims is None and case.get("torchvision_stand_in"):
-                        shims = _torchvision_stand_in()
-                    if shims is None and case.get("sparse_attention_stand_in"):
-                        shims = _sparse_attention_on_cpu()
-                    with shims or contextlib.nullcontext():
+                    shims = contextlib.ExitStack()  # GLM-5.3's wrapper needs two stand-ins
+                    if str(named[0]).startswith("MiniMaxM3"):
+                        shims.enter_context(_minimax_m3_on_cpu())
+                    elif case.get("timm"):
+                        shims.enter_context(_timm_on_path())
+                    elif case.get("torchvision_stand_in"):
+                        shims.enter_context(_torchvision_stand_in())
+                    if case.get("sparse_attention_stand_in"):
+                        shims.enter_context(_sparse_attention_on_cpu())
+                    with shims:
                         answer = _count(
                             case["config"],
                             port,

@@ -83,7 +83,7 @@ def test_what_vllm_refuses_is_refused_by_the_field(changes: dict[str, Any], fiel
 
 def test_sparse_layers_run_only_where_vllm_has_a_sparse_mla_kernel() -> None:
     a100, h100 = c.gpu_spec("a100-80gb"), c.gpu_spec("h100-sxm")
-    assert "HY V4's sparse layers" in (attention_support(a100, _arch()) or "")
+    assert "sparse MLA layers" in (attention_support(a100, _arch()) or "")
     assert attention_support(h100, _arch()) is None
     assert attention_support(a100, _arch(layer_types=None)) is None  # dense MLA runs anywhere
 
