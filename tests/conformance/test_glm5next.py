@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import capacity
-from tests.builders import GLM5_NEXT_SMALL, edited
+from tests.builders import GLM5_3_FLASH_TEXT, GLM5_NEXT_SMALL, edited
 
 from . import harness
 from .harness import VllmEnv, kv_case, weights_probe
@@ -66,6 +66,7 @@ BUILT: dict[str, dict[str, Any]] = {
         linear_head_dim=96,
         linear_conv_kernel_dim=5,
     ),
+    "glm-5.3-flash-transcribed": GLM5_3_FLASH_TEXT,
     "a-sliding-entry-is-whole-mla": edited(GLM5_NEXT_SMALL, layer_types=[KDA, "sliding_attention", KDA, MLA]),
 }
 
@@ -111,6 +112,8 @@ WRAPPER: dict[str, Any] = {
 
 #: (config, KV-cache bytes, max_model_len, max_num_batched_tokens) for the engine core's accounting.
 ACCOUNTED: dict[str, tuple[dict[str, Any], int, int, int]] = {
+    "glm-5.3-flash-transcribed": (GLM5_3_FLASH_TEXT, 8 * 2**30, 32768, 8192),
+} | {
     case: (BUILT[case], 2**30, 8192, 2048)
     for case in (
         "three-kda-one-mla",
