@@ -1720,18 +1720,8 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
 
 
 def _in_model_dtype(weigh: Weigh) -> Weigh:
-    """``weigh`` for modules vLLM builds without the checkpoint's quantization."""
-
-    def unquantized(
-        module: ModuleKind | None,
-        layer: int | None,
-        n: float,
-        shares: tuple[float, ...] | None = None,
-        dtype: str | None = None,
-    ) -> float:
-        return weigh(None, layer, n, dtype=dtype)
-
-    return unquantized
+    """``weigh`` for modules vLLM builds without the checkpoint's quantization (as no module kind)."""
+    return lambda module, layer, n, shares=None, dtype=None: weigh(None, layer, n, dtype=dtype)
 
 
 def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
@@ -3296,16 +3286,23 @@ def _glm5next_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], 
     head_dim = _int(nested, ("head_dim",), default=0) or _int(cfg, ("linear_head_dim",))
     kernel = _int(nested, ("short_conv_kernel_size",), default=0) or _int(cfg, ("linear_conv_kernel_dim",))
     mixers: list[Mixer] = ["linear" if kind == "linear_attention" else "mla" for kind in kinds]
-    state = StateSpec(
+    return mixers, _kda_state(kda_heads, head_dim, kernel)
+
+
+def _kda_state(heads: int, head_dim: int, kernel: int, *, full_rank_gate: bool = False) -> StateSpec:
+    """A Kimi Delta Attention layer's state (vLLM's ``kda_state_shape``): a conv over q, k and v of
+    ``heads x head_dim`` each in the model dtype, a ``head_dim x head_dim`` recurrent state per head in
+    float32 (``kda_state_dtype`` keeps ``auto`` at float32)."""
+    return StateSpec(
         kind="kda",
         conv_kernel=kernel,
-        conv_channels=3 * kda_heads * head_dim,
-        heads=kda_heads,
+        conv_channels=3 * heads * head_dim,
+        heads=heads,
         head_dim=head_dim,
         state_dim=head_dim,
         ssm_dtype="float32",
+        full_rank_gate=full_rank_gate,
     )
-    return mixers, state
 
 
 def _glm5next_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -4420,17 +4417,7 @@ def _kimi_linear_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer
         head_dim = _int(linear, ("head_dim",))
         kernel = _int(linear, ("short_conv_kernel_size",))
         full_rank = _bool(linear, "use_full_rank_gate", False)
-    state = StateSpec(
-        kind="kda",
-        conv_kernel=kernel,
-        conv_channels=3 * heads * head_dim,
-        heads=heads,
-        head_dim=head_dim,
-        state_dim=head_dim,
-        ssm_dtype="float32",
-        full_rank_gate=full_rank,
-    )
-    return mixers, state
+    return mixers, _kda_state(heads, head_dim, kernel, full_rank_gate=full_rank)
 
 
 def _ffn_mult_width(ffn_mult: float, hidden: int) -> int:

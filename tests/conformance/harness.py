@@ -236,6 +236,22 @@ def kv_case(
     return {"id": case_id, "config": config, "kv_cache": {"memory_bytes": memory, **engine}}
 
 
+def probe_cases(
+    flags: Mapping[str, Any],
+    *,
+    built: Mapping[str, dict[str, Any]],
+    accounted: Mapping[str, tuple[dict[str, Any], int, int, int]] | None = None,
+    refused: Mapping[str, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """A model suite's weights-probe cases, each with ``flags`` (its stand-ins): ``built:NAME`` for each
+    config to build, ``kv:NAME`` for each (config, memory, max_model_len, max_num_batched_tokens) to account
+    (:func:`kv_case`), and each config vLLM should refuse under its own name."""
+    cases = [{"id": f"built:{k}", "config": v} for k, v in built.items()]
+    cases += [kv_case(f"kv:{k}", *fields) for k, fields in (accounted or {}).items()]
+    cases += [{"id": k, "config": v} for k, v in (refused or {}).items()]
+    return [case | dict(flags) for case in cases]
+
+
 def weighed_as_built(answer: Mapping[str, Any], config: dict[str, Any]) -> capacity.Architecture:
     """capacity's architecture of ``config``, whose class, parameters and weight bytes are those of the class
     the weights probe built (``answer``)."""

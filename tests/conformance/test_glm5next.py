@@ -21,7 +21,7 @@ import capacity
 from tests.builders import GLM5_3_FLASH_TEXT, GLM5_NEXT_SMALL, edited
 
 from . import harness
-from .harness import VllmEnv, kv_case, weights_probe
+from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -138,11 +138,8 @@ _STAND_INS = {"sparse_attention_stand_in": True, "torchvision_stand_in": True}
 
 @pytest.fixture(scope="module")
 def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    cases = [{"id": f"built:{k}", "config": v} | _STAND_INS for k, v in BUILT.items()]
-    cases.append({"id": "built:wrapper", "config": WRAPPER} | _STAND_INS)
-    cases.append({"id": "built:block-fp8", "config": BLOCK_FP8} | _STAND_INS)
-    cases += [kv_case(f"kv:{k}", *fields) | _STAND_INS for k, fields in ACCOUNTED.items()]
-    cases += [{"id": k, "config": v} | _STAND_INS for k, v in REFUSED.items()]
+    built = BUILT | {"wrapper": WRAPPER, "block-fp8": BLOCK_FP8}
+    cases = harness.probe_cases(_STAND_INS, built=built, accounted=ACCOUNTED, refused=REFUSED)
     return weights_probe(vllm_env, cases)
 
 

@@ -19,7 +19,7 @@ import capacity
 from tests.builders import HY_V4_SMALL, edited
 
 from . import harness
-from .harness import VllmEnv, kv_case, weights_probe
+from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -71,9 +71,7 @@ REFUSED: dict[str, dict[str, Any]] = {
 @pytest.fixture(scope="module")
 def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
     stand_in = {"sparse_attention_stand_in": True}
-    cases = [{"id": f"built:{k}", "config": v} | stand_in for k, v in BUILT.items()]
-    cases += [kv_case(f"kv:{k}", *fields) | stand_in for k, fields in ACCOUNTED.items()]
-    cases += [{"id": k, "config": v} | stand_in for k, v in REFUSED.items()]
+    cases = harness.probe_cases(stand_in, built=BUILT, accounted=ACCOUNTED, refused=REFUSED)
     return weights_probe(vllm_env, cases)
 
 
