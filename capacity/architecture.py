@@ -32,6 +32,7 @@ __all__ = [
     "DTYPE_BYTES",
     "ENCODER_TP_DATA",
     "FAMILIES",
+    "NO_PIPELINE_HANDOFF",
     "NO_PIPELINE_PARALLEL",
     "SENTENCE_TRANSFORMERS_POOLING",
     "TRANSFORMERS_DEFAULTS",
@@ -296,6 +297,11 @@ NO_PIPELINE_PARALLEL: frozenset[str] = frozenset(
         "Zamba2ForCausalLM",
     }
 )
+
+#: Classes that say SupportsPP but whose model cannot hand a pipeline stage's output on: GLM-5.3-Flash's
+#: (vLLM 0.32's glm5next: "PP is gated off ... no make_empty_intermediate_tensors", which the GPU model
+#: runner calls on every stage but the first, so a pipeline-parallel size above 1 stops at start).
+NO_PIPELINE_HANDOFF: frozenset[str] = frozenset({"Glm5NextForCausalLM", "Glm5NextForConditionalGeneration"})
 
 #: vLLM's Qwen-VL wrappers (qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py and the Qwen3.5 classes on it), whose
 #: vision tower is the Qwen-VL transformer and which can run it whole per rank.

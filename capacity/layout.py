@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from capacity.architecture import NO_PIPELINE_PARALLEL, Architecture
+from capacity.architecture import NO_PIPELINE_HANDOFF, NO_PIPELINE_PARALLEL, Architecture
 from capacity.errors import CapacityError
 from capacity.parallel import tensor_parallel_error
 
@@ -93,7 +93,8 @@ def layout_error(arch: Architecture, layout: Layout) -> str | None:
     """Why vLLM would refuse ``layout`` for ``arch`` (or kvright does not plan it), or None.
 
     TP follows :func:`capacity.parallel.tensor_parallel_error` (with EP the experts keep their width);
-    PP needs a class that implements it (:data:`~capacity.architecture.NO_PIPELINE_PARALLEL`) and a layer
+    PP needs a class that implements it (:data:`~capacity.architecture.NO_PIPELINE_PARALLEL`,
+    :data:`~capacity.architecture.NO_PIPELINE_HANDOFF`) and a layer
     per stage; EP needs a MoE model and at most one GPU per expert; DP needs EP
     (kvright's choice: a dense model scales with replicas); a replica that spans nodes takes whole
     nodes, and a TP group stays inside one.
@@ -106,6 +107,11 @@ def layout_error(arch: Architecture, layout: Layout) -> str | None:
         return (
             f"pipeline parallel size {pp}: vLLM's {arch.architecture} does not implement pipeline "
             "parallelism (its class has no SupportsPP); accepted: 1"
+        )
+    if pp > 1 and arch.architecture in NO_PIPELINE_HANDOFF:
+        return (
+            f"pipeline parallel size {pp}: vLLM 0.32's {arch.architecture} gates pipeline parallelism off "
+            "(its model has no make_empty_intermediate_tensors, which every later stage needs); accepted: 1"
         )
     if pp > arch.num_decoder_layers:
         return (

@@ -10,7 +10,7 @@ import pytest
 
 import capacity as c
 from capacity.gpus import attention_support
-from tests.builders import GLM5_NEXT_SMALL, cpu_engine_layout, edited
+from tests.builders import GLM5_3_FLASH_TEXT, GLM5_NEXT_SMALL, cpu_engine_layout, edited
 
 
 def _arch(**changes: Any) -> c.Architecture:
@@ -97,3 +97,11 @@ def test_its_sparse_mla_runs_where_vllm_has_a_sparse_kernel() -> None:
     assert attention_support(c.gpu_spec("h200"), _arch()) is None
     all_kda = _arch(layer_types=["linear_attention"] * 4)
     assert attention_support(c.gpu_spec("a100-80gb"), all_kda) is None
+
+
+def test_no_plan_splits_it_into_pipeline_stages() -> None:
+    """vLLM 0.32 gates GLM-5.3's pipeline parallelism off (no make_empty_intermediate_tensors)."""
+    arch = c.architecture_from_config(GLM5_3_FLASH_TEXT)
+    refused = c.layout_error(arch, c.Layout(pipeline_parallel_size=2)) or ""
+    assert "make_empty_intermediate_tensors" in refused
+    assert c.layout_error(arch, c.Layout(tensor_parallel_size=8)) is None
