@@ -221,6 +221,9 @@ FAMILIES: dict[str, str] = {
     "Glm4vForConditionalGeneration": "dense",
     "Glm4vMoeForConditionalGeneration": "moe",
     "Qwen3NextForCausalLM": "hybrid",
+    # Qwen3.8-Flash-Next (vLLM's models/qwen4_exp): Qwen3-Next's hybrid with QSA, hyper-connections and PLE
+    "Qwen4ExpForCausalLM": "hybrid",
+    "Qwen4ExpForConditionalGeneration": "hybrid",
     "Qwen3_5ForConditionalGeneration": "hybrid",
     "Qwen3_5MoeForConditionalGeneration": "hybrid",
     "Qwen3_5ForCausalLM": "hybrid",
@@ -443,6 +446,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "longcat_flash": "longcat_flash",
     "minicpm3": "minicpm3",
     "qwen3_next": "hybrid",
+    "qwen4_exp_text": "hybrid",
     "jamba": "hybrid",
     "falcon_h1": "hybrid",
     "mamba": "hybrid",
@@ -566,6 +570,33 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "linear_conv_kernel_dim": 4,
         "hc_mult": 4,
         "index_kpool": 16,
+    },
+    # transformers' Qwen4ExpTextConfig (Qwen3.8-Flash-Next's text config, which vLLM 0.32 reads): its sizes.
+    "qwen4_exp_text": {
+        "vocab_size": 248320,
+        "hidden_size": 2048,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": False,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "num_experts_per_tok": 10,
+        "num_experts": 512,
+        "hc_count": 4,
+        "hc_lowrank": 320,
+        "ple_conv_kernel_size": 4,
+        "ngram_size": 3,
+        "heads_per_ngram": 8,
+        "ngram_vocab_size_base": 20_000_000,
+        "make_ngram_vocab_size_divisible_by": 128,
     },
     # vLLM's HYV4Config (transformers_utils/configs/hy_v4.py): the sizes a file may leave to it.
     "hy_v4": {
@@ -1122,6 +1153,29 @@ class Architecture:
     hyper_connection_head: bool = True
     """DeepSeek-V4's and HY V4's hyper-connections end in a learned mix before the head (``hc_head``);
     GLM-5.3's (False) in a fixed one."""
+    hyper_connection_rank: int = 0
+    """Qwen3.8-Flash-Next's hyper-connections (``hc_lowrank``): each block's mix is a low-rank projection
+    of the ``hc x hidden`` stream (down to ``rank + hc`` padded to 16 rows, back up from ``rank``) with an
+    RMSNorm, in the model dtype; 0: DeepSeek-V4's fp32 mixes."""
+    qsa_compress_ratio: int = 0
+    """Qwen3.8-Flash-Next's QSA on every full layer: an indexer of ``index_n_heads`` query heads and a key,
+    ``index_head_dim`` wide, fused into qkv_proj (whole on every rank), that caches one bfloat16 key per this
+    many tokens and keeps a ring of the last ones' raw keys per request; attention reads ``index_topk``
+    tokens. 0: none."""
+    ple_layers: tuple[int, ...] = ()
+    """Qwen3.8-Flash-Next's PLE layers (0-based): a projection of an n-gram table's rows into the stream."""
+    ple_width: int = 0
+    """PLE: the n-gram tables' width, all heads (``ple_embed_dim``)."""
+    ple_conv_kernel: int = 0
+    """PLE: its depthwise conv's kernel (``ple_conv_kernel_size``), dilated by :attr:`ple_dilation`; vLLM
+    sizes the KV block by its state even where no layer has PLE. 0: not a Qwen3.8 model."""
+    ple_dilation: int = 0
+    """PLE: the conv's dilation (``ngram_size``)."""
+    ple_table_rows: tuple[int, ...] = ()
+    """Rows of each PLE layer's n-gram table (its own primes), ``ple_table_width`` wide, in the model dtype,
+    kept in pinned host memory by vLLM's default (``EngramConfig.cpu_offload``): weighed, on no GPU."""
+    ple_table_width: int = 0
+    """PLE: one n-gram head's width (``ple_embed_dim`` over the heads)."""
     index_kpool: int = 0
     """GLM-5.3's pooled indexer: one key cached per ``index_kpool`` tokens (a learned pooling gate and an fp32
     position table per MLA layer), and a ring of its last raw keys per request; 0: a key per token."""
@@ -1520,6 +1574,9 @@ class ParameterGroups:
     per_layer_embedding: float = 0.0
     """Gemma 4's per-layer embedding table (vocab-parallel like the input embedding, read by lookup; never
     the LM head, tied or not)."""
+    host_tables: float = 0.0
+    """Qwen3.8-Flash-Next's PLE n-gram tables, which vLLM keeps in pinned host memory: in the model, on no
+    GPU (:attr:`Architecture.ple_table_rows`)."""
     ngram_embedding: float = 0.0
     """LongCat-Flash-Lite's n-gram table (:attr:`Architecture.ngram_rows`): vocab-parallel, on the first
     pipeline stage with the input embedding, a few rows looked up a token (not active parameters)."""
@@ -1563,6 +1620,7 @@ class ParameterGroups:
             + self.vision
             + self.per_layer_embedding
             + self.ngram_embedding
+            + self.host_tables
             + self.sharded
             + self.replicated
             + self.kv_projection_total
@@ -1576,6 +1634,7 @@ class ParameterGroups:
         return (
             self.total
             - self.ngram_embedding
+            - self.host_tables
             - self.routed_experts_total
             + self.routed_expert * self.experts_per_token * (self.num_moe_layers)
         )
@@ -1642,6 +1701,9 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     for n, layer in enumerate(a.layers):
         i = a.first_layer + n // a.layers_per_block  # the checkpoint's layer index
         replicated += weigh(None, i, a.norms_per_layer * norm) + _hyper_connection_params(a, i, weigh)
+        if n in a.ple_layers:  # Qwen3.8's PLE: kv_proj (stream + hidden from the table), 3 norms, conv
+            stream = a.hyper_connections * h
+            replicated += weigh(None, i, (stream + h) * a.ple_width + 3 * stream + stream * a.ple_conv_kernel)
         replicated += weigh(None, i, 4 * h if a.attention_residuals else 0)  # two norms, two h -> 1
         if ple:  # Gemma 4: per_layer_input_gate and per_layer_projection (replicated), and their norm
             replicated += weigh(None, i, 2 * ple * h + h)
@@ -1693,6 +1755,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
         rows = _padded_rows(a.ngram_rows) if padded else a.ngram_rows
         ngram = weigh(None, None, rows * width, dtype=a.ngram_dtype)
         replicated += weigh(None, None, a.ngram_embedders * width * h, dtype=a.ngram_dtype)
+    host_tables = sum(weigh(None, None, rows * a.ple_table_width) for rows in a.ple_table_rows)
     per_layer_embedding = 0.0
     if ple:
         # The model's per-layer table (each layer's slice of one row per token), per_layer_model_projection
@@ -1715,6 +1778,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
         vision_head_split=vision_head_split,
         per_layer_embedding=per_layer_embedding,
         ngram_embedding=ngram,
+        host_tables=host_tables,
         sharded=sharded,
         replicated=replicated,
         kv_projection=tuple(sorted(kv.items())),
@@ -1755,6 +1819,11 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     sharded += weigh("attention", i, heads * vd * h, (0, 0, 0, 1))
     sharded += weigh(None, i, (q_width if a.qkv_bias else 0) + (h if a.o_bias else 0))
     sharded += weigh(None, i, heads if layer.sinks else 0)
+    if a.qsa_compress_ratio:  # QSA's indexer: its query heads and key fused into qkv_proj, whole; two norms
+        qsa = weigh("attention", i, h * (a.index_n_heads + 1) * a.index_head_dim)
+        qsa += weigh(None, i, 2 * a.index_head_dim)
+    else:
+        qsa = 0.0
     if a.attention_head_gate:
         sharded += weigh("attention", i, h * heads)
     if a.attention_gate_projection:
@@ -1763,7 +1832,7 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         return sharded, weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
     per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
-    replicated = 0.0
+    replicated = qsa
     if a.relative_position_dim:  # Inkling: r beside q in qkvr (biased with it), and the distance table
         rel = heads * a.relative_position_dim
         sharded += weigh("attention", i, h * rel, (1, 0, 0, 0)) + weigh(None, i, rel if a.qkv_bias else 0)
@@ -1873,6 +1942,12 @@ def _hyper_connection_params(a: Architecture, layer: int | None, weigh: Weigh) -
     hc = a.hyper_connections
     if not hc:
         return 0.0
+    if a.hyper_connection_rank:  # Qwen3.8's: norm, down (+ inject, padded to 16 rows), up; the head no inject
+        stream, rank = hc * a.hidden_size, a.hyper_connection_rank
+        if layer is None:
+            return weigh(None, None, stream + 2 * rank * stream)
+        down = rank + hc + -(rank + hc) % 16
+        return weigh(None, layer, 2 * (stream + down * stream + stream * rank))
     if layer is None and not a.hyper_connection_head:
         return 0.0
     if layer is None:
@@ -3192,6 +3267,9 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
     if types is None:
         interval = _int(cfg, ("full_attention_interval",), default=4)
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    if model_type == "qwen4_exp_text":  # its full layers' names (transformers renames full_attention so)
+        full = ("indexed_attention", "qwen_sparse_attention")
+        types = ["full_attention" if t in full else t for t in types]
     mixers = []
     for t in types:
         if t not in ("full_attention", "linear_attention"):
@@ -3221,6 +3299,9 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
     )
     extra["attention_output_gate"] = _bool(cfg, "attn_output_gate", True)
     extra["qk_norm"] = "head"
+    if model_type == "qwen4_exp_text":
+        extra.update(_qwen4_exp_parts(cfg, layers, mixers), attention_output_gate=True)
+        routed = [True] * layers
     return _Read(
         mixers,
         ["moe" if r else "dense" for r in routed],
@@ -3228,6 +3309,118 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         [0] * layers,
         extra,
     )
+
+
+#: Qwen3.8-Flash-Next's QSA fields: all or none (Qwen4ExpTextConfig refuses a part).
+_QSA_FIELDS = (
+    "indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio"
+)  # fmt: skip
+
+
+def _qwen4_exp_parts(cfg: Mapping[str, Any], layers: int, mixers: Sequence[Mixer]) -> dict[str, Any]:
+    """Qwen3.8-Flash-Next's extras over Qwen3-Next's hybrid, as vLLM 0.32's ``models/qwen4_exp`` builds them:
+    hyper-connections (``hc_count`` streams, ``hc_lowrank``) in place of every norm; QSA where the
+    ``indexer_*`` fields are set (every full layer: an index head fused into qkv_proj, a compressed key per
+    ``indexer_compress_ratio`` tokens, a ring of raw keys); PLE on the 1-based ``ple_layer_ids`` (linear
+    layers): a projection, norms and a dilated conv on the GPU, and an n-gram table per layer
+    (:func:`_ngram_table_rows`) that vLLM keeps in pinned host memory. Refuses what its config class and
+    vLLM refuse."""
+    if cfg.get("output_gate_type") not in ("silu", "swish", "sigmoid") and "linear" in mixers:
+        raise ConfigError(
+            "output_gate_type",
+            f"is {cfg.get('output_gate_type')!r:.40}; vLLM 0.32's Qwen4Exp GDN takes silu, swish or sigmoid",
+        )
+    hc = _int(cfg, ("hc_count",))
+    if hc < 2:
+        raise ConfigError("hc_count", f"is {hc}; Qwen4ExpTextConfig needs more than one stream")
+    if _int(cfg, ("shared_expert_intermediate_size",), minimum=0) < 1:
+        raise ConfigError("shared_expert_intermediate_size", "must be positive (Qwen4ExpTextConfig)")
+    stated = [name for name in _QSA_FIELDS if cfg.get(name) is not None]
+    if stated and len(stated) < len(_QSA_FIELDS):
+        missing = sorted(set(_QSA_FIELDS) - set(stated))
+        raise ConfigError(missing[0], "is missing; Qwen4ExpTextConfig needs every indexer_* field or none")
+    qsa: dict[str, Any] = {}
+    if stated:
+        ratio, budget = _int(cfg, ("indexer_compress_ratio",)), _int(cfg, ("indexer_budget",))
+        if _int(cfg, ("indexer_kv_heads",)) != 1:
+            raise ConfigError("indexer_kv_heads", "must be 1 (Qwen4ExpTextConfig's QSA)")
+        rotary = (cfg.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0)
+        if int(_int(cfg, ("head_dim",)) * rotary) > _int(cfg, ("indexer_head_dim",)):
+            raise ConfigError("indexer_head_dim", "is narrower than the rotary dims QSA's key holds")
+        if budget % ratio:
+            raise ConfigError("indexer_budget", f"is {budget}; expected a multiple of the ratio {ratio}")
+        if 16 % ratio:  # vLLM builds the caches at the GPU's starting block of 16 tokens
+            raise ConfigError(
+                "indexer_compress_ratio", f"is {ratio}; vLLM 0.32's QSA cache needs a divisor of 16"
+            )
+        qsa = {
+            "index_n_heads": _int(cfg, ("indexer_n_heads",)),
+            "index_head_dim": _int(cfg, ("indexer_head_dim",)),
+            "index_topk": budget,
+            "qsa_compress_ratio": ratio,
+        }
+    ids = sorted(set(_int_list(cfg, "ple_layer_ids")))
+    hidden = _int(cfg, ("hidden_size",))
+    width = _opt_int(cfg, ("ple_embed_dim",)) or hidden
+    heads = (_int(cfg, ("ngram_size",)) - 1) * _int(cfg, ("heads_per_ngram",))
+    if ids:
+        if width % heads:
+            raise ConfigError("ple_embed_dim", f"is {width}; a multiple of the {heads} n-gram heads")
+        if any(not 1 <= i <= layers or mixers[i - 1] != "linear" for i in ids):
+            raise ConfigError("ple_layer_ids", "must name linear_attention layers, counted from 1")
+        if cfg.get("eos_token_id") in (None, []):
+            raise ConfigError("eos_token_id", "is missing; Qwen4ExpTextConfig needs it with PLE layers")
+    base = _int(cfg, ("ngram_vocab_size_base",))
+    rows = _ngram_table_rows(base, heads, len(ids), _int(cfg, ("make_ngram_vocab_size_divisible_by",)))
+    return {
+        "hyper_connections": hc,
+        "hyper_connection_rank": _int(cfg, ("hc_lowrank",)),
+        "norms_per_layer": 0,
+        "final_norm": False,
+        "ple_layers": tuple(i - 1 for i in ids),
+        "ple_width": width,
+        "ple_conv_kernel": _int(cfg, ("ple_conv_kernel_size",)),
+        "ple_dilation": _int(cfg, ("ngram_size",)),
+        "ple_table_rows": rows,
+        "ple_table_width": width // heads,
+        **qsa,
+    }
+
+
+def _ngram_table_rows(base: int, heads: int, tables: int, multiple: int) -> tuple[int, ...]:
+    """Rows of each PLE layer's n-gram table (vLLM 0.32's ``qwen4_exp`` ngram_embedding): head ``g`` of all
+    the layers' heads (layer ``j``'s are ``j x heads`` on) hashes into the ``g + 1``-th prime at or above
+    ``base``; a layer's table is its heads' primes summed, rounded up to ``multiple``."""
+    primes: list[int] = []
+    candidate = base
+    while len(primes) < heads * tables:
+        if _is_prime(candidate):
+            primes.append(candidate)
+        candidate += 1
+    return tuple(-(-sum(primes[j * heads : (j + 1) * heads]) // multiple) * multiple for j in range(tables))
+
+
+def _is_prime(n: int) -> bool:
+    """Deterministic Miller-Rabin for 64-bit integers (the witnesses that make it exact below 2^64)."""
+    if n < 2:
+        return False
+    for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
 
 
 #: HY V4's ``layer_types`` spellings of a sparse (DSA) layer: vLLM's ``_SPARSE_LAYER_TYPES``, and what its
@@ -6059,6 +6252,7 @@ _HEAD_TIED_WHATEVER_THE_FILE = (
 _HEAD_OWN_WHATEVER_THE_FILE = (
     "afmoe",
     "glm5_next_text",
+    "qwen4_exp_text",
     "axk1",
     "deepseek",
     "deepseek_v2",
@@ -6375,6 +6569,13 @@ def architecture_from_config(
         warnings.append(
             f"{architecture}'s {' and '.join(unweighed)}: a tower kvright does not weigh yet, left out of "
             "every GPU's memory (planned as the language model alone)"
+        )
+    if rows := extra.get("ple_table_rows"):
+        table = sum(rows) * extra["ple_table_width"] * DTYPE_BYTES[dtype]
+        warnings.append(
+            f"vLLM keeps this model's PLE n-gram tables, {table / 1e9:.1f} GB, in pinned host memory "
+            "(EngramConfig's cpu_offload default): not on the GPUs, but every replica's pods need that much "
+            "host memory beside vLLM's own (spec.resources.memory)"
         )
     mtp = config.get("mtp_config")  # where Inkling's checkpoint states its draft layers
     return Architecture(

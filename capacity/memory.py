@@ -259,7 +259,9 @@ def kv_cache_bytes_per_token(
         for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
         if mixer in ATTENTION_MIXERS and not shared
     )
-    return tp * int(attention + arch.num_indexers * indexer_bytes_per_token(arch))
+    qsa = 0 if not arch.qsa_compress_ratio else Fraction(2 * arch.index_head_dim, arch.qsa_compress_ratio)
+    full = sum(layer.mixer == "full" for layer in arch.layers)
+    return tp * int(attention + arch.num_indexers * indexer_bytes_per_token(arch) + full * qsa)
 
 
 def kv_cache_bytes_per_sequence(
@@ -495,9 +497,12 @@ def _kv_cache_layout(
     if arch.compressed_attention:
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
         return _compressed_attention_layout(arch, inflight, max_model_len)
-    if arch.index_kpool:
+    if arch.index_kpool or arch.ple_conv_kernel:
         state_blocks = 2 if enable_prefix_caching else 1
-        layout = _pooled_indexer_layout(arch, tp, kv_cache_dtype, block_size, kernel_block_alignment)
+        if arch.index_kpool:
+            layout = _pooled_indexer_layout(arch, tp, kv_cache_dtype, block_size, kernel_block_alignment)
+        else:
+            layout = _qwen4_exp_layout(arch, tp, kv_cache_dtype, block_size, mamba_ssm_cache_dtype)
         return replace(
             layout, inflight_tokens=inflight, max_model_len=max_model_len, state_blocks=state_blocks
         )
@@ -627,6 +632,9 @@ class _Cache:
     page: int
     state: bool = False
     """A compressor's fp32 state (constant per sequence, not a cache that grows with it)."""
+    spec: str = ""
+    """What else keeps two caches apart in vLLM's buckets (Qwen3.8's PLE states are replicated over TP, its
+    GDN states split)."""
 
 
 def _padded(page: int) -> int:
@@ -678,9 +686,9 @@ def _packed_groups(caches: list[_Cache]) -> list[list[_Cache]]:
     of repeats (the one padding the buckets least, at least the largest mixed bucket's); an unbalanced
     bucket stays whole; with no mixed balanced bucket, sliding buckets are cut to the caches a block of the
     widest bucket fits."""
-    buckets: dict[tuple[str, int, int | None], dict[int, list[_Cache]]] = {}
+    buckets: dict[tuple[str, int, int | None, str], dict[int, list[_Cache]]] = {}
     for c in caches:
-        buckets.setdefault((c.kind, c.block, c.window), {}).setdefault(c.page, []).append(c)
+        buckets.setdefault((c.kind, c.block, c.window, c.spec), {}).setdefault(c.page, []).append(c)
     shapes = [(pages, len({len(v) for v in pages.values()}) == 1) for pages in buckets.values()]
     most = {id(pages): max(len(v) for v in pages.values()) for pages, _ in shapes}
     floor = max((most[id(p)] for p, balanced in shapes if balanced and len(p) > 1), default=0)
@@ -797,6 +805,77 @@ def _pooled_indexer_layout(
         entry[0] += len(g)
         entry[1] += 1
     per_block = -(-widest // alignment) * alignment
+    return KVCacheLayout(
+        block_size=block,
+        bytes_per_block=per_block,
+        groups=tuple(
+            KVGroup(kind=kind, layers=n, count=count, page_bytes=per_block)
+            for kind, (n, count) in merged.items()
+        ),
+        inflight_tokens=0,
+    )
+
+
+def ple_state_bytes(arch: Architecture) -> int:
+    """Qwen3.8's PLE state a request holds in a PLE layer: its dilated conv's window, ``(kernel - 1) x
+    dilation`` tokens of the ``hc x hidden`` stream, in the model dtype, whole on every rank."""
+    stream = arch.hyper_connections * arch.hidden_size
+    return (arch.ple_conv_kernel - 1) * arch.ple_dilation * stream * DTYPE_BYTES[arch.dtype]
+
+
+#: The attention kernels' block in tokens that Qwen3.8's layout rounds its block to (its QSA backend's and
+#: FlashAttention's multiple of 16).
+QSA_KERNEL_BLOCK = 16
+
+
+def _qwen4_exp_layout(
+    arch: Architecture, tp: int, kv_cache_dtype: str, block_size: int, ssm_cache_dtype: str | None
+) -> KVCacheLayout:
+    """Qwen3.8-Flash-Next's layout (vLLM 0.32's qwen4_exp): GDN states, PLE states (replicated, a bucket of
+    their own), and on each full layer its K and V and, under QSA, a compressed key per ``ratio`` tokens
+    (bfloat16 whatever ``--kv-cache-dtype``) and a ring of ``ratio`` raw keys (one block a request). The
+    block holds the larger of the two states (both sized from the config, PLE layers or not) in K/V pages,
+    rounded to 16 tokens; the states are padded to it. QSA's caches take only the block-outermost layout,
+    so the engine packs them by pattern (:func:`_packed_groups`); without QSA it groups by page (the states
+    padded to the largest), ``group_size`` layers a group, as any hybrid."""
+    gdn, ple = state_bytes_per_sequence(arch, tp, ssm_cache_dtype), ple_state_bytes(arch)
+    full = [i for i, layer in enumerate(arch.layers) if layer.mixer == "full"]
+    per_token = attention_bytes_per_token(arch, arch.num_kv_heads, kv_cache_dtype, tp) if full else 0
+    block, padded = block_size, None
+    if full:
+        step = QSA_KERNEL_BLOCK
+        aligned = block_size * -(-max(gdn, ple) // (block_size * per_token))
+        block = max(block_size, step * -(-aligned // step))
+        padded = block * per_token
+    ratio = arch.qsa_compress_ratio
+    caches: list[_Cache] = []
+    for i, layer in enumerate(arch.layers):
+        if i in arch.ple_layers:
+            caches.append(_Cache("mamba", block, None, padded or ple, state=True, spec="replicated"))
+        if layer.mixer == "linear":
+            caches.append(_Cache("mamba", block, None, padded or gdn, state=True))
+        elif layer.mixer == "full" and ratio:
+            caches.append(_Cache("ring", ratio, None, ratio * arch.index_head_dim * 2, state=True))
+            caches.append(_Cache("full", block, None, block // ratio * arch.index_head_dim * 2))
+            caches.append(_Cache("full", block, None, block * per_token))
+        elif layer.mixer == "full":
+            caches.append(_Cache("full", block, None, block * per_token))
+    if ratio:
+        groups = _packed_groups(caches)
+    else:  # pages unified (the states padded to the largest), then groups of one spec, group_size layers
+        largest = max(c.page for c in caches)
+        same: dict[tuple[str, str], list[_Cache]] = {}
+        for c in caches:
+            same.setdefault((c.kind, c.spec), []).append(replace(c, page=largest) if c.kind == "mamba" else c)
+        sizes = [len(v) for v in same.values()]
+        size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
+        groups = [v[j :: -(-len(v) // size)] for v in same.values() for j in range(-(-len(v) // size))]
+    merged: dict[str, list[int]] = {}
+    for g in groups:
+        entry = merged.setdefault(g[0].kind, [0, 0])
+        entry[0] += len(g)
+        entry[1] += 1
+    per_block = max(sum(c.page for c in g) for g in groups)
     return KVCacheLayout(
         block_size=block,
         bytes_per_block=per_block,

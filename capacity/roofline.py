@@ -266,6 +266,8 @@ class StepModel:
             self._sparse_attention(arch, widths)
         elif arch.num_indexer_layers:
             self._layer_sparse_attention(arch, kv_cache_dtype, tp, widths)
+        elif arch.qsa_compress_ratio:
+            self._qsa_attention(arch)
         # Mamba / linear-attention states are read and written back whole every step; so are the short
         # convolutions' windows of inputs (Inkling's).
         states = state_bytes_per_sequence(arch, tp) * arch.num_state_layers
@@ -361,6 +363,17 @@ class StepModel:
         widths["full"] = len(sparse)
         heads = max(1, arch.index_n_heads // tp)
         self.index_flops_per_ctx_token = 2.0 * heads * arch.index_head_dim * len(sparse)
+
+    def _qsa_attention(self, arch: Architecture) -> None:
+        """Qwen3.8's QSA on its full layers: the indexer scores one bfloat16 key per ``ratio`` cached tokens
+        (its heads whole on every rank), then attention reads the K and V of the ``index_topk`` (its budget)
+        tokens it picks."""
+        full = sum(layer.mixer == "full" for layer in arch.layers)
+        ratio = arch.qsa_compress_ratio
+        self.topk = arch.index_topk
+        self.sparse_kv_per_token = self.full_kv_per_token
+        self.full_kv_per_token = full * 2 * arch.index_head_dim / ratio
+        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * full / ratio
 
     def _compressed_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
         """DeepSeek-V4's reads per sequence: every layer its window of latents; a ratio-4 layer the indexer's

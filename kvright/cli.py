@@ -348,6 +348,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "valid_tensor_parallel_sizes": valid_tp,
         "refused_tensor_parallel_sizes": refused_tp,
         "weight_bytes": cap.weight_bytes(arch),
+        "host_weight_bytes": round(arch.weight_groups.host_tables),
         "num_layers": arch.num_decoder_layers,
         "num_attention_heads": arch.num_attention_heads,
         "num_kv_heads": arch.num_kv_heads,
@@ -429,7 +430,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "active parameters",
             f"{arch.active_parameters / 1e9:.2f} B" + (f" ({experts})" if arch.is_moe else ""),
         ),
-        ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB"),
+        ("weights", f"{cap.weight_bytes(arch) / GB:.1f} GB{_host_part(arch)}"),
         *(("towers", _towers_label(arch)),) * bool(arch.vision_parameters),
         *(
             (
@@ -548,6 +549,12 @@ def _compressed_label(arch: cap.Architecture) -> str:
         )
         or "none (the window alone)"
     )
+
+
+def _host_part(arch: cap.Architecture) -> str:
+    """What of the weights vLLM keeps in host memory, not on a GPU (Qwen3.8's n-gram tables), as a suffix."""
+    host = arch.weight_groups.host_tables
+    return f" ({host / GB:.1f} GB of it in pinned host memory, on no GPU)" if host else ""
 
 
 def _mixer_label(arch: cap.Architecture, mixer: str) -> str:

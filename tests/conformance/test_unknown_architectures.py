@@ -116,6 +116,6 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     # (plain) is still read as a standard decoder, and matches. The plain IQuestLoopCoder was read, 2x short
     # of its KV, until its class was refused by name; Arcee, Jais2 and Phi a fifth too large, until they were
     # families. The refused were 10 until LongCat-Flash and Mellum became families, 8 until Inkling's two
-    # classes did, 6 until HY V4's did.
+    # classes did, 6 until HY V4's did, 5 until Qwen3.8-Flash-Next's did.
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 5, (read, refused)
+    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 4, (read, refused)

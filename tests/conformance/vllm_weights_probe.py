@@ -4,6 +4,7 @@ Runs in the vLLM venv's python. Reads a JSON list ``[{"id": str, "config": {...}
 one JSON list to stdout, one answer per case:
 
     {"id", "architecture": str or null, "parameters": int or null, "bytes": int or null,
+     "host_bytes": the part of bytes vLLM keeps in pinned host memory (Qwen3.8's n-gram tables),
      "own_dtypes": {"module.path:dtype": parameters} or null, "error": one line or null,
      "attention": [{"kv_heads", "head_size", "head_size_v", "sliding_window", "kv_shared", "latent"}, ...]
      or null}
@@ -46,6 +47,10 @@ MobileNet, through transformers' TimmWrapper): timm is put on the path for that 
 A case with ``"tokens": [...]`` is a class that looks those special tokens' ids up while it is built
 (DeepSeek-OCR's ``<image>``): it is resolved with a tokenizer that knows them (``_write_tokenizer``) instead
 of none.
+
+Qwen3.8-Flash-Next's classes (``Qwen4Exp...``) are built with what the CPU build lacks for them stood in
+(``_qwen4_exp_on_cpu``): FlashAttention's availability for QSA, and its pinned-host n-gram table made on the
+meta device, neither of which any tensor's shape or dtype or any cache spec depends on.
 
 A case with ``"sparse_attention_stand_in": true`` is a sparse-attention MLA class (DeepSeek-V3.2's DSA),
 which the CPU build refuses to give a backend: it is built with the CPU build's dense MLA backend instead
@@ -235,6 +240,51 @@ def _timm_on_path() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _qwen4_exp_on_cpu() -> Iterator[None]:
+    """What vLLM's CPU build lacks to build Qwen3.8-Flash-Next's classes (``models/qwen4_exp``), for one
+    case's build; none of it changes a tensor's shape or dtype or a cache spec, and all of it is undone after.
+
+    - The package imports Qwen3-VL's processor, which imports torchvision: :func:`_torchvision_stand_in`.
+    - QSA's attention refuses to build without FlashAttention's varlen kernel (a CUDA build's).
+    - The PLE n-gram table, kept in pinned host memory by default, is allocated with ``pin_memory``, which
+      CPU-only torch cannot do, and looked up through a UVA view and a Triton helper the CPU build lacks: the
+      table is made on the meta device (its shape and dtype, not its 100 GB), the view is the tensor, and
+      ``next_power_of_2`` is Python's."""
+    with _torchvision_stand_in():
+        import vllm.models.qwen4_exp.nvidia.model  # noqa: F401 - the package's own import order
+        from vllm.models.qwen4_exp.common import ngram_embedding
+        from vllm.models.qwen4_exp.nvidia import qsa
+
+        table = ngram_embedding.Qwen4ExpPLEPinnedHostEmbedding
+        saved = (
+            qsa.is_flash_attn_varlen_func_available,
+            table.allocate_embedding_weight,
+            ngram_embedding.get_accelerator_view_from_cpu_tensor,
+            ngram_embedding.triton,
+        )
+
+        def on_meta(self: Any, rows: int, width: int, dtype: Any) -> Any:
+            import torch
+
+            return torch.empty(rows, width, dtype=dtype, device="meta")
+
+        qsa.is_flash_attn_varlen_func_available = lambda: True
+        table.allocate_embedding_weight = on_meta
+        ngram_embedding.get_accelerator_view_from_cpu_tensor = lambda tensor: tensor
+        power = types.SimpleNamespace(next_power_of_2=lambda n: 1 << (int(n) - 1).bit_length())
+        ngram_embedding.triton = power
+        try:
+            yield
+        finally:
+            (
+                qsa.is_flash_attn_varlen_func_available,
+                table.allocate_embedding_weight,
+                ngram_embedding.get_accelerator_view_from_cpu_tensor,
+                ngram_embedding.triton,
+            ) = saved
+
+
+@contextlib.contextmanager
 def _minimax_m3_on_cpu() -> Iterator[None]:
     """What vLLM's CPU build lacks to build MiniMax-M3's classes, for one case's build; none of it changes
     which tensors a layer registers, and all of it is undone after.
@@ -408,10 +458,18 @@ def _count(
         for module in model.modules()
         if isinstance(module, (Attention, MLAAttention))
     ]
+    # Tensors vLLM keeps in (pinned) host memory, not on a GPU: Qwen3.8's n-gram tables (their class's name).
+    host = sum(
+        p.numel() * p.element_size()
+        for module in model.modules()
+        if "PinnedHost" in type(module).__name__
+        for p in module.parameters(recurse=False)
+    )
     return {
         "architecture": architecture,
         "parameters": total,
         "bytes": nbytes,
+        "host_bytes": host,
         "own_dtypes": own_dtypes,
         "attention": attention,
         "error": None,
@@ -575,6 +633,8 @@ def main() -> None:
                     shims = contextlib.ExitStack()  # GLM-5.3's wrapper needs two stand-ins
                     if str(named[0]).startswith("MiniMaxM3"):
                         shims.enter_context(_minimax_m3_on_cpu())
+                    elif str(named[0]).startswith("Qwen4Exp"):
+                        shims.enter_context(_qwen4_exp_on_cpu())
                     elif case.get("timm"):
                         shims.enter_context(_timm_on_path())
                     elif case.get("torchvision_stand_in"):
