@@ -608,7 +608,8 @@ class ResourcesSpec(_Object):
     cpu: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?m?$"), QUANTITY] = "4"
     """CPU request, e.g. 4 or 3500m."""
     memory: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?([KMGT]i?)?$"), QUANTITY] = "32Gi"
-    """Memory request, e.g. 32Gi."""
+    """Memory request, e.g. 32Gi: vLLM's own; kvright adds what the model keeps in host memory (Qwen3.8's
+    n-gram tables)."""
 
 
 class EndpointPickerSpec(_Object):

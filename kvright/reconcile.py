@@ -445,6 +445,23 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
+#: Binary and decimal suffixes of the memory quantities ResourcesSpec accepts.
+_QUANTITY_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_QUANTITY_SUFFIXES |= {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def memory_request(requested: str, host_bytes: float) -> str:
+    """The vLLM container's memory request: ``spec.resources.memory`` (vLLM's own), plus what one pod keeps
+    of the model's weights in host memory (Qwen3.8's pinned n-gram tables, split over a replica's nodes),
+    so the scheduler places it on a node that can hold them; the spec's own quantity where there is none."""
+    if not host_bytes:
+        return requested
+    quantity = str(requested)  # an integer is bytes
+    number = quantity.rstrip("KMGTi")
+    total = float(number) * _QUANTITY_SUFFIXES[quantity[len(number) :]] + host_bytes
+    return f"{math.ceil(total / 2**30)}Gi"
+
+
 def _seconds_from_ms(value: Any) -> float:
     """A status milliseconds field as seconds; 0 for anything that is not a finite, positive number."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
@@ -653,7 +670,7 @@ def _desire(facts: Facts) -> Desired:
         vllm_args=tuple(chosen.vllm_args()),
         vllm_args_by_role={role: tuple(args) for role, args in chosen.vllm_args_by_role().items()},
         cpu=spec.resources.cpu,
-        memory=spec.resources.memory,
+        memory=memory_request(spec.resources.memory, arch.weight_groups.host_tables / chosen.layout.nodes),
         hf_token=token,
         hub_endpoint=facts.hub_endpoint,
         weight_bytes=weight_total,

@@ -8,6 +8,7 @@ CEL rules) and holds the decision to never raise on any of them.
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Any
 
 import pytest
@@ -25,11 +26,12 @@ from kvright.reconcile import (
     Rollout,
     deployed_condition,
     desire,
+    memory_request,
     rollout_from,
     status,
     status_changed,
 )
-from tests.builders import gpu_nodes, llmd, reconcile_facts
+from tests.builders import QWEN3_8_FLASH_NEXT_TEXT, gpu_nodes, llmd, reconcile_facts
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 H200 = "NVIDIA-H200"
@@ -900,3 +902,17 @@ def test_a_data_parallel_replica_seats_every_engine_so_the_planned_load_waits_fo
         plan["maxNumSeqs"],
     )
     assert prediction["ttftMilliseconds"] == pytest.approx(planned.prediction.ttft_seconds * 1000, abs=1e-3)
+
+
+def test_a_model_with_host_tables_asks_its_pods_for_that_host_memory_too() -> None:
+    """Qwen3.8-Flash-Next keeps 102.4 GB of n-gram tables in pinned host memory (vLLM's default): the pod
+    requests them beside spec.resources.memory, so it lands on a node that holds them."""
+    arch = capacity.architecture_from_config(QWEN3_8_FLASH_NEXT_TEXT)
+    spec = llmd("chat").model("qwen3.8").gpu(H200).context(8192, 2048, 256).concurrency(8).tpot_ms(50).spec()
+    d = desire(facts(spec, architecture=arch, architecture_source="ConfigMap"))
+    assert d.plan_feasible.status == "True", d.plan_feasible
+    container = d.children[0]["spec"]["template"]["spec"]["containers"][0]
+    host = arch.weight_groups.host_tables
+    assert container["resources"]["requests"]["memory"] == f"{math.ceil((32 * 2**30 + host) / 2**30)}Gi"
+    assert memory_request("32Gi", 0.0) == "32Gi"
+    assert memory_request("64G", 2**30) == f"{math.ceil((64e9 + 2**30) / 2**30)}Gi"
