@@ -391,7 +391,9 @@ class KVCacheLayout:
         window or a state is not a reusable prefix)."""
         if not any(g.kind == "full" for g in self.groups):
             return 0
-        align = math.lcm(*(g.tokens_per_block(self.block_size) for g in self.groups if g.kind != "mamba"))
+        align = math.lcm(
+            *(g.tokens_per_block(self.block_size) for g in self.groups if g.kind not in ("mamba", "ring"))
+        )
         return max(0, prefix_tokens) // align * align
 
     def blocks_per_sequence(self, tokens: int) -> int:
@@ -732,20 +734,30 @@ def _compressed_attention_layout(
     # One page size (no compressed layer): one group of every window, as any model of one kind.
     groups = _packed_groups(caches) if len({c.page for c in caches}) > 1 else [caches]
     per_block = max(sum(c.page for c in g) for g in groups)
+    return _pool_layout(
+        groups, DSV4_BLOCK_SIZE, _padded(per_block), inflight_tokens=inflight, max_model_len=max_model_len
+    )
+
+
+def _pool_layout(
+    groups: list[list[_Cache]], block_size: int, bytes_per_block: int, **kw: Any
+) -> KVCacheLayout:
+    """Packed groups as the one pool vLLM's groups alias (every group's block costs ``bytes_per_block``):
+    a :class:`KVGroup` per kind, window and block of cache, counting its caches and its groups."""
     merged: dict[tuple[str, int | None, int], list[int]] = {}
     for g in groups:
         entry = merged.setdefault((g[0].kind, g[0].window, g[0].block), [0, 0])
         entry[0] += len(g)
         entry[1] += 1
+    page = max(sum(c.page for c in g) for g in groups)
     return KVCacheLayout(
-        block_size=DSV4_BLOCK_SIZE,
-        bytes_per_block=_padded(per_block),
+        block_size=block_size,
+        bytes_per_block=bytes_per_block,
         groups=tuple(
-            KVGroup(kind=kind, layers=n, count=count, page_bytes=per_block, bound=window, block_tokens=block)
+            KVGroup(kind=kind, layers=n, count=count, page_bytes=page, bound=window, block_tokens=block)
             for (kind, window, block), (n, count) in merged.items()
         ),
-        inflight_tokens=inflight,
-        max_model_len=max_model_len,
+        **{"inflight_tokens": 0, **kw},
     )
 
 
@@ -799,21 +811,7 @@ def _pooled_indexer_layout(
     stride = math.gcd(64 * kpool, block)  # the indexer's block stride (MultipleOf(64 x kpool) tokens)
     alignment = 1 if stride == block else stride // kpool * key
     widest = max(sum(c.page for c in g) for g in groups)
-    merged: dict[str, list[int]] = {}
-    for g in groups:
-        entry = merged.setdefault(g[0].kind, [0, 0])
-        entry[0] += len(g)
-        entry[1] += 1
-    per_block = -(-widest // alignment) * alignment
-    return KVCacheLayout(
-        block_size=block,
-        bytes_per_block=per_block,
-        groups=tuple(
-            KVGroup(kind=kind, layers=n, count=count, page_bytes=per_block)
-            for kind, (n, count) in merged.items()
-        ),
-        inflight_tokens=0,
-    )
+    return _pool_layout(groups, block, -(-widest // alignment) * alignment)
 
 
 def ple_state_bytes(arch: Architecture) -> int:
@@ -870,21 +868,7 @@ def _qwen4_exp_layout(
         sizes = [len(v) for v in same.values()]
         size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
         groups = [v[j :: -(-len(v) // size)] for v in same.values() for j in range(-(-len(v) // size))]
-    merged: dict[str, list[int]] = {}
-    for g in groups:
-        entry = merged.setdefault(g[0].kind, [0, 0])
-        entry[0] += len(g)
-        entry[1] += 1
-    per_block = max(sum(c.page for c in g) for g in groups)
-    return KVCacheLayout(
-        block_size=block,
-        bytes_per_block=per_block,
-        groups=tuple(
-            KVGroup(kind=kind, layers=n, count=count, page_bytes=per_block)
-            for kind, (n, count) in merged.items()
-        ),
-        inflight_tokens=0,
-    )
+    return _pool_layout(groups, block, max(sum(c.page for c in g) for g in groups))
 
 
 def weight_bytes(arch: Architecture) -> int:
