@@ -11,7 +11,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -250,6 +250,25 @@ def probe_cases(
     cases += [kv_case(f"kv:{k}", *fields) for k, fields in (accounted or {}).items()]
     cases += [{"id": k, "config": v} for k, v in (refused or {}).items()]
     return [case | dict(flags) for case in cases]
+
+
+def accounted_cases(
+    built: Mapping[str, dict[str, Any]],
+    cases: Sequence[str],
+    memory: int = 2**30,
+    length: int = 8192,
+    max_num_batched_tokens: int = 2048,
+) -> dict[str, tuple[dict[str, Any], int, int, int]]:
+    """The ``accounted`` of :func:`probe_cases` for some of ``built``, at one memory and engine shape."""
+    return {case: (built[case], memory, length, max_num_batched_tokens) for case in cases}
+
+
+def assert_refused_alike(answer: Mapping[str, Any], config: dict[str, Any], field: str) -> None:
+    """vLLM refused ``config`` (the probe's ``answer`` names an error) and capacity refuses it naming
+    ``field``."""
+    assert answer["error"], answer
+    with pytest.raises(capacity.ConfigError, match=field):
+        capacity.architecture_from_config(config)
 
 
 def weighed_as_built(answer: Mapping[str, Any], config: dict[str, Any]) -> capacity.Architecture:

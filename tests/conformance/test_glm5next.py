@@ -113,16 +113,16 @@ WRAPPER: dict[str, Any] = {
 #: (config, KV-cache bytes, max_model_len, max_num_batched_tokens) for the engine core's accounting.
 ACCOUNTED: dict[str, tuple[dict[str, Any], int, int, int]] = {
     "glm-5.3-flash-transcribed": (GLM5_3_FLASH_TEXT, 8 * 2**30, 32768, 8192),
-} | {
-    case: (BUILT[case], 2**30, 8192, 2048)
-    for case in (
+} | harness.accounted_cases(
+    BUILT,
+    (
         "three-kda-one-mla",
         "six-layers-aliases-tied-kpool-16",
         "class-schedules-no-mhc-no-shared-expert",
         "all-mla-indexer-types-ignored",
         "all-kda-flat-fields",
-    )
-}
+    ),
+)
 
 #: Files vLLM refuses, by the field capacity names: the class's NoPE and kpool checks, a field vLLM reads
 #: that the class does not declare, a tail selection vLLM does not build.
@@ -183,6 +183,4 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
 def test_files_vllm_refuses_are_refused_by_the_field(
     vllm_answers: dict[str, dict[str, Any]], field: str
 ) -> None:
-    assert vllm_answers[field]["error"], vllm_answers[field]
-    with pytest.raises(capacity.ConfigError, match=field):
-        capacity.architecture_from_config(REFUSED[field])
+    harness.assert_refused_alike(vllm_answers[field], REFUSED[field], field)

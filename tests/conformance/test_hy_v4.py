@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-import capacity
 from tests.builders import HY_V4_SMALL, edited
 
 from . import harness
@@ -102,5 +101,4 @@ def test_files_vllm_refuses_at_load_are_refused_by_the_field_it_names(
     vllm_answers: dict[str, dict[str, Any]], field: str
 ) -> None:
     assert field in (vllm_answers[field]["error"] or "")
-    with pytest.raises(capacity.ConfigError, match=field):
-        capacity.architecture_from_config(REFUSED[field])
+    harness.assert_refused_alike(vllm_answers[field], REFUSED[field], field)
