@@ -167,6 +167,13 @@ def indexer_bytes_per_token(arch: Architecture) -> Fraction:
     return Fraction(indexer_key_bytes(arch), max(1, arch.index_kpool))
 
 
+def qsa_key_bytes_per_token(arch: Architecture) -> Fraction:
+    """What one token adds to a Qwen3.8 QSA layer's compressed-key cache: a bfloat16 key of
+    ``index_head_dim`` per :attr:`Architecture.qsa_compress_ratio` tokens; 0 without QSA."""
+    ratio = arch.qsa_compress_ratio
+    return Fraction(2 * arch.index_head_dim, ratio) if ratio else Fraction(0)
+
+
 def attention_bytes_per_token(
     arch: Architecture,
     kv_heads: int,
@@ -259,9 +266,9 @@ def kv_cache_bytes_per_token(
         for (mixer, kv_heads, head_dim, v_head_dim, shared), n in arch.layer_census.items()
         if mixer in ATTENTION_MIXERS and not shared
     )
-    qsa = 0 if not arch.qsa_compress_ratio else Fraction(2 * arch.index_head_dim, arch.qsa_compress_ratio)
     full = sum(layer.mixer == "full" for layer in arch.layers)
-    return tp * int(attention + arch.num_indexers * indexer_bytes_per_token(arch) + full * qsa)
+    indexers = arch.num_indexers * indexer_bytes_per_token(arch) + full * qsa_key_bytes_per_token(arch)
+    return tp * int(attention + indexers)
 
 
 def kv_cache_bytes_per_sequence(
@@ -566,9 +573,7 @@ def _kv_cache_layout(
         align = max(kernel_block_alignment, block_size)
         if arch.attention == "MLA":
             align = max(align, MLA_HYBRID_BLOCK_ALIGNMENT)
-        aligned = align * -(-state_page // (align * token_page))
-        aligned = kernel_block_alignment * -(-aligned // kernel_block_alignment)
-        block_size = max(block_size, aligned)
+        block_size = _hybrid_block(state_page, token_page, align, kernel_block_alignment, block_size)
     kernel = arch.short_conv_kernel
     page = max([block_size * token_page, *(kernel * p for p, _ in convs.values())])
     # vLLM buckets layers by their spec: one bucket per kind and page per token (and per shape for the
@@ -739,6 +744,14 @@ def _compressed_attention_layout(
     )
 
 
+def _hybrid_block(state: int, per_token: int, align: int, multiple: int, floor: int) -> int:
+    """vLLM's hybrid block size (``Platform._align_hybrid_block_size``): the fewest ``align``-token steps
+    whose attention page (``per_token`` bytes a token) holds a ``state``, rounded up to the kernels'
+    ``multiple``; never below ``floor`` tokens."""
+    block = align * -(-state // (align * per_token))
+    return max(floor, multiple * -(-block // multiple))
+
+
 def _pool_layout(
     groups: list[list[_Cache]], block_size: int, bytes_per_block: int, **kw: Any
 ) -> KVCacheLayout:
@@ -789,9 +802,7 @@ def _pooled_indexer_layout(
     # The platform sizes the block by a plain MLA page (fp8: a byte a value, not fp8_ds_mla's entry).
     per_token = ((arch.kv_lora_rank or 0) + arch.qk_rope_head_dim) * kv_dtype_bytes(arch, kv_cache_dtype)
     align = max(kernel_block_alignment, block_size, MLA_HYBRID_BLOCK_ALIGNMENT)
-    block = align * -(-state // (align * per_token))
-    step = math.lcm(SPARSE_MLA_KERNEL_BLOCK, 32 * kpool)
-    block = max(block_size, step * -(-block // step))
+    block = _hybrid_block(state, per_token, align, math.lcm(SPARSE_MLA_KERNEL_BLOCK, 32 * kpool), block_size)
     key = indexer_key_bytes(arch)
     ring_page = kpool * 2 * arch.index_head_dim * 2
     caches = [
@@ -841,9 +852,7 @@ def _qwen4_exp_layout(
     per_token = attention_bytes_per_token(arch, arch.num_kv_heads, kv_cache_dtype, tp) if full else 0
     block, padded = block_size, None
     if full:
-        step = QSA_KERNEL_BLOCK
-        aligned = block_size * -(-max(gdn, ple) // (block_size * per_token))
-        block = max(block_size, step * -(-aligned // step))
+        block = _hybrid_block(max(gdn, ple), per_token, block_size, QSA_KERNEL_BLOCK, block_size)
         padded = block * per_token
     ratio = arch.qsa_compress_ratio
     caches: list[_Cache] = []
@@ -854,7 +863,7 @@ def _qwen4_exp_layout(
             caches.append(_Cache("mamba", block, None, padded or gdn, state=True))
         elif layer.mixer == "full" and ratio:
             caches.append(_Cache("ring", ratio, None, ratio * arch.index_head_dim * 2, state=True))
-            caches.append(_Cache("full", block, None, block // ratio * arch.index_head_dim * 2))
+            caches.append(_Cache("full", block, None, int(block * qsa_key_bytes_per_token(arch))))
             caches.append(_Cache("full", block, None, block * per_token))
         elif layer.mixer == "full":
             caches.append(_Cache("full", block, None, block * per_token))

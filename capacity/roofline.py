@@ -23,6 +23,7 @@ from capacity.memory import (
     attention_bytes_per_token,
     indexer_bytes_per_token,
     indexer_key_bytes,
+    qsa_key_bytes_per_token,
     resolve_kv_cache_dtype,
     short_conv_bytes_per_sequence,
     state_bytes_per_sequence,
@@ -369,11 +370,11 @@ class StepModel:
         (its heads whole on every rank), then attention reads the K and V of the ``index_topk`` (its budget)
         tokens it picks."""
         full = sum(layer.mixer == "full" for layer in arch.layers)
-        ratio = arch.qsa_compress_ratio
         self.topk = arch.index_topk
         self.sparse_kv_per_token = self.full_kv_per_token
-        self.full_kv_per_token = full * 2 * arch.index_head_dim / ratio
-        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * full / ratio
+        self.full_kv_per_token = full * float(qsa_key_bytes_per_token(arch))
+        scored = full / arch.qsa_compress_ratio  # keys a context token adds over the layers
+        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * scored
 
     def _compressed_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
         """DeepSeek-V4's reads per sequence: every layer its window of latents; a ratio-4 layer the indexer's
