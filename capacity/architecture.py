@@ -188,6 +188,9 @@ FAMILIES: dict[str, str] = {
     "SarvamMLAForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
     "DeepseekV4ForCausalLM": "deepseek_v4",
+    # DeepSeek-V4.1-Flash (vLLM's models/deepseek_v41): V4's layers with caches shared from source layers,
+    # Engram n-gram tables and a vision wrapper (_read_deepseek_v41)
+    "DeepseekV41ForCausalLM": "deepseek_v4",
     # DeepSeek-OCR and DeepSeek-OCR-2 (vLLM's deepseek_ocr.py, deepseek_ocr2.py): a DeepSeek-V2 MoE from
     # language_config (plain attention where its qk widths are 0) behind a DeepEncoder of fixed sizes.
     "DeepseekOCRForCausalLM": "mla",
@@ -436,6 +439,8 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "deepseek_v3": "mla",
     "deepseek_v32": "mla",
     "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v4",
+    "deepseek_v41_text": "deepseek_v4",
     "glm4_moe_lite": "mla",
     "kimi_k2": "mla",
     "kimi_k25": "mla",
@@ -936,6 +941,13 @@ class Layer:
     dense_attention: bool = False
     """An MLA layer of a sparse-attention model that attends over its whole cache (HY V4's layers whose
     ``layer_types`` entry is not a sparse one): no indexer, no indexer key, every cached latent read."""
+    kv_source: bool = False
+    """DeepSeek-V4.1 (:attr:`Architecture.shared_compressed_caches`): the layer's compressor writes the
+    compressed cache that it and the compressed layers above it (up to the next source) attend over."""
+    index_source: bool = False
+    """DeepSeek-V4.1: the layer's indexer picks the entries it and the compressed layers above it (up to the
+    next index source) attend to; it caches its keys only where the layer is a :attr:`kv_source` too (the
+    others score the keys of the kv source below them)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1140,6 +1152,26 @@ class Architecture:
     fp32 state carries the tokens in between); ratio-4 layers pick the ``index_topk`` entries they attend
     to with an indexer of their own. Queries through ``q_lora_rank``, output through ``o_groups`` grouped
     low-rank projections of ``o_lora_rank``."""
+    shared_compressed_caches: bool = False
+    """DeepSeek-V4.1's form of :attr:`compressed_attention` (vLLM's ``models/deepseek_v41``): ratio 1 (a
+    compressed entry a token) or 2, compressors and compressed caches only on :attr:`Layer.kv_source`
+    layers, indexers only on :attr:`Layer.index_source` ones; every compressed layer attends sparsely over
+    the nearest kv source's cache at or below it."""
+    engram_layers: tuple[int, ...] = ()
+    """DeepSeek-V4.1's Engram layers (0-based, below ``num_hidden_layers``): an n-gram lookup whose table
+    (:attr:`engram_table_rows` rows of fp8, an E8M0 scale per 32 values) vLLM keeps in pinned host memory,
+    projected into the stream by ``wkv`` (split by TP) and mixed by a q and a k weight per copy."""
+    engram_table_rows: tuple[int, ...] = ()
+    """Rows of each Engram layer's table: the sum of its hash heads' primes."""
+    engram_width: int = 0
+    """Engram: a table row's width (``engram_head_dim``)."""
+    engram_heads: int = 0
+    """Engram: hash heads of a layer, ``(engram_max_ngram_size - 1) x engram_n_heads`` (its columns; TP
+    splits them, every rank at least one)."""
+    float32_vectors: int = 0
+    """Hidden-wide vectors a wrapper learns in float32 (DeepSeek-V4.1's image start, end and newline: 3)."""
+    vision_router_bias: bool = False
+    """A float32 vision bias per expert in every router (DeepSeek-V4.1's ``bias_vl``, with a vision tower)."""
     o_groups: int = 0
     """DeepSeek-V4: groups of query heads the output projection handles apart (``o_groups``)."""
     o_lora_rank: int = 0
@@ -1668,7 +1700,9 @@ HASH_TABLE_DTYPE = "int32"
 
 #: Bytes per element of what vLLM builds in a dtype of its own (:data:`FLOAT32_PARAMETERS`,
 #: :data:`HASH_TABLE_DTYPE`) besides the model dtypes.
-PARAMETER_DTYPE_BYTES: dict[str, int] = {**DTYPE_BYTES, HASH_TABLE_DTYPE: 4}
+#: DeepSeek-V4.1's Engram tables: fp8 rows with an E8M0 scale (a byte) per 32 values.
+ENGRAM_TABLE_DTYPE = "fp8_e8m0_per_32"
+PARAMETER_DTYPE_BYTES: dict[str, float] = {**DTYPE_BYTES, HASH_TABLE_DTYPE: 4, ENGRAM_TABLE_DTYPE: 1 + 1 / 32}
 
 
 def _padded_rows(rows: int) -> int:
@@ -1745,6 +1779,7 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
                 replicated += weigh(None, i, a.vocab_size * a.num_experts_per_token, dtype=HASH_TABLE_DTYPE)
             else:
                 replicated += weigh(None, i, scored * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
+            replicated += weigh(None, i, a.num_experts * a.vision_router_bias, dtype=FLOAT32_PARAMETERS)
             if a.shared_expert_intermediate_size:
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
             if a.shared_expert_gate:
@@ -1756,6 +1791,13 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
         ngram = weigh(None, None, rows * width, dtype=a.ngram_dtype)
         replicated += weigh(None, None, a.ngram_embedders * width * h, dtype=a.ngram_dtype)
     host_tables = sum(weigh(None, None, rows * a.ple_table_width) for rows in a.ple_table_rows)
+    for i, rows in zip(a.engram_layers, a.engram_table_rows, strict=True):
+        # DeepSeek-V4.1's Engram: the table (pinned host memory), wkv (column-parallel) and q/k weights
+        host_tables += weigh(None, i, rows * a.engram_width, dtype=ENGRAM_TABLE_DTYPE)
+        # (wkv is quantized as the checkpoint's other linears are: weighed under the attention kind)
+        sharded += weigh("attention", i, (a.hyper_connections + 1) * h * a.engram_heads * a.engram_width)
+        replicated += weigh(None, i, 2 * a.hyper_connections * h)
+    replicated += weigh(None, None, a.float32_vectors * h, dtype=FLOAT32_PARAMETERS)
     per_layer_embedding = 0.0
     if ple:
         # The model's per-layer table (each layer's slice of one row per token), per_layer_model_projection
@@ -1917,6 +1959,8 @@ def _compressed_attention_params(
     sharded = weigh("attention", i, heads * hd * q_rank)  # wq_b
     sharded += weigh("attention", i, groups * a.o_lora_rank * heads * hd // groups)  # wo_a
     sharded += weigh("attention", i, h * groups * a.o_lora_rank)  # wo_b
+    if a.shared_compressed_caches:
+        return sharded, replicated + _v41_attention_params(a, layer, i, weigh), 0.0
     sharded += weigh(None, i, heads, dtype=FLOAT32_PARAMETERS)  # attn_sink
 
     def compressor(ratio: int, width: int) -> float:
@@ -1933,6 +1977,25 @@ def _compressed_attention_params(
         replicated += weigh(None, i, a.index_n_heads * h)
         replicated += compressor(ratio, a.index_head_dim)
     return sharded, replicated, 0.0
+
+
+def _v41_attention_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> float:
+    """What DeepSeek-V4.1's attention holds whole on every rank beside V4's projections: the fp32 sink,
+    padded to FlashMLA's 64 or 128 query heads; on a kv source its compressor (``fused_wkv_wgate``, the
+    gate only at ratio 2, and a norm; unquantized); on an index source its indexer (``wq_b`` as the
+    checkpoint stores it, an unquantized ``weights_proj``, and where the layer is a kv source too the key's
+    ``wk`` and norm, unquantized)."""
+    h, hd = a.hidden_size, a.head_dim
+    whole = weigh(None, i, 64 if a.num_attention_heads <= 64 else 128, dtype=FLOAT32_PARAMETERS)
+    if layer.kv_source:
+        whole += weigh(None, i, h * hd * (2 if layer.compress_ratio == 2 else 1) + hd)
+    if layer.index_source:
+        index_width = a.index_n_heads * a.index_head_dim
+        whole += weigh("indexer", i, index_width * (a.q_lora_rank or 0), _INDEXER_WQ_B)
+        whole += weigh(None, i, a.index_n_heads * h)
+        if layer.kv_source:
+            whole += weigh(None, i, hd * a.index_head_dim + a.index_head_dim)
+    return whole
 
 
 def _hyper_connection_params(a: Architecture, layer: int | None, weigh: Weigh) -> float:
@@ -2414,7 +2477,6 @@ def _refuse_pooling(config: Mapping[str, Any], modules: Sequence[Mapping[str, An
         "pooling module)",
     )
 
-
 def model_class_reader(config: Mapping[str, Any]) -> ConfigReader:
     """What builds the model class for this ``config.json`` in vLLM (``ModelRegistry.resolve_model_cls``):
     ``engine`` when vLLM registers a class the file's ``architectures`` names, or its transformers has the
@@ -2483,6 +2545,7 @@ _NOT_READ_YET = {
         "is not modelled yet"
     ),
 }
+
 
 def _refuse_remote_text_model(config: Mapping[str, Any]) -> None:
     """A wrapper whose file names its language model by another repository (Ultravox's ``text_model_id``)
@@ -2848,6 +2911,10 @@ class _Read:
     """MiniMax-M3: the layers with a sparse-attention indexer of their own."""
     dense_attention: list[bool] | None = None
     """HY V4: the MLA layers that attend whole (:attr:`Layer.dense_attention`)."""
+    kv_sources: list[bool] | None = None
+    """DeepSeek-V4.1: the layers whose compressor writes a compressed cache (:attr:`Layer.kv_source`)."""
+    index_sources: list[bool] | None = None
+    """DeepSeek-V4.1: the layers with an indexer (:attr:`Layer.index_source`)."""
 
 
 #: Families whose shared experts are one merged MLP of ``num_shared_experts`` experts, each as wide as
@@ -3990,6 +4057,164 @@ _COMPRESS_RATIOS = (0, 1, 4, 128)
 _DEEPSEEK_V4_EXPERT_DTYPES = ("fp4", "fp8")
 
 
+#: The compress ratios vLLM's DeepSeek-V4.1 builds (0: the sliding window alone; 1: an entry a token; 2).
+_V41_COMPRESS_RATIOS = (0, 1, 2)
+#: Fields DeepseekV41Config leaves to the file and vLLM's classes read without a default (AttributeError).
+_V41_REQUIRED = (
+    "q_lora_rank",
+    "o_lora_rank",
+    "o_groups",
+    "qk_rope_head_dim",
+    "sliding_window",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "hc_mult",
+    "index_topk",
+    "kv_source_layer_ids",
+)
+
+
+def _source_ids(cfg: Mapping[str, Any], name: str, layers: int) -> set[int]:
+    """A V4.1 source list's layer ids that are layers (vLLM ignores an id past the last one)."""
+    ids = cfg.get(name) or []
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ConfigError(name, f"is {ids!r:.40}; expected a list of layer ids")
+    return {i for i in ids if 0 <= i < layers}
+
+
+def _read_deepseek_v41(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """DeepSeek-V4.1 (vLLM's ``models/deepseek_v41``; DeepSeek-V4.1-Flash's file): V4's layers (a sliding
+    window of one ``head_dim``-wide latent on every layer, o_groups, mHC, routed experts with a shared one,
+    no hash routing) whose compressed caches are shared: ``compress_ratios[i]`` is 0 (the window alone), 1
+    (an entry a token) or 2; a compressor and its cache live only on ``kv_source_layer_ids``, an indexer
+    only on ``index_source_layer_ids`` (its keys cached where the layer is a kv source too), and every
+    compressed layer attends over the nearest source at or below it. ``engram_layer_ids`` add an n-gram
+    table each (:func:`_engram_parts`). Refused as vLLM refuses at build: a ratio other than those, a
+    compressed layer with no source at or below it, a kv source that compresses nothing, an index source
+    with no keys of its own or of the kv source below it."""
+    layers = a["num_layers"]
+    if cfg.get("model_type") == "deepseek_v41" and cfg.get("rope_scaling") is not None:
+        # DeepseekV41Config takes rope_scaling out of text_config only; at the top of a flat file transformers
+        # standardizes it before max_position_embeddings is set and fails (AttributeError).
+        raise ConfigError(
+            "rope_scaling",
+            "is set at the top of a file with no text_config, which vLLM 0.32's DeepseekV41Config fails to "
+            "read; accepted: the released layout (rope_scaling inside text_config), or none",
+        )
+    for name in _V41_REQUIRED:
+        if cfg.get(name) is None and not (name == "n_shared_experts" and name in cfg):
+            raise ConfigError(
+                name, "is missing; vLLM 0.32's DeepSeek-V4.1 reads it and stops at start without it"
+            )
+    ratios = _list(cfg, "compress_ratios") or []
+    if any(isinstance(r, bool) or r not in _V41_COMPRESS_RATIOS for r in ratios[:layers]):
+        raise ConfigError(
+            "compress_ratios",
+            f"is {ratios!r:.40}; expected one entry per layer of 0 (the sliding window alone), 1 or 2 (vLLM "
+            "0.32's DeepSeek-V4.1 builds no other ratio)",
+        )
+    compress = [int(r) for r in ratios[:layers]] + [0] * (layers - len(ratios[:layers]))
+    if not cfg["kv_source_layer_ids"]:
+        raise ConfigError("kv_source_layer_ids", "is empty; vLLM 0.32's DeepSeek-V4.1 needs at least one id")
+    kv = _source_ids(cfg, "kv_source_layer_ids", layers)
+    index = _source_ids(cfg, "index_source_layer_ids", layers)
+    for i, ratio in enumerate(compress):
+        for name, ids in (("kv_source_layer_ids", kv), ("index_source_layer_ids", index)):
+            if ratio and not any(s <= i for s in ids):
+                raise ConfigError(
+                    name,
+                    f"has no layer at or below layer {i}, which compresses (ratio {ratio}) and reads one",
+                )
+    for i in sorted(kv):
+        if not compress[i]:
+            raise ConfigError(
+                "kv_source_layer_ids",
+                f"names layer {i}, whose compress ratio is 0; vLLM 0.32's compressor takes ratio 1 or 2",
+            )
+    for i in sorted(index - kv):
+        below = max((s for s in kv if s <= i), default=None)
+        if not compress[i] or below not in index:
+            raise ConfigError(
+                "index_source_layer_ids",
+                f"names layer {i}, which is no kv source and has no indexed kv source below it to score the "
+                "keys of; vLLM 0.32 stops at build",
+            )
+    if any(compress) and (_int(cfg, ("head_dim",)) != 512 or _int(cfg, ("qk_rope_head_dim",)) != 64):
+        raise ConfigError(
+            "head_dim", "is not 512 (with a 64-wide rope): vLLM 0.32's V4.1 compressor takes no other"
+        )
+    heads = a["num_attention_heads"]
+    o_groups = _int(cfg, ("o_groups",))
+    if heads % o_groups:
+        raise ConfigError("o_groups", f"is {o_groups}; expected a divisor of num_attention_heads ({heads})")
+    shared = cfg["n_shared_experts"]
+    extra: dict[str, Any] = {
+        "compressed_attention": True,
+        "shared_compressed_caches": True,
+        "sliding_window": _int(cfg, ("sliding_window",)),
+        "q_lora_rank": _int(cfg, ("q_lora_rank",)),
+        "qk_rope_head_dim": _int(cfg, ("qk_rope_head_dim",)),
+        "o_groups": o_groups,
+        "o_lora_rank": _int(cfg, ("o_lora_rank",)),
+        "hyper_connections": _int(cfg, ("hc_mult",)),
+        "hyper_connection_head": False,
+        **_routing(cfg, ("n_routed_experts",), ("num_experts_per_tok",)),
+        "moe_intermediate_size": _int(cfg, ("moe_intermediate_size",)),
+        "shared_expert_intermediate_size": 0
+        if shared is None
+        else _int(cfg, ("moe_intermediate_size",)) * _int(cfg, ("n_shared_experts",), minimum=0),
+        "expert_score_bias": cfg.get("topk_method") == "noaux_tc",
+        **_engram_parts(cfg, layers),
+    }
+    if index:
+        extra.update(
+            index_head_dim=_int(cfg, ("index_head_dim",)),
+            index_n_heads=_int(cfg, ("index_n_heads",)),
+            index_topk=_int(cfg, ("index_topk",)),
+        )
+    a["num_kv_heads"] = 1
+    read = _Read(
+        ["mla"] * layers, ["moe"] * layers, [0] * layers, [0] * layers, extra, compress_ratios=compress
+    )
+    read.kv_sources = [i in kv for i in range(layers)]
+    read.index_sources = [i in index for i in range(layers)]
+    return read
+
+
+def _engram_parts(cfg: Mapping[str, Any], layers: int) -> dict[str, Any]:
+    """DeepSeek-V4.1's Engram fields (vLLM's ``common/engram.py``): each of ``engram_layer_ids`` hashes its
+    n-grams with ``(engram_max_ngram_size - 1) x engram_n_heads`` heads, each into a table of the next prime
+    at or above ``engram_vocab_size`` rows (no prime used twice, in the order the ids come); a layer's table
+    is its heads' primes, which ``engram_num_embeddings`` must hold (vLLM asserts). An id past the last
+    layer builds nothing (its primes are still taken)."""
+    ids = cfg.get("engram_layer_ids") or []
+    if not ids:
+        return {}
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ConfigError("engram_layer_ids", f"is {ids!r:.40}; expected a list of layer ids")
+    heads = (_int(cfg, ("engram_max_ngram_size",), minimum=2) - 1) * _int(cfg, ("engram_n_heads",))
+    rows = _ngram_table_rows(_int(cfg, ("engram_vocab_size",)), heads, len(ids), 1)
+    stated = _list(cfg, "engram_num_embeddings", len(ids))
+    if stated is None or any(not isinstance(n, int) or n < r for n, r in zip(stated, rows, strict=True)):
+        raise ConfigError(
+            "engram_num_embeddings",
+            f"is {stated!r:.60}; expected one entry per Engram layer of at least its hash heads' primes "
+            f"summed ({', '.join(map(str, rows))}; vLLM 0.32 asserts it)",
+        )
+    width = _int(cfg, ("engram_head_dim",))
+    if width % 32:
+        raise ConfigError("engram_head_dim", f"is {width}; expected a multiple of 32 (an E8M0 scale per 32)")
+    kept = [(i, r) for i, r in zip(ids, rows, strict=True) if 0 <= i < layers]
+    return {
+        "engram_layers": tuple(i for i, _ in kept),
+        "engram_table_rows": tuple(r for _, r in kept),
+        "engram_width": width,
+        "engram_heads": heads,
+    }
+
+
 def _read_deepseek_v4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     """DeepSeek-V4 (vLLM's ``models/deepseek_v4``; DeepSeek-V4-Flash's file). Every layer attends over a
     sliding window of one ``head_dim``-wide latent (a single KV head, whatever ``num_key_value_heads``
@@ -3998,6 +4223,8 @@ def _read_deepseek_v4(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     ``index_topk`` entries; 128: attended whole); entries past ``num_hidden_layers`` are the MTP layer's,
     which vLLM builds only for speculative decoding. vLLM's config class has no defaults for these fields:
     a file without them stops the engine, so they are required here too."""
+    if str(cfg.get("model_type", "")).startswith("deepseek_v41"):
+        return _read_deepseek_v41(cfg, a)
     layers = a["num_layers"]
     ratios = _list(cfg, "compress_ratios")
     if (
@@ -4843,6 +5070,9 @@ def _towerless_wrapper(config: Mapping[str, Any]) -> bool:
     cls = _architecture_class(config)
     if cls not in engine_vocabulary().multimodal_architectures or cls in THINKER_WRAPPERS:
         return False  # (a thinker wrapper's towers are the thinker's, read with it)
+    if cls == "DeepseekV41ForCausalLM":
+        return False  # DeepseekV41Config's vision fields have defaults: a tower of no blocks
+
     if any(config.get(key) is not None for key in ("vision_config", *_TOWER_CONFIGS, *_OWN_TOWER_CONFIGS)):
         return False
     top = config.get("model_type")
@@ -4985,8 +5215,34 @@ def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, in
     if _architecture_class(config) == "InklingForConditionalGeneration":
         tower = _inkling_vision_parameters(config)
         return tower, tower
+    if _architecture_class(config) == "DeepseekV41ForCausalLM":
+        return _v41_vision_parameters(config, text_hidden)
     vision = _vision_parameters(config, text_hidden)
     return vision, vision if config.get("model_type") == "gemma4" else 0
+
+
+def _v41_vision_parameters(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
+    """DeepSeek-V4.1's tower and aligner as vLLM's vision wrapper builds them (the class vLLM registers is
+    the wrapper, so a file without ``vision_config`` still gets the patch embedding, norm and aligner of
+    DeepseekV41Config's defaults, with no blocks): a patch convolution, blocks of two norms, a fused QKV
+    and an output projection with biases and a gated MLP without, a final norm, and an aligner of two
+    biased linears from ``downsample_ratio^2`` merged patches into the text width; its fused QKV, output
+    projection, MLP and aligner split across TP ranks (their biases too, but the output projection's and the
+    aligner's last), the rest whole. (The three image vectors are float32:
+    :attr:`Architecture.float32_vectors`.)"""
+    v = config.get("vision_config") or {}
+    if not isinstance(v, Mapping):
+        raise ConfigError("vision_config", f"is {v!r:.40}; expected an object")
+    with _in_sub_config("vision_config"):
+        layers = _int(v, ("num_hidden_layers",), minimum=0, default=0)
+        d = _int(v, ("hidden_size",), default=1024)
+        inter = _int(v, ("intermediate_size",), default=2816)
+        patch = _int(v, ("patch_size",), default=14)
+        ratio = _int(v, ("downsample_ratio",), default=3)
+    h = text_hidden
+    whole = 3 * patch * patch * d + d + layers * 3 * d + d + h
+    split = layers * (4 * d * d + 3 * d + 3 * inter * d) + d * ratio * ratio * h + h + h * h
+    return whole + split, whole
 
 
 def _paddleocr_vl_vision_parameters(v: Mapping[str, Any], text_hidden: int) -> int:
@@ -6477,6 +6733,13 @@ def architecture_from_config(
             "biases beside the text model, which kvright does not weigh (about 1 GB for a 32-layer, "
             "1024-wide tower); the plan counts the text model alone"
         )
+    if architecture == "DeepseekV41ForCausalLM":
+        # The wrapper's float32 image start, end and newline vectors; a tower's bias per expert per router.
+        vision = config.get("vision_config")
+        tower_layers = (
+            _opt_int(vision, ("num_hidden_layers",), minimum=0) if isinstance(vision, Mapping) else 0
+        )
+        extra.update(float32_vectors=3, vision_router_bias=bool(tower_layers))
     if model_type == "kimi_linear":
         extra["moe_min_width_per_rank"] = _int(cfg, ("min_moe_intermediate_per_partition",), default=256)
     if model_type == "hyperclovax" and _bool(cfg, "use_post_norm", True):
@@ -6570,10 +6833,14 @@ def architecture_from_config(
             f"{architecture}'s {' and '.join(unweighed)}: a tower kvright does not weigh yet, left out of "
             "every GPU's memory (planned as the language model alone)"
         )
-    if rows := extra.get("ple_table_rows"):
-        table = sum(rows) * extra["ple_table_width"] * DTYPE_BYTES[dtype]
+    if rows := extra.get("ple_table_rows") or extra.get("engram_table_rows"):
+        if "ple_table_rows" in extra:
+            kind, table = "PLE", sum(rows) * extra["ple_table_width"] * DTYPE_BYTES[dtype]
+        else:
+            kind = "Engram"
+            table = sum(rows) * extra["engram_width"] * PARAMETER_DTYPE_BYTES[ENGRAM_TABLE_DTYPE]
         warnings.append(
-            f"vLLM keeps this model's PLE n-gram tables, {table / 1e9:.1f} GB, in pinned host memory "
+            f"vLLM keeps this model's {kind} n-gram tables, {table / 1e9:.1f} GB, in pinned host memory "
             "(EngramConfig's cpu_offload default): not on the GPUs, but every replica's pods need that much "
             "host memory beside vLLM's own (spec.resources.memory)"
         )
@@ -6603,8 +6870,10 @@ def architecture_from_config(
                 indexer=x,
                 reuses_indices=r and m == "mla",
                 dense_attention=dense,
+                kv_source=kv_source,
+                index_source=index_source,
             )
-            for m, f, w, k, d, shared, v, sink, q, c, x, r, dense in zip(
+            for m, f, w, k, d, shared, v, sink, q, c, x, r, dense, kv_source, index_source in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
@@ -6618,6 +6887,8 @@ def architecture_from_config(
                 read.indexers or [False] * len(read.mixers),
                 reused_indices or [False] * len(read.mixers),
                 read.dense_attention or [False] * len(read.mixers),
+                read.kv_sources or [False] * len(read.mixers),
+                read.index_sources or [False] * len(read.mixers),
                 strict=True,
             )
         ),

@@ -116,11 +116,13 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
     if arch.compressed_attention:
         # DeepseekV4Attention's fp8_ds_mla layout (FlashMLA, and vLLM's CPU and ROCm classes): auto and every
         # fp8 become it; anything else stops the engine ("fp8_ds_mla layout only supports fp8 kv-cache").
-        if kv_cache_dtype == "auto" or kv_cache_dtype.startswith("fp8"):
+        # DeepSeek-V4.1's takes auto and fp8 alone ("packed KV layouts only support fp8 kv-cache").
+        v41 = arch.shared_compressed_caches
+        if kv_cache_dtype in ("auto", "fp8") or (not v41 and kv_cache_dtype.startswith("fp8")):
             return FP8_DS_MLA
         raise CapacityError(
-            f"KV-cache dtype {kv_cache_dtype!r} is not one DeepSeek-V4's attention keeps: vLLM stores its "
-            f"latent as {FP8_DS_MLA} (fp8 with block scales); expected auto or fp8"
+            f"KV-cache dtype {kv_cache_dtype!r} is not one DeepSeek-V4{'.1' if v41 else ''}'s attention "
+            f"keeps: vLLM stores its latent as {FP8_DS_MLA} (fp8 with block scales); expected auto or fp8"
         )
     if arch.model_dtype_kv_cache and kv_cache_dtype not in ("auto", arch.dtype):
         raise CapacityError(
@@ -505,6 +507,8 @@ def _kv_cache_layout(
     inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
     if arch.compressed_attention:
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
+        if arch.shared_compressed_caches:
+            return _v41_layout(arch, inflight, max_model_len, block_size, kernel_block_alignment)
         return _compressed_attention_layout(arch, inflight, max_model_len)
     if arch.index_kpool or arch.ple_conv_kernel:
         state_blocks = 2 if enable_prefix_caching else 1
@@ -648,11 +652,57 @@ def _padded(page: int) -> int:
     return -(-page // FP8_DS_MLA_PAGE_ALIGNMENT) * FP8_DS_MLA_PAGE_ALIGNMENT
 
 
+#: DeepSeek-V4.1's caches (vLLM's ``models/deepseek_v41``): its sliding-window latent's block in tokens
+#: (``DeepseekV4SWACache``), its sparse MLA and indexer kernels' block on a GPU (FlashMLA's on Hopper; the
+#: engine block is the smallest every backend takes), its indexer key record (fp8 values and an fp32 scale per
+#: 128 of ``index_head_dim``, 132 bytes at 128) and its compressor ring's block (8 rows of fp32 key and
+#: score).
+V41_SWA_BLOCK_TOKENS = 32
+V41_KERNEL_BLOCK = 64
+V41_RING_BLOCK_TOKENS = 8
+
+
+def _v41_caches(arch: Architecture, block: int, kernel: int) -> tuple[list[_Cache], int]:
+    """DeepSeek-V4.1's caches in vLLM's order, and the page alignment its packed pool rounds to: every layer
+    its window of latents (``fp8_ds_mla`` records, pages padded to 576 bytes); a kv source its compressed
+    latents (one a ``ratio`` tokens, ``block`` tokens a block) and, where it is an index source too, its
+    indexer's keys at the same rate; a ratio-2 kv source the compressor's ring. A block larger than the
+    kernel's makes each such page's stride the page of a kernel block (their lcm is the alignment)."""
+    padded = _padded
+    swa = _Cache(
+        "sliding",
+        V41_SWA_BLOCK_TOKENS,
+        arch.sliding_window,
+        padded(V41_SWA_BLOCK_TOKENS * FP8_DS_MLA_ENTRY_BYTES),
+    )
+    index_entry = indexer_key_bytes(arch)
+    stride = math.gcd(kernel, block)
+    caches: list[_Cache] = []
+    alignment = 1
+    for layer in arch.layers:
+        ratio = layer.compress_ratio
+        if not layer.kv_source:
+            caches.append(swa)
+            continue
+        entries = [FP8_DS_MLA_ENTRY_BYTES] + ([index_entry] if layer.index_source else [])
+        for entry in entries:
+            caches.append(_Cache("full", block, None, padded(block // ratio * entry)))
+            if stride != block:
+                alignment = math.lcm(alignment, padded(stride // ratio * entry))
+        caches.append(swa)
+        if ratio == 2:
+            ring = V41_RING_BLOCK_TOKENS * 2 * arch.head_dim * 4
+            caches.append(_Cache("ring", V41_RING_BLOCK_TOKENS, None, ring, state=True))
+    return caches, alignment
+
+
 def _compressed_attention_caches(arch: Architecture) -> list[_Cache]:
     """Every cache of every layer, in vLLM's order (``models/deepseek_v4``): the sliding-window latent;
     on a compressed layer the compressed latents (``256 / ratio`` a block), on ratio-4 layers the indexer's
     keys (fp8 with an fp32 scale per 128), and a compressor state for each (``2 x overlap x width`` fp32
     values a token, over a window of ``overlap x ratio`` tokens; ratio-4 windows overlap, 2)."""
+    if arch.shared_compressed_caches:
+        return _v41_caches(arch, V41_KERNEL_BLOCK, V41_KERNEL_BLOCK)[0]
     index_entry = indexer_key_bytes(arch)
     caches = []
     for layer in arch.layers:
@@ -726,6 +776,28 @@ def _packed_groups(caches: list[_Cache]) -> list[list[_Cache]]:
         repeat = list(zip(*pages.values(), strict=False))
         groups += [[c for r in repeat[i::n] for c in r] for i in range(n)]
     return groups
+
+
+def _v41_layout(
+    arch: Architecture, inflight: int, max_model_len: int | None, block_size: int, kernel_block_alignment: int
+) -> KVCacheLayout:
+    """DeepSeek-V4.1's layout: its caches (:func:`_v41_caches`) packed by pattern (:func:`_packed_groups`)
+    into one pool whose block is the widest group's pages, rounded to the pages' strides; a request holds
+    ``cdiv(T, block)`` blocks in each compressed group, its window's (plus the in-flight tokens) in each
+    sliding one and one a ring group. The block is the engine's: the kernels' 64 tokens on a GPU (vLLM asks
+    16, which they do not take), the CPU backend's own 128."""
+    kernel = max(kernel_block_alignment, V41_KERNEL_BLOCK)
+    block = max(block_size, kernel)
+    caches, alignment = _v41_caches(arch, block, kernel)
+    groups = _packed_groups(caches) if len({(c.kind, c.page) for c in caches}) > 1 else [caches]
+    widest = max(sum(c.page for c in g) for g in groups)
+    return _pool_layout(
+        groups,
+        block,
+        -(-widest // alignment) * alignment,
+        inflight_tokens=inflight,
+        max_model_len=max_model_len,
+    )
 
 
 def _compressed_attention_layout(

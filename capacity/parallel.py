@@ -101,6 +101,16 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
     elif arch.o_groups % tp:
         # DeepSeek-V4's grouped output projection: each rank runs o_groups // tp groups (no check; 0 crashes)
         reason = f"does not divide the {arch.o_groups} output-projection groups of {arch.name} (o_groups)"
+    elif _flash_mla_heads_exceeded(arch, tp):
+        reason = (
+            f"leaves {arch.num_attention_heads // tp} query heads of {arch.name} per GPU; vLLM's "
+            f"DeepSeek-V4.1 FlashMLA decode kernel takes at most {FLASH_MLA_MAX_HEADS}"
+        )
+    elif _empty_engram_shard(arch, tp):
+        reason = (
+            f"leaves a GPU without any of the {arch.engram_heads} Engram hash heads of {arch.name} (vLLM "
+            f"splits them {-(-arch.engram_heads // tp)} a rank and asserts every rank has some)"
+        )
     elif arch.state is not None and arch.state.kind in _CHANNEL_STATES and arch.state.conv_channels % tp:
         channels, kind = arch.state.conv_channels, _CHANNEL_STATES[arch.state.kind]
         reason = f"does not divide the {channels} inner channels of {arch.name}'s {kind}"
@@ -299,6 +309,20 @@ def _undivided_width(arch: Architecture, tp: int) -> str | None:
     return split
 
 
+#: Query heads a rank's DeepSeek-V4.1 FlashMLA kernel takes (it pads a rank's heads to 64 or 128).
+FLASH_MLA_MAX_HEADS = 128
+
+
+def _flash_mla_heads_exceeded(arch: Architecture, tp: int) -> bool:
+    return arch.shared_compressed_caches and arch.num_attention_heads // tp > FLASH_MLA_MAX_HEADS
+
+
+def _empty_engram_shard(arch: Architecture, tp: int) -> bool:
+    """DeepSeek-V4.1's Engram splits its hash heads ``cdiv(heads, tp)`` a rank; the last must get some."""
+    heads = arch.engram_heads
+    return bool(heads) and (tp - 1) * -(-heads // tp) >= heads
+
+
 def _accepted(arch: Architecture, tp: int) -> bool:
     state = arch.state
     return (
@@ -306,6 +330,8 @@ def _accepted(arch: Architecture, tp: int) -> bool:
         and not _splits_kv_heads_of(arch, tp)
         and not _short_conv_exceeds(arch, tp)
         and arch.o_groups % tp == 0
+        and not _flash_mla_heads_exceeded(arch, tp)
+        and not _empty_engram_shard(arch, tp)
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
         and _undivided_width(arch, tp) is None

@@ -709,6 +709,10 @@ def weight_format(
     fmt = replace(reader(block, where), naming=naming)
     if config.get("model_type") == "deepseek_v4" and method == "fp8":
         return _deepseek_v4_fp8(fmt, block, where, config.get("expert_dtype", "fp4"))
+    if config.get("model_type") in ("deepseek_v41", "deepseek_v41_text") and method == "fp8":
+        # DeepseekV41Config takes expert_dtype from the quantization block where the file states none
+        expert_dtype = config.get("expert_dtype", block.get("expert_dtype", "fp4"))
+        return _deepseek_v4_fp8(fmt, block, where, expert_dtype, v41=True)
     return fmt
 
 
@@ -753,21 +757,23 @@ def _unread_reason(method: str) -> str:
 
 
 def _deepseek_v4_fp8(
-    fmt: WeightFormat, block: Mapping[str, Any], where: str, expert_dtype: Any
+    fmt: WeightFormat, block: Mapping[str, Any], where: str, expert_dtype: Any, *, v41: bool = False
 ) -> WeightFormat:
     """vLLM reads a DeepSeek-V4 checkpoint's fp8 block as ``deepseek_v4_fp8`` (``DeepseekV4FP8Config``,
     ``override_quantization_method``): with ``expert_dtype`` fp8 everything is Fp8Config's, float32 scales;
     with fp4 (the default) the linear layers' block scales are one-byte e8m0 (``is_scale_e8m0``) and the
     routed experts MXFP4, or NVFP4 (ModelOpt's method, fp8 scales per 16) where ``moe_quant_algo`` says
     NVFP4 (NVIDIA's DeepSeek-V4 NVFP4 checkpoints); an ignore list naming them still leaves them unquantized
-    (its rules come first)."""
+    (its rules come first). DeepSeek-V4.1's (``v41``) 32x32 blocks with fp4 experts are ModelOpt's MXFP8
+    linears instead: a one-byte E8M0 scale per 32 inputs of every row."""
     if expert_dtype not in ("fp4", "fp8"):
         raise ConfigError(
             "expert_dtype",
             f"is {expert_dtype!r:.40}; vLLM 0.32's DeepSeek-V4 reads 'fp4' (the default) or 'fp8'",
         )
     if expert_dtype == "fp8":
-        return replace(fmt, method="deepseek_v4_fp8")
+        kinds = fmt.default_kinds - {"vision"} if v41 else fmt.default_kinds
+        return replace(fmt, method="deepseek_v4_fp8", default_kinds=kinds)
     nvfp4 = str(block.get("moe_quant_algo") or "").upper() == "NVFP4"
     experts, named = (_nvfp4(16), "NVFP4") if nvfp4 else (_MXFP4, "MXFP4")
     scheme, label = fmt.scheme, fmt.label
@@ -775,6 +781,11 @@ def _deepseek_v4_fp8(
         n, k = fmt.weight_block_size
         scheme = Scheme(weight_bits=8, scale_bytes=1, weights_per_scale=n * k, block=(n, k))
         label = f"{label} (e8m0 scales)"
+        if v41 and (n, k) == (32, 32):
+            scheme = Scheme(weight_bits=8, scale_bytes=1, weights_per_scale=32, block=(1, 32))
+            label = "MXFP8 (a 1x32 e8m0 scale per row)"
+    if v41:  # its wrapper builds the tower and aligner without the quantization
+        fmt = replace(fmt, default_kinds=fmt.default_kinds - {"vision"})
     return replace(
         fmt,
         method="deepseek_v4_fp8",

@@ -188,7 +188,9 @@ class StepModel:
         "p2p_bandwidth",
         "pp",
         "sliding_kv_per_token",
+        "sparse_entry_bytes",
         "sparse_kv_per_token",
+        "sparse_ratios",
         "state_bytes",
         "top_k",
         "topk",
@@ -261,6 +263,10 @@ class StepModel:
         self.sparse_kv_per_token: float = 0
         self.index_flops_per_ctx_token = 0.0
         self.dense_attention_layers = 0.0
+        # DeepSeek-V4.1's layers attend to the top-k of their source's compressed entries (one a ratio
+        # tokens): (ratio, layers) pairs, each layer reading min(T / ratio, topk) entries of this many bytes.
+        self.sparse_ratios: tuple[tuple[int, int], ...] = ()
+        self.sparse_entry_bytes = 0
         if arch.compressed_attention:
             self._compressed_attention(arch, widths)
         elif arch.attention == "MLA" and arch.index_head_dim and arch.index_topk:
@@ -385,6 +391,9 @@ class StepModel:
         latent = FP8_DS_MLA_ENTRY_BYTES
         index = indexer_key_bytes(arch)
         ratios = [layer.compress_ratio for layer in arch.layers]
+        if arch.shared_compressed_caches:
+            self._shared_compressed_attention(arch, widths)
+            return
         sparse = ratios.count(4) / 4  # layers' entries per context token
         dense = ratios.count(128) / 128
         self.sliding_kv_per_token = len(ratios) * latent
@@ -394,6 +403,36 @@ class StepModel:
         self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * sparse
         widths.update(full=sparse, sliding=float(len(ratios)))
         self.dense_attention_layers = dense
+
+    def _shared_compressed_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
+        """DeepSeek-V4.1's reads per sequence: every layer its window of latents; an index source the
+        indexer keys of its kv source's whole context (``T / ratio`` of them; the candidate prefilter of the
+        layers above ``candidate_source_layer_id`` is left out, which overstates them); every compressed
+        layer the latents of the ``index_topk`` entries its indexer picks."""
+        latent = FP8_DS_MLA_ENTRY_BYTES
+        layers = arch.layers
+        self.sliding_kv_per_token = len(layers) * latent
+        source = 0
+        ratios: dict[int, int] = {}
+        scored = 0.0
+        for i, layer in enumerate(layers):
+            if layer.kv_source:
+                source = i
+            if layer.index_source:
+                scored += 1 / layers[source].compress_ratio
+            if layer.compress_ratio:
+                ratio = layers[source].compress_ratio
+                ratios[ratio] = ratios.get(ratio, 0) + 1
+        self.full_kv_per_token = scored * indexer_key_bytes(arch)
+        self.sparse_ratios = tuple(sorted(ratios.items()))
+        self.sparse_entry_bytes = latent
+        self.topk = arch.index_topk
+        self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * scored
+        widths.update(full=0.0, sliding=float(len(layers)))
+
+    def _sparse_entries(self, context_tokens: int) -> float:
+        """DeepSeek-V4.1: compressed entries the layers attend to, summed over layers."""
+        return sum(n * min(context_tokens / r, self.topk) for r, n in self.sparse_ratios)
 
     def weight_bytes(self, batch: float) -> float:
         """Weight bytes streamed per GPU in a step over ``batch`` tokens: dense part plus the expected number
@@ -414,6 +453,7 @@ class StepModel:
         return batch * (
             self.full_kv_per_token * context_tokens
             + self.sparse_kv_per_token * min(context_tokens, self.topk)
+            + self.sparse_entry_bytes * self._sparse_entries(context_tokens)
             + self.sliding_kv_per_token * window
             + self.chunked_kv_per_token * chunk
             + self.state_bytes
@@ -426,7 +466,8 @@ class StepModel:
         chunk = min(context_tokens, self.chunk) if self.chunk else context_tokens
         attended = min(context_tokens, self.topk) if self.topk else context_tokens
         dense = self.dense_attention_layers * context_tokens
-        return full * attended + dense + sliding * window + chunked * chunk
+        sparse = self._sparse_entries(context_tokens)
+        return full * attended + dense + sparse + sliding * window + chunked * chunk
 
     def flops(self, batch: float, context_tokens: int) -> float:
         """FLOPs per GPU: ``2 x active parameters x batch`` plus attention over the context."""

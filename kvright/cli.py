@@ -349,6 +349,7 @@ def _inspect(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "refused_tensor_parallel_sizes": refused_tp,
         "weight_bytes": cap.weight_bytes(arch),
         "host_weight_bytes": round(arch.weight_groups.host_tables),
+        "host_table_parameters": round(arch.parameter_groups.host_tables),
         "num_layers": arch.num_decoder_layers,
         "num_attention_heads": arch.num_attention_heads,
         "num_kv_heads": arch.num_kv_heads,

@@ -10,6 +10,8 @@ One fluent builder per kind, so a test says only what matters to it and the rest
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import capacity
@@ -987,3 +989,25 @@ INKLING_TRANSFORMERS: dict[str, Any] = {
     "vision_config": {"model_type": "inkling_vision", "hidden_size": 256, "n_layers": 2, "patch_size": 40},
     "audio_config": {"model_type": "inkling_audio", "n_mel_bins": 80, "mel_vocab_size": 256},
 }
+
+
+def deepseek_v41(layers: int = 4, *, quantized: bool = False, **text: Any) -> dict[str, Any]:
+    """DeepSeek-V4.1-Flash's released file (tests/data/configs/deepseek-v4.1-flash, its text config nested,
+    its tower's) cut to ``layers`` layers with ``text`` changed; unquantized unless ``quantized`` (the file's
+    32x32 MXFP8 and MXFP4 experts). The cut's compress ratios, sources and Engram layer are the released
+    file's kinds in a few layers: a window-only layer, a ratio-2 kv and index source with the Engram table,
+    an index source over its keys, a ratio-1 reader."""
+    path = Path(__file__).resolve().parent / "data" / "configs" / "deepseek-v4.1-flash" / "config.json"
+    config = json.loads(path.read_text())
+    if not quantized:
+        del config["quantization_config"]
+    cut = {
+        "num_hidden_layers": layers,
+        "compress_ratios": [0, 2, 2, 1] + [1] * (layers - 4),
+        "kv_source_layer_ids": [1],
+        "index_source_layer_ids": [1, 2],
+        "engram_layer_ids": [1],
+        "engram_num_embeddings": [384006168],
+    }
+    config["text_config"] = {**config["text_config"], **cut, **text}
+    return config

@@ -285,6 +285,76 @@ def _qwen4_exp_on_cpu() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _deepseek_v41_on_cpu(config: dict[str, Any]) -> Iterator[None]:
+    """What vLLM's CPU build lacks to build DeepSeek-V4.1's class (``models/deepseek_v41``), for one case's
+    build; none of it changes a tensor's shape or dtype or a cache spec, and all of it is undone after.
+
+    - Its FlashMLA attention asks a CUDA device for its output projection's fp8 einsum recipe (a kernel
+      choice): answered as Hopper's.
+    - Each Engram table, kept in pinned host memory by default (``EngramConfig.cpu_offload``), is allocated
+      with ``pin_memory`` (which CPU-only torch cannot do), behind a UVA check and a CUDA SM count: made on
+      the meta device instead (its shape and dtype, not its 100 GB); the probe reports it as host bytes.
+    - Its n-gram hash map is built from the checkpoint's tokenizer (buffers only): an identity map of the
+      compressed vocabulary the config states.
+    - On CPU vLLM never selects V4.1's own fp8 config class (``deepseek_v4_fp8`` is gated on CUDA and ROCm):
+      selected here, with the MXFP8 linear kernel's pick (made after the weights exist) stood in."""
+    import torch
+    import vllm.model_executor.layers.quantization as quantization
+    import vllm.model_executor.layers.quantization.modelopt as modelopt
+    import vllm.model_executor.model_loader.weight_utils as weight_utils
+    import vllm.models.deepseek_v41.nvidia.flashmla as flashmla
+    from vllm.models.deepseek_v41 import DeepseekV4FP8Config
+    from vllm.models.deepseek_v41.common import engram
+
+    text = config.get("text_config") or config
+    table = engram.ParallelEngramEmbedding
+    chosen = quantization.get_quantization_config
+
+    def meta_table(self: Any) -> tuple[Any, Any]:
+        scales = self.dim // self.block_size
+        return (
+            torch.empty(self.part_num_embeddings, self.dim, dtype=torch.float8_e4m3fn, device="meta"),
+            torch.empty(self.part_num_embeddings, scales, dtype=torch.uint8, device="meta"),
+        )
+
+    def v41_quantization(name: str) -> Any:
+        return DeepseekV4FP8Config if name == "deepseek_v4_fp8" else chosen(name)
+
+    vocabulary = int(text.get("engram_compressed_vocab_size") or 1)
+    undo = [
+        (flashmla, "compute_fp8_einsum_recipe", lambda *a, **k: ((1, 128, 128), False)),
+        (table, "_allocate_weights", meta_table),
+        (engram, "is_uva_available", lambda: True),
+        (engram, "build_compressed_token_map", lambda tokenizer: (list(range(vocabulary)), vocabulary)),
+        (
+            torch.cuda,
+            "get_device_properties",
+            lambda *a, **k: types.SimpleNamespace(multi_processor_count=132),
+        ),
+        (torch.accelerator, "current_device_index", lambda *a, **k: 0),
+        (quantization, "get_quantization_config", v41_quantization),
+        (weight_utils, "get_quantization_config", v41_quantization),
+        (
+            modelopt,
+            "select_linear_kernel",
+            lambda *a, **k: types.SimpleNamespace(supports_pre_processed_weights=False),
+        ),
+        (modelopt, "expose_input_quant_key", lambda *a, **k: None),
+    ]
+    import transformers
+
+    undo.append((transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: None))
+    saved = [(owner, name, vars(owner)[name]) for owner, name, _ in undo]
+    for owner, name, value in undo:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+@contextlib.contextmanager
 def _minimax_m3_on_cpu() -> Iterator[None]:
     """What vLLM's CPU build lacks to build MiniMax-M3's classes, for one case's build; none of it changes
     which tensors a layer registers, and all of it is undone after.
@@ -458,11 +528,13 @@ def _count(
         for module in model.modules()
         if isinstance(module, (Attention, MLAAttention))
     ]
-    # Tensors vLLM keeps in (pinned) host memory, not on a GPU: Qwen3.8's n-gram tables (their class's name).
+    # Tensors vLLM keeps in (pinned) host memory, not on a GPU: Qwen3.8's n-gram tables (their class's name),
+    # DeepSeek-V4.1's Engram tables (where its EngramConfig offloads them, the default).
     host = sum(
         p.numel() * p.element_size()
         for module in model.modules()
         if "PinnedHost" in type(module).__name__
+        or (type(module).__name__ == "ParallelEngramEmbedding" and getattr(module, "cpu_offload", False))
         for p in module.parameters(recurse=False)
     )
     return {
@@ -633,6 +705,8 @@ def main() -> None:
                     shims = contextlib.ExitStack()  # GLM-5.3's wrapper needs two stand-ins
                     if str(named[0]).startswith("MiniMaxM3"):
                         shims.enter_context(_minimax_m3_on_cpu())
+                    elif named[0] == "DeepseekV41ForCausalLM":
+                        shims.enter_context(_deepseek_v41_on_cpu(case["config"]))
                     elif str(named[0]).startswith("Qwen4Exp"):
                         shims.enter_context(_qwen4_exp_on_cpu())
                     elif case.get("timm"):

@@ -51,6 +51,10 @@ def test_inspect_accepts_the_real_config_with_the_published_parameter_count(caps
     published = SOURCES[slug].get("published_parameters")
     if published:
         assert data["parameters"] == pytest.approx(published, rel=0.02)
+    backbone = SOURCES[slug].get("published_backbone_parameters")
+    if backbone:  # a card counting the text decoder alone: no tower, no n-gram tables in host memory
+        text = data["parameters"] - data["vision_parameters"] - data["host_table_parameters"]
+        assert text == pytest.approx(backbone, rel=0.02)
     without_embeddings = SOURCES[slug].get("published_parameters_without_embeddings")
     if without_embeddings:  # a card counting no embedding table: the input one, and the LM head if untied
         cfg = json.loads((CONFIGS / slug / "config.json").read_text())
@@ -62,14 +66,20 @@ def test_inspect_accepts_the_real_config_with_the_published_parameter_count(caps
 
 
 #: Fixtures read with a warning, and why: Baidu's first ERNIE 4.5 upload names its class Ernie4_5_ForCausalLM,
-#: which vLLM does not register (it registers Ernie4_5ForCausalLM, the later name).
+#: which vLLM does not register (it registers Ernie4_5ForCausalLM, the later name); DeepSeek-V4.1-Flash's
+#: Engram tables live in host memory, which its pods must request.
 WARNED = {
+    "deepseek-v4.1-flash": [
+        "vLLM keeps this model's Engram n-gram tables, 202.8 GB, in pinned host memory (EngramConfig's "
+        "cpu_offload default): not on the GPUs, but every replica's pods need that much host memory beside "
+        "vLLM's own (spec.resources.memory)"
+    ],
     "ernie-4.5-0.3b-base-pt": [
         "architectures names Ernie4_5_ForCausalLM, a class vLLM 0.32.0 does not register and its "
         "transformers 5.19.0 does not have: vLLM would load the repository's own model code (auto_map) "
         "through its Transformers backend, only with --trust-remote-code and only if that code supports the "
         "backend; a checkpoint that names the class vLLM registers for its model type loads without it"
-    ]
+    ],
 }
 
 
@@ -171,9 +181,11 @@ def _bf16_full_attention_bytes_per_token(cfg: dict[str, Any]) -> int:
     return layers * 2 * text["num_key_value_heads"] * head_dim * 2
 
 
-#: DeepSeek-V4's caches grow by its compressed groups' blocks, each costing the widest group's pages: held to
-#: the engine's groups in tests/unit/test_deepseek_v4.py and tests/conformance/test_deepseek_v4.py.
-GROWTH = [s for s in FIXTURES if s not in NOT_READ and not s.startswith("deepseek-v4-flash")]
+#: DeepSeek-V4's and V4.1's caches grow by their compressed groups' blocks, each costing the widest group's
+#: pages: held to the engine's groups in tests/unit/test_deepseek_v4.py, tests/conformance/test_deepseek_v4.py
+#: and tests/conformance/test_deepseek_v41.py.
+_COMPRESSED = ("deepseek-v4-flash", "deepseek-v4.1")
+GROWTH = [s for s in FIXTURES if s not in NOT_READ and not s.startswith(_COMPRESSED)]
 
 
 @pytest.mark.parametrize("slug", GROWTH)
