@@ -191,6 +191,9 @@ FAMILIES: dict[str, str] = {
     # DeepSeek-V4.1-Flash (vLLM's models/deepseek_v41): V4's layers with caches shared from source layers,
     # Engram n-gram tables and a vision wrapper (_read_deepseek_v41)
     "DeepseekV41ForCausalLM": "deepseek_v4",
+    # rednote's dots3-note (vLLM's models/dots3_note): DeepSeek-V3.2's sparse MLA on its full layers, an MLA
+    # of its own widths over a window on the others, every cache row as wide as the window's (_dots3_layers)
+    "Dots3NoteForCausalLM": "mla",
     # DeepSeek-OCR and DeepSeek-OCR-2 (vLLM's deepseek_ocr.py, deepseek_ocr2.py): a DeepSeek-V2 MoE from
     # language_config (plain attention where its qk widths are 0) behind a DeepEncoder of fixed sizes.
     "DeepseekOCRForCausalLM": "mla",
@@ -441,6 +444,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v4",
     "deepseek_v41_text": "deepseek_v4",
+    "dots3_note": "mla",
     "glm4_moe_lite": "mla",
     "kimi_k2": "mla",
     "kimi_k25": "mla",
@@ -682,6 +686,15 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # DeepseekV3Config (vLLM reads deepseek_v32 and kimi_k2 files with it too) and GlmMoeDsaConfig, 1 in
     # Glm4MoeConfig and AXK1Config (DeepseekV2Config's 0 is the reader's own default).
     **{t: {"first_k_dense_replace": 3} for t in ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")},
+    # Dots3NoteConfig is DeepseekV3Config's subclass: its MLA widths and dense prefix where a file is silent.
+    "dots3_note": {
+        "first_k_dense_replace": 3,
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+    },
     **{t: {"first_k_dense_replace": 1} for t in ("glm4_moe", "axk1")},
     # MistralConfig and Gemma2Config: a file that leaves the window out slides at 4096 (Mistral 7B v0.2 on
     # state null, which stays null).
@@ -897,6 +910,22 @@ _EXPERTS_PER_TOKEN = (
 _VISION_LAYERS = ("num_hidden_layers", "depth", "num_layers", "vt_num_hidden_layers")  # vt_: Kimi-K2.5
 
 
+@dataclass(frozen=True, kw_only=True)
+class MLAShape:
+    """The widths of one kind of MLA layer where they are not the model's (dots3-note's sliding-window
+    layers, its ``swa_*`` fields)."""
+
+    heads: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    head_gate: bool = False
+    """A sigmoid gate per head from a ``hidden x heads`` projection whole on every rank (``headwise``);
+    else an elementwise one, ``hidden x heads x v_head_dim``, split by head."""
+
+
 @dataclass(frozen=True, slots=True)
 class Layer:
     """One decoder layer: its token mixer, its feed-forward part and (attention) its KV heads."""
@@ -1065,6 +1094,17 @@ class Architecture:
     attention_head_gate: bool = False
     """A sigmoid gate per query head on the attention output, from its own ``hidden x heads`` projection
     (Step-3.5's ``g_proj``, ``use_head_wise_attn_gate``), split across TP ranks by head."""
+    head_gate_whole: bool = False
+    """:attr:`attention_head_gate`'s projection is whole on every rank (dots3-note's ``headwise`` g_proj, a
+    ReplicatedLinear each rank narrows to its heads)."""
+    sliding_mla: MLAShape | None = None
+    """dots3-note: the sliding-window layers' MLA widths (``swa_*``); None where they are the model's."""
+    mla_cache_row: int = 0
+    """dots3-note: the values a token's cache row holds in every MLA layer, full or sliding (the sliding
+    layers' latent and rope key: vLLM pads the full layers' rows to it); 0: ``kv_lora_rank +
+    qk_rope_head_dim``."""
+    rope_key_norm: bool = False
+    """dots3-note's ``k_rope_only_layernorm``: an RMSNorm over each MLA layer's rotated key."""
     qk_norm: Literal["none", "head", "head_layernorm", "full"] = "none"
     """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2); a
     per-head LayerNorm, a weight and a bias (Ling's without ``use_rmsnorm``)."""
@@ -1504,7 +1544,7 @@ class Architecture:
     def attention(self) -> AttentionKind:
         """MLA when its layers cache a latent; MHA when every query head has its own KV head; MQA with one.
         (MiniCPM3 projects through a latent too, but caches every head's K and V: MHA.)"""
-        if self.mixer_counts["mla"]:
+        if self.mixer_counts["mla"] or self.sliding_mla is not None:
             return "MLA"
         if not self.num_attention_layers:
             return "none"
@@ -1517,8 +1557,9 @@ class Architecture:
     @property
     def model_dtype_kv_cache(self) -> bool:
         """vLLM 0.32 keeps this model's KV cache in the model's dtype only: Inkling's attention kernels take
-        no fp8 cache (``--kv-cache-dtype fp8`` fails at their warm-up; vLLM RFC #54704)."""
-        return bool(self.relative_position_dim)
+        no fp8 cache (``--kv-cache-dtype fp8`` fails at their warm-up; vLLM RFC #54704), nor does the sparse
+        kernel dots3-note's full layers are pinned to."""
+        return bool(self.relative_position_dim) or bool(self.mla_cache_row and self.mixer_counts["mla"])
 
     @property
     def is_moe(self) -> bool:
@@ -1530,7 +1571,7 @@ class Architecture:
         """Cached elements per token per attention layer before TP: ``2 * kv_heads * head_dim``; MLA ``d_c +
         d_rope``."""
         if self.kv_lora_rank is not None and self.attention == "MLA":
-            return self.kv_lora_rank + self.qk_rope_head_dim
+            return self.mla_cache_row or self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
 
     @property
@@ -1905,28 +1946,51 @@ _QK_NORM_WIDTHS = {"head": 2, "head_layernorm": 4}
 _INDEXER_WQ_B = (1.0, 0.0, 0.0)
 
 
+def _mla_shape(a: Architecture, layer: Layer) -> MLAShape:
+    """``layer``'s MLA widths: the sliding layers' own (dots3-note) or the model's."""
+    if layer.mixer == "sliding" and a.sliding_mla is not None:
+        return a.sliding_mla
+    return MLAShape(
+        heads=a.num_attention_heads,
+        q_lora_rank=a.q_lora_rank or 0,
+        kv_lora_rank=a.kv_lora_rank or 0,
+        qk_nope_head_dim=a.qk_nope_head_dim,
+        qk_rope_head_dim=a.qk_rope_head_dim,
+        v_head_dim=a.v_head_dim,
+        head_gate=a.attention_head_gate,
+    )
+
+
 def _mla_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float, float]:
     h = a.hidden_size
-    heads = a.num_attention_heads
-    kv_lora = a.kv_lora_rank or 0
-    q_width = heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+    shape = _mla_shape(a, layer)
+    heads, kv_lora, rope, v_dim = shape.heads, shape.kv_lora_rank, shape.qk_rope_head_dim, shape.v_head_dim
+    q_width = heads * (shape.qk_nope_head_dim + rope)
     sharded = replicated = 0.0
     # shares: the MLA naming family's parts q_a, q_b, kv_a, kv_b, o
-    if a.q_lora_rank is not None:
-        replicated += weigh("attention", i, h * a.q_lora_rank, (1, 0, 0, 0, 0))  # q_a_proj
-        replicated += weigh(None, i, a.q_lora_rank)  # its norm
-        sharded += weigh("attention", i, a.q_lora_rank * q_width, (0, 1, 0, 0, 0))  # q_b_proj
+    if a.q_lora_rank is not None or shape is a.sliding_mla:
+        replicated += weigh("attention", i, h * shape.q_lora_rank, (1, 0, 0, 0, 0))  # q_a_proj
+        replicated += weigh(None, i, shape.q_lora_rank)  # its norm
+        sharded += weigh("attention", i, shape.q_lora_rank * q_width, (0, 1, 0, 0, 0))  # q_b_proj
     else:
         sharded += weigh("attention", i, h * q_width)  # q_proj
     # kv_a_proj_with_mqa (latent + rope key) and its norm are replicated on every rank.
-    replicated += weigh("attention", i, h * (kv_lora + a.qk_rope_head_dim), (0, 0, 1, 0, 0))
-    replicated += weigh(None, i, kv_lora)
-    kv_b = kv_lora * heads * (a.qk_nope_head_dim + a.v_head_dim)
+    replicated += weigh("attention", i, h * (kv_lora + rope), (0, 0, 1, 0, 0))
+    replicated += weigh(None, i, kv_lora + (rope if a.rope_key_norm else 0))
+    kv_b = kv_lora * heads * (shape.qk_nope_head_dim + v_dim)
     sharded += weigh("attention", i, kv_b, (0, 0, 0, 1, 0))  # kv_b_proj
-    sharded += weigh("attention", i, heads * a.v_head_dim * h, (0, 0, 0, 0, 1))  # o_proj
+    sharded += weigh("attention", i, heads * v_dim * h, (0, 0, 0, 0, 1))  # o_proj
+    if layer.mixer == "sliding" and a.sliding_mla is not None:  # dots3-note's window layers: own gate
+        if shape.head_gate:
+            replicated += weigh("attention", i, h * heads)
+        else:
+            sharded += weigh("attention", i, h * heads * v_dim)
+        return sharded, replicated, 0.0
     if a.attention_gate_projection:  # Kimi-K3's and HY V4's elementwise output gate (split by head)
         sharded += weigh("attention", i, h * heads * a.v_head_dim)
-    if a.attention_head_gate:  # HY V4's headwise gate: one value per head
+    if a.attention_head_gate and a.head_gate_whole:  # dots3-note's headwise gate, whole on every rank
+        replicated += weigh("attention", i, h * heads)
+    elif a.attention_head_gate:  # HY V4's headwise gate: one value per head
         sharded += weigh("attention", i, h * heads)
     sharded += weigh(None, i, heads if layer.sinks else 0)  # HY V4's learnable sink, one per head
     if a.index_kpool:  # GLM-5.3's key pooling: a gate (hidden -> index_head_dim) and an fp32 position table
@@ -3114,6 +3178,9 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
         mixers, extra["state"] = _glm5next_layers(cfg, layers)
         extra.update(_glm5next_parts(cfg), sparse_backend_required="mla" in mixers)  # its MLA is all DSA
         window = None
+    elif model_type == "dots3_note":
+        mixers, window, dots3 = _dots3_layers(cfg, layers)
+        extra.update(dots3)
     elif family == "mla":
         mixers = ["mla"] * layers
         window = None
@@ -3161,12 +3228,121 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
                 "MLP that wide and stops at start without it",
             )
     read = _Read(mixers, ffn, width, [0] * layers, extra)
+    if model_type == "dots3_note" and extra.get("sliding_mla"):
+        read.q_heads = [extra["sliding_mla"].heads if m == "sliding" else 0 for m in mixers]
     if model_type == "hy_v4":
         sparse, _ = _hy_v4_attention(cfg, layers)
         read.sinks = [_bool(cfg, "learnable_sink", True)] * layers
         read.dense_attention = [not s for s in sparse]
         extra["sparse_backend_required"] = any(sparse)
     return read
+
+
+#: The layer types transformers' config classes accept (``ALLOWED_ATTN_LAYER_TYPES``, after its legacy names
+#: are mapped: ``deepseek_sparse_attention`` to ``indexed_attention``, ``attention`` to ``full_attention``).
+_DOTS3_LAYER_TYPES = frozenset(
+    {
+        "full_attention",
+        "sliding_attention",
+        "chunked_attention",
+        "linear_attention",
+        "compressed_sparse_attention",
+        "heavily_compressed_attention",
+        "indexed_attention",
+        "attention",
+        "deepseek_sparse_attention",
+    }
+)
+#: Fields vLLM's dots3-note reads with no default anywhere (its config class is DeepseekV3Config's): on every
+#: model, on its sliding layers, on its indexers.
+_DOTS3_REQUIRED = ("attention_gate_type", "apply_mla_qkv_lora_rescale", "index_topk")
+_DOTS3_SLIDING_REQUIRED = (
+    "swa_num_attention_heads",
+    "swa_q_lora_rank",
+    "swa_kv_lora_rank",
+    "swa_qk_nope_head_dim",
+    "swa_qk_rope_head_dim",
+    "swa_v_head_dim",
+    "swa_attention_gate_type",
+    "swa_rope_theta",
+    "sliding_window_size",
+)
+
+
+def _dots3_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], int | None, dict[str, Any]]:
+    """dots3-note (vLLM's ``models/dots3_note``): a layer whose ``layer_types`` entry is
+    ``sliding_attention`` is an MLA of the ``swa_*`` widths over ``sliding_window_size`` tokens (no indexer);
+    every other layer DeepSeek-V3.2's sparse MLA, its indexer as IndexCache's fields leave it. Both kinds
+    gate their output (``attention_gate_type`` / ``swa_attention_gate_type``: ``headwise``, a projection to
+    one value a head whole on every rank; else elementwise, split by head) and norm their rotated key; every
+    layer's cache row is the sliding layers' latent and rope key (vLLM pads the full layers' rows to it and
+    asserts they are no wider). ``layer_types`` is required (the class reads it; the config class has no
+    default); so are the fields vLLM reads without one."""
+    kinds = _list(cfg, "layer_types", layers)
+    if kinds is None:
+        raise ConfigError("layer_types", "is missing; vLLM 0.32's dots3-note reads it and stops without it")
+    if any(not isinstance(k, str) or k not in _DOTS3_LAYER_TYPES for k in kinds):
+        raise ConfigError(
+            "layer_types",
+            f"is {kinds!r:.60}; expected one of {', '.join(sorted(_DOTS3_LAYER_TYPES))} a layer",
+        )
+    sliding = [k == "sliding_attention" for k in kinds]
+    required = _DOTS3_REQUIRED + (_DOTS3_SLIDING_REQUIRED if any(sliding) else ())
+    for name in required:
+        if cfg.get(name) is None:
+            raise ConfigError(name, "is missing; vLLM 0.32's dots3-note reads it and stops without it")
+    if cfg.get("hidden_act", "silu") != "silu":
+        act = cfg["hidden_act"]
+        raise ConfigError("hidden_act", f"is {act!r:.40}; vLLM 0.32's dots3-note runs silu only")
+    for name in ("n_routed_experts", "n_shared_experts"):
+        if name in cfg and cfg[name] is None:  # DeepseekV3Config, a strict dataclass: an int or its default
+            raise ConfigError(name, "is null; expected an integer (DeepseekV3Config refuses null)")
+    extra: dict[str, Any] = {
+        "attention_head_gate": cfg["attention_gate_type"] == "headwise",
+        "attention_gate_projection": cfg["attention_gate_type"] != "headwise",
+        "head_gate_whole": True,
+        "rope_key_norm": True,
+        "sparse_backend_required": not all(sliding),
+    }
+    window = None
+    row = 0
+    if any(sliding):
+        shape = MLAShape(
+            heads=_int(cfg, ("swa_num_attention_heads",)),
+            q_lora_rank=_int(cfg, ("swa_q_lora_rank",)),
+            kv_lora_rank=_int(cfg, ("swa_kv_lora_rank",)),
+            qk_nope_head_dim=_int(cfg, ("swa_qk_nope_head_dim",)),
+            qk_rope_head_dim=_int(cfg, ("swa_qk_rope_head_dim",)),
+            v_head_dim=_int(cfg, ("swa_v_head_dim",)),
+            head_gate=cfg["swa_attention_gate_type"] == "headwise",
+        )
+        extra["sliding_mla"] = shape
+        window = _int(cfg, ("sliding_window_size",))
+        row = shape.kv_lora_rank + shape.qk_rope_head_dim
+    if not all(sliding):
+        swa_row = _opt_int(cfg, ("swa_kv_lora_rank",), minimum=0)
+        swa_rope = _opt_int(cfg, ("swa_qk_rope_head_dim",), minimum=0)
+        if swa_row is None or swa_rope is None:
+            raise ConfigError(
+                "swa_kv_lora_rank",
+                "is missing; vLLM 0.32's dots3-note pads every full layer's cache row to the sliding layers' "
+                "(swa_kv_lora_rank + swa_qk_rope_head_dim) and stops without them",
+            )
+        full_row = _int(cfg, ("kv_lora_rank",)) + _int(cfg, ("qk_rope_head_dim",))
+        if swa_row + swa_rope < full_row:
+            raise ConfigError(
+                "swa_kv_lora_rank",
+                f"with swa_qk_rope_head_dim makes a {swa_row + swa_rope}-wide row, narrower than the full "
+                f"layers' {full_row} (kv_lora_rank + qk_rope_head_dim); vLLM 0.32 pads the full rows to it "
+                "and asserts it is no narrower",
+            )
+        row = swa_row + swa_rope
+        if cfg.get("q_lora_rank") is None:
+            raise ConfigError(
+                "q_lora_rank", "is null; vLLM 0.32's sparse MLA indexer reads the query's low-rank input"
+            )
+    extra["mla_cache_row"] = row
+    return ["sliding" if s else "mla" for s in sliding], window, extra
 
 
 #: NemotronHConfig's block names (transformers 5, ``layers_block_type``; the legacy ``mamba`` and
@@ -5072,6 +5248,8 @@ def _towerless_wrapper(config: Mapping[str, Any]) -> bool:
         return False  # (a thinker wrapper's towers are the thinker's, read with it)
     if cls == "DeepseekV41ForCausalLM":
         return False  # DeepseekV41Config's vision fields have defaults: a tower of no blocks
+    if cls == "Dots3NoteForCausalLM":
+        return False  # it builds a tower only where the file has its section
 
     if any(config.get(key) is not None for key in ("vision_config", *_TOWER_CONFIGS, *_OWN_TOWER_CONFIGS)):
         return False
@@ -5217,8 +5395,87 @@ def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, in
         return tower, tower
     if _architecture_class(config) == "DeepseekV41ForCausalLM":
         return _v41_vision_parameters(config, text_hidden)
+    if _architecture_class(config) == "Dots3NoteForCausalLM":
+        towers = _dots3_towers(config)
+        return towers, towers
     vision = _vision_parameters(config, text_hidden)
     return vision, vision if config.get("model_type") == "gemma4" else 0
+
+
+def _dots3_towers(config: Mapping[str, Any]) -> int:
+    """dots3-note's towers as vLLM's ``models/dots3_note`` builds them, each only where the file has its
+    section (and the engine's multimodal limits leave it, their default), whole on every rank, in the model
+    dtype: the vision tower (``DotsMoEVitModel``: a biased patch convolution and a norm, blocks of fused QKV
+    and output projections with per-head q/k norms and two norms and a gated MLP, dense or, where
+    ``pyramid_num_routed`` gives a block experts, routed with a gate; a final norm; an adapter over
+    ``adapter_merge_size^2`` merged patches) and the audio tower (``Dots3NoteAudioModel``: a Whisper-shaped
+    encoder behind a convolution stem, and an adapter)."""
+    total = 0
+    v = config.get("vision_config")
+    if isinstance(v, Mapping):
+        with _in_sub_config("vision_config"):
+            total += _dots3_vision(v)
+    audio = config.get("audio_config")
+    if isinstance(audio, Mapping):
+        with _in_sub_config("audio_config"):
+            total += _dots3_audio(audio)
+    return total
+
+
+def _dots3_vision(v: Mapping[str, Any]) -> int:
+    d = _int(v, ("embed_dim",), default=1536)
+    head = d // _int(v, ("num_attention_heads",), default=24)
+    patch, channels = _int(v, ("patch_size",), default=14), _int(v, ("num_channels",), default=3)
+    dense = _int(v, ("intermediate_size",), default=4224)
+    expert = _int(v, ("moe_intermediate_size",), default=2112)
+    bias, qk_norm = _bool(v, "use_bias", False), _bool(v, "use_qk_norm", True)
+    routed = v.get("pyramid_num_routed") or []
+    if not isinstance(routed, list) or not all(isinstance(n, int) for n in routed):
+        raise ConfigError("pyramid_num_routed", f"is {routed!r:.40}; expected a list of experts per block")
+    total = d * channels * patch * patch + 2 * d
+    for i in range(_int(v, ("num_hidden_layers",), minimum=0, default=42)):
+        total += 4 * d * d + (4 * d if bias else 0) + (2 * head if qk_norm else 0) + 2 * d
+        experts = routed[i] if i < len(routed) else 0
+        if experts > 0:  # (a block's entry of 0 or -1: dense)
+            total += experts * (3 * d * expert + (2 * expert + d if bias else 0) + d)
+        else:
+            total += 3 * d * dense + (2 * dense + d if bias else 0)
+    total += d if _bool(v, "post_norm", True) else 0
+    width_in = _int(v, ("adapter_in_dim",), default=1536)
+    out = _int(v, ("adapter_out_dim",), default=2048)
+    merged = width_in * _int(v, ("adapter_merge_size",), default=2) ** 2
+    kind = v.get("adapter_type", "pixel_shuffle_mlp")
+    if kind == "patch_merger":
+        return total + 2 * width_in + merged * merged + merged + merged * out + out
+    if kind != "pixel_shuffle_mlp":
+        raise ConfigError("adapter_type", f"is {kind!r:.40}; expected pixel_shuffle_mlp or patch_merger")
+    return total + 2 * merged + merged * out + out + out * out + out
+
+
+def _dots3_audio(a: Mapping[str, Any]) -> int:
+    if a.get("encoder_type", "dots") != "dots":
+        kind = a["encoder_type"]
+        raise ConfigError("encoder_type", f"is {kind!r:.40}; vLLM 0.32's dots3-note builds 'dots'")
+    w = a.get("whisper_config") or {}
+    if not isinstance(w, Mapping):
+        raise ConfigError("whisper_config", f"is {w!r:.40}; expected an object")
+    d, layers = _int(w, ("d_model",), default=384), _int(w, ("encoder_layers",), minimum=0, default=4)
+    ffn = _int(w, ("encoder_ffn_dim",), default=1536)
+    latent = _bool(w, "use_latent_input", False)
+    mel = _int(w, ("latent_dim",)) if latent else 128
+    norm = d if _bool(a, "use_rms_norm", True) else 2 * d
+    width_in = _int(a, ("whisper_adapter_in_dim", "adapter_in_dim"), default=1280)
+    out = _int(a, ("whisper_adapter_out_dim", "adapter_out_dim"), default=2048)
+    total = 2 * width_in + width_in * out + out + out * out + out
+    if _bool(a, "use_conv2d_stem", True):
+        channels = _int(a, ("downsample_hidden_size",), default=480)
+        total += 10 * channels + 2 * (9 * channels * channels + channels) + channels * -(-mel // 8) * d
+    else:
+        total += mel * (2 if latent else 1) * d * 3 + d + 3 * d * d + d
+    if not _bool(a, "use_rope", True):
+        total += _int(w, ("max_source_positions",), default=1500) * d
+    first = 2 * ffn if w.get("activation_function", "gelu") == "swiglu" else ffn
+    return total + layers * (4 * d * d + 3 * d + 2 * norm + d * first + first + ffn * d + d) + norm
 
 
 def _v41_vision_parameters(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
@@ -6164,7 +6421,7 @@ def _reused_indices(cfg: Mapping[str, Any], layers: int) -> list[bool]:
 def _unweighed_towers(config: Mapping[str, Any]) -> list[str]:
     """The tower sub-configs (:data:`_TOWER_CONFIGS`) of a wrapper whose class kvright has no reader for:
     planned without them, which a warning says."""
-    if _architecture_class(config) in _AUDIO_READERS:
+    if _architecture_class(config) in (*_AUDIO_READERS, "Dots3NoteForCausalLM"):  # dots3: _dots3_towers
         return []
     return [key for key in _TOWER_CONFIGS if isinstance(config.get(key), Mapping) and config[key]]
 
@@ -6511,6 +6768,7 @@ _HEAD_OWN_WHATEVER_THE_FILE = (
     "qwen4_exp_text",
     "axk1",
     "deepseek",
+    "dots3_note",
     "deepseek_v2",
     "deepseek_v3",
     "deepseek_v32",

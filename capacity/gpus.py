@@ -235,6 +235,12 @@ def _has_inkling_attention(gpu: GPU) -> bool:
     return gpu.vendor != "nvidia" or gpu.compute_capability.split(".")[0] in _INKLING_ATTENTION_MAJORS
 
 
+def _has_hopper_sparse_mla(gpu: GPU) -> bool:
+    """FlashAttention's sparse MLA (``FlashAttnMLASparseBackend``: compute capability 9 only, no ROCm build),
+    which dots3-note's full layers are pinned to."""
+    return gpu.vendor == "nvidia" and gpu.compute_capability.split(".")[0] == "9"
+
+
 def attention_support(gpu: GPU, arch: Architecture) -> str | None:
     """Why vLLM 0.32 has no attention kernel for ``arch`` on ``gpu``, or None when it has one. DeepSeek-V4's
     sparse attention runs on FlashMLA (compute capability 9.x, 10.x), FlashInfer (12.x) and, on AMD, vLLM's
@@ -247,6 +253,13 @@ def attention_support(gpu: GPU, arch: Architecture) -> str | None:
             f"{arch.name}'s relative-position attention (Inkling) runs on vLLM's FlashAttention 4 kernels "
             f"(compute capability 9.x, 10.x or 11.x) or its AMD build; {gpu.name} is "
             f"{gpu.compute_capability}, and vLLM has no kernel for it there; accepted GPUs: {fits}"
+        )
+    if arch.mla_cache_row and arch.mixer_counts["mla"] and not _has_hopper_sparse_mla(gpu):
+        fits = ", ".join(g.id for g in _GPUS if _has_hopper_sparse_mla(g))
+        return (
+            f"{arch.name}'s full layers run on the sparse MLA backend vLLM 0.32 pins for dots3-note "
+            f"(FlashAttention's, compute capability 9.x only); {gpu.name} is "
+            f"{gpu.compute_capability or 'AMD'}, and vLLM has no kernel for it there; accepted GPUs: {fits}"
         )
     if not (arch.compressed_attention or arch.sparse_backend_required) or _has_sparse_mla(gpu):
         return None

@@ -124,6 +124,13 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
             f"KV-cache dtype {kv_cache_dtype!r} is not one DeepSeek-V4{'.1' if v41 else ''}'s attention "
             f"keeps: vLLM stores its latent as {FP8_DS_MLA} (fp8 with block scales); expected auto or fp8"
         )
+    sixteen = ("auto", "bfloat16", "float16")
+    if arch.mla_cache_row and arch.mixer_counts["mla"] and kv_cache_dtype not in sixteen:
+        raise CapacityError(
+            f"KV-cache dtype {kv_cache_dtype!r} is not one {arch.name}'s full layers keep: vLLM 0.32 runs "
+            "dots3-note's sparse MLA on FlashAttention's sparse kernel, which takes a 16-bit cache only; "
+            "expected auto, bfloat16 or float16"
+        )
     if arch.model_dtype_kv_cache and kv_cache_dtype not in ("auto", arch.dtype):
         raise CapacityError(
             f"KV-cache dtype {kv_cache_dtype!r} is not one {arch.name}'s attention keeps: vLLM 0.32 serves "
@@ -193,6 +200,8 @@ def attention_bytes_per_token(
     size = kv_dtype_bytes(arch, kv_cache_dtype)
     if arch.compressed_attention:  # DeepSeek-V4: the sliding window's latent (its compressed caches aside)
         return FP8_DS_MLA_ENTRY_BYTES
+    if arch.mla_cache_row:  # dots3-note: every row the sliding layers' width, a value a byte in fp8
+        return arch.mla_cache_row * size
     if arch.attention == "MLA":
         if arch.index_head_dim and size == 1:
             rank = arch.kv_lora_rank or 0
@@ -510,6 +519,10 @@ def _kv_cache_layout(
         if arch.shared_compressed_caches:
             return _v41_layout(arch, inflight, max_model_len, block_size, kernel_block_alignment)
         return _compressed_attention_layout(arch, inflight, max_model_len)
+    if arch.mla_cache_row:
+        resolve_kv_cache_dtype(arch, kv_cache_dtype)
+        layout = _padded_row_layout(arch, tp, kv_cache_dtype, block_size, kernel_block_alignment)
+        return replace(layout, inflight_tokens=inflight, max_model_len=max_model_len)
     if arch.index_kpool or arch.ple_conv_kernel:
         state_blocks = 2 if enable_prefix_caching else 1
         if arch.index_kpool:
@@ -893,6 +906,39 @@ def _pooled_indexer_layout(
     groups = _packed_groups(caches)
     stride = math.gcd(64 * kpool, block)  # the indexer's block stride (MultipleOf(64 x kpool) tokens)
     alignment = 1 if stride == block else stride // kpool * key
+    widest = max(sum(c.page for c in g) for g in groups)
+    return _pool_layout(groups, block, -(-widest // alignment) * alignment)
+
+
+def _padded_row_layout(
+    arch: Architecture, tp: int, kv_cache_dtype: str, block_size: int, kernel_block_alignment: int
+) -> KVCacheLayout:
+    """dots3-note's layout (vLLM 0.32's ``models/dots3_note``): every MLA layer, full or sliding, caches
+    rows of :attr:`Architecture.mla_cache_row` values a token; a full layer's indexer keys beside them. The
+    full layers' backend takes only the block-outermost layout, so a model with both kinds is packed by
+    pattern (:func:`_packed_groups`) into one pool whose block is the widest group's pages, rounded up to the
+    pages' strides (the full latents' a row each; the indexer's a kernel block of keys where the block is
+    larger); one kind alone makes one group. The block is the engine's: the sparse kernels' 64 tokens on a
+    GPU (vLLM asks 16, which they do not take), the CPU backend's 128."""
+    block = max(block_size, SPARSE_MLA_KERNEL_BLOCK) if kernel_block_alignment < 64 else block_size
+    row = attention_bytes_per_token(arch, 1, kv_cache_dtype, tp)
+    key = indexer_key_bytes(arch)
+    caches: list[_Cache] = []
+    for layer in arch.layers:
+        if layer.mixer == "sliding":
+            caches.append(_Cache("sliding", block, arch.sliding_window, block * row))
+            continue
+        if not layer.reuses_indices:
+            caches.append(_Cache("full", block, None, block * key))
+        caches.append(_Cache("full", block, None, block * row))
+    kinds = {c.kind for c in caches}
+    if len({(c.kind, c.page) for c in caches}) == 1:
+        return _pool_layout([caches], block, sum(c.page for c in caches))
+    stride = math.gcd(SPARSE_MLA_KERNEL_BLOCK, block)
+    alignment = row if "full" in kinds else 1
+    if arch.num_mla_indexers and stride != block:
+        alignment = math.lcm(alignment, stride * key)
+    groups = _packed_groups(caches)
     widest = max(sum(c.page for c in g) for g in groups)
     return _pool_layout(groups, block, -(-widest // alignment) * alignment)
 

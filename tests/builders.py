@@ -1011,3 +1011,58 @@ def deepseek_v41(layers: int = 4, *, quantized: bool = False, **text: Any) -> di
     }
     config["text_config"] = {**config["text_config"], **cut, **text}
     return config
+
+
+# A small dots3-note (vLLM's models/dots3_note; rednote's checkpoint's hidden and MLP widths are not public):
+# six layers, full (sparse MLA with an indexer) and sliding (an MLA of its own widths over 129 tokens), the
+# sliding rows wider than the full ones, headwise gates, one dense layer then routed ones.
+DOTS3_NOTE_SMALL: dict[str, Any] = {
+    "architectures": ["Dots3NoteForCausalLM"],
+    "model_type": "dots3_note",
+    "vocab_size": 4032,
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 128,
+    "num_hidden_layers": 6,
+    "layer_types": [
+        "full_attention",
+        "full_attention",
+        "sliding_attention",
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+    ],
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "q_lora_rank": 192,
+    "kv_lora_rank": 128,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 32,
+    "v_head_dim": 64,
+    "rope_theta": 1000000.0,
+    "swa_num_attention_heads": 4,
+    "swa_q_lora_rank": 160,
+    "swa_kv_lora_rank": 224,
+    "swa_qk_nope_head_dim": 96,
+    "swa_qk_rope_head_dim": 32,
+    "swa_v_head_dim": 48,
+    "swa_rope_theta": 50000.0,
+    "sliding_window_size": 129,
+    "index_n_heads": 4,
+    "index_head_dim": 128,
+    "index_topk": 64,
+    "attention_gate_type": "headwise",
+    "swa_attention_gate_type": "headwise",
+    "apply_mla_qkv_lora_rescale": True,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "first_k_dense_replace": 1,
+    "norm_topk_prob": True,
+    "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid",
+    "max_position_embeddings": 16384,
+    "rms_norm_eps": 1e-05,
+    "hidden_act": "silu",
+    "torch_dtype": "bfloat16",
+}

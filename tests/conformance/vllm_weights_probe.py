@@ -355,6 +355,61 @@ def _deepseek_v41_on_cpu(config: dict[str, Any]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _dots3_note_on_cpu() -> Iterator[None]:
+    """What vLLM's CPU build lacks to build dots3-note's class (``models/dots3_note``), for one case's build;
+    none of it changes a tensor's shape or dtype or a cache spec, and all of it is undone after.
+
+    - The package imports torchvision (its processor) and, at module level, the CUDA build's FlashAttention
+      extension (``vllm.vllm_flash_attn``) and DeepGEMM (``vllm.third_party.deep_gemm``): modules that
+      answer only to those imports, for this case alone.
+    - Its sliding layers' prefill backend checks for FlashAttention's varlen kernel while it is built.
+    - Its full layers ask for a sparse MLA backend: :func:`_sparse_attention_on_cpu`, entered beside this."""
+    def absent(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a CUDA kernel the CPU build does not have")
+
+    flash = types.ModuleType("vllm.vllm_flash_attn")
+    interface = types.ModuleType("vllm.vllm_flash_attn.flash_attn_interface")
+    for module in (flash, interface):
+        module.flash_attn_varlen_func = absent  # type: ignore[attr-defined]
+        module.flash_attn_with_kvcache = absent  # type: ignore[attr-defined]
+        module.get_scheduler_metadata = absent  # type: ignore[attr-defined]
+        module.is_fa_version_supported = lambda *a, **k: False  # type: ignore[attr-defined]
+        module.fa_version_unsupported_reason = lambda *a, **k: "the CPU build"  # type: ignore[attr-defined]
+    flash.flash_attn_interface = interface  # type: ignore[attr-defined]
+    flash.__path__ = []
+    gemm = types.ModuleType("vllm.third_party.deep_gemm")
+    gemm.per_block_cast_to_fp8 = absent  # type: ignore[attr-defined]
+    stand_ins = {
+        "vllm.vllm_flash_attn": flash,
+        "vllm.vllm_flash_attn.flash_attn_interface": interface,
+        "vllm.third_party.deep_gemm": gemm,
+    }
+    saved_modules = {name: sys.modules.get(name) for name in stand_ins}
+    sys.modules.update(stand_ins)
+    import vllm.v1.attention.backends.fa_utils as fa_utils
+
+    compile_missing = not hasattr(fa_utils, "compile_flash_attn_varlen_func_from_specs")
+    if compile_missing:
+        fa_utils.compile_flash_attn_varlen_func_from_specs = None  # type: ignore[attr-defined]
+    import vllm.v1.attention.backends.mla.prefill.flash_attn as prefill
+
+    varlen = getattr(prefill, "flash_attn_varlen_func", None)
+    prefill.flash_attn_varlen_func = varlen or absent  # type: ignore[attr-defined]
+    try:
+        with _torchvision_stand_in():
+            yield
+    finally:
+        prefill.flash_attn_varlen_func = varlen  # type: ignore[attr-defined]
+        if compile_missing:
+            del fa_utils.compile_flash_attn_varlen_func_from_specs
+        for name, module in saved_modules.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+@contextlib.contextmanager
 def _minimax_m3_on_cpu() -> Iterator[None]:
     """What vLLM's CPU build lacks to build MiniMax-M3's classes, for one case's build; none of it changes
     which tensors a layer registers, and all of it is undone after.
@@ -450,6 +505,10 @@ def _count(
                 json.dump(hf_quant_config, f)
         if tokens is not None:
             _write_tokenizer(folder, tokens)
+        if config.get("architectures") == ["Dots3NoteForCausalLM"]:
+            # its class reads the image padding token's id from the checkpoint's added_tokens.json
+            with open(os.path.join(folder, "added_tokens.json"), "w") as f:
+                json.dump({"<|imgpad|>": int(config.get("vocab_size", 1)) - 1}, f)
         engine: dict[str, Any] = {}
         if kv_cache is not None:
             engine = {
@@ -707,6 +766,8 @@ def main() -> None:
                         shims.enter_context(_minimax_m3_on_cpu())
                     elif named[0] == "DeepseekV41ForCausalLM":
                         shims.enter_context(_deepseek_v41_on_cpu(case["config"]))
+                    elif named[0] == "Dots3NoteForCausalLM":
+                        shims.enter_context(_dots3_note_on_cpu())
                     elif str(named[0]).startswith("Qwen4Exp"):
                         shims.enter_context(_qwen4_exp_on_cpu())
                     elif case.get("timm"):
