@@ -542,6 +542,17 @@ def _towers_label(arch: cap.Architecture) -> str:
 def _compressed_label(arch: cap.Architecture) -> str:
     """DeepSeek-V4's compressed caches: ``21 layers 1 per 4 tokens (top 512 by an indexer), 20 1 per 128``."""
     ratios = Counter(layer.compress_ratio for layer in arch.layers if layer.compress_ratio)
+    if arch.shared_compressed_caches:  # DeepSeek-V4.1: the sources write, every compressed layer reads
+        sources = [layer.compress_ratio for layer in arch.layers if layer.kv_source]
+        indexers = sum(layer.index_source for layer in arch.layers)
+        read = sum(ratios.values())
+        rates = " or ".join(map(str, sorted(set(sources))))
+        return (
+            f"{read} layers read the top {arch.index_topk} of {len(sources)} kv source layers' caches "
+            f"(1 latent per {rates} tokens), picked by {indexers} index source layers"
+            if read
+            else "none (the window alone)"
+        )
     return (
         ", ".join(
             f"{n} layers 1 latent per {r} tokens"

@@ -284,9 +284,10 @@ def weighed_as_built(answer: Mapping[str, Any], config: dict[str, Any]) -> capac
 
 def weighed_with_indexers(answer: Mapping[str, Any], config: dict[str, Any]) -> capacity.Architecture:
     """:func:`weighed_as_built`, and every sparse-MLA indexer vLLM built is one capacity counts: as many
-    float32 ``k_norm`` weights as its indexers hold (none where it built none)."""
+    float32 ``k_norm`` weights as its indexers hold (none where it built none; a wrapper's too)."""
     arch = weighed_as_built(answer, config)
-    k_norms = answer["own_dtypes"].get("model.layers.self_attn.indexer.k_norm.weight:float32", 0)
+    k_norm = "model.layers.self_attn.indexer.k_norm.weight:float32"
+    k_norms = sum(n for key, n in answer["own_dtypes"].items() if key.endswith(k_norm))
     assert k_norms == arch.num_mla_indexers * arch.index_head_dim
     return arch
 
@@ -303,6 +304,20 @@ def accounted_layout(
     )
     assert answer["kv_cache"]["block_size"] == layout.block_size
     return answer["kv_cache"], arch, layout
+
+
+def assert_accounted(
+    answers: Mapping[str, Mapping[str, Any]],
+    accounted: Mapping[str, tuple[dict[str, Any], int, int, int]],
+    case: str,
+) -> tuple[Mapping[str, Any], capacity.Architecture]:
+    """The engine core's accounting of ``accounted[case]`` (the weights probe's ``kv:`` answer) makes as many
+    blocks of its memory as capacity's CPU-engine layout, and as much concurrency at its length; returns
+    that accounting and capacity's architecture, for a suite's own checks."""
+    config, memory, length, mnbt = accounted[case]
+    vllm, arch, layout = accounted_layout(answers[f"kv:{case}"], config, length, mnbt)
+    assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))
+    return vllm, arch
 
 
 def assert_blocks_as_accounted(kv_cache: Mapping[str, Any], blocks: int, blocks_per_sequence: int) -> None:

@@ -117,9 +117,7 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
 ) -> None:
     """Every layer's window, every kv source's compressed latents and indexer keys and every ratio-2
     compressor ring, packed into one pool: as many blocks and as much concurrency as the engine makes."""
-    config, memory, length, mnbt = ACCOUNTED[case]
-    vllm, _, layout = harness.accounted_layout(vllm_answers[f"kv:{case}"], config, length, mnbt)
-    harness.assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))
+    harness.assert_accounted(vllm_answers, ACCOUNTED, case)
 
 
 @pytest.mark.parametrize("field", sorted(REFUSED))

@@ -109,11 +109,7 @@ def test_capacity_counts_and_weighs_what_vllms_class_builds(
 ) -> None:
     """The two kinds of layer at their own widths, each gate as wide and as split as vLLM builds it, an
     indexer on each full layer IndexCache leaves one, the towers where the file has them."""
-    answer = vllm_answers[f"built:{case}"]
-    arch = harness.weighed_as_built(answer, BUILT[case])
-    own = answer["own_dtypes"]
-    k_norms = sum(n for key, n in own.items() if key.endswith("indexer.k_norm.weight:float32"))
-    assert k_norms == arch.num_mla_indexers * arch.index_head_dim
+    harness.weighed_with_indexers(vllm_answers[f"built:{case}"], BUILT[case])
 
 
 @pytest.mark.parametrize("case", sorted(ACCOUNTED))
@@ -122,9 +118,7 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
 ) -> None:
     """Every row as wide as the sliding layers', the indexers' keys beside the full ones: as many blocks and
     as much concurrency as the engine core makes of the memory."""
-    config, memory, length, mnbt = ACCOUNTED[case]
-    vllm, _, layout = harness.accounted_layout(vllm_answers[f"kv:{case}"], config, length, mnbt)
-    harness.assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))
+    harness.assert_accounted(vllm_answers, ACCOUNTED, case)
 
 
 @pytest.mark.parametrize("field", sorted(REFUSED))

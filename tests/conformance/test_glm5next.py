@@ -174,9 +174,7 @@ def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
 ) -> None:
     """The block the KDA state sets, every group's page and the pool's blocks, and a request's blocks in
     every group (its MLA group's by its length, one in each KDA and ring group): as the engine core does."""
-    config, memory, length, mnbt = ACCOUNTED[case]
-    vllm, _, layout = harness.accounted_layout(vllm_answers[f"kv:{case}"], config, length, mnbt)
-    harness.assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))
+    harness.assert_accounted(vllm_answers, ACCOUNTED, case)
 
 
 @pytest.mark.parametrize("field", sorted(REFUSED))

@@ -215,6 +215,8 @@ NOT_BUILT = {
     "HYV4ForCausalLM": "built in test_hy_v4.py (its sparse-attention indexer)",
     "Glm5NextForCausalLM": "built in test_glm5next.py (it needs two stand-ins: its indexer, torchvision)",
     "Qwen4ExpForCausalLM": "built in test_qwen4_exp.py (its host tables and QSA need stand-ins)",
+    "DeepseekV41ForCausalLM": "built in test_deepseek_v41.py (its host tables and FlashMLA need stand-ins)",
+    "Dots3NoteForCausalLM": "built in test_dots3_note.py (its CUDA imports and added_tokens.json)",
 }
 
 

@@ -510,8 +510,12 @@ def _count(
             with open(os.path.join(folder, "added_tokens.json"), "w") as f:
                 json.dump({"<|imgpad|>": int(config.get("vocab_size", 1)) - 1}, f)
         engine: dict[str, Any] = {}
+        if config.get("architectures") == ["DeepseekV41ForCausalLM"] and "quantization_config" in config:
+            # What vLLM picks on CUDA and ROCm for the file (its CPU build's detection, after another DeepSeek
+            # case in the same process, falls back to plain fp8): named, as --quantization names it.
+            engine["quantization"] = "deepseek_v4_fp8"
         if kv_cache is not None:
-            engine = {
+            engine |= {
                 "max_model_len": kv_cache["max_model_len"],
                 "max_num_batched_tokens": kv_cache["max_num_batched_tokens"],
                 "enable_prefix_caching": False,
