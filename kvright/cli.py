@@ -564,7 +564,8 @@ def _compressed_label(arch: cap.Architecture) -> str:
 
 
 def _host_part(arch: cap.Architecture) -> str:
-    """What of the weights vLLM keeps in host memory, not on a GPU (Qwen3.8's n-gram tables), as a suffix."""
+    """What of the weights vLLM keeps in host memory, not on a GPU (Qwen3.8's and DeepSeek-V4.1's n-gram
+    tables), as a suffix."""
     host = arch.weight_groups.host_tables
     return f" ({host / GB:.1f} GB of it in pinned host memory, on no GPU)" if host else ""
 
@@ -652,7 +653,7 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             f"{total / tp / GB:.1f} GB at TP {tp}"
             + (f" ({replication}x replicated)" if replication > 1 else ""),
         ),
-        ("weights", f"{weights / GB:.1f} GB"),
+        ("weights", f"{weights / GB:.1f} GB{_host_part(arch)}"),
         ("KV / weights", f"{total / weights:.2f}"),
     ]
     for kind in kinds:
@@ -664,8 +665,8 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "ring": "a constant ring of the last keys per sequence",
         }[str(kind["kind"])]
         what = f"{_mixer_label(arch, str(kind['kind']))} layers"
-        if kind["kind"] == "ring":  # GLM-5.3's indexer tails, one per MLA layer
-            what = "indexer tail rings"
+        if kind["kind"] == "ring":  # GLM-5.3's indexer tails (one per MLA layer), V4.1's compressors'
+            what = "compressor state rings" if arch.shared_compressed_caches else "indexer tail rings"
         if kind["short_conv"]:  # Inkling's: a window of the convolutions' inputs beside each layer's KV
             what = "short-conv caches"
             bound = f"the last {kind['bound_tokens']} tokens plus the in-flight ones"

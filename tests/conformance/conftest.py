@@ -23,7 +23,27 @@ import pytest
 
 from capacity.architecture import FAMILIES
 
-from .harness import HERE, SHAPES, ServerPool, VllmEnv, build_model, make_vllm_env
+from .harness import (
+    HERE,
+    SHAPES,
+    SUITE_PARAMETERS,
+    ModelSuite,
+    ServerPool,
+    VllmEnv,
+    build_model,
+    make_vllm_env,
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A :class:`~tests.conformance.harness.ModelSuite` subclass's tests run once for each config its class
+    attributes name."""
+    suite = metafunc.cls
+    if suite is None or not issubclass(suite, ModelSuite):
+        return
+    for parameter, attribute in SUITE_PARAMETERS.items():
+        if parameter in metafunc.fixturenames:
+            metafunc.parametrize(parameter, sorted(getattr(suite, attribute)))
 
 
 @pytest.fixture(scope="session")

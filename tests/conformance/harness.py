@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import requests
@@ -325,6 +325,60 @@ def assert_blocks_as_accounted(kv_cache: Mapping[str, Any], blocks: int, blocks_
     capacity's layout, and as much concurrency at ``max_model_len``."""
     assert kv_cache["num_blocks"] == blocks
     assert kv_cache["max_concurrency"] == pytest.approx(blocks / blocks_per_sequence, rel=1e-12)
+
+
+class ModelSuite:
+    """A model package's suite, held to vLLM's own class and engine core through the weights probe: a
+    subclass (``class TestHyV4(harness.ModelSuite)``) states the configs vLLM's class builds
+    (:attr:`BUILT`), whose cache its engine core accounts (:attr:`ACCOUNTED`) and that it refuses
+    (:attr:`REFUSED`, by the field capacity names), and the probe's stand-ins; the three tests below run for
+    each (tests/conformance/conftest.py parametrizes them), a subclass overriding :meth:`check_built` or
+    :meth:`check_accounted` for what else its builds must show. :attr:`PROBED`: more builds the
+    subclass's own tests read."""
+
+    BUILT: ClassVar[dict[str, dict[str, Any]]] = {}
+    ACCOUNTED: ClassVar[dict[str, tuple[dict[str, Any], int, int, int]]] = {}
+    REFUSED: ClassVar[dict[str, dict[str, Any]]] = {}
+    PROBED: ClassVar[dict[str, dict[str, Any]]] = {}
+    STAND_INS: ClassVar[dict[str, Any]] = {}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def vllm_answers(cls, vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
+        built = cls.BUILT | cls.PROBED
+        return weights_probe(
+            vllm_env, probe_cases(cls.STAND_INS, built=built, accounted=cls.ACCOUNTED, refused=cls.REFUSED)
+        )
+
+    def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
+        """Every parameter and byte, and every sparse-MLA indexer (:func:`weighed_with_indexers`)."""
+        weighed_with_indexers(answer, config)
+
+    def check_accounted(self, answers: Mapping[str, Mapping[str, Any]], case: str) -> None:
+        """As many blocks and as much concurrency as the engine core makes (:func:`assert_accounted`)."""
+        assert_accounted(answers, self.ACCOUNTED, case)
+
+    def test_capacity_weighs_what_vllms_class_builds(
+        self, vllm_answers: dict[str, dict[str, Any]], built_case: str
+    ) -> None:
+        self.check_built(vllm_answers[f"built:{built_case}"], self.BUILT[built_case])
+
+    def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
+        self, vllm_answers: dict[str, dict[str, Any]], accounted_case: str
+    ) -> None:
+        self.check_accounted(vllm_answers, accounted_case)
+
+    def test_files_vllm_refuses_are_refused_by_the_field_capacity_names(
+        self, vllm_answers: dict[str, dict[str, Any]], refused_field: str
+    ) -> None:
+        assert_refused_alike(vllm_answers[refused_field], self.REFUSED[refused_field], refused_field)
+
+
+#: The probe's stand-in for a sparse-attention MLA class (DeepSeek-V3.2's DSA and its kin).
+SPARSE_STAND_IN: dict[str, Any] = {"sparse_attention_stand_in": True}
+
+#: The parameters :class:`ModelSuite`'s tests take, and the class attribute that lists each one's values.
+SUITE_PARAMETERS = {"built_case": "BUILT", "accounted_case": "ACCOUNTED", "refused_field": "REFUSED"}
 
 
 def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:

@@ -12,6 +12,7 @@ host memory, and the same blocks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -20,7 +21,6 @@ import capacity
 from tests.builders import deepseek_v41, edited
 
 from . import harness
-from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -87,41 +87,24 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    return weights_probe(vllm_env, harness.probe_cases({}, built=BUILT, accounted=ACCOUNTED, refused=REFUSED))
+class TestDeepseekV41(harness.ModelSuite):
+    """Four builds (every tensor vLLM builds weighed, the Engram tables as host memory), four caches (every
+    layer's window, every kv source's compressed latents and indexer keys, every ratio-2 compressor ring,
+    packed into one pool) and five refusals."""
 
+    BUILT = BUILT
+    ACCOUNTED = ACCOUNTED
+    REFUSED = REFUSED
 
-@pytest.mark.parametrize("case", sorted(BUILT))
-def test_capacity_weighs_on_the_gpus_and_in_host_memory_what_vllms_class_builds(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """Every tensor vLLM builds is weighed, the Engram tables as host memory; the parameters match vLLM's
-    count less the tables' E8M0 scales and the quantized weights' scales, which vLLM counts as elements."""
-    answer = vllm_answers[f"built:{case}"]
-    assert answer["error"] is None, answer
-    arch = capacity.architecture_from_config(BUILT[case])
-    assert answer["architecture"] == "DeepseekV41ForCausalLM"
-    assert round(arch.weight_groups.total) == answer["bytes"], answer["own_dtypes"]
-    assert round(arch.weight_groups.host_tables) == answer["host_bytes"]
-    scales = sum(
-        n for key, n in answer["own_dtypes"].items() if key.endswith(":uint8") and "weight_scale" in key
-    )
-    if arch.weights.method == "none":
-        assert arch.parameters == answer["parameters"] - scales, answer["own_dtypes"]
-
-
-@pytest.mark.parametrize("case", sorted(ACCOUNTED))
-def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """Every layer's window, every kv source's compressed latents and indexer keys and every ratio-2
-    compressor ring, packed into one pool: as many blocks and as much concurrency as the engine makes."""
-    harness.assert_accounted(vllm_answers, ACCOUNTED, case)
-
-
-@pytest.mark.parametrize("field", sorted(REFUSED))
-def test_files_vllm_refuses_at_build_are_refused_by_the_field_capacity_names(
-    vllm_answers: dict[str, dict[str, Any]], field: str
-) -> None:
-    harness.assert_refused_alike(vllm_answers[field], REFUSED[field], field)
+    def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
+        """The bytes on the GPUs and in host memory; the parameters vLLM counts less the E8M0 scales (the
+        tables', the quantized weights'), which it counts as elements and capacity as bytes alone."""
+        assert answer["error"] is None, answer
+        arch = capacity.architecture_from_config(config)
+        assert answer["architecture"] == "DeepseekV41ForCausalLM"
+        assert round(arch.weight_groups.total) == answer["bytes"], answer["own_dtypes"]
+        assert round(arch.weight_groups.host_tables) == answer["host_bytes"]
+        own = answer["own_dtypes"]
+        scales = sum(n for key, n in own.items() if key.endswith(":uint8") and "weight_scale" in key)
+        if arch.weights.method == "none":
+            assert arch.parameters == answer["parameters"] - scales, own

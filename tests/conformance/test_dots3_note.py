@@ -20,7 +20,6 @@ import pytest
 from tests.builders import DOTS3_NOTE_SMALL, edited
 
 from . import harness
-from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -96,33 +95,13 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    stand_in = {"sparse_attention_stand_in": True}
-    cases = harness.probe_cases(stand_in, built=BUILT, accounted=ACCOUNTED, refused=REFUSED)
-    return weights_probe(vllm_env, cases)
+class TestDots3Note(harness.ModelSuite):
+    """Six builds (the two kinds of layer at their own widths, each gate as wide and as split as vLLM builds
+    it, an indexer on each full layer IndexCache leaves one, the towers where the file has them), five
+    caches (every row as wide as the sliding layers', the indexers' keys beside the full ones) and six
+    refusals."""
 
-
-@pytest.mark.parametrize("case", sorted(BUILT))
-def test_capacity_counts_and_weighs_what_vllms_class_builds(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """The two kinds of layer at their own widths, each gate as wide and as split as vLLM builds it, an
-    indexer on each full layer IndexCache leaves one, the towers where the file has them."""
-    harness.weighed_with_indexers(vllm_answers[f"built:{case}"], BUILT[case])
-
-
-@pytest.mark.parametrize("case", sorted(ACCOUNTED))
-def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """Every row as wide as the sliding layers', the indexers' keys beside the full ones: as many blocks and
-    as much concurrency as the engine core makes of the memory."""
-    harness.assert_accounted(vllm_answers, ACCOUNTED, case)
-
-
-@pytest.mark.parametrize("field", sorted(REFUSED))
-def test_files_vllm_refuses_at_build_are_refused_by_the_field_capacity_names(
-    vllm_answers: dict[str, dict[str, Any]], field: str
-) -> None:
-    harness.assert_refused_alike(vllm_answers[field], REFUSED[field], field)
+    BUILT = BUILT
+    ACCOUNTED = ACCOUNTED
+    REFUSED = REFUSED
+    STAND_INS = harness.SPARSE_STAND_IN

@@ -21,7 +21,6 @@ import capacity
 from tests.builders import GLM5_3_FLASH_TEXT, GLM5_NEXT_SMALL, edited
 
 from . import harness
-from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -133,52 +132,34 @@ REFUSED: dict[str, dict[str, Any]] = {
     "index_kpool_always_select_tail": edited(GLM5_NEXT_SMALL, index_kpool_always_select_tail=False),
 }
 
-_STAND_INS = {"sparse_attention_stand_in": True, "torchvision_stand_in": True}
+#: Builds the suite's own tests read: the wrapper and a block-FP8 file.
+PROBED: dict[str, dict[str, Any]] = {"wrapper": WRAPPER, "block-fp8": BLOCK_FP8}
 
 
-@pytest.fixture(scope="module")
-def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    built = BUILT | {"wrapper": WRAPPER, "block-fp8": BLOCK_FP8}
-    cases = harness.probe_cases(_STAND_INS, built=built, accounted=ACCOUNTED, refused=REFUSED)
-    return weights_probe(vllm_env, cases)
-
-
-@pytest.mark.parametrize("case", sorted(BUILT))
-def test_capacity_counts_and_weighs_what_vllms_class_builds(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
+class TestGlm5Next(harness.ModelSuite):
     """Every MLA layer's indexer is weighed, whatever indexer_types says; KDA's fp32 parts, mHC's mixes and
-    the untied head as vLLM builds them; under block FP8 only the MLPs and experts quantized."""
-    harness.weighed_with_indexers(vllm_answers[f"built:{case}"], BUILT[case])
+    the untied head as vLLM builds them; the block the KDA state sets, every group's page and the pool's
+    blocks, and a request's blocks in every group (its MLA group's by its length, one in each KDA and ring
+    group); the wrapper's tower; under block FP8 only the MLPs and experts quantized."""
 
+    BUILT = BUILT
+    ACCOUNTED = ACCOUNTED
+    REFUSED = REFUSED
+    PROBED = PROBED
+    STAND_INS = harness.SPARSE_STAND_IN | {"torchvision_stand_in": True}
 
-def test_block_fp8_quantizes_the_mlps_and_experts_and_nothing_else(
-    vllm_answers: dict[str, dict[str, Any]],
-) -> None:
-    answer = vllm_answers["built:block-fp8"]
-    assert answer["error"] is None, answer
-    assert round(capacity.architecture_from_config(BLOCK_FP8).weight_groups.total) == answer["bytes"]
-    fp8 = {name for name in answer["own_dtypes"] if name.endswith(":float8_e4m3fn")}
-    assert fp8 and not any("self_attn" in name for name in fp8), fp8
+    def test_block_fp8_quantizes_the_mlps_and_experts_and_nothing_else(
+        self, vllm_answers: dict[str, dict[str, Any]]
+    ) -> None:
+        answer = vllm_answers["built:block-fp8"]
+        assert answer["error"] is None, answer
+        assert round(capacity.architecture_from_config(BLOCK_FP8).weight_groups.total) == answer["bytes"]
+        fp8 = {name for name in answer["own_dtypes"] if name.endswith(":float8_e4m3fn")}
+        assert fp8 and not any("self_attn" in name for name in fp8), fp8
 
-
-def test_the_wrappers_tower_is_weighed_as_vllm_builds_it(vllm_answers: dict[str, dict[str, Any]]) -> None:
-    arch = harness.weighed_as_built(vllm_answers["built:wrapper"], WRAPPER)
-    text = capacity.architecture_from_config(GLM5_NEXT_SMALL)
-    assert arch.parameters - text.parameters == arch.vision_parameters > 0
-
-
-@pytest.mark.parametrize("case", sorted(ACCOUNTED))
-def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """The block the KDA state sets, every group's page and the pool's blocks, and a request's blocks in
-    every group (its MLA group's by its length, one in each KDA and ring group): as the engine core does."""
-    harness.assert_accounted(vllm_answers, ACCOUNTED, case)
-
-
-@pytest.mark.parametrize("field", sorted(REFUSED))
-def test_files_vllm_refuses_are_refused_by_the_field(
-    vllm_answers: dict[str, dict[str, Any]], field: str
-) -> None:
-    harness.assert_refused_alike(vllm_answers[field], REFUSED[field], field)
+    def test_the_wrappers_tower_is_weighed_as_vllm_builds_it(
+        self, vllm_answers: dict[str, dict[str, Any]]
+    ) -> None:
+        arch = harness.weighed_as_built(vllm_answers["built:wrapper"], WRAPPER)
+        text = capacity.architecture_from_config(GLM5_NEXT_SMALL)
+        assert arch.parameters - text.parameters == arch.vision_parameters > 0

@@ -11,6 +11,7 @@ runs the engine core's accounting; capacity must give the same parameters, bytes
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -18,7 +19,6 @@ import pytest
 from tests.builders import HY_V4_SMALL, edited
 
 from . import harness
-from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -67,36 +67,21 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    stand_in = {"sparse_attention_stand_in": True}
-    cases = harness.probe_cases(stand_in, built=BUILT, accounted=ACCOUNTED, refused=REFUSED)
-    return weights_probe(vllm_env, cases)
+class TestHyV4(harness.ModelSuite):
+    """Every indexer vLLM builds is weighed (its float32 k_norm among them), and none it leaves out (the
+    dense layers and the "shared" ones hold none); every layer's latent and every indexer's key, in blocks
+    of 128 tokens; three refusals, each naming the field vLLM's refusal names."""
 
+    BUILT = BUILT
+    ACCOUNTED = ACCOUNTED
+    REFUSED = REFUSED
+    STAND_INS = harness.SPARSE_STAND_IN
 
-@pytest.mark.parametrize("case", sorted(BUILT))
-def test_capacity_counts_and_weighs_what_vllms_class_builds(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """Every indexer vLLM builds is weighed (its float32 k_norm among them), and none it leaves out: the
-    dense layers and the "shared" ones hold none."""
-    harness.weighed_with_indexers(vllm_answers[f"built:{case}"], BUILT[case])
+    def check_accounted(self, answers: Mapping[str, Mapping[str, Any]], case: str) -> None:
+        vllm, arch = harness.assert_accounted(answers, ACCOUNTED, case)
+        layers = sum(group["layers"] for group in vllm["groups"])
+        assert layers == arch.num_layers + arch.num_mla_indexers
 
-
-@pytest.mark.parametrize("case", sorted(ACCOUNTED))
-def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """Every layer's latent and every indexer's key, in blocks of 128 tokens: as many blocks and as much
-    concurrency as the engine core makes of the memory."""
-    vllm, arch = harness.assert_accounted(vllm_answers, ACCOUNTED, case)
-    layers = sum(group["layers"] for group in vllm["groups"])
-    assert layers == arch.num_layers + arch.num_mla_indexers
-
-
-@pytest.mark.parametrize("field", sorted(REFUSED))
-def test_files_vllm_refuses_at_load_are_refused_by_the_field_it_names(
-    vllm_answers: dict[str, dict[str, Any]], field: str
-) -> None:
-    assert field in (vllm_answers[field]["error"] or "")
-    harness.assert_refused_alike(vllm_answers[field], REFUSED[field], field)
+    def test_vllms_refusal_names_the_field(self, vllm_answers: dict[str, dict[str, Any]]) -> None:
+        for field in REFUSED:
+            assert field in (vllm_answers[field]["error"] or ""), field

@@ -13,6 +13,7 @@ blocks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -21,7 +22,6 @@ import capacity
 from tests.builders import QWEN3_8_FLASH_NEXT_TEXT, QWEN4_EXP_SMALL, cpu_engine_layout, edited
 
 from . import harness
-from .harness import VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -91,46 +91,32 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def vllm_answers(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-    return weights_probe(vllm_env, harness.probe_cases({}, built=BUILT, accounted=ACCOUNTED, refused=REFUSED))
+class TestQwen4Exp(harness.ModelSuite):
+    """Every tensor to the byte, the n-gram tables among them (what vLLM keeps in pinned host memory and
+    capacity keeps off the GPUs); the block the larger state sets, the packed (QSA) or page-unified groups,
+    the pool's blocks and a request's (its context in the attention group, one block in each state and
+    ring group); five refusals."""
 
+    BUILT = BUILT
+    ACCOUNTED = ACCOUNTED
+    REFUSED = REFUSED
 
-@pytest.mark.parametrize("case", sorted(BUILT))
-def test_capacity_weighs_what_vllms_class_builds_and_what_it_keeps_on_the_host(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """Every tensor to the byte, the n-gram tables among them, which are what vLLM keeps in pinned host
-    memory and capacity keeps off the GPUs."""
-    answer = vllm_answers[f"built:{case}"]
-    arch = harness.weighed_as_built(answer, BUILT[case])
-    assert round(arch.weight_groups.host_tables) == answer["host_bytes"]
+    def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
+        arch = harness.weighed_as_built(answer, config)
+        assert round(arch.weight_groups.host_tables) == answer["host_bytes"]
 
-
-@pytest.mark.parametrize("case", sorted(ACCOUNTED))
-def test_capacity_sizes_the_kv_cache_as_vllms_engine_core_would(
-    vllm_answers: dict[str, dict[str, Any]], case: str
-) -> None:
-    """The block the larger state sets, the packed (QSA) or page-unified groups, the pool's blocks and a
-    request's: its context in the attention group, one block in each state and ring group."""
-    config, memory, length, mnbt = ACCOUNTED[case]
-    answer = vllm_answers[f"kv:{case}"]
-    assert answer["error"] is None, answer
-    arch = capacity.architecture_from_config(config)
-    layout = cpu_engine_layout(
-        arch,
-        max_model_len=length,
-        max_num_batched_tokens=mnbt,
-        mamba_ssm_cache_dtype=None if config.get("mamba_ssm_dtype") else "float32",  # the CPU build's
-    )
-    assert answer["kv_cache"]["block_size"] == layout.block_size
-    harness.assert_blocks_as_accounted(
-        answer["kv_cache"], layout.num_blocks(memory), layout.blocks_per_sequence(length)
-    )
-
-
-@pytest.mark.parametrize("field", sorted(REFUSED))
-def test_files_vllm_refuses_are_refused_by_the_field(
-    vllm_answers: dict[str, dict[str, Any]], field: str
-) -> None:
-    harness.assert_refused_alike(vllm_answers[field], REFUSED[field], field)
+    def check_accounted(self, answers: Mapping[str, Mapping[str, Any]], case: str) -> None:
+        config, memory, length, mnbt = ACCOUNTED[case]
+        answer = answers[f"kv:{case}"]
+        assert answer["error"] is None, answer
+        arch = capacity.architecture_from_config(config)
+        layout = cpu_engine_layout(
+            arch,
+            max_model_len=length,
+            max_num_batched_tokens=mnbt,
+            mamba_ssm_cache_dtype=None if config.get("mamba_ssm_dtype") else "float32",  # the CPU build's
+        )
+        assert answer["kv_cache"]["block_size"] == layout.block_size
+        harness.assert_blocks_as_accounted(
+            answer["kv_cache"], layout.num_blocks(memory), layout.blocks_per_sequence(length)
+        )
