@@ -681,12 +681,11 @@ def _v41_caches(arch: Architecture, block: int, kernel: int) -> tuple[list[_Cach
     latents (one a ``ratio`` tokens, ``block`` tokens a block) and, where it is an index source too, its
     indexer's keys at the same rate; a ratio-2 kv source the compressor's ring. A block larger than the
     kernel's makes each such page's stride the page of a kernel block (their lcm is the alignment)."""
-    padded = _padded
     swa = _Cache(
         "sliding",
         V41_SWA_BLOCK_TOKENS,
         arch.sliding_window,
-        padded(V41_SWA_BLOCK_TOKENS * FP8_DS_MLA_ENTRY_BYTES),
+        _padded(V41_SWA_BLOCK_TOKENS * FP8_DS_MLA_ENTRY_BYTES),
     )
     index_entry = indexer_key_bytes(arch)
     stride = math.gcd(kernel, block)
@@ -699,9 +698,9 @@ def _v41_caches(arch: Architecture, block: int, kernel: int) -> tuple[list[_Cach
             continue
         entries = [FP8_DS_MLA_ENTRY_BYTES] + ([index_entry] if layer.index_source else [])
         for entry in entries:
-            caches.append(_Cache("full", block, None, padded(block // ratio * entry)))
+            caches.append(_Cache("full", block, None, _padded(block // ratio * entry)))
             if stride != block:
-                alignment = math.lcm(alignment, padded(stride // ratio * entry))
+                alignment = math.lcm(alignment, _padded(stride // ratio * entry))
         caches.append(swa)
         if ratio == 2:
             ring = V41_RING_BLOCK_TOKENS * 2 * arch.head_dim * 4
@@ -802,15 +801,7 @@ def _v41_layout(
     kernel = max(kernel_block_alignment, V41_KERNEL_BLOCK)
     block = max(block_size, kernel)
     caches, alignment = _v41_caches(arch, block, kernel)
-    groups = _packed_groups(caches) if len({(c.kind, c.page) for c in caches}) > 1 else [caches]
-    widest = max(sum(c.page for c in g) for g in groups)
-    return _pool_layout(
-        groups,
-        block,
-        -(-widest // alignment) * alignment,
-        inflight_tokens=inflight,
-        max_model_len=max_model_len,
-    )
+    return _packed_pool(caches, block, alignment, inflight_tokens=inflight, max_model_len=max_model_len)
 
 
 def _compressed_attention_layout(
@@ -822,11 +813,22 @@ def _compressed_attention_layout(
     is one latent, the same on every TP rank."""
     caches = _compressed_attention_caches(arch)
     # One page size (no compressed layer): one group of every window, as any model of one kind.
-    groups = _packed_groups(caches) if len({c.page for c in caches}) > 1 else [caches]
-    per_block = max(sum(c.page for c in g) for g in groups)
-    return _pool_layout(
-        groups, DSV4_BLOCK_SIZE, _padded(per_block), inflight_tokens=inflight, max_model_len=max_model_len
+    return _packed_pool(
+        caches,
+        DSV4_BLOCK_SIZE,
+        FP8_DS_MLA_PAGE_ALIGNMENT,
+        inflight_tokens=inflight,
+        max_model_len=max_model_len,
     )
+
+
+def _packed_pool(caches: list[_Cache], block: int, alignment: int, **kw: Any) -> KVCacheLayout:
+    """``caches`` packed by pattern (:func:`_packed_groups`; one group where they are all alike) into the one
+    pool vLLM's groups alias, whose block is the widest group's pages rounded up to ``alignment`` (the
+    pages' strides)."""
+    groups = _packed_groups(caches) if len({(c.kind, c.page) for c in caches}) > 1 else [caches]
+    widest = max(sum(c.page for c in g) for g in groups)
+    return _pool_layout(groups, block, -(-widest // alignment) * alignment, **kw)
 
 
 def _hybrid_block(state: int, per_token: int, align: int, multiple: int, floor: int) -> int:
@@ -903,11 +905,8 @@ def _pooled_indexer_layout(
             )
         )
     ]
-    groups = _packed_groups(caches)
     stride = math.gcd(64 * kpool, block)  # the indexer's block stride (MultipleOf(64 x kpool) tokens)
-    alignment = 1 if stride == block else stride // kpool * key
-    widest = max(sum(c.page for c in g) for g in groups)
-    return _pool_layout(groups, block, -(-widest // alignment) * alignment)
+    return _packed_pool(caches, block, 1 if stride == block else stride // kpool * key)
 
 
 def _padded_row_layout(
@@ -931,16 +930,11 @@ def _padded_row_layout(
         if not layer.reuses_indices:
             caches.append(_Cache("full", block, None, block * key))
         caches.append(_Cache("full", block, None, block * row))
-    kinds = {c.kind for c in caches}
-    if len({(c.kind, c.page) for c in caches}) == 1:
-        return _pool_layout([caches], block, sum(c.page for c in caches))
     stride = math.gcd(SPARSE_MLA_KERNEL_BLOCK, block)
-    alignment = row if "full" in kinds else 1
+    alignment = row if any(c.kind == "full" for c in caches) else 1
     if arch.num_mla_indexers and stride != block:
         alignment = math.lcm(alignment, stride * key)
-    groups = _packed_groups(caches)
-    widest = max(sum(c.page for c in g) for g in groups)
-    return _pool_layout(groups, block, -(-widest // alignment) * alignment)
+    return _packed_pool(caches, block, alignment)
 
 
 def ple_state_bytes(arch: Architecture) -> int:
