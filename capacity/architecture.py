@@ -1797,8 +1797,10 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
             kv[heads] = kv.get(heads, 0.0) + per_head
         if layer.ffn == "dense":
             sharded += weigh("mlp", i, mlp_mats * h * layer.ffn_width)
-            sharded += weigh(None, i, (mlp_mats - 1) * layer.ffn_width + h if a.mlp_bias else 0)
-            sharded += weigh(None, i, h if a.mlp_down_bias and not a.mlp_bias else 0)
+            # The gate/up biases split with their outputs; the down projection's (row-parallel) whole on every
+            # rank, added once after the all-reduce.
+            sharded += weigh(None, i, (mlp_mats - 1) * layer.ffn_width if a.mlp_bias else 0)
+            replicated += weigh(None, i, h if a.mlp_bias or a.mlp_down_bias else 0)
             replicated += weigh(None, i, a.activation_parameters + int(a.global_scales))
         elif layer.ffn == "projection":
             sharded += weigh("mlp", i, h * h)
@@ -1900,7 +1902,9 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     # q, k, v, o as the checkpoint names them: a checkpoint may quantize some and not others
     sharded = weigh("attention", i, h * q_width, (1, 0, 0, 0))
     sharded += weigh("attention", i, heads * vd * h, (0, 0, 0, 1))
-    sharded += weigh(None, i, (q_width if a.qkv_bias else 0) + (h if a.o_bias else 0))
+    sharded += weigh(None, i, q_width if a.qkv_bias else 0)
+    # The output projection's bias (row-parallel): whole on every rank, added once after the all-reduce.
+    o_bias = weigh(None, i, h if a.o_bias else 0)
     sharded += weigh(None, i, heads if layer.sinks else 0)
     if a.qsa_compress_ratio:  # QSA's indexer: its query heads and key fused into qkv_proj, whole; two norms
         qsa = weigh("attention", i, h * (a.index_n_heads + 1) * a.index_head_dim)
@@ -1912,10 +1916,10 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     if a.attention_gate_projection:
         sharded += weigh("attention", i, h * q_out)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
-        return sharded, weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
+        return sharded, o_bias + weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
     per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
-    replicated = qsa
+    replicated = qsa + o_bias
     if a.relative_position_dim:  # Inkling: r beside q in qkvr (biased with it), and the distance table
         rel = heads * a.relative_position_dim
         sharded += weigh("attention", i, h * rel, (1, 0, 0, 0)) + weigh(None, i, rel if a.qkv_bias else 0)
