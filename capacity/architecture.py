@@ -209,6 +209,9 @@ FAMILIES: dict[str, str] = {
     "KimiK3ForConditionalGeneration": "mla",
     # Kimi-Linear: MLA layers among Kimi Delta Attention layers (linear attention with a constant state).
     "KimiLinearForCausalLM": "mla",
+    # Ling 2.5 / Ring 2.5 (vLLM's bailing_moe_linear.py): Lightning linear attention with an MLA layer every
+    # layer_group_size-th. By class alone: model_type bailing_hybrid is also Ling 3.0's, another class.
+    "BailingMoeV2_5ForCausalLM": "mla",
     # Z.ai's GLM-5.3-Flash (vLLM's models/glm5next): Kimi Delta Attention and NoPE MLA with a pooled indexer
     "Glm5NextForCausalLM": "mla",
     "Glm5NextForConditionalGeneration": "mla",
@@ -987,7 +990,7 @@ class StateSpec:
     (Mamba-1: one "head" per inner channel, ``inner / tp x state_dim``; LFM2's short convolutions: no
     recurrent state)."""
 
-    kind: Literal["mamba1", "mamba2", "gated_deltanet", "kda", "short_conv"]
+    kind: Literal["mamba1", "mamba2", "gated_deltanet", "kda", "short_conv", "lightning"]
     conv_kernel: int
     conv_channels: int
     """Conv channels that TP splits evenly (Mamba-2: the intermediate width; Gated DeltaNet: ``2 x
@@ -1007,7 +1010,8 @@ class StateSpec:
     conv_bias: bool = True
     """``conv1d`` bias (Mamba-1 and Mamba-2; weights only)."""
     projection_bias: bool = False
-    """``in_proj`` and ``out_proj`` biases (Mamba-1 and Mamba-2; weights only)."""
+    """``in_proj`` and ``out_proj`` biases (Mamba-1 and Mamba-2; Lightning attention: the output projection's
+    alone; weights only)."""
     gated_norm: bool = True
     """Mamba-2's gated RMSNorm over the inner width before ``out_proj`` (Falcon-H1: ``mamba_rms_norm``)."""
     time_step_norms: bool = False
@@ -1015,6 +1019,13 @@ class StateSpec:
     full_rank_gate: bool = False
     """Kimi Delta Attention's output gate from a full ``hidden x heads x head_dim`` projection fused into
     ``in_proj_qkvgfab`` (Kimi-K3's ``use_full_rank_gate``), not Kimi-Linear's low-rank ``g_a``/``g_b``."""
+    norm_groups: int = 0
+    """Lightning attention's output norm groups (Ling 2.5's ``group_norm_size``): vLLM asserts every TP
+    degree divides them and is at most them; 0 where the kind has no such norm."""
+    qkv_bias: bool = False
+    """Lightning attention: a bias on the fused Q/K/V projection."""
+    qk_norm: bool = False
+    """Lightning attention: RMSNorms over one head on queries and keys (whole on every rank)."""
 
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
@@ -2139,6 +2150,16 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         shares = (h * (3 * width + s.heads), rank * width, rank * width, width * h)
         gates = weigh("kda", i, 2 * h * rank) + weigh(None, i, rank)
         return weigh("kda", i, sum(shares), shares) + fp32, gates
+    if s.kind == "lightning":
+        # vLLM's BailingMoELinearAttention (Ling 2.5): query_key_value (MHA: a K and V per query head), the
+        # g_proj output gate and the dense output projection split by head, as are the qkv bias and the
+        # grouped gated norm over the heads' outputs; the per-head q/k RMSNorms and dense's bias whole.
+        width = s.heads * s.head_dim
+        sharded = weigh("attention", i, 3 * h * width, (1, 1, 1, 0))
+        sharded += weigh("attention", i, width * h, (0, 0, 0, 1))
+        sharded += weigh("attention", i, h * width) + weigh(None, i, width + (3 * width if s.qkv_bias else 0))
+        whole = (2 * s.head_dim if s.qk_norm else 0) + (h if s.projection_bias else 0)
+        return sharded, weigh(None, i, whole)
     if s.kind == "short_conv":
         # vLLM's ShortConv: in_proj to B, C and x, out_proj, and the conv (a linear layer of kernel inputs
         # per channel, never quantized), all split by channel; conv_bias puts a bias on all three, out_proj's
@@ -2987,7 +3008,7 @@ class _Read:
 
 #: Families whose shared experts are one merged MLP of ``num_shared_experts`` experts, each as wide as
 #: ``moe_shared_expert_intermediate_size`` says (Ling's and Sarvam's classes), not that wide in all.
-_MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "sarvam_moe", "sarvam_mla")
+_MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "bailing_hybrid", "sarvam_moe", "sarvam_mla")
 
 #: Families whose vLLM class takes each layer's MLP kind from ``mlp_layer_types`` where the file has it.
 _MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum", "hy_v4", "glm5_next_text")
@@ -3004,6 +3025,10 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
         if set(kinds) - {"dense", "sparse"}:
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
         return [kind == "sparse" for kind in kinds]
+    if model_type == "bailing_hybrid":  # vLLM's bailing_moe_linear.py: no period; one expert routes nothing
+        first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
+        routed = _int(cfg, ("num_experts",), minimum=0) > 1
+        return [routed and i >= first_dense for i in range(layers)]
     if "first_k_dense_replace" in cfg or model_type in (
         "sarvam_mla",
         "deepseek_v2",
@@ -3185,6 +3210,9 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     elif model_type == "dots3_note":
         mixers, window, dots3 = _dots3_layers(cfg, layers)
         extra.update(dots3)
+    elif model_type == "bailing_hybrid":
+        mixers, extra["state"] = _ling25_layers(cfg, layers, a["hidden_size"], a["num_attention_heads"])
+        window = None
     elif family == "mla":
         mixers = ["mla"] * layers
         window = None
@@ -3733,6 +3761,67 @@ def _glm5next_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], 
     kernel = _int(nested, ("short_conv_kernel_size",), default=0) or _int(cfg, ("linear_conv_kernel_dim",))
     mixers: list[Mixer] = ["linear" if kind == "linear_attention" else "mla" for kind in kinds]
     return mixers, _kda_state(kda_heads, head_dim, kernel)
+
+
+def _ling25_expert_bias(cfg: Mapping[str, Any]) -> bool:
+    """Whether Ling 2.5's routers have their float32 expert bias (``moe_router_enable_expert_bias``), refusing
+    what vLLM 0.32 asserts: a stated ``score_function`` must be sigmoid with the bias, softmax without."""
+    bias = _bool(cfg, "moe_router_enable_expert_bias", False)
+    score = cfg.get("score_function")
+    if score is not None and (score, bias) not in (("sigmoid", True), ("softmax", False)):
+        accepted = "sigmoid" if bias else "softmax"
+        raise ConfigError(
+            "score_function",
+            f"is {score!r:.40} with moe_router_enable_expert_bias {bias}; vLLM 0.32's BailingMoeV25 asserts "
+            f"sigmoid with the bias and softmax without; accepted: {accepted!r} (or unset)",
+        )
+    return bias
+
+
+#: Fields vLLM 0.32's bailing_moe_linear.py reads with no default (the checkpoint's own config class writes
+#: them; a file without them stops the engine at start), and the one its Lightning layers add.
+_LING25_REQUIRED = ("use_bias", "use_qkv_bias", "num_shared_experts")
+
+
+def _ling25_layers(
+    cfg: Mapping[str, Any], layers: int, hidden: int, heads: int
+) -> tuple[list[Mixer], StateSpec]:
+    """Ling 2.5's layers (vLLM 0.32's bailing_moe_linear.py, ``is_linear_layer``): Lightning linear attention
+    but every ``layer_group_size``-th layer, which is MLA (a trailing partial group stays linear; a size of 1
+    or less: every layer MLA). A Lightning layer keeps one ``heads x head_dim x head_dim`` state in the model
+    dtype (``linear_attention_state_shape``; ``head_dim`` the file's, else ``hidden / heads``), which vLLM
+    also sizes the hybrid block by where no layer is linear (the class is hybrid whatever its layers)."""
+    for name in _LING25_REQUIRED:
+        if cfg.get(name) is None:
+            raise ConfigError(
+                name, "is missing; vLLM 0.32's BailingMoeV2_5ForCausalLM reads it and stops at start"
+            )
+    group = cfg.get("layer_group_size", 1)
+    if isinstance(group, bool) or not isinstance(group, int):
+        raise ConfigError(
+            "layer_group_size",
+            f"is {group!r:.40}; expected an integer (vLLM 0.32 compares it with 0; 1 or less: every layer "
+            "MLA)",
+        )
+    mixers: list[Mixer] = ["linear" if group > 0 and (i + 1) % group else "mla" for i in range(layers)]
+    if "linear" in mixers and cfg.get("max_position_embeddings") is None:
+        raise ConfigError(
+            "max_position_embeddings", "is missing; vLLM 0.32's Lightning attention layers read it at start"
+        )
+    head_dim = _int(cfg, ("head_dim",), default=hidden // heads)
+    state = StateSpec(
+        kind="lightning",
+        conv_kernel=1,
+        conv_channels=0,
+        heads=heads,
+        head_dim=head_dim,
+        state_dim=head_dim,
+        norm_groups=_int(cfg, ("group_norm_size",), default=1),
+        qkv_bias=_bool(cfg, "use_bias", False) or _bool(cfg, "use_qkv_bias", False),
+        projection_bias=_bool(cfg, "use_bias", False),
+        qk_norm=_bool(cfg, "use_qk_norm", False),
+    )
+    return mixers, state
 
 
 def _kda_state(heads: int, head_dim: int, kernel: int, *, full_rank_gate: bool = False) -> StateSpec:
@@ -6768,6 +6857,7 @@ _HEAD_TIED_WHATEVER_THE_FILE = (
 #: ways and holds both lists to vLLM (MiMo-V2's and MiniMax-M3's are their families' rule below).
 _HEAD_OWN_WHATEVER_THE_FILE = (
     "afmoe",
+    "bailing_hybrid",
     "glm5_next_text",
     "qwen4_exp_text",
     "axk1",
@@ -6853,6 +6943,13 @@ def architecture_from_config(
             "accepted: the classes `kvright catalog` lists",
         )
     family, assumed = _family(architecture, cfg, config)
+    if architecture == "BailingMoeV2_5ForCausalLM" and cfg.get("model_type") != "bailing_hybrid":
+        raise ConfigError(
+            "model_type",
+            f"is {cfg.get('model_type')!r:.40}; vLLM 0.32 reads this class's MLA layers as MLA only for "
+            "bailing_hybrid (any other stops its KV cache setup: the pages do not unify); accepted: "
+            "bailing_hybrid",
+        )
     if family == "mla" and _deepseek_mha(cfg, architecture):
         family = "moe"
     warnings = list(assumed)
@@ -6974,7 +7071,7 @@ def architecture_from_config(
         # transformers' Phi: a LayerNorm (weight and bias) per head on queries and keys
         extra["qk_norm"] = "head_layernorm"
     shared = _opt_int(cfg, ("num_shared_experts",), minimum=0)
-    if model_type in _BAILING_TYPES and _bool(cfg, "use_bias", False) and shared:
+    if model_type in (*_BAILING_TYPES, "bailing_hybrid") and _bool(cfg, "use_bias", False) and shared:
         # vLLM's bailing_moe.py builds the shared experts' down projection with a bias and no all-reduce.
         raise ConfigError(
             "use_bias",
@@ -7041,6 +7138,12 @@ def architecture_from_config(
     if model_type in _BAILING_TYPES and cfg.get("router_dtype") is not None:
         # vLLM's bailing_moe.py: the router in float32 for router_dtype "fp32", bfloat16 for any other value
         extra["router_dtype"] = "float32" if cfg["router_dtype"] == "fp32" else "bfloat16"
+    if model_type == "bailing_hybrid":
+        # bailing_moe_linear.py: the router in float32 unless router_dtype names another; its expert bias by
+        # moe_router_enable_expert_bias alone (float32); biases on the dense MLPs with use_bias.
+        extra["router_dtype"] = "float32" if cfg.get("router_dtype") in (None, "fp32") else "bfloat16"
+        extra["expert_score_bias"] = _ling25_expert_bias(cfg)
+        extra["mlp_bias"] = _bool(cfg, "use_bias", False)
     extra.setdefault("router_dtype", built.router_dtype)
     extra.setdefault("attention_gate_projection", built.attention_gate_projection)
     extra.setdefault("mlp_down_bias", built.mlp_down_bias)

@@ -250,6 +250,8 @@ def state_bytes_per_sequence(arch: Architecture, tp: int, ssm_cache_dtype: str |
         return 0
     conv, recurrent = arch.state.state_elements(tp)
     conv_bytes = DTYPE_BYTES[arch.dtype]
+    if arch.state.kind == "lightning":  # one state, in --mamba-cache-dtype (the model's): no SSM dtype
+        ssm_cache_dtype = None
     chosen = ssm_cache_dtype if ssm_cache_dtype not in (None, "auto") else arch.state.ssm_dtype
     ssm_bytes = DTYPE_BYTES.get(chosen or arch.dtype, conv_bytes)
     return conv * conv_bytes + recurrent * ssm_bytes
@@ -570,6 +572,13 @@ def _kv_cache_layout(
         # Each indexer's key cache (MiniMax-M3's layers', DeepSeek-V3.2's): a page of its own in the
         # full-attention group, counted with its layer, not as a layer.
         buckets[("full", None)].append((indexer_key_bytes(arch), indexers))
+    if arch.state is not None and ("mamba", None) not in buckets and arch.attention == "MLA":
+        # A hybrid class whose layers all attend still sizes its block by the state its config describes
+        # (vLLM aligns the block of every IsHybrid model): Ling 2.5 with layer_group_size 1.
+        state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
+        page = max(p for pages in buckets.values() for p, _ in pages)
+        align = max(kernel_block_alignment, block_size, MLA_HYBRID_BLOCK_ALIGNMENT)
+        block_size = _hybrid_block(state, page, align, kernel_block_alignment, block_size)
     if len(buckets) == 1 and not convs:
         ((kind, bound), pages) = next(iter(buckets.items()))
         per_layer_block = sum(p * n for p, n in pages)

@@ -111,6 +111,12 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
             f"leaves a GPU without any of the {arch.engram_heads} Engram hash heads of {arch.name} (vLLM "
             f"splits them {-(-arch.engram_heads // tp)} a rank and asserts every rank has some)"
         )
+    elif _splits_norm_groups(arch, tp):
+        groups = arch.state.norm_groups if arch.state is not None else 0
+        reason = (
+            f"does not divide the {groups} output-norm groups of {arch.name}'s Lightning attention "
+            "(group_norm_size; vLLM asserts a TP degree divides them and is at most them)"
+        )
     elif arch.state is not None and arch.state.kind in _CHANNEL_STATES and arch.state.conv_channels % tp:
         channels, kind = arch.state.conv_channels, _CHANNEL_STATES[arch.state.kind]
         reason = f"does not divide the {channels} inner channels of {arch.name}'s {kind}"
@@ -129,6 +135,14 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
     else:
         return fp8_block_error(arch, tp, expert_parallel=expert_parallel) or group_error(arch, tp)
     return reason
+
+
+def _splits_norm_groups(arch: Architecture, tp: int) -> bool:
+    """Whether ``tp`` splits the Lightning attention layers' output norm groups (Ling 2.5's
+    ``group_norm_size``, 1 where the file is silent: such a model runs at TP 1 alone)."""
+    s = arch.state
+    lightning = s is not None and s.kind == "lightning" and bool(arch.mixer_counts["linear"])
+    return lightning and s is not None and s.norm_groups % tp > 0
 
 
 def group_error(arch: Architecture, tp: int) -> str | None:
@@ -332,6 +346,7 @@ def _accepted(arch: Architecture, tp: int) -> bool:
         and arch.o_groups % tp == 0
         and not _flash_mla_heads_exceeded(arch, tp)
         and not _empty_engram_shard(arch, tp)
+        and not _splits_norm_groups(arch, tp)
         and (state is None or not (state.heads % tp or state.conv_channels % tp))
         and padded_vocab_size(arch) % tp == 0
         and _undivided_width(arch, tp) is None

@@ -307,12 +307,16 @@ def cpu_engine_layout(
     max_model_len: int,
     max_num_batched_tokens: int,
     mamba_ssm_cache_dtype: str | None = None,
+    tensor_parallel_size: int = 1,
+    kv_cache_dtype: str = "auto",
 ) -> capacity.KVCacheLayout:
     """The KV-cache layout vLLM 0.32's engine core makes on its CPU platform, as the conformance probes run
     it: 128-token blocks (its attention backends; also the alignment for a state), one batch in flight
     (synchronous scheduling) and no prefix caching (off for MLA models there, and off in the probes)."""
     return capacity.kv_cache_layout(
         arch,
+        tensor_parallel_size=tensor_parallel_size,
+        kv_cache_dtype=kv_cache_dtype,
         block_size=128,
         kernel_block_alignment=128,
         max_num_batched_tokens=max_num_batched_tokens,
@@ -1066,3 +1070,63 @@ DOTS3_NOTE_SMALL: dict[str, Any] = {
     "hidden_act": "silu",
     "torch_dtype": "bfloat16",
 }
+
+# A small Ling 2.5 (vLLM's bailing_moe_linear.py; inclusionAI's Ling-2.5-1T / Ring-2.5-1T config.json is not
+# public): eight layers, Lightning linear attention but every fourth (MLA without a query LoRA), one dense
+# layer then routed ones with a shared expert, q/k norms on the Lightning layers, a float32 router with its
+# expert bias. The fields its class reads without a default are all stated, as the checkpoint's config class
+# writes them.
+LING25_SMALL: dict[str, Any] = {
+    "architectures": ["BailingMoeV2_5ForCausalLM"],
+    "model_type": "bailing_hybrid",
+    "vocab_size": 1024,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 8,
+    "layer_group_size": 4,
+    "group_norm_size": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "head_dim": 32,
+    "use_qk_norm": True,
+    "use_bias": False,
+    "use_qkv_bias": False,
+    "kv_lora_rank": 64,
+    "q_lora_rank": None,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 32,
+    "v_head_dim": 32,
+    "num_experts": 8,
+    "num_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "n_group": 2,
+    "topk_group": 1,
+    "moe_intermediate_size": 64,
+    "first_k_dense_replace": 1,
+    "moe_router_enable_expert_bias": True,
+    "score_function": "sigmoid",
+    "router_dtype": "fp32",
+    "routed_scaling_factor": 2.5,
+    "max_position_embeddings": 4096,
+    "rope_theta": 600000.0,
+    "rms_norm_eps": 1e-06,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+# A Ling 2.5 whose Lightning state (16 heads of 128: 512 KiB a layer at TP 1) sizes the hybrid block: 1,664
+# tokens at TP 1 over its 320-byte latent.
+LING25_WIDE_STATE = edited(
+    LING25_SMALL,
+    num_hidden_layers=16,
+    layer_group_size=8,
+    group_norm_size=16,
+    num_attention_heads=16,
+    num_key_value_heads=16,
+    head_dim=128,
+    q_lora_rank=128,
+    kv_lora_rank=128,
+    qk_rope_head_dim=32,
+    first_k_dense_replace=3,
+)

@@ -85,7 +85,7 @@ def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(ca
     shown = out.split("\narchitectures (")[1]
     assert all(re.search(rf"\b{name}\b", shown) for name in cap.FAMILIES)
     assert re.search(r"\n  dense +ApertusForCausalLM, ", shown)
-    assert re.search(r"\n  mla +(\w+, )*DeepseekV2ForCausalLM,\s", shown)
+    assert re.search(r"\n  mla +(\w+,\s+)*DeepseekV2ForCausalLM,\s", shown)  # the list wraps
     llama = cap.catalog_entry("llama-3.1-8b")["config"]
     multimodal = engine_vocabulary().multimodal_architectures
     for name in (a["architecture"] for a in listed if a["family"] == "dense"):
