@@ -132,9 +132,23 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
         )
     elif (split := _undivided_width(arch, tp)) is not None:
         reason = f"does not divide the {split} (vLLM asserts it does)"
+    elif _splits_routed_experts(arch, tp, expert_parallel=expert_parallel):
+        reason = (
+            f"does not divide the {arch.moe_intermediate_size}-wide routed experts of {arch.name} (vLLM's "
+            "FusedMoEConfig asserts it does; with expert parallelism each expert is whole on one GPU)"
+        )
     else:
         return fp8_block_error(arch, tp, expert_parallel=expert_parallel) or group_error(arch, tp)
     return reason
+
+
+def _splits_routed_experts(arch: Architecture, tp: int, *, expert_parallel: bool) -> bool:
+    """Whether ``tp`` splits the routed experts' width unevenly: vLLM 0.32's ``FusedMoEConfig`` asserts
+    ``intermediate_size % tp == 0`` (its MoE TP degree: 1 with expert parallelism). The width is the one the
+    layer is built with (Kimi-Linear's padded to its minimum a rank)."""
+    width = round(arch.moe_intermediate_size * arch.expert_padding(tp))
+    routed = any(layer.ffn == "moe" for layer in arch.layers)
+    return routed and not expert_parallel and tp > 1 and bool(width) and width % tp > 0
 
 
 def _splits_norm_groups(arch: Architecture, tp: int) -> bool:
@@ -271,6 +285,7 @@ def valid_tensor_parallel_sizes(
         tp
         for tp in range(1, min(max_tp, top) + 1)
         if _accepted(arch, tp)
+        and not _splits_routed_experts(arch, tp, expert_parallel=expert_parallel)
         and fp8_block_error(arch, tp, expert_parallel=expert_parallel) is None
         and group_error(arch, tp) is None
     ]
@@ -303,8 +318,8 @@ def _undivided_width(arch: Architecture, tp: int) -> str | None:
 
     A dense MLP's (or the shared experts') width: vLLM splits its gate/up projection by
     ``MergedColumnParallelLinear``, which asserts ``width % tp == 0``, and its down projection by
-    ``RowParallelLinear`` (``divide(input_size, tp)``, the same assertion); routed experts are split by
-    floor division and padded (``FusedMoEConfig``), so they set no rule here. A tower's split layers
+    ``RowParallelLinear`` (``divide(input_size, tp)``, the same assertion); routed experts have a rule of
+    their own (:func:`_splits_routed_experts`: none with expert parallelism). A tower's split layers
     (:attr:`Architecture.tower_tp_widths`: an audio tower's, or a vision tower's in a class that cannot run
     it whole per rank; an audio tower's fused QKV projection's K and V heads,
     :attr:`Architecture.tower_kv_heads`, split or replicated whole as the text model's are)."""
