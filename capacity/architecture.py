@@ -212,6 +212,8 @@ FAMILIES: dict[str, str] = {
     # Ling 2.5 / Ring 2.5 (vLLM's bailing_moe_linear.py): Lightning linear attention with an MLA layer every
     # layer_group_size-th. By class alone: model_type bailing_hybrid is also Ling 3.0's, another class.
     "BailingMoeV2_5ForCausalLM": "mla",
+    # Ling 3.0 (vLLM's bailing_moe_v3.py): Kimi Delta Attention with a gated MLA layer closing every group.
+    "BailingMoeV3ForCausalLM": "mla",
     # Z.ai's GLM-5.3-Flash (vLLM's models/glm5next): Kimi Delta Attention and NoPE MLA with a pooled indexer
     "Glm5NextForCausalLM": "mla",
     "Glm5NextForConditionalGeneration": "mla",
@@ -690,6 +692,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # Glm4MoeConfig and AXK1Config (DeepseekV2Config's 0 is the reader's own default).
     **{t: {"first_k_dense_replace": 3} for t in ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")},
     # Dots3NoteConfig is DeepseekV3Config's subclass: its MLA widths and dense prefix where a file is silent.
+    # Ling 2.5's and 3.0's classes' own defaults (getattr) for the MLA widths: the checkpoints' config classes
+    # are their own code and vLLM has none.
+    "bailing_hybrid": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128},
     "dots3_note": {
         "first_k_dense_replace": 3,
         "q_lora_rank": 1536,
@@ -1026,6 +1031,12 @@ class StateSpec:
     """Lightning attention: a bias on the fused Q/K/V projection."""
     qk_norm: bool = False
     """Lightning attention: RMSNorms over one head on queries and keys (whole on every rank)."""
+    separate_gates: bool = False
+    """Kimi Delta Attention as Ling 3.0 builds it: the forget and output gates each a full ``hidden x heads x
+    head_dim`` projection of its own (``f_proj``, ``g_proj``), beta fused with q, k and v (``qkvb_proj``)."""
+    fixed_dtypes: bool = False
+    """The state's dtypes are the class's whatever ``--mamba-ssm-cache-dtype`` says (Lightning attention's one
+    state; Ling 3.0's KDA, whose recurrent state is float32 always)."""
 
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
@@ -2147,6 +2158,11 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
             shares = (h * (4 * width + s.heads + -fused % 16), rank * width, 0, width * h)
             kept = weigh("kda", i, h * rank) + weigh(None, i, rank)  # f_a, o_norm
             return weigh("kda", i, sum(shares), shares) + fp32, kept
+        if s.separate_gates:
+            # Ling 3.0: qkvb_proj (q, k, v, a beta per head), f_proj and g_proj full-rank, o_proj, all split
+            # by head; the gated norm over one head whole.
+            shares = (h * (3 * width + s.heads), h * width, h * width, width * h)
+            return weigh("kda", i, sum(shares), shares) + fp32, weigh(None, i, rank)
         shares = (h * (3 * width + s.heads), rank * width, rank * width, width * h)
         gates = weigh("kda", i, 2 * h * rank) + weigh(None, i, rank)
         return weigh("kda", i, sum(shares), shares) + fp32, gates
@@ -3025,6 +3041,10 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
         if set(kinds) - {"dense", "sparse"}:
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
         return [kind == "sparse" for kind in kinds]
+    if model_type == "bailing_hybrid" and _architecture_class(cfg) == "BailingMoeV3ForCausalLM":
+        # bailing_moe_v3.py: routed from first_k_dense_replace on (no default) wherever num_experts is set
+        first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0)
+        return [cfg.get("num_experts") is not None and i >= first_dense for i in range(layers)]
     if model_type == "bailing_hybrid":  # vLLM's bailing_moe_linear.py: no period; one expert routes nothing
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
         routed = _int(cfg, ("num_experts",), minimum=0) > 1
@@ -3210,6 +3230,10 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     elif model_type == "dots3_note":
         mixers, window, dots3 = _dots3_layers(cfg, layers)
         extra.update(dots3)
+    elif model_type == "bailing_hybrid" and _architecture_class(cfg) == "BailingMoeV3ForCausalLM":
+        mixers, extra["state"] = _ling3_layers(cfg, layers)  # (Ling 3.0's: the file's class, not its type)
+        extra.update(_ling3_gate(cfg))
+        window = None
     elif model_type == "bailing_hybrid":
         mixers, extra["state"] = _ling25_layers(cfg, layers, a["hidden_size"], a["num_attention_heads"])
         window = None
@@ -3240,7 +3264,8 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
             extra["attention_chunk_size"] = chunk
     ffn: list[FFN] = ["dense"] * layers
     width = [a["intermediate_size"]] * layers
-    if family in ("moe", "mla"):
+    ling3 = model_type == "bailing_hybrid" and _architecture_class(cfg) == "BailingMoeV3ForCausalLM"
+    if family in ("moe", "mla") and not (ling3 and cfg.get("num_experts") is None):  # Ling 3.0: all dense
         moe, dense = _moe_facts(cfg, model_type, a["hidden_size"])
         extra.update(moe)
         routed = _moe_layers(cfg, model_type, layers)
@@ -3763,6 +3788,73 @@ def _glm5next_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], 
     return mixers, _kda_state(kda_heads, head_dim, kernel)
 
 
+#: The Ling hybrids vLLM 0.32 builds (bailing_moe_linear.py's Ling 2.5, bailing_moe_v3.py's Ling 3.0): their
+#: MLA layers are read as MLA only under the model type bailing_hybrid.
+_LING_HYBRIDS = ("BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM")
+
+
+def _ling3_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], StateSpec]:
+    """Ling 3.0's layers (vLLM 0.32's bailing_moe_v3.py, ``_is_kda_layer``): Kimi Delta Attention but the
+    layer closing every ``layer_group_size`` group and those of a trailing partial group, which are MLA. A KDA
+    layer: ``qkvb_proj`` (q, k, v and a beta per head), the forget and output gates ``f_proj`` and
+    ``g_proj``, a short convolution of ``short_conv_kernel_size`` over q, k and v, ``dt_bias`` and ``A_log``
+    in float32, a gated norm over one head, ``o_proj``; its states a conv in the model dtype and a
+    ``head_dim x head_dim`` recurrent state per head in float32 whatever the SSM cache dtype (the class asks
+    ``kda_state_dtype`` without it). Refuses what the class refuses: no ``no_kda_lora`` where there are KDA
+    layers, and the fields it reads without a default."""
+    if "num_experts" not in cfg:  # null is read: every layer dense
+        raise ConfigError(
+            "num_experts", "is missing; vLLM 0.32's BailingMoeV3ForCausalLM reads it (null: no routed layer)"
+        )
+    for name in ("head_dim", "short_conv_kernel_size", "layer_group_size", "first_k_dense_replace"):
+        if cfg.get(name) is None:
+            raise ConfigError(
+                name, "is missing; vLLM 0.32's BailingMoeV3ForCausalLM reads it and stops at start"
+            )
+    group = _int(cfg, ("layer_group_size",))  # 0: the class divides by it
+    full = layers // group * group
+    mixers: list[Mixer] = ["mla" if (i + 1) % group == 0 or i >= full else "linear" for i in range(layers)]
+    if "linear" in mixers and not _bool(cfg, "no_kda_lora", False):
+        raise ConfigError(
+            "no_kda_lora",
+            f"is {cfg.get('no_kda_lora')!r:.20}; vLLM 0.32's Ling 3.0 KDA layers are built only with "
+            "no_kda_lora true (\"BailingMoeV3 KDA currently expects no_kda_lora=True\"); accepted: true",
+        )
+    heads, head_dim = _int(cfg, _HEADS), _int(cfg, ("head_dim",))
+    state = replace(
+        _kda_state(heads, head_dim, _int(cfg, ("short_conv_kernel_size",))),
+        separate_gates=True,
+        fixed_dtypes=True,
+    )
+    return mixers, state
+
+
+def _ling3_gate(cfg: Mapping[str, Any]) -> dict[str, bool]:
+    """Ling 3.0's MLA output gate (``gated_attention_proj_granularity_type``): one value a head from a
+    projection split by head (``head_wise``), one a value (``element_wise``), or none (unset, any other)."""
+    kind = cfg.get("gated_attention_proj_granularity_type")
+    return {"attention_head_gate": kind == "head_wise", "attention_gate_projection": kind == "element_wise"}
+
+
+def _ling3_moe_fields(cfg: Mapping[str, Any], read: _Read) -> None:
+    """What Ling 3.0's routed layers refuse (bailing_moe_v3.py): a width for the shared experts it always
+    builds, stated; no bias where they are (they skip the all-reduce a bias needs)."""
+    if "moe" not in read.ffn:
+        return
+    if cfg.get("moe_shared_expert_intermediate_size") is None:
+        raise ConfigError(
+            "moe_shared_expert_intermediate_size",
+            "is missing; vLLM 0.32's Ling 3.0 builds its shared experts that wide (any num_shared_experts)",
+        )
+    if _bool(cfg, "use_bias", False):
+        raise ConfigError(
+            "use_bias",
+            "is true with routed layers, whose shared experts vLLM 0.32 builds always and refuses to bias "
+            '("When not reduce the results, adding bias to the results can lead to incorrect results"); '
+            "accepted: false",
+        )
+
+
 def _ling25_expert_bias(cfg: Mapping[str, Any]) -> bool:
     """Whether Ling 2.5's routers have their float32 expert bias (``moe_router_enable_expert_bias``), refusing
     what vLLM 0.32 asserts: a stated ``score_function`` must be sigmoid with the bias, softmax without."""
@@ -3820,6 +3912,7 @@ def _ling25_layers(
         qkv_bias=_bool(cfg, "use_bias", False) or _bool(cfg, "use_qkv_bias", False),
         projection_bias=_bool(cfg, "use_bias", False),
         qk_norm=_bool(cfg, "use_qk_norm", False),
+        fixed_dtypes=True,
     )
     return mixers, state
 
@@ -6943,7 +7036,7 @@ def architecture_from_config(
             "accepted: the classes `kvright catalog` lists",
         )
     family, assumed = _family(architecture, cfg, config)
-    if architecture == "BailingMoeV2_5ForCausalLM" and cfg.get("model_type") != "bailing_hybrid":
+    if architecture in _LING_HYBRIDS and cfg.get("model_type") != "bailing_hybrid":
         raise ConfigError(
             "model_type",
             f"is {cfg.get('model_type')!r:.40}; vLLM 0.32 reads this class's MLA layers as MLA only for "
@@ -7138,7 +7231,12 @@ def architecture_from_config(
     if model_type in _BAILING_TYPES and cfg.get("router_dtype") is not None:
         # vLLM's bailing_moe.py: the router in float32 for router_dtype "fp32", bfloat16 for any other value
         extra["router_dtype"] = "float32" if cfg["router_dtype"] == "fp32" else "bfloat16"
-    if model_type == "bailing_hybrid":
+    if model_type == "bailing_hybrid" and architecture == "BailingMoeV3ForCausalLM":
+        # bailing_moe_v3.py: a float32 router and float32 expert bias always; shared experts always built
+        # (without an all-reduce: no bias with any routed layer) of the width the file states.
+        extra.update(router_dtype="float32", expert_score_bias=True, mlp_bias=_bool(cfg, "use_bias", False))
+        _ling3_moe_fields(cfg, read)
+    elif model_type == "bailing_hybrid":
         # bailing_moe_linear.py: the router in float32 unless router_dtype names another; its expert bias by
         # moe_router_enable_expert_bias alone (float32); biases on the dense MLPs with use_bias.
         extra["router_dtype"] = "float32" if cfg.get("router_dtype") in (None, "fp32") else "bfloat16"
@@ -7158,6 +7256,15 @@ def architecture_from_config(
         architecture=architecture,
     )
     warnings.extend(weights.warnings)
+    if architecture == "BailingMoeV3ForCausalLM" and weights.method != "none":
+        # bailing_moe_v3.py rewrites a block-FP8 config its own way: ignore lists matched by suffix, e8m0
+        # scales, the shared experts padded, MXFP4 routed experts.
+        raise ConfigError(
+            "quantization_config",
+            f"is {weights.method}; vLLM 0.32 quantizes Ling 3.0 its own way (suffix-matched ignore lists, "
+            "e8m0 scales, padded shared experts, MXFP4 routed experts), which kvright does not read yet; "
+            "accepted: an unquantized checkpoint",
+        )
     # A wrapper whose file states no vision_config builds the tower its config class makes (Llama4Config's
     # defaults, LlavaConfig's 336-pixel CLIP): weighed as that, where kvright reads that tower, else left out
     # and said.

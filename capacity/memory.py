@@ -250,7 +250,7 @@ def state_bytes_per_sequence(arch: Architecture, tp: int, ssm_cache_dtype: str |
         return 0
     conv, recurrent = arch.state.state_elements(tp)
     conv_bytes = DTYPE_BYTES[arch.dtype]
-    if arch.state.kind == "lightning":  # one state, in --mamba-cache-dtype (the model's): no SSM dtype
+    if arch.state.fixed_dtypes:  # the class's dtypes, whatever --mamba-ssm-cache-dtype says
         ssm_cache_dtype = None
     chosen = ssm_cache_dtype if ssm_cache_dtype not in (None, "auto") else arch.state.ssm_dtype
     ssm_bytes = DTYPE_BYTES.get(chosen or arch.dtype, conv_bytes)

@@ -218,6 +218,7 @@ NOT_BUILT = {
     "DeepseekV41ForCausalLM": "built in test_deepseek_v41.py (its host tables and FlashMLA need stand-ins)",
     "Dots3NoteForCausalLM": "built in test_dots3_note.py (its CUDA imports and added_tokens.json)",
     "BailingMoeV2_5ForCausalLM": "built in test_ling25.py (its config class is the checkpoint's own code)",
+    "BailingMoeV3ForCausalLM": "built in test_ling3.py (its config class is the checkpoint's own code)",
 }
 
 

@@ -138,9 +138,3 @@ def test_files_vllm_refuses_are_refused_naming_the_field(changes: dict[str, Any]
 def test_without_lightning_layers_max_position_embeddings_is_not_needed():
     assert _arch(layer_group_size=1, max_position_embeddings=None).mixer_counts["linear"] == 0
     assert _arch(score_function=None).expert_score_bias  # unset: softmax scoring, the bias kept
-
-
-def test_ling_3_is_still_refused_by_name():
-    """Ling 3.0 (BailingMoeV3) shares the bailing_hybrid model type with other layers (KDA, gated MLA)."""
-    with pytest.raises(ConfigError, match="architectures"):
-        _arch(architectures=["BailingMoeV3ForCausalLM"])
