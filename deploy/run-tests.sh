@@ -35,11 +35,17 @@ PROBES=(
   tests/conformance/test_sparse_attention.py
 )
 # Probe modules the side lane runs after the unit tests (about a minute between them and the second lane's,
-# with the second lane about two minutes longer without them).
+# with the second lane about two minutes longer without them). The newest model packages' suites (a probe
+# process each, 20 to 60 s) run here too: the first session is the longest lane, and the real-engine
+# scenario waits for it.
 SIDE_PROBES=(
   tests/conformance/test_unknown_architectures.py
   tests/conformance/test_quantization_methods.py
   tests/conformance/test_sliding_layers.py
+  tests/conformance/test_deepseek_v41.py
+  tests/conformance/test_dots3_note.py
+  tests/conformance/test_ling25.py
+  tests/conformance/test_ling3.py
 )
 # Conformance modules that start engines, run in a second session beside the first (about half of the
 # suite's time alone). test_kv_capacity, test_metrics and test_sim_dialect share one server: keep them here

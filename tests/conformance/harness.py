@@ -221,9 +221,12 @@ def build_model(env: VllmEnv, shape: Shape) -> Path:
 
 def weights_probe(env: VllmEnv, cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """vllm_weights_probe.py's answers to ``cases`` (its input list: see its docstring), by case id; one
-    process for them all, its process group on a free loopback port."""
+    process for them all, its process group on a free loopback port. Its deadline grows with the cases (a
+    second each past 15 minutes): test_parameter_counts.py's 1,800 ran past a fixed 15 minutes on a busy
+    two-core machine."""
     payload = json.dumps(cases)
-    out = env.run([str(HERE / "vllm_weights_probe.py"), str(free_port())], stdin=payload, timeout=900)
+    args = [str(HERE / "vllm_weights_probe.py"), str(free_port())]
+    out = env.run(args, stdin=payload, timeout=900 + len(cases))
     return {answer["id"]: answer for answer in json.loads(out.strip().splitlines()[-1])}
 
 
