@@ -1115,60 +1115,38 @@ LING25_SMALL: dict[str, Any] = {
     "torch_dtype": "bfloat16",
 }
 
-# A Ling 2.5 whose Lightning state (16 heads of 128: 512 KiB a layer at TP 1) sizes the hybrid block: 1,664
-# tokens at TP 1 over its 320-byte latent.
-LING25_WIDE_STATE = edited(
-    LING25_SMALL,
-    num_hidden_layers=16,
-    layer_group_size=8,
-    group_norm_size=16,
-    num_attention_heads=16,
-    num_key_value_heads=16,
-    head_dim=128,
-    q_lora_rank=128,
-    kv_lora_rank=128,
-    qk_rope_head_dim=32,
-    first_k_dense_replace=3,
-)
-
-# A small Ling 3.0 (vLLM's bailing_moe_v3.py; inclusionAI's config.json files are not public): eight layers,
-# Kimi Delta Attention but every fourth (MLA without a query LoRA, a gate per head), one dense layer then
-# routed ones with a shared expert. The fields its class reads without a default are all stated.
-LING3_SMALL: dict[str, Any] = {
-    "architectures": ["BailingMoeV3ForCausalLM"],
-    "model_type": "bailing_hybrid",
-    "vocab_size": 1024,
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 8,
-    "layer_group_size": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "head_dim": 32,
-    "short_conv_kernel_size": 4,
-    "no_kda_lora": True,
-    "kda_safe_gate": True,
-    "kda_lower_bound": -5.0,
-    "gated_attention_proj_granularity_type": "head_wise",
-    "use_bias": False,
-    "kv_lora_rank": 64,
-    "q_lora_rank": None,
-    "qk_rope_head_dim": 16,
-    "qk_nope_head_dim": 32,
-    "v_head_dim": 32,
-    "num_experts": 8,
-    "num_shared_experts": 1,
-    "num_experts_per_tok": 2,
-    "n_group": 2,
-    "topk_group": 1,
-    "moe_intermediate_size": 64,
-    "moe_shared_expert_intermediate_size": 64,
-    "first_k_dense_replace": 1,
-    "routed_scaling_factor": 2.5,
-    "max_position_embeddings": 4096,
-    "rope_theta": 600000.0,
-    "rms_norm_eps": 1e-06,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
+#: The edits that make a Ling model's linear-attention state (16 heads of 128) size the hybrid block: 1,664
+#: tokens at TP 1 over Ling 2.5's 320-byte latent, 3,456 over Ling 3.0's with its float32 KDA state.
+LING_WIDE_STATE_EDITS: dict[str, Any] = {
+    "num_hidden_layers": 16,
+    "layer_group_size": 8,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "head_dim": 128,
+    "q_lora_rank": 128,
+    "kv_lora_rank": 128,
+    "qk_rope_head_dim": 32,
+    "first_k_dense_replace": 3,
 }
+LING25_WIDE_STATE = edited(LING25_SMALL, group_norm_size=16, **LING_WIDE_STATE_EDITS)
+
+# A small Ling 3.0 (vLLM's bailing_moe_v3.py; inclusionAI's config.json files are not public): Ling 2.5's
+# small one with Kimi Delta Attention for its Lightning layers (the fourth still MLA, now with a gate per
+# head) and the fields Ling 3.0's class reads without a default stated.
+LING3_SMALL: dict[str, Any] = edited(
+    LING25_SMALL,
+    architectures=["BailingMoeV3ForCausalLM"],
+    short_conv_kernel_size=4,
+    no_kda_lora=True,
+    kda_safe_gate=True,
+    kda_lower_bound=-5.0,
+    gated_attention_proj_granularity_type="head_wise",
+    moe_shared_expert_intermediate_size=64,
+    group_norm_size=None,
+    use_qk_norm=None,
+    use_qkv_bias=None,
+    moe_router_enable_expert_bias=None,
+    score_function=None,
+    router_dtype=None,
+)
+LING3_WIDE_STATE = edited(LING3_SMALL, **LING_WIDE_STATE_EDITS)

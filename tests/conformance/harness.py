@@ -345,13 +345,16 @@ class ModelSuite:
     PROBED: ClassVar[dict[str, dict[str, Any]]] = {}
     STAND_INS: ClassVar[dict[str, Any]] = {}
 
+    @classmethod
+    def probe_cases(cls) -> list[dict[str, Any]]:
+        """The weights probe's cases for the suite's configs (:func:`probe_cases`)."""
+        built = cls.BUILT | cls.PROBED
+        return probe_cases(cls.STAND_INS, built=built, accounted=cls.ACCOUNTED, refused=cls.REFUSED)
+
     @pytest.fixture(scope="class")
     @classmethod
     def vllm_answers(cls, vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-        built = cls.BUILT | cls.PROBED
-        return weights_probe(
-            vllm_env, probe_cases(cls.STAND_INS, built=built, accounted=cls.ACCOUNTED, refused=cls.REFUSED)
-        )
+        return weights_probe(vllm_env, cls.probe_cases())
 
     def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
         """Every parameter and byte, and every sparse-MLA indexer (:func:`weighed_with_indexers`)."""
@@ -377,11 +380,38 @@ class ModelSuite:
         assert_refused_alike(vllm_answers[refused_field], self.REFUSED[refused_field], refused_field)
 
 
+class StoppedAtCacheSetup(ModelSuite):
+    """A :class:`ModelSuite` with files vLLM's class builds and its engine core then stops at while setting up
+    the cache (:attr:`STOPPED`, by the field capacity names: the Ling hybrids under another model type, whose
+    MLA layers are then not read as MLA and whose pages do not unify)."""
+
+    STOPPED: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    @classmethod
+    def probe_cases(cls) -> list[dict[str, Any]]:
+        """The suite's cases, and a cache setup at 256 MiB and 4,096 tokens for each :attr:`STOPPED` file."""
+        stopped = [kv_case(f"stopped:{k}", v, 2**28, 4096, 4096) for k, v in cls.STOPPED.items()]
+        return super().probe_cases() + [case | dict(cls.STAND_INS) for case in stopped]
+
+    def test_files_vllms_engine_stops_at_cache_setup_are_refused_by_the_field_capacity_names(
+        self, vllm_answers: dict[str, dict[str, Any]], stopped_field: str
+    ) -> None:
+        answer = vllm_answers[f"stopped:{stopped_field}"]
+        assert answer["error"] and answer["error"].startswith("NotImplementedError"), answer
+        with pytest.raises(capacity.ConfigError, match=stopped_field):
+            capacity.architecture_from_config(self.STOPPED[stopped_field])
+
+
 #: The probe's stand-in for a sparse-attention MLA class (DeepSeek-V3.2's DSA and its kin).
 SPARSE_STAND_IN: dict[str, Any] = {"sparse_attention_stand_in": True}
 
 #: The parameters :class:`ModelSuite`'s tests take, and the class attribute that lists each one's values.
-SUITE_PARAMETERS = {"built_case": "BUILT", "accounted_case": "ACCOUNTED", "refused_field": "REFUSED"}
+SUITE_PARAMETERS = {
+    "built_case": "BUILT",
+    "accounted_case": "ACCOUNTED",
+    "refused_field": "REFUSED",
+    "stopped_field": "STOPPED",
+}
 
 
 def probe(env: VllmEnv, cases: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:

@@ -90,16 +90,6 @@ REFUSED: dict[str, dict[str, Any]] = {
     "max_position_embeddings": edited(LING25_SMALL, max_position_embeddings=None),
 }
 
-#: Another model type: the class builds, and the engine core's cache setup stops (its MLA layers are not
-#: read as MLA, and their pages do not unify with the states').
-OTHER_TYPE = harness.accounted_cases(
-    {"other-model-type": edited(LING25_SMALL, model_type="bailing_moe_v2_5")},
-    ["other-model-type"],
-    memory=2**28,
-    length=4096,
-    max_num_batched_tokens=4096,
-)
-
 #: An FP8 checkpoint in 128 x 128 weight blocks (compressed-tensors), with widths whole blocks.
 FP8_BLOCKS = edited(
     LING25_SMALL,
@@ -142,7 +132,7 @@ FP8_BLOCKS = edited(
 )
 
 
-class TestLing25(harness.ModelSuite):
+class TestLing25(harness.StoppedAtCacheSetup):
     """Nine builds (each layer kind at its own widths, the Lightning layers' biases, norms and gates split as
     vLLM splits them, the router and its bias in float32, an LM head never tied), six caches (the hybrid
     block sized by the state, every-MLA models included) and five refusals; the other model type vLLM's
@@ -151,27 +141,11 @@ class TestLing25(harness.ModelSuite):
     BUILT = BUILT
     ACCOUNTED = ACCOUNTED
     REFUSED = REFUSED
+    STOPPED: ClassVar[dict[str, dict[str, Any]]] = {
+        "model_type": edited(LING25_SMALL, model_type="bailing_moe_v2_5")
+    }
     PROBED: ClassVar[dict[str, dict[str, Any]]] = {"fp8-blocks": FP8_BLOCKS}
     STAND_INS: ClassVar[dict[str, Any]] = {"plain_config": True}
-
-    @pytest.fixture(scope="class")
-    @classmethod
-    def vllm_answers(cls, vllm_env: harness.VllmEnv) -> dict[str, dict[str, Any]]:
-        cases = harness.probe_cases(
-            cls.STAND_INS,
-            built=cls.BUILT | cls.PROBED,
-            accounted=cls.ACCOUNTED | OTHER_TYPE,
-            refused=cls.REFUSED,
-        )
-        return harness.weights_probe(vllm_env, cases)
-
-    def test_another_model_type_is_refused_where_vllms_engine_stops(
-        self, vllm_answers: dict[str, dict[str, Any]]
-    ) -> None:
-        answer = vllm_answers["kv:other-model-type"]
-        assert answer["error"] and answer["error"].startswith("NotImplementedError"), answer
-        with pytest.raises(capacity.ConfigError, match="model_type"):
-            capacity.architecture_from_config(OTHER_TYPE["other-model-type"][0])
 
     def test_an_fp8_block_checkpoint_weighs_what_vllm_builds(
         self, vllm_answers: dict[str, dict[str, Any]]

@@ -17,8 +17,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-import capacity
-from tests.builders import LING3_SMALL, edited
+from tests.builders import LING3_SMALL, LING3_WIDE_STATE, edited
 
 from . import harness
 
@@ -57,18 +56,7 @@ BUILT: dict[str, dict[str, Any]] = {
         head_dim=16,
         short_conv_kernel_size=3,
     ),
-    "wide-state": edited(
-        LING3_SMALL,
-        num_hidden_layers=16,
-        layer_group_size=8,
-        num_attention_heads=16,
-        num_key_value_heads=16,
-        head_dim=128,
-        q_lora_rank=128,
-        kv_lora_rank=128,
-        qk_rope_head_dim=32,
-        first_k_dense_replace=3,
-    ),
+    "wide-state": LING3_WIDE_STATE,
     # The MLA widths and KDA switches left to the class's own defaults (nope 128, rope 64, value 128).
     "class-defaults": edited(
         LING3_SMALL,
@@ -109,17 +97,8 @@ REFUSED: dict[str, dict[str, Any]] = {
     "num_experts": edited(LING3_SMALL, num_experts=None),  # missing (null: every layer dense)
 }
 
-#: Another model type: the class builds, and the engine core's cache setup stops.
-OTHER_TYPE = harness.accounted_cases(
-    {"other-model-type": edited(LING3_SMALL, model_type="bailing_moe_v3")},
-    ["other-model-type"],
-    memory=2**28,
-    length=4096,
-    max_num_batched_tokens=4096,
-)
 
-
-class TestLing3(harness.ModelSuite):
+class TestLing3(harness.StoppedAtCacheSetup):
     """Nine builds (each layer kind at its own widths, either gate or none, the KDA's float32 parts, shared
     experts always built, an LM head never tied, the class's defaults), five caches (the hybrid block sized by
     both KDA states, an every-MLA model's too) and eight refusals; and the other model type vLLM's engine
@@ -128,20 +107,7 @@ class TestLing3(harness.ModelSuite):
     BUILT = BUILT
     ACCOUNTED = ACCOUNTED
     REFUSED = REFUSED
+    STOPPED: ClassVar[dict[str, dict[str, Any]]] = {
+        "model_type": edited(LING3_SMALL, model_type="bailing_moe_v3")
+    }
     STAND_INS: ClassVar[dict[str, Any]] = {"plain_config": True}
-
-    @pytest.fixture(scope="class")
-    @classmethod
-    def vllm_answers(cls, vllm_env: harness.VllmEnv) -> dict[str, dict[str, Any]]:
-        cases = harness.probe_cases(
-            cls.STAND_INS, built=cls.BUILT, accounted=cls.ACCOUNTED | OTHER_TYPE, refused=cls.REFUSED
-        )
-        return harness.weights_probe(vllm_env, cases)
-
-    def test_another_model_type_is_refused_where_vllms_engine_stops(
-        self, vllm_answers: dict[str, dict[str, Any]]
-    ) -> None:
-        answer = vllm_answers["kv:other-model-type"]
-        assert answer["error"] and answer["error"].startswith("NotImplementedError"), answer
-        with pytest.raises(capacity.ConfigError, match="model_type"):
-            capacity.architecture_from_config(OTHER_TYPE["other-model-type"][0])

@@ -17,7 +17,7 @@ import pytest
 import capacity as c
 from capacity.errors import ConfigError
 from capacity.memory import state_bytes_per_sequence
-from tests.builders import LING3_SMALL, cpu_engine_layout, edited
+from tests.builders import LING3_SMALL, LING3_WIDE_STATE, cpu_engine_layout, edited
 
 ELEMENTWISE = edited(
     LING3_SMALL,
@@ -26,18 +26,7 @@ ELEMENTWISE = edited(
     q_lora_rank=96,
     first_k_dense_replace=0,
 )
-WIDE = edited(
-    LING3_SMALL,
-    num_hidden_layers=16,
-    layer_group_size=8,
-    num_attention_heads=16,
-    num_key_value_heads=16,
-    head_dim=128,
-    q_lora_rank=128,
-    kv_lora_rank=128,
-    qk_rope_head_dim=32,
-    first_k_dense_replace=3,
-)
+WIDE = LING3_WIDE_STATE
 #: Ling-3.0-tiny's shape: 24 layers of 1,536, MLA every fourth (a query LoRA of 256, a gate per head), 16 KDA
 #: heads of 128, 128 experts of 512 and one shared, a 157,184-token vocabulary.
 TINY = edited(
