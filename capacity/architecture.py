@@ -3030,7 +3030,7 @@ _MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "bailing_hybrid", "sarv
 _MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum", "hy_v4", "glm5_next_text")
 
 
-def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bool]:
+def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int, architecture: str = "") -> list[bool]:
     """Which layers route to experts, by the rule each family's config states."""
     kinds = _list(cfg, "mlp_layer_types", layers) if model_type in _MLP_LAYER_TYPES else None
     if kinds is None and model_type in ("laguna", "hy_v4"):  # their classes': layer 0 dense, the rest sparse
@@ -3041,11 +3041,11 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int) -> list[bo
         if set(kinds) - {"dense", "sparse"}:
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
         return [kind == "sparse" for kind in kinds]
-    if model_type == "bailing_hybrid" and _architecture_class(cfg) == "BailingMoeV3ForCausalLM":
+    if architecture == "BailingMoeV3ForCausalLM":
         # bailing_moe_v3.py: routed from first_k_dense_replace on (no default) wherever num_experts is set
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0)
         return [cfg.get("num_experts") is not None and i >= first_dense for i in range(layers)]
-    if model_type == "bailing_hybrid":  # vLLM's bailing_moe_linear.py: no period; one expert routes nothing
+    if architecture == "BailingMoeV2_5ForCausalLM":  # bailing_moe_linear.py: no period; 1 expert: none
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0, default=0)
         routed = _int(cfg, ("num_experts",), minimum=0) > 1
         return [routed and i >= first_dense for i in range(layers)]
@@ -3215,8 +3215,11 @@ _DERIVED_LAYER_TYPES: dict[str, Callable[[Mapping[str, Any], int], list[str]]] =
 }
 
 
-def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: dict[str, Any]) -> _Read:
-    """Dense, MoE and MLA transformers: every layer attends; MLPs dense or routed."""
+def _read_transformer(
+    cfg: Mapping[str, Any], family: str, model_type: str, a: dict[str, Any], architecture: str = ""
+) -> _Read:
+    """Dense, MoE and MLA transformers: every layer attends; MLPs dense or routed (the hybrids whose other
+    layers are linear attention that share a model type, told apart by their ``architecture``: Ling's)."""
     layers = a["num_layers"]
     extra: dict[str, Any] = {}
     if model_type == "kimi_linear":
@@ -3230,11 +3233,11 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
     elif model_type == "dots3_note":
         mixers, window, dots3 = _dots3_layers(cfg, layers)
         extra.update(dots3)
-    elif model_type == "bailing_hybrid" and _architecture_class(cfg) == "BailingMoeV3ForCausalLM":
-        mixers, extra["state"] = _ling3_layers(cfg, layers)  # (Ling 3.0's: the file's class, not its type)
+    elif architecture == "BailingMoeV3ForCausalLM":
+        mixers, extra["state"] = _ling3_layers(cfg, layers)
         extra.update(_ling3_gate(cfg))
         window = None
-    elif model_type == "bailing_hybrid":
+    elif architecture == "BailingMoeV2_5ForCausalLM":
         mixers, extra["state"] = _ling25_layers(cfg, layers, a["hidden_size"], a["num_attention_heads"])
         window = None
     elif family == "mla":
@@ -3264,11 +3267,11 @@ def _read_transformer(cfg: Mapping[str, Any], family: str, model_type: str, a: d
             extra["attention_chunk_size"] = chunk
     ffn: list[FFN] = ["dense"] * layers
     width = [a["intermediate_size"]] * layers
-    ling3 = model_type == "bailing_hybrid" and _architecture_class(cfg) == "BailingMoeV3ForCausalLM"
+    ling3 = architecture == "BailingMoeV3ForCausalLM"
     if family in ("moe", "mla") and not (ling3 and cfg.get("num_experts") is None):  # Ling 3.0: all dense
         moe, dense = _moe_facts(cfg, model_type, a["hidden_size"])
         extra.update(moe)
-        routed = _moe_layers(cfg, model_type, layers)
+        routed = _moe_layers(cfg, model_type, layers, architecture)
         ffn = ["moe" if r else "dense" for r in routed]
         width = [0 if r else dense for r in routed]
         a["intermediate_size"] = dense
@@ -7115,7 +7118,7 @@ def architecture_from_config(
     elif family in _FAMILY_READERS:
         read = _FAMILY_READERS[family](cfg, a)
     else:
-        read = _read_transformer(cfg, family, model_type, a)
+        read = _read_transformer(cfg, family, model_type, a, architecture)
     extra = read.extra
     if mla or family == "minicpm3":
         extra.update(
