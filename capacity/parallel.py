@@ -275,7 +275,8 @@ def valid_tensor_parallel_sizes(
     arch: Architecture, max_tp: int, *, expert_parallel: bool = False
 ) -> list[int]:
     """Every TP degree from 1 to ``max_tp`` that vLLM accepts for ``arch``, ascending (pure tensor
-    parallelism unless ``expert_parallel``)."""
+    parallelism unless ``expert_parallel``): those :func:`tensor_parallel_reason` finds no rule against, so
+    the accepted list and a refusal's reason can never disagree."""
     if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
         raise CapacityError(f"maximum tensor parallel size {max_tp!r} is not valid; expected an integer >= 1")
     # A valid TP divides the attention heads, so nothing above the head count needs checking (a model
@@ -284,10 +285,7 @@ def valid_tensor_parallel_sizes(
     return [
         tp
         for tp in range(1, min(max_tp, top) + 1)
-        if _accepted(arch, tp)
-        and not _splits_routed_experts(arch, tp, expert_parallel=expert_parallel)
-        and fp8_block_error(arch, tp, expert_parallel=expert_parallel) is None
-        and group_error(arch, tp) is None
+        if tensor_parallel_reason(arch, tp, expert_parallel=expert_parallel) is None
     ]
 
 
@@ -350,19 +348,3 @@ def _empty_engram_shard(arch: Architecture, tp: int) -> bool:
     """DeepSeek-V4.1's Engram splits its hash heads ``cdiv(heads, tp)`` a rank; the last must get some."""
     heads = arch.engram_heads
     return bool(heads) and (tp - 1) * -(-heads // tp) >= heads
-
-
-def _accepted(arch: Architecture, tp: int) -> bool:
-    state = arch.state
-    return (
-        all(heads % tp == 0 for heads in arch.attention_head_counts)
-        and not _splits_kv_heads_of(arch, tp)
-        and not _short_conv_exceeds(arch, tp)
-        and arch.o_groups % tp == 0
-        and not _flash_mla_heads_exceeded(arch, tp)
-        and not _empty_engram_shard(arch, tp)
-        and not _splits_norm_groups(arch, tp)
-        and (state is None or not (state.heads % tp or state.conv_channels % tp))
-        and padded_vocab_size(arch) % tp == 0
-        and _undivided_width(arch, tp) is None
-    )
