@@ -108,6 +108,9 @@ FAMILIES: dict[str, str] = {
     "InternLM3ForCausalLM": "dense",  # vLLM's llama.py
     "TeleChat3ForCausalLM": "dense",  # vLLM's llama.py
     "IQuestCoderForCausalLM": "dense",  # vLLM's llama.py
+    # IQuest-Coder's Loop models (vLLM's iquest_loopcoder.py): a Llama without biases that runs its layers
+    # loop_num times a step, the later passes over a window (Architecture.loop_count).
+    "IQuestLoopCoderForCausalLM": "dense",
     "LLaMAForCausalLM": "dense",  # vLLM's llama.py, the class's old spelling
     # Llama-shaped classes of their own in vLLM (internlm2.py, minicpm.py, mimo.py: Qwen2's, orion.py,
     # solar.py, stablelm.py); what each builds beyond a Llama is in _MODELING.
@@ -1328,6 +1331,15 @@ class Architecture:
     """Tokens a sliding-window layer attends to (None: no layer slides)."""
     attention_chunk_size: int | None = None
     """Tokens a chunked local attention layer attends to (Llama 4)."""
+    loop_count: int = 1
+    """How many times a forward pass runs the whole layer stack (IQuest-Coder's Loop models, ``loop_num``):
+    every pass reads every layer's weights again, and each pass after the first caches its own keys and
+    values in a sliding window of :attr:`sliding_window` tokens (vLLM's ``iquest_loopcoder.py``: the layers
+    hold one ``Attention`` a pass)."""
+    loop_gate: bool = False
+    """Each layer has a gate projection (``head_dim`` -> one logit a query head, with a bias, split by head)
+    that mixes a later pass's windowed attention with the first pass's (IQuest-Coder's Loop models: built
+    whatever ``loop_num`` says)."""
     state: StateSpec | None = None
     """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
     vision_parameters: int = 0
@@ -1424,7 +1436,7 @@ class Architecture:
     def layer_census(self) -> Counter[tuple[str, int, int, int, bool]]:
         """How many layers have each (mixer, KV heads, key head width, value head width, whether the cache is
         another layer's): what the KV cache and the step time depend on, without walking every layer."""
-        return Counter(
+        census: Counter[tuple[str, int, int, int, bool]] = Counter(
             (
                 layer.mixer,
                 self.kv_heads_of(layer),
@@ -1434,6 +1446,11 @@ class Architecture:
             )
             for layer in self.layers
         )
+        for (mixer, kv_heads, head_dim, v_head_dim, shared), n in list(census.items()):
+            if mixer in ATTENTION_MIXERS and self.loop_count > 1:
+                # A later pass of a loop model: the layer's heads again, over a window of their own.
+                census["sliding", kv_heads, head_dim, v_head_dim, shared] += n * (self.loop_count - 1)
+        return census
 
     @cached_property
     def memo(self) -> dict[tuple[Any, ...], Any]:
@@ -1937,6 +1954,8 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         sharded += weigh("attention", i, h * heads)
     if a.attention_gate_projection:
         sharded += weigh("attention", i, h * q_out)
+    if a.loop_gate:  # IQuest-Coder Loop's gate_projections: head_dim -> a logit per head, biased
+        sharded += weigh("attention", i, q_out) + weigh(None, i, heads)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
         return sharded, o_bias + weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
     per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
@@ -2692,16 +2711,6 @@ _NOT_A_STANDARD_DECODER: dict[str, str] = {
     "loop_num": "layers run in loops (loop_num), each loop a KV cache of its own",
 }
 
-#: Classes whose vLLM model is not a standard decoder even when the file states only standard fields (its
-#: own fields have defaults in vLLM's code): the standard reading would be wrong without a field to say so.
-_NOT_A_STANDARD_CLASS: dict[str, str] = {
-    # vLLM's iquest_loopcoder.py: every layer runs loop_num times (2 unless stated), each loop attending
-    # with a cache of its own (the later ones in a loop_window_size window), gated between loops.
-    "IQuestLoopCoderForCausalLM": (
-        "layers run in loops (loop_num, 2 unless stated), each loop a KV cache of its own"
-    ),
-}
-
 #: Fields that give some layers an attention shape of their own (Gemma 4's global layers, MiMo-V2's
 #: sliding-window layers) or values a width other than the keys': the standard reading sizes every layer's
 #: KV cache from ``head_dim`` and ``num_key_value_heads`` alone, so a value unlike the standard one (the
@@ -2747,8 +2756,6 @@ def _not_standard(cfg: Mapping[str, Any], architecture: str) -> list[str]:
     found = {what for key, what in _NOT_A_STANDARD_DECODER.items() if cfg.get(key) is not None}
     if cfg.get("is_encoder_decoder") is True:  # Whisper, T5, BART: a decoder cross-attending an encoder
         found.add("encoder and cross-attending decoder (is_encoder_decoder)")
-    if architecture in _NOT_A_STANDARD_CLASS:
-        found.add(_NOT_A_STANDARD_CLASS[architecture])
     nested = sorted(
         key
         for key, value in cfg.items()
@@ -3245,6 +3252,10 @@ def _read_transformer(
         window = None
         if model_type == "hy_v4":
             extra.update(_hy_v4_parts(cfg))
+    elif architecture == "IQuestLoopCoderForCausalLM":
+        mixers, window = ["full"] * layers, None
+        extra.update(_loop_passes(cfg))
+        window = extra.pop("sliding_window")
     elif model_type in ("llama4", "llama4_text"):
         # vLLM's Llama 4 takes its layers' kinds from no_rope_layers and attention_chunk_size (below) and
         # ignores the layer_types transformers 5 writes (["chunked_attention", ..., "full_attention"]).
@@ -3296,6 +3307,34 @@ def _read_transformer(
         read.dense_attention = [not s for s in sparse]
         extra["sparse_backend_required"] = any(sparse)
     return read
+
+
+def _loop_passes(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """IQuest-Coder Loop's passes (vLLM's ``iquest_loopcoder.py``, which reads ``loop_num`` and
+    ``loop_window_size`` with defaults 2 and 64): the first pass attends over the whole context, each later
+    one over the last ``loop_window_size`` tokens (a sliding-window cache per layer and pass); a gate
+    projection per layer either way, no biases anywhere."""
+    if cfg.get("sliding_window") is not None:
+        # vLLM would slide the first pass over the file's window too (the engine's window, when every layer
+        # is within max_window_layers), beside the later passes' windows: two windows kvright does not read.
+        raise ConfigError(
+            "sliding_window",
+            f"is {cfg['sliding_window']!r:.20}; kvright reads a loop model whose first pass attends over the "
+            "whole context (its later passes over loop_window_size); accepted: null or unset",
+        )
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConfigError(
+            "hidden_act",
+            f"is {cfg['hidden_act']!r:.30}; vLLM's IQuest-Coder Loop class builds Llama's SiLU-gated MLP "
+            'alone ("Unsupported activation"); accepted: silu',
+        )
+    passes = _int(cfg, ("loop_num",), default=2)
+    window = _int(cfg, ("loop_window_size",), default=64)
+    return {
+        "loop_count": passes,
+        "loop_gate": True,
+        "sliding_window": window if passes > 1 else None,
+    }
 
 
 #: The layer types transformers' config classes accept (``ALLOWED_ATTN_LAYER_TYPES``, after its legacy names
@@ -7096,6 +7135,14 @@ def architecture_from_config(
     # GLM-5.3's config class drops the file's head_dim (it sets it to its RoPE width, 0; MLA reads none).
     stated = {} if model_type == "glm5_next_text" else cfg
     head_dim = _int(stated, _HEAD_DIM, default=default_head_dim)
+    if architecture == "IQuestLoopCoderForCausalLM":
+        if default_head_dim is None:
+            raise ConfigError(
+                "num_attention_heads",
+                f"is {heads}; expected a divisor of hidden_size ({hidden}): vLLM's IQuest-Coder Loop class "
+                "makes its heads hidden_size / num_attention_heads wide",
+            )
+        head_dim = default_head_dim  # iquest_loopcoder.py: whatever head_dim the file states
     dtype = _dtype(cfg)
     if model_type in ("falcon", "gpt2", "opt", "gptj", "bloom", "gpt_bigcode"):
         intermediate = _classic_mlp_width(cfg, model_type, hidden)
@@ -7157,6 +7204,8 @@ def architecture_from_config(
     class_reader = model_class_reader(config)
     warnings.extend(_model_class_warnings(config, class_reader))
     built = _MODELING.get(model_type, _Modeling())
+    if architecture == "IQuestLoopCoderForCausalLM":
+        built = _Modeling(qkv_bias=False)  # its class builds no bias whatever the file or its type says
     if model_type == "gpt_oss":
         extra.update(o_bias=True, expert_bias=True)
     if model_type in ("gpt2", "opt", "gpt_bigcode"):

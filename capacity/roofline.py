@@ -219,8 +219,10 @@ class StepModel:
         w = arch.weight_groups
         # The LM head is streamed every step; the input embedding is a row lookup and the vision tower does
         # not run in a decode step, so both are left out.
+        # A loop model (IQuest-Coder Loop) runs its layers loop_count times a step, reading them each time.
+        passes = arch.loop_count
         self.dense_weight_bytes = (
-            w.sharded / tp + w.replicated + w.kv_projection_per_rank(tp) + w.lm_head / tp
+            passes * (w.sharded / tp + w.replicated + w.kv_projection_per_rank(tp)) + w.lm_head / tp
         )
         if arch.tie_word_embeddings:
             self.dense_weight_bytes += w.embedding / tp  # tied: the table is the LM head
@@ -234,7 +236,7 @@ class StepModel:
         self.moe_layers = g.num_moe_layers
         dense_params = g.sharded / tp + g.replicated + g.kv_projection_per_rank(tp)
         lm_head_params = g.embedding if arch.tie_word_embeddings else g.lm_head
-        self.dense_flops_per_token = 2.0 * (dense_params + lm_head_params / tp)
+        self.dense_flops_per_token = 2.0 * (passes * dense_params + lm_head_params / tp)
         self.expert_flops_per_token = 2.0 * g.routed_expert * g.experts_per_token * g.num_moe_layers / tp
         per_kind: dict[str, int] = {"full": 0, "sliding": 0, "chunked": 0}
         # (A layer over another's cache, Gemma 4's KV-shared layers, reads that cache again: it counts.)
@@ -252,6 +254,7 @@ class StepModel:
                 wide = width / (2 * arch.head_dim) if layer.mixer != "mla" and arch.head_dim else 1.0
                 heads = arch.heads_of(layer) / arch.num_attention_heads
                 widths["full" if layer.mixer == "mla" else layer.mixer] += wide * heads
+                widths["sliding"] += wide * heads * (passes - 1)  # a loop model's later passes
         self.full_kv_per_token: float = per_kind["full"]
         self.sliding_kv_per_token: float = per_kind["sliding"]
         self.chunked_kv_per_token = per_kind["chunked"]
@@ -279,7 +282,7 @@ class StepModel:
         # convolutions' windows of inputs (Inkling's).
         states = state_bytes_per_sequence(arch, tp) * arch.num_state_layers
         self.state_bytes = 2 * (states + short_conv_bytes_per_sequence(arch, tp))
-        self.layers = arch.num_layers
+        self.layers = arch.num_layers * passes
         # Layers of each kind, weighted by their head width over the model's (Gemma 4's global layers attend
         # with heads twice as wide): attention FLOPs per context token are per_head x this.
         self.attention_layers = (widths["full"], widths["sliding"], widths["chunked"])
@@ -296,7 +299,8 @@ class StepModel:
         # One all-reduce of the hidden state after each row-parallel output: a layer's mixer (attention,
         # Mamba) and its MLP, two for a standard layer; one for Nemotron-H's single-purpose layers, three for
         # Falcon-H1's (attention and Mamba side by side, then the MLP).
-        self.allreduces = sum((layer.mixer != "none") + (layer.ffn != "none") for layer in arch.layers)
+        reduces = sum((layer.mixer != "none") + (layer.ffn != "none") for layer in arch.layers)
+        self.allreduces = passes * reduces
         self.comm_bytes_per_token = self.allreduces * arch.hidden_size * DTYPE_BYTES[arch.dtype]
         self.hbm = gpu.hbm_bytes_per_second
         fp8_weights = arch.weights.compute_format == "fp8" and gpu.supports_fp8

@@ -1150,3 +1150,26 @@ LING3_SMALL: dict[str, Any] = edited(
     router_dtype=None,
 )
 LING3_WIDE_STATE = edited(LING3_SMALL, **LING_WIDE_STATE_EDITS)
+
+# A small IQuest-Coder Loop model (vLLM's iquest_loopcoder.py; its config class is the checkpoint's own code):
+# three layers run twice a step, the second pass over a 64-token window, as IQuest-Coder-V1-40B-Loop's file
+# states its passes (loop_num 2, loop_window_size 64). Its head_dim is the class's own (hidden / heads).
+IQUEST_LOOP_SMALL: dict[str, Any] = {
+    "architectures": ["IQuestLoopCoderForCausalLM"],
+    "model_type": "iquestloopcoder",
+    "vocab_size": 1000,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "loop_num": 2,
+    "loop_window_size": 64,
+    "max_position_embeddings": 4096,
+    "rope_theta": 500000,
+    "rms_norm_eps": 1e-05,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}

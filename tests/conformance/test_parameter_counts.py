@@ -219,6 +219,7 @@ NOT_BUILT = {
     "Dots3NoteForCausalLM": "built in test_dots3_note.py (its CUDA imports and added_tokens.json)",
     "BailingMoeV2_5ForCausalLM": "built in test_ling25.py (its config class is the checkpoint's own code)",
     "BailingMoeV3ForCausalLM": "built in test_ling3.py (its config class is the checkpoint's own code)",
+    "IQuestLoopCoderForCausalLM": "built in test_iquest_loop.py (its config class is the checkpoint's code)",
 }
 
 

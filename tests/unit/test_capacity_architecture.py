@@ -258,16 +258,6 @@ def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rathe
     assert "NewForCausalLM" in str(err.value) and what in str(err.value)
 
 
-def test_a_class_vllm_builds_with_loops_by_default_is_refused_though_its_file_states_none():
-    """vLLM's IQuestLoopCoderForCausalLM runs every layer loop_num times (2 when the file says nothing),
-    each loop with a KV cache of its own: a file of standard fields alone is not a standard decoder."""
-    with pytest.raises(c.ConfigError) as err:
-        c.architecture_from_config(
-            BASE | {"model_type": "iquest_loopcoder", "architectures": ["IQuestLoopCoderForCausalLM"]}
-        )
-    assert "layers run in loops (loop_num, 2 unless stated)" in str(err.value)
-
-
 def test_an_unknown_architecture_that_nests_its_settings_is_refused_naming_them():
     """DBRX's shape as its config.json states it: heads, layers and width under names of its own, KV heads in
     ``attn_config`` and sixteen experts in ``ffn_config``. Read as a standard decoder (with its names
