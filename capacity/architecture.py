@@ -2668,6 +2668,15 @@ _NOT_READ_YET = {
         "Unlimited-OCR's reference sliding-window attention (generated tokens see a window past the prompt) "
         "is not modelled yet"
     ),
+    # Its file says gemma3_text, whose usual class kvright would read it as: rnj1.py caches only the
+    # chunked_attention layers in a window (sliding_attention ones whole, unless all are), and passes every
+    # attention backend a chunk_lookback that only Triton's takes.
+    "Rnj1ForCausalLM": (
+        "vLLM 0.32's rnj1.py reads Gemma 3's file with layer kinds of its own (only chunked_attention layers "
+        "keep a window) and runs only on the Triton attention backend (--attention-backend TRITON_ATTN: the "
+        "FlashAttention, FlashInfer and CPU backends refuse the chunk_lookback it passes them), which "
+        "kvright does not plan yet"
+    ),
 }
 
 
