@@ -144,6 +144,30 @@ def test_the_40b_loop_model_plans_on_two_h100s_with_the_flag_its_code_needs() ->
     assert "divide" in (c.tensor_parallel_error(arch, 16) or "")
 
 
+def test_the_second_pass_costs_the_40b_model_sequences_at_a_tpot_target() -> None:
+    """At 50 ms on H100s and 8K contexts, TP 2 either way: one pass would run as many sequences as memory
+    holds (50, at 37 ms); two passes read the weights twice a step, so the TPOT target holds the batch
+    below that (32, at 50 ms)."""
+    h100 = c.gpu_spec("h100-sxm")
+    plans = {
+        passes: c.plan(
+            _arch(LOOP_40B, loop_num=passes),
+            h100,
+            c.Workload(max_model_len=8192),
+            c.SLO(tpot_seconds=0.05),
+            c.Limits(),
+        )
+        for passes in (1, 2)
+    }
+    for result in plans.values():
+        assert result.plan is not None and result.plan.tensor_parallel_size == 2
+    one, two = (plans[n].plan for n in (1, 2))
+    assert one is not None and two is not None
+    assert two.max_num_seqs < one.max_num_seqs
+    prediction = plans[2].prediction
+    assert prediction is not None and prediction.tpot_seconds <= 0.05
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
