@@ -135,6 +135,8 @@ FAMILIES: dict[str, str] = {
     # Served by vLLM's Transformers backend: transformers' modeling code decides their weights.
     "Olmo2ForCausalLM": "dense",
     "Olmo3ForCausalLM": "dense",
+    # AI2's OLMo Hybrid (vLLM's olmo_hybrid.py): OLMo 3's attention every 4th layer, Gated DeltaNet between.
+    "OlmoHybridForCausalLM": "hybrid",
     "SeedOssForCausalLM": "dense",
     "SmolLM3ForCausalLM": "dense",
     "Starcoder2ForCausalLM": "dense",
@@ -418,6 +420,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "hunyuan_v1_dense": "dense",
     "olmo2": "dense",
     "olmo3": "dense",
+    "olmo_hybrid": "hybrid",
     "seed_oss": "dense",
     "smollm3": "dense",
     "starcoder2": "dense",
@@ -1040,6 +1043,12 @@ class StateSpec:
     fixed_dtypes: bool = False
     """The state's dtypes are the class's whatever ``--mamba-ssm-cache-dtype`` says (Lightning attention's one
     state; Ling 3.0's KDA, whose recurrent state is float32 always)."""
+    model_dtype_decay: bool = False
+    """Gated DeltaNet's ``A_log`` built in the model dtype (OLMo Hybrid's), not float32 (Qwen3-Next's)."""
+    norm_dtype: str | None = None
+    """The gated output norm's dtype where its class builds it in the checkpoint's stated dtype rather than
+    the one vLLM runs (OLMo Hybrid's ``o_norm``: float32 for a float32 file served in bfloat16); None: the
+    model's."""
 
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
@@ -2205,11 +2214,15 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         whole = width if s.conv_bias else 0
         return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small), weigh(None, i, whole)
     else:
+        # Gated DeltaNet: in_proj_qkvz (OLMo's in_proj_qkvg), in_proj_ba (its b_proj and a_proj), conv1d,
+        # dt_bias, A_log and out_proj split by TP; the gated norm over one value head whole on every rank.
         key = (s.conv_channels - inner) // 2
         shares = (h * (2 * key + 2 * inner), h * 2 * s.heads, inner * h)  # qkvz, ba, out_proj
-        small = conv * s.conv_kernel + s.heads + s.head_dim  # conv weight, dt_bias, norm
-        decay = weigh(None, i, s.heads, dtype=FLOAT32_PARAMETERS)  # A_log
-    return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay, 0.0
+        small = conv * s.conv_kernel + s.heads  # conv weight, dt_bias
+        decay_dtype = None if s.model_dtype_decay else FLOAT32_PARAMETERS
+        decay = weigh(None, i, s.heads, dtype=decay_dtype)  # A_log
+        split = weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay
+        return split, weigh(None, i, s.head_dim, dtype=s.norm_dtype)
 
 
 # ----- reading a config ----------------------------------------------------------------------------------
@@ -3318,6 +3331,11 @@ def _read_transformer(
     return read
 
 
+#: Classes whose attention heads are ``hidden_size / num_attention_heads`` wide whatever ``head_dim`` says
+#: (vLLM's iquest_loopcoder.py and olmo_hybrid.py read no head_dim).
+_HEADS_SPLIT_THE_HIDDEN_WIDTH = frozenset({"IQuestLoopCoderForCausalLM", "OlmoHybridForCausalLM"})
+
+
 def _loop_passes(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """IQuest-Coder Loop's passes (vLLM's ``iquest_loopcoder.py``, which reads ``loop_num`` and
     ``loop_window_size`` with defaults 2 and 64): the first pass attends over the whole context, each later
@@ -3613,6 +3631,8 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         return _read_mamba(cfg, model_type, a)
     if model_type in ("lfm2", "lfm2_moe"):
         return _read_lfm2(cfg, model_type, a)
+    if model_type == "olmo_hybrid":
+        return _read_olmo_hybrid(cfg, a)
     # Qwen3-Next / Qwen3.5: Gated DeltaNet layers with a full-attention layer every full_attention_interval.
     types = _layer_types(cfg, layers)
     if types is None:
@@ -3660,6 +3680,70 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         [0] * layers,
         extra,
     )
+
+
+def _read_olmo_hybrid(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """AI2's OLMo Hybrid as transformers' OlmoHybridConfig fills the file and vLLM's ``olmo_hybrid.py`` builds
+    it: Gated DeltaNet layers (``linear_attention``) and OLMo 3 attention layers (every other type, none of
+    them windowed: the class passes no window), every fourth layer attention where ``layer_types`` is unset
+    (the last, with fewer than four layers). The GDN widths the file leaves out are the config class's: as
+    many key and value heads as attention heads, keys ``int(0.75 x hidden / key heads)`` wide, values twice
+    the keys. Its ``A_log`` and ``dt_bias`` are in the model dtype; its gate is always on (vLLM asserts)."""
+    layers = a["num_layers"]
+    h = a["hidden_size"]
+    types = _layer_types(cfg, layers)
+    if types is None:
+        types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
+        if "full_attention" not in types:
+            types[-1] = "full_attention"
+    types = ["linear_attention" if t == "mamba" else t for t in types]  # transformers' legacy name
+    unknown = sorted(set(types) - _OLMO_HYBRID_LAYER_TYPES)
+    if unknown:
+        raise ConfigError(
+            "layer_types", f"has {unknown[0]!r:.40}; accepted: {', '.join(sorted(_OLMO_HYBRID_LAYER_TYPES))}"
+        )
+    mixers: list[Mixer] = ["linear" if t == "linear_attention" else "full" for t in types]
+    if "linear" not in mixers or "full" not in mixers:
+        raise ConfigError(
+            "layer_types",
+            "has no 'linear_attention' layer" if "linear" not in mixers else "has no attention layer",
+        )
+    rope = cfg.get("rope_parameters")
+    if isinstance(rope, Mapping) and "rope_type" in rope and rope["rope_type"] is None:
+        raise ConfigError(
+            "rope_parameters",
+            "names rope_type null, which vLLM 0.32's olmo_hybrid.py passes on and stops at (\"Unknown RoPE "
+            'scaling type None"); accepted: a rope_type ("default" without RoPE scaling)',
+        )
+    if cfg.get("linear_use_gate", True) is not True:
+        raise ConfigError(
+            "linear_use_gate", "is not true; vLLM 0.32's OLMo Hybrid GDN layer asserts it; accepted: true"
+        )
+    heads = a["num_attention_heads"]
+    key_heads = _int(cfg, ("linear_num_key_heads",), default=heads)
+    key_dim = _int(cfg, ("linear_key_head_dim",), default=int(0.75 * h / key_heads))
+    value_heads = _int(cfg, ("linear_num_value_heads",), default=heads)
+    value_dim = _int(cfg, ("linear_value_head_dim",), default=2 * key_dim)
+    state = StateSpec(
+        kind="gated_deltanet",
+        conv_kernel=_int(cfg, ("linear_conv_kernel_dim",), default=4),
+        conv_channels=2 * key_heads * key_dim + value_heads * value_dim,
+        heads=value_heads,
+        head_dim=value_dim,
+        state_dim=key_dim,
+        model_dtype_decay=True,
+        # o_norm in config.torch_dtype: a float32 file's stays float32 where vLLM runs the rest in bfloat16.
+        norm_dtype="float32" if str((_lookup(cfg, _DTYPE) or ("", ""))[1]).endswith("float32") else None,
+    )
+    width = _int(cfg, _INTERMEDIATE)
+    extra = {"state": state, "qk_norm": "full", "norms_per_layer": 2}
+    return _Read(mixers, ["dense"] * layers, [width] * layers, [0] * layers, extra)
+
+
+#: The layer types OlmoHybridConfig accepts (transformers' allowed attention types), after its legacy names.
+_OLMO_HYBRID_LAYER_TYPES = frozenset(
+    {"linear_attention", "full_attention", "attention", "sliding_attention", "chunked_attention"}
+)
 
 
 #: Qwen3.8-Flash-Next's QSA fields: all or none (Qwen4ExpTextConfig refuses a part).
@@ -6863,6 +6947,8 @@ _MODELING: dict[str, _Modeling] = {
     "minimax_m2": _Modeling(qk_norm="full", expert_score_bias="use_routing_bias", router_dtype="float32"),
     # Post-norms in place of the input norm (OLMo 2/3): still two per layer; the q/k norms span every head.
     **dict.fromkeys(("olmo2", "olmo3"), _Modeling(qk_norm="full", o_bias="attention_bias")),
+    # vLLM's olmo_hybrid.py: OLMo 3's whole-width q/k norms, no bias whatever attention_bias says.
+    "olmo_hybrid": _Modeling(qkv_bias=False, qk_norm="full"),
     # transformers' OLMo 1: attention_bias on all four projections, LayerNorms with no weights or biases.
     "olmo": _Modeling(o_bias="attention_bias", norms_per_layer=0, final_norm=False),
     # transformers' Mellum: attention_bias on all four projections, per-head q/k norms.
@@ -7143,15 +7229,16 @@ def architecture_from_config(
         default_head_dim = _opt_int(cfg, ("qk_rope_head_dim",))
     # GLM-5.3's config class drops the file's head_dim (it sets it to its RoPE width, 0; MLA reads none).
     stated = {} if model_type == "glm5_next_text" else cfg
-    head_dim = _int(stated, _HEAD_DIM, default=default_head_dim)
-    if architecture == "IQuestLoopCoderForCausalLM":
+    if architecture in _HEADS_SPLIT_THE_HIDDEN_WIDTH:
         if default_head_dim is None:
             raise ConfigError(
                 "num_attention_heads",
-                f"is {heads}; expected a divisor of hidden_size ({hidden}): vLLM's IQuest-Coder Loop class "
-                "makes its heads hidden_size / num_attention_heads wide",
+                f"is {heads}; expected a divisor of hidden_size ({hidden}): vLLM's {architecture} makes its "
+                "heads hidden_size / num_attention_heads wide",
             )
-        head_dim = default_head_dim  # iquest_loopcoder.py: whatever head_dim the file states
+        head_dim = default_head_dim  # whatever head_dim the file states
+    else:
+        head_dim = _int(stated, _HEAD_DIM, default=default_head_dim)
     dtype = _dtype(cfg)
     if model_type in ("falcon", "gpt2", "opt", "gptj", "bloom", "gpt_bigcode"):
         intermediate = _classic_mlp_width(cfg, model_type, hidden)

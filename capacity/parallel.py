@@ -120,6 +120,11 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
     elif arch.state is not None and arch.state.kind in _CHANNEL_STATES and arch.state.conv_channels % tp:
         channels, kind = arch.state.conv_channels, _CHANNEL_STATES[arch.state.kind]
         reason = f"does not divide the {channels} inner channels of {arch.name}'s {kind}"
+    elif (keys := _delta_net_key_width(arch)) % tp:
+        reason = (
+            f"does not divide the {keys}-wide keys of {arch.name}'s Gated DeltaNet layers (their fused input "
+            "projection splits them by TP; vLLM asserts it)"
+        )
     elif arch.state is not None and (arch.state.heads % tp or arch.state.conv_channels % tp):
         reason = (
             f"does not divide the {arch.state.heads} {arch.state.kind} state heads of {arch.name} "
@@ -149,6 +154,15 @@ def _splits_routed_experts(arch: Architecture, tp: int, *, expert_parallel: bool
     width = round(arch.moe_intermediate_size * arch.expert_padding(tp))
     routed = any(layer.ffn == "moe" for layer in arch.layers)
     return routed and not expert_parallel and tp > 1 and bool(width) and width % tp > 0
+
+
+def _delta_net_key_width(arch: Architecture) -> int:
+    """The key heads' total width of a Gated DeltaNet layer (0 without one): its conv channels are the keys
+    and queries, as wide, and the values."""
+    s = arch.state
+    if s is None or s.kind != "gated_deltanet" or not arch.mixer_counts["linear"]:
+        return 0
+    return (s.conv_channels - s.heads * s.head_dim) // 2
 
 
 def _splits_norm_groups(arch: Architecture, tp: int) -> bool:

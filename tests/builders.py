@@ -1173,3 +1173,20 @@ IQUEST_LOOP_SMALL: dict[str, Any] = {
     "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
 }
+
+# A small OLMo Hybrid (vLLM's olmo_hybrid.py over transformers' OlmoHybridConfig): four layers, Gated DeltaNet
+# but the fourth (OLMo 3's attention), the GDN widths the config class derives (as many key and value heads as
+# attention heads, keys 0.75 x hidden / heads wide, values twice that), as allenai's 7B leaves them.
+OLMO_HYBRID_SMALL: dict[str, Any] = {
+    "architectures": ["OlmoHybridForCausalLM"],
+    "model_type": "olmo_hybrid",
+    "vocab_size": 1024,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 4096,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    "torch_dtype": "bfloat16",
+}

@@ -52,6 +52,10 @@ Qwen3.8-Flash-Next's classes (``Qwen4Exp...``) are built with what the CPU build
 (``_qwen4_exp_on_cpu``): FlashAttention's availability for QSA, and its pinned-host n-gram table made on the
 meta device, neither of which any tensor's shape or dtype or any cache spec depends on.
 
+OLMo Hybrid's class (``OlmoHybridForCausalLM``) is built with what the CPU build lacks for its Gated DeltaNet
+layers stood in (``_olmo_hybrid_on_cpu``): the Triton allocator each layer registers for its kernels, on which
+no tensor and no cache spec depends.
+
 A case with ``"sparse_attention_stand_in": true`` is a sparse-attention MLA class (DeepSeek-V3.2's DSA),
 which the CPU build refuses to give a backend: it is built with the CPU build's dense MLA backend instead
 (``_sparse_attention_on_cpu``), which no tensor and no cache spec depends on; with the torchvision or timm
@@ -435,6 +439,22 @@ def _minimax_m3_on_cpu() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _olmo_hybrid_on_cpu() -> Iterator[None]:
+    """What vLLM's CPU build lacks to build OLMo Hybrid's GDN layers, for one case's build: each layer calls
+    ``set_triton_allocator`` (scratch memory for its Triton kernels), and the CPU build's triton stand-in has
+    no ``set_allocator`` ("module 'triton' has no attribute 'set_allocator'"). The layer's module gets a no-op
+    in its place while the class is built; no tensor and no cache spec depends on it. Undone after."""
+    from vllm.model_executor.layers.mamba.gdn import olmo_gdn_linear_attn
+
+    registered = olmo_gdn_linear_attn.set_triton_allocator
+    olmo_gdn_linear_attn.set_triton_allocator = lambda *_: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        olmo_gdn_linear_attn.set_triton_allocator = registered
+
+
+@contextlib.contextmanager
 def _sparse_attention_on_cpu() -> Iterator[None]:
     """What vLLM's CPU build lacks to build a sparse-attention MLA class (DeepSeek-V3.2's DSA, GLM-5's), for
     one case's build: its platform refuses to pick a backend for sparse attention ("Sparse Attention is not
@@ -774,6 +794,8 @@ def main() -> None:
                         shims.enter_context(_dots3_note_on_cpu())
                     elif str(named[0]).startswith("Qwen4Exp"):
                         shims.enter_context(_qwen4_exp_on_cpu())
+                    elif named[0] == "OlmoHybridForCausalLM":
+                        shims.enter_context(_olmo_hybrid_on_cpu())
                     elif case.get("timm"):
                         shims.enter_context(_timm_on_path())
                     elif case.get("torchvision_stand_in"):

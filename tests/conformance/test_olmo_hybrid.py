@@ -1,0 +1,117 @@
+"""AI2's OLMo Hybrid as vLLM's own class builds it and its engine core accounts its cache.
+
+vLLM 0.32 builds ``OlmoHybridForCausalLM`` (``olmo_hybrid.py``) from transformers' OlmoHybridConfig: Gated
+DeltaNet layers (``linear_attention``; ``olmo_gdn_linear_attn.py``: fused q/k/v/g, b and a projections, a
+conv over q, k and v, ``A_log`` and ``dt_bias`` in the model dtype, a gated norm over one value head whole on
+every rank) and OLMo 3 attention layers for every other type (no window, no bias, whole-width q/k norms, post
+norms), every fourth layer attention where the file states no ``layer_types``. Its heads are ``hidden_size /
+num_attention_heads`` wide. The CPU build cannot build the GDN layer as it ships (it registers a Triton
+allocator the CPU build's triton lacks): the probe stands in for that call alone (``_olmo_hybrid_on_cpu``).
+vllm_weights_probe.py builds the class on the meta device and runs the engine core's accounting; capacity must
+give the same parameters, bytes and blocks (the recurrent state in float32 where the CPU platform resets it,
+``harness.cpu_mamba_ssm_cache_dtype``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+import capacity
+from tests.builders import OLMO_HYBRID_SMALL, cpu_engine_layout, edited
+
+from . import harness
+
+pytestmark = pytest.mark.conformance
+
+#: Configs vLLM's class builds, weighed to the byte.
+BUILT: dict[str, dict[str, Any]] = {
+    "every-fourth-attention-derived-widths": OLMO_HYBRID_SMALL,
+    "tied": edited(OLMO_HYBRID_SMALL, tie_word_embeddings=True),
+    "eight-layers-wider-mlp": edited(OLMO_HYBRID_SMALL, num_hidden_layers=8, intermediate_size=768),
+    "alternating-mha": edited(
+        OLMO_HYBRID_SMALL,
+        num_hidden_layers=6,
+        num_key_value_heads=4,
+        layer_types=["full_attention", "linear_attention"] * 3,
+    ),
+    "gdn-fewer-key-heads": edited(
+        OLMO_HYBRID_SMALL,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+    ),
+    "one-kv-head-five-layers": edited(OLMO_HYBRID_SMALL, num_hidden_layers=5, num_key_value_heads=1),
+    "conv-3-legacy-names": edited(
+        OLMO_HYBRID_SMALL, linear_conv_kernel_dim=3, layer_types=["mamba", "attention"] * 2
+    ),
+    "sliding-type-is-whole-bias-ignored": edited(
+        OLMO_HYBRID_SMALL,
+        layer_types=["linear_attention", "sliding_attention", "linear_attention", "full_attention"],
+        sliding_window=64,
+        attention_bias=True,
+    ),
+    "no-rope-eight-value-heads": edited(
+        OLMO_HYBRID_SMALL,
+        hidden_size=512,
+        intermediate_size=1024,
+        num_attention_heads=8,
+        linear_num_key_heads=2,
+        linear_num_value_heads=8,
+        linear_key_head_dim=96,
+        linear_value_head_dim=48,
+        rope_parameters={"rope_type": "default", "rope_theta": None},
+    ),
+}
+
+#: The engine core's accounting of them (bytes, max_model_len, max_num_batched_tokens).
+ACCOUNTED = harness.accounted_cases(
+    BUILT,
+    [
+        "every-fourth-attention-derived-widths",
+        "alternating-mha",
+        "one-kv-head-five-layers",
+        "conv-3-legacy-names",
+        "sliding-type-is-whole-bias-ignored",
+        "no-rope-eight-value-heads",
+    ],
+    memory=2**26,
+    length=2048,
+)
+
+#: Files vLLM refuses (its config class or its class), by the field capacity names.
+REFUSED: dict[str, dict[str, Any]] = {
+    "linear_use_gate": edited(OLMO_HYBRID_SMALL, linear_use_gate=False),
+    "layer_types": edited(OLMO_HYBRID_SMALL, layer_types=["full_attention"] * 4),  # no GDN layer
+    "rope_parameters": edited(OLMO_HYBRID_SMALL, rope_parameters={"rope_type": None}),
+}
+
+
+class TestOlmoHybrid(harness.ModelSuite):
+    """Nine builds (derived and stated GDN widths, layer kinds by every name the config class takes, biases
+    and windows the class does not build, tied heads), six caches (the state sizing the block over the
+    attention page) and three refusals."""
+
+    BUILT = BUILT
+    ACCOUNTED = ACCOUNTED
+    REFUSED = REFUSED
+
+    def check_accounted(self, answers: Mapping[str, Mapping[str, Any]], case: str) -> None:
+        """As many blocks as the engine core makes of the memory, its block holding a recurrent state in the
+        dtype the CPU platform gives it."""
+        config, memory, length, mnbt = self.ACCOUNTED[case]
+        answer = answers[f"kv:{case}"]
+        assert answer["error"] is None, answer
+        layout = cpu_engine_layout(
+            capacity.architecture_from_config(config),
+            max_model_len=length,
+            max_num_batched_tokens=mnbt,
+            mamba_ssm_cache_dtype=harness.cpu_mamba_ssm_cache_dtype(),
+        )
+        assert answer["kv_cache"]["block_size"] == layout.block_size
+        harness.assert_blocks_as_accounted(
+            answer["kv_cache"], layout.num_blocks(memory), layout.blocks_per_sequence(length)
+        )
