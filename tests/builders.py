@@ -327,6 +327,28 @@ def cpu_engine_layout(
     )
 
 
+def cpu_engine_accounting(
+    config: dict[str, Any],
+    memory: int,
+    max_model_len: int,
+    *,
+    tensor_parallel_size: int = 1,
+    kv_cache_dtype: str = "auto",
+) -> tuple[int, int, float]:
+    """(block size, blocks of ``memory``, concurrency at ``max_model_len``) of ``config`` on vLLM 0.32's CPU
+    engine core (:func:`cpu_engine_layout`, as many tokens batched as the context): the numbers its cache
+    setup logs, as a surveyed table states them."""
+    layout = cpu_engine_layout(
+        capacity.architecture_from_config(config),
+        max_model_len=max_model_len,
+        max_num_batched_tokens=max_model_len,
+        tensor_parallel_size=tensor_parallel_size,
+        kv_cache_dtype=kv_cache_dtype,
+    )
+    blocks = layout.num_blocks(memory)
+    return layout.block_size, blocks, blocks / layout.blocks_per_sequence(max_model_len)
+
+
 # A small MiniMax-M3 text model (vLLM's minimax_m3_mtp type: MiniMaxM3TextConfig with one layer unless stated;
 # the text config's own type is registered nowhere): four layers, the first dense and attended whole, the
 # other three routed and sparse.
@@ -1190,3 +1212,23 @@ OLMO_HYBRID_SMALL: dict[str, Any] = {
     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
     "torch_dtype": "bfloat16",
 }
+#: OLMo Hybrid's GDN widths stated: fewer key heads than value heads, keys and values as wide.
+OLMO_HYBRID_GDN_GQA = edited(
+    OLMO_HYBRID_SMALL,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=64,
+    linear_value_head_dim=64,
+)
+#: OLMo Hybrid 512 wide: eight attention heads over two KV heads; eight GDN value heads of 48 over two key
+#: heads of 96.
+OLMO_HYBRID_WIDE = edited(
+    OLMO_HYBRID_SMALL,
+    hidden_size=512,
+    intermediate_size=1024,
+    num_attention_heads=8,
+    linear_num_key_heads=2,
+    linear_num_value_heads=8,
+    linear_key_head_dim=96,
+    linear_value_head_dim=48,
+)

@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 import capacity
-from tests.builders import OLMO_HYBRID_SMALL, cpu_engine_layout, edited
+from tests.builders import (
+    OLMO_HYBRID_GDN_GQA,
+    OLMO_HYBRID_SMALL,
+    OLMO_HYBRID_WIDE,
+    cpu_engine_layout,
+    edited,
+)
 
 from . import harness
 
@@ -37,13 +43,7 @@ BUILT: dict[str, dict[str, Any]] = {
         num_key_value_heads=4,
         layer_types=["full_attention", "linear_attention"] * 3,
     ),
-    "gdn-fewer-key-heads": edited(
-        OLMO_HYBRID_SMALL,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_key_head_dim=64,
-        linear_value_head_dim=64,
-    ),
+    "gdn-fewer-key-heads": OLMO_HYBRID_GDN_GQA,
     "one-kv-head-five-layers": edited(OLMO_HYBRID_SMALL, num_hidden_layers=5, num_key_value_heads=1),
     "conv-3-legacy-names": edited(
         OLMO_HYBRID_SMALL, linear_conv_kernel_dim=3, layer_types=["mamba", "attention"] * 2
@@ -55,15 +55,7 @@ BUILT: dict[str, dict[str, Any]] = {
         attention_bias=True,
     ),
     "no-rope-eight-value-heads": edited(
-        OLMO_HYBRID_SMALL,
-        hidden_size=512,
-        intermediate_size=1024,
-        num_attention_heads=8,
-        linear_num_key_heads=2,
-        linear_num_value_heads=8,
-        linear_key_head_dim=96,
-        linear_value_head_dim=48,
-        rope_parameters={"rope_type": "default", "rope_theta": None},
+        OLMO_HYBRID_WIDE, rope_parameters={"rope_type": "default", "rope_theta": None}
     ),
 }
 

@@ -16,7 +16,7 @@ import pytest
 
 import capacity as c
 from capacity.errors import ConfigError
-from tests.builders import IQUEST_LOOP_SMALL, cpu_engine_layout, edited
+from tests.builders import IQUEST_LOOP_SMALL, cpu_engine_accounting, edited
 
 ONE_KV_HEAD = edited(
     IQUEST_LOOP_SMALL, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=1,
@@ -104,17 +104,10 @@ def test_the_passes_share_the_pool_as_the_engine_core_groups_them(
     """A full group and a sliding-window group a later pass, each of the layers' count: a block costs every
     layer's page once per group, 64 MiB of it holding these many blocks (vLLM's CPU engine core, 2,048-token
     context), and a sequence takes its context's blocks in the first and its window's in each later one."""
-    layout = cpu_engine_layout(
-        c.architecture_from_config(config),
-        max_model_len=2048,
-        max_num_batched_tokens=2048,
-        tensor_parallel_size=tp,
-        kv_cache_dtype=kv_cache_dtype,
+    accounted = cpu_engine_accounting(
+        config, 2**26, 2048, tensor_parallel_size=tp, kv_cache_dtype=kv_cache_dtype
     )
-    assert layout.num_blocks(2**26) == blocks
-    assert layout.num_blocks(2**26) / layout.blocks_per_sequence(2048) == pytest.approx(
-        concurrency, abs=0.001
-    )
+    assert accounted == (128, blocks, pytest.approx(concurrency, abs=0.001))
 
 
 def test_every_pass_reads_the_layers_again_and_its_window_of_cache() -> None:

@@ -18,16 +18,15 @@ import pytest
 import capacity as c
 from capacity.errors import ConfigError
 from capacity.memory import state_bytes_per_sequence
-from tests.builders import OLMO_HYBRID_SMALL, cpu_engine_layout, edited
+from tests.builders import (
+    OLMO_HYBRID_GDN_GQA,
+    OLMO_HYBRID_SMALL,
+    OLMO_HYBRID_WIDE,
+    cpu_engine_accounting,
+    cpu_engine_layout,
+    edited,
+)
 
-GDN_GQA = edited(
-    OLMO_HYBRID_SMALL, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=64,
-    linear_value_head_dim=64,
-)  # fmt: skip
-WIDE = edited(
-    OLMO_HYBRID_SMALL, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=2,
-    linear_num_key_heads=2, linear_num_value_heads=8, linear_key_head_dim=96, linear_value_head_dim=48,
-)  # fmt: skip
 ALTERNATING = edited(
     OLMO_HYBRID_SMALL, num_hidden_layers=6, num_key_value_heads=4,
     layer_types=["full_attention", "linear_attention"] * 3,
@@ -72,8 +71,8 @@ def test_the_config_class_fills_the_layer_kinds_and_widths_the_file_leaves_out()
     ("config", "measured"),
     [
         (OLMO_HYBRID_SMALL, {1: 6983536, 2: 3494744, 4: 1783116}),
-        (GDN_GQA, {1: 6190768, 2: 3098264, 4: 1584780}),
-        (WIDE, {1: 20787840, 2: 10399312, 4: 5270584}),
+        (OLMO_HYBRID_GDN_GQA, {1: 6190768, 2: 3098264, 4: 1584780}),
+        (OLMO_HYBRID_WIDE, {1: 20787840, 2: 10399312, 4: 5270584}),
         (ALTERNATING, {1: 9740400, 2: 4875352, 4: 2442828}),
         (edited(OLMO_HYBRID_SMALL, num_hidden_layers=5, num_key_value_heads=1), {2: 4287392, 4: 2179984}),
         (edited(OLMO_HYBRID_SMALL, torch_dtype="float32"), {1: 6984112, 2: 3495320, 4: 1783692}),
@@ -91,39 +90,34 @@ def test_each_rank_holds_the_bytes_vllms_class_builds_on_it(
 
 
 @pytest.mark.parametrize(
-    ("config", "tp", "kv_cache_dtype", "block", "blocks", "concurrency"),
+    ("config", "measured"),
     [
-        (OLMO_HYBRID_SMALL, 1, "auto", 128, 1024, 53.8947),
-        (OLMO_HYBRID_SMALL, 2, "auto", 128, 2048, 107.7895),
-        (OLMO_HYBRID_SMALL, 2, "fp8", 256, 2048, 186.1818),
-        (WIDE, 1, "auto", 256, 512, 46.5455),
-        (WIDE, 2, "fp8", 384, 1365, 151.6667),
-        (ALTERNATING, 2, "auto", 128, 341, 20.0588),
+        (
+            OLMO_HYBRID_SMALL,
+            {
+                (1, "auto"): (128, 1024, 53.8947),
+                (2, "auto"): (128, 2048, 107.7895),
+                (2, "fp8"): (256, 2048, 186.1818),
+            },
+        ),
+        (OLMO_HYBRID_WIDE, {(1, "auto"): (256, 512, 46.5455), (2, "fp8"): (384, 1365, 151.6667)}),
+        (ALTERNATING, {(2, "auto"): (128, 341, 20.0588)}),
         (
             edited(OLMO_HYBRID_SMALL, num_hidden_layers=5, num_key_value_heads=1),
-            1,
-            "auto",
-            256,
-            1024,
-            85.3333,
+            {(1, "auto"): (256, 1024, 85.3333)},
         ),
     ],
+    ids=["small", "wide", "alternating", "one-kv-head"],
 )
 def test_the_block_holds_a_state_in_the_models_dtype_over_the_attention_page(
-    config: dict[str, Any], tp: int, kv_cache_dtype: str, block: int, blocks: int, concurrency: float
+    config: dict[str, Any], measured: dict[tuple[int, str], tuple[int, int, float]]
 ) -> None:
     """The engine core's accounting on vLLM's CPU platform with the recurrent state a GPU keeps (the model's
-    dtype): 64 MiB, a 2,048-token context; fp8 halves the attention page alone, so the block holding a state
-    doubles."""
-    layout = cpu_engine_layout(
-        c.architecture_from_config(config),
-        max_model_len=2048,
-        max_num_batched_tokens=2048,
-        tensor_parallel_size=tp,
-        kv_cache_dtype=kv_cache_dtype,
-    )
-    assert (layout.block_size, layout.num_blocks(2**26)) == (block, blocks)
-    assert layout.num_blocks(2**26) / layout.blocks_per_sequence(2048) == pytest.approx(concurrency, abs=1e-4)
+    dtype), by TP and KV dtype: block size, blocks of 64 MiB and concurrency at a 2,048-token context; fp8
+    halves the attention page alone, so the block holding a state doubles."""
+    for (tp, dtype), (block, blocks, concurrency) in measured.items():
+        accounted = cpu_engine_accounting(config, 2**26, 2048, tensor_parallel_size=tp, kv_cache_dtype=dtype)
+        assert accounted == (block, blocks, pytest.approx(concurrency, abs=1e-4)), (tp, dtype)
 
 
 def test_the_7b_caches_a_1_2_mb_state_a_gdn_layer_and_plans_on_one_h100() -> None:
