@@ -114,8 +114,10 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     # one (InternLM2, MiMo, Orion, Solar, StableLM, CWM, HyperCLOVAX, TeleChat, OLMo 1, VaultGemma, ... are
     # read by their own rules now, held to their classes in test_parameter_counts.py); openPangu Embedded
     # (plain) is still read as a standard decoder, and matches. The plain IQuestLoopCoder was read, 2x short
-    # of its KV, until its class was refused by name; Arcee, Jais2 and Phi a fifth too large, until they were
-    # families. The refused were 10 until LongCat-Flash and Mellum became families, 8 until Inkling's two
-    # classes did, 6 until HY V4's did, 5 until Qwen3.8-Flash-Next's did.
+    # of its KV, until its class was refused by name (and then read as a family); Arcee, Jais2 and Phi a fifth
+    # too large, until they were families. The refused were 10 until LongCat-Flash and Mellum became
+    # families, 8 until Inkling's two classes did, 6 until HY V4's did, 5 until Qwen3.8-Flash-Next's did; 3
+    # (HRM-Text, Step-3's text model and Rnj-1's class, refused by name: its file's gemma3_text is not what
+    # it builds) once IQuest-Coder Loop and OLMo Hybrid became families.
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 4, (read, refused)
+    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 3, (read, refused)
