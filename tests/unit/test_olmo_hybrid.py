@@ -136,6 +136,40 @@ def test_the_7b_caches_a_1_2_mb_state_a_gdn_layer_and_plans_on_one_h100() -> Non
     assert result.plan is not None and result.plan.tensor_parallel_size == 1
 
 
+#: The conformance suite's small Qwen3-Next (test_parameter_counts.py's qwen3_next case): three GDN layers of
+#: four 32-wide value heads over two key heads, one attention layer, eight experts.
+QWEN3_NEXT_SMALL = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 1024,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+    "full_attention_interval": 4,
+    "linear_num_value_heads": 4,
+    "linear_num_key_heads": 2,
+    "linear_key_head_dim": 32,
+    "linear_value_head_dim": 32,
+    "linear_conv_kernel_dim": 4,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128,
+    "shared_expert_intermediate_size": 128,
+    "decoder_sparse_step": 1,
+}
+
+
+def test_every_gdn_models_gated_norm_is_whole_on_every_rank() -> None:
+    """Qwen3-Next's too: 4,751,332 bytes on each rank at TP 2 (measured on both ranks of vLLM's class), its
+    gated norms (one 32-wide value head) whole on each."""
+    assert c.weight_bytes_per_gpu(c.architecture_from_config(QWEN3_NEXT_SMALL), 2) == 4751332
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
