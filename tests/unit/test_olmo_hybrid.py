@@ -136,20 +136,13 @@ def test_the_7b_caches_a_1_2_mb_state_a_gdn_layer_and_plans_on_one_h100() -> Non
     assert result.plan is not None and result.plan.tensor_parallel_size == 1
 
 
-#: The conformance suite's small Qwen3-Next (test_parameter_counts.py's qwen3_next case): three GDN layers of
-#: four 32-wide value heads over two key heads, one attention layer, eight experts.
-QWEN3_NEXT_SMALL = {
+#: The conformance suite's small Qwen3-Next (test_parameter_counts.py's qwen3_next case), the small OLMo
+#: Hybrid's widths: three GDN layers of four 32-wide value heads over two key heads, one attention layer,
+#: eight experts.
+QWEN3_NEXT_SMALL = {k: v for k, v in OLMO_HYBRID_SMALL.items() if k != "rope_parameters"} | {
     "architectures": ["Qwen3NextForCausalLM"],
     "model_type": "qwen3_next",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
     "head_dim": 64,
-    "vocab_size": 1024,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
     "full_attention_interval": 4,
     "linear_num_value_heads": 4,
     "linear_num_key_heads": 2,
