@@ -97,6 +97,9 @@ FAMILIES: dict[str, str] = {
     "ApertusForCausalLM": "dense",
     "Gemma2ForCausalLM": "dense",
     "Gemma3ForCausalLM": "dense",
+    # Essential AI's Rnj-1 (vLLM's rnj1.py over Gemma3TextConfig): Gemma 3's modules, layer kinds of its own,
+    # and the Triton attention backend alone (Architecture.attention_backend).
+    "Rnj1ForCausalLM": "dense",
     "Gemma3ForConditionalGeneration": "dense",
     "Mistral3ForConditionalGeneration": "dense",
     "LlavaForConditionalGeneration": "dense",
@@ -1340,6 +1343,10 @@ class Architecture:
     """Tokens a sliding-window layer attends to (None: no layer slides)."""
     attention_chunk_size: int | None = None
     """Tokens a chunked local attention layer attends to (Llama 4)."""
+    attention_backend: str | None = None
+    """The attention backend vLLM must be told to run (``--attention-backend``) where its default would stop
+    at start: Rnj-1's class passes every attention backend a ``chunk_lookback`` that only ``TRITON_ATTN``
+    takes. None: vLLM's own choice."""
     loop_count: int = 1
     """How many times a forward pass runs the whole layer stack (IQuest-Coder's Loop models, ``loop_num``):
     every pass reads every layer's weights again, and each pass after the first caches its own keys and
@@ -2681,15 +2688,6 @@ _NOT_READ_YET = {
         "Unlimited-OCR's reference sliding-window attention (generated tokens see a window past the prompt) "
         "is not modelled yet"
     ),
-    # Its file says gemma3_text, whose usual class kvright would read it as: rnj1.py caches only the
-    # chunked_attention layers in a window (sliding_attention ones whole, unless all are), and passes every
-    # attention backend a chunk_lookback that only Triton's takes.
-    "Rnj1ForCausalLM": (
-        "vLLM 0.32's rnj1.py reads Gemma 3's file with layer kinds of its own (only chunked_attention layers "
-        "keep a window) and runs only on the Triton attention backend (--attention-backend TRITON_ATTN: the "
-        "FlashAttention, FlashInfer and CPU backends refuse the chunk_lookback it passes them), which "
-        "kvright does not plan yet"
-    ),
 }
 
 
@@ -3274,6 +3272,9 @@ def _read_transformer(
         window = None
         if model_type == "hy_v4":
             extra.update(_hy_v4_parts(cfg))
+    elif architecture == "Rnj1ForCausalLM":
+        mixers, window = _rnj1_layers(cfg, a)
+        extra["attention_backend"] = "TRITON_ATTN"
     elif architecture == "IQuestLoopCoderForCausalLM":
         mixers, window = ["full"] * layers, None
         extra.update(_loop_passes(cfg))
@@ -3329,6 +3330,47 @@ def _read_transformer(
         read.dense_attention = [not s for s in sparse]
         extra["sparse_backend_required"] = any(sparse)
     return read
+
+
+def _rnj1_layers(cfg: Mapping[str, Any], a: Mapping[str, Any]) -> tuple[list[Mixer], int | None]:
+    """Rnj-1's layer kinds as vLLM's ``rnj1.py`` reads Gemma3TextConfig's ``layer_types`` (the config class's
+    every-sixth-global pattern where the file states none): a ``chunked_attention`` layer caches a window of
+    ``sliding_window`` tokens (its chunk and the one before it), any other layer its whole context, except
+    where every layer says ``sliding_attention``: then vLLM's engine sets its window on every layer."""
+    if cfg.get("model_type") != "gemma3_text":
+        raise ConfigError(
+            "model_type",
+            f"is {cfg.get('model_type')!r:.40}; vLLM's rnj1.py reads Gemma 3's config class; accepted: "
+            "gemma3_text",
+        )
+    activation = cfg.get("hidden_activation", "gelu_pytorch_tanh")
+    if activation != "gelu_pytorch_tanh":
+        raise ConfigError(
+            "hidden_activation",
+            f"is {activation!r:.30}; vLLM's rnj1.py builds the tanh GELU alone; accepted: gelu_pytorch_tanh",
+        )
+    if a["hidden_size"] % a["num_attention_heads"]:
+        raise ConfigError(
+            "num_attention_heads",
+            f"is {a['num_attention_heads']}; Gemma3TextConfig refuses a hidden_size ({a['hidden_size']}) it "
+            "does not divide, whatever head_dim says",
+        )
+    layers = a["num_layers"]
+    pattern = _int(cfg, ("sliding_window_pattern",), default=6)
+    types = _layer_types(cfg, layers) or _every_nth_global(layers, pattern)
+    window = _int(cfg, ("sliding_window",))
+    if all(t == "sliding_attention" for t in types):
+        return ["sliding"] * layers, window
+    rope = cfg.get("rope_parameters")
+    if "chunked_attention" in types and not (isinstance(rope, Mapping) and "chunked_attention" in rope):
+        raise ConfigError(
+            "rope_parameters",
+            "has no chunked_attention entry for the chunked layers (Gemma3TextConfig fills full_attention "
+            "and sliding_attention alone; vLLM's rnj1.py then hands its RoPE the whole per-type dict and "
+            "stops); accepted: an entry per layer type",
+        )
+    mixers: list[Mixer] = ["sliding" if t == "chunked_attention" else "full" for t in types]
+    return mixers, window if "sliding" in mixers else None
 
 
 #: Classes whose attention heads are ``hidden_size / num_attention_heads`` wide whatever ``head_dim`` says

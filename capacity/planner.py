@@ -207,6 +207,9 @@ class Plan:
     allow_deprecated_quantization: bool = False
     """--allow-deprecated-quantization: the checkpoint's method is one vLLM 0.32 loads only with it
     (:attr:`capacity.quantization.WeightFormat.deprecated`: ``fbgemm_fp8``)."""
+    attention_backend: str | None = None
+    """--attention-backend, where the model's class runs on one backend alone
+    (:attr:`capacity.architecture.Architecture.attention_backend`: Rnj-1's ``TRITON_ATTN``)."""
 
     @property
     def layout(self) -> Layout:
@@ -264,6 +267,7 @@ class Plan:
             *(["--allow-deprecated-quantization"] if self.allow_deprecated_quantization else []),
             *(self.lora.vllm_args() if self.lora is not None else []),
             *(["--mm-encoder-tp-mode", "data"] if self.mm_encoder_tp_mode == "data" else []),
+            *(["--attention-backend", self.attention_backend] if self.attention_backend else []),
         ]
 
     def vllm_args_by_role(self, leader_address: str = LEADER_ADDRESS_VARIABLE) -> dict[str, list[str]]:
@@ -1053,6 +1057,7 @@ def _chosen(req: _Request, row: _Row, candidates: tuple[Candidate, ...]) -> Plan
         mm_encoder_tp_mode=encoder_tp_mode(req.arch, best.tensor_parallel_size),
         allow_deprecated_quantization=req.arch.weights.deprecated,
         quantization=req.arch.weights.flag,
+        attention_backend=req.arch.attention_backend,
     )
     shape = req.shape
     prediction = Prediction(

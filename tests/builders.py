@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +326,28 @@ def cpu_engine_layout(
         enable_prefix_caching=False,
         mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
     )
+
+
+#: A small standard decoder's fields: four layers of 256, four query heads of 64 over two KV heads, a
+#: 1,024-token vocabulary (whole 64-row shards), a 512-wide MLP; what a family's small config adds to.
+SMALL_DECODER: dict[str, Any] = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 1024,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+def weight_bytes_by_tp(config: dict[str, Any], tps: Iterable[int]) -> dict[int, int]:
+    """The weight bytes capacity puts on one GPU of ``config`` at each TP degree of ``tps`` (as a surveyed
+    table of vLLM's per-rank bytes states them)."""
+    arch = capacity.architecture_from_config(config)
+    return {tp: capacity.weight_bytes_per_gpu(arch, tp) for tp in tps}
 
 
 def cpu_engine_accounting(
@@ -1232,3 +1255,19 @@ OLMO_HYBRID_WIDE = edited(
     linear_key_head_dim=96,
     linear_value_head_dim=48,
 )
+
+# A small Rnj-1 (vLLM's rnj1.py over Gemma3TextConfig; no config.json naming the class is public here): four
+# layers, the first and third chunked (a window of sliding_window tokens), a sliding_attention layer vLLM's
+# class caches whole, and the chunked layers' RoPE entry the class needs; the LM head tied, as Gemma 3's is.
+RNJ1_SMALL: dict[str, Any] = SMALL_DECODER | {
+    "architectures": ["Rnj1ForCausalLM"],
+    "model_type": "gemma3_text",
+    "vocab_size": 1000,
+    "sliding_window": 128,
+    "layer_types": ["chunked_attention", "sliding_attention", "chunked_attention", "full_attention"],
+    "rope_parameters": {
+        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "chunked_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    },
+}

@@ -27,22 +27,13 @@ import pytest
 
 import capacity
 from capacity.architecture import FAMILIES
+from tests.builders import SMALL_DECODER
 
 from .harness import HERE, VllmEnv, weights_probe
 
 pytestmark = pytest.mark.conformance
 
-FIELDS = {
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
-    "vocab_size": 1024,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-}
+FIELDS = SMALL_DECODER
 
 #: What a standard decoder's file states beside ``FIELDS`` (transformers 5's names), for a class with no
 #: config class here: nothing of any one family's own.
@@ -116,8 +107,8 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     # (plain) is still read as a standard decoder, and matches. The plain IQuestLoopCoder was read, 2x short
     # of its KV, until its class was refused by name (and then read as a family); Arcee, Jais2 and Phi a fifth
     # too large, until they were families. The refused were 10 until LongCat-Flash and Mellum became
-    # families, 8 until Inkling's two classes did, 6 until HY V4's did, 5 until Qwen3.8-Flash-Next's did; 3
-    # (HRM-Text, Step-3's text model and Rnj-1's class, refused by name: its file's gemma3_text is not what
-    # it builds) once IQuest-Coder Loop and OLMo Hybrid became families.
+    # families, 8 until Inkling's two classes did, 6 until HY V4's did, 5 until Qwen3.8-Flash-Next's did; 2
+    # (HRM-Text, Step-3's text model) once IQuest-Coder Loop, OLMo Hybrid and Rnj-1 became families (Rnj-1's
+    # class was refused by name between, its file's gemma3_text not what it builds).
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 3, (read, refused)
+    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 2, (read, refused)

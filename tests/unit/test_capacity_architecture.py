@@ -258,15 +258,6 @@ def test_an_unknown_architecture_that_is_not_a_standard_decoder_is_refused_rathe
     assert "NewForCausalLM" in str(err.value) and what in str(err.value)
 
 
-def test_a_class_vllm_builds_unlike_its_model_types_usual_class_is_refused_by_name():
-    """Rnj-1's class (vLLM's rnj1.py) reads a gemma3_text file: read as Gemma 3 it would slide layers vLLM
-    caches whole and plan flags its default attention backends refuse."""
-    with pytest.raises(c.ConfigError) as err:
-        c.architecture_from_config(BASE | {"model_type": "gemma3_text", "architectures": ["Rnj1ForCausalLM"]})
-    assert err.value.field == "architectures"
-    assert "TRITON_ATTN" in str(err.value) and "chunked_attention" in str(err.value)
-
-
 def test_an_unknown_architecture_that_nests_its_settings_is_refused_naming_them():
     """DBRX's shape as its config.json states it: heads, layers and width under names of its own, KV heads in
     ``attn_config`` and sixteen experts in ``ffn_config``. Read as a standard decoder (with its names

@@ -89,8 +89,10 @@ def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(ca
     llama = cap.catalog_entry("llama-3.1-8b")["config"]
     multimodal = engine_vocabulary().multimodal_architectures
     for name in (a["architecture"] for a in listed if a["family"] == "dense"):
-        # a thinker wrapper's file nests the model it builds (Qwen2.5-Omni's)
+        # a thinker wrapper's file nests the model it builds (Qwen2.5-Omni's); Rnj-1's class reads Gemma 3's
         config = {"thinker_config": llama} if name in THINKER_WRAPPERS else llama
+        if name == "Rnj1ForCausalLM":
+            config = llama | {"model_type": "gemma3_text"}
         if name in multimodal and name not in THINKER_WRAPPERS:
             # a multimodal wrapper over a Llama's file alone: known, and refused for the tower it lacks
             with pytest.raises(cap.ConfigError, match="a multimodal wrapper, but the file's 'llama' config"):
@@ -359,6 +361,7 @@ def test_plan_json_keys(capsys):
         "quantization",
         "mm_encoder_tp_mode",
         "allow_deprecated_quantization",
+        "attention_backend",
         "gpu",
         "gpu_product",
         "usd_per_hour",
@@ -368,6 +371,7 @@ def test_plan_json_keys(capsys):
     assert "alternatives" not in data  # one product: nothing to choose between
     assert data["plan"]["quantization"] is None and "--quantization" not in data["vllm_args"]
     assert data["plan"]["allow_deprecated_quantization"] is False
+    assert data["plan"]["attention_backend"] is None and "--attention-backend" not in data["vllm_args"]
     assert "--allow-deprecated-quantization" not in data["vllm_args"]
     assert {"total", "budget", "weights", "kv_cache", "activation", "other"} <= data[
         "memory_per_gpu_bytes"

@@ -16,7 +16,7 @@ import pytest
 
 import capacity as c
 from capacity.errors import ConfigError
-from tests.builders import IQUEST_LOOP_SMALL, cpu_engine_accounting, edited
+from tests.builders import IQUEST_LOOP_SMALL, cpu_engine_accounting, edited, weight_bytes_by_tp
 
 ONE_KV_HEAD = edited(
     IQUEST_LOOP_SMALL, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=1,
@@ -80,8 +80,7 @@ def test_biases_the_file_asks_for_are_not_built() -> None:
 def test_each_rank_holds_the_bytes_vllms_class_builds_on_it(
     config: dict[str, Any], measured: dict[int, int]
 ) -> None:
-    arch = c.architecture_from_config(config)
-    assert {tp: c.weight_bytes_per_gpu(arch, tp) for tp in measured} == measured
+    assert weight_bytes_by_tp(config, measured) == measured
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from tests.builders import (
     cpu_engine_accounting,
     cpu_engine_layout,
     edited,
+    weight_bytes_by_tp,
 )
 
 ALTERNATING = edited(
@@ -85,8 +86,7 @@ def test_each_rank_holds_the_bytes_vllms_class_builds_on_it(
 ) -> None:
     """The GDN layers' gated norm (one value head) and the attention layers' q/k norms whole on every rank;
     a float32 file runs in bfloat16 but for that norm, which its class builds in the file's dtype."""
-    arch = c.architecture_from_config(config)
-    assert {tp: c.weight_bytes_per_gpu(arch, tp) for tp in measured} == measured
+    assert weight_bytes_by_tp(config, measured) == measured
 
 
 @pytest.mark.parametrize(
