@@ -3276,7 +3276,7 @@ def _read_transformer(
         mixers, window = _rnj1_layers(cfg, a)
         extra["attention_backend"] = "TRITON_ATTN"
     elif architecture == "IQuestLoopCoderForCausalLM":
-        mixers, window = ["full"] * layers, None
+        mixers = ["full"] * layers
         extra.update(_loop_passes(cfg))
         window = extra.pop("sliding_window")
     elif model_type in ("llama4", "llama4_text"):

@@ -296,14 +296,22 @@ def weighed_with_indexers(answer: Mapping[str, Any], config: dict[str, Any]) -> 
 
 
 def accounted_layout(
-    answer: Mapping[str, Any], config: dict[str, Any], max_model_len: int, max_num_batched_tokens: int
+    answer: Mapping[str, Any],
+    config: dict[str, Any],
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    mamba_ssm_cache_dtype: str | None = None,
 ) -> tuple[Mapping[str, Any], capacity.Architecture, capacity.KVCacheLayout]:
     """The engine core's accounting of ``config`` (the weights probe's ``kv_cache`` answer), and capacity's
-    architecture and CPU-engine layout for it, whose block size it holds to the engine's."""
+    architecture and CPU-engine layout for it (the recurrent state in ``mamba_ssm_cache_dtype`` where the
+    CPU platform sets one), whose block size it holds to the engine's."""
     assert answer["error"] is None, answer
     arch = capacity.architecture_from_config(config)
     layout = cpu_engine_layout(
-        arch, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+        arch,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=max_num_batched_tokens,
+        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
     )
     assert answer["kv_cache"]["block_size"] == layout.block_size
     return answer["kv_cache"], arch, layout
@@ -313,12 +321,13 @@ def assert_accounted(
     answers: Mapping[str, Mapping[str, Any]],
     accounted: Mapping[str, tuple[dict[str, Any], int, int, int]],
     case: str,
+    mamba_ssm_cache_dtype: str | None = None,
 ) -> tuple[Mapping[str, Any], capacity.Architecture]:
     """The engine core's accounting of ``accounted[case]`` (the weights probe's ``kv:`` answer) makes as many
     blocks of its memory as capacity's CPU-engine layout, and as much concurrency at its length; returns
     that accounting and capacity's architecture, for a suite's own checks."""
     config, memory, length, mnbt = accounted[case]
-    vllm, arch, layout = accounted_layout(answers[f"kv:{case}"], config, length, mnbt)
+    vllm, arch, layout = accounted_layout(answers[f"kv:{case}"], config, length, mnbt, mamba_ssm_cache_dtype)
     assert_blocks_as_accounted(vllm, layout.num_blocks(memory), layout.blocks_per_sequence(length))
     return vllm, arch
 
@@ -344,6 +353,9 @@ class ModelSuite:
     REFUSED: ClassVar[dict[str, dict[str, Any]]] = {}
     PROBED: ClassVar[dict[str, dict[str, Any]]] = {}
     STAND_INS: ClassVar[dict[str, Any]] = {}
+    CPU_STATE_DTYPE: ClassVar[bool] = False
+    """The class's recurrent state takes the dtype vLLM's CPU platform resets it to
+    (:func:`cpu_mamba_ssm_cache_dtype`): Gated DeltaNet's and Mamba's, accounted on this CPU."""
 
     @classmethod
     def probe_cases(cls) -> list[dict[str, Any]]:
@@ -362,7 +374,8 @@ class ModelSuite:
 
     def check_accounted(self, answers: Mapping[str, Mapping[str, Any]], case: str) -> None:
         """As many blocks and as much concurrency as the engine core makes (:func:`assert_accounted`)."""
-        assert_accounted(answers, self.ACCOUNTED, case)
+        ssm = cpu_mamba_ssm_cache_dtype() if self.CPU_STATE_DTYPE else None
+        assert_accounted(answers, self.ACCOUNTED, case, ssm)
 
     def test_capacity_weighs_what_vllms_class_builds(
         self, vllm_answers: dict[str, dict[str, Any]], built_case: str

@@ -14,17 +14,14 @@ give the same parameters, bytes and blocks (the recurrent state in float32 where
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-import capacity
 from tests.builders import (
     OLMO_HYBRID_GDN_GQA,
     OLMO_HYBRID_SMALL,
     OLMO_HYBRID_WIDE,
-    cpu_engine_layout,
     edited,
 )
 
@@ -90,20 +87,4 @@ class TestOlmoHybrid(harness.ModelSuite):
     BUILT = BUILT
     ACCOUNTED = ACCOUNTED
     REFUSED = REFUSED
-
-    def check_accounted(self, answers: Mapping[str, Mapping[str, Any]], case: str) -> None:
-        """As many blocks as the engine core makes of the memory, its block holding a recurrent state in the
-        dtype the CPU platform gives it."""
-        config, memory, length, mnbt = self.ACCOUNTED[case]
-        answer = answers[f"kv:{case}"]
-        assert answer["error"] is None, answer
-        layout = cpu_engine_layout(
-            capacity.architecture_from_config(config),
-            max_model_len=length,
-            max_num_batched_tokens=mnbt,
-            mamba_ssm_cache_dtype=harness.cpu_mamba_ssm_cache_dtype(),
-        )
-        assert answer["kv_cache"]["block_size"] == layout.block_size
-        harness.assert_blocks_as_accounted(
-            answer["kv_cache"], layout.num_blocks(memory), layout.blocks_per_sequence(length)
-        )
+    CPU_STATE_DTYPE = True
