@@ -35,9 +35,9 @@ PROBES=(
   tests/conformance/test_sparse_attention.py
 )
 # Probe modules the side lane runs after the unit tests (about a minute between them and the second lane's,
-# with the second lane about two minutes longer without them). The newest model packages' suites (a probe
-# process each, 20 to 60 s) run here too: the first session is the longest lane, and the real-engine
-# scenario waits for it.
+# with the second lane about two minutes longer without them). The newest model packages' suites run here
+# too (one probe process for all of a session's model suites: 16 s for these seven on an idle machine, 59 s
+# at a process each): the first session is the longest lane, and the real-engine scenario waits for it.
 SIDE_PROBES=(
   tests/conformance/test_unknown_architectures.py
   tests/conformance/test_quantization_methods.py

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,7 @@ from .harness import (
     VllmEnv,
     build_model,
     make_vllm_env,
+    model_suites_probe,
 )
 
 
@@ -61,6 +63,17 @@ def vllm_supports(vllm_env: VllmEnv) -> dict[str, dict[str, bool]]:
     out = vllm_env.run([str(HERE / "vllm_supports_probe.py")], stdin=request, timeout=600)
     answers = json.loads(out.strip().splitlines()[-1])
     return {name: answer for name, answer in answers.items() if None not in answer.values()}
+
+
+@pytest.fixture(scope="session")
+def model_suites_answers(
+    request: pytest.FixtureRequest, vllm_env: VllmEnv
+) -> dict[type[ModelSuite], dict[str, dict[str, Any]]]:
+    """The weights probe's answers for every :class:`~tests.conformance.harness.ModelSuite` the session
+    collected, by suite (its ``vllm_answers``): one probe process for the session's suites."""
+    suites = {item.cls for item in request.session.items if isinstance(item, pytest.Function)}
+    collected = [suite for suite in suites if suite is not None and issubclass(suite, ModelSuite)]
+    return model_suites_probe(vllm_env, sorted(collected, key=lambda suite: suite.__qualname__))
 
 
 @pytest.fixture(scope="session")

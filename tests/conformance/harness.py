@@ -365,8 +365,10 @@ class ModelSuite:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def vllm_answers(cls, vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
-        return weights_probe(vllm_env, cls.probe_cases())
+    def vllm_answers(
+        cls, model_suites_answers: Mapping[type[ModelSuite], dict[str, dict[str, Any]]]
+    ) -> dict[str, dict[str, Any]]:
+        return model_suites_answers[cls]
 
     def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
         """Every parameter and byte, and every sparse-MLA indexer (:func:`weighed_with_indexers`)."""
@@ -391,6 +393,21 @@ class ModelSuite:
         self, vllm_answers: dict[str, dict[str, Any]], refused_field: str
     ) -> None:
         assert_refused_alike(vllm_answers[refused_field], self.REFUSED[refused_field], refused_field)
+
+
+def model_suites_probe(
+    env: VllmEnv, suites: Sequence[type[ModelSuite]]
+) -> dict[type[ModelSuite], dict[str, dict[str, Any]]]:
+    """Every suite's weights-probe answers (:meth:`ModelSuite.probe_cases`), by suite, from one probe process
+    for them all: a process imports vLLM for about 20 s on this machine, once a session rather than once a
+    suite."""
+    ids = {
+        suite: {f"{suite.__module__}.{suite.__qualname__}|{case['id']}": case for case in suite.probe_cases()}
+        for suite in suites
+    }
+    cases = [case | {"id": joint} for suite in suites for joint, case in ids[suite].items()]
+    answers = weights_probe(env, cases) if cases else {}
+    return {suite: {case["id"]: answers[joint] for joint, case in ids[suite].items()} for suite in suites}
 
 
 class StoppedAtCacheSetup(ModelSuite):
