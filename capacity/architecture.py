@@ -251,6 +251,7 @@ FAMILIES: dict[str, str] = {
     "GraniteMoeHybridForCausalLM": "hybrid",
     "JambaForCausalLM": "hybrid",  # Mamba-1 layers, attention every attn_layer_period, MoE every other
     "FalconH1ForCausalLM": "hybrid",  # attention and Mamba-2 side by side in every layer
+    "Zamba2ForCausalLM": "hybrid",  # Mamba-2 layers, some also running a shared attention block
     "MambaForCausalLM": "hybrid",  # no attention at all: Mamba-1 layers (vLLM's mamba.py)
     "FalconMambaForCausalLM": "hybrid",
     "Mamba2ForCausalLM": "hybrid",  # Mamba-2 layers (Codestral Mamba)
@@ -472,6 +473,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen4_exp_text": "hybrid",
     "jamba": "hybrid",
     "falcon_h1": "hybrid",
+    "zamba2": "hybrid",
     "mamba": "hybrid",
     "falcon_mamba": "hybrid",
     "mamba2": "hybrid",
@@ -774,6 +776,28 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_shared_experts": 2,
         "moe_intermediate_size": 1408,
     },
+    # Zamba2Config: Mamba-2 in 8 heads over one group, state 64, conv 4, twice the hidden width inside; one
+    # shared block of rank-128 adapters; no linear biases, a conv bias; the 2.7B's 54 layers, a shared block
+    # at the 7th and every 6th after (its __post_init__ sets that list whatever num_hidden_layers says).
+    "zamba2": {
+        "mamba_d_state": 64,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "mamba_ngroups": 1,
+        "n_mamba_heads": 8,
+        "num_mem_blocks": 1,
+        "use_shared_attention_adapter": False,
+        "adapter_rank": 128,
+        "add_bias_linear": False,
+        "use_conv_bias": True,
+        "layers_block_type": ["mamba"]
+        + (["mamba"] * 5 + ["hybrid"]) * 7
+        + ["mamba"] * 4
+        + ["hybrid"]
+        + ["mamba"] * 3
+        + ["hybrid"]
+        + ["mamba"] * 2,
+    },
     # FalconH1Config: Mamba-2 over mamba_d_ssm channels in 128 heads (mamba_d_head "auto": d_ssm / heads),
     # one group, state 256; no gated norm, conv bias only; untied embeddings.
     "falcon_h1": {
@@ -1053,13 +1077,18 @@ class StateSpec:
     the one vLLM runs (OLMo Hybrid's ``o_norm``: float32 for a float32 file served in bfloat16); None: the
     model's."""
 
+    state_head_dim: int = 0
+    """The head width the recurrent state is sized by where the file states one its mixer does not build
+    (Zamba2's ``mamba_headdim``, which vLLM's state shape reads while the mixer's heads split its inner
+    width); 0: :attr:`head_dim`."""
+
     def state_elements(self, tp: int) -> tuple[int, int]:
         """(conv, recurrent) state elements one sequence holds on one of ``tp`` ranks."""
         groups = self.groups
         if groups and groups % tp:
             groups = groups + (tp - groups)  # vLLM: extra_groups_for_head_shards replicates the groups
         conv = (self.conv_channels + groups * self.group_channels) // tp * (self.conv_kernel - 1)
-        recurrent = self.heads // tp * self.head_dim * self.state_dim
+        recurrent = self.heads // tp * (self.state_head_dim or self.head_dim) * self.state_dim
         return conv, recurrent
 
 
@@ -1356,6 +1385,25 @@ class Architecture:
     """Each layer has a gate projection (``head_dim`` -> one logit a query head, with a bias, split by head)
     that mixes a later pass's windowed attention with the first pass's (IQuest-Coder's Loop models: built
     whatever ``loop_num`` says)."""
+    shared_blocks: int = 0
+    """Zamba2's shared transformer blocks (attention and a gated MLP, ``num_mem_blocks``): its hybrid layers
+    take them in turn, each application an attention layer with a cache of its own. Only the blocks some
+    application takes are built (the first ``shared_blocks`` applications hold them); every later
+    application reads its block's weights again in a step (:attr:`ParameterGroups.reread`). 0: none."""
+    attention_input_width: int = 0
+    """Width the attention layers' Q/K/V projections read where it is not :attr:`hidden_size` (Zamba2's shared
+    blocks: the hidden state and the input embeddings concatenated, twice the hidden size, behind a norm of
+    that width). 0: the hidden size."""
+    block_adapter_rank: int = 0
+    """Zamba2: the rank of each application's own low-rank adapters on its shared block (``adapter_rank``):
+    one on the MLP's gate/up input always, one on each of Q, K and V with :attr:`attention_adapters`; each
+    application also owns a whole ``hidden x hidden`` linear on every rank. 0: none."""
+    attention_adapters: bool = False
+    """Zamba2's ``use_shared_attention_adapter``: Q, K and V adapters on every application."""
+    alignment_kv_heads: int = 0
+    """KV heads vLLM's engine assumes when it sizes a hybrid model's block to hold a state page
+    (``ModelConfig.get_num_kv_heads``: the file's ``num_key_value_heads``) where its attention layers cache
+    another count (Zamba2's cache every query head's); 0: the layers' own."""
     state: StateSpec | None = None
     """Per-sequence state of the Mamba-2 / Gated-DeltaNet layers (None: no such layers)."""
     vision_parameters: int = 0
@@ -1723,6 +1771,9 @@ class ParameterGroups:
     """MoE layers."""
     experts_per_token: float
     """Routed experts a token runs (the top-k; less the zero experts' share where the router has them)."""
+    reread: float = 0.0
+    """Weights a decode step reads again beyond those held (Zamba2's shared blocks, read once more by each
+    application past the first that holds them; split by TP as the block is): not in :attr:`total`."""
 
     @property
     def routed_expert(self) -> float:
@@ -1828,8 +1879,22 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     experts = 0.0
     mlp_mats = 3 if a.mlp_gated else 2
     ple = a.per_layer_input_size
+    reread = 0.0
+    applications = 0  # Zamba2's shared-block applications so far
     for n, layer in enumerate(a.layers):
         i = a.first_layer + n // a.layers_per_block  # the checkpoint's layer index
+        if a.shared_blocks and layer.mixer in ATTENTION_MIXERS:
+            (s, r, per_head), (own_sharded, own_whole) = _shared_block_application(a, layer, i, weigh)
+            sharded += own_sharded
+            replicated += own_whole
+            if applications < a.shared_blocks:  # the application that builds its block holds it
+                sharded += s
+                replicated += r
+                kv[a.num_kv_heads] = kv.get(a.num_kv_heads, 0.0) + per_head
+            else:
+                reread += s + r + per_head * a.num_kv_heads
+            applications += 1
+            continue
         replicated += weigh(None, i, a.norms_per_layer * norm) + _hyper_connection_params(a, i, weigh)
         if n in a.ple_layers:  # Qwen3.8's PLE: kv_proj (stream + hidden from the table), 3 norms, conv
             stream = a.hyper_connections * h
@@ -1851,12 +1916,9 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
             heads = a.kv_heads_of(layer)
             kv[heads] = kv.get(heads, 0.0) + per_head
         if layer.ffn == "dense":
-            sharded += weigh("mlp", i, mlp_mats * h * layer.ffn_width)
-            # The gate/up biases split with their outputs; the down projection's (row-parallel) whole on every
-            # rank, added once after the all-reduce.
-            sharded += weigh(None, i, (mlp_mats - 1) * layer.ffn_width if a.mlp_bias else 0)
-            replicated += weigh(None, i, h if a.mlp_bias or a.mlp_down_bias else 0)
-            replicated += weigh(None, i, a.activation_parameters + int(a.global_scales))
+            s, r = _dense_mlp_params(a, layer, i, weigh)
+            sharded += s
+            replicated += r
         elif layer.ffn == "projection":
             sharded += weigh("mlp", i, h * h)
         elif layer.ffn == "moe":
@@ -1926,7 +1988,37 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
         num_experts=a.num_experts if moe_layers else 0,
         num_moe_layers=moe_layers,
         experts_per_token=a.routed_experts_per_token if moe_layers else 0,
+        reread=reread,
     )
+
+
+def _dense_mlp_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[float, float]:
+    """(sharded, replicated) of one layer's dense MLP: its projections; the gate/up biases split with their
+    outputs, the down projection's (row-parallel) whole on every rank, added once after the all-reduce."""
+    mats = 3 if a.mlp_gated else 2
+    sharded = weigh("mlp", i, mats * a.hidden_size * layer.ffn_width)
+    sharded += weigh(None, i, (mats - 1) * layer.ffn_width if a.mlp_bias else 0)
+    replicated = weigh(None, i, a.hidden_size if a.mlp_bias or a.mlp_down_bias else 0)
+    replicated += weigh(None, i, a.activation_parameters + int(a.global_scales))
+    return sharded, replicated
+
+
+def _shared_block_application(
+    a: Architecture, layer: Layer, i: int, weigh: Weigh
+) -> tuple[tuple[float, float, float], tuple[float, float]]:
+    """One application of a Zamba2 shared block (vLLM's ``Zamba2HybridLayer``): the block's (sharded,
+    replicated, K/V projection of one head) as the application that builds it holds them (a norm over the
+    concatenated input and a pre-MLP norm, attention without biases, the gated MLP); and the (sharded,
+    replicated) parts every application owns: the MLP adapter (``hidden -> rank``, split by rank, then
+    ``rank -> 2 x intermediate``), Q/K/V adapters (``2 x hidden -> rank -> 2 x hidden``) with
+    :attr:`Architecture.attention_adapters`, and a ``hidden x hidden`` linear whole on every rank."""
+    h, width, rank = a.hidden_size, a.attention_input_width, a.block_adapter_rank
+    s, r, per_head = _mixer_params(a, layer, i, weigh)
+    mlp_s, mlp_r = _dense_mlp_params(a, layer, i, weigh)
+    block_norms = weigh(None, i, width + h)
+    adapters = weigh(None, i, h * rank + rank * 2 * layer.ffn_width)
+    adapters += weigh(None, i, 3 * (width * rank + rank * width) if a.attention_adapters else 0)
+    return (s + mlp_s, r + mlp_r + block_norms, per_head), (adapters, weigh(None, i, h * h))
 
 
 def _in_model_dtype(weigh: Weigh) -> Weigh:
@@ -1954,8 +2046,9 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     heads = a.heads_of(layer)
     q_out = heads * hd
     q_width = q_out * (2 if a.attention_output_gate else 1)
+    read = a.attention_input_width or h  # what Q, K and V project from
     # q, k, v, o as the checkpoint names them: a checkpoint may quantize some and not others
-    sharded = weigh("attention", i, h * q_width, (1, 0, 0, 0))
+    sharded = weigh("attention", i, read * q_width, (1, 0, 0, 0))
     sharded += weigh("attention", i, heads * vd * h, (0, 0, 0, 1))
     sharded += weigh(None, i, q_width if a.qkv_bias else 0)
     # The output projection's bias (row-parallel): whole on every rank, added once after the all-reduce.
@@ -1974,7 +2067,7 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         sharded += weigh("attention", i, q_out) + weigh(None, i, heads)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
         return sharded, o_bias + weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
-    per_head = weigh("attention", i, h * (hd + vd), (0, hd, vd, 0))
+    per_head = weigh("attention", i, read * (hd + vd), (0, hd, vd, 0))
     per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
     replicated = qsa + o_bias
     if a.relative_position_dim:  # Inkling: r beside q in qkvr (biased with it), and the distance table
@@ -2170,14 +2263,22 @@ def _state_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         decay = weigh(None, i, inner * state, dtype=FLOAT32_PARAMETERS)  # A
         return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay, weigh(None, i, whole)
     if s.kind == "mamba2":
-        in_width = 2 * inner + s.groups * s.group_channels + s.heads
+        # One group (n_groups 1) is whole on every rank: vLLM replicates it to each (its B and C rows of
+        # in_proj, their conv channels and biases); more groups split by TP (a rule refuses a TP that does
+        # not divide them).
+        one = s.group_channels if s.groups == 1 else 0
+        in_width = 2 * inner + s.groups * s.group_channels + s.heads - one
         shares = (h * in_width, inner * h)
-        small = conv * s.conv_kernel + 2 * s.heads  # conv weight, dt_bias, D
-        small += (conv if s.conv_bias else 0) + (inner if s.gated_norm else 0)
+        small = (conv - one) * s.conv_kernel + 2 * s.heads  # conv weight, dt_bias, D
+        small += (conv - one if s.conv_bias else 0) + (inner if s.gated_norm else 0)
         small += in_width if s.projection_bias else 0
-        whole = h if s.projection_bias else 0  # out_proj's bias, added once after the all-reduce
+        # out_proj's bias, added once after the all-reduce; the one group's rows, conv and biases
+        whole = h if s.projection_bias else 0
+        whole += one * (s.conv_kernel + (1 if s.conv_bias else 0) + (1 if s.projection_bias else 0))
+        group = weigh("mamba", i, h * one, (1, 0)) if one else 0.0
         decay = weigh(None, i, s.heads, dtype=FLOAT32_PARAMETERS)  # A_log
-        return weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay, weigh(None, i, whole)
+        split = weigh("mamba", i, sum(shares), shares) + weigh(None, i, small) + decay
+        return split, weigh(None, i, whole) + group
     if s.kind == "kda":
         # vLLM's KimiGatedDeltaNetAttention (Kimi-Linear's low-rank gates): in_proj_qkvgfab holds q, k, v and
         # beta split by head, and f_a (the forget gate's low-rank input) whole on every rank; f_b and g_b
@@ -3669,6 +3770,8 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         return _read_jamba(cfg, a)
     if model_type == "falcon_h1":
         return _read_falcon_h1(cfg, a)
+    if model_type == "zamba2":
+        return _read_zamba2(cfg, a)
     if model_type in _STATE_ONLY:
         return _read_mamba(cfg, model_type, a)
     if model_type in ("lfm2", "lfm2_moe"):
@@ -4352,6 +4455,72 @@ def _read_falcon_h1(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     mixers: list[Mixer] = ["full", "mamba"] * layers
     ffn: list[FFN] = ["none", "dense"] * layers
     return _Read(mixers, ffn, [0, width] * layers, [0] * (2 * layers), extra)
+
+
+#: Zamba2's Mamba-2 field names: (heads, head dim, state size, groups, conv kernel).
+_ZAMBA2_MAMBA = ("n_mamba_heads", "mamba_headdim", "mamba_d_state", "mamba_ngroups", "mamba_d_conv")
+
+
+def _read_zamba2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
+    """Zyphra's Zamba2 (vLLM's zamba2.py over transformers' Zamba2Config): every entry of
+    ``layers_block_type`` a Mamba-2 layer, and a ``hybrid`` entry a shared-block application before it (read
+    as an attention entry with the block's gated MLP, then the Mamba entry): the blocks
+    (``num_mem_blocks``) taken in turn, each application with its own cache, adapters and linear
+    (:attr:`Architecture.shared_blocks`). The block attends over the hidden state and the embeddings
+    concatenated, ``2 x hidden`` wide, in heads ``2 x hidden / num_attention_heads`` wide, every query head
+    with its own K and V (the layers read no ``num_key_value_heads``; vLLM's engine does, to size the block:
+    :attr:`Architecture.alignment_kv_heads`). ``num_hidden_layers`` is not read: the list is the layers."""
+    h, heads = a["hidden_size"], a["num_attention_heads"]
+    act = cfg.get("hidden_act", "gelu")
+    if act != "gelu":
+        raise ConfigError("hidden_act", f"is {act!r:.40}; vLLM's Zamba2 MLP takes only gelu")
+    types = cfg.get("layers_block_type")
+    if not isinstance(types, list) or not all(t in ("mamba", "hybrid", "linear_attention") for t in types):
+        raise ConfigError(
+            "layers_block_type",
+            f"is {types!r:.60}; expected a list of 'mamba' (or 'linear_attention') and 'hybrid' entries",
+        )
+    width = 2 * h
+    head_dim = _int(cfg, ("attention_head_dim",), default=width // heads)
+    if head_dim * heads != width:
+        raise ConfigError(
+            "attention_head_dim",
+            f"is {head_dim}; vLLM's Zamba2 attention needs num_attention_heads ({heads}) heads of it to fill "
+            f"twice the hidden size ({width})",
+        )
+    inner = _int(cfg, ("mamba_expand",)) * h
+    mamba_heads = _int(cfg, ("n_mamba_heads",))
+    # The mixer's heads split its inner width (Zamba2Config derives mamba_headdim so); a file's own
+    # mamba_headdim sizes the recurrent state alone.
+    split = {**cfg, "mamba_headdim": inner // mamba_heads}
+    state = _mamba2(split, _ZAMBA2_MAMBA, inner=inner, biases=("use_conv_bias", "add_bias_linear"))
+    stated = _int(cfg, ("mamba_headdim",), default=state.head_dim)
+    if stated != state.head_dim:
+        state = replace(state, state_head_dim=stated)
+    mlp = _int(cfg, _INTERMEDIATE, default=4 * h)
+    mixers: list[Mixer] = []
+    ffn: list[FFN] = []
+    widths: list[int] = []
+    for t in types:
+        if t == "hybrid":
+            mixers.append("full")
+            ffn.append("dense")
+            widths.append(mlp)
+        mixers.append("mamba")
+        ffn.append("none")
+        widths.append(0)
+    applications = types.count("hybrid")
+    a.update(num_layers=len(mixers), head_dim=head_dim, intermediate_size=mlp)
+    extra: dict[str, Any] = {
+        "state": state,
+        "shared_blocks": min(_int(cfg, ("num_mem_blocks",)), applications),
+        "attention_input_width": width,
+        "block_adapter_rank": _int(cfg, ("adapter_rank",)),
+        "attention_adapters": _bool(cfg, "use_shared_attention_adapter", False),
+        "alignment_kv_heads": a["num_kv_heads"],
+    }
+    a["num_kv_heads"] = heads
+    return _Read(mixers, ffn, widths, [0] * len(mixers), extra)
 
 
 #: What Gemma 4's ``per_layer_config`` (transformers 5 writes it in place of ``global_head_dim`` and
@@ -6973,6 +7142,9 @@ _MODELING: dict[str, _Modeling] = {
     # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
     # _read_falcon_h1).
     "falcon_h1": _Modeling(qkv_bias=False, norms_per_layer=1),
+    # vLLM's zamba2.py: no attention biases, the MLP's by add_bias_linear, one norm a Mamba layer (the shared
+    # block's two are weighed with it), the LM head tied to the embedding whatever the file says.
+    "zamba2": _Modeling(qkv_bias=False, mlp_bias="add_bias_linear", norms_per_layer=1, tied_head=True),
     # vLLM's qwen2.py biases q/k/v whatever the file says; Qwen2-VL and Qwen2.5-VL build their text model
     # with it (as Qwen2ForCausalLM), under their own model types (transformers 5: ``*_text`` text configs).
     **dict.fromkeys(

@@ -599,7 +599,13 @@ def _kv_cache_layout(
         align = max(kernel_block_alignment, block_size)
         if arch.attention == "MLA":
             align = max(align, MLA_HYBRID_BLOCK_ALIGNMENT)
-        block_size = _hybrid_block(state_page, token_page, align, kernel_block_alignment, block_size)
+        # The engine sizes the block by the KV heads its model config states, which are the layers' but in
+        # Zamba2 (the block larger where the file states fewer; the state page is padded to that block of
+        # them, and then to the layers' larger page).
+        assumed = token_page
+        if arch.alignment_kv_heads:
+            assumed = attention_bytes_per_token(arch, arch.alignment_kv_heads, kv_cache_dtype, tp)
+        block_size = _hybrid_block(state_page, assumed, align, kernel_block_alignment, block_size)
     kernel = arch.short_conv_kernel
     page = max([block_size * token_page, *(kernel * p for p, _ in convs.values())])
     # vLLM buckets layers by their spec: one bucket per kind and page per token (and per shape for the

@@ -130,6 +130,8 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
             f"does not divide the {arch.state.heads} {arch.state.kind} state heads of {arch.name} "
             f"({arch.state.conv_channels} conv channels)"
         )
+    elif (mamba2 := _mamba2_groups_reason(arch, tp)) is not None:
+        reason = mamba2
     elif padded_vocab_size(arch) % tp:
         reason = (
             f"does not divide the {padded_vocab_size(arch)}-row padded vocabulary of {arch.name} "
@@ -163,6 +165,28 @@ def _delta_net_key_width(arch: Architecture) -> int:
     if s is None or s.kind != "gated_deltanet" or not arch.mixer_counts["linear"]:
         return 0
     return (s.conv_channels - s.heads * s.head_dim) // 2
+
+
+def _mamba2_groups_reason(arch: Architecture, tp: int) -> str | None:
+    """Why vLLM's ``MambaMixer2`` cannot split a model's Mamba-2 groups ``tp`` ways, or None. It splits
+    groups TP divides, replicates a single group to every rank, and asserts otherwise ("If tensor parallel
+    world size does not divide num_groups, then num_groups must equal 1"); replicating one group, it then
+    strips the weight loader off the conv bias, and a conv without a bias stops the load (``AttributeError``
+    on ``None``)."""
+    s = arch.state
+    if s is None or s.kind != "mamba2" or not arch.mixer_counts["mamba"] or s.groups % tp == 0:
+        return None
+    if s.groups != 1:
+        return (
+            f"does not divide the {s.groups} Mamba-2 groups of {arch.name} (vLLM replicates one group to "
+            "every rank but asserts a TP degree divides more)"
+        )
+    if not s.conv_bias:
+        return (
+            f"replicates the one Mamba-2 group of {arch.name}, whose convolution has no bias: vLLM 0.32's "
+            "MambaMixer2 then fails to load it (use_conv_bias false works at TP 1 only)"
+        )
+    return None
 
 
 def _splits_norm_groups(arch: Architecture, tp: int) -> bool:
@@ -340,6 +364,8 @@ def _undivided_width(arch: Architecture, tp: int) -> str | None:
         widths.append(("shared expert MLP", arch.shared_expert_intermediate_size))
     if arch.per_layer_input_size:  # Gemma 4's per_layer_model_projection, a ColumnParallelLinear
         widths.append(("per-layer input projection", arch.num_layers * arch.per_layer_input_size))
+    if arch.block_adapter_rank:  # Zamba2's adapters: ColumnParallelLinear down to the rank
+        widths.append(("shared-block adapter rank", arch.block_adapter_rank))
     dense = (f"{width}-wide {what} of {arch.name}" for what, width in widths if width and width % tp)
     split = next(dense, None)
     if split is None:

@@ -221,8 +221,10 @@ class StepModel:
         # not run in a decode step, so both are left out.
         # A loop model (IQuest-Coder Loop) runs its layers loop_count times a step, reading them each time.
         passes = arch.loop_count
+        # Zamba2's shared blocks are read again by every application past the one that holds them (reread).
         self.dense_weight_bytes = (
-            passes * (w.sharded / tp + w.replicated + w.kv_projection_per_rank(tp)) + w.lm_head / tp
+            passes * (w.sharded / tp + w.replicated + w.kv_projection_per_rank(tp) + w.reread / tp)
+            + w.lm_head / tp
         )
         if arch.tie_word_embeddings:
             self.dense_weight_bytes += w.embedding / tp  # tied: the table is the LM head
@@ -234,7 +236,7 @@ class StepModel:
         self.experts = g.num_experts
         self.top_k = g.experts_per_token
         self.moe_layers = g.num_moe_layers
-        dense_params = g.sharded / tp + g.replicated + g.kv_projection_per_rank(tp)
+        dense_params = g.sharded / tp + g.replicated + g.kv_projection_per_rank(tp) + g.reread / tp
         lm_head_params = g.embedding if arch.tie_word_embeddings else g.lm_head
         self.dense_flops_per_token = 2.0 * (passes * dense_params + lm_head_params / tp)
         self.expert_flops_per_token = 2.0 * g.routed_expert * g.experts_per_token * g.num_moe_layers / tp

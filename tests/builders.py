@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1271,3 +1271,98 @@ RNJ1_SMALL: dict[str, Any] = SMALL_DECODER | {
         "chunked_attention": {"rope_type": "default", "rope_theta": 10000.0},
     },
 }
+
+
+def zamba2_layers(layers: int, hybrid: Sequence[int]) -> list[str]:
+    """A Zamba2 ``layers_block_type``: ``layers`` Mamba layers, those at ``hybrid`` also running a shared
+    block."""
+    return ["hybrid" if i in hybrid else "mamba" for i in range(layers)]
+
+
+# A small Zamba2 (vLLM's zamba2.py over transformers' Zamba2Config): six Mamba-2 layers of 256 (the config
+# class's eight heads over one group, state 64, conv 4), the third and sixth also running its one shared
+# block (eight heads of 64 over the 512-wide concatenated input), rank-16 adapters.
+ZAMBA2_SMALL: dict[str, Any] = {
+    "architectures": ["Zamba2ForCausalLM"],
+    "model_type": "zamba2",
+    "torch_dtype": "bfloat16",
+    "vocab_size": 1024,
+    "hidden_size": 256,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 8,
+    "adapter_rank": 16,
+    "max_position_embeddings": 4096,
+    "layers_block_type": zamba2_layers(6, (2, 5)),
+}
+#: The small Zamba2 with Q/K/V adapters, two blocks over three applications, a 1,000-token vocabulary.
+ZAMBA2_THREE_APPLICATIONS = edited(
+    ZAMBA2_SMALL,
+    vocab_size=1000,
+    num_mem_blocks=2,
+    use_shared_attention_adapter=True,
+    adapter_rank=4,
+    layers_block_type=zamba2_layers(6, (1, 2, 3)),
+)
+#: 512 wide, sixteen Mamba heads, an untied file (vLLM ties it anyway), rank-64 adapters on Q, K and V too.
+ZAMBA2_WIDE = edited(
+    ZAMBA2_SMALL,
+    hidden_size=512,
+    num_hidden_layers=8,
+    tie_word_embeddings=False,
+    use_shared_attention_adapter=True,
+    adapter_rank=64,
+    use_mem_rope=True,
+    n_mamba_heads=16,
+    layers_block_type=zamba2_layers(8, (3, 7)),
+)
+#: Two Mamba groups, three blocks over four applications, twelve heads, rank-8 adapters.
+ZAMBA2_TWO_GROUPS = edited(
+    ZAMBA2_SMALL,
+    hidden_size=384,
+    num_hidden_layers=10,
+    num_mem_blocks=3,
+    use_shared_attention_adapter=True,
+    adapter_rank=8,
+    num_attention_heads=12,
+    intermediate_size=1024,
+    mamba_ngroups=2,
+    n_mamba_heads=12,
+    layers_block_type=zamba2_layers(10, (1, 4, 7, 9)),
+)
+#: Four heads over two stated KV heads (the layers cache four), two blocks over four applications.
+ZAMBA2_FEWER_KV_STATED = edited(
+    ZAMBA2_SMALL,
+    num_mem_blocks=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    layers_block_type=zamba2_layers(6, (0, 2, 3, 5)),
+)
+# Zamba2-2.7B's shape in Zamba2Config's names (no Hugging Face config.json of Zyphra's is public here; the
+# standalone config in Zyphra's own repository states it: 54 layers of 2560, shared blocks at layers 6, 12,
+# ..., 42, 47 and 51 taking two blocks in turn, 32 heads, rank-128 adapters on the MLP only, a 32,000-token
+# vocabulary; its Mamba heads 64 wide, Zamba2Config's derivation, and its MLP 4 x hidden).
+ZAMBA2_2_7B: dict[str, Any] = edited(
+    ZAMBA2_SMALL,
+    vocab_size=32000,
+    hidden_size=2560,
+    num_hidden_layers=54,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    n_mamba_heads=80,
+    num_mem_blocks=2,
+    adapter_rank=128,
+    intermediate_size=10240,
+    layers_block_type=zamba2_layers(54, (6, 12, 18, 24, 30, 36, 42, 47, 51)),
+)
+# Zamba2-7B's shape, translated from a pre-release transformers dict of it (81 layers of 3584, 13 shared-block
+# applications over two blocks, two Mamba groups, 112 Mamba heads of 64, a 14,336-wide MLP).
+ZAMBA2_7B: dict[str, Any] = edited(
+    ZAMBA2_2_7B,
+    hidden_size=3584,
+    num_hidden_layers=81,
+    n_mamba_heads=112,
+    mamba_ngroups=2,
+    intermediate_size=14336,
+    use_mem_rope=True,
+    layers_block_type=zamba2_layers(81, (6, 11, *range(17, 78, 6))),
+)

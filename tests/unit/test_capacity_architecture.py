@@ -311,10 +311,14 @@ def test_an_unknown_architecture_without_the_standard_fields_says_so(renamed, dr
 
 
 def test_an_unknown_class_vllm_registers_is_kvrights_gap_alone_in_the_refusal():
-    zamba2 = BASE | {"architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2", "mamba_d_state": 64}
+    puzzle = BASE | {
+        "architectures": ["NemotronHPuzzleForCausalLM"],
+        "model_type": "nemotron_h_puzzle",
+        "mamba_d_state": 64,
+    }
     with pytest.raises(c.ConfigError) as err:
-        c.architecture_from_config(zamba2)
-    assert "is Zamba2ForCausalLM, which kvright does not know, and its" in str(err.value)
+        c.architecture_from_config(puzzle)
+    assert "is NemotronHPuzzleForCausalLM, which kvright does not know, and its" in str(err.value)
 
 
 @pytest.mark.parametrize(
