@@ -100,6 +100,13 @@ FAMILIES: dict[str, str] = {
     # Essential AI's Rnj-1 (vLLM's rnj1.py over Gemma3TextConfig): Gemma 3's modules, layer kinds of its own,
     # and the Triton attention backend alone (Architecture.attention_backend).
     "Rnj1ForCausalLM": "dense",
+    # PLaMo 3 (Preferred Networks; vLLM's plamo3.py) and openPangu Embedded (Huawei; openpangu.py's GQA
+    # attention): per-layer windows from interleaved_sliding_window.
+    "Plamo3ForCausalLM": "dense",
+    "PanguEmbeddedForCausalLM": "dense",
+    # StepFun's Step1 (vLLM's step1.py; Step-Audio's language model): ALiBi, which only the Triton attention
+    # backend applies the way it asks (use_alibi_sqrt), KV heads from num_attention_groups.
+    "Step1ForCausalLM": "dense",
     "Gemma3ForConditionalGeneration": "dense",
     "Mistral3ForConditionalGeneration": "dense",
     "LlavaForConditionalGeneration": "dense",
@@ -192,6 +199,8 @@ FAMILIES: dict[str, str] = {
     "DeepseekForCausalLM": "moe",  # DeepSeek-MoE: vLLM's DeepSeek-V2 class with standard attention
     "DeepseekV2ForCausalLM": "mla",
     "DeepseekV3ForCausalLM": "mla",
+    # Huawei's openPangu Ultra MoE (vLLM's openpangu.py with DeepSeek-V3's MLA and MoE fields).
+    "PanguUltraMoEForCausalLM": "mla",
     # Sarvam-105B (vLLM's sarvam.py): DeepSeek-V3's layers under Sarvam's names, with Ling's shared experts.
     "SarvamMLAForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
@@ -396,6 +405,9 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "gemma2": "dense",
     "gemma3": "dense",
     "gemma3_text": "dense",
+    "step1": "dense",
+    "plamo3": "dense",
+    "PanguEmbedded": "dense",
     "mistral3": "dense",
     "granite": "dense",
     "granite_swa": "dense",
@@ -455,6 +467,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "hy_v4": "mla",
     "deepseek_v2": "mla",
     "deepseek_v3": "mla",
+    "pangu_ultra_moe": "mla",
     "deepseek_v32": "mla",
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v4",
@@ -779,6 +792,12 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # Zamba2Config: Mamba-2 in 8 heads over one group, state 64, conv 4, twice the hidden width inside; one
     # shared block of rank-128 adapters; no linear biases, a conv bias; the 2.7B's 54 layers, a shared block
     # at the 7th and every 6th after (its __post_init__ sets that list whatever num_hidden_layers says).
+    # Plamo3Config (the checkpoint's code): a 2048-token window on every layer but each eighth, the LM head
+    # tied.
+    "plamo3": {"window_size": 2048, "sliding_window_pattern": 8, "tie_word_embeddings": True},
+    # Step1 (no config class: the checkpoint's code): vLLM's step1.py ties the LM head unless the file says
+    # tie_word_embeddings false (getattr's default).
+    "step1": {"tie_word_embeddings": True},
     "zamba2": {
         "mamba_d_state": 64,
         "mamba_d_conv": 4,
@@ -1400,6 +1419,9 @@ class Architecture:
     application also owns a whole ``hidden x hidden`` linear on every rank. 0: none."""
     attention_adapters: bool = False
     """Zamba2's ``use_shared_attention_adapter``: Q, K and V adapters on every application."""
+    lm_head_added_rows: int = 0
+    """Rows an untied LM head has past :attr:`vocab_rows` (PLaMo 3's: built for the vocabulary padded to a
+    multiple of 16, whose added rows vLLM pads to 64 apart); 0: none."""
     alignment_kv_heads: int = 0
     """KV heads vLLM's engine assumes when it sizes a hybrid model's block to hold a state page
     (``ModelConfig.get_num_kv_heads``: the file's ``num_key_value_heads``) where its attention layers cache
@@ -1969,7 +1991,8 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
         replicated += weigh(None, None, ple)
     if a.altup_inputs and a.first_layer == 0:  # altup_projections and altup_unembed_projections
         sharded += weigh(None, None, 2 * (a.altup_inputs - 1) * h * h)
-    lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, vocab_rows * table)
+    head_rows = vocab_rows + (a.lm_head_added_rows if padded else 0)
+    lm_head = 0.0 if a.tie_word_embeddings else weigh("lm_head", None, head_rows * table)
     lm_head += weigh(None, None, vocab_rows if a.lm_head_bias else 0)
     moe_layers = a.num_moe_layers
     return ParameterGroups(
@@ -2789,6 +2812,21 @@ _NOT_READ_YET = {
         "Unlimited-OCR's reference sliding-window attention (generated tokens see a window past the prompt) "
         "is not modelled yet"
     ),
+    # Classes vLLM 0.32 registers whose files read as a standard decoder's but which vLLM builds otherwise
+    # (a helper's survey measured each against vLLM's class on TP 1 and 2; refused until read).
+    "HrmTextForCausalLM": (
+        "HRM-Text runs two stacks of layers in recurrent steps, each step a KV cache of its own (128 caches "
+        "for HRM-Text-1B's 32 weight layers), which kvright does not read yet; a file without its recurrence "
+        "keys would be planned with a fraction of its caches"
+    ),
+    "K2HorizonForCausalLM": (
+        "K2-Horizon's attention gate, query/key norms, MoE layers and value-expert (MoVA) attention are not "
+        "read yet"
+    ),
+    "MuseGlimmerForCausalLM": (
+        "MuseGlimmer's attention output gate, four norms a layer, sliding layers chosen by no_rope_layers "
+        "(not layer_types) and the vision tower its config class adds by default are not read yet"
+    ),
 }
 
 
@@ -2830,6 +2868,9 @@ _NOT_A_STANDARD_DECODER: dict[str, str] = {
     "num_layers_per_stack": "recurrent layer stacks (HRM-Text's num_layers_per_stack, H_cycles, L_cycles)",
     "H_cycles": "recurrent layer stacks (HRM-Text's num_layers_per_stack, H_cycles, L_cycles)",
     "loop_num": "layers run in loops (loop_num), each loop a KV cache of its own",
+    # Nanbeige4.2's checkpoint code (vLLM's Transformers backend) runs its layers num_loops times, and
+    # inflates num_hidden_layers to register an Attention a loop.
+    "num_loops": "layers run in loops (num_loops), each loop a KV cache of its own",
 }
 
 #: Fields that give some layers an attention shape of their own (Gemma 4's global layers, MiMo-V2's
@@ -3375,7 +3416,13 @@ def _read_transformer(
             extra.update(_hy_v4_parts(cfg))
     elif architecture == "Rnj1ForCausalLM":
         mixers, window = _rnj1_layers(cfg, a)
-        extra["attention_backend"] = "TRITON_ATTN"
+    elif architecture in _INTERLEAVED_WINDOWS:
+        if architecture == "PanguEmbeddedForCausalLM":
+            extra.update(_pangu_embedded_parts(cfg))
+        else:  # PLaMo 3's untied head: the vocabulary padded to 16, those rows then padded to 64 apart
+            vocab = _int(cfg, _VOCAB)
+            extra["lm_head_added_rows"] = _padded_rows(-vocab % 16)
+        mixers, window = _interleaved_windows(cfg, layers)
     elif architecture == "IQuestLoopCoderForCausalLM":
         mixers = ["full"] * layers
         extra.update(_loop_passes(cfg))
@@ -3393,6 +3440,8 @@ def _read_transformer(
             # vLLM's Command R v2 layers see W + 1 tokens (Cohere's training convention) and cache as many.
             window += 1
     extra["sliding_window"] = window
+    if architecture in _TRITON_ATTENTION_ONLY:
+        extra["attention_backend"] = "TRITON_ATTN"
     if model_type in ("llama4", "llama4_text"):
         chunk = _opt_int(cfg, ("attention_chunk_size",))
         nope = _nope_flags(cfg, layers)
@@ -3410,11 +3459,11 @@ def _read_transformer(
         ffn = ["moe" if r else "dense" for r in routed]
         width = [0 if r else dense for r in routed]
         a["intermediate_size"] = dense
-        if model_type == "sarvam_mla" and not any(routed):
+        if model_type in _ONE_ROUTED_LAYER_AT_LEAST and not any(routed):
             raise ConfigError(
                 "first_k_dense_replace",
-                f"leaves no layer of the {layers} routed; vLLM 0.32's SarvamMLAForCausalLM needs one "
-                '("No SarvamMLAMoE layer found")',
+                f"leaves no layer of the {layers} routed; vLLM 0.32's {architecture} needs one "
+                f"({_ONE_ROUTED_LAYER_AT_LEAST[model_type]!r})",
             )
         if model_type == "cohere2_moe" and not all(routed) and not dense:
             raise ConfigError(
@@ -3431,6 +3480,70 @@ def _read_transformer(
         read.dense_attention = [not s for s in sparse]
         extra["sparse_backend_required"] = any(sparse)
     return read
+
+
+#: Classes whose layers take their window from ``interleaved_sliding_window`` (vLLM's plamo3.py: the list by
+#: layer, as PLaMo 3's config class derives it; openpangu.py: an integer for every layer, or a list by layer
+#: modulo its length), a ``None`` entry a layer of full attention.
+_INTERLEAVED_WINDOWS = frozenset({"Plamo3ForCausalLM", "PanguEmbeddedForCausalLM"})
+
+
+def _interleaved_windows(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], int | None]:
+    """Each layer's attention kind and the window, from ``interleaved_sliding_window``, or where a PLaMo 3
+    file leaves it out, as its config class derives it: ``window_size`` on every layer but each
+    ``sliding_window_pattern``-th. kvright reads one window for all sliding layers, so a list of two is
+    refused."""
+    stated = cfg.get("interleaved_sliding_window")
+    if stated is None and cfg.get("model_type") == "plamo3":
+        window, pattern = _int(cfg, ("window_size",)), _int(cfg, ("sliding_window_pattern",))
+        stated = [None if (i + 1) % pattern == 0 else window for i in range(layers)]
+    if stated is None or (isinstance(stated, int) and not isinstance(stated, bool)):
+        stated = [stated]
+    if not isinstance(stated, list) or not stated:
+        raise ConfigError(
+            "interleaved_sliding_window",
+            f"is {stated!r:.40}; expected an integer or a list of them and nulls",
+        )
+    windows = [stated[i % len(stated)] for i in range(layers)]
+    sizes = {w for w in windows if w is not None}
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in sizes) or len(sizes) > 1:
+        raise ConfigError(
+            "interleaved_sliding_window",
+            f"is {stated!r:.60}; kvright reads one window (a positive integer) for every sliding layer, and "
+            "nulls for full ones",
+        )
+    return ["full" if w is None else "sliding" for w in windows], next(iter(sizes), None)
+
+
+#: openPangu's attention kinds and MLP kinds other than Embedded's GQA and dense MLP, by a field that selects
+#: them (openpangu.py picks them by the file's fields whatever the class).
+_PANGU_NOT_READ = {
+    "kv_lora_rank": "MLA attention",
+    "param_sink_number": "sink attention",
+    "n_routed_experts": "routed experts",
+}
+
+
+def _pangu_embedded_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """openPangu Embedded's GQA layers (vLLM's ``OpenPanguEmbeddedAttention``): the output projection biased
+    by ``attention_bias`` or ``bias``, Q/K/V by ``qkv_bias`` where the file states it, else by the same; two
+    more norms a layer with ``sandwich_norm``. The file's other attention and MLP kinds are refused."""
+    for key, what in _PANGU_NOT_READ.items():
+        if cfg.get(key):
+            raise ConfigError(
+                key, f"selects openPangu's {what}, which kvright does not read yet; accepted: unset"
+            )
+    biased = _bool(cfg, "attention_bias", False) or _bool(cfg, "bias", False)
+    qkv = _bool(cfg, "qkv_bias", False) if cfg.get("qkv_bias") is not None else biased
+    norms = 4 if _bool(cfg, "sandwich_norm", False) else 2
+    return {"o_bias": biased, "qkv_bias": qkv, "norms_per_layer": norms}
+
+
+#: Model types whose class stops where no layer is routed, and what it says.
+_ONE_ROUTED_LAYER_AT_LEAST = {
+    "sarvam_mla": "No SarvamMLAMoE layer found",
+    "pangu_ultra_moe": "No MOE layer found in model.layers.",
+}
 
 
 def _rnj1_layers(cfg: Mapping[str, Any], a: Mapping[str, Any]) -> tuple[list[Mixer], int | None]:
@@ -3475,8 +3588,15 @@ def _rnj1_layers(cfg: Mapping[str, Any], a: Mapping[str, Any]) -> tuple[list[Mix
 
 
 #: Classes whose attention heads are ``hidden_size / num_attention_heads`` wide whatever ``head_dim`` says
-#: (vLLM's iquest_loopcoder.py and olmo_hybrid.py read no head_dim).
-_HEADS_SPLIT_THE_HIDDEN_WIDTH = frozenset({"IQuestLoopCoderForCausalLM", "OlmoHybridForCausalLM"})
+#: (vLLM's iquest_loopcoder.py, olmo_hybrid.py and step1.py read no head_dim).
+_HEADS_SPLIT_THE_HIDDEN_WIDTH = frozenset(
+    {"IQuestLoopCoderForCausalLM", "OlmoHybridForCausalLM", "Step1ForCausalLM"}
+)
+
+#: Classes whose layers ask ``Attention`` for what only vLLM's Triton backend does, so the plan names it
+#: (``--attention-backend TRITON_ATTN``; the NVIDIA defaults stop at start): Rnj-1's ``chunk_lookback``,
+#: Step1's ALiBi with ``use_alibi_sqrt``.
+_TRITON_ATTENTION_ONLY = frozenset({"Rnj1ForCausalLM", "Step1ForCausalLM"})
 
 
 def _loop_passes(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -7142,6 +7262,15 @@ _MODELING: dict[str, _Modeling] = {
     # Falcon-H1: no attention or MLP biases whatever the config says; one of its two norms per entry (see
     # _read_falcon_h1).
     "falcon_h1": _Modeling(qkv_bias=False, norms_per_layer=1),
+    # openpangu.py's MoE: a float32 score-correction bias with router_enable_expert_bias (its router in the
+    # model dtype); its sandwich norms by _pangu_embedded_parts' rule (below).
+    "pangu_ultra_moe": _Modeling(expert_score_bias="router_enable_expert_bias"),
+    # vLLM's plamo3.py: four norms a layer, per-head q/k norms, no biases.
+    "plamo3": _Modeling(qkv_bias=False, qk_norm="head", norms_per_layer=4),
+    # openpangu.py: its biases by _pangu_embedded_parts; mlp_bias on the MLP's.
+    "PanguEmbedded": _Modeling(mlp_bias="mlp_bias"),
+    # vLLM's step1.py: attention_bias on the fused QKV and the output projection, mlp_bias on the MLP's.
+    "step1": _Modeling(qkv_bias="attention_bias", o_bias="attention_bias", mlp_bias="mlp_bias"),
     # vLLM's zamba2.py: no attention biases, the MLP's by add_bias_linear, one norm a Mamba layer (the shared
     # block's two are weighed with it), the LM head tied to the embedding whatever the file says.
     "zamba2": _Modeling(qkv_bias=False, mlp_bias="add_bias_linear", norms_per_layer=1, tied_head=True),
@@ -7429,13 +7558,15 @@ def architecture_from_config(
             "is true: cross-layer attention shares one KV cache between layers, which kvright does not read "
             "yet; accepted: false",
         )
+    kv_field = "num_key_value_heads"
+    if architecture == "Step1ForCausalLM":
+        # step1.py: num_attention_groups, else num_key_value_heads, else one KV head (none, or below one: one)
+        kv_heads = _opt_int(cfg, ("num_attention_groups", "num_key_value_heads"), minimum=0) or 1
+        kv_field = "num_attention_groups" if cfg.get("num_attention_groups") is not None else kv_field
     if model_type == "chatglm" and not _bool(cfg, "multi_query_attention", False):
         kv_heads = heads  # vLLM's chatglm.py reads multi_query_group_num only with multi_query_attention
     if family != "nas" and (kv_heads > heads or heads % kv_heads):
-        raise ConfigError(
-            "num_key_value_heads",
-            f"is {kv_heads}; expected a divisor of num_attention_heads ({heads})",
-        )
+        raise ConfigError(kv_field, f"is {kv_heads}; expected a divisor of num_attention_heads ({heads})")
     default_head_dim = hidden // heads if hidden % heads == 0 else None
     mla = family in _MLA_FAMILIES
     if mla and default_head_dim is None:
@@ -7556,6 +7687,8 @@ def architecture_from_config(
         extra.update(float32_vectors=3, vision_router_bias=bool(tower_layers))
     if model_type == "kimi_linear":
         extra["moe_min_width_per_rank"] = _int(cfg, ("min_moe_intermediate_per_partition",), default=256)
+    if model_type == "pangu_ultra_moe" and _bool(cfg, "sandwich_norm", False):
+        extra["norms_per_layer"] = 4  # openpangu.py: pre_mlp_layernorm and post_mlp_layernorm
     if model_type == "hyperclovax" and _bool(cfg, "use_post_norm", True):
         extra["norms_per_layer"] = 4  # vLLM's hyperclovax.py: post_norm1 and post_norm2 besides the two
     if model_type == "minicpm" and _opt_int(cfg, ("num_experts",), minimum=0):
@@ -7679,6 +7812,7 @@ def architecture_from_config(
             "host memory beside vLLM's own (spec.resources.memory)"
         )
     mtp = config.get("mtp_config")  # where Inkling's checkpoint states its draft layers
+    qkv_bias = extra.pop("qkv_bias") if "qkv_bias" in extra else _flag(cfg, built.qkv_bias)
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
@@ -7726,7 +7860,7 @@ def architecture_from_config(
                 strict=True,
             )
         ),
-        qkv_bias=_flag(cfg, built.qkv_bias),
+        qkv_bias=qkv_bias,
         vision_parameters=towers[0],
         vision_whole_parameters=towers[1],
         vision_tp_widths=vision_widths if data_mode else (),

@@ -1366,3 +1366,95 @@ ZAMBA2_7B: dict[str, Any] = edited(
     use_mem_rope=True,
     layers_block_type=zamba2_layers(81, (6, 11, *range(17, 78, 6))),
 )
+
+# A small Step1 (vLLM's step1.py; no config class: the checkpoint's code): two layers of 256, eight heads over
+# two KV groups (num_attention_groups), ALiBi positions, the LM head tied where the file is silent.
+STEP1_SMALL: dict[str, Any] = {
+    "architectures": ["Step1ForCausalLM"],
+    "model_type": "step1",
+    "torch_dtype": "bfloat16",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 8,
+    "num_attention_groups": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 1024,
+    "max_seq_len": 2048,
+    "rms_norm_eps": 1e-5,
+}
+
+
+def plamo3(layers: int = 8, window: int = 64, pattern: int = 4, **fields: Any) -> dict[str, Any]:
+    """A PLaMo 3 config.json as its config class (the checkpoint's code) holds it once loaded, for vLLM's
+    plamo3.py over a plain config: its window on every layer but each ``pattern``-th
+    (``interleaved_sliding_window``), those layers' kinds and RoPE (``layer_types``, ``rope_parameters``); a
+    small one of 128 wide, four heads of 32 over two KV heads, the LM head tied."""
+    windows = [None if (i + 1) % pattern == 0 else window for i in range(layers)]
+    config = {
+        "architectures": ["Plamo3ForCausalLM"],
+        "model_type": "plamo3",
+        "torch_dtype": "bfloat16",
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "vocab_size": 512,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+        "window_size": window,
+        "sliding_window_pattern": pattern,
+        "rope_theta": 1000000,
+        "rope_local_theta": 10000,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000},
+        "interleaved_sliding_window": windows,
+        "layer_types": ["full_attention" if w is None else "sliding_attention" for w in windows],
+    }
+    return config | fields
+
+
+# A small openPangu Embedded (vLLM's openpangu.py, its GQA attention; no config class: the checkpoint's code):
+# two layers of 64, four heads over two KV heads, biased by `bias` as openPangu-Embedded-7B's file is.
+PANGU_EMBEDDED_SMALL: dict[str, Any] = {
+    "architectures": ["PanguEmbeddedForCausalLM"],
+    "model_type": "PanguEmbedded",
+    "torch_dtype": "bfloat16",
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hidden_act": "silu",
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 16000000.0,
+    "tie_word_embeddings": False,
+    "bias": True,
+}
+# A small openPangu Ultra MoE (openpangu.py with DeepSeek-V3's MLA and MoE fields): three layers of 64, the
+# first dense, eight routed experts of 32 (two a token) and a shared one, a query LoRA of 32, a latent of 32.
+PANGU_ULTRA_SMALL: dict[str, Any] = edited(
+    PANGU_EMBEDDED_SMALL,
+    architectures=["PanguUltraMoEForCausalLM"],
+    model_type="pangu_ultra_moe",
+    bias=None,
+    num_hidden_layers=3,
+    num_key_value_heads=4,
+    moe_intermediate_size=32,
+    rope_theta=25600000.0,
+    q_lora_rank=32,
+    kv_lora_rank=32,
+    qk_nope_head_dim=16,
+    qk_rope_head_dim=8,
+    v_head_dim=16,
+    n_routed_experts=8,
+    n_shared_experts=1,
+    num_experts_per_tok=2,
+    first_k_dense_replace=1,
+    routed_scaling_factor=2.5,
+    norm_topk_prob=True,
+    num_nextn_predict_layers=1,
+)

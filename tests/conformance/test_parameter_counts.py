@@ -222,6 +222,10 @@ NOT_BUILT = {
     "IQuestLoopCoderForCausalLM": "built in test_iquest_loop.py (its config class is the checkpoint's code)",
     "OlmoHybridForCausalLM": "built in test_olmo_hybrid.py (its GDN layers need a stand-in on the CPU build)",
     "Rnj1ForCausalLM": "built in test_rnj1.py (its layers' chunk_lookback needs a stand-in on the CPU build)",
+    "Step1ForCausalLM": "built in test_step1.py (its use_alibi_sqrt needs a stand-in on the CPU build)",
+    "Plamo3ForCausalLM": "built in test_plamo3.py (its config class is the checkpoint's code)",
+    "PanguEmbeddedForCausalLM": "built in test_openpangu.py (its config class is the checkpoint's code)",
+    "PanguUltraMoEForCausalLM": "built in test_openpangu.py (its config class is the checkpoint's code)",
     "Zamba2ForCausalLM": "built in test_zamba2.py (shared blocks, adapters and caches: a suite of its own)",
 }
 

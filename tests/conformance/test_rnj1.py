@@ -5,8 +5,8 @@ layer kinds of its own: a ``chunked_attention`` layer caches a window of ``slidi
 layer its whole context, except where every layer says ``sliding_attention`` (vLLM's engine then sets its
 window on every layer). Each layer passes ``Attention`` a ``chunk_lookback`` that only the Triton backend
 takes, so the CPU build cannot build the class and a GPU needs ``--attention-backend TRITON_ATTN``, which the
-plan carries: the probe builds it without that argument (``_rnj1_on_cpu``), on which no tensor and no cache
-spec depends. vllm_weights_probe.py builds the class on the meta device and runs the engine core's
+plan carries: the probe builds it without that argument (``TRITON_ONLY_ARGUMENTS``), on which no tensor and no
+cache spec depends. vllm_weights_probe.py builds the class on the meta device and runs the engine core's
 accounting; capacity must give the same parameters, bytes, windows and blocks.
 """
 

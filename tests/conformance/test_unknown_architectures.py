@@ -48,6 +48,9 @@ PLAIN = {
     "tie_word_embeddings": False,
     "layer_types": ["full_attention"] * FIELDS["num_hidden_layers"],
     "use_cache": True,
+    # TeleFLM's files state its muP switch, which vLLM's teleflm.py reads unguarded (the checkpoint's config
+    # class is its own code): without it the plain config stops the build and nothing is compared.
+    "use_mup": False,
 }
 
 
@@ -109,6 +112,9 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     # too large, until they were families. The refused were 10 until LongCat-Flash and Mellum became
     # families, 8 until Inkling's two classes did, 6 until HY V4's did, 5 until Qwen3.8-Flash-Next's did; 2
     # (HRM-Text, Step-3's text model) once IQuest-Coder Loop, OLMo Hybrid and Rnj-1 became families (Rnj-1's
-    # class was refused by name between, its file's gemma3_text not what it builds).
+    # class was refused by name between, its file's gemma3_text not what it builds). Step1, PLaMo 3 and
+    # openPangu Embedded were read as standard decoders here and matched within 0.5 % while their caches were
+    # 2 to 8 times off (a survey of each class at TP 1 and 2 found it): families now; K2-Horizon and
+    # MuseGlimmer are refused by name, so 4 are refused and TeleFLM (plain, its muP switch stated) is read.
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 2, (read, refused)
+    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 3, (read, refused)

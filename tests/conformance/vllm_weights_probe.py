@@ -52,9 +52,10 @@ Qwen3.8-Flash-Next's classes (``Qwen4Exp...``) are built with what the CPU build
 (``_qwen4_exp_on_cpu``): FlashAttention's availability for QSA, and its pinned-host n-gram table made on the
 meta device, neither of which any tensor's shape or dtype or any cache spec depends on.
 
-Rnj-1's class (``Rnj1ForCausalLM``) is built without the ``chunk_lookback`` its layers pass ``Attention``
-(``_rnj1_on_cpu``): only the Triton backend takes it, which the CPU build has not; no tensor and no cache spec
-depends on it (a chunked layer's window is its ``per_layer_sliding_window``).
+Rnj-1's and Step1's classes are built without what their layers pass ``Attention`` for the Triton backend
+alone, which the CPU build has not (``TRITON_ONLY_ARGUMENTS``: Rnj-1's ``chunk_lookback``, Step1's
+``use_alibi_sqrt``); no tensor and no cache spec depends on either (a chunked layer's window is its
+``per_layer_sliding_window``).
 
 OLMo Hybrid's class (``OlmoHybridForCausalLM``) is built with what the CPU build lacks for its Gated DeltaNet
 layers stood in (``_olmo_hybrid_on_cpu``): the Triton allocator each layer registers for its kernels, on which
@@ -442,19 +443,23 @@ def _minimax_m3_on_cpu() -> Iterator[None]:
         cpu_moe.CPUUnquantizedExperts._supports_activation = listed  # type: ignore[method-assign]
 
 
+#: What a class's layers pass vLLM's ``Attention`` that only the Triton backend takes (the CPU backend
+#: raises), by class: Rnj-1's ``chunk_lookback`` (-1 where a layer is not chunked; a chunked layer's window
+#: is its ``per_layer_sliding_window``), Step1's ``use_alibi_sqrt`` (how the kernel applies the ALiBi slopes
+#: the layer passes too). No tensor and no cache spec depends on either.
+TRITON_ONLY_ARGUMENTS = {"Rnj1ForCausalLM": "chunk_lookback", "Step1ForCausalLM": "use_alibi_sqrt"}
+
+
 @contextlib.contextmanager
-def _rnj1_on_cpu() -> Iterator[None]:
-    """What vLLM's CPU build lacks to build Rnj-1's class, for one case's build: each layer hands
-    ``Attention`` a ``chunk_lookback`` (-1 where the layer is not chunked), which it asserts only the Triton
-    backend gets and passes on to the backend's implementation, whose CPU one takes no such argument.
-    ``Attention`` is built without it while the class is built; the window a chunked layer caches is its
-    ``per_layer_sliding_window``, so no tensor and no cache spec depends on it. Undone after."""
+def _triton_argument_dropped(argument: str) -> Iterator[None]:
+    """What vLLM's CPU build lacks to build a class of :data:`TRITON_ONLY_ARGUMENTS`, for one case's build:
+    ``Attention`` is built without that argument while the class is built. Undone after."""
     from vllm.model_executor.layers.attention import attention
 
     built = attention.Attention.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.pop("chunk_lookback", None)
+        kwargs.pop(argument, None)
         built(self, *args, **kwargs)
 
     attention.Attention.__init__ = init  # type: ignore[method-assign]
@@ -822,8 +827,8 @@ def main() -> None:
                         shims.enter_context(_qwen4_exp_on_cpu())
                     elif named[0] == "OlmoHybridForCausalLM":
                         shims.enter_context(_olmo_hybrid_on_cpu())
-                    elif named[0] == "Rnj1ForCausalLM":
-                        shims.enter_context(_rnj1_on_cpu())
+                    elif named[0] in TRITON_ONLY_ARGUMENTS:
+                        shims.enter_context(_triton_argument_dropped(TRITON_ONLY_ARGUMENTS[named[0]]))
                     elif case.get("timm"):
                         shims.enter_context(_timm_on_path())
                     elif case.get("torchvision_stand_in"):
