@@ -1393,8 +1393,8 @@ class Architecture:
     """Tokens a chunked local attention layer attends to (Llama 4)."""
     attention_backend: str | None = None
     """The attention backend vLLM must be told to run (``--attention-backend``) where its default would stop
-    at start: Rnj-1's class passes every attention backend a ``chunk_lookback`` that only ``TRITON_ATTN``
-    takes. None: vLLM's own choice."""
+    at start: Rnj-1's class passes every attention backend a ``chunk_lookback``, Step1's ALiBi asks for
+    ``use_alibi_sqrt``, and only ``TRITON_ATTN`` takes either. None: vLLM's own choice."""
     loop_count: int = 1
     """How many times a forward pass runs the whole layer stack (IQuest-Coder's Loop models, ``loop_num``):
     every pass reads every layer's weights again, and each pass after the first caches its own keys and

@@ -209,7 +209,7 @@ class Plan:
     (:attr:`capacity.quantization.WeightFormat.deprecated`: ``fbgemm_fp8``)."""
     attention_backend: str | None = None
     """--attention-backend, where the model's class runs on one backend alone
-    (:attr:`capacity.architecture.Architecture.attention_backend`: Rnj-1's ``TRITON_ATTN``)."""
+    (:attr:`capacity.architecture.Architecture.attention_backend`: Rnj-1's and Step1's ``TRITON_ATTN``)."""
 
     @property
     def layout(self) -> Layout:

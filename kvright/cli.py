@@ -868,6 +868,11 @@ def _plan_text(
                 ),
                 ("batched tokens", str(p.max_num_batched_tokens)),
                 ("KV-cache dtype", p.kv_cache_dtype),
+                *(
+                    [("attention backend", f"{p.attention_backend} (the model's layers run on it alone)")]
+                    if p.attention_backend
+                    else []
+                ),
                 ("max-model-len", f"{p.max_model_len:,}"),
                 (
                     "KV tokens/replica" if p.data_parallel_size == 1 else "KV tokens/engine",

@@ -410,6 +410,16 @@ def model_suites_probe(
     return {suite: {case["id"]: answers[joint] for joint, case in ids[suite].items()} for suite in suites}
 
 
+class WindowedSuite(ModelSuite):
+    """A :class:`ModelSuite` whose builds also show each attention module's sliding window as capacity reads
+    its layer's (the classes that window some layers their own way: Rnj-1, PLaMo 3, openPangu)."""
+
+    def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
+        arch = weighed_as_built(answer, config)
+        ours = [arch.sliding_window if layer.mixer == "sliding" else None for layer in arch.layers]
+        assert ours == [layer["sliding_window"] for layer in answer["attention"]]
+
+
 class StoppedAtCacheSetup(ModelSuite):
     """A :class:`ModelSuite` with files vLLM's class builds and its engine core then stops at while setting up
     the cache (:attr:`STOPPED`, by the field capacity names: the Ling hybrids under another model type, whose

@@ -9,11 +9,15 @@ read the class as a standard decoder before: KV heads from ``num_key_value_heads
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import capacity as c
+from kvright.cli import main
 from tests.builders import STEP1_SMALL, cpu_engine_accounting, edited, weight_bytes_by_tp
 
 #: The surveyed small configs: a 512-token vocabulary.
@@ -119,3 +123,16 @@ def test_the_plan_names_the_triton_attention_backend_alibi_sqrt_needs() -> None:
     assert result.plan is not None
     args = result.plan.vllm_args()
     assert args[args.index("--attention-backend") + 1] == "TRITON_ATTN"
+
+
+def test_the_cli_names_the_backend_and_passes_it_to_vllm(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`kvright plan` says why the flag is there, and its server args carry it."""
+    folder = tmp_path / "step-audio-3b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(STEP1_3B))
+    assert main(["plan", str(folder / "config.json"), "--gpu", "h100-sxm", "--max-model-len", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"attention backend\s+TRITON_ATTN \(the model's layers run on it alone\)", out), out
+    assert re.search(r"vllm args \(server\).*--attention-backend TRITON_ATTN", out), out
