@@ -151,6 +151,9 @@ FAMILIES: dict[str, str] = {
     "SmolLM3ForCausalLM": "dense",
     "Starcoder2ForCausalLM": "dense",
     "MixtralForCausalLM": "moe",
+    # StepFun's Step-3 text model (vLLM's step3_text.py): one KV head whole on every rank behind a shared
+    # query projection, routed experts on the layers moe_layers_enum lists.
+    "Step3TextForCausalLM": "moe",
     "Qwen2MoeForCausalLM": "moe",
     "Qwen3MoeForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
@@ -441,6 +444,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "smollm3": "dense",
     "starcoder2": "dense",
     "mixtral": "moe",
+    "step3_text": "moe",
     "dbrx": "moe",
     "qwen2_moe": "moe",
     "qwen3_moe": "moe",
@@ -795,6 +799,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # Plamo3Config (the checkpoint's code): a 2048-token window on every layer but each eighth, the LM head
     # tied.
     "plamo3": {"window_size": 2048, "sliding_window_pattern": 8, "tie_word_embeddings": True},
+    # Step3TextConfig (vLLM's configs/step3_vl.py): a 2048-wide shared query of 256-wide heads.
+    "step3_text": {"share_q_dim": 2048, "head_dim": 256},
     # Step1 (no config class: the checkpoint's code): vLLM's step1.py ties the LM head unless the file says
     # tie_word_embeddings false (getattr's default).
     "step1": {"tie_word_embeddings": True},
@@ -1419,6 +1425,12 @@ class Architecture:
     application also owns a whole ``hidden x hidden`` linear on every rank. 0: none."""
     attention_adapters: bool = False
     """Zamba2's ``use_shared_attention_adapter``: Q, K and V adapters on every application."""
+    shared_query_width: int = 0
+    """Step-3's attention (``share_q_dim``): a projection whole on every rank from the hidden state to this
+    width, the one K head and the one V head (cached whole on every rank), a norm of that width, then a
+    split projection up to the query heads; 0: the standard Q/K/V projection."""
+    experts_bound_tp: bool = False
+    """The class refuses a TP degree above its routed experts (Step-3's ``Step3TextMoEMLP``)."""
     lm_head_added_rows: int = 0
     """Rows an untied LM head has past :attr:`vocab_rows` (PLaMo 3's: built for the vocabulary padded to a
     multiple of 16, whose added rows vLLM pads to 64 apart); 0: none."""
@@ -2067,6 +2079,10 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     hd = a.head_dim_of(layer)
     vd = a.v_head_dim_of(layer)
     heads = a.heads_of(layer)
+    if a.shared_query_width:  # Step-3: qkv_proj and inter_norm whole on every rank, wq and o_proj split
+        q = a.shared_query_width
+        whole = weigh("attention", i, h * (q + hd + vd)) + weigh(None, i, q)
+        return weigh("attention", i, q * heads * hd + heads * vd * h), whole, 0.0
     q_out = heads * hd
     q_width = q_out * (2 if a.attention_output_gate else 1)
     read = a.attention_input_width or h  # what Q, K and V project from
@@ -3210,6 +3226,8 @@ def _moe_layers(cfg: Mapping[str, Any], model_type: str, layers: int, architectu
         if set(kinds) - {"dense", "sparse"}:
             raise ConfigError("mlp_layer_types", "entries must be 'dense' or 'sparse'")
         return [kind == "sparse" for kind in kinds]
+    if model_type == "step3_text":
+        return _step3_moe_layers(cfg, layers)
     if architecture == "BailingMoeV3ForCausalLM":
         # bailing_moe_v3.py: routed from first_k_dense_replace on (no default) wherever num_experts is set
         first_dense = _int(cfg, ("first_k_dense_replace",), minimum=0)
@@ -3275,6 +3293,23 @@ def _routing(cfg: Mapping[str, Any], experts: Sequence[str], top_k: Sequence[str
     return {"num_experts": count, "num_experts_per_token": used}
 
 
+def _step3_moe_layers(cfg: Mapping[str, Any], layers: int) -> list[bool]:
+    """Step-3's routed layers: the indexes ``moe_layers_enum`` lists, a comma-separated string (vLLM's
+    step3_text.py splits it; Step3TextConfig's default, a tuple, stops the build)."""
+    listed = cfg.get("moe_layers_enum")
+    try:
+        routed = {int(i) for i in str(listed).split(",")} if isinstance(listed, (str, int)) else None
+    except ValueError:
+        routed = None
+    if routed is None or not routed <= set(range(layers)):
+        raise ConfigError(
+            "moe_layers_enum",
+            f"is {listed!r:.60}; expected the routed layers' indexes below {layers} as a comma-separated "
+            "string (vLLM 0.32's step3_text.py splits it; its config class's default tuple stops the build)",
+        )
+    return [i in routed for i in range(layers)]
+
+
 def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[dict[str, Any], int]:
     """MoE fields and the dense MLP width of the layers that are not MoE."""
     routing = _routing(cfg, _EXPERTS, _EXPERTS_PER_TOKEN)
@@ -3303,6 +3338,12 @@ def _moe_facts(cfg: Mapping[str, Any], model_type: str, hidden: int) -> tuple[di
         expert_width = _int(cfg, ("intermediate_size",))
         dense = _int(cfg, ("intermediate_size_mlp",), default=expert_width)
         shared = expert_width  # one shared expert of the routed experts' width
+    elif model_type == "step3_text":
+        # vLLM's step3_text.py: one shared expert share_expert_dim wide on each routed layer, the dense
+        # layers' MLP intermediate_size.
+        expert_width = _int(cfg, ("moe_intermediate_size",))
+        dense = _int(cfg, _INTERMEDIATE)
+        shared = _int(cfg, ("share_expert_dim",))
     elif "moe_intermediate_size" in cfg:
         expert_width = _int(cfg, ("moe_intermediate_size",))
         dense = _int(cfg, _INTERMEDIATE, default=expert_width)
@@ -7265,6 +7306,8 @@ _MODELING: dict[str, _Modeling] = {
     # openpangu.py's MoE: a float32 score-correction bias with router_enable_expert_bias (its router in the
     # model dtype); its sandwich norms by _pangu_embedded_parts' rule (below).
     "pangu_ultra_moe": _Modeling(expert_score_bias="router_enable_expert_bias"),
+    # vLLM's step3_text.py: no biases, an LM head of its own whatever the file says.
+    "step3_text": _Modeling(qkv_bias=False, tied_head=False),
     # vLLM's plamo3.py: four norms a layer, per-head q/k norms, no biases.
     "plamo3": _Modeling(qkv_bias=False, qk_norm="head", norms_per_layer=4),
     # openpangu.py: its biases by _pangu_embedded_parts; mlp_bias on the MLP's.
@@ -7559,6 +7602,8 @@ def architecture_from_config(
             "yet; accepted: false",
         )
     kv_field = "num_key_value_heads"
+    if model_type == "step3_text":
+        kv_heads = 1  # step3_text.py builds one KV head whatever num_attention_groups says
     if architecture == "Step1ForCausalLM":
         # step1.py: num_attention_groups, else num_key_value_heads, else one KV head (none, or below one: one)
         kv_heads = _opt_int(cfg, ("num_attention_groups", "num_key_value_heads"), minimum=0) or 1
@@ -7687,6 +7732,10 @@ def architecture_from_config(
         extra.update(float32_vectors=3, vision_router_bias=bool(tower_layers))
     if model_type == "kimi_linear":
         extra["moe_min_width_per_rank"] = _int(cfg, ("min_moe_intermediate_per_partition",), default=256)
+    if model_type == "step3_text":
+        # step3_text.py: share_q_dim null or 0 is the head width
+        extra.update(shared_query_width=_opt_int(cfg, ("share_q_dim",), minimum=0) or a["head_dim"])
+        extra["experts_bound_tp"] = True
     if model_type == "pangu_ultra_moe" and _bool(cfg, "sandwich_norm", False):
         extra["norms_per_layer"] = 4  # openpangu.py: pre_mlp_layernorm and post_mlp_layernorm
     if model_type == "hyperclovax" and _bool(cfg, "use_post_norm", True):

@@ -139,6 +139,11 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
         )
     elif (split := _undivided_width(arch, tp)) is not None:
         reason = f"does not divide the {split} (vLLM asserts it does)"
+    elif arch.experts_bound_tp and tp > arch.num_experts:
+        reason = (
+            f"exceeds the {arch.num_experts} routed experts of {arch.name} (vLLM's Step-3 MoE layer "
+            "refuses a TP degree above them)"
+        )
     elif _splits_routed_experts(arch, tp, expert_parallel=expert_parallel):
         reason = (
             f"does not divide the {arch.moe_intermediate_size}-wide routed experts of {arch.name} (vLLM's "

@@ -1458,3 +1458,28 @@ PANGU_ULTRA_SMALL: dict[str, Any] = edited(
     norm_topk_prob=True,
     num_nextn_predict_layers=1,
 )
+
+# A small Step-3 text model (vLLM's step3_text.py over its Step3TextConfig): three layers of 256, eight
+# query heads of 64 over one KV head behind a 128-wide shared query, the second and third layers routed
+# (four experts of 128, two a token, a 192-wide shared expert).
+STEP3_TEXT_SMALL: dict[str, Any] = {
+    "architectures": ["Step3TextForCausalLM"],
+    "model_type": "step3_text",
+    "torch_dtype": "bfloat16",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 8,
+    "num_attention_groups": 1,
+    "num_hidden_layers": 3,
+    "vocab_size": 512,
+    "head_dim": 64,
+    "share_q_dim": 128,
+    "moe_num_experts": 4,
+    "moe_top_k": 2,
+    "moe_intermediate_size": 128,
+    "share_expert_dim": 192,
+    "moe_layers_enum": "1,2",
+    "max_position_embedding": 2048,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-5,
+}
