@@ -6091,8 +6091,37 @@ def _vision_towers(config: Mapping[str, Any], text_hidden: int) -> tuple[int, in
     if _architecture_class(config) == "Dots3NoteForCausalLM":
         towers = _dots3_towers(config)
         return towers, towers
+    if _architecture_class(config) == "Step3VLForConditionalGeneration":
+        return _step3_vision_parameters(config, text_hidden)
     vision = _vision_parameters(config, text_hidden)
     return vision, vision if config.get("model_type") == "gemma4" else 0
+
+
+def _step3_vision_parameters(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
+    """Step-3's tower as vLLM's step3_vl.py builds it (never quantized), and the part of it whole on every
+    rank: a class embedding, a biased patch convolution and a position table of ``(image / patch)^2 + 1``
+    rows; blocks of a fused biased QKV projection (the heads' width), an output projection from the hidden
+    width and a biased ``fc1`` split by TP (the output projection's and ``fc2``'s biases and two LayerNorms
+    whole); then two biased convolutions (to
+    ``output_hidden_size`` over 2x2 patches, to twice that over 3x3) and a projection into the text width
+    (biased with ``projector_bias``), whole. Defaults are Step3VisionEncoderConfig's; a file without a
+    ``vision_config`` still gets that tower."""
+    v = _vision_with_defaults(config, config.get("vision_config") or {})
+    with _in_sub_config("vision_config"):
+        h = _int(v, ("hidden_size",))
+        inter = _int(v, ("intermediate_size",))
+        layers = _int(v, ("num_hidden_layers",))
+        heads = _int(v, ("num_attention_heads",))
+        out = _int(v, ("output_hidden_size",))
+        channels = _int(v, ("num_channels",))
+        patch = _int(v, ("patch_size",))
+        image = _int(v, ("image_size",))
+    width = heads * (h // heads)
+    split = layers * (3 * width * h + 3 * width + h * h + 2 * h * inter + inter)
+    whole = 2 * h + channels * patch * patch * h + ((image // patch) ** 2 + 1) * h + 6 * h * layers
+    whole += 4 * h * out + out + 18 * out * out + 2 * out + 2 * out * text_hidden
+    whole += text_hidden if _bool(config, "projector_bias", True) else 0
+    return split + whole, whole
 
 
 def _dots3_towers(config: Mapping[str, Any]) -> int:
@@ -6683,6 +6712,14 @@ def _vision_split_widths(config: Mapping[str, Any]) -> tuple[tuple[str, int], ..
     if _is_glm4v_tower(config, vision):
         with _in_sub_config("vision_config"):
             return (("{} vision attention heads", _int(vision, ("num_heads",), default=12)),)
+    if _architecture_class(config) == "Step3VLForConditionalGeneration":  # step3_vl.py's blocks
+        v = _vision_with_defaults(config, vision)
+        with _in_sub_config("vision_config"):
+            return (
+                ("{} vision attention heads", _int(v, ("num_attention_heads",))),
+                ("{}-wide vision blocks", _int(v, ("hidden_size",))),
+                ("{}-wide vision MLP", _int(v, ("intermediate_size",))),
+            )
     if _architecture_class(config) not in _QWEN_VISION_CLASSES:
         return ()
     v = _vision_with_defaults(config, vision)

@@ -1483,3 +1483,27 @@ STEP3_TEXT_SMALL: dict[str, Any] = {
     "max_position_embeddings": 2048,
     "rms_norm_eps": 1e-5,
 }
+# A small Step-3 (vLLM's step3_vl.py over its Step3VLConfig): the small text model behind a two-block tower of
+# 64 (four heads), 56-pixel images of 14-pixel patches, a projector to 96 and twice that.
+STEP3_VL_SMALL: dict[str, Any] = {
+    "architectures": ["Step3VLForConditionalGeneration"],
+    "model_type": "step3_vl",
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "model_type": "step3_vision_encoder",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "output_hidden_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_channels": 3,
+        "image_size": 56,
+        "patch_size": 14,
+        "hidden_act": "quick_gelu",
+        "layer_norm_eps": 1e-5,
+    },
+    "text_config": {k: v for k, v in STEP3_TEXT_SMALL.items() if k != "torch_dtype"},
+    "understand_projector_stride": 1,
+    "projector_bias": True,
+    "image_token_id": 500,
+}

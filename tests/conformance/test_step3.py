@@ -1,4 +1,5 @@
-"""StepFun's Step-3 text model as vLLM's own class builds it and its engine core accounts its cache.
+"""StepFun's Step-3, its text model and its wrapper, as vLLM's own classes build them and its engine core
+accounts their cache.
 
 vLLM 0.32 builds ``Step3TextForCausalLM`` (``step3_text.py``, over its own Step3TextConfig) with one KV
 head in every layer whatever ``num_attention_groups`` says, cached whole on every rank: a projection whole
@@ -7,17 +8,21 @@ K and V heads, a norm of that width, and a split projection up to the query head
 layers ``moe_layers_enum`` lists (a comma-separated string: the config class's default tuple stops the
 build), each with a router whole on every rank and a ``share_expert_dim``-wide shared expert; an LM head of
 its own whatever the file says. vllm_weights_probe.py builds the class on the meta device and runs the
-engine core's accounting; capacity must give the same parameters, bytes and blocks. The per-rank bytes at TP
-2, measured on both ranks, and the released shape's are held in tests/unit/test_step3.py.
+engine core's accounting; capacity must give the same parameters, bytes and blocks. The wrapper
+(``Step3VLForConditionalGeneration``, the released checkpoint's class) adds its tower, never quantized and
+holding no cache: blocks split by TP and, whole on every rank, the embeddings, the blocks' output biases and
+norms, and a projector of two convolutions and a linear; its processor imports torchvision, which the probe
+stands in for. The per-rank bytes at TP 2, measured on both ranks in both of vLLM's encoder TP modes, and the
+released shape's are held in tests/unit/test_step3.py.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
-from tests.builders import STEP3_TEXT_SMALL, edited
+from tests.builders import STEP3_TEXT_SMALL, STEP3_VL_SMALL, edited
 
 from . import harness
 
@@ -57,3 +62,35 @@ class TestStep3Text(harness.ModelSuite):
         arch = harness.weighed_as_built(answer, config)
         cached = [(layer["kv_heads"], layer["head_size"]) for layer in answer["attention"]]
         assert cached == [(1, arch.head_dim)] * arch.num_layers
+
+
+def _tower(**changes: Any) -> dict[str, Any]:
+    """The small Step-3 with its tower's fields changed."""
+    return edited(STEP3_VL_SMALL, vision_config=edited(STEP3_VL_SMALL["vision_config"], **changes))
+
+
+#: Wrappers vLLM's class builds, weighed to the byte.
+VL_BUILT: dict[str, dict[str, Any]] = {
+    "two-blocks-of-64": STEP3_VL_SMALL,
+    "projector-without-bias": edited(STEP3_VL_SMALL, projector_bias=False),
+    "heads-narrower-than-the-blocks": _tower(hidden_size=66),
+    "three-heads-of-32": _tower(hidden_size=96, num_attention_heads=3),
+    "seventy-pixels-of-seven": _tower(image_size=70, patch_size=7),
+    "five-blocks-wider-mlp-and-projector": _tower(
+        num_hidden_layers=5, intermediate_size=200, output_hidden_size=160
+    ),
+}
+
+
+class TestStep3VL(harness.ModelSuite):
+    """Six wrappers (the tower's widths, heads, images and projector), their caches (the text model's
+    alone) and the file without its routed layers."""
+
+    BUILT = VL_BUILT
+    ACCOUNTED = harness.accounted_cases(VL_BUILT, list(VL_BUILT), memory=2**26, length=2048)
+    REFUSED: ClassVar[dict[str, dict[str, Any]]] = {
+        "moe_layers_enum": edited(
+            STEP3_VL_SMALL, text_config=edited(STEP3_VL_SMALL["text_config"], moe_layers_enum=None)
+        ),
+    }
+    STAND_INS: ClassVar[dict[str, Any]] = {"torchvision_stand_in": True}
