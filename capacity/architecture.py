@@ -7726,7 +7726,11 @@ def architecture_from_config(
         )
     class_reader = model_class_reader(config)
     warnings.extend(_model_class_warnings(config, class_reader))
-    built = _MODELING.get(model_type, _Modeling())
+    # A class kvright does not know, read as a standard decoder, is read with Llama's biases (attention_bias
+    # on all four attention projections, mlp_bias on the MLP's): vLLM's llama.py and transformers' Llama,
+    # which such decoders are built on (TeleFLM's class is llama.py's; a plain reading missed its o_proj and
+    # MLP biases).
+    built = _MODELING.get(model_type, _LLAMA if assumed else _Modeling())
     if architecture == "IQuestLoopCoderForCausalLM":
         built = _Modeling(qkv_bias=False)  # its class builds no bias whatever the file or its type says
     if model_type == "gpt_oss":

@@ -198,6 +198,33 @@ def test_catalog_has_at_least_15_models():
     assert len(c.catalog_ids()) >= 15
 
 
+#: A small TeleFLM (vLLM's teleflm.py: llama.py's modules; no config class here): biased attention and MLP.
+TELEFLM_BIASED = {
+    "architectures": ["TeleFLMForCausalLM"],
+    "model_type": "TeleFLM",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+    "use_mup": True,
+    "tie_word_embeddings": False,
+    "attention_bias": True,
+    "mlp_bias": True,
+}
+
+
+def test_an_unknown_standard_decoder_is_biased_as_llama_is() -> None:
+    """attention_bias on all four attention projections (o_proj's whole on every rank), mlp_bias on the MLP:
+    TeleFLM's bytes as vLLM's class holds them on both ranks of TP 2 (measured by a survey of the class)."""
+    arch = c.architecture_from_config(TELEFLM_BIASED)
+    assert arch.o_bias and arch.mlp_bias and arch.warnings
+    assert {tp: c.weight_bytes_per_gpu(arch, tp) for tp in (1, 2)} == {1: 3_157_504, 2: 1_581_056}
+
+
 def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming_the_assumption():
     arch = c.architecture_from_config(
         BASE | {"model_type": "helium", "architectures": ["HeliumForCausalLM"]}
