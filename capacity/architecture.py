@@ -104,6 +104,8 @@ FAMILIES: dict[str, str] = {
     # attention): per-layer windows from interleaved_sliding_window.
     "Plamo3ForCausalLM": "dense",
     "PanguEmbeddedForCausalLM": "dense",
+    # HRM-Text (vLLM's hrm_text.py): two stacks of layers run in recurrent steps, a cache a step's layer.
+    "HrmTextForCausalLM": "dense",
     # StepFun's Step1 (vLLM's step1.py; Step-Audio's language model): ALiBi, which only the Triton attention
     # backend applies the way it asks (use_alibi_sqrt), KV heads from num_attention_groups.
     "Step1ForCausalLM": "dense",
@@ -409,6 +411,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "gemma3": "dense",
     "gemma3_text": "dense",
     "step1": "dense",
+    "hrm_text": "dense",
     "plamo3": "dense",
     "PanguEmbedded": "dense",
     "mistral3": "dense",
@@ -799,6 +802,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # Plamo3Config (the checkpoint's code): a 2048-token window on every layer but each eighth, the LM head
     # tied.
     "plamo3": {"window_size": 2048, "sliding_window_pattern": 8, "tie_word_embeddings": True},
+    # HrmTextConfig: 128-wide heads, two high-level cycles of three low-level ones.
+    "hrm_text": {"head_dim": 128, "H_cycles": 2, "L_cycles": 3},
     # Step3TextConfig (vLLM's configs/step3_vl.py): a 2048-wide shared query of 256-wide heads.
     "step3_text": {"share_q_dim": 2048, "head_dim": 256},
     # Step1 (no config class: the checkpoint's code): vLLM's step1.py ties the LM head unless the file says
@@ -1425,6 +1430,12 @@ class Architecture:
     application also owns a whole ``hidden x hidden`` linear on every rank. 0: none."""
     attention_adapters: bool = False
     """Zamba2's ``use_shared_attention_adapter``: Q, K and V adapters on every application."""
+    held_layers: int = 0
+    """Entries of :attr:`layers` that hold their weights (HRM-Text's two stacks: ``2 x
+    num_layers_per_stack``); each later entry runs one of them again in a recurrent step, with a cache of its
+    own, its weights read again (:attr:`ParameterGroups.reread`). 0: every entry holds its own."""
+    hidden_vectors: int = 0
+    """Learned hidden-wide vectors outside the layers, whole on every rank (HRM-Text's ``z_L_init``)."""
     shared_query_width: int = 0
     """Step-3's attention (``share_q_dim``): a projection whole on every rank from the hidden state to this
     width, the one K head and the one V head (cached whole on every rank), a norm of that width, then a
@@ -1915,8 +1926,11 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
     ple = a.per_layer_input_size
     reread = 0.0
     applications = 0  # Zamba2's shared-block applications so far
+    replicated += weigh(None, None, a.hidden_vectors * h)
     for n, layer in enumerate(a.layers):
         i = a.first_layer + n // a.layers_per_block  # the checkpoint's layer index
+        # HRM-Text's later steps run an earlier entry's weights again: weighed, then moved to what is reread
+        again = (sharded, replicated, dict(kv)) if a.held_layers and n >= a.held_layers else None
         if a.shared_blocks and layer.mixer in ATTENTION_MIXERS:
             (s, r, per_head), (own_sharded, own_whole) = _shared_block_application(a, layer, i, weigh)
             sharded += own_sharded
@@ -1978,6 +1992,11 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
                 sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
             if a.shared_expert_gate:
                 replicated += weigh("router", i, h)
+        if again is not None:
+            held_sharded, held_replicated, held_kv = again
+            added = sum((kv[k] - held_kv.get(k, 0.0)) * k for k in kv)
+            reread += sharded - held_sharded + replicated - held_replicated + added
+            sharded, replicated, kv = held_sharded, held_replicated, held_kv
     embedding = weigh("embedding", None, vocab_rows * table)
     if a.ngram_embedders:  # LongCat-Flash-Lite: oe_embedder (vocab-parallel) and oe_projection (whole)
         width = h // a.ngram_embedders
@@ -2830,11 +2849,6 @@ _NOT_READ_YET = {
     ),
     # Classes vLLM 0.32 registers whose files read as a standard decoder's but which vLLM builds otherwise
     # (a helper's survey measured each against vLLM's class on TP 1 and 2; refused until read).
-    "HrmTextForCausalLM": (
-        "HRM-Text runs two stacks of layers in recurrent steps, each step a KV cache of its own (128 caches "
-        "for HRM-Text-1B's 32 weight layers), which kvright does not read yet; a file without its recurrence "
-        "keys would be planned with a fraction of its caches"
-    ),
     "K2HorizonForCausalLM": (
         "K2-Horizon's attention gate, query/key norms, MoE layers and value-expert (MoVA) attention are not "
         "read yet"
@@ -3464,6 +3478,10 @@ def _read_transformer(
             vocab = _int(cfg, _VOCAB)
             extra["lm_head_added_rows"] = _padded_rows(-vocab % 16)
         mixers, window = _interleaved_windows(cfg, layers)
+    elif architecture == "HrmTextForCausalLM":
+        extra.update(_hrm_text_steps(cfg, a))
+        layers = a["num_layers"]
+        mixers, window = ["full"] * layers, None
     elif architecture == "IQuestLoopCoderForCausalLM":
         mixers = ["full"] * layers
         extra.update(_loop_passes(cfg))
@@ -3521,6 +3539,28 @@ def _read_transformer(
         read.dense_attention = [not s for s in sparse]
         extra["sparse_backend_required"] = any(sparse)
     return read
+
+
+def _hrm_text_steps(cfg: Mapping[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+    """HRM-Text (vLLM's hrm_text.py over HrmTextConfig): a high and a low stack of ``num_layers_per_stack``
+    layers each (the file's ``num_hidden_layers`` where it states no stack size: the config class then
+    inflates it), run in ``H_cycles x (L_cycles + 1)`` recurrent steps of one stack each, every step an
+    attention cache per layer; read as one entry a step's layer, the first ``2 x num_layers_per_stack``
+    holding the weights. Every query head has its own K and V (no ``num_key_value_heads`` is read); a
+    sigmoid gate is fused with Q, K and V; ``z_L_init`` is a learned hidden-wide vector."""
+    if cfg.get("hidden_act", "silu") != "silu":
+        activation = cfg.get("hidden_act")
+        raise ConfigError("hidden_act", f"is {activation!r:.30}; vLLM's hrm_text.py builds silu alone")
+    if a["hidden_size"] % a["num_attention_heads"]:
+        raise ConfigError(
+            "num_attention_heads",
+            f"is {a['num_attention_heads']}; HrmTextConfig requires a divisor of hidden_size "
+            f"({a['hidden_size']})",
+        )
+    stack = _opt_int(cfg, ("num_layers_per_stack",)) or a["num_layers"]
+    steps = _int(cfg, ("H_cycles",)) * (_int(cfg, ("L_cycles",)) + 1)
+    a.update(num_layers=stack * steps, num_kv_heads=a["num_attention_heads"])
+    return {"held_layers": min(2 * stack, stack * steps), "hidden_vectors": 1, "attention_output_gate": True}
 
 
 #: Classes whose layers take their window from ``interleaved_sliding_window`` (vLLM's plamo3.py: the list by
@@ -7343,6 +7383,11 @@ _MODELING: dict[str, _Modeling] = {
     # openpangu.py's MoE: a float32 score-correction bias with router_enable_expert_bias (its router in the
     # model dtype); its sandwich norms by _pangu_embedded_parts' rule (below).
     "pangu_ultra_moe": _Modeling(expert_score_bias="router_enable_expert_bias"),
+    # vLLM's hrm_text.py: a fused gate, Q, K and V projection and the output projection, biased by
+    # attention_bias; the MLP's by mlp_bias; norms without weights.
+    "hrm_text": _Modeling(
+        o_bias="attention_bias", mlp_bias="mlp_bias", norms_per_layer=0, final_norm=False
+    ),
     # vLLM's step3_text.py: no biases, an LM head of its own whatever the file says.
     "step3_text": _Modeling(qkv_bias=False, tied_head=False),
     # vLLM's plamo3.py: four norms a layer, per-head q/k norms, no biases.

@@ -1507,3 +1507,24 @@ STEP3_VL_SMALL: dict[str, Any] = {
     "projector_bias": True,
     "image_token_id": 500,
 }
+
+# A small HRM-Text (vLLM's hrm_text.py over HrmTextConfig) as transformers saves it: two stacks of two layers
+# of 128 (four heads of 32), two high-level cycles of three low-level ones: 16 steps' caches.
+HRM_TEXT_SMALL: dict[str, Any] = {
+    "architectures": ["HrmTextForCausalLM"],
+    "model_type": "hrm_text",
+    "torch_dtype": "bfloat16",
+    "vocab_size": 512,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "head_dim": 32,
+    "H_cycles": 2,
+    "L_cycles": 3,
+    "max_position_embeddings": 4096,
+    "hidden_act": "silu",
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    "tie_word_embeddings": False,
+    "num_layers_per_stack": 2,
+    "num_hidden_layers": 16,
+}

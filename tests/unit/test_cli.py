@@ -67,6 +67,10 @@ def test_catalog_human_view(capsys):
     assert "  a100-80gb  NVIDIA A100 SXM4 80GB " in out and "fp8 KV only" in out
 
 
+#: Dense classes whose files a Llama's fields are read as only under the config class they read.
+OWN_CONFIG_TYPES = {"Rnj1ForCausalLM": "gemma3_text", "HrmTextForCausalLM": "hrm_text"}
+
+
 def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(capsys, tmp_path):
     """The refusal names the command, not 69 class names on one line; that command lists every one of them
     by family, and each listed class is read (a standard config of it plans without the unknown warning)."""
@@ -90,9 +94,10 @@ def test_a_refused_architecture_points_to_the_catalog_that_lists_what_is_read(ca
     multimodal = engine_vocabulary().multimodal_architectures
     for name in (a["architecture"] for a in listed if a["family"] == "dense"):
         # a thinker wrapper's file nests the model it builds (Qwen2.5-Omni's); Rnj-1's class reads Gemma 3's
+        # config, HRM-Text's its own (its recurrence's cycles)
         config = {"thinker_config": llama} if name in THINKER_WRAPPERS else llama
-        if name == "Rnj1ForCausalLM":
-            config = llama | {"model_type": "gemma3_text"}
+        if name in OWN_CONFIG_TYPES:
+            config = llama | {"model_type": OWN_CONFIG_TYPES[name]}
         if name in multimodal and name not in THINKER_WRAPPERS:
             # a multimodal wrapper over a Llama's file alone: known, and refused for the tower it lacks
             with pytest.raises(cap.ConfigError, match="a multimodal wrapper, but the file's 'llama' config"):
