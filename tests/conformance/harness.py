@@ -410,14 +410,23 @@ def model_suites_probe(
     return {suite: {case["id"]: answers[joint] for joint, case in ids[suite].items()} for suite in suites}
 
 
-class WindowedSuite(ModelSuite):
-    """A :class:`ModelSuite` whose builds also show each attention module's sliding window as capacity reads
-    its layer's (the classes that window some layers their own way: Rnj-1, PLaMo 3, openPangu)."""
+class LayerCachesSuite(ModelSuite):
+    """A :class:`ModelSuite` whose builds also show every attention module caching what capacity reads its
+    layer to cache: its KV heads, head width and window, module by module (the classes that lay out their
+    caches their own way: shared blocks, recurrent steps, one replicated head, windows by layer)."""
 
     def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
         arch = weighed_as_built(answer, config)
-        ours = [arch.sliding_window if layer.mixer == "sliding" else None for layer in arch.layers]
-        assert ours == [layer["sliding_window"] for layer in answer["attention"]]
+        ours = [
+            (
+                arch.kv_heads_of(layer),
+                arch.head_dim_of(layer),
+                arch.sliding_window if layer.mixer == "sliding" else None,
+            )
+            for layer in arch.layers
+            if layer.mixer in ("full", "sliding", "chunked")
+        ]
+        assert ours == [(m["kv_heads"], m["head_size"], m["sliding_window"]) for m in answer["attention"]]
 
 
 class StoppedAtCacheSetup(ModelSuite):

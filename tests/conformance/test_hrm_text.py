@@ -43,16 +43,10 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-class TestHrmText(harness.ModelSuite):
+class TestHrmText(harness.LayerCachesSuite):
     """Six builds (saved or raw layer counts, biases, tied, KV heads the class ignores, other cycles), their
     caches and one refusal."""
 
     BUILT = BUILT
     ACCOUNTED = ACCOUNTED
     REFUSED = REFUSED
-
-    def check_built(self, answer: dict[str, Any], config: dict[str, Any]) -> None:
-        """The bytes, and an attention cache for every step's layer, every query head its own."""
-        arch = harness.weighed_as_built(answer, config)
-        cached = [(layer["kv_heads"], layer["head_size"]) for layer in answer["attention"]]
-        assert cached == [(arch.num_attention_heads, arch.head_dim)] * arch.num_layers

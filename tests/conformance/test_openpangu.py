@@ -49,7 +49,7 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-class TestPanguEmbedded(harness.WindowedSuite):
+class TestPanguEmbedded(harness.LayerCachesSuite):
     """Eight builds (every bias rule, sandwich norms, a stated head width, windows), their caches and one
     refusal."""
 

@@ -51,7 +51,7 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-class TestPlamo3(harness.WindowedSuite):
+class TestPlamo3(harness.LayerCachesSuite):
     """Five builds (windows by layer, tied or not, one KV head, no full layer), their caches and one
     refusal."""
 

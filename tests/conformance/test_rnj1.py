@@ -60,7 +60,7 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-class TestRnj1(harness.WindowedSuite):
+class TestRnj1(harness.LayerCachesSuite):
     """Six builds (Gemma 3's modules, tied or not, biases), their caches (windows on chunked layers alone, or
     on every layer where all say sliding_attention), and three refusals."""
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+import capacity
 from tests.builders import STEP1_SMALL, edited
 
 from . import harness
@@ -47,7 +48,7 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-class TestStep1(harness.ModelSuite):
+class TestStep1(harness.LayerCachesSuite):
     """Eight builds (KV heads by each field that names them, none, a head_dim ignored, biases, tied or not),
     their caches and one refusal."""
 
@@ -57,8 +58,6 @@ class TestStep1(harness.ModelSuite):
     STAND_INS: ClassVar[dict[str, Any]] = {"plain_config": True}
 
     def check_built(self, answer: dict[str, Any], config: dict[str, Any]) -> None:
-        """The bytes, every layer's cached heads and width, and the Triton backend in the plan."""
-        arch = harness.weighed_as_built(answer, config)
-        cached = [(layer["kv_heads"], layer["head_size"]) for layer in answer["attention"]]
-        assert cached == [(arch.num_kv_heads, arch.head_dim)] * arch.num_layers
-        assert arch.attention_backend == "TRITON_ATTN"
+        """The bytes and every layer's cache, and the Triton backend in the plan."""
+        super().check_built(answer, config)
+        assert capacity.architecture_from_config(config).attention_backend == "TRITON_ATTN"

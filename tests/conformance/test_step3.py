@@ -49,19 +49,13 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-class TestStep3Text(harness.ModelSuite):
+class TestStep3Text(harness.LayerCachesSuite):
     """Eight builds (the shared query by every spelling, routed layers, groups the class ignores, the head
     untied), their caches and one refusal."""
 
     BUILT = BUILT
     ACCOUNTED = ACCOUNTED
     REFUSED = REFUSED
-
-    def check_built(self, answer: dict[str, Any], config: dict[str, Any]) -> None:
-        """The bytes, and one KV head of the head width cached in every layer."""
-        arch = harness.weighed_as_built(answer, config)
-        cached = [(layer["kv_heads"], layer["head_size"]) for layer in answer["attention"]]
-        assert cached == [(1, arch.head_dim)] * arch.num_layers
 
 
 def _tower(**changes: Any) -> dict[str, Any]:

@@ -79,7 +79,7 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 
-class TestZamba2(harness.ModelSuite):
+class TestZamba2(harness.LayerCachesSuite):
     """Twelve builds (shared blocks fewer or more than their applications, adapters, groups, biases, the
     config class's layers, a Mamba-only file), their caches (the state sizing the block, by the stated KV
     heads where they are fewer than the cached ones) and two refusals."""
@@ -88,10 +88,3 @@ class TestZamba2(harness.ModelSuite):
     ACCOUNTED = ACCOUNTED
     REFUSED = REFUSED
     CPU_STATE_DTYPE = True
-
-    def check_built(self, answer: dict[str, Any], config: dict[str, Any]) -> None:
-        """The bytes, and an attention module an application, caching every query head whole."""
-        arch = harness.weighed_as_built(answer, config)
-        cached = [(layer["kv_heads"], layer["head_size"]) for layer in answer["attention"]]
-        assert cached == [(arch.num_kv_heads, arch.head_dim)] * arch.num_attention_layers
-        assert arch.num_kv_heads == arch.num_attention_heads
