@@ -190,14 +190,20 @@ seats: with 1.3x allowed (an SLO of 10 ms against 5.7 ms alone on the Intel mach
 12.6 ms from 5 to 11 seats alike, the seats barely moved it, every window the machine's other tenants
 slowed stepped the plan down, and one CI run moved eleven times without settling. With 2.5x the SLO lies
 where the batch, not the noise, decides the reading (that machine: 25 ms, 192 clients, settled at 63 seats
-in three moves); 2x was not enough there (4.8 ms alone in one run: 10 ms again)."""
+in three moves); 2x was not enough there (4.8 ms alone in one run: 10 ms again). Nor, once, was 2.6x (3.8 ms
+alone: 10 ms, whose p90 then read 9.3 to 13 ms from 5 to 15 seats; nine moves): :data:`ROOM_PREFERRED` is
+asked of every load first."""
+
+ROOM_PREFERRED = 3.0
+"""The room a load's SLO is first asked to leave a single request (every load in turn); :data:`ROOM_ALONE`
+only where no load leaves as much (a machine 9-10 ms alone reading 18 ms at 96 clients and 36 at 192)."""
 
 
-def run_slo_seconds(alone: float, loaded: float) -> float | None:
+def run_slo_seconds(alone: float, loaded: float, room: float = ROOM_ALONE) -> float | None:
     """The largest bound of vLLM's TPOT buckets (what the histogram reads exactly) below the mean TPOT at the
     planned batch (<= 0.95 x: its p90 reading, above the mean, misses it) while a single request has room
-    under it (>= :data:`ROOM_ALONE` x); None when no bound lies between."""
-    fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if ROOM_ALONE * alone <= b <= 0.95 * loaded]
+    under it (>= ``room`` x); None when no bound lies between."""
+    fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if room * alone <= b <= 0.95 * loaded]
     return fitting[-1] if fitting else None
 
 
@@ -219,6 +225,22 @@ def test_the_runs_slo_is_a_bucket_bound_with_room_on_both_sides(
     assert (None if slo is None else round(slo * 1000)) == slo_ms
 
 
+@pytest.mark.parametrize(
+    ("alone_ms", "loads_ms", "chosen"),
+    [
+        (3.8, (24.3, 36.5), (192, 25)),  # 10 ms at 96 is 2.6x a lone request: 192 leaves 3x under 25 ms
+        (3.2, (18.0, 36.0), (96, 10)),  # 3.1x at 96 already
+        (9.0, (18.0, 36.0), (192, 25)),  # no load leaves 3x: 2.5x at the heavier one
+        (9.0, (50.0, 100.0), (192, 75)),
+    ],
+)
+def test_every_load_is_asked_for_the_preferred_room_before_the_least(
+    alone_ms: float, loads_ms: tuple[float, float], chosen: tuple[int, int]
+) -> None:
+    clients, slo = choose_load(alone_ms / 1000, [(c, t / 1000) for c, t in zip(LOADS, loads_ms, strict=True)])
+    assert (clients, round(slo * 1000)) == chosen
+
+
 LOADS = (CLIENTS, 2 * CLIENTS)
 """Client counts to try for the run's load, each measured twice (the slower round counts): a machine whose
 engine runs 96 together fast (one CI run read 18 ms, another 51 ms, 9-10 ms alone; the Intel machine 25 ms,
@@ -226,19 +248,38 @@ engine runs 96 together fast (one CI run read 18 ms, another 51 ms, 9-10 ms alon
 clients does (the KV cache holds 192 of these sequences)."""
 
 
+def choose_load(alone: float, measured: list[tuple[int, float]]) -> tuple[int, float] | None:
+    """(clients, SLO) for the first load that leaves a single request :data:`ROOM_PREFERRED`, else the
+    heaviest that leaves :data:`ROOM_ALONE`; None when none does. ``measured``: (clients, mean TPOT) in
+    :data:`LOADS` order, as far as they were measured."""
+    for clients, loaded in measured:
+        slo = run_slo_seconds(alone, loaded, ROOM_PREFERRED)
+        if slo is not None:
+            return clients, slo
+    if len(measured) < len(LOADS):
+        return None  # a heavier load may leave the preferred room yet
+    for clients, loaded in reversed(measured):
+        slo = run_slo_seconds(alone, loaded)
+        if slo is not None:
+            return clients, slo
+    return None
+
+
 def run_load(url: str, log: Any) -> tuple[int, float]:
     """The clients the run's load has and its SLO (seconds), both chosen from the engine itself."""
     alone = engine_tpot_seconds(url, 1)
     readings = []
+    measured: list[tuple[int, float]] = []
     for clients in LOADS:
         loaded = max(engine_tpot_seconds(url, clients) for _ in range(2))
         readings.append(f"{loaded * 1000:.1f} ms at {clients}")
-        slo = run_slo_seconds(alone, loaded)
-        found = f"SLO {slo * 1000:g} ms" if slo else "no TPOT bucket bound between"
+        measured.append((clients, loaded))
+        chosen = choose_load(alone, measured)
+        found = f"SLO {chosen[1] * 1000:g} ms at {chosen[0]}" if chosen else "no TPOT bucket bound between"
         log(f"engine: mean TPOT {alone * 1000:.1f} ms one request at a time, {loaded * 1000:.1f} ms at "
             f"{clients} together: {found}")  # fmt: skip
-        if slo is not None:
-            return clients, slo
+        if chosen is not None:
+            return chosen
     pytest.fail(
         f"this machine's engine shows no SLO to converge to: {alone * 1000:.1f} ms per token alone and "
         f"{', '.join(readings)} leave no TPOT bucket bound between {ROOM_ALONE:g}x and 0.95x of them"
