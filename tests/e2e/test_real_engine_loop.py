@@ -200,11 +200,14 @@ only where no load leaves as much (a machine 9-10 ms alone reading 18 ms at 96 c
 
 
 def run_slo_seconds(alone: float, loaded: float, room: float = ROOM_ALONE) -> float | None:
-    """The largest bound of vLLM's TPOT buckets (what the histogram reads exactly) below the mean TPOT at the
-    planned batch (<= 0.95 x: its p90 reading, above the mean, misses it) while a single request has room
-    under it (>= ``room`` x); None when no bound lies between."""
+    """The smallest bound of vLLM's TPOT buckets (what the histogram reads exactly) that leaves a single
+    request room under it (>= ``room`` x) and lies below the mean TPOT at the planned batch (<= 0.95 x: its
+    p90 reading, above the mean, misses it); None when no bound lies between. The smallest, not the
+    largest: the load is measured in a burst (every client's prompt at once), which can read well above the
+    run's steady p90 (72.9 ms against 44-47 ms at 96 clients in one CI run, whose 50 ms SLO the first plan
+    then never missed)."""
     fitting = [b for b in TPOT_HISTOGRAM_BUCKETS if room * alone <= b <= 0.95 * loaded]
-    return fitting[-1] if fitting else None
+    return fitting[0] if fitting else None
 
 
 @pytest.mark.parametrize(
@@ -231,7 +234,8 @@ def test_the_runs_slo_is_a_bucket_bound_with_room_on_both_sides(
         (3.8, (24.3, 36.5), (192, 25)),  # 10 ms at 96 is 2.6x a lone request: 192 leaves 3x under 25 ms
         (3.2, (18.0, 36.0), (96, 10)),  # 3.1x at 96 already
         (9.0, (18.0, 36.0), (192, 25)),  # no load leaves 3x: 2.5x at the heavier one
-        (9.0, (50.0, 100.0), (192, 75)),
+        (9.0, (50.0, 100.0), (192, 50)),
+        (5.2, (72.9, 100.0), (96, 25)),  # 3x leaves 25 ms at 96, far under the burst's 72.9 ms
     ],
 )
 def test_every_load_is_asked_for_the_preferred_room_before_the_least(
