@@ -10,6 +10,7 @@ One fluent builder per kind, so a test says only what matters to it and the rest
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -300,6 +301,48 @@ def edited(config: dict[str, Any], **changes: Any) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def zamba2_layers(layers: int, hybrid: Sequence[int]) -> list[str]:
+    """A Zamba2 ``layers_block_type``: ``layers`` Mamba layers, those at ``hybrid`` also running a shared
+    block."""
+    return ["hybrid" if i in hybrid else "mamba" for i in range(layers)]
+
+
+#: Model shapes stated as data, a file a family (or a conformance suite's cases): see :func:`model_shapes`.
+SHAPES_DIR = Path(__file__).parent / "data" / "shapes"
+
+
+@functools.cache
+def _shape_entries(family: str) -> dict[str, dict[str, Any]]:
+    entries: dict[str, dict[str, Any]] = json.loads((SHAPES_DIR / f"{family}.json").read_text())
+    return entries
+
+
+def _resolved_shape(family: str, name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    ref = f"{family}:{name}"
+    if ref in seen:
+        raise ValueError(f"model shape {ref} is its own base (through {' -> '.join(seen)})")
+    entry = _shape_entries(family)[name]
+    if "config" in entry:
+        config: dict[str, Any] = copy.deepcopy(entry["config"])
+    else:
+        base_family, _, base_name = entry["base"].rpartition(":")
+        base = _resolved_shape(base_family or family, base_name, (*seen, ref))
+        config = edited(base, **entry.get("edits", {}))
+    if "hybrid_layers" in entry:
+        config["layers_block_type"] = zamba2_layers(config["num_hidden_layers"], entry["hybrid_layers"])
+    return config
+
+
+def model_shapes(family: str) -> dict[str, dict[str, Any]]:
+    """The model configs of ``tests/data/shapes/<family>.json`` by name, each a config.json dict of its own.
+
+    An entry says where its shape comes from (``about``, where its name does not) and states it either whole
+    (``config``) or as the ``edits`` over a ``base`` entry (``"name"`` in the same file, ``"family:name"`` in
+    another), read as :func:`edited` reads them: a null edit removes the key (a file silent on it). A Zamba2
+    entry may give its ``hybrid_layers`` for the ``layers_block_type`` :func:`zamba2_layers` makes of them."""
+    return {name: _resolved_shape(family, name) for name in _shape_entries(family)}
 
 
 def cpu_engine_layout(
@@ -767,50 +810,8 @@ GLM5_3_FLASH_TEXT: dict[str, Any] = {
     },
 }
 
-#: Qwen3.8-Flash-Next (vLLM's models/qwen4_exp) at small widths: three Gated DeltaNet layers and a QSA full
-#: layer (a compressed key per 16 tokens), PLE on layer 2 (its n-gram table from primes at or above 1,000),
-#: two hyper-connection streams of rank 32.
-QWEN4_EXP_SMALL: dict[str, Any] = {
-    "architectures": ["Qwen4ExpForCausalLM"],
-    "model_type": "qwen4_exp_text",
-    "torch_dtype": "bfloat16",
-    "vocab_size": 4032,
-    "hidden_size": 512,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
-    "max_position_embeddings": 8192,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
-    "linear_conv_kernel_dim": 4,
-    "linear_key_head_dim": 64,
-    "linear_value_head_dim": 64,
-    "linear_num_key_heads": 4,
-    "linear_num_value_heads": 8,
-    "moe_intermediate_size": 256,
-    "shared_expert_intermediate_size": 256,
-    "num_experts_per_tok": 2,
-    "num_experts": 8,
-    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
-    "hc_count": 2,
-    "hc_lowrank": 32,
-    "ple_layer_ids": [2],
-    "ple_embed_dim": 512,
-    "ple_conv_kernel_size": 4,
-    "ngram_size": 3,
-    "heads_per_ngram": 2,
-    "ngram_vocab_size_base": 1000,
-    "make_ngram_vocab_size_divisible_by": 128,
-    "indexer_n_heads": 4,
-    "indexer_kv_heads": 1,
-    "indexer_head_dim": 64,
-    "indexer_budget": 64,
-    "indexer_compress_ratio": 16,
-    "eos_token_id": 3,
-    "output_gate_type": "sigmoid",
-}
+#: Qwen3.8-Flash-Next (vLLM's models/qwen4_exp) at small widths: tests/data/shapes/qwen4_exp.json.
+QWEN4_EXP_SMALL = model_shapes("qwen4_exp")["small"]
 
 #: Qwen3.8-Flash-Next's text config as public copies of the released checkpoint transcribe it (widths,
 #: PLE and QSA fields from three third-party copies that agree; ``output_gate_type`` is not among them and
@@ -1116,272 +1117,42 @@ DOTS3_NOTE_SMALL: dict[str, Any] = {
     "torch_dtype": "bfloat16",
 }
 
-# A small Ling 2.5 (vLLM's bailing_moe_linear.py; inclusionAI's Ling-2.5-1T / Ring-2.5-1T config.json is not
-# public): eight layers, Lightning linear attention but every fourth (MLA without a query LoRA), one dense
-# layer then routed ones with a shared expert, q/k norms on the Lightning layers, a float32 router with its
-# expert bias. The fields its class reads without a default are all stated, as the checkpoint's config class
-# writes them.
-LING25_SMALL: dict[str, Any] = {
-    "architectures": ["BailingMoeV2_5ForCausalLM"],
-    "model_type": "bailing_hybrid",
-    "vocab_size": 1024,
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 8,
-    "layer_group_size": 4,
-    "group_norm_size": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "head_dim": 32,
-    "use_qk_norm": True,
-    "use_bias": False,
-    "use_qkv_bias": False,
-    "kv_lora_rank": 64,
-    "q_lora_rank": None,
-    "qk_rope_head_dim": 16,
-    "qk_nope_head_dim": 32,
-    "v_head_dim": 32,
-    "num_experts": 8,
-    "num_shared_experts": 1,
-    "num_experts_per_tok": 2,
-    "n_group": 2,
-    "topk_group": 1,
-    "moe_intermediate_size": 64,
-    "first_k_dense_replace": 1,
-    "moe_router_enable_expert_bias": True,
-    "score_function": "sigmoid",
-    "router_dtype": "fp32",
-    "routed_scaling_factor": 2.5,
-    "max_position_embeddings": 4096,
-    "rope_theta": 600000.0,
-    "rms_norm_eps": 1e-06,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-}
-
-#: The edits that make a Ling model's linear-attention state (16 heads of 128) size the hybrid block: 1,664
-#: tokens at TP 1 over Ling 2.5's 320-byte latent, 3,456 over Ling 3.0's with its float32 KDA state.
-LING_WIDE_STATE_EDITS: dict[str, Any] = {
-    "num_hidden_layers": 16,
-    "layer_group_size": 8,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 16,
-    "head_dim": 128,
-    "q_lora_rank": 128,
-    "kv_lora_rank": 128,
-    "qk_rope_head_dim": 32,
-    "first_k_dense_replace": 3,
-}
-LING25_WIDE_STATE = edited(LING25_SMALL, group_norm_size=16, **LING_WIDE_STATE_EDITS)
-
-# A small Ling 3.0 (vLLM's bailing_moe_v3.py; inclusionAI's config.json files are not public): Ling 2.5's
-# small one with Kimi Delta Attention for its Lightning layers (the fourth still MLA, now with a gate per
-# head) and the fields Ling 3.0's class reads without a default stated.
-LING3_SMALL: dict[str, Any] = edited(
-    LING25_SMALL,
-    architectures=["BailingMoeV3ForCausalLM"],
-    short_conv_kernel_size=4,
-    no_kda_lora=True,
-    kda_safe_gate=True,
-    kda_lower_bound=-5.0,
-    gated_attention_proj_granularity_type="head_wise",
-    moe_shared_expert_intermediate_size=64,
-    group_norm_size=None,
-    use_qk_norm=None,
-    use_qkv_bias=None,
-    moe_router_enable_expert_bias=None,
-    score_function=None,
-    router_dtype=None,
-)
-LING3_WIDE_STATE = edited(LING3_SMALL, **LING_WIDE_STATE_EDITS)
-
-# A small IQuest-Coder Loop model (vLLM's iquest_loopcoder.py; its config class is the checkpoint's own code):
-# three layers run twice a step, the second pass over a 64-token window, as IQuest-Coder-V1-40B-Loop's file
-# states its passes (loop_num 2, loop_window_size 64). Its head_dim is the class's own (hidden / heads).
-IQUEST_LOOP_SMALL: dict[str, Any] = {
-    "architectures": ["IQuestLoopCoderForCausalLM"],
-    "model_type": "iquestloopcoder",
-    "vocab_size": 1000,
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 3,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 128,
-    "loop_num": 2,
-    "loop_window_size": 64,
-    "max_position_embeddings": 4096,
-    "rope_theta": 500000,
-    "rms_norm_eps": 1e-05,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-}
-
-# A small OLMo Hybrid (vLLM's olmo_hybrid.py over transformers' OlmoHybridConfig): four layers, Gated DeltaNet
-# but the fourth (OLMo 3's attention), the GDN widths the config class derives (as many key and value heads as
-# attention heads, keys 0.75 x hidden / heads wide, values twice that), as allenai's 7B leaves them.
-OLMO_HYBRID_SMALL: dict[str, Any] = {
-    "architectures": ["OlmoHybridForCausalLM"],
-    "model_type": "olmo_hybrid",
-    "vocab_size": 1024,
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 4096,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
-    "torch_dtype": "bfloat16",
-}
-#: OLMo Hybrid's GDN widths stated: fewer key heads than value heads, keys and values as wide.
-OLMO_HYBRID_GDN_GQA = edited(
-    OLMO_HYBRID_SMALL,
-    linear_num_key_heads=2,
-    linear_num_value_heads=4,
-    linear_key_head_dim=64,
-    linear_value_head_dim=64,
-)
-#: OLMo Hybrid 512 wide: eight attention heads over two KV heads; eight GDN value heads of 48 over two key
-#: heads of 96.
-OLMO_HYBRID_WIDE = edited(
-    OLMO_HYBRID_SMALL,
-    hidden_size=512,
-    intermediate_size=1024,
-    num_attention_heads=8,
-    linear_num_key_heads=2,
-    linear_num_value_heads=8,
-    linear_key_head_dim=96,
-    linear_value_head_dim=48,
-)
-
-# A small Rnj-1 (vLLM's rnj1.py over Gemma3TextConfig; no config.json naming the class is public here): four
-# layers, the first and third chunked (a window of sliding_window tokens), a sliding_attention layer vLLM's
-# class caches whole, and the chunked layers' RoPE entry the class needs; the LM head tied, as Gemma 3's is.
-RNJ1_SMALL: dict[str, Any] = SMALL_DECODER | {
-    "architectures": ["Rnj1ForCausalLM"],
-    "model_type": "gemma3_text",
-    "vocab_size": 1000,
-    "sliding_window": 128,
-    "layer_types": ["chunked_attention", "sliding_attention", "chunked_attention", "full_attention"],
-    "rope_parameters": {
-        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
-        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-        "chunked_attention": {"rope_type": "default", "rope_theta": 10000.0},
-    },
-}
+#: Ling 2.5 / Ring 2.5 and Ling 3.0 (vLLM's bailing_moe_linear.py and bailing_moe_v3.py) at small widths, each
+#: also with the wide linear-attention state that sizes the hybrid block: tests/data/shapes/ling.json.
+_LING = model_shapes("ling")
+LING25_SMALL = _LING["ling25-small"]
+LING25_WIDE_STATE = _LING["ling25-wide-state"]
+LING3_SMALL = _LING["ling3-small"]
+LING3_WIDE_STATE = _LING["ling3-wide-state"]
 
 
-def zamba2_layers(layers: int, hybrid: Sequence[int]) -> list[str]:
-    """A Zamba2 ``layers_block_type``: ``layers`` Mamba layers, those at ``hybrid`` also running a shared
-    block."""
-    return ["hybrid" if i in hybrid else "mamba" for i in range(layers)]
+#: A small IQuest-Coder Loop model (vLLM's iquest_loopcoder.py): tests/data/shapes/iquest_loop.json.
+IQUEST_LOOP_SMALL = model_shapes("iquest_loop")["small"]
+
+#: OLMo Hybrid (vLLM's olmo_hybrid.py) at small widths, its GDN widths derived or stated, and 512 wide:
+#: tests/data/shapes/olmo_hybrid.json.
+_OLMO_HYBRID = model_shapes("olmo_hybrid")
+OLMO_HYBRID_SMALL = _OLMO_HYBRID["small"]
+OLMO_HYBRID_GDN_GQA = _OLMO_HYBRID["gdn-gqa"]
+OLMO_HYBRID_WIDE = _OLMO_HYBRID["wide"]
+
+#: A small Rnj-1 (vLLM's rnj1.py over Gemma3TextConfig): tests/data/shapes/rnj1.json.
+RNJ1_SMALL = model_shapes("rnj1")["small"]
 
 
-# A small Zamba2 (vLLM's zamba2.py over transformers' Zamba2Config): six Mamba-2 layers of 256 (the config
-# class's eight heads over one group, state 64, conv 4), the third and sixth also running its one shared
-# block (eight heads of 64 over the 512-wide concatenated input), rank-16 adapters.
-ZAMBA2_SMALL: dict[str, Any] = {
-    "architectures": ["Zamba2ForCausalLM"],
-    "model_type": "zamba2",
-    "torch_dtype": "bfloat16",
-    "vocab_size": 1024,
-    "hidden_size": 256,
-    "num_hidden_layers": 6,
-    "num_attention_heads": 8,
-    "adapter_rank": 16,
-    "max_position_embeddings": 4096,
-    "layers_block_type": zamba2_layers(6, (2, 5)),
-}
-#: The small Zamba2 with Q/K/V adapters, two blocks over three applications, a 1,000-token vocabulary.
-ZAMBA2_THREE_APPLICATIONS = edited(
-    ZAMBA2_SMALL,
-    vocab_size=1000,
-    num_mem_blocks=2,
-    use_shared_attention_adapter=True,
-    adapter_rank=4,
-    layers_block_type=zamba2_layers(6, (1, 2, 3)),
-)
-#: 512 wide, sixteen Mamba heads, an untied file (vLLM ties it anyway), rank-64 adapters on Q, K and V too.
-ZAMBA2_WIDE = edited(
-    ZAMBA2_SMALL,
-    hidden_size=512,
-    num_hidden_layers=8,
-    tie_word_embeddings=False,
-    use_shared_attention_adapter=True,
-    adapter_rank=64,
-    use_mem_rope=True,
-    n_mamba_heads=16,
-    layers_block_type=zamba2_layers(8, (3, 7)),
-)
-#: Two Mamba groups, three blocks over four applications, twelve heads, rank-8 adapters.
-ZAMBA2_TWO_GROUPS = edited(
-    ZAMBA2_SMALL,
-    hidden_size=384,
-    num_hidden_layers=10,
-    num_mem_blocks=3,
-    use_shared_attention_adapter=True,
-    adapter_rank=8,
-    num_attention_heads=12,
-    intermediate_size=1024,
-    mamba_ngroups=2,
-    n_mamba_heads=12,
-    layers_block_type=zamba2_layers(10, (1, 4, 7, 9)),
-)
-#: Four heads over two stated KV heads (the layers cache four), two blocks over four applications.
-ZAMBA2_FEWER_KV_STATED = edited(
-    ZAMBA2_SMALL,
-    num_mem_blocks=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    layers_block_type=zamba2_layers(6, (0, 2, 3, 5)),
-)
-# Zamba2-2.7B's shape in Zamba2Config's names (no Hugging Face config.json of Zyphra's is public here; the
-# standalone config in Zyphra's own repository states it: 54 layers of 2560, shared blocks at layers 6, 12,
-# ..., 42, 47 and 51 taking two blocks in turn, 32 heads, rank-128 adapters on the MLP only, a 32,000-token
-# vocabulary; its Mamba heads 64 wide, Zamba2Config's derivation, and its MLP 4 x hidden).
-ZAMBA2_2_7B: dict[str, Any] = edited(
-    ZAMBA2_SMALL,
-    vocab_size=32000,
-    hidden_size=2560,
-    num_hidden_layers=54,
-    num_attention_heads=32,
-    num_key_value_heads=32,
-    n_mamba_heads=80,
-    num_mem_blocks=2,
-    adapter_rank=128,
-    intermediate_size=10240,
-    layers_block_type=zamba2_layers(54, (6, 12, 18, 24, 30, 36, 42, 47, 51)),
-)
-# Zamba2-7B's shape, translated from a pre-release transformers dict of it (81 layers of 3584, 13 shared-block
-# applications over two blocks, two Mamba groups, 112 Mamba heads of 64, a 14,336-wide MLP).
-ZAMBA2_7B: dict[str, Any] = edited(
-    ZAMBA2_2_7B,
-    hidden_size=3584,
-    num_hidden_layers=81,
-    n_mamba_heads=112,
-    mamba_ngroups=2,
-    intermediate_size=14336,
-    use_mem_rope=True,
-    layers_block_type=zamba2_layers(81, (6, 11, *range(17, 78, 6))),
-)
+#: Zamba2 (vLLM's zamba2.py over transformers' Zamba2Config) small, in four variants, and Zamba2-2.7B's and
+#: Zamba2-7B's shapes: tests/data/shapes/zamba2.json.
+_ZAMBA2 = model_shapes("zamba2")
+ZAMBA2_SMALL = _ZAMBA2["small"]
+ZAMBA2_THREE_APPLICATIONS = _ZAMBA2["three-applications"]
+ZAMBA2_WIDE = _ZAMBA2["wide"]
+ZAMBA2_TWO_GROUPS = _ZAMBA2["two-groups"]
+ZAMBA2_FEWER_KV_STATED = _ZAMBA2["fewer-kv-stated"]
+ZAMBA2_2_7B = _ZAMBA2["2.7b"]
+ZAMBA2_7B = _ZAMBA2["7b"]
 
-# A small Step1 (vLLM's step1.py; no config class: the checkpoint's code): two layers of 256, eight heads over
-# two KV groups (num_attention_groups), ALiBi positions, the LM head tied where the file is silent.
-STEP1_SMALL: dict[str, Any] = {
-    "architectures": ["Step1ForCausalLM"],
-    "model_type": "step1",
-    "torch_dtype": "bfloat16",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_attention_heads": 8,
-    "num_attention_groups": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 1024,
-    "max_seq_len": 2048,
-    "rms_norm_eps": 1e-5,
-}
+#: A small Step1 (vLLM's step1.py): tests/data/shapes/step1.json.
+STEP1_SMALL = model_shapes("step1")["small"]
 
 
 def plamo3(layers: int = 8, window: int = 64, pattern: int = 4, **fields: Any) -> dict[str, Any]:
@@ -1415,74 +1186,14 @@ def plamo3(layers: int = 8, window: int = 64, pattern: int = 4, **fields: Any) -
     return config | fields
 
 
-# A small openPangu Embedded (vLLM's openpangu.py, its GQA attention; no config class: the checkpoint's code):
-# two layers of 64, four heads over two KV heads, biased by `bias` as openPangu-Embedded-7B's file is.
-PANGU_EMBEDDED_SMALL: dict[str, Any] = {
-    "architectures": ["PanguEmbeddedForCausalLM"],
-    "model_type": "PanguEmbedded",
-    "torch_dtype": "bfloat16",
-    "vocab_size": 512,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "hidden_act": "silu",
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 16000000.0,
-    "tie_word_embeddings": False,
-    "bias": True,
-}
-# A small openPangu Ultra MoE (openpangu.py with DeepSeek-V3's MLA and MoE fields): three layers of 64, the
-# first dense, eight routed experts of 32 (two a token) and a shared one, a query LoRA of 32, a latent of 32.
-PANGU_ULTRA_SMALL: dict[str, Any] = edited(
-    PANGU_EMBEDDED_SMALL,
-    architectures=["PanguUltraMoEForCausalLM"],
-    model_type="pangu_ultra_moe",
-    bias=None,
-    num_hidden_layers=3,
-    num_key_value_heads=4,
-    moe_intermediate_size=32,
-    rope_theta=25600000.0,
-    q_lora_rank=32,
-    kv_lora_rank=32,
-    qk_nope_head_dim=16,
-    qk_rope_head_dim=8,
-    v_head_dim=16,
-    n_routed_experts=8,
-    n_shared_experts=1,
-    num_experts_per_tok=2,
-    first_k_dense_replace=1,
-    routed_scaling_factor=2.5,
-    norm_topk_prob=True,
-    num_nextn_predict_layers=1,
-)
+#: openPangu Embedded and Ultra MoE (vLLM's openpangu.py) at small widths: tests/data/shapes/openpangu.json.
+_OPENPANGU = model_shapes("openpangu")
+PANGU_EMBEDDED_SMALL = _OPENPANGU["embedded-small"]
+PANGU_ULTRA_SMALL = _OPENPANGU["ultra-small"]
 
-# A small Step-3 text model (vLLM's step3_text.py over its Step3TextConfig): three layers of 256, eight
-# query heads of 64 over one KV head behind a 128-wide shared query, the second and third layers routed
-# (four experts of 128, two a token, a 192-wide shared expert).
-STEP3_TEXT_SMALL: dict[str, Any] = {
-    "architectures": ["Step3TextForCausalLM"],
-    "model_type": "step3_text",
-    "torch_dtype": "bfloat16",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_attention_heads": 8,
-    "num_attention_groups": 1,
-    "num_hidden_layers": 3,
-    "vocab_size": 512,
-    "head_dim": 64,
-    "share_q_dim": 128,
-    "moe_num_experts": 4,
-    "moe_top_k": 2,
-    "moe_intermediate_size": 128,
-    "share_expert_dim": 192,
-    "moe_layers_enum": "1,2",
-    "max_position_embedding": 2048,
-    "max_position_embeddings": 2048,
-    "rms_norm_eps": 1e-5,
-}
+#: A small Step-3 text model (vLLM's step3_text.py over its Step3TextConfig): tests/data/shapes/step3.json.
+STEP3_TEXT_SMALL = model_shapes("step3")["text-small"]
+
 # A small Step-3 (vLLM's step3_vl.py over its Step3VLConfig): the small text model behind a two-block tower of
 # 64 (four heads), 56-pixel images of 14-pixel patches, a projector to 96 and twice that.
 STEP3_VL_SMALL: dict[str, Any] = {
@@ -1508,23 +1219,5 @@ STEP3_VL_SMALL: dict[str, Any] = {
     "image_token_id": 500,
 }
 
-# A small HRM-Text (vLLM's hrm_text.py over HrmTextConfig) as transformers saves it: two stacks of two layers
-# of 128 (four heads of 32), two high-level cycles of three low-level ones: 16 steps' caches.
-HRM_TEXT_SMALL: dict[str, Any] = {
-    "architectures": ["HrmTextForCausalLM"],
-    "model_type": "hrm_text",
-    "torch_dtype": "bfloat16",
-    "vocab_size": 512,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_attention_heads": 4,
-    "head_dim": 32,
-    "H_cycles": 2,
-    "L_cycles": 3,
-    "max_position_embeddings": 4096,
-    "hidden_act": "silu",
-    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
-    "tie_word_embeddings": False,
-    "num_layers_per_stack": 2,
-    "num_hidden_layers": 16,
-}
+#: A small HRM-Text (vLLM's hrm_text.py over HrmTextConfig): tests/data/shapes/hrm_text.json.
+HRM_TEXT_SMALL = model_shapes("hrm_text")["small"]

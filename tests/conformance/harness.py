@@ -339,6 +339,26 @@ def assert_blocks_as_accounted(kv_cache: Mapping[str, Any], blocks: int, blocks_
     assert kv_cache["max_concurrency"] == pytest.approx(blocks / blocks_per_sequence, rel=1e-12)
 
 
+def attention_caches(arch: capacity.Architecture) -> list[tuple[int, int, int | None]]:
+    """What capacity reads each attention layer of ``arch`` to cache, in order: (KV heads, head width, window
+    or None), as :func:`attention_caches_built` gives vLLM's modules'."""
+    return [
+        (
+            arch.kv_heads_of(layer),
+            arch.head_dim_of(layer),
+            arch.sliding_window if layer.mixer == "sliding" else None,
+        )
+        for layer in arch.layers
+        if layer.mixer in ("full", "sliding", "chunked")
+    ]
+
+
+def attention_caches_built(answer: Mapping[str, Any]) -> list[tuple[int, int, int | None]]:
+    """What each attention module the weights probe's class built (``answer``) caches, in order: (KV heads,
+    head size, window or None)."""
+    return [(m["kv_heads"], m["head_size"], m["sliding_window"]) for m in answer["attention"]]
+
+
 class ModelSuite:
     """A model package's suite, held to vLLM's own class and engine core through the weights probe: a
     subclass (``class TestHyV4(harness.ModelSuite)``) states the configs vLLM's class builds
@@ -417,16 +437,7 @@ class LayerCachesSuite(ModelSuite):
 
     def check_built(self, answer: Mapping[str, Any], config: dict[str, Any]) -> None:
         arch = weighed_as_built(answer, config)
-        ours = [
-            (
-                arch.kv_heads_of(layer),
-                arch.head_dim_of(layer),
-                arch.sliding_window if layer.mixer == "sliding" else None,
-            )
-            for layer in arch.layers
-            if layer.mixer in ("full", "sliding", "chunked")
-        ]
-        assert ours == [(m["kv_heads"], m["head_size"], m["sliding_window"]) for m in answer["attention"]]
+        assert attention_caches(arch) == attention_caches_built(answer)
 
 
 class StoppedAtCacheSetup(ModelSuite):

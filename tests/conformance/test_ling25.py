@@ -18,14 +18,15 @@ from typing import Any, ClassVar
 import pytest
 
 import capacity
-from tests.builders import LING25_SMALL, LING25_WIDE_STATE, edited
+from tests.builders import LING25_SMALL, LING25_WIDE_STATE, edited, model_shapes
 
 from . import harness
 
 pytestmark = pytest.mark.conformance
 
 
-#: Configs vLLM's class builds, weighed to the byte.
+#: Configs vLLM's class builds, weighed to the byte (the longer ones in tests/data/shapes/ling.json).
+_LING = model_shapes("ling")
 BUILT: dict[str, dict[str, Any]] = {
     "lightning-and-mla": LING25_SMALL,
     "query-lora-every-eighth-mla-no-shared-tied": edited(
@@ -36,30 +37,12 @@ BUILT: dict[str, dict[str, Any]] = {
         first_k_dense_replace=2,
         tie_word_embeddings=True,
     ),
-    "every-other-mla-no-qk-norm-bf16-router": edited(
-        LING25_SMALL,
-        first_k_dense_replace=0,
-        layer_group_size=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        head_dim=64,
-        use_qk_norm=False,
-        router_dtype="bf16",
-    ),
+    "every-other-mla-no-qk-norm-bf16-router": _LING["every-other-mla-no-qk-norm-bf16-router"],
     "biases-no-shared-trailing-linear-layers": edited(
         LING25_SMALL, use_bias=True, num_shared_experts=0, num_hidden_layers=10, head_dim=None
     ),
     "every-layer-mla": edited(LING25_SMALL, layer_group_size=1, q_lora_rank=64),
-    "softmax-without-bias-eight-norm-groups": edited(
-        LING25_SMALL,
-        score_function="softmax",
-        moe_router_enable_expert_bias=False,
-        group_norm_size=8,
-        num_attention_heads=16,
-        num_key_value_heads=16,
-        head_dim=16,
-        router_dtype=None,
-    ),
+    "softmax-without-bias-eight-norm-groups": _LING["softmax-without-bias-eight-norm-groups"],
     "qkv-bias-no-mla": edited(LING25_SMALL, use_qkv_bias=True, layer_group_size=0, num_hidden_layers=6),
     "wide-state": LING25_WIDE_STATE,
     "every-layer-mla-wide-state": edited(LING25_WIDE_STATE, layer_group_size=1),
@@ -91,45 +74,7 @@ REFUSED: dict[str, dict[str, Any]] = {
 }
 
 #: An FP8 checkpoint in 128 x 128 weight blocks (compressed-tensors), with widths whole blocks.
-FP8_BLOCKS = edited(
-    LING25_SMALL,
-    intermediate_size=256,
-    moe_intermediate_size=128,
-    num_attention_heads=4,
-    num_key_value_heads=4,
-    head_dim=64,
-    q_lora_rank=128,
-    kv_lora_rank=128,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=64,
-    v_head_dim=64,
-    quantization_config={
-        "quant_method": "compressed-tensors",
-        "format": "float-quantized",
-        "config_groups": {
-            "group_0": {
-                "targets": ["Linear"],
-                "weights": {
-                    "num_bits": 8,
-                    "type": "float",
-                    "strategy": "block",
-                    "block_structure": [128, 128],
-                    "symmetric": True,
-                    "dynamic": False,
-                },
-                "input_activations": {
-                    "num_bits": 8,
-                    "type": "float",
-                    "strategy": "group",
-                    "group_size": 128,
-                    "symmetric": True,
-                    "dynamic": True,
-                },
-            }
-        },
-        "ignore": ["lm_head", "re:.*word_embeddings", "re:.*mlp.gate$"],
-    },
-)
+FP8_BLOCKS = _LING["ling25-fp8-blocks"]
 
 
 class TestLing25(harness.StoppedAtCacheSetup):

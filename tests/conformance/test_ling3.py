@@ -17,13 +17,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tests.builders import LING3_SMALL, LING3_WIDE_STATE, edited
+from tests.builders import LING3_SMALL, LING3_WIDE_STATE, edited, model_shapes
 
 from . import harness
 
 pytestmark = pytest.mark.conformance
 
-#: Configs vLLM's class builds, weighed to the byte.
+#: Configs vLLM's class builds, weighed to the byte (the longer ones in tests/data/shapes/ling.json).
+_LING = model_shapes("ling")
 BUILT: dict[str, dict[str, Any]] = {
     "kda-and-gated-mla": LING3_SMALL,
     "query-lora-elementwise-gate-trailing-mla": edited(
@@ -36,15 +37,7 @@ BUILT: dict[str, dict[str, Any]] = {
     "no-shared-expert-groups-of-three": edited(
         LING3_SMALL, num_shared_experts=0, layer_group_size=3, first_k_dense_replace=2
     ),
-    "ungated-two-shared-experts": edited(
-        LING3_SMALL,
-        gated_attention_proj_granularity_type=None,
-        num_shared_experts=2,
-        moe_shared_expert_intermediate_size=48,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        head_dim=64,
-    ),
+    "ungated-two-shared-experts": _LING["ungated-two-shared-experts"],
     "every-layer-mla": edited(LING3_SMALL, layer_group_size=1, q_lora_rank=64),
     "tied-with-mtp-every-eighth": edited(
         LING3_SMALL, tie_word_embeddings=True, num_nextn_predict_layers=1, layer_group_size=8
@@ -57,17 +50,7 @@ BUILT: dict[str, dict[str, Any]] = {
         short_conv_kernel_size=3,
     ),
     "wide-state": LING3_WIDE_STATE,
-    # The MLA widths and KDA switches left to the class's own defaults (nope 128, rope 64, value 128).
-    "class-defaults": edited(
-        LING3_SMALL,
-        qk_nope_head_dim=None,
-        qk_rope_head_dim=None,
-        v_head_dim=None,
-        q_lora_rank=None,
-        kda_safe_gate=None,
-        kda_lower_bound=None,
-        routed_scaling_factor=None,
-    ),
+    "class-defaults": _LING["class-defaults"],  # the MLA widths and KDA switches left to the class
 }
 
 #: The engine core's accounting of them (bytes, max_model_len, max_num_batched_tokens).

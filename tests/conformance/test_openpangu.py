@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tests.builders import PANGU_EMBEDDED_SMALL, PANGU_ULTRA_SMALL, edited
+from tests.builders import PANGU_EMBEDDED_SMALL, PANGU_ULTRA_SMALL, edited, model_shapes
 
 from . import harness
 
@@ -69,15 +69,7 @@ ULTRA_BUILT: dict[str, dict[str, Any]] = {
     # the key stated null (the class reads it, null: no shared expert)
     "no-shared-expert-every-layer-routed": PANGU_ULTRA_SMALL
     | {"n_shared_experts": None, "first_k_dense_replace": 0},
-    "wider-latent-tied": edited(
-        PANGU_ULTRA_SMALL,
-        q_lora_rank=40,
-        kv_lora_rank=48,
-        qk_nope_head_dim=24,
-        qk_rope_head_dim=16,
-        v_head_dim=32,
-        tie_word_embeddings=True,
-    ),
+    "wider-latent-tied": model_shapes("openpangu")["wider-latent-tied"],
 }
 
 

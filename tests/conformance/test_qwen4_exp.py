@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-import capacity
-from tests.builders import QWEN3_8_FLASH_NEXT_TEXT, QWEN4_EXP_SMALL, cpu_engine_layout, edited
+from tests.builders import QWEN3_8_FLASH_NEXT_TEXT, QWEN4_EXP_SMALL, edited, model_shapes
 
 from . import harness
 
@@ -37,41 +36,12 @@ _NO_QSA = {
     )
 }
 
+#: Configs vLLM's class builds, weighed to the byte (the longer ones in tests/data/shapes/qwen4_exp.json).
+_QWEN4_EXP = model_shapes("qwen4_exp")
 BUILT: dict[str, dict[str, Any]] = {
     "three-gdn-one-qsa-ple-on-2": QWEN4_EXP_SMALL,
-    "six-layers-two-ple-tied-qsa-8": edited(
-        QWEN4_EXP_SMALL,
-        num_hidden_layers=6,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-        linear_conv_kernel_dim=3,
-        shared_expert_intermediate_size=384,
-        num_experts=6,
-        layer_types=[GDN, FULL, GDN, GDN, "indexed_attention", GDN],
-        hc_count=4,
-        hc_lowrank=48,
-        ple_layer_ids=[4, 1],
-        ple_embed_dim=576,
-        ple_conv_kernel_size=3,
-        ngram_size=4,
-        heads_per_ngram=3,
-        ngram_vocab_size_base=700,
-        make_ngram_vocab_size_divisible_by=64,
-        indexer_n_heads=8,
-        indexer_head_dim=128,
-        indexer_budget=128,
-        indexer_compress_ratio=8,
-    ),
-    "no-qsa-no-ple-class-layer-types": edited(
-        QWEN4_EXP_SMALL,
-        num_hidden_layers=5,
-        shared_expert_intermediate_size=128,
-        hc_count=3,
-        hc_lowrank=16,
-        layer_types=None,
-        ple_layer_ids=None,
-        **_NO_QSA,
-    ),
+    "six-layers-two-ple-tied-qsa-8": _QWEN4_EXP["six-layers-two-ple-tied-qsa-8"],
+    "no-qsa-no-ple-class-layer-types": _QWEN4_EXP["no-qsa-no-ple-class-layer-types"],
     "all-gdn-ple-on-1-and-3": edited(QWEN4_EXP_SMALL, layer_types=[GDN] * 4, ple_layer_ids=[1, 3], **_NO_QSA),
     "bf16-recurrent-state": edited(QWEN4_EXP_SMALL, mamba_ssm_dtype="bfloat16"),
     "qwen3.8-flash-next-transcribed": QWEN3_8_FLASH_NEXT_TEXT,
@@ -106,17 +76,6 @@ class TestQwen4Exp(harness.ModelSuite):
         assert round(arch.weight_groups.host_tables) == answer["host_bytes"]
 
     def check_accounted(self, answers: Mapping[str, Mapping[str, Any]], case: str) -> None:
-        config, memory, length, mnbt = ACCOUNTED[case]
-        answer = answers[f"kv:{case}"]
-        assert answer["error"] is None, answer
-        arch = capacity.architecture_from_config(config)
-        layout = cpu_engine_layout(
-            arch,
-            max_model_len=length,
-            max_num_batched_tokens=mnbt,
-            mamba_ssm_cache_dtype=None if config.get("mamba_ssm_dtype") else "float32",  # the CPU build's
-        )
-        assert answer["kv_cache"]["block_size"] == layout.block_size
-        harness.assert_blocks_as_accounted(
-            answer["kv_cache"], layout.num_blocks(memory), layout.blocks_per_sequence(length)
-        )
+        config = ACCOUNTED[case][0]
+        state_dtype = None if config.get("mamba_ssm_dtype") else "float32"  # the CPU build's, unless stated
+        harness.assert_accounted(answers, ACCOUNTED, case, state_dtype)

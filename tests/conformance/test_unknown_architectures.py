@@ -29,7 +29,7 @@ import capacity
 from capacity.architecture import FAMILIES
 from tests.builders import SMALL_DECODER
 
-from .harness import HERE, VllmEnv, weights_probe
+from .harness import HERE, VllmEnv, attention_caches, attention_caches_built, weights_probe
 
 pytestmark = pytest.mark.conformance
 
@@ -85,18 +85,7 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
         if answer is None or answer["error"] is not None:
             continue  # vLLM cannot build it here: nothing to compare with
         read.append((case["id"], case["source"]))
-        ours = [
-            (
-                arch.kv_heads_of(layer),
-                arch.head_dim_of(layer),
-                arch.sliding_window if layer.mixer == "sliding" else None,
-            )
-            for layer in arch.layers
-            if layer.mixer in ("full", "sliding", "chunked")
-        ]
-        theirs = [
-            (layer["kv_heads"], layer["head_size"], layer["sliding_window"]) for layer in answer["attention"]
-        ]
+        ours, theirs = attention_caches(arch), attention_caches_built(answer)
         if abs(arch.parameters - answer["parameters"]) > 0.005 * answer["parameters"] or ours != theirs:
             wrong.append(
                 f"{case['id']}: capacity reads {arch.parameters} parameters and attention {ours}; "

@@ -25,6 +25,7 @@ from tests.builders import (
     ZAMBA2_TWO_GROUPS,
     ZAMBA2_WIDE,
     edited,
+    model_shapes,
     zamba2_layers,
 )
 
@@ -51,20 +52,7 @@ BUILT: dict[str, dict[str, Any]] = {
     "more-blocks-than-applications": edited(
         ZAMBA2_SMALL, num_mem_blocks=3, use_shared_attention_adapter=True
     ),
-    "four-groups-state-128-conv-3": edited(
-        ZAMBA2_SMALL,
-        hidden_size=512,
-        num_hidden_layers=8,
-        num_mem_blocks=2,
-        mamba_d_state=128,
-        mamba_d_conv=3,
-        mamba_expand=1,
-        n_mamba_heads=4,
-        mamba_ngroups=4,
-        use_shared_attention_adapter=True,
-        adapter_rank=32,
-        layers_block_type=zamba2_layers(8, (2, 5, 7)),
-    ),
+    "four-groups-state-128-conv-3": model_shapes("zamba2")["four-groups-state-128-conv-3"],
     "config-class-layers": edited(ZAMBA2_SMALL, num_hidden_layers=54, layers_block_type=None),
     "stated-state-head-width": edited(ZAMBA2_SMALL, mamba_headdim=32),
 }

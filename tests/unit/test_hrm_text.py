@@ -13,21 +13,10 @@ import pytest
 
 import capacity as c
 from capacity.roofline import StepModel
-from tests.builders import HRM_TEXT_SMALL, cpu_engine_accounting, edited, weight_bytes_by_tp
+from tests.builders import HRM_TEXT_SMALL, cpu_engine_accounting, edited, model_shapes, weight_bytes_by_tp
 
-#: HRM-Text-1B's config.json, the fields capacity reads (as transformers 5.9 saved it): two stacks of 16
-#: layers of 1536, 12 heads of 128, 2 x (3 + 1) steps: 128 caches.
-HRM_TEXT_1B = edited(
-    HRM_TEXT_SMALL,
-    vocab_size=65536,
-    hidden_size=1536,
-    intermediate_size=4096,
-    num_attention_heads=12,
-    num_key_value_heads=12,
-    head_dim=128,
-    num_layers_per_stack=16,
-    num_hidden_layers=128,
-)
+#: HRM-Text-1B's config.json, the fields capacity reads (tests/data/shapes/hrm_text.json).
+HRM_TEXT_1B = model_shapes("hrm_text")["1b"]
 
 
 def test_each_step_caches_its_layers_and_the_stacks_hold_the_weights() -> None:

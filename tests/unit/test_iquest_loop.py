@@ -16,7 +16,7 @@ import pytest
 
 import capacity as c
 from capacity.errors import ConfigError
-from tests.builders import IQUEST_LOOP_SMALL, cpu_engine_accounting, edited, weight_bytes_by_tp
+from tests.builders import IQUEST_LOOP_SMALL, cpu_engine_accounting, edited, model_shapes, weight_bytes_by_tp
 
 ONE_KV_HEAD = edited(
     IQUEST_LOOP_SMALL, hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=1,
@@ -25,19 +25,8 @@ ONE_KV_HEAD = edited(
 THREE_PASSES = edited(
     IQUEST_LOOP_SMALL, loop_num=3, loop_window_size=32, vocab_size=32001, tie_word_embeddings=True
 )
-#: IQuest-Coder-V1-40B-Loop's shape: 80 layers of 5,120 run twice, 40 query and 8 KV heads of 128, a
-#: 27,648-wide MLP, a 76,800-token vocabulary and an LM head of its own.
-LOOP_40B = edited(
-    IQUEST_LOOP_SMALL,
-    hidden_size=5120,
-    intermediate_size=27648,
-    num_hidden_layers=80,
-    num_attention_heads=40,
-    num_key_value_heads=8,
-    vocab_size=76800,
-    max_position_embeddings=131072,
-    auto_map={"AutoConfig": "configuration_iquestloopcoder.IQuestLoopCoderConfig"},
-)
+#: IQuest-Coder-V1-40B-Loop's shape (tests/data/shapes/iquest_loop.json).
+LOOP_40B = model_shapes("iquest_loop")["40b"]
 
 
 def _arch(config: dict[str, Any], **changes: Any) -> c.Architecture:

@@ -27,6 +27,7 @@ from tests.builders import (
     LING25_WIDE_STATE,
     cpu_engine_layout,
     edited,
+    model_shapes,
 )
 
 #: Ling 2.5's measured configs: the small one with a 1,000-token vocabulary, and one whose state (16 heads
@@ -40,30 +41,8 @@ ELEMENTWISE3 = edited(
     q_lora_rank=96,
     first_k_dense_replace=0,
 )
-#: Ling-3.0-tiny's shape: 24 layers of 1,536, MLA every fourth (a query LoRA of 256, a gate per head), 16 KDA
-#: heads of 128, 128 experts of 512 and one shared, a 157,184-token vocabulary.
-TINY3 = edited(
-    LING3_SMALL,
-    vocab_size=157184,
-    hidden_size=1536,
-    intermediate_size=4608,
-    num_hidden_layers=24,
-    num_attention_heads=16,
-    num_key_value_heads=16,
-    head_dim=128,
-    q_lora_rank=256,
-    kv_lora_rank=512,
-    qk_nope_head_dim=128,
-    qk_rope_head_dim=64,
-    v_head_dim=128,
-    num_experts=128,
-    num_experts_per_tok=8,
-    n_group=8,
-    topk_group=4,
-    moe_intermediate_size=512,
-    moe_shared_expert_intermediate_size=512,
-    max_position_embeddings=131072,
-)
+#: Ling-3.0-tiny's shape (tests/data/shapes/ling.json).
+TINY3 = model_shapes("ling")["ling3-tiny"]
 
 
 def _arch(config: dict[str, Any], **changes: Any) -> c.Architecture:

@@ -25,6 +25,7 @@ from tests.builders import (
     cpu_engine_accounting,
     cpu_engine_layout,
     edited,
+    model_shapes,
     weight_bytes_by_tp,
 )
 
@@ -32,19 +33,8 @@ ALTERNATING = edited(
     OLMO_HYBRID_SMALL, num_hidden_layers=6, num_key_value_heads=4,
     layer_types=["full_attention", "linear_attention"] * 3,
 )  # fmt: skip
-#: The config class's defaults: allenai/Olmo-Hybrid-7B's shape (24 GDN layers and 8 of attention, 30 heads of
-#: 128 without grouping, GDN keys 96 and values 192 wide, no RoPE, an LM head of its own).
-OLMO_7B = edited(
-    OLMO_HYBRID_SMALL,
-    vocab_size=100352,
-    hidden_size=3840,
-    intermediate_size=11008,
-    num_hidden_layers=32,
-    num_attention_heads=30,
-    num_key_value_heads=30,
-    max_position_embeddings=65536,
-    rope_parameters={"rope_type": "default", "rope_theta": None},
-)
+#: The config class's defaults: allenai/Olmo-Hybrid-7B's shape (tests/data/shapes/olmo_hybrid.json).
+OLMO_7B = model_shapes("olmo_hybrid")["7b"]
 
 
 def _arch(config: dict[str, Any], **changes: Any) -> c.Architecture:

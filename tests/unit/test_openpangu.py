@@ -21,6 +21,7 @@ from tests.builders import (
     PANGU_ULTRA_SMALL,
     cpu_engine_accounting,
     edited,
+    model_shapes,
     weight_bytes_by_tp,
 )
 
@@ -116,29 +117,8 @@ def test_the_attention_and_mlp_kinds_kvright_does_not_read_are_refused(
         c.architecture_from_config(edited(PANGU_EMBEDDED_SMALL, **changes))
 
 
-#: openPangu Ultra MoE 718B's shape (no config.json of Huawei's is public here: its config class's sizes under
-#: the DeepSeek-V3 names vLLM reads, sandwich norms and the expert bias on).
-PANGU_ULTRA_718B: dict[str, Any] = edited(
-    PANGU_ULTRA_SMALL,
-    vocab_size=153600,
-    hidden_size=7680,
-    intermediate_size=18432,
-    moe_intermediate_size=2048,
-    num_hidden_layers=61,
-    num_attention_heads=128,
-    num_key_value_heads=128,
-    n_routed_experts=256,
-    num_experts_per_tok=8,
-    first_k_dense_replace=3,
-    kv_lora_rank=512,
-    q_lora_rank=1536,
-    qk_rope_head_dim=64,
-    v_head_dim=128,
-    qk_nope_head_dim=128,
-    max_position_embeddings=131072,
-    sandwich_norm=True,
-    router_enable_expert_bias=True,
-)
+#: openPangu Ultra MoE 718B's shape (tests/data/shapes/openpangu.json).
+PANGU_ULTRA_718B = model_shapes("openpangu")["ultra-718b"]
 
 
 @pytest.mark.parametrize(

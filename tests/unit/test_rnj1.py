@@ -15,29 +15,11 @@ import pytest
 
 import capacity as c
 from capacity.errors import ConfigError
-from tests.builders import RNJ1_SMALL, cpu_engine_accounting, edited, weight_bytes_by_tp
+from tests.builders import RNJ1_SMALL, cpu_engine_accounting, edited, model_shapes, weight_bytes_by_tp
 
-EVERY_LAYER_CHUNKED = edited(
-    RNJ1_SMALL,
-    num_hidden_layers=3,
-    num_key_value_heads=1,
-    vocab_size=32000,
-    sliding_window=256,
-    layer_types=["chunked_attention"] * 3,
-)
-WIDE_BIASED = edited(
-    RNJ1_SMALL,
-    hidden_size=512,
-    intermediate_size=1536,
-    num_hidden_layers=6,
-    num_attention_heads=8,
-    num_key_value_heads=4,
-    head_dim=128,
-    sliding_window=512,
-    layer_types=["chunked_attention"] * 5 + ["full_attention"],
-    tie_word_embeddings=False,
-    attention_bias=True,
-)
+_RNJ1 = model_shapes("rnj1")
+EVERY_LAYER_CHUNKED = _RNJ1["every-layer-chunked"]
+WIDE_BIASED = _RNJ1["wide-biased"]
 
 
 def _mixers(config: dict[str, Any], **changes: Any) -> list[str]:

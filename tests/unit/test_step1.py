@@ -18,23 +18,12 @@ import pytest
 
 import capacity as c
 from kvright.cli import main
-from tests.builders import STEP1_SMALL, cpu_engine_accounting, edited, weight_bytes_by_tp
+from tests.builders import STEP1_SMALL, cpu_engine_accounting, edited, model_shapes, weight_bytes_by_tp
 
 #: The surveyed small configs: a 512-token vocabulary.
 SMALL = edited(STEP1_SMALL, vocab_size=512)
-#: Step-Audio's 3B language model's shape, as the Step1 config class's defaults state it (vllm-omni's copy;
-#: no config.json of StepFun's is public here): 32 layers of 3072, 48 heads over 4 groups, a 74,752-token
-#: vocabulary, the head tied (the file is silent on it).
-STEP1_3B = edited(
-    STEP1_SMALL,
-    hidden_size=3072,
-    intermediate_size=8192,
-    num_attention_heads=48,
-    num_attention_groups=4,
-    num_hidden_layers=32,
-    vocab_size=74752,
-    max_seq_len=32768,
-)
+#: Step-Audio's 3B language model's shape (tests/data/shapes/step1.json).
+STEP1_3B = model_shapes("step1")["3b"]
 
 
 def test_kv_heads_come_from_the_groups_and_heads_split_the_hidden_width() -> None:

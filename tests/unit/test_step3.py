@@ -15,29 +15,17 @@ from typing import Any
 import pytest
 
 import capacity as c
-from tests.builders import STEP3_TEXT_SMALL, STEP3_VL_SMALL, cpu_engine_accounting, edited, weight_bytes_by_tp
-
-#: The released text model's shape as Step3TextConfig's defaults state it (no config.json of StepFun's is
-#: public here): 61 layers of 7168, 64 heads of 256 over one KV head behind a 2048-wide shared query, layers
-#: 4-59 routed (48 experts of 5120, 3 a token, a 5120-wide shared expert), a 128,815-token vocabulary.
-STEP3_TEXT = edited(
+from tests.builders import (
     STEP3_TEXT_SMALL,
-    hidden_size=7168,
-    intermediate_size=18432,
-    num_attention_heads=64,
-    num_hidden_layers=61,
-    max_seq_len=65536,
-    vocab_size=128815,
-    moe_intermediate_size=5120,
-    moe_num_experts=48,
-    moe_top_k=3,
-    max_position_embedding=65536,
-    max_position_embeddings=None,
-    share_expert_dim=5120,
-    share_q_dim=2048,
-    head_dim=256,
-    moe_layers_enum=",".join(str(i) for i in range(4, 60)),
+    STEP3_VL_SMALL,
+    cpu_engine_accounting,
+    edited,
+    model_shapes,
+    weight_bytes_by_tp,
 )
+
+#: The released text model's shape as Step3TextConfig's defaults state it (tests/data/shapes/step3.json).
+STEP3_TEXT = model_shapes("step3")["text-321b"]
 
 
 @pytest.mark.parametrize(
