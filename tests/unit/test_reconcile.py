@@ -409,9 +409,8 @@ def test_a_new_measurement_alone_never_changes_the_pod_template() -> None:
     assert args[args.index("--shutdown-timeout") + 1] == str(moved.fields["plan"]["drainSeconds"])
     # A status without the field (written before it existed) or with nonsense in it: the wanted budget.
     for stale in ({k: v for k, v in plan.items() if k != "drainSeconds"}, plan | {"drainSeconds": True}):
-        assert desire(facts(LLAMA70.spec(), current_status={"plan": stale, **slow})).fields["plan"][
-            "drainSeconds"
-        ] == moved.fields["plan"]["drainSeconds"]
+        again = desire(facts(LLAMA70.spec(), current_status={"plan": stale, **slow}))
+        assert again.fields["plan"]["drainSeconds"] == moved.fields["plan"]["drainSeconds"]
 
 
 def test_plan_change_is_an_event() -> None:
@@ -731,15 +730,17 @@ def _pod(name: str, index: str, args: list[str], **status: Any) -> dict[str, Any
     }
 
 
-AVAILABLE = {
-    "replicas": 1,
-    "readyReplicas": 1,
-    "updatedReplicas": 1,
-    "conditions": [
-        {"type": "Available", "status": "True"},
-        {"type": "UpdateInProgress", "status": "False"},
-    ],
-}
+def _lws_status(**conditions: str) -> dict[str, Any]:
+    """A LeaderWorkerSet's status: its one group ready and on the template, and these conditions."""
+    return {
+        "replicas": 1,
+        "readyReplicas": 1,
+        "updatedReplicas": 1,
+        "conditions": [{"type": kind, "status": status} for kind, status in conditions.items()],
+    }
+
+
+AVAILABLE = _lws_status(Available="True", UpdateInProgress="False")
 
 
 def test_a_leader_worker_set_counts_groups_and_is_up_to_date_when_its_pods_run_the_template() -> None:
@@ -760,7 +761,7 @@ def test_a_leader_worker_set_whose_pods_run_an_older_template_is_rolling_out() -
 
 
 def test_a_leader_worker_set_updating_or_short_of_groups_is_not_up_to_date() -> None:
-    updating = {**AVAILABLE, "conditions": [{"type": "UpdateInProgress", "status": "True"}]}
+    updating = _lws_status(UpdateInProgress="True")
     assert not rollout_from(_lws(updating)).up_to_date
     assert not rollout_from(_lws({**AVAILABLE, "updatedReplicas": 1}, replicas=2)).up_to_date
 

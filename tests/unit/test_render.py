@@ -5,6 +5,7 @@ The plan is given as plain values (the renderer never sees capacity's Plan), so 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -236,21 +237,22 @@ def test_the_settings_reserve_exactly_the_labels_kvright_sets() -> None:
 
 
 @pytest.mark.parametrize(
-    ("weight_bytes", "seconds"),
-    [(0, 600), (16_000_000_000, 600), (141_000_000_000, 1710), (1_400_000_000_000, 3600)],
-    ids=["no-weights-floor", "8b-floor", "70b-scales", "huge-capped"],
+    ("budget", "given", "seconds"),
+    [
+        pytest.param(startup_budget_seconds, 0, 600, id="startup-no-weights-floor"),
+        pytest.param(startup_budget_seconds, 16_000_000_000, 600, id="startup-8b-floor"),
+        pytest.param(startup_budget_seconds, 141_000_000_000, 1710, id="startup-70b-scales"),
+        pytest.param(startup_budget_seconds, 1_400_000_000_000, 3600, id="startup-huge-capped"),
+        pytest.param(termination_grace_seconds, 0.0, 75, id="grace-floor"),
+        pytest.param(termination_grace_seconds, 60.0, 75, id="grace-minute"),
+        pytest.param(termination_grace_seconds, 100.5, 116, id="grace-rounds-up"),
+        pytest.param(termination_grace_seconds, 5000.0, 900, id="grace-capped"),
+    ],
 )
-def test_startup_budget(weight_bytes: int, seconds: int) -> None:
-    assert startup_budget_seconds(weight_bytes) == seconds
-
-
-@pytest.mark.parametrize(
-    ("request_s", "grace"),
-    [(0.0, 75), (60.0, 75), (100.5, 116), (5000.0, 900)],
-    ids=["floor", "minute", "rounds-up", "capped"],
-)
-def test_termination_grace(request_s: float, grace: int) -> None:
-    assert termination_grace_seconds(request_s) == grace
+def test_pod_time_budgets(budget: Callable[[float], int], given: float, seconds: int) -> None:
+    """The startup probe's budget from the weights' bytes, and the termination grace from the longest
+    request's seconds: each a floor, a part that grows, and a cap."""
+    assert budget(given) == seconds
 
 
 def test_render_is_pure() -> None:
