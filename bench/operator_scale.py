@@ -46,14 +46,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-import requests
-
 import capacity
 from kvright import api
 from kvright.operator import INFERENCE_POOL_API, POD_MONITOR_CRD, Kube, KubeError, api_client
 from kvright.render import Owner, VLLMWorkload, render_all
 from kvright_dev.cluster import install_crd
-from kvright_dev.procs import WaitFailed, free_port, sigterm_interrupts, stop_processes, wait_until
+from kvright_dev.operator_process import OperatorProcess, temp_log
+from kvright_dev.procs import WaitFailed, sigterm_interrupts, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_SPEC: dict[str, Any] = {
@@ -72,6 +71,7 @@ RECONCILE_HISTOGRAM = "kvright_reconcile_duration_seconds"
 CHILD_PATHS = {
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
     "Service": "/api/v1/namespaces/{ns}/services",
+    "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
     "PodMonitor": "/apis/monitoring.coreos.com/v1/namespaces/{ns}/podmonitors",
     "InferencePool": INFERENCE_POOL_API + "/namespaces/{ns}/inferencepools",
 }
@@ -613,48 +613,23 @@ def create_paced(
     return start, created
 
 
-class Operator:
-    """``python -m kvright.operator`` as a subprocess watching one namespace, its log in /tmp; ready once
-    it has deployed a probe object (an empty-namespace operator has nothing else to show)."""
+class Operator(OperatorProcess):
+    """``python -m kvright.operator`` (kvright_dev.operator_process) watching one namespace, its /metrics on
+    loopback, its log in /tmp; ready once it has deployed a probe object (an empty-namespace operator has
+    nothing else to show)."""
+
+    namespace: str
 
     def __init__(self, kubeconfig: str, namespace: str, extra_env: Mapping[str, str] | None = None) -> None:
-        self.namespace = namespace
-        self.metrics_port = free_port()
-        env = {
-            **os.environ,
-            "KUBECONFIG": kubeconfig,
-            "KVRIGHT_NAMESPACES": namespace,
-            "KVRIGHT_RECONCILE_SECONDS": "3600",  # level loop idle: only the create path is measured
-            "KVRIGHT_METRICS_PORT": str(self.metrics_port),
-            "KVRIGHT_METRICS_ADDRESS": "127.0.0.1",
-            "KVRIGHT_HEALTH_PORT": str(free_port()),
-            **OPERATOR_ENV,
-            **(extra_env or {}),
-        }
-        log_fd, self.log_path = tempfile.mkstemp(prefix="kvright-bench-operator-", suffix=".log")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kvright.operator"],
-            env=env,
-            stdout=log_fd,
-            stderr=subprocess.STDOUT,
+        super().__init__(
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+            reconcile_seconds=3600,  # level loop idle: only the create path is measured
+            metrics=True,
+            env={**OPERATOR_ENV, **(extra_env or {})},
+            log=temp_log("kvright-bench-operator-"),
             cwd=REPO,
         )
-        os.close(log_fd)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def metrics_text(self) -> str:
-        """The operator's /metrics (empty when it does not answer)."""
-        try:
-            return requests.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
-        except requests.RequestException:
-            return ""
-
-    def exited(self) -> str | None:
-        code = self.proc.poll()
-        return None if code is None else f"the operator exited with {code}; log: {self.log_path}"
 
     def wait_ready(self, kube: Kube, spec: Mapping[str, Any] = MODEL_SPEC) -> None:
         probe = {
@@ -664,17 +639,13 @@ class Operator:
             "spec": dict(spec),
         }
         kube.request("POST", llmd_base(self.namespace), body=probe)
-        wait_until(
+        self.wait_for(
             lambda: kube.get(f"/apis/apps/v1/namespaces/{self.namespace}/deployments/probe") is not None,
             120,
             what="the operator to deploy the probe",
             interval=0.2,
             transient=(),
-            give_up=self.exited,
         )
-
-    def stop(self) -> None:
-        stop_processes([self.proc], timeout=20)
 
 
 # --- the runs ---------------------------------------------------------------------------------------

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +26,8 @@ import yaml
 from kvright import api
 from kvright.operator import Kube, KubeError, api_client
 from kvright_dev.cluster import CRD, apply, crd_established, local_kubeconfig
-from kvright_dev.procs import WaitFailed, free_port, sigterm_interrupts, stop_processes, wait_until
+from kvright_dev.operator_process import OperatorProcess, temp_log
+from kvright_dev.procs import WaitFailed, sigterm_interrupts, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kvright-demo"
@@ -48,8 +47,11 @@ def _service_account_kubeconfig(kube: Kube, admin_kubeconfig: str, namespace: st
     review = kube.request(
         "POST",
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-              "spec": {"expirationSeconds": 3600}},
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
     )
     admin = yaml.safe_load(Path(admin_kubeconfig).read_text(encoding="utf-8"))
     context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
@@ -115,18 +117,14 @@ def print_cache(kube: Kube, name: str) -> None:
     print(f"  WeightsReady={ready.get('status')} ({ready.get('reason')}): {ready.get('message')}")
 
 
-def _wait(what: str, check: Callable[[], T | None], timeout: float, *,
-          operator: subprocess.Popen[bytes] | None = None, log: str = "") -> T:
+def _wait(
+    what: str, check: Callable[[], T | None], timeout: float, *, operator: OperatorProcess | None = None
+) -> T:
     """``check()`` until truthy (an API error counts as not yet); SystemExit naming ``what`` on a timeout
     or when ``operator`` exits first."""
-
-    def exited() -> str | None:
-        if operator is None or operator.poll() is None:
-            return None
-        return f"the operator exited with {operator.returncode}; see {log}"
-
+    give_up = operator.exited if operator is not None else None
     try:
-        return wait_until(check, timeout, what=what, interval=0.5, transient=(KubeError,), give_up=exited)
+        return wait_until(check, timeout, what=what, interval=0.5, transient=(KubeError,), give_up=give_up)
     except WaitFailed as exc:
         raise SystemExit(f"demo: {exc}") from None
 
@@ -188,25 +186,16 @@ def main() -> int:
 
     sa_namespace, _, sa_name = SERVICE_ACCOUNT.partition("/")
     operator_kubeconfig = _service_account_kubeconfig(kube, kubeconfig, sa_namespace, sa_name)
-    log_fd, log_name = tempfile.mkstemp(prefix="kvright-demo-operator-", suffix=".log")
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(operator_kubeconfig),
-        # Cluster-wide, as the chart installed it: a namespaced operator (KVRIGHT_NAMESPACES) follows its
-        # namespaces through a namespaces listing that only the chart's namespaced mode grants.
-        "KVRIGHT_RECONCILE_SECONDS": "5",
-        "KVRIGHT_METRICS_PORT": "0",
-        "KVRIGHT_HEALTH_PORT": str(free_port()),  # /healthz, as the chart's liveness probe reads it
-    }
+    log = temp_log("kvright-demo-operator-")
     print(
         f"demo: operator starting as the chart's ServiceAccount {SERVICE_ACCOUNT} "
-        f"(python -m kvright.operator, log {log_name})",
+        f"(python -m kvright.operator, log {log})",
         flush=True,
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvright.operator"], env=env, stdout=log_fd, stderr=subprocess.STDOUT
-    )
-    os.close(log_fd)
+    # Cluster-wide, as the chart installed it: a namespaced operator (KVRIGHT_NAMESPACES) follows its
+    # namespaces through a namespaces listing that only the chart's namespaced mode grants. /healthz on a
+    # free port, as the chart's liveness probe reads it.
+    operator = OperatorProcess(kubeconfig=operator_kubeconfig, reconcile_seconds=5, log=log)
     try:
         names = []
         for path in sorted((ROOT / "deploy" / "samples").glob("*.yaml")):
@@ -219,8 +208,9 @@ def main() -> int:
             print(f"demo: applied {path.relative_to(ROOT)}", flush=True)
         done = {}
         for name in names:
-            done[name] = _wait(f"{name} to be reconciled", functools.partial(_done, kube, name), 180,
-                               operator=proc, log=log_name)
+            done[name] = _wait(
+                f"{name} to be reconciled", functools.partial(_done, kube, name), 180, operator=operator
+            )
         print("\n$ kubectl get llmdeployments -n kvright-demo")
         print_table(kube)
         full = done.get(SHOWN) or done[names[0]]
@@ -243,7 +233,7 @@ def main() -> int:
                 f"{pod['status'].get('phase', '?'):<8} nvidia.com/gpu={limits.get('nvidia.com/gpu')}"
             )
     finally:
-        stop_processes([proc], timeout=20)
+        operator.stop()
         operator_kubeconfig.unlink(missing_ok=True)
     print("\ndemo: operator stopped. The cluster is still up: `make cluster-down` stops it;")
     print(f"      `export KUBECONFIG={kubeconfig}` to look around (objects are in namespace {NAMESPACE}).")

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kvright_dev.cluster import local_kubeconfig
-from kvright_dev.procs import WaitFailed, dev_environ, sigterm_interrupts, stop_processes, wait_until
+from kvright_dev.operator_process import OperatorProcess
+from kvright_dev.procs import WaitFailed, sigterm_interrupts, wait_until
 from kvright_dev.prometheus import Prometheus, PrometheusMissing
 from kvright_dev.sim.loadgen import LoadGenerator
 from kvright_dev.sim.podrunner import PodRunner, SimOptions
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options=SimOptions(efficiency=ns.efficiency, noise=0.1, time_scale=2.0),
         log_dir=work / "sims",
     )
-    operator: subprocess.Popen[bytes] | None = None
+    operator: OperatorProcess | None = None
     load: LoadGenerator | None = None
     try:
         prometheus = Prometheus(work / "prometheus", job="vllm")
@@ -102,18 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runner.start()
         prometheus.start()
-        env = dev_environ({
-            "KUBECONFIG": path,
-            "KVRIGHT_NAMESPACES": namespace,
-            "KVRIGHT_METRICS_PORT": "0",
-            "KVRIGHT_RECONCILE_SECONDS": "3",
-            "KVRIGHT_PROMETHEUS_URL": prometheus.url,
-        })
-        operator = subprocess.Popen(
-            [sys.executable, "-m", "kvright.operator"],
-            env=env,
-            stdout=open(work / "operator.log", "ab"),  # noqa: SIM115 - owned by the child
-            stderr=subprocess.STDOUT,
+        operator = OperatorProcess(
+            kubeconfig=path,
+            namespace=namespace,
+            reconcile_seconds=3,
+            health=False,
+            env={"KVRIGHT_PROMETHEUS_URL": prometheus.url},
+            checkout_on_path=True,
+            log=work / "operator.log",
         )
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
@@ -147,8 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         def until(what: str, predicate: Callable[[], object], interval: float) -> None:
             """Wait for ``predicate`` within the demo's time; on a timeout say so and go on."""
             try:
-                wait_until(predicate, max(1.0, end - time.monotonic()), what=what, interval=interval,
-                           transient=())
+                wait_until(
+                    predicate, max(1.0, end - time.monotonic()), what=what, interval=interval, transient=()
+                )
             except WaitFailed as exc:
                 print(f"demo: {exc}", file=sys.stderr)
 
@@ -196,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if load is not None:
             load.stop(timeout=10)
         if operator is not None:
-            stop_processes([operator], timeout=20)
+            operator.stop()
         runner.close()
         prometheus.stop()
         try:

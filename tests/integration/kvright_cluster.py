@@ -1,5 +1,5 @@
 """Helpers shared by the operator's integration tests: the admin client, namespaces, the CRD, the
-operator in-process (kopf.testing.KopfRunner), and polling for a state instead of sleeping.
+operator in-process (kopf.testing.KopfRunner) or as a process, and polling for a state instead of sleeping.
 
 The control plane is the real one from ``deploy/cluster.sh`` (kube-apiserver, etcd, controller-manager,
 scheduler, kwok GPU nodes). Its kubeconfig is ``$KUBECONFIG`` or ``$KVRIGHT_CLUSTER_DIR/kubeconfig``; a
@@ -13,9 +13,7 @@ import http.server
 import json
 import os
 import secrets
-import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,7 +25,8 @@ from kvright import api
 from kvright.operator import Kube, KubeError, api_client
 from kvright_dev import cluster
 from kvright_dev.cluster import local_kubeconfig
-from kvright_dev.procs import free_port, wait_until
+from kvright_dev.operator_process import OperatorProcess, operator_settings
+from kvright_dev.procs import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "llmdeployment.yaml"
@@ -127,12 +126,7 @@ def operator(
     ns: str, *, reconcile_seconds: float = 2.0, env: dict[str, str] | None = None
 ) -> Iterator[KopfRunner]:
     """The kvright operator in this process (kopf.testing.KopfRunner), watching one namespace."""
-    values = {
-        "KVRIGHT_NAMESPACES": ns,
-        "KVRIGHT_RECONCILE_SECONDS": str(reconcile_seconds),
-        "KVRIGHT_METRICS_PORT": "0",
-        **(env or {}),
-    }
+    values = {**operator_settings(namespace=ns, reconcile_seconds=reconcile_seconds), **(env or {})}
     with pytest.MonkeyPatch.context() as mp:
         for key, value in values.items():
             mp.setenv(key, value)
@@ -158,34 +152,14 @@ def spawn_operator(
     debug: Sequence[str] = (),
     **env: str,
 ) -> subprocess.Popen[bytes]:
-    """The operator as a process of its own (``kvright.operator.main``: so that it can be killed, paused or
-    made to exit), watching ``ns`` with its sweep every ``reconcile_seconds``, with ``env`` on top. Its log
-    goes to ``log`` (None: discarded) at INFO, and at DEBUG for the ``debug`` loggers. Its liveness endpoint
-    is on a free loopback port (``KVRIGHT_HEALTH_PORT`` in ``env`` names one), so that operators run side by
-    side, as in production, each serve their own."""
-    code = (
-        "import logging, sys\n"
-        "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s')\n"
-        f"for name in {list(debug)!r}:\n"
-        "    logging.getLogger(name).setLevel(logging.DEBUG)\n"
-        "from kvright.operator import main\n"
-        "sys.exit(main())\n"
-    )
-    environ = {
-        **os.environ,
-        "KVRIGHT_NAMESPACES": ns,
-        "KVRIGHT_RECONCILE_SECONDS": str(reconcile_seconds),
-        "KVRIGHT_METRICS_PORT": "0",
-        "KVRIGHT_HEALTH_PORT": str(free_port()),
-        **env,
-    }
-    if log is None:
-        return subprocess.Popen(
-            [sys.executable, "-c", code], env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-    with log.open("wb") as out:
-        argv = [sys.executable, "-c", code]
-        return subprocess.Popen(argv, env=environ, stdout=out, stderr=subprocess.STDOUT)
+    """The operator as a process of its own (kvright_dev.operator_process, running ``kvright.operator.main``:
+    so that it can be killed, paused or made to exit), watching ``ns`` with its sweep every
+    ``reconcile_seconds``, with ``env`` on top. Its log goes to ``log`` (None: discarded) at INFO, and at
+    DEBUG for the ``debug`` loggers. Its liveness endpoint is on a free loopback port (``KVRIGHT_HEALTH_PORT``
+    in ``env`` names one), so that operators run side by side, as in production, each serve their own."""
+    return OperatorProcess(
+        namespace=ns, reconcile_seconds=reconcile_seconds, log=log, debug=debug, env=env
+    ).proc
 
 
 @contextlib.contextmanager
@@ -194,23 +168,22 @@ def operator_process(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """:func:`spawn_operator` for the duration of a block; stopped at the end (continued first, should it
     be paused; killed after 20 s)."""
-    proc = spawn_operator(ns, log=log, debug=debug, **env)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=20)
+    with OperatorProcess(namespace=ns, reconcile_seconds=2.0, log=log, debug=debug, env=env) as operator:
+        yield operator.proc
 
 
 def llmd_path(ns: str, name: str = "") -> str:
     base = f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{ns}/{api.PLURAL}"
     return f"{base}/{name}" if name else base
+
+
+def patch_spec(kube: Kube, ns: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An edit of the LLMDeployment ``ns/name``: ``spec`` merged into its spec (a JSON merge patch, as
+    ``kubectl patch --type merge``); returns the object as patched."""
+    patched: dict[str, Any] = kube.request(
+        "PATCH", llmd_path(ns, name), body={"spec": spec}, content_type="application/merge-patch+json"
+    )
+    return patched
 
 
 def create(kube: Kube, obj: dict[str, Any], ns: str) -> dict[str, Any]:

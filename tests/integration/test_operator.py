@@ -36,6 +36,7 @@ from tests.integration.kvright_cluster import (
     namespace,
     operator,
     operator_namespace,
+    patch_spec,
     poll,
     reconciled,
     spawn_operator,
@@ -253,12 +254,6 @@ def _infeasible_sample_is_a_condition_and_one_event(kube: Kube, ns: str) -> None
 BASE = llmd("chat").model("llama-3.1-8b").gpu(H100).context(8192, 1024, 256).concurrency(16).tpot_ms(50)
 
 
-def _patch_spec(kube: Kube, ns: str, name: str, spec: dict[str, Any]) -> None:
-    kube.request(
-        "PATCH", llmd_path(ns, name), body={"spec": spec}, content_type="application/merge-patch+json"
-    )
-
-
 def _args(kube: Kube, ns: str, name: str) -> list[str]:
     dep = deployment(kube, ns, name) or {}
     return list(dep["spec"]["template"]["spec"]["containers"][0]["args"])
@@ -291,7 +286,7 @@ def test_editing_the_spec_changes_the_plan_and_rolls_the_deployment(
     before = poll(lambda: ready(kube, ns, "chat"), what="chat Ready")
     old_plan = before["status"]["plan"]
     old_template_gen = deployment(kube, ns, "chat")["metadata"]["generation"]  # type: ignore[index]
-    _patch_spec(kube, ns, "chat", edit)
+    patch_spec(kube, ns, "chat", edit)
     after = poll(
         lambda: (o := reconciled(kube, ns, "chat")) and o["status"]["plan"] != old_plan and o,
         what="a new plan",
@@ -322,7 +317,7 @@ def test_scale_subresource_pins_the_replica_count(kube: Kube, running: str) -> N
     create(kube, BASE.obj(), ns)
     poll(lambda: ready(kube, ns, "chat"), what="chat Ready")
     # The API server serves /scale only once the spec path holds a value: hand the count over first.
-    _patch_spec(kube, ns, "chat", {"replicas": {"count": 1}})
+    patch_spec(kube, ns, "chat", {"replicas": {"count": 1}})
     scale = kube.request("GET", llmd_path(ns, "chat") + "/scale")
     assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (1, 1)
     assert scale["status"]["selector"] == "app.kubernetes.io/name=vllm,kvright.dev/llmdeployment=chat"
@@ -427,7 +422,7 @@ def test_a_model_read_by_its_own_code_waits_for_trust_then_every_pod_gets_the_fl
     assert (pf["status"], pf["reason"]) == ("False", "RemoteCodeNotTrusted"), pf
     assert "model.trustRemoteCode: true" in pf["message"]
     assert deployment(kube, ns, "acme") is None
-    _patch_spec(kube, ns, "acme", {"model": {"trustRemoteCode": True}})
+    patch_spec(kube, ns, "acme", {"model": {"trustRemoteCode": True}})
     poll(lambda: deployment(kube, ns, "acme"), what="acme's Deployment once trusted")
     (container,) = (deployment(kube, ns, "acme") or {})["spec"]["template"]["spec"]["containers"]
     assert container["args"].count("--trust-remote-code") == 1
@@ -517,7 +512,7 @@ def test_an_edit_the_architecture_cannot_take_is_a_condition_and_the_running_pod
     create(kube, BASE.obj(), ns)
     poll(lambda: ready(kube, ns, "chat"), what="chat Ready")
     before = deployment(kube, ns, "chat") or {}
-    _patch_spec(kube, ns, "chat", {"tuning": {"tensorParallelSize": 3}})
+    patch_spec(kube, ns, "chat", {"tuning": {"tensorParallelSize": 3}})
     edited = poll(
         lambda: (
             (o := reconciled(kube, ns, "chat")) and condition(o, "PlanFeasible")["status"] == "False" and o
@@ -678,7 +673,7 @@ def test_rollout_needing_missing_gpus_keeps_the_old_pods_serving(kube: Kube, run
     before = poll(lambda: ready(kube, ns, "chat"), what="1 x TP 1 Ready on the H200 node", timeout=120)
     old_pods = {p["metadata"]["name"] for p in pods(kube, ns, "chat")}
     assert len(old_pods) == 1
-    _patch_spec(kube, ns, "chat", {"tuning": {"tensorParallelSize": 8}})
+    patch_spec(kube, ns, "chat", {"tuning": {"tensorParallelSize": 8}})
     stalled = poll(
         lambda: (
             (o := reconciled(kube, ns, "chat"))

@@ -63,6 +63,7 @@ from tests.integration.kvright_cluster import (
     llmd_path,
     namespace,
     operator_process,
+    patch_spec,
     poll,
     reconciled,
 )
@@ -180,10 +181,7 @@ def assert_consistent(kube: Kube, ns: str, obj: dict[str, Any], *, plan_changed:
 
 def _edit(kube: Kube, ns: str, name: str) -> int:
     """Make the edit; returns the new generation."""
-    got = kube.request(
-        "PATCH", llmd_path(ns, name), body={"spec": EDIT}, content_type="application/merge-patch+json"
-    )
-    return int(got["metadata"]["generation"])
+    return int(patch_spec(kube, ns, name, EDIT)["metadata"]["generation"])
 
 
 def _max_model_len(obj: dict[str, Any]) -> int:

@@ -27,9 +27,9 @@ from tests.integration.kvright_cluster import (
     ROOT,
     admin_with_crd,
     create,
-    llmd_path,
     namespace,
     operator_process,
+    patch_spec,
     poll,
     reconciled,
 )
@@ -78,6 +78,7 @@ def test_one_replica_works_the_other_stands_by_and_takes_over(kube: Kube, tmp_pa
             )
             for name, log in logs.items()
         }
+
         def both_recorded() -> dict[str, Any] | None:
             records = peers(kube, ns)
             return records if set(records) >= set(procs) else None
@@ -111,12 +112,8 @@ def test_one_replica_works_the_other_stands_by_and_takes_over(kube: Kube, tmp_pa
         # The worker leaves (kopf removes its record on exit); the standby takes over the object's edits.
         procs[worker].send_signal(signal.SIGTERM)
         procs[worker].wait(timeout=30)
-        kube.request(
-            "PATCH",
-            llmd_path(ns, "chat"),
-            body={"spec": {"workload": {"maxModelLen": 16384}}},
-            content_type="application/merge-patch+json",
-        )
+        patch_spec(kube, ns, "chat", {"workload": {"maxModelLen": 16384}})
+
         def edit_reconciled() -> dict[str, Any] | None:
             obj = reconciled(kube, ns, "chat")
             return obj if obj and obj["metadata"]["generation"] == 2 else None

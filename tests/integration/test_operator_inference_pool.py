@@ -31,6 +31,7 @@ from tests.integration.kvright_cluster import (
     llmd_path,
     namespace,
     operator,
+    patch_spec,
     poll,
     reconciled,
 )
@@ -163,12 +164,7 @@ def test_each_llmdeployment_gets_an_owned_pool_selecting_exactly_its_ready_pods_
 
         # An edit rolls the pods (new template: new pods, the old ones deleted); the pool stays the same
         # object and, once the rollout is done, selects exactly the new Ready pods and never the other's.
-        kube.request(
-            "PATCH",
-            llmd_path(ns, "chat"),
-            body={"spec": {"workload": {"maxModelLen": 2048}}},
-            content_type="application/merge-patch+json",
-        )
+        patch_spec(kube, ns, "chat", {"workload": {"maxModelLen": 2048}})
         strays: set[str] = set()
 
         def rolled() -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from tests.integration.kvright_cluster import (
     create,
     llmd_path,
     operator_namespace,
+    patch_spec,
     poll,
     reconciled,
 )
@@ -154,12 +155,7 @@ def test_405b_on_two_h100_nodes_is_a_leader_worker_set_that_rolls_and_is_collect
 
     # An edit rolls the group to the new template; there is never a second group holding GPUs.
     previous = plan
-    kube.request(
-        "PATCH",
-        llmd_path(ns, name),
-        body={"spec": {"workload": {"maxModelLen": 4096}}},
-        content_type="application/merge-patch+json",
-    )
+    patch_spec(kube, ns, name, {"workload": {"maxModelLen": 4096}})
     most = 0
 
     def rolled() -> dict[str, Any] | None:

@@ -56,6 +56,7 @@ from tests.integration.kvright_cluster import (
     llmd_path,
     namespace,
     namespace_named,
+    patch_spec,
     poll,
     reconciled,
 )
@@ -116,11 +117,6 @@ def settled(run: Run, name: str, **waits: str) -> dict[str, Any]:
     return poll(ready, what=f"{name} reconciled with {', '.join(waits) or 'its status'}", timeout=WAIT)
 
 
-def edit(run: Run, name: str, spec: dict[str, Any]) -> None:
-    run.kube.request("PATCH", llmd_path(run.ns, name), body={"spec": spec},
-                     content_type="application/merge-patch+json")
-
-
 CHAT = (llmd("chat").model("llama-3.1-8b").gpu(H200).context(4096, 1024, 256).replicas(1, 2)
         .feedback("Adjust", window_s=30))
 TWO_NODES = yaml.safe_load((ROOT / "deploy/samples/llama-3.1-405b-2x-h100.yaml").read_text("utf-8"))["spec"]
@@ -168,7 +164,7 @@ def gated_hub_model(run: Run) -> None:
 
 def to_two_nodes(run: Run) -> None:
     """Edit: the plan spans two nodes, so a LeaderWorkerSet is applied and the Deployment deleted."""
-    edit(run, "chat", TWO_NODES)
+    patch_spec(run.kube, run.ns, "chat", TWO_NODES)
     settled(run, "chat", leaderworkerset=LWS)
     poll(lambda: run.kube.get(DEPLOYMENT.format(ns=run.ns, name="chat")) is None,
          what="the one-node Deployment of chat deleted", timeout=WAIT)
@@ -176,7 +172,7 @@ def to_two_nodes(run: Run) -> None:
 
 def back_to_one_node(run: Run) -> None:
     """Edit back: a Deployment again, and the LeaderWorkerSet of the previous plan deleted."""
-    edit(run, "chat", CHAT.spec())
+    patch_spec(run.kube, run.ns, "chat", CHAT.spec())
     settled(run, "chat", deployment=DEPLOYMENT)
     poll(lambda: run.kube.get(LWS.format(ns=run.ns, name="chat")) is None,
          what="the LeaderWorkerSet of chat deleted", timeout=WAIT)

@@ -33,6 +33,7 @@ from tests.integration.kvright_cluster import (
     llmd_path,
     namespace,
     operator,
+    patch_spec,
     poll,
 )
 
@@ -212,12 +213,7 @@ def test_the_cache_is_created_and_filled_once_and_every_replica_mounts_it(kube: 
     first = {"claim": claim["metadata"]["uid"], "job": job["metadata"]["uid"]}
 
     # A second replica: the same claim and Job, nothing created or run again.
-    kube.request(
-        "PATCH",
-        llmd_path(ns, "cached"),
-        body={"spec": {"replicas": {"count": 2}}},
-        content_type="application/merge-patch+json",
-    )
+    patch_spec(kube, ns, "cached", {"replicas": {"count": 2}})
     poll(
         lambda: len([p for p in pods(kube, ns, "cached") if ready(p)]) == 2,
         what="2 ready replicas",
