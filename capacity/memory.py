@@ -83,6 +83,21 @@ FP8_DS_MLA = "fp8_ds_mla"
 FP8_DS_MLA_ENTRY_BYTES = 584
 FP8_DS_MLA_PAGE_ALIGNMENT = 576
 
+#: DeepSeek-V4.1's KV records on compute capability 10.x (vLLM 0.32's ``_use_v41_mxfp8_kv_record``, a
+#: family test of SM100): a 528-byte window and ``fp8_ds_mla`` record (512 fp8 values and 16 UE8M0
+#: scales), a 288-byte compressed record under ``nvfp4_ds_mla`` (the mega-attention class's own dtype, which
+#: FlashMLA decodes only on SM100), pages padded to 512 bytes, not 576.
+NVFP4_DS_MLA = "nvfp4_ds_mla"
+V41_SM100_ENTRY_BYTES = 528
+V41_NVFP4_ENTRY_BYTES = 288
+V41_SM100_PAGE_ALIGNMENT = 512
+#: FlashMLA's mega-attention kernel (``flash_mla_mega_attn.py`` ``is_available_for``) serves a TP rank's
+#: heads in groups of this many per ``o_groups`` group (``WV_GROUP_SIZE``).
+V41_MEGA_HEADS_PER_GROUP = 8
+#: The ``--kv-cache-dtype`` names of DeepSeek-V4's packed layouts, which vLLM takes as written for V4 and
+#: V4.1 (the library accepts them; the CLI's and the CRD's choices stay auto / fp8 / 16-bit).
+PACKED_KV_CACHE_DTYPES = (FP8_DS_MLA, NVFP4_DS_MLA)
+
 #: vLLM >= 0.20 subtracts an estimate of CUDA-graph memory from the KV budget
 #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1). Logged estimates are 0.17 to 1.97 GiB per GPU
 #: for dense models (fact sheet, section 1); we reserve 1 GiB, the middle of that range.
@@ -106,9 +121,17 @@ SAMPLER_FP32_LOGIT_COPIES = 9.6
 MAX_NUM_SEQS_CAP = 1024
 
 
-def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
-    """The concrete dtype name a ``--kv-cache-dtype`` value stores (``auto`` -> the model's dtype)."""
-    if kv_cache_dtype not in KV_CACHE_DTYPES:
+def resolve_kv_cache_dtype(
+    arch: Architecture,
+    kv_cache_dtype: str,
+    *,
+    compute_capability: str | None = None,
+    tensor_parallel_size: int = 1,
+) -> str:
+    """The concrete dtype name a ``--kv-cache-dtype`` value stores (``auto`` -> the model's dtype).
+    DeepSeek-V4.1's depends on the GPU's ``compute_capability`` and the TP size (:func:`v41_records`)."""
+    packed = arch.compressed_attention and kv_cache_dtype in PACKED_KV_CACHE_DTYPES
+    if kv_cache_dtype not in KV_CACHE_DTYPES and not packed:
         raise CapacityError(
             f"KV-cache dtype {kv_cache_dtype!r} is not supported; expected one of "
             f"{', '.join(KV_CACHE_DTYPES)}"
@@ -116,9 +139,12 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
     if arch.compressed_attention:
         # DeepseekV4Attention's fp8_ds_mla layout (FlashMLA, and vLLM's CPU and ROCm classes): auto and every
         # fp8 become it; anything else stops the engine ("fp8_ds_mla layout only supports fp8 kv-cache").
-        # DeepSeek-V4.1's takes auto and fp8 alone ("packed KV layouts only support fp8 kv-cache").
+        # DeepSeek-V4.1's takes auto, fp8 and its packed names alone ("packed KV layouts only support fp8
+        # kv-cache"), auto and fp8 becoming its attention class's own (:func:`v41_records`).
         v41 = arch.shared_compressed_caches
-        if kv_cache_dtype in ("auto", "fp8") or (not v41 and kv_cache_dtype.startswith("fp8")):
+        if v41 and (packed or kv_cache_dtype in ("auto", "fp8")):
+            return v41_records(arch, kv_cache_dtype, tensor_parallel_size, compute_capability).dtype
+        if not v41 and (kv_cache_dtype == "auto" or kv_cache_dtype.startswith("fp8")):
             return FP8_DS_MLA
         raise CapacityError(
             f"KV-cache dtype {kv_cache_dtype!r} is not one DeepSeek-V4{'.1' if v41 else ''}'s attention "
@@ -148,7 +174,7 @@ def resolve_kv_cache_dtype(arch: Architecture, kv_cache_dtype: str) -> str:
 def kv_dtype_bytes(arch: Architecture, kv_cache_dtype: str) -> int:
     """Bytes per cached element for a ``--kv-cache-dtype`` value."""
     resolved = resolve_kv_cache_dtype(arch, kv_cache_dtype)
-    if resolved == FP8_DS_MLA:
+    if resolved in PACKED_KV_CACHE_DTYPES:
         return 1
     size = KV_CACHE_DTYPES.get(resolved)
     return size if size is not None else DTYPE_BYTES[resolved]
@@ -291,14 +317,17 @@ def kv_cache_bytes_per_sequence(
     kv_cache_dtype: str = "auto",
     tensor_parallel_size: int = 1,
     max_num_batched_tokens: int = 8192,
+    compute_capability: str | None = None,
 ) -> int:
     """Cache one sequence of ``context_tokens`` reserves over all GPUs, replication included: the blocks of
-    :meth:`KVCacheLayout.blocks_per_sequence` times the bytes of one block, on every rank."""
+    :meth:`KVCacheLayout.blocks_per_sequence` times the bytes of one block, on every rank (on a GPU of
+    ``compute_capability``, :func:`kv_cache_layout`)."""
     layout = kv_cache_layout(
         arch,
         tensor_parallel_size=tensor_parallel_size,
         kv_cache_dtype=kv_cache_dtype,
         max_num_batched_tokens=max_num_batched_tokens,
+        compute_capability=compute_capability,
     )
     return layout.bytes_per_sequence(context_tokens) * tensor_parallel_size
 
@@ -472,6 +501,7 @@ def kv_cache_layout(
     max_in_flight_tokens: int | None = None,
     enable_prefix_caching: bool = True,
     mamba_ssm_cache_dtype: str | None = None,
+    compute_capability: str | None = None,
 ) -> KVCacheLayout:
     """The :class:`KVCacheLayout` vLLM builds for ``arch`` on one of ``tensor_parallel_size`` ranks.
 
@@ -482,7 +512,10 @@ def kv_cache_layout(
     With prefix caching (vLLM's default) Mamba states are kept in ``align`` mode: two blocks per request,
     three for a Mamba-2 mixer (its prefill checkpoint block).
     ``mamba_ssm_cache_dtype``: the recurrent state's dtype when the engine overrides it (see
-    :func:`state_bytes_per_sequence`)."""
+    :func:`state_bytes_per_sequence`).
+    ``compute_capability``: the GPU's (:attr:`GPU.compute_capability`), which sets DeepSeek-V4.1's records,
+    pages and block (:func:`v41_records`); None keeps Hopper's (and, with the CPU backend's block, vLLM's CPU
+    build's)."""
     args = (
         tensor_parallel_size,
         kv_cache_dtype,
@@ -493,6 +526,7 @@ def kv_cache_layout(
         max_in_flight_tokens,
         enable_prefix_caching,
         mamba_ssm_cache_dtype,
+        compute_capability,
     )
     layout = arch.memo.get(("kv_cache_layout", *args))
     if layout is None:
@@ -512,14 +546,17 @@ def _kv_cache_layout(
     max_in_flight_tokens: int | None,
     enable_prefix_caching: bool,
     mamba_ssm_cache_dtype: str | None = None,
+    compute_capability: str | None = None,
 ) -> KVCacheLayout:
     _check_tp(tensor_parallel_size)
     tp = tensor_parallel_size
     inflight = 2 * max_num_batched_tokens if max_in_flight_tokens is None else max_in_flight_tokens
     if arch.compressed_attention:
-        resolve_kv_cache_dtype(arch, kv_cache_dtype)
         if arch.shared_compressed_caches:
-            return _v41_layout(arch, inflight, max_model_len, block_size, kernel_block_alignment)
+            resolve_kv_cache_dtype(arch, kv_cache_dtype, compute_capability=compute_capability)
+            records = v41_records(arch, kv_cache_dtype, tp, compute_capability)
+            return _v41_layout(arch, inflight, max_model_len, block_size, kernel_block_alignment, records)
+        resolve_kv_cache_dtype(arch, kv_cache_dtype)
         return _compressed_attention_layout(arch, inflight, max_model_len)
     if arch.mla_cache_row:
         resolve_kv_cache_dtype(arch, kv_cache_dtype)
@@ -676,31 +713,99 @@ class _Cache:
     GDN states split)."""
 
 
-def _padded(page: int) -> int:
-    return -(-page // FP8_DS_MLA_PAGE_ALIGNMENT) * FP8_DS_MLA_PAGE_ALIGNMENT
+def _padded(page: int, alignment: int = FP8_DS_MLA_PAGE_ALIGNMENT) -> int:
+    return -(-page // alignment) * alignment
 
 
 #: DeepSeek-V4.1's caches (vLLM's ``models/deepseek_v41``): its sliding-window latent's block in tokens
-#: (``DeepseekV4SWACache``), its sparse MLA and indexer kernels' block on a GPU (FlashMLA's on Hopper; the
-#: engine block is the smallest every backend takes), its indexer key record (fp8 values and an fp32 scale per
-#: 128 of ``index_head_dim``, 132 bytes at 128) and its compressor ring's block (8 rows of fp32 key and
-#: score).
+#: (``DeepseekV4SWACache``), its sparse MLA and indexer kernels' block on Hopper (FlashMLA's; 128 on 10.x and
+#: 12.x, :attr:`V41Records.kernel_block`; the engine block is the smallest every backend takes), its indexer
+#: key record (fp8 values and an fp32 scale per 128 of ``index_head_dim``, 132 bytes at 128) and its
+#: compressor ring's block (8 rows of fp32 key and score).
 V41_SWA_BLOCK_TOKENS = 32
 V41_KERNEL_BLOCK = 64
+V41_SM100_KERNEL_BLOCK = 128
 V41_RING_BLOCK_TOKENS = 8
 
 
-def _v41_caches(arch: Architecture, block: int, kernel: int) -> tuple[list[_Cache], int]:
+@dataclass(frozen=True, slots=True)
+class V41Records:
+    """DeepSeek-V4.1's KV records on one GPU (:func:`v41_records`)."""
+
+    dtype: str
+    """The KV dtype vLLM keeps: ``fp8_ds_mla`` or ``nvfp4_ds_mla``."""
+    mega: bool
+    """FlashMLA's mega-attention class serves the attention (10.x, heads in groups of 8 on every rank)."""
+    window: int
+    """Bytes of one sliding-window latent record."""
+    compressed: int
+    """Bytes of one compressed latent record."""
+    alignment: int
+    """What every packed page (window, compressed latents, indexer keys) is padded to."""
+    kernel_block: int
+    """The sparse MLA and indexer kernels' block in tokens."""
+
+
+def _capability_major(compute_capability: str | None) -> int | None:
+    """The major of a CUDA ``major.minor`` (None for none, or an AMD gfx target)."""
+    major = (compute_capability or "").split(".")[0]
+    return int(major) if major.isdigit() else None
+
+
+def v41_records(
+    arch: Architecture, kv_cache_dtype: str, tensor_parallel_size: int, compute_capability: str | None
+) -> V41Records:
+    """DeepSeek-V4.1's KV records as vLLM 0.32 picks them for a GPU of ``compute_capability`` (None: kvright's
+    default, Hopper's records and block; vLLM's CPU build is that with its own 128-token block). On 10.x the
+    mega-attention class serves it when every rank holds whole groups of 8 heads per ``o_groups`` group
+    (``heads % tp == 0``, ``o_groups % tp == 0``, local heads a multiple of 8 and 8 per local group), else
+    FlashMLA; ``auto`` and ``fp8`` become the class's ``nvfp4_ds_mla`` or ``fp8_ds_mla``; records are 528
+    bytes (288 compressed under ``nvfp4_ds_mla``), pages padded to 512, kernel blocks 128 tokens. On 12.x
+    (FlashInfer's SM120 class) and elsewhere the records are 584 bytes on 576-byte pages; the kernels' block
+    is 64 tokens on 9.x, 128 on 12.x. ``nvfp4_ds_mla`` anywhere but 10.x stops vLLM."""
+    major = _capability_major(compute_capability)
+    tp = tensor_parallel_size
+    heads, groups = arch.num_attention_heads, arch.o_groups
+    mega = (
+        major == 10
+        and groups > 0
+        and heads % tp == 0
+        and groups % tp == 0
+        and (heads // tp) % V41_MEGA_HEADS_PER_GROUP == 0
+        and heads // tp == V41_MEGA_HEADS_PER_GROUP * (groups // tp)
+    )
+    dtype = kv_cache_dtype
+    if dtype in ("auto", "fp8"):
+        dtype = NVFP4_DS_MLA if mega else FP8_DS_MLA
+    if dtype == NVFP4_DS_MLA and major != 10:
+        raise CapacityError(
+            f"KV-cache dtype {NVFP4_DS_MLA!r} is not one DeepSeek-V4.1 keeps on compute capability "
+            f'{compute_capability or "unknown"}: vLLM says "nvfp4_ds_mla needs the V4.1 KV records, which '
+            'FlashMLA decodes only on SM100."; expected auto, fp8 or fp8_ds_mla'
+        )
+    if major == 10:
+        compressed = V41_NVFP4_ENTRY_BYTES if dtype == NVFP4_DS_MLA else V41_SM100_ENTRY_BYTES
+        return V41Records(
+            dtype, mega, V41_SM100_ENTRY_BYTES, compressed, V41_SM100_PAGE_ALIGNMENT, V41_SM100_KERNEL_BLOCK
+        )
+    kernel = V41_SM100_KERNEL_BLOCK if major == 12 else V41_KERNEL_BLOCK
+    entry = FP8_DS_MLA_ENTRY_BYTES
+    return V41Records(dtype, False, entry, entry, FP8_DS_MLA_PAGE_ALIGNMENT, kernel)
+
+
+def _v41_caches(arch: Architecture, block: int, kernel: int, records: V41Records) -> tuple[list[_Cache], int]:
     """DeepSeek-V4.1's caches in vLLM's order, and the page alignment its packed pool rounds to: every layer
-    its window of latents (``fp8_ds_mla`` records, pages padded to 576 bytes); a kv source its compressed
-    latents (one a ``ratio`` tokens, ``block`` tokens a block) and, where it is an index source too, its
-    indexer's keys at the same rate; a ratio-2 kv source the compressor's ring. A block larger than the
-    kernel's makes each such page's stride the page of a kernel block (their lcm is the alignment)."""
+    its window of latents (``records.window`` bytes each, pages padded to ``records.alignment``); a kv source
+    its compressed latents (``records.compressed`` bytes, one a ``ratio`` tokens, ``block`` tokens a block)
+    and, where it is an index source too, its indexer's keys at the same rate; a ratio-2 kv source the
+    compressor's ring. A block larger than the kernel's makes each such page's stride the page of a kernel
+    block (their lcm is the alignment)."""
+    align = records.alignment
     swa = _Cache(
         "sliding",
         V41_SWA_BLOCK_TOKENS,
         arch.sliding_window,
-        _padded(V41_SWA_BLOCK_TOKENS * FP8_DS_MLA_ENTRY_BYTES),
+        _padded(V41_SWA_BLOCK_TOKENS * records.window, align),
     )
     index_entry = indexer_key_bytes(arch)
     stride = math.gcd(kernel, block)
@@ -711,11 +816,11 @@ def _v41_caches(arch: Architecture, block: int, kernel: int) -> tuple[list[_Cach
         if not layer.kv_source:
             caches.append(swa)
             continue
-        entries = [FP8_DS_MLA_ENTRY_BYTES] + ([index_entry] if layer.index_source else [])
+        entries = [records.compressed] + ([index_entry] if layer.index_source else [])
         for entry in entries:
-            caches.append(_Cache("full", block, None, _padded(block // ratio * entry)))
+            caches.append(_Cache("full", block, None, _padded(block // ratio * entry, align)))
             if stride != block:
-                alignment = math.lcm(alignment, _padded(stride // ratio * entry))
+                alignment = math.lcm(alignment, _padded(stride // ratio * entry, align))
         caches.append(swa)
         if ratio == 2:
             ring = V41_RING_BLOCK_TOKENS * 2 * arch.head_dim * 4
@@ -729,7 +834,7 @@ def _compressed_attention_caches(arch: Architecture) -> list[_Cache]:
     keys (fp8 with an fp32 scale per 128), and a compressor state for each (``2 x overlap x width`` fp32
     values a token, over a window of ``overlap x ratio`` tokens; ratio-4 windows overlap, 2)."""
     if arch.shared_compressed_caches:
-        return _v41_caches(arch, V41_KERNEL_BLOCK, V41_KERNEL_BLOCK)[0]
+        return _v41_caches(arch, V41_KERNEL_BLOCK, V41_KERNEL_BLOCK, v41_records(arch, "auto", 1, None))[0]
     index_entry = indexer_key_bytes(arch)
     caches = []
     for layer in arch.layers:
@@ -758,9 +863,7 @@ def _approximate_gcd(values: list[int], lower_bound: int) -> int:
     on a tie (vLLM's ``_approximate_gcd``)."""
     if lower_bound > max(values):
         return lower_bound
-    return min(
-        range(lower_bound, max(values) + 1), key=lambda d: (sum(-x % d for x in values), -d)
-    )
+    return min(range(lower_bound, max(values) + 1), key=lambda d: (sum(-x % d for x in values), -d))
 
 
 def _packed_groups(caches: list[_Cache]) -> list[list[_Cache]]:
@@ -788,9 +891,7 @@ def _packed_groups(caches: list[_Cache]) -> list[list[_Cache]]:
         kind = next(iter(pages.values()))[0].kind
         return kind in ("mamba", "ring") or (repeats is None and kind == "sliding")
 
-    anchor = max(
-        widest(p, sum(map(len, p.values())) if state_bucket(p) else split(p, b)) for p, b in shapes
-    )
+    anchor = max(widest(p, sum(map(len, p.values())) if state_bucket(p) else split(p, b)) for p, b in shapes)
     groups = []
     for pages, balanced in shapes:
         n = split(pages, balanced)
@@ -806,16 +907,22 @@ def _packed_groups(caches: list[_Cache]) -> list[list[_Cache]]:
 
 
 def _v41_layout(
-    arch: Architecture, inflight: int, max_model_len: int | None, block_size: int, kernel_block_alignment: int
+    arch: Architecture,
+    inflight: int,
+    max_model_len: int | None,
+    block_size: int,
+    kernel_block_alignment: int,
+    records: V41Records,
 ) -> KVCacheLayout:
     """DeepSeek-V4.1's layout: its caches (:func:`_v41_caches`) packed by pattern (:func:`_packed_groups`)
     into one pool whose block is the widest group's pages, rounded to the pages' strides; a request holds
     ``cdiv(T, block)`` blocks in each compressed group, its window's (plus the in-flight tokens) in each
-    sliding one and one a ring group. The block is the engine's: the kernels' 64 tokens on a GPU (vLLM asks
-    16, which they do not take), the CPU backend's own 128."""
-    kernel = max(kernel_block_alignment, V41_KERNEL_BLOCK)
+    sliding one and one a ring group. The block is the engine's: the kernels' (``records.kernel_block``: 64
+    tokens on Hopper, 128 on 10.x and 12.x; vLLM asks 16, which they do not take), the CPU backend's own
+    128."""
+    kernel = max(kernel_block_alignment, records.kernel_block)
     block = max(block_size, kernel)
-    caches, alignment = _v41_caches(arch, block, kernel)
+    caches, alignment = _v41_caches(arch, block, kernel, records)
     return _packed_pool(caches, block, alignment, inflight_tokens=inflight, max_model_len=max_model_len)
 
 
@@ -1174,6 +1281,7 @@ class KVMemory:
             tensor_parallel_size=tp,
             kv_cache_dtype=kv_cache_dtype,
             max_num_batched_tokens=max_num_batched_tokens,
+            compute_capability=gpu.compute_capability,
         )
         stages = pipeline_stages(arch, layout.pipeline_parallel_size)
         lora = config.lora
@@ -1197,6 +1305,7 @@ class KVMemory:
                     tensor_parallel_size=tp,
                     kv_cache_dtype=kv_cache_dtype,
                     max_num_batched_tokens=max_num_batched_tokens,
+                    compute_capability=gpu.compute_capability,
                 ),
             )
             for stage in stages

@@ -1171,7 +1171,7 @@ def memory_rule(z: _Sizing) -> BatchLimit | None:
     return BatchLimit(
         constraint="memory",
         sequences=seqs,
-        detail=f"{_dtype_label(z.req.arch, z.dtype)} KV cache holds {seqs} sequences of "
+        detail=f"{_dtype_label(z.req.arch, z.dtype, z.model.memory)} KV cache holds {seqs} sequences of "
         f"{z.req.seq_tokens} tokens{sharing}",
     )
 
@@ -1303,8 +1303,8 @@ def longest_sequence_rule(req: _Request, model: ServingModel, dtype: str) -> str
         req.fixes[key] = _memory_fixes(req.arch, req.gpu, layout, dtype, req.limits, req.max_gpus, fits)
     fixes = req.fixes[key]
     return (
-        f"at {layout.label} with {_dtype_label(req.arch, dtype)} KV cache one {req.max_len}-token sequence "
-        "needs "
+        f"at {layout.label} with {_dtype_label(req.arch, dtype, mem)} KV cache one {req.max_len}-token "
+        "sequence needs "
         f"{_gib(need * mem.layout.bytes_per_block)} of KV cache per GPU but only "
         f"{_gib(mem.free_bytes(1))} is left after "
         f"{_gib(mem.weights)} of weights{f' and {_gib(mem.lora)} of LoRA adapters' if mem.lora else ''}; "
@@ -1364,7 +1364,7 @@ def _evaluate(req: _Request, layout: Layout, dtype: str, mnbt: int, roofline: St
             limits=limits_,
         )
 
-    label = _dtype_label(arch, dtype)
+    label = _dtype_label(arch, dtype, mem)
     for fit in FIT_RULES:
         refusal = fit(req, model, dtype)
         if refusal is not None:
@@ -1469,10 +1469,14 @@ def _batch_fixes(binding: BatchLimit, req: _Request, layout: Layout, dtype: str)
             return "lower the pinned max-num-seqs or set it to Auto"
 
 
-def _dtype_label(arch: Architecture, dtype: str) -> str:
+def _dtype_label(arch: Architecture, dtype: str, memory: KVMemory) -> str:
     """``bfloat16 (auto)`` for auto (the checkpoint's own KV format where it has one: ModelOpt's
-    ``kv_cache_quant_algo`` makes vLLM's auto fp8), the dtype itself otherwise."""
-    return f"{resolve_kv_cache_dtype(arch, 'auto')} (auto)" if dtype == "auto" else dtype
+    ``kv_cache_quant_algo`` makes vLLM's auto fp8; DeepSeek-V4.1's its GPU's), the dtype itself otherwise."""
+    if dtype != "auto":
+        return dtype
+    tp = memory.parallel.tensor_parallel_size
+    cc = memory.gpu.compute_capability
+    return f"{resolve_kv_cache_dtype(arch, 'auto', compute_capability=cc, tensor_parallel_size=tp)} (auto)"
 
 
 def _larger_layout(

@@ -20,6 +20,7 @@ from capacity.gpus import GPU
 from capacity.layout import Layout, layout_error
 from capacity.memory import (
     FP8_DS_MLA_ENTRY_BYTES,
+    V41Records,
     attention_bytes_per_token,
     indexer_bytes_per_token,
     indexer_key_bytes,
@@ -27,6 +28,7 @@ from capacity.memory import (
     resolve_kv_cache_dtype,
     short_conv_bytes_per_sequence,
     state_bytes_per_sequence,
+    v41_records,
 )
 
 __all__ = [
@@ -213,8 +215,10 @@ class StepModel:
         error = layout_error(arch, layout)
         if error is not None:
             raise CapacityError(error)
-        resolve_kv_cache_dtype(arch, kv_cache_dtype)
         tp = layout.tensor_parallel_size
+        resolve_kv_cache_dtype(
+            arch, kv_cache_dtype, compute_capability=gpu.compute_capability, tensor_parallel_size=tp
+        )
         g = arch.parameter_groups
         w = arch.weight_groups
         # The LM head is streamed every step; the input embedding is a row lookup and the vision tower does
@@ -272,7 +276,10 @@ class StepModel:
         # tokens): (ratio, layers) pairs, each layer reading min(T / ratio, topk) entries of this many bytes.
         self.sparse_ratios: tuple[tuple[int, int], ...] = ()
         self.sparse_entry_bytes = 0
-        if arch.compressed_attention:
+        if arch.shared_compressed_caches:
+            records = v41_records(arch, kv_cache_dtype, tp, gpu.compute_capability)
+            self._shared_compressed_attention(arch, widths, records)
+        elif arch.compressed_attention:
             self._compressed_attention(arch, widths)
         elif arch.attention == "MLA" and arch.index_head_dim and arch.index_topk:
             self._sparse_attention(arch, widths)
@@ -397,9 +404,6 @@ class StepModel:
         latent = FP8_DS_MLA_ENTRY_BYTES
         index = indexer_key_bytes(arch)
         ratios = [layer.compress_ratio for layer in arch.layers]
-        if arch.shared_compressed_caches:
-            self._shared_compressed_attention(arch, widths)
-            return
         sparse = ratios.count(4) / 4  # layers' entries per context token
         dense = ratios.count(128) / 128
         self.sliding_kv_per_token = len(ratios) * latent
@@ -410,14 +414,17 @@ class StepModel:
         widths.update(full=sparse, sliding=float(len(ratios)))
         self.dense_attention_layers = dense
 
-    def _shared_compressed_attention(self, arch: Architecture, widths: dict[str, float]) -> None:
+    def _shared_compressed_attention(
+        self, arch: Architecture, widths: dict[str, float], records: V41Records
+    ) -> None:
         """DeepSeek-V4.1's reads per sequence: every layer its window of latents; an index source the
         indexer keys of its kv source's whole context (``T / ratio`` of them; the candidate prefilter of the
         layers above ``candidate_source_layer_id`` is left out, which overstates them); every compressed
-        layer the latents of the ``index_topk`` entries its indexer picks."""
-        latent = FP8_DS_MLA_ENTRY_BYTES
+        layer the latents of the ``index_topk`` entries its indexer picks. Records are the GPU's
+        (:func:`capacity.memory.v41_records`: window and compressed 584 bytes on Hopper; on 10.x 528 and,
+        under ``nvfp4_ds_mla``, 288)."""
         layers = arch.layers
-        self.sliding_kv_per_token = len(layers) * latent
+        self.sliding_kv_per_token = len(layers) * records.window
         source = 0
         ratios: dict[int, int] = {}
         scored = 0.0
@@ -431,7 +438,7 @@ class StepModel:
                 ratios[ratio] = ratios.get(ratio, 0) + 1
         self.full_kv_per_token = scored * indexer_key_bytes(arch)
         self.sparse_ratios = tuple(sorted(ratios.items()))
-        self.sparse_entry_bytes = latent
+        self.sparse_entry_bytes = records.compressed
         self.topk = arch.index_topk
         self.index_flops_per_ctx_token = 2.0 * arch.index_n_heads * arch.index_head_dim * scored
         widths.update(full=0.0, sliding=float(len(layers)))

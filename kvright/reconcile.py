@@ -724,6 +724,7 @@ def _desire(facts: Facts) -> Desired:
             tensor_parallel_size=chosen.layout.tensor_parallel_size,
             kv_cache_dtype=chosen.kv_cache_dtype,
             max_num_batched_tokens=chosen.max_num_batched_tokens,
+            compute_capability=capacity.gpu_spec(product.product).compute_capability,
         )
         cached = layout.cached_prefix_tokens(shared)
         prediction_status["prefixCacheHitPercent"] = round(100.0 * cached / spec.workload.prompt_tokens, 1)
