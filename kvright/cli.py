@@ -4,7 +4,7 @@ Five commands, human tables by default and ``--json`` for machines (sizes in byt
 
     kvright catalog
     kvright inspect MODEL [--gpus-per-node N]
-    kvright kv MODEL --context L --batch B [--kv-cache-dtype D] [--tensor-parallel-size T]
+    kvright kv MODEL --context L --batch B [--kv-cache-dtype D] [--tensor-parallel-size T] [--gpu G]
     kvright tpot MODEL --gpu G --tensor-parallel-size T --batch B --context L [--kv-cache-dtype D]
     kvright plan MODEL --gpu G [--gpus-per-node 8] [--max-gpus N] [--max-model-len L] [--tpot-ms X]
                  [--ttft-ms Y] [--concurrency C] [--kv-cache-dtype D] [--gpu-memory-utilization U]
@@ -127,6 +127,11 @@ def _parser() -> _Parser:
         type=_positive_int,
         default=8192,
         help="vLLM's step token budget; sliding layers reserve their window plus twice it (default 8192)",
+    )
+    p.add_argument(
+        "--gpu",
+        help=f"GPU id ({gpus}) or GFD product label: the layout vLLM keeps on it where that depends on the "
+        "GPU (DeepSeek-V4.1's records and blocks by compute capability; default: Hopper's)",
     )
 
     p = _command(sub, "tpot", "roofline decode step: where the time goes", model_help)
@@ -587,12 +592,15 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     error = cap.tensor_parallel_error(arch, tp)
     if error is not None:
         raise cap.CapacityError(error)
+    gpu = None if args.gpu is None else cap.gpu_spec(args.gpu)
+    capability = None if gpu is None else gpu.compute_capability
     per_seq = cap.kv_cache_bytes_per_sequence(
         arch,
         args.context,
         kv_cache_dtype=args.kv_cache_dtype,
         tensor_parallel_size=tp,
         max_num_batched_tokens=args.max_num_batched_tokens,
+        compute_capability=capability,
     )
     total = per_seq * args.batch
     weights = cap.weight_bytes(arch)
@@ -604,6 +612,7 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         tensor_parallel_size=tp,
         kv_cache_dtype=args.kv_cache_dtype,
         max_num_batched_tokens=args.max_num_batched_tokens,
+        compute_capability=capability,
     )
     # A group grows at this context when one more block of tokens needs one more block of it: full
     # attention always, a sliding or chunked layer while the context is inside its bound.
@@ -644,9 +653,15 @@ def _kv(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "replication": replication,
         "kv_cache_dtype": args.kv_cache_dtype,
         "tensor_parallel_size": tp,
+        "gpu": None if gpu is None else gpu.id,
     }
     rows = [
-        ("KV cache", f"{total / GB:.1f} GB ({args.batch} x {args.context:,} tokens, {args.kv_cache_dtype})"),
+        (
+            "KV cache",
+            f"{total / GB:.1f} GB ({args.batch} x {args.context:,} tokens, {args.kv_cache_dtype}"
+            + ("" if gpu is None else f", as vLLM lays it out on {gpu.id}")
+            + ")",
+        ),
         ("per sequence", f"{per_seq / GB:.2f} GB reserved, {held / GB:.2f} GB held while it runs"),
         (
             "per GPU",

@@ -240,6 +240,27 @@ def test_kv_json(capsys):
     assert data["held_bytes_per_sequence"] == data["kv_cache_bytes_per_sequence"]  # full attention alone
 
 
+def test_kv_takes_the_gpus_layout_where_vllm_keeps_one_per_gpu(capsys):
+    """DeepSeek-V4.1's records and block depend on the GPU (capacity.v41_records): without --gpu and on an
+    H200 Hopper's, on a B200 Blackwell's, whose 32K request vLLM 0.32's engine core sizes at 2,842 blocks of
+    135,168 bytes reserved and 282 held (measured with a capability stand-in: test_deepseek_v41_blackwell.py);
+    a model whose layout is the same everywhere reads the same with or without it."""
+    v41 = str(Path(__file__).resolve().parents[1] / "data" / "configs" / "deepseek-v4.1-flash")
+    args = ("--context", "32768", "--batch", "1", "--max-num-batched-tokens", "8192")
+    plain, h200, b200 = (
+        run_json(capsys, "kv", v41, *args, *gpu) for gpu in ((), ("--gpu", "h200"), ("--gpu", "b200"))
+    )
+    assert (plain["gpu"], h200["gpu"], b200["gpu"]) == (None, "h200", "b200")
+    assert plain["kv_cache_bytes_per_sequence"] == h200["kv_cache_bytes_per_sequence"]
+    assert (b200["block_size"], b200["kv_cache_bytes_per_sequence"]) == (128, 2_842 * 135_168)
+    assert b200["held_bytes_per_sequence"] == 282 * 135_168
+    llama = [
+        run_json(capsys, "kv", "llama-3.1-8b", "--context", "8192", "--batch", "4", *g)
+        for g in ((), ("--gpu", "b200"))
+    ]
+    assert llama[0]["kv_cache_bytes"] == llama[1]["kv_cache_bytes"]
+
+
 def test_kv_json_a_sliding_request_holds_less_than_it_reserves(capsys):
     """gpt-oss alternates 128-token windows with full attention: a running request keeps its windows, not
     the 16,384 in-flight tokens each sliding group reserves for the request being admitted."""
