@@ -156,6 +156,9 @@ FAMILIES: dict[str, str] = {
     # StepFun's Step-3 text model (vLLM's step3_text.py): one KV head whole on every rank behind a shared
     # query projection, routed experts on the layers moe_layers_enum lists.
     "Step3TextForCausalLM": "moe",
+    # IFM's K2-Horizon (vLLM's k2_horizon.py): Qwen-MoE's routed layers, an attention gate, q/k norms of a
+    # rank's heads, and value experts (MoVA) in place of the V projection on the routed layers.
+    "K2HorizonForCausalLM": "moe",
     "Qwen2MoeForCausalLM": "moe",
     "Qwen3MoeForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
@@ -412,6 +415,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "gemma3_text": "dense",
     "step1": "dense",
     "hrm_text": "dense",
+    "k2_horizon": "moe",
     "plamo3": "dense",
     "PanguEmbedded": "dense",
     "mistral3": "dense",
@@ -1201,9 +1205,11 @@ class Architecture:
     qk_rope_head_dim``."""
     rope_key_norm: bool = False
     """dots3-note's ``k_rope_only_layernorm``: an RMSNorm over each MLA layer's rotated key."""
-    qk_norm: Literal["none", "head", "head_layernorm", "full"] = "none"
+    qk_norm: Literal["none", "head", "head_layernorm", "full", "split"] = "none"
     """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2); a
-    per-head LayerNorm, a weight and a bias (Ling's without ``use_rmsnorm``)."""
+    per-head LayerNorm, a weight and a bias (Ling's without ``use_rmsnorm``); over the projection a rank
+    holds, a weight per query and key channel split with its heads (K2-Horizon's ``q_size`` and ``kv_size``
+    norms: ``split``)."""
     norms_per_layer: int = 2
     """Norms of width ``hidden_size`` per layer (2; Gemma 2/3 and GLM-4 have 4; Nemotron-H 1)."""
     norm_bias: bool = False
@@ -1441,7 +1447,14 @@ class Architecture:
     width, the one K head and the one V head (cached whole on every rank), a norm of that width, then a
     split projection up to the query heads; 0: the standard Q/K/V projection."""
     experts_bound_tp: bool = False
-    """The class refuses a TP degree above its routed experts (Step-3's ``Step3TextMoEMLP``)."""
+    """The class refuses a TP degree above its routed experts (Step-3's ``Step3TextMoEMLP``, K2-Horizon's
+    ``K2HorizonSparseMoeBlock``)."""
+    value_experts: int = 0
+    """K2-Horizon's MoVA attention on its MoE layers (``mova_num_experts``): no V projection; each token's
+    values are a routed mix of this many ``hidden -> KV heads x head_dim`` projections, split by KV head as V
+    is (replicated with it where TP exceeds the KV heads), picked by a router whole on every rank
+    (``hidden x value_experts``, with a float32 bias where :attr:`expert_score_bias`); K is fused with Q. 0:
+    none."""
     lm_head_added_rows: int = 0
     """Rows an untied LM head has past :attr:`vocab_rows` (PLaMo 3's: built for the vocabulary padded to a
     multiple of 16, whose added rows vLLM pads to 64 apart); 0: none."""
@@ -2125,9 +2138,19 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         sharded += weigh("attention", i, q_out) + weigh(None, i, heads)
     if layer.kv_shared:  # q, o and the q norm only: K and V are another layer's
         return sharded, o_bias + weigh(None, i, _QK_NORM_WIDTHS.get(a.qk_norm, 0) * hd // 2), 0.0
-    per_head = weigh("attention", i, read * (hd + vd), (0, hd, vd, 0))
-    per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
     replicated = qsa + o_bias
+    values = a.value_experts if layer.ffn == "moe" else 0
+    if values:
+        # K2-Horizon's MoVA: K fused with Q (biased with it), V from routed projections a KV head each, and
+        # their router whole on every rank
+        per_head = weigh("attention", i, read * hd, (0, 1, 0, 0))
+        per_head += weigh("attention", i, values * read * vd, (0, 0, 1, 0))
+        per_head += weigh(None, i, hd if a.qkv_bias else 0)
+        replicated += weigh("router", i, read * values)
+        replicated += weigh(None, i, values * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
+    else:
+        per_head = weigh("attention", i, read * (hd + vd), (0, hd, vd, 0))
+        per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
     if a.relative_position_dim:  # Inkling: r beside q in qkvr (biased with it), and the distance table
         rel = heads * a.relative_position_dim
         sharded += weigh("attention", i, h * rel, (1, 0, 0, 0)) + weigh(None, i, rel if a.qkv_bias else 0)
@@ -2146,6 +2169,9 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
         replicated += weigh(None, i, _QK_NORM_WIDTHS[a.qk_norm] * hd)
     elif a.qk_norm == "full":
         replicated += weigh(None, i, q_out + a.kv_heads_of(layer) * hd)
+    elif a.qk_norm == "split":  # a rank's query heads' channels, and its KV heads' (replicated with them)
+        sharded += weigh(None, i, q_out)
+        per_head += weigh(None, i, hd)
     return sharded, replicated, per_head
 
 
@@ -2849,10 +2875,6 @@ _NOT_READ_YET = {
     ),
     # Classes vLLM 0.32 registers whose files read as a standard decoder's but which vLLM builds otherwise
     # (a helper's survey measured each against vLLM's class on TP 1 and 2; refused until read).
-    "K2HorizonForCausalLM": (
-        "K2-Horizon's attention gate, query/key norms, MoE layers and value-expert (MoVA) attention are not "
-        "read yet"
-    ),
     "MuseGlimmerForCausalLM": (
         "MuseGlimmer's attention output gate, four norms a layer, sliding layers chosen by no_rope_layers "
         "(not layer_types) and the vision tower its config class adds by default are not read yet"
@@ -3511,7 +3533,10 @@ def _read_transformer(
     ffn: list[FFN] = ["dense"] * layers
     width = [a["intermediate_size"]] * layers
     ling3 = architecture == "BailingMoeV3ForCausalLM"
-    if family in ("moe", "mla") and not (ling3 and cfg.get("num_experts") is None):  # Ling 3.0: all dense
+    # Ling 3.0 without num_experts, and K2-Horizon without routed experts (k2_horizon.py: none routes), are
+    # all dense
+    k2_dense = architecture == "K2HorizonForCausalLM" and not _opt_int(cfg, ("num_experts",), minimum=0)
+    if family in ("moe", "mla") and not (ling3 and cfg.get("num_experts") is None) and not k2_dense:
         moe, dense = _moe_facts(cfg, model_type, a["hidden_size"])
         extra.update(moe)
         routed = _moe_layers(cfg, model_type, layers, architecture)
@@ -3561,6 +3586,31 @@ def _hrm_text_steps(cfg: Mapping[str, Any], a: dict[str, Any]) -> dict[str, Any]
     steps = _int(cfg, ("H_cycles",)) * (_int(cfg, ("L_cycles",)) + 1)
     a.update(num_layers=stack * steps, num_kv_heads=a["num_attention_heads"])
     return {"held_layers": min(2 * stack, stack * steps), "hidden_vectors": 1, "attention_output_gate": True}
+
+
+def _k2_horizon_parts(cfg: Mapping[str, Any], hidden: int, read: _Read) -> dict[str, Any]:
+    """K2-Horizon (vLLM's k2_horizon.py; its config class is the checkpoint's code) beyond a Qwen MoE's
+    layers: the attention gate (``attention_gate_func``: a ``hidden -> heads x head_dim`` projection, split
+    by head), MoVA on the routed layers (``mova_num_experts``, :attr:`Architecture.value_experts`), and the
+    TP bound its MoE block sets (a TP degree above ``num_experts`` is refused where a layer routes). Refused
+    as the class refuses: an MLP (dense or shared expert) of another activation than silu, norms whose
+    ``layernorm_num_groups`` do not divide the hidden width."""
+    routed = "moe" in read.ffn
+    mlp = "dense" in read.ffn or bool(read.extra.get("shared_expert_intermediate_size"))
+    if mlp and cfg.get("hidden_act", "silu") != "silu":
+        activation = cfg.get("hidden_act")
+        raise ConfigError("hidden_act", f"is {activation!r:.30}; vLLM's k2_horizon.py builds silu MLPs alone")
+    groups = _int(cfg, ("layernorm_num_groups",), default=1)
+    if hidden % groups:
+        raise ConfigError(
+            "layernorm_num_groups",
+            f"is {groups}; expected a divisor of hidden_size ({hidden}): vLLM's K2HorizonRMSNorm asserts it",
+        )
+    return {
+        "attention_gate_projection": cfg.get("attention_gate_func") is not None,
+        "value_experts": _int(cfg, ("mova_num_experts",), minimum=0, default=0) if routed else 0,
+        "experts_bound_tp": routed,
+    }
 
 
 #: Classes whose layers take their window from ``interleaved_sliding_window`` (vLLM's plamo3.py: the list by
@@ -7271,7 +7321,7 @@ class _Modeling:
     qkv_bias: str | tuple[str, ...] | bool = "attention_bias"
     o_bias: str | tuple[str, ...] | bool = False
     mlp_bias: str | tuple[str, ...] | bool = False
-    qk_norm: Literal["none", "head", "full"] = "none"
+    qk_norm: Literal["none", "head", "full", "split"] = "none"
     qk_norm_when: str | None = None
     """The config key that turns ``qk_norm`` on, where the family makes it optional."""
     norms_per_layer: int = 2
@@ -7390,6 +7440,14 @@ _MODELING: dict[str, _Modeling] = {
     ),
     # vLLM's step3_text.py: no biases, an LM head of its own whatever the file says.
     "step3_text": _Modeling(qkv_bias=False, tied_head=False),
+    # vLLM's k2_horizon.py: attention_bias on Q/K/V and the output projection, q/k norms of a rank's heads
+    # with query_key_norm, a float32 bias on every router (the experts' and MoVA's) with moe_gate_bias.
+    "k2_horizon": _Modeling(
+        o_bias="attention_bias",
+        qk_norm="split",
+        qk_norm_when="query_key_norm",
+        expert_score_bias="moe_gate_bias",
+    ),
     # vLLM's plamo3.py: four norms a layer, per-head q/k norms, no biases.
     "plamo3": _Modeling(qkv_bias=False, qk_norm="head", norms_per_layer=4),
     # openpangu.py: its biases by _pangu_embedded_parts; mlp_bias on the MLP's.
@@ -7822,6 +7880,8 @@ def architecture_from_config(
         # step3_text.py: share_q_dim null or 0 is the head width
         extra.update(shared_query_width=_opt_int(cfg, ("share_q_dim",), minimum=0) or a["head_dim"])
         extra["experts_bound_tp"] = True
+    if architecture == "K2HorizonForCausalLM":
+        extra.update(_k2_horizon_parts(cfg, hidden, read))
     if model_type == "pangu_ultra_moe" and _bool(cfg, "sandwich_norm", False):
         extra["norms_per_layer"] = 4  # openpangu.py: pre_mlp_layernorm and post_mlp_layernorm
     if model_type == "hyperclovax" and _bool(cfg, "use_post_norm", True):

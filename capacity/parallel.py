@@ -141,8 +141,8 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
         reason = f"does not divide the {split} (vLLM asserts it does)"
     elif arch.experts_bound_tp and tp > arch.num_experts:
         reason = (
-            f"exceeds the {arch.num_experts} routed experts of {arch.name} (vLLM's Step-3 MoE layer "
-            "refuses a TP degree above them)"
+            f"exceeds the {arch.num_experts} routed experts of {arch.name} (vLLM's MoE layer of "
+            f"{arch.architecture or 'its class'} refuses a TP degree above them)"
         )
     elif _splits_routed_experts(arch, tp, expert_parallel=expert_parallel):
         reason = (

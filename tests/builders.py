@@ -1221,3 +1221,8 @@ STEP3_VL_SMALL: dict[str, Any] = {
 
 #: A small HRM-Text (vLLM's hrm_text.py over HrmTextConfig): tests/data/shapes/hrm_text.json.
 HRM_TEXT_SMALL = model_shapes("hrm_text")["small"]
+
+#: K2-Horizon's shapes (vLLM's k2_horizon.py; its config class is the checkpoint's code), small dense, routed
+#: and MoVA ones and the released 36B-A4B's and 7B's: tests/data/shapes/k2_horizon.json.
+K2_HORIZON = model_shapes("k2_horizon")
+K2_HORIZON_SMALL = K2_HORIZON["small"]
