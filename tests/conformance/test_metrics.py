@@ -2,7 +2,7 @@
 
 The server is the gqa tiny model with a KV cache of about a dozen blocks (METRICS_SERVER), so a
 bounded burst of concurrent long generations fills the cache, queues requests and forces
-preemptions. Prometheus (the real binary) scrapes vLLM's /metrics every second with the
+preemptions. Prometheus (the real binary) scrapes vLLM's /metrics every 2 s with the
 `namespace` / `llmdeployment` labels kvright selects on. Then the operator's observation code,
 unchanged, answers: TPOT (the per-request histogram), TTFT, KV usage, running / waiting,
 preemptions and vLLM's real KV capacity. Nothing is faked; there are no timing assertions, only
@@ -46,9 +46,14 @@ OUTPUT_TOKENS = 384
 PROMPT = " ".join(["the kv cache block token head layer tensor parallel"] * 12)
 LOAD_DEADLINE_SECONDS = 300.0
 BURSTS = 3
-"""Bursts at most. Prometheus samples vLLM once a second, and a burst can end before a sample catches it
-running (one CI run's did, on a machine busy with the side lane: no sample saw a request running or a block
-in use): another burst of the same requests is sent until one does."""
+"""Bursts at most. Prometheus samples vLLM every :data:`SCRAPE_INTERVAL`, and a burst can end before a sample
+catches it running (one CI run's did, on a machine busy with the side lane: no sample saw a request running or
+a block in use): another burst of the same requests is sent until one does."""
+SCRAPE_INTERVAL = "2s"
+"""Prometheus's scrape interval, and so its timeout. At 1 s a later CI run's three bursts all went unseen
+(every request finished, every one was counted afterwards, no sample showed one running): vLLM's API server,
+busy with the burst on a two-core machine that the other lanes also load, can take longer than a second to
+answer /metrics, and a scrape that times out records nothing."""
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +66,7 @@ def prometheus(server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> 
     """One Prometheus for the module (overriding the function-scoped fixture of tests/conftest.py), from
     the shared launcher; the target carries the labels kvright's queries select on, as the chart's
     PodMonitor relabelling writes them."""
-    with Prometheus(tmp_path_factory.mktemp("prometheus")).start() as prom:
+    with Prometheus(tmp_path_factory.mktemp("prometheus"), scrape_interval=SCRAPE_INTERVAL).start() as prom:
         labels = {"namespace": NAMESPACE, "llmdeployment": NAME}
         prom.add_targets("vllm", [f"127.0.0.1:{server.port}"], labels)
         yield prom
