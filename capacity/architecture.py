@@ -159,6 +159,11 @@ FAMILIES: dict[str, str] = {
     # IFM's K2-Horizon (vLLM's k2_horizon.py): Qwen-MoE's routed layers, an attention gate, q/k norms of a
     # rank's heads, and value experts (MoVA) in place of the V projection on the routed layers.
     "K2HorizonForCausalLM": "moe",
+    # MuseGlimmer (vLLM's muse_glimmer.py, one class under both names): a Gemma-2-like sandwich of four norms,
+    # an attention output gate, sliding layers chosen by no_rope_layers and the vision tower its config class
+    # makes by default (_muse_glimmer_config, _muse_glimmer_vision).
+    "MuseGlimmerForCausalLM": "dense",
+    "MuseGlimmerForConditionalGeneration": "dense",
     "Qwen2MoeForCausalLM": "moe",
     "Qwen3MoeForCausalLM": "moe",
     "Qwen3VLMoeForConditionalGeneration": "moe",
@@ -362,41 +367,44 @@ _QWEN_VL_CLASSES = frozenset(
 #: other class vLLM turns the flag back into ``weights`` with a warning and shards the tower by TP, so such a
 #: width is a TP rule (:attr:`Architecture.tower_tp_widths`). tests/conformance/test_parameter_counts.py
 #: holds the set to vLLM's registry, every class it can inspect.
-ENCODER_TP_DATA: frozenset[str] = frozenset(
-    {
-        "CohereCompassForConditionalGeneration",
-        "Cosmos3EdgeForConditionalGeneration",
-        "Cosmos3ForConditionalGeneration",
-        "DotsOCRForCausalLM",
-        "Eagle2_5_VLForConditionalGeneration",
-        "Exaone4_5_ForConditionalGeneration",
-        "Glm4vForConditionalGeneration",
-        "Glm4vMoeForConditionalGeneration",
-        "GlmOcrForConditionalGeneration",
-        "H2OVLChatModel",
-        "InternS1ProForConditionalGeneration",
-        "InternS2MobiusForConditionalGeneration",
-        "InternS2PreviewForConditionalGeneration",
-        "InternVLChatModel",
-        "IsaacForConditionalGeneration",
-        "KimiK25ForConditionalGeneration",
-        "KimiK3ForConditionalGeneration",
-        "KimiVLForConditionalGeneration",
-        "Llama4ForConditionalGeneration",
-        "MiniCPMO",
-        "MiniCPMV",
-        "MiniCPMV4_6ForConditionalGeneration",
-        "MiniCPMV4_7ForConditionalGeneration",
-        "MiniMaxM3SparseForConditionalGeneration",
-        "NVLM_D",
-        "OpenCUAForConditionalGeneration",
-        "QianfanOCRForConditionalGeneration",
-        "Qwen4ExpForConditionalGeneration",
-        "Step3VLForConditionalGeneration",
-        "Step3p7ForConditionalGeneration",
-        "StepVLForConditionalGeneration",
-    }
-) | _QWEN_VL_CLASSES
+ENCODER_TP_DATA: frozenset[str] = (
+    frozenset(
+        {
+            "CohereCompassForConditionalGeneration",
+            "Cosmos3EdgeForConditionalGeneration",
+            "Cosmos3ForConditionalGeneration",
+            "DotsOCRForCausalLM",
+            "Eagle2_5_VLForConditionalGeneration",
+            "Exaone4_5_ForConditionalGeneration",
+            "Glm4vForConditionalGeneration",
+            "Glm4vMoeForConditionalGeneration",
+            "GlmOcrForConditionalGeneration",
+            "H2OVLChatModel",
+            "InternS1ProForConditionalGeneration",
+            "InternS2MobiusForConditionalGeneration",
+            "InternS2PreviewForConditionalGeneration",
+            "InternVLChatModel",
+            "IsaacForConditionalGeneration",
+            "KimiK25ForConditionalGeneration",
+            "KimiK3ForConditionalGeneration",
+            "KimiVLForConditionalGeneration",
+            "Llama4ForConditionalGeneration",
+            "MiniCPMO",
+            "MiniCPMV",
+            "MiniCPMV4_6ForConditionalGeneration",
+            "MiniCPMV4_7ForConditionalGeneration",
+            "MiniMaxM3SparseForConditionalGeneration",
+            "NVLM_D",
+            "OpenCUAForConditionalGeneration",
+            "QianfanOCRForConditionalGeneration",
+            "Qwen4ExpForConditionalGeneration",
+            "Step3VLForConditionalGeneration",
+            "Step3p7ForConditionalGeneration",
+            "StepVLForConditionalGeneration",
+        }
+    )
+    | _QWEN_VL_CLASSES
+)
 
 #: The same, by ``model_type``, for configs without ``architectures``.
 _MODEL_TYPE_FAMILIES: dict[str, str] = {
@@ -416,6 +424,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "step1": "dense",
     "hrm_text": "dense",
     "k2_horizon": "moe",
+    "muse_glimmer_text": "dense",
     "plamo3": "dense",
     "PanguEmbedded": "dense",
     "mistral3": "dense",
@@ -563,6 +572,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     # MiMoV2FlashConfig: 192-wide keys and 128-wide values unless a file says otherwise (vLLM reads the
     # config class's attributes; MiMo-V2.5's own config code, model type mimo_v2, has no such defaults).
     "mimo_v2_flash": {"head_dim": 192, "v_head_dim": 128},
+    # vLLM's MuseGlimmerTextConfig: a 2048-token window on its RoPE layers where a file leaves it out.
+    "muse_glimmer_text": {"sliding_window": 2048},
     # vLLM's Step3p5Config (vllm/transformers_utils/configs/step3p5.py): the sizes and switches its
     # Step3p5ForCausalLM reads, where a file leaves them out.
     "step3p5": {
@@ -1482,8 +1493,9 @@ class Architecture:
     ``mtp_num_hidden_layers``, ``num_mtp_modules``): vLLM loads them only as a speculative-decoding draft
     (``--speculative-config`` with an MTP method), which kvright does not plan, so no count includes them."""
     tower_split_heads: int = 0
-    """Heads of an audio tower whose blocks vLLM splits by TP only where TP divides them and holds whole on
-    every rank where it does not (Qwen3-Omni's encoder turns its TP off); 0: none such."""
+    """Heads of a tower whose blocks vLLM splits by TP only where TP divides them and holds whole on every
+    rank where it does not (Qwen3-Omni's audio encoder turns its TP off; MuseGlimmer's vision tower runs
+    data-parallel, vision.py's ``is_vit_use_data_parallel``); 0: none such."""
     tower_head_split_parameters: int = 0
     """Of ``vision_parameters``, those blocks (:attr:`tower_split_heads`): split by TP where TP divides the
     heads, else whole on every rank. A vision tower beside them (Qwen3-Omni's) splits as it always does."""
@@ -2806,6 +2818,7 @@ def _refuse_pooling(config: Mapping[str, Any], modules: Sequence[Mapping[str, An
         "pooling module)",
     )
 
+
 def model_class_reader(config: Mapping[str, Any]) -> ConfigReader:
     """What builds the model class for this ``config.json`` in vLLM (``ModelRegistry.resolve_model_cls``):
     ``engine`` when vLLM registers a class the file's ``architectures`` names, or its transformers has the
@@ -2872,12 +2885,6 @@ _NOT_READ_YET = {
     "UnlimitedOCRForCausalLM": (
         "Unlimited-OCR's reference sliding-window attention (generated tokens see a window past the prompt) "
         "is not modelled yet"
-    ),
-    # Classes vLLM 0.32 registers whose files read as a standard decoder's but which vLLM builds otherwise
-    # (a helper's survey measured each against vLLM's class on TP 1 and 2; refused until read).
-    "MuseGlimmerForCausalLM": (
-        "MuseGlimmer's attention output gate, four norms a layer, sliding layers chosen by no_rope_layers "
-        "(not layer_types) and the vision tower its config class adds by default are not read yet"
     ),
 }
 
@@ -3422,14 +3429,19 @@ def _cohere2_moe_layer_types(cfg: Mapping[str, Any], layers: int) -> list[str]:
 #: The layer_types a config class derives when the file states none, where that is not every
 #: sliding_window_pattern-th layer (:func:`_pattern_mixers`): CwmConfig's every 4th layer from the first,
 #: LagunaConfig's every layer full.
-def _nope_flags(cfg: Mapping[str, Any], layers: int) -> list[Any]:
+def _nope_flags(cfg: Mapping[str, Any], layers: int, *, from_last: bool = False) -> list[Any]:
     """``no_rope_layers`` (1: the layer has RoPE, 0: it has none), else every ``no_rope_layer_interval``-th
     layer (4) without: Llama4TextConfig's and SmolLM3Config's rule. An empty list is the default, as
     Llama4TextConfig reads it ("no_rope_layers == [] is invalid") and Meta's April 2025 Scout files
-    write it."""
-    stated = None if cfg.get("no_rope_layers") == [] else _list(cfg, "no_rope_layers", layers)
+    write it. ``from_last``: MuseGlimmerTextConfig's rule (``_default_no_rope_layers``), every 4th layer
+    counted back from the last, the last among them; it keeps an empty list, which its class cannot index
+    (refused here as a list of the wrong length)."""
+    empty = cfg.get("no_rope_layers") == [] and not from_last
+    stated = None if empty else _list(cfg, "no_rope_layers", layers)
     if stated is not None:
         return stated
+    if from_last:
+        return [0 if (layers - 1 - i) % 4 == 0 else 1 for i in range(layers)]
     step = _int(cfg, ("no_rope_layer_interval",), default=4)
     return [0 if (i + 1) % step == 0 else 1 for i in range(layers)]
 
@@ -3500,6 +3512,8 @@ def _read_transformer(
             vocab = _int(cfg, _VOCAB)
             extra["lm_head_added_rows"] = _padded_rows(-vocab % 16)
         mixers, window = _interleaved_windows(cfg, layers)
+    elif architecture in _MUSE_GLIMMER_CLASSES:
+        mixers, window = _muse_glimmer_windows(cfg, layers)
     elif architecture == "HrmTextForCausalLM":
         extra.update(_hrm_text_steps(cfg, a))
         layers = a["num_layers"]
@@ -3611,6 +3625,45 @@ def _k2_horizon_parts(cfg: Mapping[str, Any], hidden: int, read: _Read) -> dict[
         "value_experts": _int(cfg, ("mova_num_experts",), minimum=0, default=0) if routed else 0,
         "experts_bound_tp": routed,
     }
+
+
+#: vLLM's MuseGlimmer classes (muse_glimmer.py registers one class under both names).
+_MUSE_GLIMMER_CLASSES = frozenset({"MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration"})
+
+
+def _muse_glimmer_windows(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], int | None]:
+    """MuseGlimmer's layers as vLLM's muse_glimmer.py picks their attention (:1144-1146, :1197-1207): a layer
+    with RoPE (``no_rope_layers[i] == 1``) slides over ``sliding_window`` (MuseGlimmerTextConfig's 2048 where
+    the file is silent; null: no layer slides), a NoPE layer attends whole. ``layer_types``, which its
+    config class derives from the same list or takes as the file states it, is not read by the class."""
+    window = _opt_int(cfg, ("sliding_window",))
+    rope = _nope_flags(cfg, layers, from_last=True)
+    mixers: list[Mixer] = ["sliding" if flag == 1 and window else "full" for flag in rope]
+    return mixers, window if "sliding" in mixers else None
+
+
+def _muse_glimmer_parts(cfg: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """MuseGlimmer (vLLM's muse_glimmer.py) beyond a Gemma-2-like layer of four norms: the per-head sigmoid
+    output gate, a ``hidden -> heads x head_dim`` projection split by head (:1173-1182), unless
+    ``use_attn_output_gate`` is false (null or absent: on). Refused as the class refuses: a hidden
+    activation other than silu (:1099-1103; a flat file's ``hidden_act``, which its config class renames),
+    and a text-only config (``muse_glimmer_text``) that says ``has_vision`` true: the class then builds its
+    tower from the text config, which has no tower's fields."""
+    activation = cfg.get("hidden_activation", "silu")
+    if activation != "silu":
+        raise ConfigError(
+            "hidden_activation",
+            f"is {activation!r:.30} (a flat file's hidden_act); vLLM refuses it (\"MuseGlimmer uses `silu` "
+            f'as the hidden activation; got `{activation!s:.30}`."); accepted: silu',
+        )
+    if config.get("model_type") == "muse_glimmer_text" and _bool(config, "has_vision", False):
+        raise ConfigError(
+            "has_vision",
+            "is true in a muse_glimmer_text config, which has no vision_config: vLLM's MuseGlimmer class "
+            "builds its tower from the text config's fields and stops; accepted: false, or a muse_glimmer "
+            "config with its vision_config",
+        )
+    return {"attention_gate_projection": _bool(cfg, "use_attn_output_gate", True)}
 
 
 #: Classes whose layers take their window from ``interleaved_sliding_window`` (vLLM's plamo3.py: the list by
@@ -4349,7 +4402,7 @@ def _ling3_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], Sta
         raise ConfigError(
             "no_kda_lora",
             f"is {cfg.get('no_kda_lora')!r:.20}; vLLM 0.32's Ling 3.0 KDA layers are built only with "
-            "no_kda_lora true (\"BailingMoeV3 KDA currently expects no_kda_lora=True\"); accepted: true",
+            'no_kda_lora true ("BailingMoeV3 KDA currently expects no_kda_lora=True"); accepted: true',
         )
     heads, head_dim = _int(cfg, _HEADS), _int(cfg, ("head_dim",))
     state = replace(
@@ -6033,6 +6086,8 @@ def _towerless_wrapper(config: Mapping[str, Any]) -> bool:
         return False  # DeepseekV41Config's vision fields have defaults: a tower of no blocks
     if cls == "Dots3NoteForCausalLM":
         return False  # it builds a tower only where the file has its section
+    if cls in _MUSE_GLIMMER_CLASSES and config.get("model_type") == "muse_glimmer_text":
+        return False  # muse_glimmer.py builds the text model alone over its text config
 
     if any(config.get(key) is not None for key in ("vision_config", *_TOWER_CONFIGS, *_OWN_TOWER_CONFIGS)):
         return False
@@ -6118,8 +6173,18 @@ def _inkling_vision_parameters(config: Mapping[str, Any]) -> int:
     if v.get("decoder_dmodel") is None:
         return 0
     with _in_sub_config("vision_config"):
-        _inkling_tower_fields(v, ("vision_encoder_type", "patch_size", "temporal_patch_size", "n_channels",
-                                  "n_layers", "use_vision_norm"), ("vision_encoder_type", "hmlp"))
+        _inkling_tower_fields(
+            v,
+            (
+                "vision_encoder_type",
+                "patch_size",
+                "temporal_patch_size",
+                "n_channels",
+                "n_layers",
+                "use_vision_norm",
+            ),
+            ("vision_encoder_type", "hmlp"),
+        )
         width = _int(v, ("decoder_dmodel",))
         layers = _int(v, ("n_layers",))
         scales = _hmlp_scales(
@@ -6154,8 +6219,18 @@ def _inkling_audio_tower(
     if audio.get("decoder_dmodel") is None:
         return _AudioTower(parameters=0, whole=0)
     with _in_sub_config("audio_config"):
-        _inkling_tower_fields(audio, ("n_mel_bins", "mel_vocab_size", "dmel_min_value", "dmel_max_value",
-                                      "use_audio_norm", "audio_mode"), ("audio_mode", "dmel"))
+        _inkling_tower_fields(
+            audio,
+            (
+                "n_mel_bins",
+                "mel_vocab_size",
+                "dmel_min_value",
+                "dmel_max_value",
+                "use_audio_norm",
+                "audio_mode",
+            ),
+            ("audio_mode", "dmel"),
+        )
         width = _int(audio, ("decoder_dmodel",))
         rows = _int(audio, ("n_mel_bins",)) * _int(audio, ("mel_vocab_size",))
     total = rows * width + (width if _bool(audio, "use_audio_norm", False) else 0)
@@ -6212,6 +6287,51 @@ def _step3_vision_parameters(config: Mapping[str, Any], text_hidden: int) -> tup
     whole += 4 * h * out + out + 18 * out * out + 2 * out + 2 * out * text_hidden
     whole += text_hidden if _bool(config, "projector_bias", True) else 0
     return split + whole, whole
+
+
+def _muse_glimmer_vision(config: Mapping[str, Any], text_hidden: int) -> tuple[int, int, int]:
+    """MuseGlimmer's tower as vLLM's muse_glimmer.py builds it (:579-771, :1065-1072, :1489-1504): its
+    parameters, those of them whole on every rank, and its heads. Built where ``has_vision`` is true, or
+    absent over a config with a ``vision_config`` (``_muse_glimmer_has_vision``: every ``muse_glimmer`` file,
+    :func:`_muse_glimmer_config`, none of type ``muse_glimmer_text``); MuseGlimmerVisionConfig's defaults
+    (the engine's default tower) where the file is silent. A bias-free patch projection, a position table
+    of ``pos_emb_height x pos_emb_width`` rows, two LayerNorms; blocks of two LayerNorms, biased fused QKV
+    and output projections split by head (the output bias whole), and a biased ``nn.Linear`` MLP; then an
+    adapter (``output_dim -> adapter_dim -> adapter_dim``) and a projection into the text width, bias-free
+    and whole. Only the blocks' attention splits, and only where TP divides the heads (vision.py's
+    ``is_vit_use_data_parallel`` runs the tower whole on every rank otherwise). Refused as the class
+    refuses: a width the heads do not divide, heads whose width 4 does not divide, an ``output_dim`` other
+    than the width times ``merge_kernel_size`` squared, ``layer_types`` not one a block."""
+    has_vision = _bool(config, "has_vision", config.get("vision_config") is not None)
+    if not has_vision:
+        return 0, 0, 0
+    made = engine_vocabulary().default_towers["muse_glimmer"]
+    v = {**made, **_vision_with_defaults(config, config.get("vision_config") or {})}
+    with _in_sub_config("vision_config"):
+        d, heads = _int(v, ("hidden_size",)), _int(v, ("num_attention_heads",))
+        layers, inter = _int(v, ("num_hidden_layers",)), _int(v, ("intermediate_size",))
+        patch, temporal = _int(v, ("patch_size",)), _int(v, ("patch_temporal",))
+        merge, out = _int(v, ("merge_kernel_size",)), _int(v, ("output_dim",))
+        adapter = _int(v, ("adapter_dim",))
+        rows = _int(v, ("pos_emb_height",)) * _int(v, ("pos_emb_width",))
+        if d % heads or (d // heads) % 4:
+            raise ConfigError(
+                "num_attention_heads",
+                f"is {heads}; expected a divisor of hidden_size ({d}) into heads a multiple of 4 wide "
+                "(vLLM's MuseGlimmer vision tower refuses others)",
+            )
+        if out != d * merge * merge:
+            raise ConfigError(
+                "output_dim",
+                f"is {out}; expected hidden_size x merge_kernel_size^2 ({d * merge * merge}), the pixel "
+                "shuffle's width (vLLM's MuseGlimmer vision tower refuses another)",
+            )
+        _list(v, "layer_types", layers)
+    split = layers * (3 * d * d + 3 * d + d * d)
+    whole = temporal * 3 * patch * patch * d + rows * d + 4 * d
+    whole += layers * (4 * d + d + 2 * d * inter + inter + d)
+    whole += out * adapter + adapter * adapter + adapter * text_hidden
+    return split + whole, whole, heads
 
 
 def _dots3_towers(config: Mapping[str, Any]) -> int:
@@ -7186,6 +7306,104 @@ def _thinker(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**thinker, **inherited, "architectures": config["architectures"]}
 
 
+#: MuseGlimmerConfig's flat (legacy converter) files, as its ``_normalize_flat`` folds them: the text
+#: fields it moves into ``text_config`` (``_FLAT_TEXT_KEYS``), two under another name there
+#: (``_FLAT_TEXT_RENAMES``), and the vision fields it moves into ``vision_config`` by the name there
+#: (``_FLAT_VISION_RENAMES``; vLLM's transformers_utils/configs/muse_glimmer.py).
+_MUSE_GLIMMER_FLAT_TEXT = frozenset(
+    {
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_activation",
+        "hidden_act",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "tie_word_embeddings",
+        "rope_parameters",
+        "rope_theta",
+        "attention_bias",
+        "attention_dropout",
+        "query_pre_attn_scalar",
+        "sliding_window",
+        "layer_types",
+        "final_logit_softcapping",
+        "output_soft_cap_temp",
+        "attn_logit_softcapping",
+        "use_bidirectional_attention",
+        "qk_scale_factor",
+        "use_qk_norm",
+        "use_attn_output_gate",
+        "output_multiplier",
+        "normalize_tok_embeddings",
+        "post_norm_eps",
+        "no_rope_layers",
+    }
+)
+_MUSE_GLIMMER_FLAT_RENAMES = {
+    "hidden_act": "hidden_activation",
+    "output_soft_cap_temp": "final_logit_softcapping",
+}
+_MUSE_GLIMMER_FLAT_VISION = {
+    "vision_latent_dim": "hidden_size",
+    "vision_heads": "num_attention_heads",
+    "vision_layers": "num_hidden_layers",
+    "vision_output_dim": "output_dim",
+    "vision_patch_size": "patch_size",
+    "vision_patch_temporal": "patch_temporal",
+    "vision_adapter_dim": "adapter_dim",
+    "vision_pos_emb_grid_h": "pos_emb_height",
+    "vision_pos_emb_grid_w": "pos_emb_width",
+    "vision_downsample_factor": "merge_kernel_size",
+}
+
+
+def _muse_glimmer_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A MuseGlimmer file as vLLM's config classes build it (transformers_utils/configs/muse_glimmer.py), else
+    the file itself. ``muse_glimmer``: a ``text_config`` always (a flat file's top-level text fields folded
+    into it where it states ``hidden_size`` or ``num_hidden_layers``, as ``_looks_flat`` tells; else the
+    class's defaults) and a ``vision_config`` always (a flat file's ``vision_*`` fields, its
+    ``vision_mlp_ratio`` times the width as ``intermediate_size``; else the default tower), whatever
+    ``has_vision`` then says. ``muse_glimmer_text``: the file over MuseGlimmerTextConfig's sizes (a
+    top-level file read as the text config it is)."""
+    model_type = config.get("model_type")
+    if model_type == "muse_glimmer_text":
+        return {**engine_vocabulary().config_defaults.get("muse_glimmer_text", {}), **config}
+    if model_type != "muse_glimmer":
+        return config
+    top = dict(config)
+    text: Any = top.get("text_config")
+    vision: Any = top.get("vision_config")
+    if text is None:
+        flat: dict[str, Any] = {}
+        folded: dict[str, Any] = {}
+        if "hidden_size" in top or "num_hidden_layers" in top:  # MuseGlimmerConfig._normalize_flat
+            for key in [k for k in top if k in _MUSE_GLIMMER_FLAT_TEXT]:
+                flat.setdefault(_MUSE_GLIMMER_FLAT_RENAMES.get(key, key), top.pop(key))
+            ratio = top.pop("vision_mlp_ratio", None)
+            factor = top.pop("vision_sparse_attention_factor", None)
+            for key in [k for k in top if k in _MUSE_GLIMMER_FLAT_VISION]:
+                folded.setdefault(_MUSE_GLIMMER_FLAT_VISION[key], top.pop(key))
+            if ratio is not None:
+                if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+                    raise ConfigError("vision_mlp_ratio", f"is {ratio!r:.40}; expected a number")
+                made = engine_vocabulary().default_towers["muse_glimmer"]["hidden_size"]
+                width = _as_int("vision_latent_dim", folded.get("hidden_size", made), minimum=1)
+                folded["intermediate_size"] = int(ratio * width)
+            if factor is not None:  # the vision layer_types it derives change no shape; 0 or less refused
+                _as_int("vision_sparse_attention_factor", factor, minimum=1)
+        text, vision = flat, folded or vision
+    if isinstance(text, Mapping):
+        text = {**text, "model_type": "muse_glimmer_text"}  # its class builds a MuseGlimmerTextConfig of it
+    return {**top, "text_config": text, "vision_config": {} if vision is None else vision}
+
+
 #: Where checkpoints state their multi-token-prediction layers (:attr:`Architecture.mtp_layers`).
 _MTP_LAYERS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 
@@ -7435,9 +7653,7 @@ _MODELING: dict[str, _Modeling] = {
     "pangu_ultra_moe": _Modeling(expert_score_bias="router_enable_expert_bias"),
     # vLLM's hrm_text.py: a fused gate, Q, K and V projection and the output projection, biased by
     # attention_bias; the MLP's by mlp_bias; norms without weights.
-    "hrm_text": _Modeling(
-        o_bias="attention_bias", mlp_bias="mlp_bias", norms_per_layer=0, final_norm=False
-    ),
+    "hrm_text": _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias", norms_per_layer=0, final_norm=False),
     # vLLM's step3_text.py: no biases, an LM head of its own whatever the file says.
     "step3_text": _Modeling(qkv_bias=False, tied_head=False),
     # vLLM's k2_horizon.py: attention_bias on Q/K/V and the output projection, q/k norms of a rank's heads
@@ -7448,6 +7664,9 @@ _MODELING: dict[str, _Modeling] = {
         qk_norm_when="query_key_norm",
         expert_score_bias="moe_gate_bias",
     ),
+    # vLLM's muse_glimmer.py: four norms a layer (a weightless embedding norm and q/k norms), no biases, an LM
+    # head of its own whatever the file says (:1512-1517); its output gate by _muse_glimmer_parts.
+    "muse_glimmer_text": _Modeling(qkv_bias=False, norms_per_layer=4, tied_head=False),
     # vLLM's plamo3.py: four norms a layer, per-head q/k norms, no biases.
     "plamo3": _Modeling(qkv_bias=False, qk_norm="head", norms_per_layer=4),
     # openpangu.py: its biases by _pangu_embedded_parts; mlp_bias on the MLP's.
@@ -7541,9 +7760,7 @@ _MODELING: dict[str, _Modeling] = {
     # moe_router_enable_expert_bias (on unless stated) rather than by topk_method.
     "sarvam_mla": _Modeling(qkv_bias=False, expert_score_bias="moe_router_enable_expert_bias"),
     # LongCat-Flash: DeepSeek-V2's MLA without biases, a float32 router and score bias, an LM head of its own.
-    "longcat_flash": _Modeling(
-        qkv_bias=False, expert_score_bias=True, router_dtype="float32"
-    ),
+    "longcat_flash": _Modeling(qkv_bias=False, expert_score_bias=True, router_dtype="float32"),
     # vLLM's laguna.py: attention_bias on q/k/v and o, per-head q/k norms, a float32 expert bias always built.
     "laguna": _Modeling(o_bias="attention_bias", qk_norm="head", expert_score_bias=True),
     # Hy3 (vLLM's hy_v3.py): no biases, per-head q/k norms with qk_norm, a float32 router and expert bias.
@@ -7688,7 +7905,7 @@ def architecture_from_config(
     if not isinstance(config, Mapping):
         raise ConfigError("<root>", f"is {type(config).__name__}; expected a JSON object")
     _refuse_pooling(config, modules)
-    config = _thinker(config)
+    config = _muse_glimmer_config(_thinker(config))
     _refuse_remote_text_model(config)
     cfg = _text_config(config)
     architecture = _architecture_class(config)
@@ -7882,6 +8099,8 @@ def architecture_from_config(
         extra["experts_bound_tp"] = True
     if architecture == "K2HorizonForCausalLM":
         extra.update(_k2_horizon_parts(cfg, hidden, read))
+    if architecture in _MUSE_GLIMMER_CLASSES:
+        extra.update(_muse_glimmer_parts(cfg, config))
     if model_type == "pangu_ultra_moe" and _bool(cfg, "sandwich_norm", False):
         extra["norms_per_layer"] = 4  # openpangu.py: pre_mlp_layernorm and post_mlp_layernorm
     if model_type == "hyperclovax" and _bool(cfg, "use_post_norm", True):
@@ -7978,8 +8197,12 @@ def architecture_from_config(
             "accepted: the language model's own ...ForCausalLM class for a text-only checkpoint, or a "
             "config with the wrapper's tower",
         )
+    vision_heads = 0  # a vision tower's heads, where its attention splits only where TP divides them
     if family == "gemma3n":
         towers = _gemma3n_towers(config, hidden) or (0, 0)
+    elif architecture in _MUSE_GLIMMER_CLASSES:
+        vision, whole, vision_heads = _muse_glimmer_vision(config, hidden)
+        towers = (vision, whole)
     else:
         # MiMo-V2.5's file describes its vision and audio towers, but vLLM's MiMoV2ForCausalLM builds the text
         # model alone (the towers are MiMoV2OmniForCausalLM's).
@@ -8061,9 +8284,13 @@ def architecture_from_config(
         vision_tp_widths=vision_widths if data_mode else (),
         tower_tp_widths=(audio.tp_widths if audio is not None else ()) + (() if data_mode else vision_widths),
         tower_kv_heads=audio.kv_heads if audio is not None else 0,
-        tower_split_heads=audio.split_heads if audio is not None else 0,
+        tower_split_heads=audio.split_heads if audio is not None else vision_heads,
         mtp_layers=_mtp_layers(cfg) or _mtp_layers(mtp if isinstance(mtp, Mapping) else {}),
-        tower_head_split_parameters=audio.parameters - audio.whole if audio and audio.split_heads else 0,
+        tower_head_split_parameters=(
+            audio.parameters - audio.whole
+            if audio and audio.split_heads
+            else (towers[0] - towers[1] if vision_heads else 0)
+        ),
         config_reader=reader,
         model_class_reader=class_reader,
         warnings=tuple(warnings),

@@ -1226,3 +1226,8 @@ HRM_TEXT_SMALL = model_shapes("hrm_text")["small"]
 #: and MoVA ones and the released 36B-A4B's and 7B's: tests/data/shapes/k2_horizon.json.
 K2_HORIZON = model_shapes("k2_horizon")
 K2_HORIZON_SMALL = K2_HORIZON["small"]
+
+#: MuseGlimmer's shapes (vLLM's muse_glimmer.py over its MuseGlimmerConfig), small flat, nested and text-type
+#: files, with and without their towers, and a full-size flat file: tests/data/shapes/muse_glimmer.json.
+MUSE_GLIMMER = model_shapes("muse_glimmer")
+MUSE_GLIMMER_SMALL = MUSE_GLIMMER["small"]

@@ -224,6 +224,7 @@ NOT_BUILT = {
     "Rnj1ForCausalLM": "built in test_rnj1.py (its layers' chunk_lookback needs a stand-in on the CPU build)",
     "HrmTextForCausalLM": "built in test_hrm_text.py (its recurrent steps: a suite of its own)",
     "K2HorizonForCausalLM": "built in test_k2_horizon.py (its config class is the checkpoint's code)",
+    "MuseGlimmerForCausalLM": "built in test_muse_glimmer.py (its processor needs torchvision's stand-in)",
     "Step3TextForCausalLM": "built in test_step3.py (one KV head behind a shared query: a suite of its own)",
     "Step1ForCausalLM": "built in test_step1.py (its use_alibi_sqrt needs a stand-in on the CPU build)",
     "Plamo3ForCausalLM": "built in test_plamo3.py (its config class is the checkpoint's code)",

@@ -104,7 +104,9 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     # class was refused by name between, its file's gemma3_text not what it builds). Step1, PLaMo 3 and
     # openPangu Embedded were read as standard decoders here and matched within 0.5 % while their caches were
     # 2 to 8 times off (a survey of each class at TP 1 and 2 found it): families now, as is Step-3's text
-    # model, HRM-Text and K2-Horizon; MuseGlimmer is refused by name, so 1 is refused and TeleFLM (plain,
-    # its muP switch stated) is read.
+    # model, HRM-Text, K2-Horizon and MuseGlimmer (refused by name until it was read): none of the classes
+    # judged here is refused today (the refusal rule itself is held by tests/unit's unknown-architecture
+    # cases; every class read is compared with vLLM's above), and TeleFLM (plain, its muP switch stated) is
+    # read.
     plain = [name for name, source in read if source == "plain"]
-    assert len(read) >= 1 and len(plain) >= 1 and len(refused) >= 1, (read, refused)
+    assert len(read) >= 1 and len(plain) >= 1, (read, refused)
