@@ -39,6 +39,7 @@ __all__ = [
     "Architecture",
     "AttentionKind",
     "ConfigReader",
+    "ExpertShape",
     "Layer",
     "Mixer",
     "ParameterGroups",
@@ -270,6 +271,9 @@ FAMILIES: dict[str, str] = {
     "Qwen3_5ForCausalLM": "hybrid",
     "Qwen3_5MoeForCausalLM": "hybrid",
     "NemotronHForCausalLM": "hybrid",
+    # NVIDIA's Nemotron-Labs-3-Puzzle (vLLM builds it as NemotronHForCausalLM): NemotronH's layers, each
+    # non-Mamba layer's MoE, MLP or attention window from its own block_configs entry.
+    "NemotronHPuzzleForCausalLM": "hybrid",
     "GraniteMoeHybridForCausalLM": "hybrid",
     "JambaForCausalLM": "hybrid",  # Mamba-1 layers, attention every attn_layer_period, MoE every other
     "FalconH1ForCausalLM": "hybrid",  # attention and Mamba-2 side by side in every layer
@@ -515,6 +519,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen3_5_moe": "hybrid",
     "qwen3_5_moe_text": "hybrid",
     "nemotron_h": "hybrid",
+    "nemotron_h_puzzle": "hybrid",
     "granitemoehybrid": "hybrid",
     "lfm2": "hybrid",
     "gpt2": "dense",
@@ -1012,6 +1017,24 @@ class MLAShape:
     else an elementwise one, ``hidden x heads x v_head_dim``, split by head."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ExpertShape:
+    """One MoE layer's experts where they are not the model's (NemotronH-Puzzle's ``block_configs``: each
+    MoE block its own experts, widths and latent; :meth:`Architecture.expert_shape`)."""
+
+    experts: int
+    """Routed experts (``n_routed_experts``)."""
+    experts_per_token: int
+    """Routed experts a token runs (``num_experts_per_tok``)."""
+    width: int
+    """One routed expert's width (``moe_intermediate_size``)."""
+    shared_width: int
+    """The shared experts' width in all (0: none)."""
+    latent: int
+    """The width the routed experts work in where it is not ``hidden_size`` (``moe_latent_size``; 0: the
+    hidden width, no latent projections)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Layer:
     """One decoder layer: its token mixer, its feed-forward part and (attention) its KV heads."""
@@ -1063,6 +1086,12 @@ class Layer:
     """DeepSeek-V4.1: the layer's indexer picks the entries it and the compressed layers above it (up to the
     next index source) attend to; it caches its keys only where the layer is a :attr:`kv_source` too (the
     others score the keys of the kv source below them)."""
+    window: int = 0
+    """A sliding layer's window where it is not the model's :attr:`Architecture.sliding_window`
+    (NemotronH-Puzzle's per-block ``sliding_window``: vLLM keeps each distinct window a KV group kind of its
+    own); 0: the model's."""
+    experts: ExpertShape | None = None
+    """A MoE layer's experts where they are not the model's (NemotronH-Puzzle); None: the model's."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1598,6 +1627,15 @@ class Architecture:
         return max((layer.ffn_width for layer in self.layers), default=0)
 
     @cached_property
+    def own_windows(self) -> Counter[int | None]:
+        """Sliding layers by their window where some layer has a window of its own (:attr:`Layer.window`,
+        NemotronH-Puzzle's), empty where every sliding layer takes the model's: vLLM keeps each distinct
+        window a KV-cache spec of its own. (The layers' heads are the model's: NemotronH's are global.)"""
+        if not any(layer.window for layer in self.layers):
+            return Counter()
+        return Counter(self.window_of(layer) for layer in self.layers if layer.mixer == "sliding")
+
+    @cached_property
     def num_sliding_window_layers(self) -> int:
         """Layers that use the sliding window (:meth:`slides`)."""
         return sum(map(self.slides, self.layers))
@@ -1678,6 +1716,22 @@ class Architecture:
         if layer.mixer not in ATTENTION_MIXERS:
             return 0
         return layer.kv_heads or self.num_kv_heads
+
+    def window_of(self, layer: Layer) -> int | None:
+        """The window ``layer`` attends over where it slides (its own, else :attr:`sliding_window`)."""
+        return layer.window or self.sliding_window
+
+    def expert_shape(self, layer: Layer) -> ExpertShape:
+        """``layer``'s routed and shared experts: its own (:attr:`Layer.experts`), else the model's."""
+        if layer.experts is not None:
+            return layer.experts
+        return ExpertShape(
+            experts=self.num_experts,
+            experts_per_token=self.num_experts_per_token,
+            width=self.moe_intermediate_size,
+            shared_width=self.shared_expert_intermediate_size,
+            latent=self.moe_latent_size,
+        )
 
     def head_dim_of(self, layer: Layer) -> int:
         """Width of ``layer``'s attention heads (0 when it has no attention)."""
@@ -1995,26 +2049,27 @@ def _count(a: Architecture, weigh: Weigh, *, padded: bool) -> ParameterGroups:
         elif layer.ffn == "projection":
             sharded += weigh("mlp", i, h * h)
         elif layer.ffn == "moe":
-            e_width = a.moe_intermediate_size
-            e_in = a.moe_latent_size or h  # the width the routed experts read and write
+            shape = a.expert_shape(layer)  # the model's, or the layer's own (NemotronH-Puzzle)
+            e_width = shape.width
+            e_in = shape.latent or h  # the width the routed experts read and write
             one = mlp_mats * e_in * e_width
             bias = (mlp_mats - 1) * e_width + e_in if a.expert_bias else 0
-            experts += weigh("experts", i, one * a.num_experts) + weigh(None, i, bias * a.num_experts)
-            if a.moe_latent_size:  # vLLM's ReplicatedLinear fc1/fc2_latent_proj: whole on every rank
+            experts += weigh("experts", i, one * shape.experts) + weigh(None, i, bias * shape.experts)
+            if shape.latent:  # vLLM's ReplicatedLinear fc1/fc2_latent_proj: whole on every rank
                 replicated += weigh("latent_projection", i, 2 * h * e_in)
                 replicated += weigh(None, i, e_in + h if a.mlp_bias else 0)
                 replicated += weigh(None, i, e_in if a.moe_latent_norm else 0)
-            scored = a.num_experts + a.zero_experts  # the router's outputs: zero experts are scored too
+            scored = shape.experts + a.zero_experts  # the router's outputs: zero experts are scored too
             replicated += weigh("router", i, h * (scored + a.router_padding), dtype=a.router_dtype)
             replicated += weigh(None, i, int(a.global_scales), dtype=FLOAT32_PARAMETERS)
-            replicated += weigh(None, i, a.num_experts * (a.expert_bias + a.expert_scale))
+            replicated += weigh(None, i, shape.experts * (a.expert_bias + a.expert_scale))
             if i < a.hash_layers:  # DeepSeek-V4's hash routing: a token-id table instead of the bias
                 replicated += weigh(None, i, a.vocab_size * a.num_experts_per_token, dtype=HASH_TABLE_DTYPE)
             else:
                 replicated += weigh(None, i, scored * a.expert_score_bias, dtype=FLOAT32_PARAMETERS)
-            replicated += weigh(None, i, a.num_experts * a.vision_router_bias, dtype=FLOAT32_PARAMETERS)
-            if a.shared_expert_intermediate_size:
-                sharded += weigh("shared_experts", i, mlp_mats * h * a.shared_expert_intermediate_size)
+            replicated += weigh(None, i, shape.experts * a.vision_router_bias, dtype=FLOAT32_PARAMETERS)
+            if shape.shared_width:
+                sharded += weigh("shared_experts", i, mlp_mats * h * shape.shared_width)
             if a.shared_expert_gate:
                 replicated += weigh("router", i, h)
         if again is not None:
@@ -3248,11 +3303,23 @@ class _Read:
     """DeepSeek-V4.1: the layers whose compressor writes a compressed cache (:attr:`Layer.kv_source`)."""
     index_sources: list[bool] | None = None
     """DeepSeek-V4.1: the layers with an indexer (:attr:`Layer.index_source`)."""
+    windows: list[int] | None = None
+    """NemotronH-Puzzle: each sliding layer's window where it is not the model's (0: the model's)."""
+    experts: list[ExpertShape | None] | None = None
+    """NemotronH-Puzzle: each MoE layer's experts where they are not the model's (None: the model's)."""
 
 
 #: Families whose shared experts are one merged MLP of ``num_shared_experts`` experts, each as wide as
-#: ``moe_shared_expert_intermediate_size`` says (Ling's and Sarvam's classes), not that wide in all.
-_MERGED_SHARED_TYPES = ("bailing_moe", "bailing_moe_v2", "bailing_hybrid", "sarvam_moe", "sarvam_mla")
+#: ``moe_shared_expert_intermediate_size`` says (Ling's, Sarvam's and NemotronH's classes), not that wide in
+#: all.
+_MERGED_SHARED_TYPES = (
+    "bailing_moe",
+    "bailing_moe_v2",
+    "bailing_hybrid",
+    "sarvam_moe",
+    "sarvam_mla",
+    "nemotron_h",  # NemotronHMoE: moe_shared_expert_intermediate_size x n_shared_experts (nemotron_h.py:183)
+)
 
 #: Families whose vLLM class takes each layer's MLP kind from ``mlp_layer_types`` where the file has it.
 _MLP_LAYER_TYPES = ("exaone_moe", "cohere2_moe", "laguna", "mellum", "hy_v4", "glm5_next_text")
@@ -3957,6 +4024,212 @@ def _nemotron_h_pattern(cfg: Mapping[str, Any]) -> str:
     return pattern
 
 
+def _nemotron_h_moe(cfg: Mapping[str, Any], hidden: int) -> dict[str, Any]:
+    """A NemotronH MoE layer's experts (vLLM's ``NemotronHMoE``): ``n_routed_experts`` of
+    ``moe_intermediate_size``, shared experts ``moe_shared_expert_intermediate_size x n_shared_experts``
+    wide in all, latent experts whenever ``moe_latent_size`` is set (not null)."""
+    moe, _ = _moe_facts({"n_shared_experts": 1, **cfg}, "nemotron_h", hidden)  # NemotronHConfig's default
+    moe["moe_latent_size"] = _opt_int(cfg, ("moe_latent_size",)) or 0
+    return moe
+
+
+def _nemotron_h_window(cfg: Mapping[str, Any]) -> int | None:
+    """The window a NemotronH attention layer slides over (``sliding_window``; null or 0: none)."""
+    return _opt_int(cfg, ("sliding_window",), minimum=0) or None
+
+
+#: NemotronH-Puzzle's block kinds (``block_configs`` entries' ``block_type``), as the checkpoint's config
+#: class (``configuration_nemotron_h_puzzle.py``) reads them: the ``hybrid_override_pattern`` character it
+#: derives for vLLM's nemotron_h.py, the dataclass it builds, and the fields that takes (any other is its
+#: TypeError). ``q_indexer_*`` (DSA selective attention) are taken and not read by vLLM 0.32.
+_PUZZLE_BLOCKS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "attention": (
+        "*",
+        "AttentionConfig",
+        (
+            "sliding_window",
+            *(
+                f"q_indexer_{name}"
+                for name in (
+                    "attn_mode",
+                    "chunk_size",
+                    "chunk_top_k",
+                    "chunked_query_chunk_size",
+                    "dim",
+                    "init_query_heads",
+                    "logit_scale",
+                    "query_chunk_size",
+                    "top_k",
+                )
+            ),
+        ),
+    ),
+    "moe": (
+        "E",
+        "MoeConfig",
+        (
+            "n_routed_experts",
+            "num_experts_per_tok",
+            "moe_intermediate_size",
+            "moe_shared_expert_intermediate_size",
+            "moe_latent_size",
+            "routed_scaling_factor",
+            "n_group",
+            "topk_group",
+            "norm_topk_prob",
+        ),
+    ),
+    "mamba": ("M", "MambaConfig", ("ssm_state_size",)),
+    "mlp": ("-", "MlpConfig", ("intermediate_size",)),
+}
+
+#: transformers' NemotronHConfig defaults of the fields a Puzzle block may set. The Puzzle config deletes the
+#: file's global copy of every field any block (or MTP block) sets, and builds each layer's NemotronHConfig
+#: from the rest: a layer whose block leaves such a field unset gets this default, not the file's value.
+_NEMOTRON_H_BLOCK_DEFAULTS: dict[str, Any] = {
+    "sliding_window": None,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 7688,
+    "moe_shared_expert_intermediate_size": 7688,
+    "moe_latent_size": None,
+    "routed_scaling_factor": 1.0,
+    "n_group": 1,
+    "topk_group": 1,
+    "norm_topk_prob": True,
+    "intermediate_size": 21504,
+}
+
+
+def _puzzle_blocks(cfg: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """``cfg[key]`` (``block_configs``, ``mtp_block_configs``), each entry a block its config class takes,
+    else the refusal it meets."""
+    blocks = cfg.get(key) or []
+    if not isinstance(blocks, list) or not all(isinstance(b, Mapping) for b in blocks):
+        raise ConfigError(key, f"is {blocks!r:.60}; expected a list of blocks (objects with a block_type)")
+    for n, block in enumerate(blocks):
+        kind = block.get("block_type")
+        if kind not in _PUZZLE_BLOCKS:
+            raise ConfigError(
+                f"{key}[{n}].block_type",
+                f"is {kind!r:.40}, a block type the Puzzle config class does not know (a KeyError); "
+                f"accepted: {', '.join(_PUZZLE_BLOCKS)}",
+            )
+        _, dataclass_name, fields = _PUZZLE_BLOCKS[kind]
+        unknown = [k for k in block if k != "block_type" and k not in fields]
+        if unknown:
+            raise ConfigError(
+                f"{key}[{n}].{unknown[0]}",
+                f"is set in a block of type {kind}, whose {dataclass_name} (the Puzzle config's) does not "
+                f"take it (a TypeError; {', '.join(unknown)}); accepted: {', '.join(fields)} in such a "
+                "block, the rest in the global config",
+            )
+    return blocks
+
+
+def _nemotron_h_puzzle(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
+    """A NemotronH-Puzzle config (``nemotron_h_puzzle``, ``NemotronHPuzzleForCausalLM``) as vLLM's
+    nemotron_h.py reads it through the checkpoint's config class: (the NemotronH config the model reads,
+    each layer's own NemotronH config, None for a Mamba layer).
+
+    The config class derives ``hybrid_override_pattern`` from ``block_configs`` (attention ``*``, moe
+    ``E``, mamba ``M``, mlp ``-``; the file's pattern is replaced), and deletes the global copy of every
+    field a block or MTP block sets. vLLM's MLP, MoE and attention layers read
+    ``get_nemotron_h_config_for_layer(i)`` (nemotron_h.py:296, :350, :518): the global fields, the block's
+    set ones over them, and NemotronHConfig's default (:data:`_NEMOTRON_H_BLOCK_DEFAULTS`) for a deleted
+    field the block leaves unset. Mamba layers, the heads and the cache read the global config alone. A
+    block field left out falls back so (the released checkpoint's MoE blocks state only their widths and
+    top-k; the converter's copy of the class requires the four MoE sizes).
+
+    The model config returned takes its MoE sizes from the first MoE layer and its dense width from the
+    first MLP layer (each layer's own are read by :func:`_nemotron_h_puzzle_layers`), and no window.
+
+    Refused as vLLM refuses: no ``block_configs`` with a layer that is not Mamba (an IndexError), a block
+    kind or field the config class does not take, a block ``ssm_state_size`` (the Mamba layers and the
+    state's shape read the deleted global: an AttributeError), a MoE block ``n_group`` where a layer routes
+    (nemotron_h.py:859 reads the deleted global)."""
+    blocks = _puzzle_blocks(cfg, "block_configs")
+    mtp = _puzzle_blocks(cfg, "mtp_block_configs")
+    if not blocks:
+        pattern = _nemotron_h_pattern(cfg)
+        if set(pattern) != {"M"}:
+            raise ConfigError(
+                "block_configs",
+                "is missing, and vLLM's nemotron_h.py reads every attention, MoE and MLP layer's settings "
+                "from it (an IndexError without it); accepted: a list of blocks, one a layer (attention, "
+                "moe, mamba, mlp)",
+            )
+        return {**cfg, "model_type": "nemotron_h"}, [None] * len(pattern)
+    members = {k for b in (*blocks, *mtp) for k, v in b.items() if v is not None and k != "block_type"}
+    pattern = "".join(_PUZZLE_BLOCKS[b["block_type"]][0] for b in blocks)
+    for name, where in (("ssm_state_size", "M"), ("n_group", "E")):
+        if name in members and (name == "ssm_state_size" or where in pattern):
+            raise ConfigError(
+                "block_configs",
+                f"sets {name} on a block, which deletes the global {name} that vLLM's NemotronH reads "
+                f"(nemotron_h.py: {'the Mamba layers and their state' if where == 'M' else 'any MoE layer'}; "
+                f"an AttributeError); accepted: {name} in the global config alone",
+            )
+    dropped = {*members, "block_configs", "mtp_block_configs", "layers_block_type", "layer_types"}
+    model = {k: v for k, v in cfg.items() if k not in dropped}
+    model.update({k: _NEMOTRON_H_BLOCK_DEFAULTS[k] for k in members if k in _NEMOTRON_H_BLOCK_DEFAULTS})
+    model.update(model_type="nemotron_h", hybrid_override_pattern=pattern)
+    layers: list[dict[str, Any] | None] = [
+        None
+        if block["block_type"] == "mamba"
+        else model | {k: v for k, v in block.items() if v is not None and k != "block_type"}
+        for block in blocks
+    ]
+    first = {
+        kind: next((lay for c, lay in zip(pattern, layers, strict=True) if c == kind), None) for kind in "E-"
+    }
+    read = dict(first["E"] or model)  # the first MoE layer's experts
+    if first["-"] is not None and "intermediate_size" in first["-"]:  # the first MLP layer's width
+        read["intermediate_size"] = first["-"]["intermediate_size"]
+    read.update(sliding_window=None, hybrid_override_pattern=pattern)
+    return read, layers
+
+
+def _nemotron_h_puzzle_layers(read: _Read, layers: Sequence[Mapping[str, Any] | None], hidden: int) -> None:
+    """Each NemotronH-Puzzle layer's own settings on ``read`` (the model's reading), by NemotronH's rules
+    over the layer's config (:func:`_nemotron_h_puzzle`): a MoE layer's experts (:attr:`Layer.experts`
+    where they are not the model's), an MLP layer's width, an attention layer's window (sliding where it
+    has one; the widest is the model's :attr:`Architecture.sliding_window`, the others the layers' own)."""
+    extra = read.extra
+    model = ExpertShape(
+        experts=extra.get("num_experts", 0),
+        experts_per_token=extra.get("num_experts_per_token", 0),
+        width=extra.get("moe_intermediate_size", 0),
+        shared_width=extra.get("shared_expert_intermediate_size", 0),
+        latent=extra.get("moe_latent_size", 0),
+    )
+    windows = [0] * len(layers)
+    experts: list[ExpertShape | None] = [None] * len(layers)
+    for i, layer in enumerate(layers):
+        if layer is None:
+            continue
+        if read.ffn[i] == "dense":
+            read.ffn_width[i] = _int(layer, _INTERMEDIATE)
+        elif read.ffn[i] == "moe":
+            moe = _nemotron_h_moe(layer, hidden)
+            own = ExpertShape(
+                experts=moe["num_experts"],
+                experts_per_token=moe["num_experts_per_token"],
+                width=moe["moe_intermediate_size"],
+                shared_width=moe["shared_expert_intermediate_size"],
+                latent=moe["moe_latent_size"],
+            )
+            experts[i] = None if own == model else own
+        elif read.mixers[i] == "full":
+            windows[i] = _nemotron_h_window(layer) or 0
+    widest = max(windows)
+    if widest:
+        extra["sliding_window"] = widest
+        read.mixers = ["sliding" if w else m for m, w in zip(read.mixers, windows, strict=True)]
+        read.windows = [0 if w == widest else w for w in windows]
+    read.experts = experts
+
+
 #: Mamba-2 field names: (heads, head dim, state size, groups, conv kernel).
 _NEMOTRON_H_MAMBA = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel")
 _GRANITE_MAMBA = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv")
@@ -4033,10 +4306,7 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         mixers: list[Mixer] = [{"M": "mamba", "*": "full"}.get(c, "none") for c in pattern]  # type: ignore[misc]
         ffn: list[FFN] = [{"-": "dense", "E": "moe"}.get(c, "none") for c in pattern]  # type: ignore[misc]
         if "E" in pattern:
-            moe, _ = _moe_facts(cfg, model_type, h)
-            extra.update(moe)
-            # vLLM's NemotronHMoE: latent experts whenever the field is set (not null).
-            extra["moe_latent_size"] = _opt_int(cfg, ("moe_latent_size",)) or 0
+            extra.update(_nemotron_h_moe(cfg, h))
         extra["state"] = _mamba2(
             cfg, _NEMOTRON_H_MAMBA, ssm_dtype=str(cfg.get("mamba_ssm_cache_dtype") or "float32")
         )
@@ -4044,7 +4314,7 @@ def _read_hybrid(cfg: Mapping[str, Any], model_type: str, a: dict[str, Any]) -> 
         extra["mlp_gated"] = False  # squared-ReLU MLP: up and down only
         # NemotronHConfig derives no layer_types, so a stated window reaches every attention layer (vLLM's
         # cache-wide window); its released files state none
-        window = _opt_int(cfg, ("sliding_window",), minimum=0) or None
+        window = _nemotron_h_window(cfg)
         if window is not None:
             mixers = ["sliding" if m == "full" else m for m in mixers]
             extra["sliding_window"] = window
@@ -7654,6 +7924,9 @@ _MODELING: dict[str, _Modeling] = {
     # vLLM's hrm_text.py: a fused gate, Q, K and V projection and the output projection, biased by
     # attention_bias; the MLP's by mlp_bias; norms without weights.
     "hrm_text": _Modeling(o_bias="attention_bias", mlp_bias="mlp_bias", norms_per_layer=0, final_norm=False),
+    # vLLM's nemotron_h.py (NemotronH and NemotronH-Puzzle): mlp_bias on the MLPs and the latent projections
+    # (not the shared experts'), every router float32 with a float32 e_score_correction_bias (:160-170).
+    "nemotron_h": _Modeling(mlp_bias="mlp_bias", expert_score_bias=True, router_dtype="float32"),
     # vLLM's step3_text.py: no biases, an LM head of its own whatever the file says.
     "step3_text": _Modeling(qkv_bias=False, tied_head=False),
     # vLLM's k2_horizon.py: attention_bias on Q/K/V and the output projection, q/k norms of a rank's heads
@@ -7909,6 +8182,10 @@ def architecture_from_config(
     _refuse_remote_text_model(config)
     cfg = _text_config(config)
     architecture = _architecture_class(config)
+    puzzle: list[dict[str, Any] | None] | None = None
+    if architecture == "NemotronHPuzzleForCausalLM" or cfg.get("model_type") == "nemotron_h_puzzle":
+        # vLLM builds it as NemotronH (NemotronHForCausalLM): read as that, each layer's blocks applied below
+        cfg, puzzle = _nemotron_h_puzzle(cfg)
     if architecture in _NOT_READ_YET:
         raise ConfigError(
             "architectures",
@@ -8005,6 +8282,8 @@ def architecture_from_config(
     }
     if family == "hybrid":
         read = _read_hybrid(cfg, model_type, a)
+        if puzzle is not None:
+            _nemotron_h_puzzle_layers(read, puzzle, hidden)
     elif family in _FAMILY_READERS:
         read = _FAMILY_READERS[family](cfg, a)
     else:
@@ -8231,6 +8510,8 @@ def architecture_from_config(
         )
     mtp = config.get("mtp_config")  # where Inkling's checkpoint states its draft layers
     qkv_bias = extra.pop("qkv_bias") if "qkv_bias" in extra else _flag(cfg, built.qkv_bias)
+    if puzzle is not None:
+        model_type = "nemotron_h_puzzle"  # read as NemotronH, named as the file's type
     return Architecture(
         name=name if name is not None else (model_type or architecture),
         model_type=model_type,
@@ -8258,8 +8539,28 @@ def architecture_from_config(
                 dense_attention=dense,
                 kv_source=kv_source,
                 index_source=index_source,
+                window=window if m == "sliding" else 0,
+                experts=own_experts if f == "moe" else None,
             )
-            for m, f, w, k, d, shared, v, sink, q, c, x, r, dense, kv_source, index_source in zip(
+            for (
+                m,
+                f,
+                w,
+                k,
+                d,
+                shared,
+                v,
+                sink,
+                q,
+                c,
+                x,
+                r,
+                dense,
+                kv_source,
+                index_source,
+                window,
+                own_experts,
+            ) in zip(
                 read.mixers,
                 read.ffn,
                 read.ffn_width,
@@ -8275,6 +8576,8 @@ def architecture_from_config(
                 read.dense_attention or [False] * len(read.mixers),
                 read.kv_sources or [False] * len(read.mixers),
                 read.index_sources or [False] * len(read.mixers),
+                read.windows or [0] * len(read.mixers),
+                read.experts or [None] * len(read.mixers),
                 strict=True,
             )
         ),

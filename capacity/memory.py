@@ -489,6 +489,11 @@ class KVCacheLayout:
         return self.blocks_per_sequence(tokens) * self.bytes_per_block
 
 
+#: vLLM's NemotronH class, which it builds for both (nemotron_h.py): ``IsHybrid``, so its block is sized by
+#: the Mamba state its config describes even where no layer is Mamba.
+_NEMOTRON_H_CLASSES = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM")
+
+
 def kv_cache_layout(
     arch: Architecture,
     *,
@@ -591,6 +596,11 @@ def _kv_cache_layout(
             kind: str = "full" if mixer in ("full", "mla") else mixer
             bound = arch.sliding_window if kind == "sliding" else arch.attention_chunk_size
             page = attention_bytes_per_token(arch, kv_heads, kv_cache_dtype, tp, head_dim, v_head_dim)
+            if kind == "sliding" and arch.own_windows:
+                # NemotronH-Puzzle's windows by layer: each distinct window a spec (and bucket) of its own
+                for window, n in arch.own_windows.items():
+                    buckets.setdefault((kind, window), []).append((page, n))
+                continue
             buckets.setdefault((kind, None if kind == "full" else bound), []).append((page, layers))
             if arch.short_conv_kernel:
                 shape = (kv_heads or arch.num_kv_heads, head_dim or arch.head_dim)
@@ -609,12 +619,16 @@ def _kv_cache_layout(
         # Each indexer's key cache (MiniMax-M3's layers', DeepSeek-V3.2's): a page of its own in the
         # full-attention group, counted with its layer, not as a layer.
         buckets[("full", None)].append((indexer_key_bytes(arch), indexers))
-    if arch.state is not None and ("mamba", None) not in buckets and arch.attention == "MLA":
+    phantom = arch.attention == "MLA" or arch.architecture in _NEMOTRON_H_CLASSES
+    if arch.state is not None and ("mamba", None) not in buckets and phantom:
         # A hybrid class whose layers all attend still sizes its block by the state its config describes
-        # (vLLM aligns the block of every IsHybrid model): Ling 2.5 with layer_group_size 1.
+        # (vLLM aligns the block of every IsHybrid model): Ling 2.5 with layer_group_size 1, a NemotronH or
+        # NemotronH-Puzzle file without Mamba layers (measured with the Puzzle's class: pages padded to it).
         state = state_bytes_per_sequence(arch, tp, mamba_ssm_cache_dtype)
         page = max(p for pages in buckets.values() for p, _ in pages)
-        align = max(kernel_block_alignment, block_size, MLA_HYBRID_BLOCK_ALIGNMENT)
+        align = max(kernel_block_alignment, block_size)
+        if arch.attention == "MLA":
+            align = max(align, MLA_HYBRID_BLOCK_ALIGNMENT)
         block_size = _hybrid_block(state, page, align, kernel_block_alignment, block_size)
     if len(buckets) == 1 and not convs:
         ((kind, bound), pages) = next(iter(buckets.items()))

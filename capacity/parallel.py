@@ -20,6 +20,7 @@ __all__ = [
     "valid_tensor_parallel_sizes",
 ]
 
+
 def kv_heads_per_gpu(arch: Architecture, tensor_parallel_size: int) -> int:
     """KV heads each TP rank caches: ``max(1, kv_heads // tp)``.
 
@@ -144,9 +145,9 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
             f"exceeds the {arch.num_experts} routed experts of {arch.name} (vLLM's MoE layer of "
             f"{arch.architecture or 'its class'} refuses a TP degree above them)"
         )
-    elif _splits_routed_experts(arch, tp, expert_parallel=expert_parallel):
+    elif (width := _split_expert_width(arch, tp, expert_parallel=expert_parallel)) is not None:
         reason = (
-            f"does not divide the {arch.moe_intermediate_size}-wide routed experts of {arch.name} (vLLM's "
+            f"does not divide the {width}-wide routed experts of {arch.name} (vLLM's "
             "FusedMoEConfig asserts it does; with expert parallelism each expert is whole on one GPU)"
         )
     else:
@@ -154,13 +155,21 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
     return reason
 
 
-def _splits_routed_experts(arch: Architecture, tp: int, *, expert_parallel: bool) -> bool:
-    """Whether ``tp`` splits the routed experts' width unevenly: vLLM 0.32's ``FusedMoEConfig`` asserts
+def _split_expert_width(arch: Architecture, tp: int, *, expert_parallel: bool) -> int | None:
+    """The routed experts' width ``tp`` splits unevenly, or None: vLLM 0.32's ``FusedMoEConfig`` asserts
     ``intermediate_size % tp == 0`` (its MoE TP degree: 1 with expert parallelism). The width is the one the
-    layer is built with (Kimi-Linear's padded to its minimum a rank)."""
-    width = round(arch.moe_intermediate_size * arch.expert_padding(tp))
-    routed = any(layer.ffn == "moe" for layer in arch.layers)
-    return routed and not expert_parallel and tp > 1 and bool(width) and width % tp > 0
+    layer is built with (Kimi-Linear's padded to its minimum a rank; a NemotronH-Puzzle layer's own, the
+    first such)."""
+    if expert_parallel or tp == 1:
+        return None
+    for layer in arch.layers:
+        if layer.ffn != "moe":
+            continue
+        own = arch.expert_shape(layer).width
+        width = round(own * arch.expert_padding(tp)) if layer.experts is None else own
+        if width and width % tp:
+            return width
+    return None
 
 
 def _delta_net_key_width(arch: Architecture) -> int:
@@ -360,13 +369,14 @@ def _undivided_width(arch: Architecture, tp: int) -> str | None:
     A dense MLP's (or the shared experts') width: vLLM splits its gate/up projection by
     ``MergedColumnParallelLinear``, which asserts ``width % tp == 0``, and its down projection by
     ``RowParallelLinear`` (``divide(input_size, tp)``, the same assertion); routed experts have a rule of
-    their own (:func:`_splits_routed_experts`: none with expert parallelism). A tower's split layers
+    their own (:func:`_split_expert_width`: none with expert parallelism). A tower's split layers
     (:attr:`Architecture.tower_tp_widths`: an audio tower's, or a vision tower's in a class that cannot run
     it whole per rank; an audio tower's fused QKV projection's K and V heads,
     :attr:`Architecture.tower_kv_heads`, split or replicated whole as the text model's are)."""
     widths = [("dense MLP", layer.ffn_width) for layer in arch.layers if layer.ffn == "dense"]
-    if arch.shared_expert_intermediate_size and any(layer.ffn == "moe" for layer in arch.layers):
-        widths.append(("shared expert MLP", arch.shared_expert_intermediate_size))
+    # each MoE layer's shared experts (NemotronH-Puzzle's its own width a layer)
+    shared = (arch.expert_shape(layer).shared_width for layer in arch.layers if layer.ffn == "moe")
+    widths.extend(dict.fromkeys(("shared expert MLP", width) for width in shared if width))
     if arch.per_layer_input_size:  # Gemma 4's per_layer_model_projection, a ColumnParallelLinear
         widths.append(("per-layer input projection", arch.num_layers * arch.per_layer_input_size))
     if arch.block_adapter_rank:  # Zamba2's adapters: ColumnParallelLinear down to the rank

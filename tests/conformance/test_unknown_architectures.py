@@ -107,6 +107,8 @@ def test_every_class_capacity_does_not_know_is_refused_or_read_as_vllm_builds_it
     # model, HRM-Text, K2-Horizon and MuseGlimmer (refused by name until it was read): none of the classes
     # judged here is refused today (the refusal rule itself is held by tests/unit's unknown-architecture
     # cases; every class read is compared with vLLM's above), and TeleFLM (plain, its muP switch stated) is
-    # read.
+    # read. NemotronH-Puzzle, made here as transformers' NemotronHConfig (vLLM files the class under
+    # nemotron_h), was read (as Nemotron-H) but never judged: vLLM's CPU build refuses that config's relu2 MoE
+    # layers. It is a family now, skipped here.
     plain = [name for name, source in read if source == "plain"]
     assert len(read) >= 1 and len(plain) >= 1, (read, refused)

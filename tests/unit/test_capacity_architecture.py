@@ -226,9 +226,7 @@ def test_an_unknown_standard_decoder_is_biased_as_llama_is() -> None:
 
 
 def test_unknown_architecture_with_standard_fields_is_read_with_a_warning_naming_the_assumption():
-    arch = c.architecture_from_config(
-        BASE | {"model_type": "helium", "architectures": ["HeliumForCausalLM"]}
-    )
+    arch = c.architecture_from_config(BASE | {"model_type": "helium", "architectures": ["HeliumForCausalLM"]})
     assert arch.parameters == c.architecture_from_config(BASE).parameters
     assert len(arch.warnings) == 1 and "HeliumForCausalLM" in arch.warnings[0]
     assert "standard decoder" in arch.warnings[0]
@@ -338,14 +336,15 @@ def test_an_unknown_architecture_without_the_standard_fields_says_so(renamed, dr
 
 
 def test_an_unknown_class_vllm_registers_is_kvrights_gap_alone_in_the_refusal():
-    puzzle = BASE | {
-        "architectures": ["NemotronHPuzzleForCausalLM"],
-        "model_type": "nemotron_h_puzzle",
+    # (NemotronHPuzzleForCausalLM was this example until it was read: test_nemotron_h_puzzle.py)
+    nanbeige = BASE | {
+        "architectures": ["NanbeigeForCausalLM"],
+        "model_type": "nanbeige",
         "mamba_d_state": 64,
     }
     with pytest.raises(c.ConfigError) as err:
-        c.architecture_from_config(puzzle)
-    assert "is NemotronHPuzzleForCausalLM, which kvright does not know, and its" in str(err.value)
+        c.architecture_from_config(nanbeige)
+    assert "is NanbeigeForCausalLM, which kvright does not know, and its" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -424,8 +423,16 @@ LLAMA = {
             12288,
         ),
         ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}, 4096, 4096),
-        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}}, 4096, 4096),  # noqa: E501
-        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 512}}, 4096, 4096),  # noqa: E501
+        (
+            {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}},
+            4096,
+            4096,
+        ),
+        (
+            {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 512}},
+            4096,
+            4096,
+        ),
         ({"rope_scaling": {"type": "deepseek_yarn", "factor": 40}}, 4096, 4096),
         (
             {
