@@ -89,8 +89,8 @@ class whose CPU build cannot start (Kimi-Linear's MLA post-processes weights the
 away), this is the accounting the engine would run.
 
 When vLLM refuses to build its class (``error``), the answer adds ``checkpoint_parameters``: the parameters
-of transformers' class for the same config, also built on the meta device (the tensors a checkpoint of that
-config holds), or null when transformers has no class for it either.
+and persistent buffers of transformers' class for the same config, also built on the meta device (the
+tensors a checkpoint of that config holds), or null when transformers has no class for it either.
 """
 
 from __future__ import annotations
@@ -740,7 +740,9 @@ def _kv_cache(vllm_config: Any, memory_bytes: int) -> dict[str, Any]:
 
 
 def _checkpoint_count(config: dict[str, Any]) -> int | None:
-    """Parameters of transformers' own class for ``config`` (None: it has none, or refuses)."""
+    """The tensors' elements a checkpoint of transformers' own class for ``config`` holds: its parameters
+    and persistent buffers (a router's ``e_score_correction_bias`` is a buffer there, a parameter in vLLM's
+    class), tied ones once (None: it has no class, or refuses)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -752,7 +754,8 @@ def _checkpoint_count(config: dict[str, Any]) -> int | None:
                 model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
         except Exception:
             return None
-    return sum(parameter.numel() for parameter in {id(p): p for p in model.parameters()}.values())
+    held = {id(t): t for t in model.state_dict(keep_vars=True).values()}
+    return sum(tensor.numel() for tensor in held.values())
 
 
 def _tower_count(config: dict[str, Any], tower: str | list[str]) -> dict[str, Any]:
