@@ -57,6 +57,7 @@ SIDE_PROBES=(
   tests/conformance/test_hrm_text.py
   tests/conformance/test_k2_horizon.py
   tests/conformance/test_muse_glimmer.py
+  tests/conformance/test_nemotron_h_puzzle.py
 )
 # Conformance modules that start engines, run in a second session beside the first (about half of the
 # suite's time alone). test_kv_capacity, test_metrics and test_sim_dialect share one server: keep them here

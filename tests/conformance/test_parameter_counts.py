@@ -226,8 +226,8 @@ NOT_BUILT = {
     "K2HorizonForCausalLM": "built in test_k2_horizon.py (its config class is the checkpoint's code)",
     "MuseGlimmerForCausalLM": "built in test_muse_glimmer.py (its processor needs torchvision's stand-in)",
     "NemotronHPuzzleForCausalLM": (
-        "its config class is the checkpoint's code, and the CPU build refuses its MoE layers' squared-ReLU "
-        "experts: held to a survey of vLLM's class in tests/unit/test_nemotron_h_puzzle.py"
+        "built in test_nemotron_h_puzzle.py (its config class is the checkpoint's code, and its squared-ReLU "
+        "experts need a stand-in on the CPU build)"
     ),
     "Step3TextForCausalLM": "built in test_step3.py (one KV head behind a shared query: a suite of its own)",
     "Step1ForCausalLM": "built in test_step1.py (its use_alibi_sqrt needs a stand-in on the CPU build)",

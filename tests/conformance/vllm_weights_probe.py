@@ -66,6 +66,23 @@ which the CPU build refuses to give a backend: it is built with the CPU build's 
 (``_sparse_attention_on_cpu``), which no tensor and no cache spec depends on; with the torchvision or timm
 stand-in too where the case asks for both (GLM-5.3's classes import torchvision and are all sparse MLA).
 
+A case with ``"puzzle_config": true`` is a NemotronH-Puzzle file (``nemotron_h_puzzle``), whose config class
+is the checkpoint's own ``configuration_nemotron_h_puzzle.py`` (in neither vLLM nor its transformers): a
+stand-in for it is registered first (``_register_puzzle_config``), written from that class's public source's
+semantics. The layer pattern is derived from ``block_configs`` (attention ``*``, MoE ``E``, Mamba ``M``, MLP
+``-``; the file's own replaced); every field any block sets is deleted from the global config (absent, so
+a read of it fails); a layer's config (``get_nemotron_h_config_for_layer``) is the rest with its block's
+fields over it, a deleted field its block leaves out at NemotronHConfig's default. An unknown block type is
+a KeyError, a field its block type has not a TypeError; every block field is optional (the released
+checkpoint's MoE blocks state their width and top-k alone). It reads the file as the checkpoint's class
+does, so it changes no tensor and no cache spec vLLM's class builds from it.
+
+A case with ``"relu2_moe_stand_in": true`` is a class with squared-ReLU experts without a gate (NemotronH's
+``is_act_and_mul=False``), which the CPU build refuses as a platform gate (``FusedMoEConfig`` "supported only
+for CUDA, XPU and ROCm", then its unquantized experts kernel, "No Unquantized MoE backend"): it is built with
+both gates lifted (``_relu2_moe_on_cpu``). The experts' tensors are the unquantized method's, sized by
+``is_act_and_mul`` whatever kernel would run them; none changes, nor any cache spec.
+
 A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
 under its module NAME (``visual``; or under each of a list of names: ``["vision_tower",
 "multi_modal_projector"]``), built on the meta device: a vision tower vLLM loads one to one, for a wrapper
@@ -373,6 +390,7 @@ def _dots3_note_on_cpu() -> Iterator[None]:
       answer only to those imports, for this case alone.
     - Its sliding layers' prefill backend checks for FlashAttention's varlen kernel while it is built.
     - Its full layers ask for a sparse MLA backend: :func:`_sparse_attention_on_cpu`, entered beside this."""
+
     def absent(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a CUDA kernel the CPU build does not have")
 
@@ -520,6 +538,123 @@ def _sparse_attention_on_cpu() -> Iterator[None]:
         CpuPlatform.get_attn_backend_cls = chosen  # type: ignore[method-assign]
         mla_attention.MLACommonImpl.__init__ = built  # type: ignore[method-assign]
         selector._cached_get_attn_backend.cache_clear()  # the choices made with the stand-in are forgotten
+
+
+#: NemotronH-Puzzle's block types (``configuration_nemotron_h_puzzle.py``): the pattern's character and the
+#: fields a block of the type may set.
+PUZZLE_BLOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "attention": ("*", ("sliding_window", *(f"q_indexer_{f}" for f in (
+        "attn_mode", "chunk_size", "chunk_top_k", "chunked_query_chunk_size", "dim", "init_query_heads",
+        "logit_scale", "query_chunk_size", "top_k",
+    )))),
+    "moe": ("E", (
+        "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+        "moe_shared_expert_intermediate_size", "moe_latent_size", "routed_scaling_factor", "n_group",
+        "topk_group", "norm_topk_prob",
+    )),
+    "mamba": ("M", ("ssm_state_size",)),
+    "mlp": ("-", ("intermediate_size",)),
+}  # fmt: skip
+
+
+def _register_puzzle_config() -> None:
+    """A config class for ``nemotron_h_puzzle`` that reads a file as the checkpoint's own does (the module
+    docstring)."""
+    from transformers import AutoConfig
+    from transformers.models.nemotron_h.configuration_nemotron_h import NemotronHConfig
+
+    try:
+        AutoConfig.for_model("nemotron_h_puzzle")
+        return
+    except ValueError:
+        pass
+
+    def blocks_of(dicts: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        blocks = []
+        for block in dicts or []:
+            kind = block.get("block_type")
+            unknown = set(block) - {"block_type", *PUZZLE_BLOCKS[kind][1]}  # KeyError: an unknown type
+            if unknown:
+                name = f"{kind.capitalize()}Config"  # the class's dataclass for the type, as it refuses
+                raise TypeError(
+                    f"{name}.__init__() got an unexpected keyword argument {sorted(unknown)[0]!r}"
+                )
+            blocks.append({k: v for k, v in block.items() if v is not None})
+        return blocks
+
+    def pattern_of(blocks: list[dict[str, Any]]) -> str:
+        return "".join(PUZZLE_BLOCKS[block["block_type"]][0] for block in blocks)
+
+    class NemotronHPuzzleConfig(NemotronHConfig):
+        model_type = "nemotron_h_puzzle"
+        _deleted: frozenset[str] = frozenset()  # the global fields blocks set: absent
+
+        def __post_init__(self, **kwargs: Any) -> None:
+            blocks = blocks_of(kwargs.pop("block_configs", None))
+            mtp = blocks_of(kwargs.pop("mtp_block_configs", None))
+            if blocks:  # the pattern is the blocks', not the file's
+                self.layers_block_type = None
+                kwargs["hybrid_override_pattern"] = pattern_of(blocks)
+            if mtp:
+                self.mtp_layers_block_type = None
+                kwargs["mtp_hybrid_override_pattern"] = pattern_of(mtp)
+            super().__post_init__(**kwargs)
+            self.block_configs = blocks
+            self.mtp_block_configs = mtp
+            set_by_blocks = {k for b in blocks + mtp for k in b if k != "block_type"}
+            object.__setattr__(self, "_deleted", frozenset(set_by_blocks))
+
+        def __getattribute__(self, name: str) -> Any:
+            deleted = object.__getattribute__(self, "_deleted")
+            if not name.startswith("_") and NemotronHConfig.attribute_map.get(name, name) in deleted:
+                raise AttributeError(f"'NemotronHPuzzleConfig' object has no attribute '{name}'")
+            return super().__getattribute__(name)
+
+        def to_dict(self) -> dict[str, Any]:
+            return {k: v for k, v in super().to_dict().items() if k not in self._deleted and k != "_deleted"}
+
+        def get_nemotron_h_config_for_layer(self, layer: int) -> Any:
+            fields = self.to_dict()
+            for key in ("block_configs", "mtp_block_configs", "model_type", "hybrid_override_pattern"):
+                fields.pop(key, None)
+            block = {k: v for k, v in self.block_configs[layer].items() if k != "block_type"}
+            return NemotronHConfig.from_dict(fields | block)
+
+    AutoConfig.register("nemotron_h_puzzle", NemotronHPuzzleConfig)
+
+
+@contextlib.contextmanager
+def _relu2_moe_on_cpu() -> Iterator[None]:
+    """What vLLM's CPU build refuses in a class with squared-ReLU experts without a gate (NemotronH's), for
+    one case's build: ``FusedMoEConfig``'s platform gate (raised last in its ``__post_init__``, so the config
+    is whole without it), and its unquantized experts kernel's (no ungated activation, ``relu2_no_mul`` not
+    listed). The experts' tensors are the unquantized method's whatever kernel would run them; undone
+    after."""
+    from vllm.model_executor.layers.fused_moe import config as moe_config
+    from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+    from vllm.model_executor.layers.fused_moe.experts import cpu_moe
+
+    checked = moe_config.FusedMoEConfig.__post_init__
+    kernel = cpu_moe.CPUUnquantizedExperts
+    listed = (kernel.__dict__["_supports_no_act_and_mul"], kernel.__dict__["_supports_activation"])
+
+    def post_init(self: Any) -> None:
+        try:
+            checked(self)
+        except NotImplementedError as error:
+            if "is_act_and_mul=False" not in str(error):
+                raise
+
+    moe_config.FusedMoEConfig.__post_init__ = post_init  # type: ignore[method-assign]
+    kernel._supports_no_act_and_mul = staticmethod(lambda: True)  # type: ignore[method-assign]
+    kernel._supports_activation = staticmethod(  # type: ignore[method-assign]
+        lambda activation: activation == MoEActivation.RELU2_NO_MUL or listed[1].__func__(activation)
+    )
+    try:
+        yield
+    finally:
+        moe_config.FusedMoEConfig.__post_init__ = checked  # type: ignore[method-assign]
+        kernel._supports_no_act_and_mul, kernel._supports_activation = listed  # type: ignore[method-assign]
 
 
 def _count(
@@ -813,6 +948,8 @@ def main() -> None:
             with contextlib.redirect_stdout(sys.stderr):  # vLLM's own prints stay off the answer
                 if case.get("plain_config"):
                     _register_plain(case["config"]["model_type"])
+                if case.get("puzzle_config"):
+                    _register_puzzle_config()
                 if case.get("tower"):
                     answer = _tower_count(case["config"], case["tower"])
                 elif case.get("sub_config"):
@@ -838,6 +975,8 @@ def main() -> None:
                         shims.enter_context(_torchvision_stand_in())
                     if case.get("sparse_attention_stand_in"):
                         shims.enter_context(_sparse_attention_on_cpu())
+                    if case.get("relu2_moe_stand_in"):
+                        shims.enter_context(_relu2_moe_on_cpu())
                     with shims:
                         answer = _count(
                             case["config"],
