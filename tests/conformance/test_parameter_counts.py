@@ -9,11 +9,10 @@ meta device and counts every parameter once, and capacity must say the same numb
 bias keys, since a rule that ignores a key is only seen when the key is on.
 
 Nemotron-H's experts (squared ReLU, no gate; latent MoE) are the one place the CPU build refuses to build
-vLLM's class: a check of its CPU kernels, not of the weights. There the refusal is asserted (so the case
-moves back when the build accepts it) and capacity must match transformers' class for the same config, the
-tensors the checkpoint holds, which vLLM's NemotronHMoE loads one to one (experts at the latent width when
-``moe_latent_size`` is set, with replicated fc1/fc2 latent projections, router and shared expert at
-``hidden_size``; the router's score-correction bias a buffer there, a parameter in vLLM's class).
+vLLM's class: a platform gate on its CPU kernels, not a rule of the weights. Those cases are built with the
+probe's stand-in lifting that gate alone (``relu2_moe_stand_in``; no tensor changes), so capacity is held to
+vLLM's NemotronHMoE itself: experts at the latent width when ``moe_latent_size`` is set, replicated fc1/fc2
+latent projections, a float32 router and score-correction bias, the shared expert at ``hidden_size``.
 
 GLM-V (GLM-4.1V, GLM-4.5V, GLM-4.6V) is held in two halves, since vLLM's CPU venv cannot import its wrapper
 (the processor needs torchvision): its language model is a case like the others, the text config as
@@ -238,11 +237,9 @@ NOT_BUILT = {
 }
 
 
-#: Cases whose vLLM class the CPU build refuses to build, with the refusal (see the module docstring).
-CPU_REFUSED = {
-    "nemotron_h-moe": "is_act_and_mul=False is supported only for CUDA",
-    "nemotron_h-latent-moe+blocks": "is_act_and_mul=False is supported only for CUDA",
-}
+#: Cases with squared-ReLU experts without a gate, which the CPU build refuses as a platform gate: built
+#: with the probe's stand-in that lifts it (see the module docstring).
+RELU2_EXPERTS = frozenset({"nemotron_h-moe", "nemotron_h-latent-moe+blocks"})
 
 
 def _wrapper(fields: dict[str, Any]) -> dict[str, Any]:
@@ -523,7 +520,6 @@ def _tied(config: dict[str, Any], tie: bool) -> dict[str, Any]:
 TIE_CASES = {
     f"{case}|{'tied' if tie else 'untied'}": _tied(config, tie)
     for case, config in CASES.items()
-    if case not in CPU_REFUSED
     for tie in (True, False)
 }
 
@@ -543,7 +539,6 @@ WINDOW_CASES = {
     if isinstance(config.get("text_config"), dict)
     else config | fields
     for case, config in CASES.items()
-    if case not in CPU_REFUSED
     for name, fields in WINDOWS.items()
 }
 
@@ -557,6 +552,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
                 "config": c,
                 "plain_config": case in PLAIN_CONFIG,
                 "model_runner_v2": case in RUNNER_V2,
+                "relu2_moe_stand_in": case in RELU2_EXPERTS,
             }
             for case, c in CASES.items()
         ]
@@ -566,6 +562,7 @@ def vllm_counts(vllm_env: VllmEnv) -> dict[str, dict[str, Any]]:
                 "config": c,
                 "plain_config": case.split("|")[0] in PLAIN_CONFIG,
                 "model_runner_v2": case.split("|")[0] in RUNNER_V2,
+                "relu2_moe_stand_in": case.split("|")[0] in RELU2_EXPERTS,
             }
             for case, c in (TIE_CASES | WINDOW_CASES).items()
         ]
@@ -611,11 +608,6 @@ def test_capacity_counts_the_parameters_vllms_model_class_creates(
 ) -> None:
     answer = vllm_counts[case]
     ours = capacity.architecture_from_config(CASES[case]).parameters
-    if case in CPU_REFUSED:
-        assert CPU_REFUSED[case] in (answer["error"] or ""), f"vLLM's CPU build now builds {case}: {answer}"
-        assert answer["checkpoint_parameters"], answer
-        assert ours == answer["checkpoint_parameters"]
-        return
     assert answer["error"] is None, f"vLLM could not build {case}: {answer['error']}"
     assert answer["architecture"] == CASES[case]["architectures"][0]
     # vLLM counts an n-gram table in the rows it builds (padded to 64); the checkpoint's rows are the file's.
@@ -666,7 +658,7 @@ def test_a_file_vllm_refuses_to_build_capacity_refuses_naming_the_field(
     assert refused.value.field == field
 
 
-@pytest.mark.parametrize("case", sorted(set(CASES) - set(CPU_REFUSED)))  # a refused build has no tensors
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_capacity_weighs_the_bytes_vllms_model_class_creates(
     vllm_counts: dict[str, dict[str, Any]], case: str
 ) -> None:
@@ -746,7 +738,7 @@ def test_capacity_weighs_the_vocabulary_tables_as_vllm_pads_them(
     assert arch.parameters == answer["parameters"] - padding
 
 
-@pytest.mark.parametrize("case", sorted(set(CASES) - set(CPU_REFUSED)))  # a refused build has no layers
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_capacity_caches_the_heads_sizes_and_windows_vllms_attention_layers_cache(
     vllm_counts: dict[str, dict[str, Any]], case: str
 ) -> None:

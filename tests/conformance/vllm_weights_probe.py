@@ -104,10 +104,6 @@ module states it (``layers``, in model order: the module's class, the spec's kin
 window, before the engine unifies the pages). No cache is allocated: for a
 class whose CPU build cannot start (Kimi-Linear's MLA post-processes weights the CPU build has already packed
 away), this is the accounting the engine would run.
-
-When vLLM refuses to build its class (``error``), the answer adds ``checkpoint_parameters``: the parameters
-and persistent buffers of transformers' class for the same config, also built on the meta device (the
-tensors a checkpoint of that config holds), or null when transformers has no class for it either.
 """
 
 from __future__ import annotations
@@ -874,25 +870,6 @@ def _kv_cache(vllm_config: Any, memory_bytes: int) -> dict[str, Any]:
     }
 
 
-def _checkpoint_count(config: dict[str, Any]) -> int | None:
-    """The tensors' elements a checkpoint of transformers' own class for ``config`` holds: its parameters
-    and persistent buffers (a router's ``e_score_correction_bias`` is a buffer there, a parameter in vLLM's
-    class), tied ones once (None: it has no class, or refuses)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    with tempfile.TemporaryDirectory() as folder:
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump(config, f)
-        try:
-            with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
-        except Exception:
-            return None
-    held = {id(t): t for t in model.state_dict(keep_vars=True).values()}
-    return sum(tensor.numel() for tensor in held.values())
-
-
 def _tower_count(config: dict[str, Any], tower: str | list[str]) -> dict[str, Any]:
     """Parameters of transformers' image-text class for ``config`` in its module named ``tower`` (or in
     the modules a list names: a tower and its projector)."""
@@ -989,8 +966,6 @@ def main() -> None:
         except Exception as exc:  # the answer names the refusal; the test decides what it means
             error = f"{type(exc).__name__}: {exc}"[:300]
             answer = {"architecture": None, "parameters": None, "attention": None, "error": error}
-            with contextlib.redirect_stdout(sys.stderr):
-                answer["checkpoint_parameters"] = _checkpoint_count(case["config"])
         answers.append({"id": case["id"], **answer})
     print(json.dumps(answers))
 
