@@ -215,6 +215,8 @@ FAMILIES: dict[str, str] = {
     "DeepseekV3ForCausalLM": "mla",
     # Huawei's openPangu Ultra MoE (vLLM's openpangu.py with DeepSeek-V3's MLA and MoE fields).
     "PanguUltraMoEForCausalLM": "mla",
+    # openPangu Pro MoE V2 (the same openpangu.py): sink attention or GQA by param_sink_number, Ultra's MoE.
+    "PanguProMoEV2ForCausalLM": "moe",
     # Sarvam-105B (vLLM's sarvam.py): DeepSeek-V3's layers under Sarvam's names, with Ling's shared experts.
     "SarvamMLAForCausalLM": "mla",
     "DeepseekV32ForCausalLM": "mla",
@@ -492,6 +494,7 @@ _MODEL_TYPE_FAMILIES: dict[str, str] = {
     "deepseek_v2": "mla",
     "deepseek_v3": "mla",
     "pangu_ultra_moe": "mla",
+    "pangu_pro_moe_v2": "moe",
     "deepseek_v32": "mla",
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v4",
@@ -1245,11 +1248,19 @@ class Architecture:
     qk_rope_head_dim``."""
     rope_key_norm: bool = False
     """dots3-note's ``k_rope_only_layernorm``: an RMSNorm over each MLA layer's rotated key."""
-    qk_norm: Literal["none", "head", "head_layernorm", "full", "split"] = "none"
+    qk_norm: Literal["none", "head", "head_layernorm", "full", "split", "key"] = "none"
     """RMSNorm on queries and keys: per head (Qwen3, Gemma 3) or over the whole projection (MiniMax-M2); a
     per-head LayerNorm, a weight and a bias (Ling's without ``use_rmsnorm``); over the projection a rank
     holds, a weight per query and key channel split with its heads (K2-Horizon's ``q_size`` and ``kv_size``
-    norms: ``split``)."""
+    norms: ``split``); on keys alone, per head (openPangu's sink attention's ``k_layernorm``: ``key``)."""
+    attention_sink_tokens: int = 0
+    """openPangu Pro MoE V2's sink attention (``param_sink_number``; vLLM's ``OpenPanguSinkAttention``): the
+    learned key tokens every attention layer holds, ``head_dim`` wide a KV head (and values
+    :attr:`Layer.v_head_dim` wide with :attr:`attention_sink_values`), parameters in the model dtype split
+    with the KV heads, never in the KV cache's blocks; vLLM's engine asserts the KV block size divides them
+    (``SinkFullAttentionManager``). 0: none."""
+    attention_sink_values: bool = False
+    """The sink tokens' values are parameters too (``param_sink_with_value``); else a buffer, no weight."""
     norms_per_layer: int = 2
     """Norms of width ``hidden_size`` per layer (2; Gemma 2/3 and GLM-4 have 4; Nemotron-H 1)."""
     norm_bias: bool = False
@@ -2218,6 +2229,8 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
     else:
         per_head = weigh("attention", i, read * (hd + vd), (0, hd, vd, 0))
         per_head += weigh(None, i, hd + vd if a.qkv_bias else 0)
+    if a.attention_sink_tokens:  # openPangu's param_sink_key (and param_sink_value), split by KV head
+        per_head += weigh(None, i, a.attention_sink_tokens * (hd + (vd if a.attention_sink_values else 0)))
     if a.relative_position_dim:  # Inkling: r beside q in qkvr (biased with it), and the distance table
         rel = heads * a.relative_position_dim
         sharded += weigh("attention", i, h * rel, (1, 0, 0, 0)) + weigh(None, i, rel if a.qkv_bias else 0)
@@ -2243,7 +2256,7 @@ def _mixer_params(a: Architecture, layer: Layer, i: int, weigh: Weigh) -> tuple[
 
 
 #: Per-head q/k norms: head widths of parameters, for queries and keys (a LayerNorm's bias doubles them).
-_QK_NORM_WIDTHS = {"head": 2, "head_layernorm": 4}
+_QK_NORM_WIDTHS = {"head": 2, "head_layernorm": 4, "key": 1}
 
 
 #: The indexer naming family's parts (wq_b, wk, weights_proj): only wq_b is weighed under its kind, the
@@ -3573,12 +3586,15 @@ def _read_transformer(
     elif architecture == "Rnj1ForCausalLM":
         mixers, window = _rnj1_layers(cfg, a)
     elif architecture in _INTERLEAVED_WINDOWS:
-        if architecture == "PanguEmbeddedForCausalLM":
-            extra.update(_pangu_embedded_parts(cfg))
+        if architecture in _PANGU_GQA_CLASSES:
+            extra.update(_pangu_embedded_parts(cfg, architecture, a))
         else:  # PLaMo 3's untied head: the vocabulary padded to 16, those rows then padded to 64 apart
             vocab = _int(cfg, _VOCAB)
             extra["lm_head_added_rows"] = _padded_rows(-vocab % 16)
-        mixers, window = _interleaved_windows(cfg, layers)
+        if extra.get("attention_sink_tokens"):  # a SinkFullAttentionSpec: full attention, whatever the window
+            mixers, window = ["full"] * layers, None
+        else:
+            mixers, window = _interleaved_windows(cfg, layers)
     elif architecture in _MUSE_GLIMMER_CLASSES:
         mixers, window = _muse_glimmer_windows(cfg, layers)
     elif architecture == "HrmTextForCausalLM":
@@ -3624,11 +3640,12 @@ def _read_transformer(
         ffn = ["moe" if r else "dense" for r in routed]
         width = [0 if r else dense for r in routed]
         a["intermediate_size"] = dense
-        if model_type in _ONE_ROUTED_LAYER_AT_LEAST and not any(routed):
+        needs_one = _ONE_ROUTED_LAYER_AT_LEAST.get(model_type) or _ONE_ROUTED_LAYER_AT_LEAST.get(architecture)
+        if needs_one and not any(routed):
             raise ConfigError(
                 "first_k_dense_replace",
                 f"leaves no layer of the {layers} routed; vLLM 0.32's {architecture} needs one "
-                f"({_ONE_ROUTED_LAYER_AT_LEAST[model_type]!r})",
+                f"({needs_one!r})",
             )
         if model_type == "cohere2_moe" and not all(routed) and not dense:
             raise ConfigError(
@@ -3637,6 +3654,8 @@ def _read_transformer(
                 "MLP that wide and stops at start without it",
             )
     read = _Read(mixers, ffn, width, [0] * layers, extra)
+    if "sink_v_head_dim" in extra:  # openPangu's sink attention: values v_channels wide on every layer
+        read.v_head_dims = [extra.pop("sink_v_head_dim")] * layers
     if model_type == "dots3_note" and extra.get("sliding_mla"):
         read.q_heads = [extra["sliding_mla"].heads if m == "sliding" else 0 for m in mixers]
     if model_type == "hy_v4":
@@ -3736,7 +3755,9 @@ def _muse_glimmer_parts(cfg: Mapping[str, Any], config: Mapping[str, Any]) -> di
 #: Classes whose layers take their window from ``interleaved_sliding_window`` (vLLM's plamo3.py: the list by
 #: layer, as PLaMo 3's config class derives it; openpangu.py: an integer for every layer, or a list by layer
 #: modulo its length), a ``None`` entry a layer of full attention.
-_INTERLEAVED_WINDOWS = frozenset({"Plamo3ForCausalLM", "PanguEmbeddedForCausalLM"})
+_INTERLEAVED_WINDOWS = frozenset(
+    {"Plamo3ForCausalLM", "PanguEmbeddedForCausalLM", "PanguProMoEV2ForCausalLM"}
+)
 
 
 def _interleaved_windows(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], int | None]:
@@ -3766,34 +3787,64 @@ def _interleaved_windows(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixe
     return ["full" if w is None else "sliding" for w in windows], next(iter(sizes), None)
 
 
-#: openPangu's attention kinds and MLP kinds other than Embedded's GQA and dense MLP, by a field that selects
-#: them (openpangu.py picks them by the file's fields whatever the class).
+#: The openPangu classes read with GQA or sink attention (vLLM's ``OpenPanguEmbeddedAttention`` and
+#: ``OpenPanguSinkAttention``): Embedded's dense MLPs, Pro MoE V2's routed ones by Ultra MoE's rules.
+_PANGU_GQA_CLASSES = frozenset({"PanguEmbeddedForCausalLM", "PanguProMoEV2ForCausalLM"})
+
+#: openPangu's attention kinds and MLP kinds each class does not read, by a field that selects them
+#: (openpangu.py:790-798 and 883-892 pick them by the file's fields whatever the class): Pro MoE V2 reads
+#: sink attention and routed experts, Embedded neither; MLA is Ultra MoE's (PanguUltraMoEForCausalLM).
 _PANGU_NOT_READ = {
-    "kv_lora_rank": "MLA attention",
-    "param_sink_number": "sink attention",
-    "n_routed_experts": "routed experts",
+    "kv_lora_rank": ("MLA attention", frozenset(_PANGU_GQA_CLASSES)),
+    "param_sink_number": ("sink attention", frozenset({"PanguEmbeddedForCausalLM"})),
+    "n_routed_experts": ("routed experts", frozenset({"PanguEmbeddedForCausalLM"})),
 }
 
 
-def _pangu_embedded_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """openPangu Embedded's GQA layers (vLLM's ``OpenPanguEmbeddedAttention``): the output projection biased
-    by ``attention_bias`` or ``bias``, Q/K/V by ``qkv_bias`` where the file states it, else by the same; two
-    more norms a layer with ``sandwich_norm``. The file's other attention and MLP kinds are refused."""
-    for key, what in _PANGU_NOT_READ.items():
-        if cfg.get(key):
+def _pangu_embedded_parts(cfg: Mapping[str, Any], architecture: str, a: dict[str, Any]) -> dict[str, Any]:
+    """openPangu's GQA and sink attention layers (vLLM's ``OpenPanguEmbeddedAttention``, openpangu.py:389,
+    and ``OpenPanguSinkAttention``, :522): the output projection biased by ``attention_bias`` or ``bias``,
+    Q/K/V by ``qkv_bias`` where the file states it, else by the same; two more norms a layer with
+    ``sandwich_norm``. Where ``param_sink_number`` is above 0 (Pro MoE V2), sink attention: keys
+    ``qk_nope_dim + qk_rope_dim`` wide (``a``'s head width, whatever ``head_dim`` says), values
+    ``v_channels`` wide (a FlashAttentionDiffKV page), a ``k_layernorm`` over a key head, and that many
+    learned sink keys (values too with ``param_sink_with_value``); 0 or unset: GQA. The file's other
+    attention and MLP kinds are refused (:data:`_PANGU_NOT_READ`)."""
+    for key, (what, refused_by) in _PANGU_NOT_READ.items():
+        if architecture in refused_by and cfg.get(key):
             raise ConfigError(
                 key, f"selects openPangu's {what}, which kvright does not read yet; accepted: unset"
             )
     biased = _bool(cfg, "attention_bias", False) or _bool(cfg, "bias", False)
     qkv = _bool(cfg, "qkv_bias", False) if cfg.get("qkv_bias") is not None else biased
     norms = 4 if _bool(cfg, "sandwich_norm", False) else 2
-    return {"o_bias": biased, "qkv_bias": qkv, "norms_per_layer": norms}
+    parts: dict[str, Any] = {"o_bias": biased, "qkv_bias": qkv, "norms_per_layer": norms}
+    sinks = _int(cfg, ("param_sink_number",), minimum=0, default=0)
+    if sinks > 0:
+        if cfg.get("is_causal") is False:
+            raise ConfigError(
+                "is_causal",
+                "is false with param_sink_number; vLLM 0.32's openpangu.py refuses it (\"is_causal=False is "
+                'not support for attention with sink"); accepted: true or unset',
+            )
+        a["head_dim"] = _int(cfg, ("qk_nope_dim",), minimum=0) + _int(cfg, ("qk_rope_dim",), minimum=0)
+        parts.update(
+            attention_sink_tokens=sinks,
+            attention_sink_values=_bool(cfg, "param_sink_with_value", False),
+            qk_norm="key",
+            sink_v_head_dim=_int(cfg, ("v_channels",)),
+        )
+    return parts
 
 
-#: Model types whose class stops where no layer is routed, and what it says.
+#: What vLLM 0.32's openPangu MoE classes say where no layer routes (openpangu.py:1190).
+_PANGU_NO_MOE_LAYER = "No MOE layer found in model.layers."
+
+#: Model types (or classes) whose class stops where no layer is routed, and what it says.
 _ONE_ROUTED_LAYER_AT_LEAST = {
     "sarvam_mla": "No SarvamMLAMoE layer found",
-    "pangu_ultra_moe": "No MOE layer found in model.layers.",
+    "pangu_ultra_moe": _PANGU_NO_MOE_LAYER,
+    "PanguProMoEV2ForCausalLM": _PANGU_NO_MOE_LAYER,  # by class: openpangu.py whatever the model type
 }
 
 
@@ -8332,6 +8383,8 @@ def architecture_from_config(
     built = _MODELING.get(model_type, _LLAMA if assumed else _Modeling())
     if architecture == "IQuestLoopCoderForCausalLM":
         built = _Modeling(qkv_bias=False)  # its class builds no bias whatever the file or its type says
+    if architecture == "PanguProMoEV2ForCausalLM":
+        built = _MODELING["pangu_ultra_moe"]  # Ultra MoE's OpenPanguMoE, whatever the file's model type
     if model_type == "gpt_oss":
         extra.update(o_bias=True, expert_bias=True)
     if model_type in ("gpt2", "opt", "gpt_bigcode"):

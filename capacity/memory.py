@@ -537,6 +537,17 @@ def kv_cache_layout(
     if layout is None:
         layout = arch.memo[("kv_cache_layout", *args)] = _kv_cache_layout(arch, *args)
     assert isinstance(layout, KVCacheLayout)
+    sinks = arch.attention_sink_tokens
+    if sinks and sinks % layout.block_size:
+        # vLLM's SinkFullAttentionManager asserts ``sink_len % block_size == 0``
+        # (v1/core/single_type_kv_cache_manager.py:2196-2197) when the engine builds its KV managers, after
+        # the KV accounting (which leaves the sink's slots out of num_blocks) has passed.
+        raise CapacityError(
+            f"{arch.name}'s {sinks} attention sink tokens (param_sink_number) are not a whole number of "
+            f"{layout.block_size}-token KV blocks, the block this plan's engine uses: vLLM 0.32's sink "
+            f"attention stops at start when the block does not divide them; accepted: param_sink_number a "
+            f"multiple of {layout.block_size}"
+        )
     return layout
 
 

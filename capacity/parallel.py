@@ -94,6 +94,13 @@ def tensor_parallel_reason(arch: Architecture, tp: int, *, expert_parallel: bool
         reason = f"does not divide {whose} {heads} attention heads of {arch.name}"
     elif _splits_kv_heads_of(arch, tp):
         reason = f"splits the {arch.num_kv_heads} KV heads of {arch.name} into fractions"
+    elif arch.attention_sink_tokens and arch.num_kv_heads < tp:
+        # openpangu.py:562-568: sink attention gives every rank whole KV heads of its own, never a copy
+        reason = (
+            f"exceeds the {arch.num_kv_heads} KV heads of {arch.name}, which its sink attention never "
+            f'replicates (vLLM 0.32: "Number of KV heads {arch.num_kv_heads} is less than TP size {tp}, KV '
+            'heads replication is not support yet.")'
+        )
     elif _short_conv_exceeds(arch, tp):
         reason = (
             f"exceeds the {min(_kv_head_counts(arch))} KV heads of some layers of {arch.name}: vLLM's "

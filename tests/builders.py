@@ -1186,10 +1186,12 @@ def plamo3(layers: int = 8, window: int = 64, pattern: int = 4, **fields: Any) -
     return config | fields
 
 
-#: openPangu Embedded and Ultra MoE (vLLM's openpangu.py) at small widths: tests/data/shapes/openpangu.json.
+#: openPangu Embedded, Ultra MoE and Pro MoE V2 (vLLM's openpangu.py) at small widths:
+#: tests/data/shapes/openpangu.json.
 _OPENPANGU = model_shapes("openpangu")
 PANGU_EMBEDDED_SMALL = _OPENPANGU["embedded-small"]
 PANGU_ULTRA_SMALL = _OPENPANGU["ultra-small"]
+PANGU_PRO_SMALL = _OPENPANGU["pro-small"]
 
 #: A small Step-3 text model (vLLM's step3_text.py over its Step3TextConfig): tests/data/shapes/step3.json.
 STEP3_TEXT_SMALL = model_shapes("step3")["text-small"]

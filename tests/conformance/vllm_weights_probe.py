@@ -83,6 +83,14 @@ for CUDA, XPU and ROCm", then its unquantized experts kernel, "No Unquantized Mo
 both gates lifted (``_relu2_moe_on_cpu``). The experts' tensors are the unquantized method's, sized by
 ``is_act_and_mul`` whatever kernel would run them; none changes, nor any cache spec.
 
+A case with ``"pangu_sink_stand_in": true`` is an openPangu file with sink attention (Pro MoE V2's
+``param_sink_number``; vLLM's ``OpenPanguSinkAttention``), whose class makes its learned ``param_sink_key``
+(and ``param_sink_value``) on ``current_platform.current_device()``, the CPU here, not the meta device the
+rest is built on, and then runs its meta ``k_layernorm`` over that key while it is built, which torch refuses
+("Tensor on device meta is not on the expected device cpu!"): it is built with openpangu.py's
+``current_platform`` answering the meta device for ``current_device()`` alone (``_pangu_sink_on_meta``). The
+sink tensors keep their shapes and dtypes; no other tensor and no cache spec changes.
+
 A case with ``"tower": NAME`` asks only for the parameters of transformers' class for the (multimodal) config
 under its module NAME (``visual``; or under each of a list of names: ``["vision_tower",
 "multi_modal_projector"]``), built on the meta device: a vision tower vLLM loads one to one, for a wrapper
@@ -653,6 +661,33 @@ def _relu2_moe_on_cpu() -> Iterator[None]:
         kernel._supports_no_act_and_mul, kernel._supports_activation = listed  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _pangu_sink_on_meta() -> Iterator[None]:
+    """What openPangu's sink attention needs to be built on the meta device, for one case's build:
+    ``OpenPanguSinkAttention`` (openpangu.py:645-697) makes ``param_sink_key`` / ``param_sink_value`` with
+    ``device=current_platform.current_device()`` (the CPU), then normalizes the key with its meta
+    ``k_layernorm``, which torch refuses. Here openpangu.py's ``current_platform`` is a proxy whose
+    ``current_device()`` is the meta device and whose every other attribute is the platform's own; the sink
+    tensors' shapes and dtypes are unchanged. Undone after."""
+    import torch
+    from vllm.model_executor.models import openpangu
+
+    real = openpangu.current_platform
+
+    class _MetaDevice:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def current_device(self) -> Any:
+            return torch.device("meta")
+
+    openpangu.current_platform = _MetaDevice()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        openpangu.current_platform = real
+
+
 def _count(
     config: dict[str, Any],
     port: int,
@@ -954,6 +989,8 @@ def main() -> None:
                         shims.enter_context(_sparse_attention_on_cpu())
                     if case.get("relu2_moe_stand_in"):
                         shims.enter_context(_relu2_moe_on_cpu())
+                    if case.get("pangu_sink_stand_in"):
+                        shims.enter_context(_pangu_sink_on_meta())
                     with shims:
                         answer = _count(
                             case["config"],
