@@ -3653,6 +3653,8 @@ def _read_transformer(
                 "is missing with dense layers in mlp_layer_types; vLLM 0.32's cohere2_moe.py builds their "
                 "MLP that wide and stops at start without it",
             )
+    if architecture in _PANGU_CLASSES:
+        _pangu_required(cfg)
     read = _Read(mixers, ffn, width, [0] * layers, extra)
     if "sink_v_head_dim" in extra:  # openPangu's sink attention: values v_channels wide on every layer
         read.v_head_dims = [extra.pop("sink_v_head_dim")] * layers
@@ -3835,6 +3837,37 @@ def _pangu_embedded_parts(cfg: Mapping[str, Any], architecture: str, a: dict[str
             sink_v_head_dim=_int(cfg, ("v_channels",)),
         )
     return parts
+
+
+#: vLLM 0.32's openPangu classes (openpangu.py builds each by the file's fields).
+_PANGU_CLASSES = _PANGU_GQA_CLASSES | {"PanguUltraMoEForCausalLM"}
+
+
+def _pangu_required(cfg: Mapping[str, Any]) -> None:
+    """What every openPangu class refuses or reads with no default (openpangu.py; the config class is the
+    checkpoint's code, so a field a file leaves out is missing, not defaulted): an MLP activation other than
+    silu (``check_ffn_act_fn``, :89, for every MLP and routed layer), and where ``n_routed_experts`` is set,
+    ``first_k_dense_replace`` (the decoder layer's choice of MLP, :885) and ``n_shared_experts`` (the MoE
+    layer, :150; null: no shared experts)."""
+    activation = cfg.get("hidden_act", "silu")
+    if activation != "silu":
+        raise ConfigError(
+            "hidden_act",
+            f"is {activation!r:.30}; vLLM 0.32's openpangu.py refuses it (\"Unsupported activation: "
+            f'{activation!s:.30}. Only silu is supported for now.\"); accepted: silu',
+        )
+    if cfg.get("n_routed_experts") is None:
+        return
+    for key, accepted in (
+        ("first_k_dense_replace", "the count of dense layers before the routed ones (0: none)"),
+        ("n_shared_experts", "the shared experts' count, or null for none"),
+    ):
+        if key not in cfg:
+            raise ConfigError(
+                key,
+                f"is missing with n_routed_experts set; vLLM 0.32's openpangu.py reads it with no default "
+                f"and stops at start; accepted: {accepted}",
+            )
 
 
 #: What vLLM 0.32's openPangu MoE classes say where no layer routes (openpangu.py:1190).

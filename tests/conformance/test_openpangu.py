@@ -51,12 +51,13 @@ ACCOUNTED = harness.accounted_cases(BUILT, list(BUILT), memory=2**26, length=204
 #: Files vLLM refuses, by the field capacity names.
 REFUSED: dict[str, dict[str, Any]] = {
     "num_key_value_heads": edited(PANGU_EMBEDDED_SMALL, num_key_value_heads=3),  # heads % KV heads
+    "hidden_act": edited(PANGU_EMBEDDED_SMALL, hidden_act="gelu"),  # check_ffn_act_fn: silu alone
 }
 
 
 class TestPanguEmbedded(harness.LayerCachesSuite):
-    """Eight builds (every bias rule, sandwich norms, a stated head width, windows), their caches and one
-    refusal."""
+    """Eight builds (every bias rule, sandwich norms, a stated head width, windows), their caches and two
+    refusals."""
 
     BUILT = BUILT
     ACCOUNTED = ACCOUNTED
@@ -80,12 +81,14 @@ ULTRA_BUILT: dict[str, dict[str, Any]] = {
 
 class TestPanguUltraMoE(harness.ModelSuite):
     """Seven builds (query LoRA or not, the expert bias, sandwich norms, shared experts, every layer routed, a
-    wider latent), their caches, and the file without a routed layer the class refuses."""
+    wider latent), their caches, and the files the class refuses: without a routed layer, and without
+    ``n_shared_experts`` (read with no default; stated null it is built, above)."""
 
     BUILT = ULTRA_BUILT
     ACCOUNTED = harness.accounted_cases(ULTRA_BUILT, list(ULTRA_BUILT), memory=2**26, length=2048)
     REFUSED: ClassVar[dict[str, dict[str, Any]]] = {
         "first_k_dense_replace": edited(PANGU_ULTRA_SMALL, first_k_dense_replace=3),  # "No MOE layer found"
+        "n_shared_experts": edited(PANGU_ULTRA_SMALL, n_shared_experts=None),  # the key missing
     }
     STAND_INS: ClassVar[dict[str, Any]] = {"plain_config": True}
 
@@ -119,13 +122,14 @@ PRO_ACCOUNTED = harness.accounted_cases(
 
 class TestPanguProMoEV2(harness.LayerCachesSuite):
     """Six builds (sink keys with and without values, wider keys and values, biases, four KV heads, windows
-    the sink cache ignores, no sinks, the head tied), three caches, and the file without a routed layer the
-    class refuses."""
+    the sink cache ignores, no sinks, the head tied), three caches, and the files the class refuses: without
+    a routed layer, and with an MLP activation other than silu."""
 
     BUILT = PRO_BUILT
     ACCOUNTED = PRO_ACCOUNTED
     REFUSED: ClassVar[dict[str, dict[str, Any]]] = {
         "first_k_dense_replace": edited(PANGU_PRO_SMALL, first_k_dense_replace=3),  # "No MOE layer found"
+        "hidden_act": edited(PANGU_PRO_SMALL, hidden_act="gelu"),  # OpenPanguMoE's check_ffn_act_fn
     }
     STAND_INS: ClassVar[dict[str, Any]] = {"plain_config": True, "pangu_sink_stand_in": True}
 

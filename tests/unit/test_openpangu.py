@@ -18,6 +18,7 @@ import pytest
 import capacity as c
 from tests.builders import (
     PANGU_EMBEDDED_SMALL,
+    PANGU_PRO_SMALL,
     PANGU_ULTRA_SMALL,
     cpu_engine_accounting,
     edited,
@@ -152,3 +153,26 @@ def test_ultra_moe_without_a_routed_layer_is_refused() -> None:
     """vLLM's class: "No MOE layer found in model.layers."."""
     with pytest.raises(c.ConfigError, match="No MOE layer found"):
         c.architecture_from_config(edited(PANGU_ULTRA_SMALL, first_k_dense_replace=3))
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "words"),
+    [
+        (edited(PANGU_EMBEDDED_SMALL, hidden_act="gelu"), "hidden_act", "Only silu is supported"),
+        (edited(PANGU_ULTRA_SMALL, hidden_act="relu"), "hidden_act", "Only silu is supported"),
+        (edited(PANGU_PRO_SMALL, hidden_act="gelu"), "hidden_act", "Only silu is supported"),
+        (edited(PANGU_ULTRA_SMALL, first_k_dense_replace=None), "first_k_dense_replace", "no default"),
+        (edited(PANGU_PRO_SMALL, n_shared_experts=None), "n_shared_experts", "no default"),
+    ],
+    ids=["embedded-gelu", "ultra-relu", "pro-gelu", "ultra-no-dense-count", "pro-no-shared-count"],
+)
+def test_what_every_openpangu_class_refuses_or_needs_stated(
+    config: dict[str, Any], field: str, words: str
+) -> None:
+    """openpangu.py checks every MLP's activation (``check_ffn_act_fn``: silu alone), and where experts route
+    reads ``first_k_dense_replace`` and ``n_shared_experts`` with no default (the config class is the
+    checkpoint's code): a file without them stops vLLM at start, so capacity refuses it naming the field. A
+    stated null ``n_shared_experts`` is no shared expert (built, in the table above)."""
+    with pytest.raises(c.ConfigError, match=words) as refused:
+        c.architecture_from_config(config)
+    assert refused.value.field == field
