@@ -2555,6 +2555,16 @@ def _bool(cfg: Mapping[str, Any], name: str, default: bool) -> bool:
     return value
 
 
+def _silu_only(cfg: Mapping[str, Any], why: str, *, field: str = "hidden_act") -> None:
+    """Refuse a file whose MLP activation (``field``; silu where absent) is not silu, the one activation the
+    class builds: ``why`` says whose rule it is, in vLLM's words where it has some (``{act}`` stands for the
+    file's value in them)."""
+    activation = cfg.get(field, "silu")
+    if activation != "silu":
+        said = why.replace("{act}", f"{activation!s:.30}")
+        raise ConfigError(field, f"is {activation!r:.30}; {said}; accepted: silu")
+
+
 def _list(cfg: Mapping[str, Any], name: str, length: int | None = None) -> list[Any] | None:
     value = cfg.get(name)
     if value is None:
@@ -3675,9 +3685,7 @@ def _hrm_text_steps(cfg: Mapping[str, Any], a: dict[str, Any]) -> dict[str, Any]
     attention cache per layer; read as one entry a step's layer, the first ``2 x num_layers_per_stack``
     holding the weights. Every query head has its own K and V (no ``num_key_value_heads`` is read); a
     sigmoid gate is fused with Q, K and V; ``z_L_init`` is a learned hidden-wide vector."""
-    if cfg.get("hidden_act", "silu") != "silu":
-        activation = cfg.get("hidden_act")
-        raise ConfigError("hidden_act", f"is {activation!r:.30}; vLLM's hrm_text.py builds silu alone")
+    _silu_only(cfg, "vLLM's hrm_text.py builds silu alone")
     if a["hidden_size"] % a["num_attention_heads"]:
         raise ConfigError(
             "num_attention_heads",
@@ -3699,9 +3707,8 @@ def _k2_horizon_parts(cfg: Mapping[str, Any], hidden: int, read: _Read) -> dict[
     ``layernorm_num_groups`` do not divide the hidden width."""
     routed = "moe" in read.ffn
     mlp = "dense" in read.ffn or bool(read.extra.get("shared_expert_intermediate_size"))
-    if mlp and cfg.get("hidden_act", "silu") != "silu":
-        activation = cfg.get("hidden_act")
-        raise ConfigError("hidden_act", f"is {activation!r:.30}; vLLM's k2_horizon.py builds silu MLPs alone")
+    if mlp:
+        _silu_only(cfg, "vLLM's k2_horizon.py builds silu MLPs alone")
     groups = _int(cfg, ("layernorm_num_groups",), default=1)
     if hidden % groups:
         raise ConfigError(
@@ -3737,13 +3744,12 @@ def _muse_glimmer_parts(cfg: Mapping[str, Any], config: Mapping[str, Any]) -> di
     activation other than silu (:1099-1103; a flat file's ``hidden_act``, which its config class renames),
     and a text-only config (``muse_glimmer_text``) that says ``has_vision`` true: the class then builds its
     tower from the text config, which has no tower's fields."""
-    activation = cfg.get("hidden_activation", "silu")
-    if activation != "silu":
-        raise ConfigError(
-            "hidden_activation",
-            f"is {activation!r:.30} (a flat file's hidden_act); vLLM refuses it (\"MuseGlimmer uses `silu` "
-            f'as the hidden activation; got `{activation!s:.30}`."); accepted: silu',
-        )
+    _silu_only(
+        cfg,
+        "a flat file's hidden_act; vLLM refuses it "
+        '("MuseGlimmer uses `silu` as the hidden activation; got `{act}`.")',
+        field="hidden_activation",
+    )
     if config.get("model_type") == "muse_glimmer_text" and _bool(config, "has_vision", False):
         raise ConfigError(
             "has_vision",
@@ -3849,13 +3855,7 @@ def _pangu_required(cfg: Mapping[str, Any]) -> None:
     silu (``check_ffn_act_fn``, :89, for every MLP and routed layer), and where ``n_routed_experts`` is set,
     ``first_k_dense_replace`` (the decoder layer's choice of MLP, :885) and ``n_shared_experts`` (the MoE
     layer, :150; null: no shared experts)."""
-    activation = cfg.get("hidden_act", "silu")
-    if activation != "silu":
-        raise ConfigError(
-            "hidden_act",
-            f"is {activation!r:.30}; vLLM 0.32's openpangu.py refuses it (\"Unsupported activation: "
-            f'{activation!s:.30}. Only silu is supported for now.\"); accepted: silu',
-        )
+    _silu_only(cfg, "openpangu.py refuses it (Unsupported activation: {act}. Only silu is supported)")
     if cfg.get("n_routed_experts") is None:
         return
     for key, accepted in (
@@ -3947,12 +3947,7 @@ def _loop_passes(cfg: Mapping[str, Any]) -> dict[str, Any]:
             f"is {cfg['sliding_window']!r:.20}; kvright reads a loop model whose first pass attends over the "
             "whole context (its later passes over loop_window_size); accepted: null or unset",
         )
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConfigError(
-            "hidden_act",
-            f"is {cfg['hidden_act']!r:.30}; vLLM's IQuest-Coder Loop class builds Llama's SiLU-gated MLP "
-            'alone ("Unsupported activation"); accepted: silu',
-        )
+    _silu_only(cfg, "vLLM's IQuest-Coder Loop class builds a SiLU-gated MLP alone (Unsupported activation)")
     passes = _int(cfg, ("loop_num",), default=2)
     window = _int(cfg, ("loop_window_size",), default=64)
     return {
@@ -4015,9 +4010,7 @@ def _dots3_layers(cfg: Mapping[str, Any], layers: int) -> tuple[list[Mixer], int
     for name in required:
         if cfg.get(name) is None:
             raise ConfigError(name, "is missing; vLLM 0.32's dots3-note reads it and stops without it")
-    if cfg.get("hidden_act", "silu") != "silu":
-        act = cfg["hidden_act"]
-        raise ConfigError("hidden_act", f"is {act!r:.40}; vLLM 0.32's dots3-note runs silu only")
+    _silu_only(cfg, "vLLM 0.32's dots3-note runs silu only")
     for name in ("n_routed_experts", "n_shared_experts"):
         if name in cfg and cfg[name] is None:  # DeepseekV3Config, a strict dataclass: an int or its default
             raise ConfigError(name, "is null; expected an integer (DeepseekV3Config refuses null)")
@@ -4893,9 +4886,7 @@ def _hy_v4_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "is null; vLLM 0.32's HYV4Config types it an int and refuses the file at load; accepted: the "
             "query's low rank (HY V4 ships 1536)",
         )
-    act = cfg.get("hidden_act", "silu")
-    if act != "silu":
-        raise ConfigError("hidden_act", f"is {act!r:.40}; vLLM 0.32's HY V4 experts accept silu only")
+    _silu_only(cfg, "vLLM 0.32's HY V4 experts accept silu only")
     gated = _bool(cfg, "gated_mla", True)
     gating = cfg.get("gating_type", "elementwise")
     if gated and gating not in _HY_V4_GATES:
@@ -5361,10 +5352,7 @@ def _read_mimo_v2(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
     ``tie_word_embeddings`` says."""
     layers = a["num_layers"]
     heads = a["num_attention_heads"]
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConfigError(
-            "hidden_act", f"is {cfg['hidden_act']!r:.40}; expected 'silu' (vLLM's MiMo-V2 refuses others)"
-        )
+    _silu_only(cfg, "expected 'silu' (vLLM's MiMo-V2 refuses others)")
     pattern = _list(cfg, "hybrid_layer_pattern")
     flags = pattern or []
     if len(flags) < layers or any(p not in (0, 1) or isinstance(p, float) for p in flags):
@@ -5764,9 +5752,7 @@ def _read_laguna(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
       suggests of Qwen's), SiLU only (vLLM's LagunaMLP refuses another ``hidden_act``)."""
     layers = a["num_layers"]
     kv = a["num_kv_heads"]
-    if cfg.get("hidden_act", "silu") != "silu":
-        act = cfg["hidden_act"]
-        raise ConfigError("hidden_act", f"is {act!r:.40}; expected 'silu' (vLLM's Laguna MLP takes no other)")
+    _silu_only(cfg, "expected 'silu' (vLLM's Laguna MLP takes no other)")
     if _bool(cfg, "moe_apply_router_weight_on_input", False):
         raise ConfigError(
             "moe_apply_router_weight_on_input",
@@ -5855,10 +5841,7 @@ def _read_longcat_flash(cfg: Mapping[str, Any], a: dict[str, Any]) -> _Read:
             "zero_expert_type",
             f"is {cfg['zero_expert_type']!r:.40}; expected 'identity' (the only kind vLLM 0.32 computes)",
         )
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConfigError(
-            "hidden_act", f"is {cfg['hidden_act']!r:.40}; expected 'silu' (vLLM's LongCat MLP takes no other)"
-        )
+    _silu_only(cfg, "expected 'silu' (vLLM's LongCat MLP takes no other)")
     if cfg.get("q_lora_rank", 0) is None:
         raise ConfigError(
             "q_lora_rank", "is null (transformers' LongcatFlashConfig refuses it); expected an integer"
@@ -6150,10 +6133,7 @@ def _afmoe_switches(cfg: Mapping[str, Any]) -> None:
             "is missing; vLLM 0.32's afmoe.py reads it (AfmoeConfig has no default for it) and stops at "
             f"start without it; expected all of {', '.join(_AFMOE_ROUTING)}",
         )
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConfigError(
-            "hidden_act", f"is {cfg['hidden_act']!r:.40}; expected 'silu' (vLLM's AFMoE experts run no other)"
-        )
+    _silu_only(cfg, "expected 'silu' (vLLM's AFMoE experts run no other)")
 
 
 def _kimi_k3_parts(cfg: Mapping[str, Any]) -> dict[str, Any]:
